@@ -1,0 +1,70 @@
+/*
+ * grist/error.h - the one error convention of the whole library.
+ *
+ * Every grist call that can fail returns 0 (or a non-negative count) on
+ * success and a negative errno-style code on failure, like liburing. errno is
+ * never an output. Besides the code, the failing call leaves a detailed,
+ * human-readable message in thread-local storage that names the file, the
+ * byte offset and what is wrong; read it with grist_last_error() on the same
+ * thread before the next grist call.
+ *
+ * The codes used, and what they mean in grist:
+ *   -EINVAL    a bad argument or option (usage error)
+ *   -EBADMSG   corrupt data: a hash, magic, size or structure check failed
+ *   -ENOTSUP   valid data that grist does not support (transposed chunks)
+ *   -ERANGE    an index past the end of the dataset
+ *   -EIO       the operating system reported an I/O error (others pass through)
+ *   -ENOMEM    an allocation failed or a configured memory cap was hit
+ *   -ENODEV    no usable device (OpenCL platform or device)
+ *   -ESTALE    a checkpoint belongs to another dataset or configuration
+ */
+#ifndef GRIST_ERROR_H
+#define GRIST_ERROR_H
+
+#include <errno.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define GRIST_API __attribute__((visibility("default")))
+#else
+#define GRIST_API
+#endif
+
+/**
+ * grist_strerror() - a short, static description of an error code.
+ * @code: a value returned by a grist call (negative), or 0.
+ *
+ * Return: a string that lives for the whole program. Never NULL.
+ * Thread-safety: safe from any thread.
+ */
+GRIST_API const char *grist_strerror(int code);
+
+/**
+ * grist_last_error() - the detailed message of the last failure on this thread.
+ *
+ * The message names the file, the byte offset (where one applies) and what
+ * is wrong, for example
+ * "data.ar: byte 65600: chunk data hash mismatch (stored 0x..., computed 0x...)".
+ *
+ * Return: a thread-local string, valid until the next grist call on this
+ * thread; "" when no failure was recorded. Never NULL.
+ */
+GRIST_API const char *grist_last_error(void);
+
+/**
+ * grist_clear_error() - forget the message of the last failure on this thread.
+ */
+GRIST_API void grist_clear_error(void);
+
+/**
+ * grist_version() - the library's version, as "MAJOR.MINOR.PATCH".
+ */
+GRIST_API const char *grist_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

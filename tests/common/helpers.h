@@ -1,0 +1,28 @@
+/* Helpers every test file shares: temporary folders, file I/O, test data paths. */
+#ifndef GRIST_TESTS_HELPERS_H
+#define GRIST_TESTS_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+/* A fresh temporary folder under $TMPDIR (or /tmp); removed by t_rmtree(). */
+char *t_mkdtemp(void);
+/* Remove a folder tree made by t_mkdtemp() and free the path. */
+void t_rmtree(char *dir);
+/* "<dir>/<name>" in a static rotating buffer (enough for 8 live paths). */
+const char *t_path(const char *dir, const char *name);
+/* A file under tests/data (GRIST_TEST_DATA), in a static rotating buffer. */
+const char *t_data(const char *name);
+/* Read a whole file into malloc'd memory; *len gets its size. NULL on failure. */
+uint8_t *t_read_file(const char *path, size_t *len);
+/* Write bytes to a file, replacing it. 0 on success. */
+int t_write_file(const char *path, const void *data, size_t len);
+/* Run a shell command, capture stdout into malloc'd memory; returns the exit status. */
+int t_run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Deterministic test bytes: fill with a xorshift stream keyed by @seed. */
+void t_fill(void *p, size_t n, uint64_t seed);
+
+#endif

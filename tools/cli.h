@@ -1,0 +1,39 @@
+/* Shared pieces of the `grist` CLI: exit codes, error printing, strict number parsing. */
+#ifndef GRIST_TOOLS_CLI_H
+#define GRIST_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Exit status of every subcommand. */
+enum cli_exit {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_DATA = 1,  /* a data or I/O error */
+	CLI_EXIT_USAGE = 2, /* bad command line */
+};
+
+/* The name of the running subcommand, for messages ("grist info"). */
+extern const char *cli_command_name;
+
+/* Print "grist CMD: <message>" on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Report a failed library call: prints the detailed message of grist_last_error()
+ * (or the code's text) and returns the exit status it maps to: -EINVAL is a
+ * usage error (2), everything else a data or I/O error (1).
+ */
+int cli_library_error(int code);
+
+/* Parse a whole decimal u64 (no sign, no junk, no overflow). */
+bool cli_parse_u64(const char *s, uint64_t *out);
+
+/* Parse "I/K" with K >= 1 and I < K. */
+bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count);
+
+/* True when the argument is -h or --help. */
+bool cli_is_help(const char *arg);
+
+/* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
+
+#endif

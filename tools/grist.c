@@ -1,0 +1,59 @@
+/* The `grist` command: git-style dispatch to one subcommand per verb. */
+#include <stdio.h>
+#include <string.h>
+
+#include "grist/error.h"
+#include "cli.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	/* Subcommands, one line each: { name, function, one-line summary }. */
+	{ NULL, NULL, NULL },
+};
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "usage: grist <command> [options] [args]\n\n"
+		     "grist %s reads and writes ArrayRecord files and feeds training jobs.\n\n"
+		     "commands:\n", grist_version());
+	for (i = 0; commands[i].name; i++)
+		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nRun 'grist <command> --help' for a command's options.\n"
+		     "Exit status: 0 ok, 1 data or I/O error, 2 usage error.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static char name[64];
+	size_t i;
+
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return CLI_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("grist %s\n", grist_version());
+		return CLI_EXIT_OK;
+	}
+	for (i = 0; commands[i].name; i++) {
+		if (strcmp(argv[1], commands[i].name))
+			continue;
+		snprintf(name, sizeof(name), "grist %s", commands[i].name);
+		cli_command_name = name;
+		return commands[i].run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "grist: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return CLI_EXIT_USAGE;
+}
