@@ -1,0 +1,183 @@
+/* Checkpoint state: a small versioned, checksummed byte string, and elastic restore. */
+#include <string.h>
+#include <zlib.h>
+
+#include "common/error.h"
+#include "plan/plan_internal.h"
+
+/*
+ * Layout, little-endian:
+ *    0  u32 magic "GRST"     4  u16 version         6  u16 flags
+ *    8  u64 fingerprint     16  u64 base
+ *   24  u32 shard index     28  u32 shard count
+ *   32  u64 consumed        40  u64 batches
+ *   48  u32 reserved (0)    52  u32 crc32 of bytes [0, 52)
+ */
+#define STATE_MAGIC 0x54535247u /* "GRST" read as a little-endian u32 */
+#define STATE_VERSION 1
+#define STATE_FLAGS_KNOWN (GRIST_STATE_LOCKSTEP | GRIST_STATE_CONTIGUOUS)
+#define STATE_CRC_AT 52
+
+static void put_le(uint8_t *p, uint64_t v, int bytes)
+{
+	int i;
+
+	for (i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = bytes - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
+{
+	if (cap < GRIST_STATE_SIZE)
+		return grist_fail(-EINVAL, "state buffer of %zu bytes; need %d", cap, GRIST_STATE_SIZE);
+	if (!st->shard_count || st->shard_index >= st->shard_count)
+		return grist_fail(-EINVAL, "state shard %u/%u is not a shard", st->shard_index,
+				  st->shard_count);
+	if (st->flags & ~STATE_FLAGS_KNOWN)
+		return grist_fail(-EINVAL, "unknown state flags 0x%x", st->flags);
+	put_le(buf, STATE_MAGIC, 4);
+	put_le(buf + 4, STATE_VERSION, 2);
+	put_le(buf + 6, st->flags, 2);
+	put_le(buf + 8, st->fingerprint, 8);
+	put_le(buf + 16, st->base, 8);
+	put_le(buf + 24, st->shard_index, 4);
+	put_le(buf + 28, st->shard_count, 4);
+	put_le(buf + 32, st->consumed, 8);
+	put_le(buf + 40, st->batches, 8);
+	put_le(buf + 48, 0, 4);
+	put_le(buf + STATE_CRC_AT, crc32(0, buf, STATE_CRC_AT), 4);
+	return GRIST_STATE_SIZE;
+}
+
+int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
+{
+	uint32_t crc, version;
+
+	if (len != GRIST_STATE_SIZE)
+		return grist_fail_at(-EBADMSG, "state", len < GRIST_STATE_SIZE ? len : GRIST_STATE_SIZE,
+				     "checkpoint state is %zu bytes; expected %d", len, GRIST_STATE_SIZE);
+	if (get_le(buf, 4) != STATE_MAGIC)
+		return grist_fail_at(-EBADMSG, "state", 0, "bad magic 0x%08llx (expected \"GRST\")",
+				     (unsigned long long)get_le(buf, 4));
+	crc = (uint32_t)crc32(0, buf, STATE_CRC_AT);
+	if (get_le(buf + STATE_CRC_AT, 4) != crc)
+		return grist_fail_at(-EBADMSG, "state", STATE_CRC_AT,
+				     "checksum mismatch (stored 0x%08llx, computed 0x%08x)",
+				     (unsigned long long)get_le(buf + STATE_CRC_AT, 4), crc);
+	version = (uint32_t)get_le(buf + 4, 2);
+	if (version > STATE_VERSION)
+		return grist_fail_at(-ENOTSUP, "state", 4, "state version %u is newer than %d",
+				     version, STATE_VERSION);
+	if (version == 0)
+		return grist_fail_at(-EBADMSG, "state", 4, "state version 0");
+	st->flags = (uint32_t)get_le(buf + 6, 2);
+	if (st->flags & ~STATE_FLAGS_KNOWN)
+		return grist_fail_at(-EBADMSG, "state", 6, "unknown flags 0x%x", st->flags);
+	st->fingerprint = get_le(buf + 8, 8);
+	st->base = get_le(buf + 16, 8);
+	st->shard_index = (uint32_t)get_le(buf + 24, 4);
+	st->shard_count = (uint32_t)get_le(buf + 28, 4);
+	st->consumed = get_le(buf + 32, 8);
+	st->batches = get_le(buf + 40, 8);
+	if (!st->shard_count || st->shard_index >= st->shard_count)
+		return grist_fail_at(-EBADMSG, "state", 24, "shard %u/%u is not a shard",
+				     st->shard_index, st->shard_count);
+	if (get_le(buf + 48, 4))
+		return grist_fail_at(-EBADMSG, "state", 48, "reserved field is not zero");
+	return 0;
+}
+
+int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
+		      bool lockstep, uint64_t extra, uint8_t *buf, size_t cap)
+{
+	const struct grist_plan_config *cfg = grist_stream_config(s);
+	struct grist_state st = {
+		.fingerprint = grist_stream_fingerprint(s, extra),
+		.base = cfg->base,
+		.consumed = consumed,
+		.batches = batches,
+		.flags = (lockstep ? GRIST_STATE_LOCKSTEP : 0) |
+			 (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
+	};
+
+	if (consumed > grist_stream_length(s))
+		return grist_fail(-EINVAL, "consumed %llu positions of a shard that has %llu",
+				  (unsigned long long)consumed,
+				  (unsigned long long)grist_stream_length(s));
+	if (cfg->shard_count > UINT32_MAX)
+		return grist_fail(-EINVAL, "shard count %llu does not fit a checkpoint (2^32 - 1 at most)",
+				  (unsigned long long)cfg->shard_count);
+	st.shard_index = (uint32_t)cfg->shard_index;
+	st.shard_count = (uint32_t)cfg->shard_count;
+	return grist_state_encode(&st, buf, cap);
+}
+
+int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, const uint8_t *buf,
+			 size_t len, uint64_t *base, uint64_t *j, struct grist_state *out)
+{
+	struct grist_plan_config probe = *cfg;
+	struct grist_stream *s;
+	struct grist_state st;
+	uint64_t fp, moved;
+	int ret;
+
+	ret = grist_state_decode(buf, len, &st);
+	if (ret < 0)
+		return ret;
+	/* The fingerprint ignores base and shard; create at shard 0/1 so any K validates. */
+	probe.base = 0;
+	probe.shard_index = 0;
+	probe.shard_count = 1;
+	ret = grist_stream_create(&probe, &s);
+	if (ret < 0)
+		return ret;
+	fp = grist_stream_fingerprint(s, extra);
+	grist_stream_destroy(s);
+	if (fp != st.fingerprint)
+		return grist_fail(-ESTALE, "checkpoint fingerprint 0x%016llx does not match this dataset "
+				  "and configuration (0x%016llx)", (unsigned long long)st.fingerprint,
+				  (unsigned long long)fp);
+	if (!cfg->shard_count || cfg->shard_index >= cfg->shard_count)
+		return grist_fail(-EINVAL, "restoring shard %llu/%llu: not a shard",
+				  (unsigned long long)cfg->shard_index,
+				  (unsigned long long)cfg->shard_count);
+	if (cfg->shard_count == st.shard_count) {
+		if (cfg->shard_index != st.shard_index && !(st.flags & GRIST_STATE_LOCKSTEP))
+			return grist_fail(-EINVAL, "checkpoint of shard %u/%u cannot restore shard "
+					  "%llu/%u: it is not lockstep, so hosts consumed different "
+					  "amounts", st.shard_index, st.shard_count,
+					  (unsigned long long)cfg->shard_index, st.shard_count);
+		*base = st.base;
+		*j = st.consumed;
+	} else {
+		if (st.flags & GRIST_STATE_CONTIGUOUS)
+			return grist_fail(-EINVAL, "checkpoint from %u contiguous shards cannot restore "
+					  "on %llu: contiguous shards own fixed record ranges; use "
+					  "strided sharding for elastic restore", st.shard_count,
+					  (unsigned long long)cfg->shard_count);
+		if (!(st.flags & GRIST_STATE_LOCKSTEP))
+			return grist_fail(-EINVAL, "checkpoint from %u shards cannot restore on %llu: "
+					  "it is not lockstep (hosts consumed different amounts, "
+					  "e.g. after filtering)", st.shard_count,
+					  (unsigned long long)cfg->shard_count);
+		/* Every host consumed j, so the global stream is consumed up to base + j * K. */
+		if (__builtin_mul_overflow(st.consumed, (uint64_t)st.shard_count, &moved) ||
+		    __builtin_add_overflow(moved, st.base, base))
+			return grist_fail_at(-EBADMSG, "state", 32, "consumed %llu x %u shards overflows",
+					     (unsigned long long)st.consumed, st.shard_count);
+		*j = 0;
+	}
+	if (out)
+		*out = st;
+	return 0;
+}
