@@ -27,8 +27,7 @@ struct fault_io {
 	unsigned owed;            /* requests the inner backend holds */
 	struct fault_slot *slots;
 	struct grist_io_req **fwd; /* scratch, queue_depth entries */
-	struct grist_io_req *ready, *ready_tail;
-	unsigned nready;
+	struct grist_io_queue ready;
 };
 
 static struct fault_io *to_fault(struct grist_io *io)
@@ -49,17 +48,6 @@ static int by_seq(const void *a, const void *b)
 	const struct grist_io_fault *x = a, *y = b;
 
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static void make_ready(struct fault_io *fi, struct grist_io_req *r)
-{
-	r->next = NULL;
-	if (fi->ready_tail)
-		fi->ready_tail->next = r;
-	else
-		fi->ready = r;
-	fi->ready_tail = r;
-	fi->nready++;
 }
 
 static struct fault_slot *find_slot(struct fault_io *fi, const struct grist_io_req *r)
@@ -141,7 +129,7 @@ static int fault_submit(struct grist_io *io, struct grist_io_req **reqs, unsigne
 				reqs[i]->len = s->full_len;
 			memset(s, 0, sizeof(*s));
 		}
-		make_ready(fi, reqs[i]);
+		grist_io_queue_push(&fi->ready, reqs[i]);
 	}
 	if (!m)
 		return 0;
@@ -180,7 +168,7 @@ static int settle(struct fault_io *fi, struct grist_io_req *r, uint64_t now)
 	}
 	if (s)
 		memset(s, 0, sizeof(*s));
-	make_ready(fi, r);
+	grist_io_queue_push(&fi->ready, r);
 	return 0;
 }
 
@@ -199,7 +187,7 @@ static uint64_t release_due(struct fault_io *fi, uint64_t now)
 			struct grist_io_req *r = s->req;
 
 			memset(s, 0, sizeof(*s));
-			make_ready(fi, r);
+			grist_io_queue_push(&fi->ready, r);
 		} else if (!next || s->release_us < next) {
 			next = s->release_us;
 		}
@@ -210,12 +198,12 @@ static uint64_t release_due(struct fault_io *fi, uint64_t now)
 static int fault_reap(struct grist_io *io, struct grist_io_req **done, unsigned max, unsigned min_wait)
 {
 	struct fault_io *fi = to_fault(io);
-	unsigned n = 0;
+	unsigned n;
 	int ret, i;
 
 	for (;;) {
 		uint64_t now = now_us(), next = release_due(fi, now);
-		unsigned need = min_wait > fi->nready ? min_wait - fi->nready : 0;
+		unsigned need = min_wait > fi->ready.n ? min_wait - fi->ready.n : 0;
 
 		if (fi->owed) {
 			/* Block on the inner backend only when no held request could satisfy us sooner. */
@@ -234,7 +222,7 @@ static int fault_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			if (ret)
 				continue; /* settling may have released, resubmitted or held requests */
 		}
-		if (fi->nready >= min_wait)
+		if (fi->ready.n >= min_wait)
 			break;
 		if (next) {
 			struct timespec ts = { .tv_sec = 0, .tv_nsec = 0 };
@@ -250,13 +238,7 @@ static int fault_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			break; /* nothing owed or held: waiting could only hang */
 		}
 	}
-	while (n < max && fi->ready) {
-		done[n++] = fi->ready;
-		fi->ready = fi->ready->next;
-		fi->nready--;
-	}
-	if (!fi->ready)
-		fi->ready_tail = NULL;
+	n = grist_io_queue_drain(&fi->ready, done, max);
 	return (int)n;
 }
 

@@ -268,6 +268,48 @@ enum grist_io_step {
  */
 enum grist_io_step grist_io_req_step(struct grist_io_req *req, int res);
 
+/* A FIFO of requests linked through req->next; no allocation, so it cannot fail. */
+struct grist_io_queue {
+	struct grist_io_req *head, *tail;
+	unsigned n;
+};
+
+static inline void grist_io_queue_push(struct grist_io_queue *q, struct grist_io_req *r)
+{
+	r->next = NULL;
+	if (q->tail)
+		q->tail->next = r;
+	else
+		q->head = r;
+	q->tail = r;
+	q->n++;
+}
+
+static inline struct grist_io_req *grist_io_queue_pop(struct grist_io_queue *q)
+{
+	struct grist_io_req *r = q->head;
+
+	if (r) {
+		q->head = r->next;
+		if (!q->head)
+			q->tail = NULL;
+		r->next = NULL;
+		q->n--;
+	}
+	return r;
+}
+
+/* Move up to @max requests from @q into @out; returns how many. */
+static inline unsigned grist_io_queue_drain(struct grist_io_queue *q, struct grist_io_req **out,
+					    unsigned max)
+{
+	unsigned n = 0;
+
+	while (n < max && q->head)
+		out[n++] = grist_io_queue_pop(q);
+	return n;
+}
+
 extern const struct grist_io_ops grist_io_uring_ops;
 extern const struct grist_io_ops grist_io_pread_ops;
 extern const struct grist_io_ops grist_io_fault_ops;

@@ -19,9 +19,8 @@ struct pool_io {
 	pthread_mutex_t lock;
 	pthread_cond_t work_cv; /* a read was queued, or stop */
 	pthread_cond_t done_cv; /* a read finished */
-	struct grist_io_req *queue, *queue_tail;
-	struct grist_io_req *ready, *ready_tail;
-	unsigned nready;
+	struct grist_io_queue queue;
+	struct grist_io_queue ready;
 	bool stop;
 	pthread_t *threads;
 	unsigned nr_threads;
@@ -30,29 +29,6 @@ struct pool_io {
 static struct pool_io *to_pool(struct grist_io *io)
 {
 	return (struct pool_io *)io;
-}
-
-static void push(struct grist_io_req **head, struct grist_io_req **tail, struct grist_io_req *r)
-{
-	r->next = NULL;
-	if (*tail)
-		(*tail)->next = r;
-	else
-		*head = r;
-	*tail = r;
-}
-
-static struct grist_io_req *pop(struct grist_io_req **head, struct grist_io_req **tail)
-{
-	struct grist_io_req *r = *head;
-
-	if (r) {
-		*head = r->next;
-		if (!*head)
-			*tail = NULL;
-		r->next = NULL;
-	}
-	return r;
 }
 
 /* The whole read of one request: short reads continue, EINTR/EAGAIN retry (bounded), 0 is EOF. */
@@ -78,17 +54,16 @@ static void *worker(void *arg)
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->stop && !p->queue)
+		while (!p->stop && !p->queue.head)
 			pthread_cond_wait(&p->work_cv, &p->lock);
 		if (p->stop)
 			break;
-		req = pop(&p->queue, &p->queue_tail);
+		req = grist_io_queue_pop(&p->queue);
 		pthread_mutex_unlock(&p->lock);
 		/* add_file never moves the table, and a slot is set before any request names it. */
 		read_all(p->base.files[req->file].fd, req);
 		pthread_mutex_lock(&p->lock);
-		push(&p->ready, &p->ready_tail, req);
-		p->nready++;
+		grist_io_queue_push(&p->ready, req);
 		pthread_cond_signal(&p->done_cv);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -102,7 +77,7 @@ static int pool_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 
 	pthread_mutex_lock(&p->lock);
 	for (i = 0; i < n; i++)
-		push(&p->queue, &p->queue_tail, reqs[i]);
+		grist_io_queue_push(&p->queue, reqs[i]);
 	if (n == 1)
 		pthread_cond_signal(&p->work_cv);
 	else
@@ -114,16 +89,13 @@ static int pool_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 static int pool_reap(struct grist_io *io, struct grist_io_req **done, unsigned max, unsigned min_wait)
 {
 	struct pool_io *p = to_pool(io);
-	unsigned n = 0;
+	unsigned n;
 
 	pthread_mutex_lock(&p->lock);
 	/* min_wait <= in flight (the core clamps it), and workers finish every queued read. */
-	while (p->nready < min_wait)
+	while (p->ready.n < min_wait)
 		pthread_cond_wait(&p->done_cv, &p->lock);
-	while (n < max && p->ready) {
-		done[n++] = pop(&p->ready, &p->ready_tail);
-		p->nready--;
-	}
+	n = grist_io_queue_drain(&p->ready, done, max);
 	pthread_mutex_unlock(&p->lock);
 	return (int)n;
 }

@@ -44,8 +44,7 @@ struct uring_io {
 	uint64_t fixed_reads;
 	/* Reads the kernel owes a CQE for, resubmissions included; every wait is bounded by it. */
 	unsigned kinflight;
-	struct grist_io_req *ready, *ready_tail; /* completed, not yet handed back */
-	unsigned nready;
+	struct grist_io_queue ready; /* completed, not yet handed back */
 };
 
 static struct uring_io *to_uring(struct grist_io *io)
@@ -174,13 +173,7 @@ static int harvest(struct uring_io *u, bool requeue)
 				continue;
 			req->result = ret;
 		}
-		req->next = NULL;
-		if (u->ready_tail)
-			u->ready_tail->next = req;
-		else
-			u->ready = req;
-		u->ready_tail = req;
-		u->nready++;
+		grist_io_queue_push(&u->ready, req);
 	}
 	io_uring_cq_advance(&u->ring, seen);
 	return ret;
@@ -189,7 +182,7 @@ static int harvest(struct uring_io *u, bool requeue)
 static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned max, unsigned min_wait)
 {
 	struct uring_io *u = to_uring(io);
-	unsigned n = 0, tries = 0;
+	unsigned n, tries = 0;
 	bool polled = false;
 	int ret;
 
@@ -198,12 +191,12 @@ static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 		return ret;
 	for (;;) {
 		harvest(u, true);
-		if (u->nready >= min_wait && (u->nready || polled))
+		if (u->ready.n >= min_wait && (u->ready.n || polled))
 			break;
 		if (!u->kinflight) /* nothing owed: waiting could only hang */
 			break;
-		if (min_wait > u->nready) {
-			unsigned want = min_wait - u->nready;
+		if (min_wait > u->ready.n) {
+			unsigned want = min_wait - u->ready.n;
 
 			/* Wait for what is owed, never more. */
 			ret = io_uring_submit_and_wait(&u->ring, want < u->kinflight ? want : u->kinflight);
@@ -218,13 +211,7 @@ static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			return enter_error(ret < 0 ? ret : -EAGAIN, "wait keeps failing");
 	}
 	ret = flush_sq(u); /* requeued short reads start now, not at the next call */
-	while (n < max && u->ready) {
-		done[n++] = u->ready;
-		u->ready = u->ready->next;
-		u->nready--;
-	}
-	if (!u->ready)
-		u->ready_tail = NULL;
+	n = grist_io_queue_drain(&u->ready, done, max);
 	return n ? (int)n : ret;
 }
 
