@@ -1,5 +1,4 @@
 /* Shared test helpers (see helpers.h). */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
