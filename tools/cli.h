@@ -40,5 +40,6 @@ int cmd_cat(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_write(int argc, char **argv);
+int cmd_load(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{ "get", cmd_get, "write the records at given global indices" },
 	{ "verify", cmd_verify, "check every chunk, block header and hash of files" },
 	{ "write", cmd_write, "write stdin lines as records of a new ArrayRecord file" },
+	{ "load", cmd_load, "run the loader: shuffled, sharded batches with digests and checkpoints" },
 	{ NULL, NULL, NULL },
 };
 

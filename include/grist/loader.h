@@ -1,0 +1,233 @@
+/*
+ * grist/loader.h - the loader: shuffled, sharded, mapped batches behind a pull iterator.
+ *
+ * A loader turns one dataset (or several weighted ones) into a stream of batches:
+ *
+ *   plan (global shuffle, epochs, shard, mix) -> read chunks -> decode -> map/filter
+ *        -> batch assembly into pinned host memory -> [device stage] -> caller
+ *
+ * The caller pulls: grist_loader_next() blocks until the next batch *in order* is
+ * ready and grist_loader_release() hands its memory back. The batches are defined
+ * by the configuration and the data alone: the engine (reference, io_uring or
+ * pread), the thread count, the queue depth and the I/O mode never change a byte
+ * of the output. The reference engine (GRIST_ENGINE_REF, one thread, plain pread)
+ * is the oracle the fast engines are tested against.
+ *
+ * Stream semantics (see grist/plan.h for the exact order): each epoch is a keyed
+ * permutation of the records, reshuffled every epoch; epochs are concatenated
+ * (shuffle -> repeat -> batch, as in Grain), so only the last batch of a finite
+ * run can be short, and drop_remainder drops it. Shard I of K takes stream
+ * positions I, I+K, I+2K, ...
+ *
+ * Checkpoints are a few integers in a small versioned byte string
+ * (grist_loader_save_state()). Restoring one continues with exactly the next
+ * batch, also when it was taken while later batches were already prefetched, and
+ * also on a different number of strided shards when no filter is in use (every
+ * host has then consumed the same number of stream positions).
+ */
+#ifndef GRIST_LOADER_H
+#define GRIST_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/error.h"
+#include "grist/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct grist_loader;
+
+/** Which engine executes the plan. */
+enum grist_engine_kind {
+	GRIST_ENGINE_URING = 0, /* io_uring reads + decode pool; falls back to PREAD when io_uring is unavailable */
+	GRIST_ENGINE_PREAD,     /* pread thread pool + decode pool */
+	GRIST_ENGINE_REF,       /* single thread, plain pread: the reference */
+};
+
+/** How reads reach the disk. */
+enum grist_read_mode {
+	GRIST_READ_AUTO = 0, /* O_DIRECT when a file is large relative to RAM and its file system allows it */
+	GRIST_READ_BUFFERED,
+	GRIST_READ_DIRECT,
+};
+
+/** How records are laid out in a batch. */
+enum grist_batch_layout {
+	GRIST_LAYOUT_RAGGED = 0, /* records back to back; offsets[num_records + 1] */
+	GRIST_LAYOUT_FIXED,      /* every record exactly record_bytes; rows stacked (a static shape) */
+	GRIST_LAYOUT_PADDED,     /* every record padded to record_bytes with pad_value; a short final
+				    batch is padded with pad rows up to batch_size (Grain's batch_and_pad) */
+};
+
+/** What a map callback sees of one record. */
+struct grist_map_input {
+	const uint8_t *data;     /* the record's bytes */
+	size_t len;
+	uint64_t index;          /* record index within its dataset */
+	uint32_t dataset;        /* which dataset of a mixture (0 for a single dataset) */
+	uint64_t epoch;          /* the dataset's epoch this record comes from */
+	uint64_t random_seed;    /* deterministic per-record seed (Grain's random_map): a hash of the
+				    loader seed and the record's global stream position */
+};
+
+/**
+ * grist_map_fn - per-record user transform (map, random_map and filter in one).
+ * @ctx:     the map_ctx given in the configuration.
+ * @in:      the record.
+ * @out:     where to write the output; @out_cap bytes are available (record_bytes for
+ *           fixed/padded layouts, map_out_max for ragged).
+ * @out_len: set to the number of bytes written.
+ *
+ * Return: 1 to keep the record, 0 to drop it (filter), or a negative error code,
+ * which stops the loader with that error. Called concurrently from decode threads:
+ * it must be thread-safe and depend only on its input, or the output would depend
+ * on timing.
+ */
+typedef int (*grist_map_fn)(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap,
+			    size_t *out_len);
+
+/** One dataset: its files (concatenated in order) and its mixing weight. */
+struct grist_dataset_spec {
+	const char *const *paths;
+	size_t num_paths;
+	double weight;           /* > 0; only used when several datasets are mixed */
+};
+
+/**
+ * struct grist_loader_config - everything that defines the batches, then engine knobs.
+ * Zero-initialise and set what you need; zero means the documented default.
+ */
+struct grist_loader_config {
+	/* --- what is delivered (changes the output) --- */
+	const struct grist_dataset_spec *datasets;
+	size_t num_datasets;            /* >= 1; > 1 mixes them by weight */
+	uint64_t seed;
+	uint64_t epochs;                /* 0 = unbounded */
+	bool no_shuffle;                /* read in index order */
+	bool same_order_each_epoch;     /* one permutation for every epoch */
+	enum grist_granularity granularity;
+	uint64_t window_chunks;         /* chunk granularity: chunks shuffled together (default 16) */
+	uint64_t shard_index;           /* I of K */
+	uint64_t shard_count;           /* K (0 means 1) */
+	enum grist_shard_mode shard_mode;
+	uint64_t batch_size;            /* >= 1 */
+	bool drop_remainder;
+	enum grist_batch_layout layout;
+	size_t record_bytes;            /* fixed/padded layouts: bytes per row */
+	uint8_t pad_value;
+	grist_map_fn map;               /* NULL = identity */
+	void *map_ctx;
+	size_t map_out_max;             /* ragged + map: max output bytes per record (default 1 MiB) */
+	uint64_t map_id;                /* identifies the map in checkpoints: restoring with another map_id is refused */
+
+	/* --- how it is executed (never changes the output) --- */
+	enum grist_engine_kind engine;
+	enum grist_read_mode read_mode;
+	unsigned threads;               /* decode threads (default: online CPUs) */
+	unsigned queue_depth;           /* reads in flight per ring (default 64) */
+	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4) */
+	size_t max_batch_bytes;         /* ragged layout: capacity of a batch slot (default 64 MiB) */
+	const uint8_t *resume_state;    /* a checkpoint from grist_loader_save_state(), or NULL */
+	size_t resume_state_len;
+};
+
+/** A delivered batch. Valid until grist_loader_release(). */
+struct grist_batch {
+	uint64_t sequence;              /* 0 for the first batch of the run, continues across resume */
+	size_t num_records;             /* real records in the batch */
+	size_t num_rows;                /* rows in data: num_records, or batch_size for a padded final batch */
+	const uint8_t *data;            /* pinned host memory */
+	size_t bytes;                   /* bytes used in data */
+	size_t record_bytes;            /* fixed/padded: row size; ragged: 0 */
+	const uint64_t *offsets;        /* ragged: num_records + 1 offsets into data; else NULL */
+	const uint64_t *indices;        /* per record: index within its dataset */
+	const uint32_t *datasets;       /* per record: dataset number */
+	void *device;                   /* struct grist_device_batch * when the device stage is on */
+};
+
+/** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. */
+struct grist_loader_stats {
+	const char *engine;             /* "ref", "uring", "pread" */
+	const char *read_mode;          /* "buffered", "direct" or "mixed" (files differ) */
+	unsigned threads;
+	uint64_t batches;               /* delivered to the caller */
+	uint64_t records;               /* delivered */
+	uint64_t records_filtered;      /* dropped by the map */
+	uint64_t reads_issued;          /* read requests submitted (after coalescing) */
+	uint64_t bytes_read;
+	uint64_t chunks_decoded;
+	uint64_t bytes_decoded;
+	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
+	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
+	uint64_t assemble_ns;           /* copy into batch slots */
+	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
+	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
+	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */
+	uint64_t memory_bytes;          /* pinned + scratch memory held by the engine */
+	bool registered_buffers;        /* io_uring fixed buffers in use */
+	bool pinned;                    /* batch slots are mlock'd */
+};
+
+/**
+ * grist_loader_create() - open the datasets, validate the configuration, start the engine.
+ * @cfg: the configuration (copied; the paths are copied too).
+ * @out: the new loader.
+ *
+ * Return: 0, or -EINVAL for a bad configuration (batch size 0, shard index >= count,
+ * weight <= 0, more shards than records, ...), -ESTALE or -EBADMSG for a resume state
+ * that belongs to another configuration or is corrupt, or an error from opening the files.
+ * grist_last_error() says which.
+ */
+GRIST_API int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out);
+
+/**
+ * grist_loader_next() - the next batch, in order; blocks until it is ready.
+ * @l:   the loader.
+ * @out: set to the batch, or to NULL at the end of a finite stream.
+ *
+ * Return: 0 (check *out), or a negative error (a read, decode or map failure, with a
+ * message naming the file and offset). After an error the loader only accepts destroy.
+ * Thread-safety: one consumer thread at a time.
+ */
+GRIST_API int grist_loader_next(struct grist_loader *l, struct grist_batch **out);
+
+/**
+ * grist_loader_release() - hand a batch's memory back. Batches may be held
+ * several at a time (up to prefetch - 1) and released in any order.
+ */
+GRIST_API void grist_loader_release(struct grist_loader *l, struct grist_batch *b);
+
+/**
+ * grist_loader_save_state() - serialize the position after the last batch returned by next().
+ * @buf: where to write; @cap its size (GRIST_STATE_MAX is always enough).
+ * @len: set to the bytes written.
+ *
+ * Batches prefetched but not yet returned are not counted: restoring continues with
+ * exactly the batch after the last one returned.
+ * Return: 0, or -EINVAL when @cap is too small.
+ */
+GRIST_API int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t cap, size_t *len);
+
+/** Upper bound on the size of a saved state. */
+#define GRIST_STATE_MAX 256
+
+/** grist_loader_stats() - copy the counters (safe to call at any time from the consumer thread). */
+GRIST_API void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out);
+
+/** grist_loader_num_records() - records per epoch of dataset @d (before sharding). */
+GRIST_API uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d);
+
+/**
+ * grist_loader_destroy() - stop the engine and free everything. Safe mid-epoch with
+ * reads in flight and batches held: waits for in-flight work, joins every thread.
+ */
+GRIST_API void grist_loader_destroy(struct grist_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,431 @@
+/* The loader: configuration checks, the shard stream, checkpoints, and the pull iterator over an engine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "exec/loader_internal.h"
+
+#define DEFAULT_MAP_OUT_MAX (1u << 20)
+#define DEFAULT_PREFETCH 4
+#define MAX_PREFETCH 64
+
+uint64_t grist_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+/*
+ * The per-record seed depends on the record's place in its dataset's own stream
+ * (component, component position), never on the shard or thread that handles it,
+ * so a random map gives the same bytes on any number of hosts or threads.
+ */
+uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it)
+{
+	return mix64(l->cfg.seed ^ mix64(((uint64_t)it->component << 56) ^ mix64(it->component_position)));
+}
+
+void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
+			    const uint8_t *data, size_t len, struct grist_map_input *in)
+{
+	in->data = data;
+	in->len = len;
+	in->index = it->record;
+	in->dataset = it->component;
+	in->epoch = it->epoch;
+	in->random_seed = grist_loader_record_seed(l, it);
+}
+
+static int check_config(const struct grist_loader_config *c)
+{
+	size_t d;
+
+	if (!c->datasets || c->num_datasets == 0)
+		return grist_fail(-EINVAL, "loader: no dataset given");
+	for (d = 0; d < c->num_datasets; d++) {
+		if (!c->datasets[d].paths || c->datasets[d].num_paths == 0)
+			return grist_fail(-EINVAL, "loader: dataset %zu has no files", d);
+		if (c->num_datasets > 1 && !(c->datasets[d].weight > 0 && isfinite(c->datasets[d].weight)))
+			return grist_fail(-EINVAL, "loader: dataset %zu has weight %g; weights must be > 0 and finite",
+					  d, c->datasets[d].weight);
+	}
+	if (c->batch_size == 0)
+		return grist_fail(-EINVAL, "loader: batch size must be at least 1");
+	if (c->batch_size > (1u << 24))
+		return grist_fail(-EINVAL, "loader: batch size %llu is larger than the limit %u",
+				  (unsigned long long)c->batch_size, 1u << 24);
+	if (c->shard_count && c->shard_index >= c->shard_count)
+		return grist_fail(-EINVAL, "loader: shard index %llu must be below the shard count %llu",
+				  (unsigned long long)c->shard_index, (unsigned long long)c->shard_count);
+	if (!c->shard_count && c->shard_index)
+		return grist_fail(-EINVAL, "loader: shard index %llu given without a shard count",
+				  (unsigned long long)c->shard_index);
+	if (c->layout != GRIST_LAYOUT_RAGGED && c->layout != GRIST_LAYOUT_FIXED && c->layout != GRIST_LAYOUT_PADDED)
+		return grist_fail(-EINVAL, "loader: unknown batch layout %d", (int)c->layout);
+	if (c->layout != GRIST_LAYOUT_RAGGED && c->record_bytes == 0)
+		return grist_fail(-EINVAL, "loader: fixed and padded layouts need record_bytes > 0");
+	if (c->layout != GRIST_LAYOUT_RAGGED && c->record_bytes > ((size_t)1 << 40) / c->batch_size)
+		return grist_fail(-EINVAL, "loader: batch_size x record_bytes is too large");
+	if (c->engine != GRIST_ENGINE_URING && c->engine != GRIST_ENGINE_PREAD && c->engine != GRIST_ENGINE_REF)
+		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
+	if (c->prefetch > MAX_PREFETCH)
+		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, MAX_PREFETCH);
+	if (c->threads > 256)
+		return grist_fail(-EINVAL, "loader: %u threads is above the limit 256", c->threads);
+	return 0;
+}
+
+static void close_sources(struct grist_loader *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->num_sources; i++) {
+		grist_reader_close(l->sources[i].reader);
+		free(l->sources[i].files);
+	}
+	free(l->sources);
+	l->sources = NULL;
+	l->num_sources = 0;
+}
+
+static int open_sources(struct grist_loader *l)
+{
+	const struct grist_loader_config *c = &l->cfg;
+	struct grist_loader_source *src;
+	struct grist_file_info info;
+	size_t d, f;
+	int ret;
+
+	l->sources = calloc(c->num_datasets, sizeof(*l->sources));
+	if (!l->sources)
+		return grist_fail(-ENOMEM, "loader: out of memory");
+	l->num_sources = c->num_datasets;
+	for (d = 0; d < c->num_datasets; d++) {
+		src = &l->sources[d];
+		ret = grist_reader_open(c->datasets[d].paths, c->datasets[d].num_paths, NULL, &src->reader);
+		if (ret)
+			return ret;
+		src->num_files = grist_reader_num_files(src->reader);
+		src->files = calloc(src->num_files, sizeof(*src->files));
+		if (!src->files)
+			return grist_fail(-ENOMEM, "loader: out of memory");
+		for (f = 0; f < src->num_files; f++) {
+			ret = grist_reader_file_info(src->reader, f, &info);
+			if (ret)
+				return ret;
+			src->files[f].num_records = info.num_records;
+			src->files[f].group_size = info.group_size ? info.group_size : 1;
+		}
+		src->num_records = grist_reader_num_records(src->reader);
+	}
+	return 0;
+}
+
+/* Everything besides the stream itself that changes the delivered bytes. */
+static uint64_t config_digest(const struct grist_loader_config *c)
+{
+	uint64_t h = mix64(0x67726973746c6472ull ^ (uint64_t)c->layout);
+
+	h = mix64(h ^ (uint64_t)c->record_bytes);
+	h = mix64(h ^ (uint64_t)c->pad_value);
+	h = mix64(h ^ (c->map ? 1 : 0));
+	h = mix64(h ^ c->map_id);
+	return h;
+}
+
+static void plan_config(const struct grist_loader *l, struct grist_plan_config *pc,
+			struct grist_plan_component *comps)
+{
+	const struct grist_loader_config *c = &l->cfg;
+	size_t d;
+
+	grist_plan_config_init(pc);
+	for (d = 0; d < l->num_sources; d++) {
+		comps[d].files = l->sources[d].files;
+		comps[d].num_files = l->sources[d].num_files;
+		comps[d].weight = l->num_sources > 1 ? c->datasets[d].weight : 1.0;
+	}
+	pc->components = comps;
+	pc->num_components = l->num_sources;
+	pc->seed = c->seed;
+	pc->epochs = c->epochs;
+	pc->shuffle = !c->no_shuffle;
+	pc->reshuffle = !c->same_order_each_epoch;
+	pc->granularity = c->granularity;
+	pc->window = c->window_chunks ? c->window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
+	pc->shard_mode = c->shard_mode;
+	pc->shard_index = c->shard_index;
+	pc->shard_count = c->shard_count ? c->shard_count : 1;
+}
+
+static int build_stream(struct grist_loader *l)
+{
+	struct grist_plan_component *comps;
+	struct grist_plan_config pc;
+	struct grist_state st;
+	uint64_t base = 0, j = 0;
+	int ret;
+
+	comps = calloc(l->num_sources, sizeof(*comps));
+	if (!comps)
+		return grist_fail(-ENOMEM, "loader: out of memory");
+	plan_config(l, &pc, comps);
+	l->lockstep = true;
+	if (l->cfg.resume_state) {
+		ret = grist_stream_restore(&pc, l->extra, l->cfg.resume_state, l->cfg.resume_state_len,
+					   &base, &j, &st);
+		if (ret) {
+			free(comps);
+			return grist_fail_prefix(ret, "cannot resume from the given state");
+		}
+		l->batches = st.batches;
+		l->lockstep = (st.flags & GRIST_STATE_LOCKSTEP) != 0;
+	}
+	pc.base = base;
+	ret = grist_stream_create(&pc, &l->stream);
+	free(comps);
+	if (ret)
+		return ret;
+	if (j > grist_stream_length(l->stream))
+		return grist_fail(-EBADMSG, "resume state: position %llu is past the end of the stream (%llu)",
+				  (unsigned long long)j, (unsigned long long)grist_stream_length(l->stream));
+	l->start_position = j;
+	l->consumed = j;
+	return 0;
+}
+
+static int copy_config(struct grist_loader *l, const struct grist_loader_config *cfg)
+{
+	struct grist_dataset_spec *specs;
+	size_t d, p;
+	char **paths;
+
+	l->cfg = *cfg;
+	l->cfg.datasets = NULL;
+	l->cfg.resume_state = NULL;
+	specs = calloc(cfg->num_datasets, sizeof(*specs));
+	if (!specs)
+		return grist_fail(-ENOMEM, "loader: out of memory");
+	l->cfg.datasets = specs;
+	for (d = 0; d < cfg->num_datasets; d++) {
+		specs[d] = cfg->datasets[d];
+		paths = calloc(cfg->datasets[d].num_paths, sizeof(*paths));
+		specs[d].paths = (const char *const *)paths;
+		if (!paths)
+			return grist_fail(-ENOMEM, "loader: out of memory");
+		for (p = 0; p < cfg->datasets[d].num_paths; p++) {
+			paths[p] = strdup(cfg->datasets[d].paths[p]);
+			if (!paths[p])
+				return grist_fail(-ENOMEM, "loader: out of memory");
+		}
+	}
+	if (cfg->resume_state) {
+		uint8_t *st = malloc(cfg->resume_state_len ? cfg->resume_state_len : 1);
+
+		if (!st)
+			return grist_fail(-ENOMEM, "loader: out of memory");
+		memcpy(st, cfg->resume_state, cfg->resume_state_len);
+		l->cfg.resume_state = st;
+	}
+	if (!l->cfg.shard_count)
+		l->cfg.shard_count = 1;
+	if (!l->cfg.prefetch)
+		l->cfg.prefetch = DEFAULT_PREFETCH;
+	if (!l->cfg.map_out_max)
+		l->cfg.map_out_max = DEFAULT_MAP_OUT_MAX;
+	return 0;
+}
+
+static void free_config(struct grist_loader *l)
+{
+	size_t d, p;
+
+	if (l->cfg.datasets) {
+		for (d = 0; d < l->cfg.num_datasets; d++) {
+			if (!l->cfg.datasets[d].paths)
+				continue;
+			for (p = 0; p < l->cfg.datasets[d].num_paths; p++)
+				free((char *)l->cfg.datasets[d].paths[p]);
+			free((void *)l->cfg.datasets[d].paths);
+		}
+		free((void *)l->cfg.datasets);
+	}
+	free((void *)l->cfg.resume_state);
+}
+
+static const struct grist_engine_ops *pick_engine(const struct grist_loader_config *c)
+{
+	return c->engine == GRIST_ENGINE_REF ? &grist_engine_ref_ops : &grist_engine_async_ops;
+}
+
+int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out)
+{
+	struct grist_loader *l;
+	int ret;
+
+	*out = NULL;
+	if (!cfg)
+		return grist_fail(-EINVAL, "loader: no configuration");
+	ret = check_config(cfg);
+	if (ret)
+		return ret;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return grist_fail(-ENOMEM, "loader: out of memory");
+	ret = copy_config(l, cfg);
+	if (ret)
+		goto fail;
+	l->layout = (struct grist_layout){
+		.kind = l->cfg.layout,
+		.record_bytes = l->cfg.record_bytes,
+		.pad_value = l->cfg.pad_value,
+		.map = l->cfg.map,
+		.map_ctx = l->cfg.map_ctx,
+		.map_out_max = l->cfg.map_out_max,
+		.batch_size = l->cfg.batch_size,
+	};
+	l->extra = config_digest(&l->cfg);
+	ret = open_sources(l);
+	if (ret)
+		goto fail;
+	ret = build_stream(l);
+	if (ret)
+		goto fail;
+	l->ops = pick_engine(&l->cfg);
+	ret = l->ops->start(l, &l->engine);
+	if (ret) {
+		l->ops = NULL;
+		goto fail;
+	}
+	*out = l;
+	return 0;
+fail:
+	grist_loader_destroy(l);
+	return ret;
+}
+
+int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
+{
+	struct grist_slot *s = NULL;
+	uint64_t t0 = grist_now_ns();
+	size_t i;
+	int ret;
+
+	*out = NULL;
+	if (l->error)
+		return grist_fail(l->error, "loader: stopped by an earlier error");
+	if (l->ended)
+		return 0;
+	for (i = 0; i < 64 && l->held[i]; i++)
+		;
+	if (i == 64)
+		return grist_fail(-EINVAL, "loader: 64 batches are held; release some before asking for more");
+	ret = l->ops->next(l->engine, &s);
+	l->counters.consumer_stall_ns += grist_now_ns() - t0;
+	if (ret) {
+		l->error = ret;
+		return ret;
+	}
+	if (s && s->count < l->cfg.batch_size && l->cfg.drop_remainder) {
+		/* The short final batch: its positions count as consumed but it is not delivered. */
+		l->consumed = s->stream_end;
+		l->ops->release(l->engine, s);
+		s = NULL;
+	}
+	if (!s || s->count == 0) {
+		if (s)
+			l->ops->release(l->engine, s);
+		l->ended = true;
+		return 0;
+	}
+	ret = grist_slot_publish(s, &l->layout, l->batches);
+	if (ret) {
+		l->ops->release(l->engine, s);
+		l->error = ret;
+		return ret;
+	}
+	if (s->filtered)
+		l->lockstep = false;
+	l->counters.records_filtered += s->filtered;
+	l->counters.records += s->count;
+	l->counters.batches++;
+	l->consumed = s->stream_end;
+	l->batches++;
+	l->held[i] = s;
+	*out = &s->batch;
+	return 0;
+}
+
+void grist_loader_release(struct grist_loader *l, struct grist_batch *b)
+{
+	size_t i;
+
+	if (!l || !b)
+		return;
+	for (i = 0; i < 64; i++) {
+		if (l->held[i] && &l->held[i]->batch == b) {
+			l->ops->release(l->engine, l->held[i]);
+			l->held[i] = NULL;
+			return;
+		}
+	}
+}
+
+int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t cap, size_t *len)
+{
+	int ret;
+
+	ret = grist_stream_save(l->stream, l->consumed, l->batches, l->lockstep, l->extra, buf, cap);
+	if (ret < 0)
+		return ret;
+	*len = (size_t)ret;
+	return 0;
+}
+
+void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (l->ops && l->ops->stats)
+		l->ops->stats(l->engine, out);
+	out->batches = l->counters.batches;
+	out->records = l->counters.records;
+	out->records_filtered = l->counters.records_filtered;
+	out->consumer_stall_ns = l->counters.consumer_stall_ns;
+}
+
+uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d)
+{
+	return d < l->num_sources ? l->sources[d].num_records : 0;
+}
+
+void grist_loader_destroy(struct grist_loader *l)
+{
+	size_t i;
+
+	if (!l)
+		return;
+	if (l->ops) {
+		for (i = 0; i < 64; i++)
+			if (l->held[i])
+				l->ops->release(l->engine, l->held[i]);
+		l->ops->stop(l->engine);
+	}
+	grist_stream_destroy(l->stream);
+	close_sources(l);
+	free_config(l);
+	free(l);
+}

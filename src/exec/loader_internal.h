@@ -1,0 +1,73 @@
+/* The loader object shared by the engines, and the engine ops table (fio-style: one file per engine). */
+#ifndef GRIST_EXEC_LOADER_INTERNAL_H
+#define GRIST_EXEC_LOADER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "grist/format.h"
+#include "grist/loader.h"
+#include "grist/plan.h"
+#include "exec/slot.h"
+
+struct grist_loader;
+
+/*
+ * An engine turns the loader's shard stream into full batches, in order.
+ * next() returns the slot holding the next batch (count == batch_size, or fewer
+ * only for the last batch of a finite stream) or NULL at the end; the loader
+ * hands it back with release(). The engine owns every slot; the consumer may hold
+ * up to prefetch - 1 of them.
+ */
+struct grist_engine_ops {
+	const char *name;
+	int (*start)(struct grist_loader *l, void **engine);
+	int (*next)(void *engine, struct grist_slot **out);
+	void (*release)(void *engine, struct grist_slot *s);
+	void (*stats)(void *engine, struct grist_loader_stats *out);
+	void (*stop)(void *engine);
+};
+
+extern const struct grist_engine_ops grist_engine_ref_ops;
+extern const struct grist_engine_ops grist_engine_async_ops;
+
+/* One dataset of the loader: its reader and its geometry for the plan. */
+struct grist_loader_source {
+	struct grist_reader *reader;
+	struct grist_plan_file *files;
+	size_t num_files;
+	uint64_t num_records;
+};
+
+struct grist_loader {
+	struct grist_loader_config cfg; /* copy; pointers below own the copied arrays */
+	struct grist_loader_source *sources;
+	size_t num_sources;
+	struct grist_stream *stream;
+	struct grist_layout layout;
+	uint64_t extra;          /* configuration digest mixed into checkpoint fingerprints */
+	uint64_t start_position; /* shard position the run starts at (resume) */
+	uint64_t consumed;       /* shard positions consumed by the batches delivered so far */
+	uint64_t batches;        /* batches delivered so far (sequence of the next one) */
+	bool lockstep;           /* no record was filtered: every host consumed the same count */
+	bool ended;
+	int error;
+
+	const struct grist_engine_ops *ops;
+	void *engine;
+	const char *engine_name;
+	struct grist_loader_stats counters; /* consumer-side counters */
+	struct grist_slot *held[64];        /* batches handed out, for release() */
+};
+
+/* Per-record seed for random maps: a function of the loader seed and the item alone. */
+uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it);
+
+/* Fill a map input for an item whose bytes are @data/@len. */
+void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
+			    const uint8_t *data, size_t len, struct grist_map_input *in);
+
+/* Monotonic clock in nanoseconds, for the stats. */
+uint64_t grist_now_ns(void);
+
+#endif

@@ -1,0 +1,233 @@
+/* Batch slot memory (pinned when the memlock limit allows) and record layout. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "common/error.h"
+#include "exec/slot.h"
+
+/* mmap'd so the region is page-aligned (DMA- and mlock-friendly) and can be huge-page backed. */
+static uint8_t *pinned_alloc(size_t len, bool *pinned)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+#ifdef MADV_HUGEPAGE
+	if (len >= (2u << 20))
+		madvise(p, len, MADV_HUGEPAGE);
+#endif
+	/* mlock fails past RLIMIT_MEMLOCK (8 MiB by default): the slot then stays pageable. */
+	*pinned = mlock(p, len) == 0;
+	return p;
+}
+
+static void pinned_free(uint8_t *p, size_t len, bool pinned)
+{
+	if (!p)
+		return;
+	if (pinned)
+		munlock(p, len);
+	munmap(p, len);
+}
+
+static size_t page_round(size_t n)
+{
+	return (n + 4095) & ~(size_t)4095;
+}
+
+int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint)
+{
+	memset(s, 0, sizeof(*s));
+	if (rows == 0 || rows > (SIZE_MAX / 16))
+		return grist_fail(-EINVAL, "batch slot: bad row count %zu", rows);
+	s->offsets = calloc(rows + 1, sizeof(*s->offsets));
+	s->indices = calloc(rows, sizeof(*s->indices));
+	s->datasets = calloc(rows, sizeof(*s->datasets));
+	s->positions = calloc(rows, sizeof(*s->positions));
+	if (!s->offsets || !s->indices || !s->datasets || !s->positions) {
+		grist_slot_free(s);
+		return grist_fail(-ENOMEM, "batch slot: cannot allocate index arrays for %zu rows", rows);
+	}
+	s->rows_cap = rows;
+	return bytes_hint ? grist_slot_reserve(s, bytes_hint) : 0;
+}
+
+void grist_slot_free(struct grist_slot *s)
+{
+	pinned_free(s->data, s->cap, s->pinned);
+	free(s->offsets);
+	free(s->indices);
+	free(s->datasets);
+	free(s->positions);
+	memset(s, 0, sizeof(*s));
+}
+
+void grist_slot_reset(struct grist_slot *s)
+{
+	s->count = 0;
+	s->bytes = 0;
+	s->filtered = 0;
+	s->offsets[0] = 0;
+}
+
+int grist_slot_reserve(struct grist_slot *s, size_t bytes)
+{
+	size_t ncap;
+	uint8_t *p;
+	bool pinned;
+
+	if (bytes <= s->cap)
+		return 0;
+	ncap = s->cap ? s->cap : 65536;
+	while (ncap < bytes) {
+		if (ncap > SIZE_MAX / 2)
+			return grist_fail(-ENOMEM, "batch slot: %zu bytes is too large", bytes);
+		ncap *= 2;
+	}
+	ncap = page_round(ncap);
+	p = pinned_alloc(ncap, &pinned);
+	if (!p)
+		return grist_fail(-ENOMEM, "batch slot: cannot map %zu bytes", ncap);
+	if (s->bytes)
+		memcpy(p, s->data, s->bytes);
+	pinned_free(s->data, s->cap, s->pinned);
+	s->data = p;
+	s->cap = ncap;
+	s->pinned = pinned;
+	return 0;
+}
+
+static int row_size_error(const struct grist_map_input *in, size_t got, size_t want, const char *what)
+{
+	return grist_fail(-EINVAL, "dataset %u record %llu: %zu bytes %s the %s layout's %zu-byte rows",
+			  in->dataset, (unsigned long long)in->index, got,
+			  got > want ? "exceed" : "do not fill", what, want);
+}
+
+int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const struct grist_map_input *in,
+		   uint64_t position)
+{
+	size_t row = s->count, room, len;
+	uint8_t *dst;
+	int ret;
+
+	if (row >= s->rows_cap)
+		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", s->rows_cap);
+	if (L->kind == GRIST_LAYOUT_RAGGED) {
+		room = L->map ? L->map_out_max : in->len;
+		if (room > SIZE_MAX - s->bytes)
+			return grist_fail(-ENOMEM, "batch too large");
+		ret = grist_slot_reserve(s, s->bytes + room);
+		if (ret)
+			return ret;
+		dst = s->data + s->bytes;
+	} else {
+		room = L->record_bytes;
+		ret = grist_slot_reserve(s, (row + 1) * room);
+		if (ret)
+			return ret;
+		dst = s->data + row * room;
+	}
+
+	if (L->map) {
+		len = 0;
+		ret = L->map(L->map_ctx, in, dst, room, &len);
+		if (ret < 0)
+			return grist_fail_prefix(ret, "map failed on dataset %u record %llu", in->dataset,
+						 (unsigned long long)in->index);
+		if (ret == 0) {
+			s->filtered++;
+			return 0;
+		}
+		if (len > room)
+			return grist_fail(-EINVAL, "map wrote %zu bytes for dataset %u record %llu, more than the %zu available",
+					  len, in->dataset, (unsigned long long)in->index, room);
+	} else {
+		len = in->len;
+		if (L->kind != GRIST_LAYOUT_RAGGED && len > room)
+			return row_size_error(in, len, room, L->kind == GRIST_LAYOUT_FIXED ? "fixed" : "padded");
+		if (len)
+			memcpy(dst, in->data, len);
+	}
+
+	switch (L->kind) {
+	case GRIST_LAYOUT_RAGGED:
+		s->bytes += len;
+		s->offsets[row + 1] = s->bytes;
+		break;
+	case GRIST_LAYOUT_FIXED:
+		if (len != room)
+			return row_size_error(in, len, room, "fixed");
+		s->bytes += room;
+		break;
+	case GRIST_LAYOUT_PADDED:
+		memset(dst + len, L->pad_value, room - len);
+		s->bytes += room;
+		break;
+	}
+	s->indices[row] = in->index;
+	s->datasets[row] = in->dataset;
+	s->positions[row] = position;
+	s->count = row + 1;
+	return 1;
+}
+
+int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, const struct grist_slot *src, size_t i)
+{
+	size_t row = dst->count, begin, len;
+	int ret;
+
+	if (row >= dst->rows_cap)
+		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", dst->rows_cap);
+	if (L->kind == GRIST_LAYOUT_RAGGED) {
+		begin = src->offsets[i];
+		len = src->offsets[i + 1] - begin;
+	} else {
+		begin = i * L->record_bytes;
+		len = L->record_bytes;
+	}
+	ret = grist_slot_reserve(dst, dst->bytes + len);
+	if (ret)
+		return ret;
+	if (len)
+		memcpy(dst->data + dst->bytes, src->data + begin, len);
+	dst->bytes += len;
+	dst->offsets[row + 1] = dst->bytes;
+	dst->indices[row] = src->indices[i];
+	dst->datasets[row] = src->datasets[i];
+	dst->positions[row] = src->positions[i];
+	dst->count = row + 1;
+	return 0;
+}
+
+int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence)
+{
+	struct grist_batch *b = &s->batch;
+	size_t rows = s->count;
+	int ret;
+
+	if (L->kind == GRIST_LAYOUT_PADDED && rows < L->batch_size) {
+		ret = grist_slot_reserve(s, L->batch_size * L->record_bytes);
+		if (ret)
+			return ret;
+		memset(s->data + s->bytes, L->pad_value, (L->batch_size - rows) * L->record_bytes);
+		rows = L->batch_size;
+	}
+	memset(b, 0, sizeof(*b));
+	b->sequence = sequence;
+	b->num_records = s->count;
+	b->num_rows = rows;
+	b->data = s->data;
+	b->bytes = L->kind == GRIST_LAYOUT_RAGGED ? s->bytes : rows * L->record_bytes;
+	b->record_bytes = L->kind == GRIST_LAYOUT_RAGGED ? 0 : L->record_bytes;
+	b->offsets = L->kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
+	b->indices = s->indices;
+	b->datasets = s->datasets;
+	return 0;
+}
+
+size_t grist_slot_memory(const struct grist_slot *s)
+{
+	return s->cap + (s->rows_cap * 3 + 1) * sizeof(uint64_t) + s->rows_cap * sizeof(uint32_t);
+}

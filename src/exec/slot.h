@@ -1,0 +1,72 @@
+/* Batch slots: pinned, growable memory for one batch, and the one routine that lays records into it. */
+#ifndef GRIST_EXEC_SLOT_H
+#define GRIST_EXEC_SLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/loader.h"
+
+/*
+ * How records become rows. Built once from the loader configuration and shared,
+ * read-only, by every thread that assembles batches.
+ */
+struct grist_layout {
+	enum grist_batch_layout kind;
+	size_t record_bytes; /* fixed / padded */
+	uint8_t pad_value;
+	grist_map_fn map;
+	void *map_ctx;
+	size_t map_out_max;  /* ragged + map */
+	size_t batch_size;
+};
+
+/*
+ * One batch's memory. Invariant: rows [0, count) are complete; for ragged layouts
+ * offsets[0..count] are valid and offsets[count] == bytes. The data buffer only ever
+ * grows (to the largest batch seen), so steady state allocates nothing. When the
+ * memlock limit allows, the data is mlock'd (pinned) so a device can DMA from it.
+ */
+struct grist_slot {
+	uint8_t *data;
+	size_t cap;
+	bool pinned;
+	uint64_t *offsets;   /* rows_cap + 1 */
+	uint64_t *indices;   /* rows_cap */
+	uint32_t *datasets;  /* rows_cap */
+	uint64_t *positions; /* rows_cap: shard stream position of each row (for checkpoints) */
+	size_t rows_cap;
+	size_t count;        /* records in the slot */
+	size_t bytes;        /* bytes used */
+	uint64_t stream_end; /* shard stream position just after the last item this slot consumed */
+	uint64_t filtered;   /* items the map dropped while filling this slot */
+	struct grist_batch batch; /* the caller's view, filled by grist_slot_publish() */
+};
+
+/* Allocate a slot for up to @rows records (and @bytes_hint bytes to start with). 0 or -ENOMEM. */
+int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint);
+void grist_slot_free(struct grist_slot *s);
+/* Empty the slot for reuse; memory is kept. */
+void grist_slot_reset(struct grist_slot *s);
+/* Make room for @bytes bytes in total. 0 or -ENOMEM. */
+int grist_slot_reserve(struct grist_slot *s, size_t bytes);
+
+/*
+ * grist_slot_add() - run the map (or the identity) on one record and append the
+ * result as the next row. Return: 1 appended, 0 dropped by the map, or a negative
+ * error (a record that does not fit the fixed/padded row size, a map failure).
+ */
+int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const struct grist_map_input *in,
+		   uint64_t position);
+
+/* Append row @i of @src to @dst as-is (the packer's copy when a filter shifted batch boundaries). */
+int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, const struct grist_slot *src, size_t i);
+
+/* Fill s->batch for the caller (padded layout: pad a short batch to batch_size rows). */
+int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence);
+
+/* Bytes of memory the slot holds. */
+size_t grist_slot_memory(const struct grist_slot *s);
+
+#endif
