@@ -866,6 +866,8 @@ static int setup_worker(struct async_engine *e, struct worker *wk, size_t arena_
 	int ret;
 
 	memset(&ioc, 0, sizeof(ioc));
+	if (l->hooks.io_override)
+		ioc = l->hooks.io_config;
 	ioc.queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : 64;
 	ioc.threads = 4;
 	wk->arena_len = arena_half * 2;
@@ -971,7 +973,10 @@ static int async_start(struct grist_loader *l, void **engine)
 	pthread_cond_init(&e->done_cv, NULL);
 	*engine = e;
 
-	if (l->cfg.engine == GRIST_ENGINE_PREAD) {
+	if (l->hooks.io_override) {
+		e->io_kind = l->hooks.io_kind;
+		e->name = "hooked";
+	} else if (l->cfg.engine == GRIST_ENGINE_PREAD) {
 		e->io_kind = GRIST_IO_PREAD;
 		e->name = "pread";
 	} else if (grist_io_probe(why, sizeof(why)) == 0) {

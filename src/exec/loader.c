@@ -274,6 +274,12 @@ static const struct grist_engine_ops *pick_engine(const struct grist_loader_conf
 
 int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out)
 {
+	return grist_loader_create_hooked(cfg, NULL, out);
+}
+
+int grist_loader_create_hooked(const struct grist_loader_config *cfg, const struct grist_loader_hooks *hooks,
+			       struct grist_loader **out)
+{
 	struct grist_loader *l;
 	int ret;
 
@@ -286,6 +292,8 @@ int grist_loader_create(const struct grist_loader_config *cfg, struct grist_load
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return grist_fail(-ENOMEM, "loader: out of memory");
+	if (hooks)
+		l->hooks = *hooks;
 	ret = copy_config(l, cfg);
 	if (ret)
 		goto fail;

@@ -9,6 +9,7 @@
 #include "grist/loader.h"
 #include "grist/plan.h"
 #include "exec/slot.h"
+#include "io/io.h"
 
 struct grist_loader;
 
@@ -39,6 +40,16 @@ struct grist_loader_source {
 	uint64_t num_records;
 };
 
+/*
+ * Test hooks: run the async engine's reads through another io backend, such as the
+ * fault injector, to prove that errors surface cleanly. Not part of the public API.
+ */
+struct grist_loader_hooks {
+	bool io_override;
+	enum grist_io_kind io_kind;      /* e.g. GRIST_IO_FAULT */
+	struct grist_io_config io_config; /* queue depth etc. are still taken from the loader config */
+};
+
 struct grist_loader {
 	struct grist_loader_config cfg; /* copy; pointers below own the copied arrays */
 	struct grist_loader_source *sources;
@@ -53,12 +64,17 @@ struct grist_loader {
 	bool ended;
 	int error;
 
+	struct grist_loader_hooks hooks;
 	const struct grist_engine_ops *ops;
 	void *engine;
 	const char *engine_name;
 	struct grist_loader_stats counters; /* consumer-side counters */
 	struct grist_slot *held[64];        /* batches handed out, for release() */
 };
+
+/* grist_loader_create() with test hooks (may be NULL). */
+int grist_loader_create_hooked(const struct grist_loader_config *cfg, const struct grist_loader_hooks *hooks,
+			       struct grist_loader **out);
 
 /* Per-record seed for random maps: a function of the loader seed and the item alone. */
 uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it);
