@@ -1015,9 +1015,11 @@ static int async_start(struct grist_loader *l, void **engine)
 	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
 	if (e->nworkers < 1)
 		e->nworkers = 1;
-	/* every worker keeps two units in flight; a smaller window would idle workers */
-	if (e->prefetch < 2 * e->nworkers)
-		e->prefetch = 2 * e->nworkers;
+	/*
+	 * The window holds the batches ready ahead of the consumer plus the two units each
+	 * worker has in flight; without that slack a worker would wait for its neighbour.
+	 */
+	e->prefetch += 2 * e->nworkers;
 	e->units = calloc(e->prefetch, sizeof(*e->units));
 	e->workers = calloc(e->nworkers, sizeof(*e->workers));
 	if (!e->units || !e->workers) {
