@@ -13,6 +13,7 @@ struct command {
 
 static const struct command commands[] = {
 	/* Subcommands, one line each: { name, function, one-line summary }. */
+	{ "order", cmd_order, "print the record indices a shard delivers, in order" },
 	{ NULL, NULL, NULL },
 };
 
