@@ -13,7 +13,13 @@ static void test_round_trip(void **state)
 	(void)state;
 	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
 	assert_int_equal(grist_state_decode(buf, GRIST_STATE_SIZE, &b), 0);
-	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(b.fingerprint, a.fingerprint);
+	assert_int_equal(b.base, a.base);
+	assert_int_equal(b.shard_index, a.shard_index);
+	assert_int_equal(b.shard_count, a.shard_count);
+	assert_int_equal(b.consumed, a.consumed);
+	assert_int_equal(b.batches, a.batches);
+	assert_int_equal(b.flags, a.flags);
 	assert_memory_equal(buf, "GRST", 4);
 	assert_int_equal(grist_state_encode(&a, buf, GRIST_STATE_SIZE - 1), -EINVAL);
 	a.shard_index = 5;
