@@ -36,5 +36,10 @@ bool cli_is_help(const char *arg);
 
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
 int cmd_order(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_write(int argc, char **argv);
 
 #endif

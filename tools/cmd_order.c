@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grist/format.h"
 #include "grist/plan.h"
 #include "cli.h"
 
@@ -63,8 +64,11 @@ static const char *option_value(int argc, char **argv, int *i)
 
 int cmd_order(int argc, char **argv)
 {
-	struct grist_plan_file file = { 0, 1 };
+	struct grist_plan_file file = { 0, 1 }, *files = NULL;
 	struct grist_plan_component comp = { &file, 1, 1.0 };
+	struct grist_reader *reader = NULL;
+	const char **paths = NULL;
+	bool have_group_size = false;
 	struct grist_plan_config cfg;
 	struct grist_stream_cursor *cur = NULL;
 	struct grist_stream *s = NULL;
@@ -74,15 +78,18 @@ int cmd_order(int argc, char **argv)
 	int i, ret, status = CLI_EXIT_OK, nfiles = 0;
 
 	grist_plan_config_init(&cfg);
+	paths = calloc((size_t)argc, sizeof(*paths));
+	if (!paths)
+		return cli_library_error(-ENOMEM);
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
 
 		if (cli_is_help(a)) {
 			fputs(order_usage, stdout);
-			return CLI_EXIT_OK;
+			goto out;
 		}
-		if (a[0] != '-' || !strcmp(a, "-")) {
-			nfiles++;
+		if (a[0] != '-') {
+			paths[nfiles++] = a;
 			continue;
 		}
 		if (!strcmp(a, "--no-shuffle")) {
@@ -98,17 +105,24 @@ int cmd_order(int argc, char **argv)
 		    !strcmp(a, "--epochs") || !strcmp(a, "--window")) {
 			uint64_t x;
 
-			if (!v)
-				return cli_usage_error("%s needs a value", a);
-			if (!cli_parse_u64(v, &x))
-				return cli_usage_error("%s: '%s' is not a non-negative integer", a, v);
+			if (!v) {
+				status = cli_usage_error("%s needs a value", a);
+				goto out;
+			}
+			if (!cli_parse_u64(v, &x)) {
+				status = cli_usage_error("%s: '%s' is not a non-negative integer", a, v);
+				goto out;
+			}
 			if (!strcmp(a, "--records")) {
 				file.num_records = x;
 				have_records = true;
 			} else if (!strcmp(a, "--group-size")) {
-				if (!x)
-					return cli_usage_error("--group-size must be >= 1");
+				if (!x) {
+					status = cli_usage_error("--group-size must be >= 1");
+					goto out;
+				}
 				file.group_size = x;
+				have_group_size = true;
 			} else if (!strcmp(a, "--seed")) {
 				cfg.seed = x;
 			} else if (!strcmp(a, "--epochs")) {
@@ -117,41 +131,76 @@ int cmd_order(int argc, char **argv)
 				cfg.window = x;
 			}
 		} else if (!strcmp(a, "--shard")) {
-			if (!v)
-				return cli_usage_error("--shard needs I/K");
-			if (!cli_parse_shard(v, &cfg.shard_index, &cfg.shard_count))
-				return cli_usage_error("--shard '%s': expected I/K with K >= 1 and 0 <= I < K", v);
+			if (!v || !cli_parse_shard(v, &cfg.shard_index, &cfg.shard_count)) {
+				status = cli_usage_error("--shard '%s': expected I/K with K >= 1 and 0 <= I < K",
+							 v ? v : "");
+				goto out;
+			}
 		} else if (!strcmp(a, "--shard-mode")) {
 			if (v && !strcmp(v, "strided"))
 				cfg.shard_mode = GRIST_SHARD_STRIDED;
 			else if (v && !strcmp(v, "contiguous"))
 				cfg.shard_mode = GRIST_SHARD_CONTIGUOUS;
-			else
-				return cli_usage_error("--shard-mode: expected strided or contiguous");
+			else {
+				status = cli_usage_error("--shard-mode: expected strided or contiguous");
+				goto out;
+			}
 		} else if (!strcmp(a, "--granularity")) {
 			if (v && !strcmp(v, "record"))
 				cfg.granularity = GRIST_GRANULARITY_RECORD;
 			else if (v && !strcmp(v, "chunk"))
 				cfg.granularity = GRIST_GRANULARITY_CHUNK;
-			else
-				return cli_usage_error("--granularity: expected record or chunk");
+			else {
+				status = cli_usage_error("--granularity: expected record or chunk");
+				goto out;
+			}
 		} else {
-			return cli_usage_error("unknown option '%s'", a);
+			status = cli_usage_error("unknown option '%s'", a);
+			goto out;
 		}
 	}
-	if (nfiles && have_records)
-		return cli_usage_error("give either --records N or FILEs, not both");
-	if (nfiles)
-		return cli_usage_error("reading record counts from FILEs needs the ArrayRecord reader, "
-				       "which this build lacks; use --records N");
-	if (!have_records)
-		return cli_usage_error("nothing to order: give --records N or FILEs");
+	if ((nfiles && have_records) || (!nfiles && !have_records)) {
+		status = cli_usage_error("give either --records N or FILEs");
+		goto out;
+	}
+	if (nfiles && have_group_size) {
+		status = cli_usage_error("--group-size applies to --records; FILEs have their own");
+		goto out;
+	}
+	if (nfiles) {
+		/* Record counts and chunk geometry come from the files' footers. */
+		ret = grist_reader_open(paths, (size_t)nfiles, NULL, &reader);
+		if (ret < 0) {
+			status = cli_library_error(ret);
+			goto out;
+		}
+		files = calloc((size_t)nfiles, sizeof(*files));
+		if (!files) {
+			status = cli_library_error(-ENOMEM);
+			goto out;
+		}
+		for (i = 0; i < nfiles; i++) {
+			struct grist_file_info info;
+
+			ret = grist_reader_file_info(reader, (size_t)i, &info);
+			if (ret < 0) {
+				status = cli_library_error(ret);
+				goto out;
+			}
+			files[i].num_records = info.num_records;
+			files[i].group_size = info.group_size;
+		}
+		comp.files = files;
+		comp.num_files = (size_t)nfiles;
+	}
 
 	cfg.components = &comp;
 	cfg.num_components = 1;
 	ret = grist_stream_create(&cfg, &s);
-	if (ret < 0)
-		return cli_library_error(ret);
+	if (ret < 0) {
+		status = cli_library_error(ret);
+		goto out;
+	}
 	ret = grist_stream_cursor_create(s, &cur);
 	o = malloc(sizeof(*o));
 	if (ret < 0 || !o) {
@@ -171,6 +220,9 @@ int cmd_order(int argc, char **argv)
 	}
 out:
 	free(o);
+	free(files);
+	free(paths);
+	grist_reader_close(reader);
 	grist_stream_cursor_destroy(cur);
 	grist_stream_destroy(s);
 	return status;

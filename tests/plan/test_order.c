@@ -75,13 +75,66 @@ static void test_shards_partition(void **state)
 	}
 }
 
+/* FILE... takes record counts and chunk geometry from the files' footers. */
+static void test_files(void **state)
+{
+	const struct grist_plan_file geo[2] = { { 10, 4 }, { 7, 3 } };
+	struct grist_plan_component comp = { geo, 2, 1.0 };
+	struct grist_plan_config cfg;
+	struct grist_stream_cursor *c;
+	struct grist_stream_item it;
+	struct grist_stream *s;
+	uint64_t a[17], b[17];
+	char *dir = t_mkdtemp(), *out = NULL;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(t_run(&out, "seq 1 10 | %s write --options group_size:4 %s && "
+			       "seq 1 7 | %s write --options group_size:3 %s", cli(), t_path(dir, "a.ar"),
+			       cli(), t_path(dir, "b.ar")), 0);
+	free(out);
+	/* Record granularity depends only on the record count. */
+	assert_int_equal(t_run(&out, "%s order --seed 4 %s %s", cli(), t_path(dir, "a.ar"),
+			       t_path(dir, "b.ar")), 0);
+	assert_int_equal(parse_lines(out, a, 17), 17);
+	free(out);
+	assert_int_equal(t_run(&out, "%s order --seed 4 --records 17", cli()), 0);
+	assert_int_equal(parse_lines(out, b, 17), 17);
+	free(out);
+	assert_memory_equal(a, b, sizeof(a));
+	/* Chunk granularity follows the files' chunks (4+4+2, 3+3+1 records). */
+	assert_int_equal(t_run(&out, "%s order --seed 4 --granularity chunk --window 2 %s %s", cli(),
+			       t_path(dir, "a.ar"), t_path(dir, "b.ar")), 0);
+	assert_int_equal(parse_lines(out, a, 17), 17);
+	free(out);
+	grist_plan_config_init(&cfg);
+	cfg.components = &comp;
+	cfg.num_components = 1;
+	cfg.seed = 4;
+	cfg.granularity = GRIST_GRANULARITY_CHUNK;
+	cfg.window = 2;
+	assert_int_equal(grist_stream_create(&cfg, &s), 0);
+	assert_int_equal(grist_stream_cursor_create(s, &c), 0);
+	for (i = 0; i < 17; i++) {
+		assert_int_equal(grist_stream_next(c, &it), 1);
+		assert_int_equal(a[i], it.record);
+	}
+	grist_stream_cursor_destroy(c);
+	grist_stream_destroy(s);
+	/* A missing file is a data error (1), not a usage error. */
+	assert_int_equal(t_run(&out, "%s order %s 2>/dev/null", cli(), t_path(dir, "none.ar")), 1);
+	free(out);
+	t_rmtree(dir);
+}
+
 static void test_bad_input_exits_2(void **state)
 {
 	static const char *bad[] = {
 		"--records x", "--records 5 --shard 3/3", "--records 5 --shard 1/0",
 		"--records 5 --shard 0/6", "--records 5 --bogus", "", "--records",
 		"--records 5 --granularity chunk --window 0", "--records 5 --granularity sideways",
-		"--records -5", "--records 5 --seed 1e3", "--records 0",
+		"--records -5", "--records 5 --seed 1e3", "--records 0", "x.ar --records 5",
+		"x.ar --group-size 2",
 	};
 	char *out = NULL;
 	size_t i;
@@ -102,6 +155,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_matches_library),
 		cmocka_unit_test(test_shards_partition),
+		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_bad_input_exits_2),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
