@@ -108,6 +108,60 @@ static uint64_t time_one(const char *name, uint64_t (*fn)(const void *, uint64_t
 	return sum;
 }
 
+/*
+ * The stream cursor at record and chunk granularity over n records in chunks
+ * of @group: ns per item, and the distinct chunks a batch of 256 touches
+ * (what a reader must fetch) - the trade-off the window buys.
+ */
+static void bench_stream(uint64_t n, uint64_t group, enum grist_granularity gran, uint64_t window)
+{
+	enum { BATCH = 256 };
+	struct grist_plan_file file = { n, group };
+	struct grist_plan_component comp = { &file, 1, 1.0 };
+	struct grist_plan_config cfg;
+	struct grist_stream_cursor *c;
+	struct grist_stream_item it;
+	struct grist_stream *s;
+	uint64_t chunks[BATCH], items = 0, distinct = 0, batches = 0;
+	char name[64];
+	double t0, dt;
+
+	grist_plan_config_init(&cfg);
+	cfg.components = &comp;
+	cfg.num_components = 1;
+	cfg.granularity = gran;
+	cfg.window = window;
+	if (grist_stream_create(&cfg, &s) < 0 || grist_stream_cursor_create(s, &c) < 0) {
+		fprintf(stderr, "%s\n", grist_last_error());
+		exit(1);
+	}
+	t0 = now();
+	while (grist_stream_next(c, &it) == 1)
+		items += it.record;
+	dt = now() - t0;
+	items = 0;
+	grist_stream_cursor_seek(c, 0);
+	while (grist_stream_next(c, &it) == 1) {
+		uint64_t ch = it.record / group, k, b = items % BATCH;
+
+		for (k = 0; k < b && chunks[k] != ch; k++)
+			;
+		if (k == b)
+			distinct++;
+		chunks[b] = ch;
+		if (b == BATCH - 1)
+			batches++;
+		items++;
+	}
+	snprintf(name, sizeof(name), "stream %s W=%llu G=%llu", gran ? "chunk" : "record",
+		 (unsigned long long)window, (unsigned long long)group);
+	printf("%-28s %6.2f ns/item, %.1f distinct chunks per %d-record batch\n",
+	       name, dt * 1e9 / (double)items, (double)distinct / (double)(batches ? batches : 1),
+	       BATCH);
+	grist_stream_cursor_destroy(c);
+	grist_stream_destroy(s);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : UINT64_C(1000000000);
@@ -140,6 +194,10 @@ int main(int argc, char **argv)
 	sum += time_one("grist_perm_inverse", perm_inverse, &p, count);
 	simon_init(&sim, n, 42);
 	sum += time_one("Grain-like Simon, 4 rounds", simon_fn, &sim, count);
+	bench_stream(UINT64_C(4000000), 64, GRIST_GRANULARITY_RECORD, 16);
+	bench_stream(UINT64_C(4000000), 64, GRIST_GRANULARITY_CHUNK, 16);
+	bench_stream(UINT64_C(4000000), 64, GRIST_GRANULARITY_CHUNK, 4);
+	bench_stream(UINT64_C(4000000), 64, GRIST_GRANULARITY_CHUNK, 1);
 	printf("(checksum %" PRIu64 ")\n", sum);
 	return 0;
 }

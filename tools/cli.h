@@ -35,6 +35,7 @@ bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count);
 bool cli_is_help(const char *arg);
 
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
+int cmd_order(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_get(int argc, char **argv);

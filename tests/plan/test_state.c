@@ -1,0 +1,239 @@
+/* Tests for checkpoint state: encoding, corruption, fingerprints, exact elastic restore. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "grist/plan.h"
+
+static void test_round_trip(void **state)
+{
+	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP }, b;
+	uint8_t buf[GRIST_STATE_SIZE + 8];
+
+	(void)state;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	assert_int_equal(grist_state_decode(buf, GRIST_STATE_SIZE, &b), 0);
+	assert_int_equal(b.fingerprint, a.fingerprint);
+	assert_int_equal(b.base, a.base);
+	assert_int_equal(b.shard_index, a.shard_index);
+	assert_int_equal(b.shard_count, a.shard_count);
+	assert_int_equal(b.consumed, a.consumed);
+	assert_int_equal(b.batches, a.batches);
+	assert_int_equal(b.flags, a.flags);
+	assert_memory_equal(buf, "GRST", 4);
+	assert_int_equal(grist_state_encode(&a, buf, GRIST_STATE_SIZE - 1), -EINVAL);
+	a.shard_index = 5;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), -EINVAL);
+}
+
+/* Every flipped bit and every truncation is caught: no silent misread. */
+static void test_corruption(void **state)
+{
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0 }, b;
+	uint8_t buf[GRIST_STATE_SIZE], bad[GRIST_STATE_SIZE + 1];
+	size_t i, bit;
+
+	(void)state;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	for (i = 0; i < GRIST_STATE_SIZE; i++) {
+		for (bit = 0; bit < 8; bit++) {
+			memcpy(bad, buf, sizeof(buf));
+			bad[i] ^= (uint8_t)(1u << bit);
+			assert_int_equal(grist_state_decode(bad, GRIST_STATE_SIZE, &b), -EBADMSG);
+		}
+	}
+	for (i = 0; i < GRIST_STATE_SIZE; i++)
+		assert_int_equal(grist_state_decode(buf, i, &b), -EBADMSG);
+	memcpy(bad, buf, sizeof(buf));
+	bad[GRIST_STATE_SIZE] = 0;
+	assert_int_equal(grist_state_decode(bad, GRIST_STATE_SIZE + 1, &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "state: byte"));
+}
+
+static void assert_same_item(const struct grist_stream_item *a, const struct grist_stream_item *b)
+{
+	assert_int_equal(a->component, b->component);
+	assert_int_equal(a->record, b->record);
+	assert_int_equal(a->epoch, b->epoch);
+	assert_int_equal(a->component_position, b->component_position);
+	assert_int_equal(a->position, b->position);
+}
+
+/* A job of @k hosts over a mixed, chunk-granular stream. */
+struct job {
+	struct grist_plan_file fa[2], fb[1];
+	struct grist_plan_component comps[2];
+	struct grist_plan_config cfg;
+};
+
+static void job_init(struct job *jb, enum grist_shard_mode mode)
+{
+	memset(jb, 0, sizeof(*jb));
+	jb->fa[0] = (struct grist_plan_file){ 300, 8 };
+	jb->fa[1] = (struct grist_plan_file){ 77, 8 };
+	jb->fb[0] = (struct grist_plan_file){ 250, 3 };
+	jb->comps[0] = (struct grist_plan_component){ jb->fa, 2, 1.0 };
+	jb->comps[1] = (struct grist_plan_component){ jb->fb, 1, 1.5 };
+	grist_plan_config_init(&jb->cfg);
+	jb->cfg.components = jb->comps;
+	jb->cfg.num_components = 2;
+	jb->cfg.seed = 77;
+	jb->cfg.epochs = 2;
+	jb->cfg.granularity = GRIST_GRANULARITY_CHUNK;
+	jb->cfg.window = 4;
+	jb->cfg.shard_mode = mode;
+}
+
+static struct grist_stream *job_stream(struct job *jb, uint64_t i, uint64_t k, uint64_t base)
+{
+	struct grist_stream *s;
+
+	jb->cfg.shard_index = i;
+	jb->cfg.shard_count = k;
+	jb->cfg.base = base;
+	if (grist_stream_create(&jb->cfg, &s) < 0)
+		fail_msg("%s", grist_last_error());
+	return s;
+}
+
+/*
+ * Run K hosts in lockstep for j steps, checkpoint, restore on K' hosts and run
+ * to the end: every global position is delivered exactly once, with the item
+ * the uninterrupted stream has there.
+ */
+static void elastic_run(uint64_t k, uint64_t stop, uint64_t k2)
+{
+	const uint64_t extra = 0xbeef;
+	struct grist_stream_item it, *want;
+	struct grist_stream *s, *whole;
+	struct job jb;
+	uint8_t buf[GRIST_STATE_SIZE], *hits;
+	uint64_t L, i, j, base, j2;
+
+	job_init(&jb, GRIST_SHARD_STRIDED);
+	whole = job_stream(&jb, 0, 1, 0);
+	L = grist_stream_length(whole);
+	want = malloc(L * sizeof(*want));
+	hits = calloc(L, 1);
+	assert_non_null(want);
+	assert_non_null(hits);
+	for (j = 0; j < L; j++)
+		assert_int_equal(grist_stream_at(whole, j, &want[j]), 0);
+	grist_stream_destroy(whole);
+
+	for (i = 0; i < k; i++) {
+		s = job_stream(&jb, i, k, 0);
+		for (j = 0; j < stop; j++) {
+			assert_int_equal(grist_stream_at(s, j, &it), 0);
+			assert_same_item(&it, &want[it.position]);
+			hits[it.position]++;
+		}
+		if (i == k - 1)
+			assert_int_equal(grist_stream_save(s, stop, stop / 4, true, extra, buf, sizeof(buf)),
+					 GRIST_STATE_SIZE);
+		grist_stream_destroy(s);
+	}
+	for (i = 0; i < k2; i++) {
+		struct grist_stream_cursor *c;
+
+		jb.cfg.shard_index = i;
+		jb.cfg.shard_count = k2;
+		assert_int_equal(grist_stream_restore(&jb.cfg, extra, buf, sizeof(buf), &base, &j2, NULL), 0);
+		s = job_stream(&jb, i, k2, base);
+		assert_int_equal(grist_stream_cursor_create(s, &c), 0);
+		assert_int_equal(grist_stream_cursor_seek(c, j2), 0);
+		while (grist_stream_next(c, &it) == 1) {
+			assert_same_item(&it, &want[it.position]);
+			hits[it.position]++;
+		}
+		grist_stream_cursor_destroy(c);
+		grist_stream_destroy(s);
+	}
+	for (j = 0; j < L; j++)
+		if (hits[j] != 1)
+			fail_msg("K=%llu stop=%llu K'=%llu: position %llu delivered %u times",
+				 (unsigned long long)k, (unsigned long long)stop, (unsigned long long)k2,
+				 (unsigned long long)j, hits[j]);
+	free(hits);
+	free(want);
+}
+
+static void test_elastic_restore(void **state)
+{
+	static const uint64_t stops[] = { 0, 1, 37, 100, 150 };
+	static const uint64_t ks[][2] = { { 3, 2 }, { 3, 4 }, { 3, 3 }, { 1, 5 }, { 4, 1 }, { 2, 7 } };
+	size_t a, b;
+
+	(void)state;
+	for (a = 0; a < sizeof(ks) / sizeof(ks[0]); a++)
+		for (b = 0; b < sizeof(stops) / sizeof(stops[0]); b++)
+			elastic_run(ks[a][0], stops[b] / ks[a][0], ks[a][1]);
+}
+
+static void test_restore_refusals(void **state)
+{
+	struct grist_stream *s;
+	struct grist_state st;
+	struct job jb;
+	uint8_t buf[GRIST_STATE_SIZE];
+	uint64_t base, j;
+
+	(void)state;
+	job_init(&jb, GRIST_SHARD_STRIDED);
+	s = job_stream(&jb, 1, 3, 0);
+	assert_int_equal(grist_stream_save(s, 5, 1, false, 1, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	assert_int_equal(grist_stream_save(s, grist_stream_length(s) + 1, 1, false, 1, buf, 8), -EINVAL);
+	grist_stream_destroy(s);
+
+	/* Same host and K: fine, j kept. */
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, &st), 0);
+	assert_int_equal(j, 5);
+	assert_int_equal(base, 0);
+	assert_int_equal(st.batches, 1);
+	/* Other caller config, other data, other seed: stale. */
+	assert_int_equal(grist_stream_restore(&jb.cfg, 2, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+	jb.fb[0].num_records = 251;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+	jb.fb[0].num_records = 250;
+	jb.cfg.seed = 78;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+	jb.cfg.seed = 77;
+	jb.cfg.window = 5;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+	jb.cfg.window = 4;
+	/* Not lockstep: neither another host nor another K. */
+	jb.cfg.shard_index = 0;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	jb.cfg.shard_count = 2;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "lockstep"));
+	/* Corrupt: bad message, before anything else. */
+	buf[20] ^= 1;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EBADMSG);
+
+	/* Contiguous: same K restores, another K is refused. */
+	job_init(&jb, GRIST_SHARD_CONTIGUOUS);
+	s = job_stream(&jb, 2, 3, 0);
+	assert_int_equal(grist_stream_save(s, 9, 0, true, 0, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	grist_stream_destroy(s);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), 0);
+	assert_int_equal(j, 9);
+	jb.cfg.shard_count = 4;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "contiguous"));
+	/* A strided job cannot take a contiguous checkpoint. */
+	jb.cfg.shard_mode = GRIST_SHARD_STRIDED;
+	jb.cfg.shard_count = 3;
+	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_corruption),
+		cmocka_unit_test(test_elastic_restore),
+		cmocka_unit_test(test_restore_refusals),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,229 @@
+/* `grist order`: print the global record indices a shard delivers, in delivery order. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "grist/format.h"
+#include "grist/plan.h"
+#include "cli.h"
+
+static const char order_usage[] =
+	"usage: grist order [options] (--records N | FILE...)\n"
+	"\n"
+	"Print the global record indices in delivery order, one per line.\n"
+	"\n"
+	"  --records N            a dataset of N records (instead of files)\n"
+	"  --group-size G         records per chunk with --records (default 1)\n"
+	"  --seed S               shuffle seed (default 0)\n"
+	"  --epochs E             epochs to print; 0 = unbounded (default 1)\n"
+	"  --shard I/K            print shard I of K (default 0/1)\n"
+	"  --shard-mode MODE      strided (default) or contiguous\n"
+	"  --no-shuffle           index order in every epoch\n"
+	"  --no-reshuffle         the same order in every epoch\n"
+	"  --granularity G        record (default) or chunk\n"
+	"  --window W             chunks shuffled together at chunk granularity (default 16)\n";
+
+/* Buffered decimal output: printf per line would dominate the run time. */
+struct out_buf {
+	char data[1 << 16];
+	size_t len;
+	int failed;
+};
+
+static void out_flush(struct out_buf *o)
+{
+	if (o->len && !o->failed && fwrite(o->data, 1, o->len, stdout) != o->len)
+		o->failed = 1;
+	o->len = 0;
+}
+
+static void out_u64_line(struct out_buf *o, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+
+	if (o->len + sizeof(tmp) > sizeof(o->data))
+		out_flush(o);
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		o->data[o->len++] = tmp[--n];
+	o->data[o->len++] = '\n';
+}
+
+/* The value of option argv[*i] ("--name VALUE"); NULL when missing. */
+static const char *option_value(int argc, char **argv, int *i)
+{
+	if (*i + 1 >= argc)
+		return NULL;
+	return argv[++*i];
+}
+
+int cmd_order(int argc, char **argv)
+{
+	struct grist_plan_file file = { 0, 1 }, *files = NULL;
+	struct grist_plan_component comp = { &file, 1, 1.0 };
+	struct grist_reader *reader = NULL;
+	const char **paths = NULL;
+	bool have_group_size = false;
+	struct grist_plan_config cfg;
+	struct grist_stream_cursor *cur = NULL;
+	struct grist_stream *s = NULL;
+	struct grist_stream_item it;
+	struct out_buf *o = NULL;
+	bool have_records = false;
+	int i, ret, status = CLI_EXIT_OK, nfiles = 0;
+
+	grist_plan_config_init(&cfg);
+	paths = calloc((size_t)argc, sizeof(*paths));
+	if (!paths)
+		return cli_library_error(-ENOMEM);
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v;
+
+		if (cli_is_help(a)) {
+			fputs(order_usage, stdout);
+			goto out;
+		}
+		if (a[0] != '-') {
+			paths[nfiles++] = a;
+			continue;
+		}
+		if (!strcmp(a, "--no-shuffle")) {
+			cfg.shuffle = false;
+			continue;
+		}
+		if (!strcmp(a, "--no-reshuffle")) {
+			cfg.reshuffle = false;
+			continue;
+		}
+		v = option_value(argc, argv, &i);
+		if (!strcmp(a, "--records") || !strcmp(a, "--group-size") || !strcmp(a, "--seed") ||
+		    !strcmp(a, "--epochs") || !strcmp(a, "--window")) {
+			uint64_t x;
+
+			if (!v) {
+				status = cli_usage_error("%s needs a value", a);
+				goto out;
+			}
+			if (!cli_parse_u64(v, &x)) {
+				status = cli_usage_error("%s: '%s' is not a non-negative integer", a, v);
+				goto out;
+			}
+			if (!strcmp(a, "--records")) {
+				file.num_records = x;
+				have_records = true;
+			} else if (!strcmp(a, "--group-size")) {
+				if (!x) {
+					status = cli_usage_error("--group-size must be >= 1");
+					goto out;
+				}
+				file.group_size = x;
+				have_group_size = true;
+			} else if (!strcmp(a, "--seed")) {
+				cfg.seed = x;
+			} else if (!strcmp(a, "--epochs")) {
+				cfg.epochs = x;
+			} else {
+				cfg.window = x;
+			}
+		} else if (!strcmp(a, "--shard")) {
+			if (!v || !cli_parse_shard(v, &cfg.shard_index, &cfg.shard_count)) {
+				status = cli_usage_error("--shard '%s': expected I/K with K >= 1 and 0 <= I < K",
+							 v ? v : "");
+				goto out;
+			}
+		} else if (!strcmp(a, "--shard-mode")) {
+			if (v && !strcmp(v, "strided"))
+				cfg.shard_mode = GRIST_SHARD_STRIDED;
+			else if (v && !strcmp(v, "contiguous"))
+				cfg.shard_mode = GRIST_SHARD_CONTIGUOUS;
+			else {
+				status = cli_usage_error("--shard-mode: expected strided or contiguous");
+				goto out;
+			}
+		} else if (!strcmp(a, "--granularity")) {
+			if (v && !strcmp(v, "record"))
+				cfg.granularity = GRIST_GRANULARITY_RECORD;
+			else if (v && !strcmp(v, "chunk"))
+				cfg.granularity = GRIST_GRANULARITY_CHUNK;
+			else {
+				status = cli_usage_error("--granularity: expected record or chunk");
+				goto out;
+			}
+		} else {
+			status = cli_usage_error("unknown option '%s'", a);
+			goto out;
+		}
+	}
+	if ((nfiles && have_records) || (!nfiles && !have_records)) {
+		status = cli_usage_error("give either --records N or FILEs");
+		goto out;
+	}
+	if (nfiles && have_group_size) {
+		status = cli_usage_error("--group-size applies to --records; FILEs have their own");
+		goto out;
+	}
+	if (nfiles) {
+		/* Record counts and chunk geometry come from the files' footers. */
+		ret = grist_reader_open(paths, (size_t)nfiles, NULL, &reader);
+		if (ret < 0) {
+			status = cli_library_error(ret);
+			goto out;
+		}
+		files = calloc((size_t)nfiles, sizeof(*files));
+		if (!files) {
+			status = cli_library_error(-ENOMEM);
+			goto out;
+		}
+		for (i = 0; i < nfiles; i++) {
+			struct grist_file_info info;
+
+			ret = grist_reader_file_info(reader, (size_t)i, &info);
+			if (ret < 0) {
+				status = cli_library_error(ret);
+				goto out;
+			}
+			files[i].num_records = info.num_records;
+			files[i].group_size = info.group_size;
+		}
+		comp.files = files;
+		comp.num_files = (size_t)nfiles;
+	}
+
+	cfg.components = &comp;
+	cfg.num_components = 1;
+	ret = grist_stream_create(&cfg, &s);
+	if (ret < 0) {
+		status = cli_library_error(ret);
+		goto out;
+	}
+	ret = grist_stream_cursor_create(s, &cur);
+	o = malloc(sizeof(*o));
+	if (ret < 0 || !o) {
+		status = cli_library_error(ret < 0 ? ret : -ENOMEM);
+		goto out;
+	}
+	o->len = 0;
+	o->failed = 0;
+	while ((ret = grist_stream_next(cur, &it)) == 1 && !o->failed)
+		out_u64_line(o, it.record);
+	out_flush(o);
+	if (ret < 0)
+		status = cli_library_error(ret);
+	else if (o->failed || fflush(stdout)) {
+		fprintf(stderr, "%s: writing the output failed\n", cli_command_name);
+		status = CLI_EXIT_DATA;
+	}
+out:
+	free(o);
+	free(files);
+	free(paths);
+	grist_reader_close(reader);
+	grist_stream_cursor_destroy(cur);
+	grist_stream_destroy(s);
+	return status;
+}
