@@ -65,9 +65,6 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	if (end > f->size || begin >= end)
 		return grist_fail_at(-EBADMSG, f->path, begin, "chunk extent ends at %llu, past the file size %llu",
 				     (unsigned long long)end, (unsigned long long)f->size);
-	if (r->opts.max_chunk_bytes && end - begin > r->opts.max_chunk_bytes)
-		return grist_fail_at(-ENOMEM, f->path, begin, "chunk of %llu bytes exceeds max_chunk_bytes %llu",
-				     (unsigned long long)(end - begin), (unsigned long long)r->opts.max_chunk_bytes);
 	len = (size_t)(end - begin);
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
@@ -86,6 +83,11 @@ static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
 
 	if (r->cur_file == file && r->cur_chunk == chunk)
 		return 0;
+	if (r->opts.max_chunk_bytes && f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk] > r->opts.max_chunk_bytes)
+		return grist_fail_at(-ENOMEM, f->path, f->chunk_offsets[chunk],
+				     "chunk of %llu bytes exceeds max_chunk_bytes %llu",
+				     (unsigned long long)(f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk]),
+				     (unsigned long long)r->opts.max_chunk_bytes);
 	ret = load_extent(r, f, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1]);
 	if (ret)
 		return ret;

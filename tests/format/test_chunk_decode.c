@@ -1,0 +1,212 @@
+/* Tests for chunk decoding from raw bytes: block crossing, zero copy, absurd sizes, unsupported types. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "grist/error.h"
+#include "codec/codec.h"
+#include "format/block.h"
+#include "format/chunk.h"
+#include "format/chunk_decode.h"
+#include "format/hash.h"
+#include "format/simple_chunk.h"
+
+/* Lay out a chunk of logical bytes @logical at file offset @begin in @file, inserting block headers. */
+static uint64_t place_chunk(uint8_t *file, uint64_t begin, const uint8_t *logical, uint64_t n, uint64_t end)
+{
+	uint64_t pos = begin;
+
+	while (n) {
+		uint64_t take;
+
+		if (!(pos % GRIST_BLOCK_SIZE)) {
+			grist_block_header_build(file + pos, pos, begin, end);
+			pos += GRIST_BLOCK_HEADER_SIZE;
+		}
+		take = grist_block_remaining(pos);
+		if (take > n)
+			take = n;
+		memcpy(file + pos, logical, take);
+		pos += take;
+		logical += take;
+		n -= take;
+	}
+	return pos;
+}
+
+/* Build chunk @type with @data at @begin; returns the chunk end. */
+static uint64_t make_chunk(uint8_t *file, uint64_t begin, uint8_t type, const uint8_t *data, uint64_t size,
+			   uint64_t records, uint64_t decoded)
+{
+	struct grist_chunk_header h = { size, grist_hash(data, size), records, decoded, type };
+	uint64_t end = grist_chunk_end(begin, size, records);
+	uint8_t *logical = malloc(40 + size);
+
+	assert_non_null(logical);
+	grist_chunk_header_build(logical, &h);
+	memcpy(logical + 40, data, size);
+	place_chunk(file, begin, logical, 40 + size, end);
+	free(logical);
+	return end;
+}
+
+static void test_crossing_and_zero_copy(void **state)
+{
+	size_t file_len = 4 * GRIST_BLOCK_SIZE;
+	uint8_t *file = calloc(1, file_len), *data = malloc(150000);
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	uint64_t end, begins[] = { 64, GRIST_BLOCK_SIZE - 20, GRIST_BLOCK_SIZE, GRIST_BLOCK_SIZE + 25 };
+	size_t i;
+
+	(void)state;
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	/* Two records: 3 bytes, then 149990: the chunk spans blocks, its header too when begin is near one. */
+	data[0] = 0;
+	data[1] = 4;
+	data[2] = 3;
+	data[3] = 0xe6;
+	data[4] = 0x93;
+	data[5] = 0x09;
+	t_fill(data + 6, 150000 - 6, 5);
+	for (i = 0; i < 4; i++) {
+		memset(file, 0, file_len);
+		end = make_chunk(file, begins[i], 'r', data, 6 + 3 + 149990, 2, 3 + 149990);
+		assert_int_equal(grist_chunk_decode(d, file, 0, file_len, begins[i], end, "x", &c), 0);
+		assert_int_equal(c.num_records, 2);
+		assert_int_equal(c.offsets[1], 3);
+		assert_int_equal(c.offsets[2], 3 + 149990);
+		assert_memory_equal(c.values, data + 6, 3 + 149990);
+		assert_int_equal(c.chunk_end, end);
+		/* The same bytes seen through a buffer that starts at the chunk. */
+		assert_int_equal(grist_chunk_decode(d, file + begins[i], begins[i], end - begins[i], begins[i], end,
+						    "x", &c), 0);
+		/* An extent shorter than the chunk is corruption, not a read past the buffer. */
+		assert_int_equal(grist_chunk_decode(d, file, 0, file_len, begins[i], end - 1, "x", &c), -EBADMSG);
+	}
+	/* A small stored chunk inside one block is not copied. */
+	end = make_chunk(file, 64, 'r', data, 6 + 3, 1, 3);
+	assert_int_equal(grist_chunk_decode(d, file, 0, file_len, 64, end, "x", &c), -EBADMSG);
+	data[1] = 1;
+	end = make_chunk(file, 64, 'r', data, 2 + 1 + 3, 1, 3);
+	assert_int_equal(grist_chunk_decode(d, file, 0, file_len, 64, end, "x", &c), 0);
+	assert_ptr_equal(c.values, file + 64 + 40 + 3);
+	grist_chunk_decoder_destroy(d);
+	free(file);
+	free(data);
+}
+
+static void test_absurd_sizes(void **state)
+{
+	uint8_t file[GRIST_BLOCK_SIZE] = { 0 }, data[64];
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	struct grist_codec_set set = { 0 };
+	struct grist_codec_params p = { 3, 0 };
+	struct grist_buf z = { 0 };
+	uint64_t end;
+	size_t n;
+	void *ctx;
+
+	(void)state;
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	/* Decoded size 2^60 announced by a stored chunk: sizes cannot add up. */
+	memcpy(data, "\x00\x01\x05hello", 8);
+	end = make_chunk(file, 64, 'r', data, 8, 1, 1ull << 60);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	/* A zstd values section claiming 2^60 bytes: rejected by the codec bound, before allocating. */
+	assert_int_equal(grist_codec_set_get(&set, &grist_codec_zstd, &ctx), 0);
+	assert_int_equal(grist_codec_zstd.compress(ctx, &p, (const uint8_t *)"\x05", 1, &z), 0);
+	n = 0;
+	data[n++] = 'z';
+	data[n++] = (uint8_t)(1 + z.len);
+	data[n++] = 1;
+	memcpy(data + n, z.data, z.len);
+	n += z.len;
+	memcpy(data + n, "\x80\x80\x80\x80\x80\x80\x80\x80\x10", 9); /* varint 2^60 */
+	n += 9;
+	z.len = 0;
+	assert_int_equal(grist_codec_zstd.compress(ctx, &p, (const uint8_t *)"hello", 5, &z), 0);
+	memcpy(data + n, z.data, z.len);
+	n += z.len;
+	end = make_chunk(file, 64, 'r', data, n, 1, 1ull << 60);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	/* More records than the chunk's extent has bytes for. */
+	memcpy(data, "\x00\x01\x05hello", 8);
+	end = make_chunk(file, 64, 'r', data, 8, 1, 5);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), 0);
+	{
+		struct grist_chunk_header h = { 8, grist_hash(data, 8), 1ull << 55, 5, 'r' };
+
+		grist_chunk_header_build(file + 64, &h);
+		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EBADMSG);
+		h.num_records = 1;
+		h.data_size = 1ull << 62;
+		grist_chunk_header_build(file + 64, &h);
+		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "x: byte 64: "));
+	}
+	grist_buf_free(&z);
+	grist_codec_set_clear(&set);
+	grist_chunk_decoder_destroy(d);
+}
+
+static void test_chunk_types(void **state)
+{
+	uint8_t file[GRIST_BLOCK_SIZE] = { 0 };
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	uint64_t end;
+
+	(void)state;
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	end = make_chunk(file, 64, 't', (const uint8_t *)"\x00", 1, 1, 1);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -ENOTSUP);
+	assert_non_null(strstr(grist_last_error(), "transposed"));
+	end = make_chunk(file, 64, 'p', (const uint8_t *)"\0\0\0", 3, 0, 0);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), 0);
+	assert_int_equal(c.num_records, 0);
+	assert_int_equal(c.chunk_type, 'p');
+	end = make_chunk(file, 64, 'm', (const uint8_t *)"meta", 4, 0, 0);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), 0);
+	end = make_chunk(file, 64, 's', (const uint8_t *)"", 0, 0, 0);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	/* Data hash mismatch, named as such. */
+	end = make_chunk(file, 64, 'r', (const uint8_t *)"\x00\x01\x01\x30", 4, 1, 1);
+	file[64 + 40 + 3] ^= 1;
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "data hash mismatch"));
+	/* Chunks cannot begin inside a block header; the buffer must cover the extent. */
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 10, 200, "x", &c), -EBADMSG);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file) + 1, "x", &c), -EINVAL);
+	grist_chunk_decoder_destroy(d);
+}
+
+static void test_simple_chunk_checks(void **state)
+{
+	struct grist_simple_decoder d = { 0 };
+	struct grist_simple_records out;
+
+	(void)state;
+	/* Sizes left over, values too long, unknown codec, sizes section past the data. */
+	assert_int_equal(grist_simple_chunk_decode(&d, (const uint8_t *)"\x00\x02\x01\x01\x30", 5, 1, 1, "x", 64, &out), -EBADMSG);
+	assert_int_equal(grist_simple_chunk_decode(&d, (const uint8_t *)"\x00\x01\x01\x30\x31", 5, 1, 1, "x", 64, &out), -EBADMSG);
+	assert_int_equal(grist_simple_chunk_decode(&d, (const uint8_t *)"\x07\x01\x01\x30", 4, 1, 1, "x", 64, &out), -ENOTSUP);
+	assert_int_equal(grist_simple_chunk_decode(&d, (const uint8_t *)"\x00\x09\x01\x30", 4, 1, 1, "x", 64, &out), -EBADMSG);
+	assert_int_equal(grist_simple_chunk_decode(&d, (const uint8_t *)"\x00\x01\x01\x30", 4, 1, 1, "x", 64, &out), 0);
+	assert_int_equal(out.offsets[1], 1);
+	grist_simple_decoder_clear(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crossing_and_zero_copy),
+		cmocka_unit_test(test_absurd_sizes),
+		cmocka_unit_test(test_chunk_types),
+		cmocka_unit_test(test_simple_chunk_checks),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
