@@ -10,15 +10,26 @@
 
 static _Thread_local char last_message[GRIST_ERROR_MESSAGE_MAX];
 
+/* Append @text to the message at @at; long messages are cut, never overflowed. */
+static size_t append(size_t at, const char *text)
+{
+	size_t n = strlen(text);
+
+	if (at >= sizeof(last_message) - 1)
+		return at;
+	if (n > sizeof(last_message) - 1 - at)
+		n = sizeof(last_message) - 1 - at;
+	memmove(last_message + at, text, n);
+	last_message[at + n] = '\0';
+	return at + n;
+}
+
 static void set_message(const char *prefix, const char *fmt, va_list ap)
 {
 	char body[GRIST_ERROR_MESSAGE_MAX];
 
 	vsnprintf(body, sizeof(body), fmt, ap);
-	if (prefix)
-		snprintf(last_message, sizeof(last_message), "%s%s", prefix, body);
-	else
-		snprintf(last_message, sizeof(last_message), "%s", body);
+	append(append(0, prefix ? prefix : ""), body);
 }
 
 int grist_fail(int code, const char *fmt, ...)
@@ -55,11 +66,9 @@ int grist_fail_prefix(int code, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, last_message, sizeof(old));
-	n = strlen(prefix);
-	if (old[0])
-		snprintf(last_message, sizeof(last_message), "%.*s: %s", (int)n, prefix, old);
-	else
-		snprintf(last_message, sizeof(last_message), "%s: %s", prefix, grist_strerror(code));
+	n = append(0, prefix);
+	n = append(n, ": ");
+	append(n, old[0] ? old : grist_strerror(code));
 	return code;
 }
 
