@@ -9,6 +9,10 @@
 #include <xxhash.h>
 
 #include "grist/loader.h"
+#include "grist_config.h"
+#if GRIST_HAVE_OPENCL
+#include "grist/device.h"
+#endif
 #include "cli.h"
 
 static const char load_usage[] =
@@ -41,12 +45,19 @@ static const char load_usage[] =
 	"  --threads T           decode threads (default: online CPUs)\n"
 	"  --queue-depth Q       reads in flight per ring (default 64)\n"
 	"  --io M                auto (default), direct or buffered\n"
-	"  --prefetch N          units assembled ahead (default 4)\n";
+	"  --prefetch N          units assembled ahead (default 4)\n"
+	"device stage (OpenCL):\n"
+	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
+	"                        (each batch split along its first axis across every device);\n"
+	"                        --digest is then computed from bytes read back from the device\n"
+	"  --device-check        compare every device batch with the host bytes; prints\n"
+	"                        'mismatches: N' on stderr and exits 1 when N > 0\n";
 
 enum {
 	OPT_BATCH = 256, OPT_SEED, OPT_EPOCHS, OPT_SHARD, OPT_CONTIG, OPT_NO_SHUFFLE, OPT_SAME_ORDER,
 	OPT_GRANULARITY, OPT_WINDOW, OPT_DROP, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER,
-	OPT_SAVE, OPT_RESUME, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_IO, OPT_PREFETCH, OPT_HELP,
+	OPT_SAVE, OPT_RESUME, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_IO, OPT_PREFETCH, OPT_HELP, OPT_DEVICE,
+	OPT_DEVICE_CHECK,
 };
 
 static const struct option load_options[] = {
@@ -72,11 +83,13 @@ static const struct option load_options[] = {
 	{ "io", required_argument, NULL, OPT_IO },
 	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "device", required_argument, NULL, OPT_DEVICE },
+	{ "device-check", no_argument, NULL, OPT_DEVICE_CHECK },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct load_args {
-	bool digest, indices, stats;
+	bool digest, indices, stats, device_check;
 	uint64_t stop_after;
 	const char *save_state, *resume;
 };
@@ -192,6 +205,13 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			if (!parse_u32(optarg, &c->prefetch) || c->prefetch == 0)
 				return cli_usage_error("--prefetch: '%s' is not a number >= 1", optarg);
 			break;
+		case OPT_DEVICE:
+			c->device = optarg;
+			break;
+		case OPT_DEVICE_CHECK:
+			a->device_check = true;
+			c->device_host_digest = true;
+			break;
 		case OPT_HELP:
 		case 'h':
 			fputs(load_usage, stdout);
@@ -206,8 +226,85 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		return cli_usage_error("--batch-size must be at least 1");
 	if (a->save_state && !a->stop_after)
 		return cli_usage_error("--save-state needs --stop-after N");
+	if (a->device_check && !c->device)
+		return cli_usage_error("--device-check needs --device");
 	return 0;
 }
+
+#if GRIST_HAVE_OPENCL
+/* Reads device batches back to the host, one in-order queue per device of the stage. */
+struct device_reader {
+	cl_command_queue *queues;
+	unsigned n;
+	uint8_t *buf;
+	size_t cap;
+};
+
+static int device_reader_init(struct device_reader *r, struct grist_device_stage *stage)
+{
+	cl_int err;
+	unsigned k;
+
+	r->n = grist_device_stage_num_devices(stage);
+	r->queues = calloc(r->n, sizeof(*r->queues));
+	if (!r->queues)
+		return -ENOMEM;
+	for (k = 0; k < r->n; k++) {
+		r->queues[k] = clCreateCommandQueue(grist_device_stage_context(stage), grist_device_stage_device(stage, k),
+						    0, &err);
+		if (err != CL_SUCCESS) {
+			fprintf(stderr, "%s: cannot create a read-back queue on device %u (OpenCL error %d)\n",
+				cli_command_name, k, (int)err);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static void device_reader_free(struct device_reader *r)
+{
+	unsigned k;
+
+	for (k = 0; r->queues && k < r->n; k++)
+		if (r->queues[k])
+			clReleaseCommandQueue(r->queues[k]);
+	free(r->queues);
+	free(r->buf);
+}
+
+/* Copy every part of @db back, in row order; the read waits on the part's ready event. */
+static int device_read_back(struct device_reader *r, const struct grist_device_batch *db, size_t *len)
+{
+	size_t pos = 0;
+	unsigned k;
+	cl_int err;
+
+	if (db->bytes > r->cap) {
+		uint8_t *p = realloc(r->buf, db->bytes);
+
+		if (!p)
+			return -ENOMEM;
+		r->buf = p;
+		r->cap = db->bytes;
+	}
+	for (k = 0; k < db->num_parts; k++) {
+		const struct grist_device_part *part = &db->parts[k];
+
+		if (!part->bytes)
+			continue;
+		err = clEnqueueReadBuffer(r->queues[k], part->data, CL_TRUE, part->offset, part->bytes, r->buf + pos, 1,
+					  &part->ready, NULL);
+		if (err != CL_SUCCESS) {
+			fprintf(stderr, "%s: reading batch %llu back from device %u failed (OpenCL error %d)\n",
+				cli_command_name, (unsigned long long)db->seq, k, (int)err);
+			return -EIO;
+		}
+		pos += part->bytes;
+	}
+	*len = pos;
+	return 0;
+}
+#endif
 
 /* Read a whole (small) state file; returns bytes read or -1. */
 static ssize_t read_state_file(const char *path, uint8_t *buf, size_t cap)
@@ -276,7 +373,7 @@ int cmd_load(int argc, char **argv)
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	uint64_t delivered = 0;
+	uint64_t delivered = 0, mismatches = 0, digest;
 	size_t state_len, i;
 	ssize_t n;
 	int ret, rc = CLI_EXIT_OK;
@@ -302,6 +399,15 @@ int cmd_load(int argc, char **argv)
 	ret = grist_loader_create(&cfg, &l);
 	if (ret)
 		return cli_library_error(ret == -EINVAL ? -EINVAL : ret);
+#if GRIST_HAVE_OPENCL
+	struct device_reader dr = { 0 };
+
+	if (cfg.device && device_reader_init(&dr, grist_loader_device_stage(l))) {
+		device_reader_free(&dr);
+		grist_loader_destroy(l);
+		return CLI_EXIT_DATA;
+	}
+#endif
 	for (;;) {
 		if (a.stop_after && delivered == a.stop_after)
 			break;
@@ -312,8 +418,27 @@ int cmd_load(int argc, char **argv)
 		}
 		if (!b)
 			break;
+		if (b->device) {
+#if GRIST_HAVE_OPENCL
+			size_t len = 0;
+
+			if (device_read_back(&dr, b->device, &len)) {
+				grist_loader_release(l, b);
+				rc = CLI_EXIT_DATA;
+				break;
+			}
+			digest = XXH64(dr.buf, len, 0);
+			if (a.device_check && (len != b->bytes || digest != b->host_digest)) {
+				mismatches++;
+				fprintf(stderr, "%s: batch %llu: device bytes differ from the host bytes\n",
+					cli_command_name, (unsigned long long)b->sequence);
+			}
+#endif
+		} else {
+			digest = XXH64(b->data, b->bytes, 0);
+		}
 		if (a.digest)
-			printf("%016llx\n", (unsigned long long)XXH64(b->data, b->bytes, 0));
+			printf("%016llx\n", (unsigned long long)digest);
 		if (a.indices)
 			for (i = 0; i < b->num_records; i++)
 				printf("%llu\n", (unsigned long long)b->indices[i]);
@@ -335,6 +460,14 @@ int cmd_load(int argc, char **argv)
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 	}
 	grist_loader_destroy(l);
+#if GRIST_HAVE_OPENCL
+	device_reader_free(&dr);
+#endif
+	if (a.device_check) {
+		fprintf(stderr, "mismatches: %llu\n", (unsigned long long)mismatches);
+		if (mismatches && rc == CLI_EXIT_OK)
+			rc = CLI_EXIT_DATA;
+	}
 	if (fflush(stdout) && rc == CLI_EXIT_OK) {
 		fprintf(stderr, "%s: cannot write the output\n", cli_command_name);
 		rc = CLI_EXIT_DATA;

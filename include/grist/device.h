@@ -204,6 +204,14 @@ GRIST_API int grist_device_stage_submit(struct grist_device_stage *s, unsigned s
 					size_t rows, const uint64_t *row_offsets);
 
 /**
+ * grist_device_stage_cancel() - give an acquired slot back without submitting it
+ * (the producer decided not to deliver what it assembled there).
+ *
+ * Return: 0; -EINVAL when @slot is not acquired-and-unsubmitted; OpenCL failures.
+ */
+GRIST_API int grist_device_stage_cancel(struct grist_device_stage *s, unsigned slot);
+
+/**
  * grist_device_stage_close() - the producer will submit nothing more. next()
  * returns 0 once the submitted batches are drained; acquire() returns -ECANCELED.
  */

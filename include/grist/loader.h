@@ -133,6 +133,16 @@ struct grist_loader_config {
 	size_t max_batch_bytes;         /* ragged layout: capacity of a batch slot (default 64 MiB) */
 	const uint8_t *resume_state;    /* a checkpoint from grist_loader_save_state(), or NULL */
 	size_t resume_state_len;
+
+	/* --- the OpenCL device stage (builds with OpenCL only) --- */
+	const char *device;             /* NULL: host batches. "opencl" (platform/device from the
+					   GRIST_OPENCL_DEVICE environment variable, else 0:0),
+					   "opencl:P:D", or "opencl:all" to split every batch along its
+					   first axis across all devices of platform 0 */
+	size_t device_slot_bytes;       /* capacity of a device batch (default: derived from the layout
+					   and the largest record the files' footers announce) */
+	bool device_host_digest;        /* record each batch's XXH64 on the host before its transfer,
+					   in grist_batch.host_digest (for checking device copies) */
 };
 
 /** A delivered batch. Valid until grist_loader_release(). */
@@ -146,7 +156,10 @@ struct grist_batch {
 	const uint64_t *offsets;        /* ragged: num_records + 1 offsets into data; else NULL */
 	const uint64_t *indices;        /* per record: index within its dataset */
 	const uint32_t *datasets;       /* per record: dataset number */
-	void *device;                   /* struct grist_device_batch * when the device stage is on */
+	void *device;                   /* device mode: the struct grist_device_batch (grist/device.h)
+					   holding the cl_mem per device and the cl_event to wait on;
+					   data is then NULL (the bytes live in device memory) */
+	uint64_t host_digest;           /* device mode with device_host_digest: XXH64 of the bytes */
 };
 
 /** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. */
@@ -200,6 +213,24 @@ GRIST_API int grist_loader_next(struct grist_loader *l, struct grist_batch **out
  * several at a time (up to prefetch - 1) and released in any order.
  */
 GRIST_API void grist_loader_release(struct grist_loader *l, struct grist_batch *b);
+
+/**
+ * grist_loader_release_after() - device mode: hand a batch back once the consumer's
+ * work on it has completed.
+ * @events:     @num_events cl_event values (as void *) from the device stage's context
+ *              that complete when the consumer's kernels stop reading the batch; their
+ *              queues must have been flushed. 0 events means "done already".
+ *
+ * Return: 0, or -EINVAL for a batch that is not held or a NULL event.
+ */
+GRIST_API int grist_loader_release_after(struct grist_loader *l, struct grist_batch *b, unsigned num_events,
+					 void *const *events);
+
+/**
+ * grist_loader_device_stage() - device mode: the struct grist_device_stage * (grist/device.h)
+ * whose context and devices the consumer's kernels use; NULL in host mode.
+ */
+GRIST_API void *grist_loader_device_stage(const struct grist_loader *l);
 
 /**
  * grist_loader_save_state() - serialize the position after the last batch returned by next().

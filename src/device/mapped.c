@@ -100,10 +100,24 @@ static void mapped_fini_slot(struct grist_device_stage *s, struct grist_device_s
 		clReleaseMemObject(slot->shared);
 }
 
+/* The mapping must end before the slot can be mapped again; nothing reads it. */
+static int mapped_abandon(struct grist_device_stage *s, struct grist_device_slot *slot)
+{
+	cl_event unmap;
+	cl_int err;
+
+	err = clEnqueueUnmapMemObject(s->queues[0], slot->shared, slot->host, 0, NULL, &unmap);
+	if (err != CL_SUCCESS)
+		return grist_cl_fail(err, "clEnqueueUnmapMemObject(abandoned batch)");
+	slot->host = NULL;
+	return grist_cl_wait_release(&unmap, 1);
+}
+
 const struct grist_device_ops grist_device_mapped_ops = {
 	.strategy = GRIST_DEVICE_MAPPED,
 	.init_slot = mapped_init_slot,
 	.begin_fill = mapped_begin_fill,
 	.publish = mapped_publish,
+	.abandon = mapped_abandon,
 	.fini_slot = mapped_fini_slot,
 };

@@ -427,6 +427,32 @@ int grist_device_stage_submit(struct grist_device_stage *s, unsigned slot_index,
 	return 0;
 }
 
+int grist_device_stage_cancel(struct grist_device_stage *s, unsigned slot_index)
+{
+	struct grist_device_slot *slot;
+	int ret;
+
+	if (slot_index >= s->num_slots)
+		return grist_fail(-EINVAL, "slot %u does not exist (the stage has %u)", slot_index, s->num_slots);
+	slot = &s->slots[slot_index];
+	pthread_mutex_lock(&s->lock);
+	ret = slot->state != GRIST_SLOT_FILLING
+		      ? grist_fail(-EINVAL, "slot %u was not acquired (or is already submitted)", slot_index)
+		      : 0;
+	pthread_mutex_unlock(&s->lock);
+	if (ret)
+		return ret;
+	ret = s->ops->abandon(s, slot);
+	if (ret)
+		return stage_fail(s, ret);
+	pthread_mutex_lock(&s->lock);
+	slot->state = GRIST_SLOT_IDLE;
+	slot->idle_since = ++s->release_clock;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 void grist_device_stage_close(struct grist_device_stage *s)
 {
 	pthread_mutex_lock(&s->lock);

@@ -53,6 +53,8 @@ struct grist_device_ops {
 	 * already set), set slot->xfer[k] and parts[k].ready, consume slot->done.
 	 */
 	int (*publish)(struct grist_device_stage *s, struct grist_device_slot *slot);
+	/* The producer gives a filled-in-part slot back unsubmitted: undo begin_fill. */
+	int (*abandon)(struct grist_device_stage *s, struct grist_device_slot *slot);
 	/* Undo what init_slot and an unfinished begin_fill did; waits as needed. */
 	void (*fini_slot)(struct grist_device_stage *s, struct grist_device_slot *slot);
 };

@@ -100,10 +100,19 @@ static void staging_fini_slot(struct grist_device_stage *s, struct grist_device_
 			clReleaseMemObject(slot->data[k]);
 }
 
+/* The staging memory stays mapped for the slot's life: nothing to undo. */
+static int staging_abandon(struct grist_device_stage *s, struct grist_device_slot *slot)
+{
+	(void)s;
+	(void)slot;
+	return 0;
+}
+
 const struct grist_device_ops grist_device_staging_ops = {
 	.strategy = GRIST_DEVICE_STAGING,
 	.init_slot = staging_init_slot,
 	.begin_fill = staging_begin_fill,
 	.publish = staging_publish,
+	.abandon = staging_abandon,
 	.fini_slot = staging_fini_slot,
 };

@@ -57,6 +57,7 @@ struct unit {
 	uint64_t first_j, end_j; /* shard positions [first_j, end_j) */
 	struct grist_slot *slot;
 	size_t next_row;         /* packer progress */
+	int take_error;          /* could not get a slot */
 	int error;
 	char errmsg[ERRMSG_MAX];
 };
@@ -122,7 +123,14 @@ struct decoder_slot {
 	uint64_t last_use;
 };
 
+struct slot_pool {
+	struct grist_slot **items;
+	size_t n, cap;
+};
+
 struct async_engine;
+
+static void slot_put_locked(struct async_engine *e, struct grist_slot *s);
 
 struct worker {
 	struct async_engine *e;
@@ -159,15 +167,14 @@ struct async_engine {
 	pthread_mutex_t lock;
 	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim */
 	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
-	bool stop, failed;
+	bool stop, failed, aborted;
 	uint64_t next_unit;         /* next unit to claim */
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
 	uint64_t consumed_units;    /* units the consumer has finished with */
 	unsigned prefetch;
 	struct unit *units;         /* ring of prefetch units, unit u at u % prefetch */
 
-	struct grist_slot **free_slots;
-	size_t nfree, free_cap;
+	struct slot_pool host_pool, dev_pool;
 	struct grist_slot *pack;    /* the batch the packer is filling */
 	uint64_t all_slots;
 	uint64_t queue_occupancy;
@@ -187,46 +194,91 @@ static uint64_t load_relaxed(const uint64_t *p)
 
 /* ---- slots ---- */
 
-static struct grist_slot *slot_take(struct async_engine *e)
+/*
+ * A slot for a unit or a batch. @deliver: it may be handed to the consumer as is, so
+ * when the loader has a slot provider (the device stage) its memory comes from there.
+ * Provider-backed wrappers and host slots live in separate pools.
+ */
+static int slot_take(struct async_engine *e, bool deliver, struct grist_slot **out)
 {
-	struct grist_slot *s;
+	const struct grist_slot_provider *p = deliver ? e->l->provider : NULL;
+	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
+	struct grist_slot *s = NULL;
+	int ret;
 
 	pthread_mutex_lock(&e->lock);
-	if (e->nfree) {
-		s = e->free_slots[--e->nfree];
-		pthread_mutex_unlock(&e->lock);
-		grist_slot_reset(s);
-		return s;
-	}
-	e->all_slots++;
+	if (pool->n)
+		s = pool->items[--pool->n];
+	else
+		e->all_slots++;
 	pthread_mutex_unlock(&e->lock);
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		return NULL;
-	if (grist_slot_init(s, e->unit_items > e->l->cfg.batch_size ? e->unit_items : e->l->cfg.batch_size, 0)) {
-		free(s);
-		return NULL;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
+		ret = grist_slot_init(s, e->unit_items > e->l->cfg.batch_size ? e->unit_items : e->l->cfg.batch_size, 0);
+		if (ret) {
+			free(s);
+			return ret;
+		}
+		s->provider_wrapper = p != NULL;
 	}
-	return s;
+	grist_slot_reset(s);
+	if (p) {
+		ret = p->acquire(p->ctx, s);
+		if (ret) {
+			pthread_mutex_lock(&e->lock);
+			slot_put_locked(e, s);
+			pthread_mutex_unlock(&e->lock);
+			return ret;
+		}
+	}
+	*out = s;
+	return 0;
 }
 
-/* Called with e->lock held. */
+/* Called with e->lock held. A provider-backed slot must have been delivered or cancelled. */
 static void slot_put_locked(struct async_engine *e, struct grist_slot *s)
 {
+	struct slot_pool *pool = s->provider_wrapper ? &e->dev_pool : &e->host_pool;
 	struct grist_slot **n;
 
-	if (e->nfree == e->free_cap) {
-		n = realloc(e->free_slots, (e->free_cap * 2 + 8) * sizeof(*n));
+	if (s->provider_wrapper) {
+		s->data = NULL;
+		s->cap = 0;
+		s->external = false;
+	}
+	if (pool->n == pool->cap) {
+		n = realloc(pool->items, (pool->cap * 2 + 8) * sizeof(*n));
 		if (!n) { /* keep memory bounded and correct: drop the slot instead */
 			grist_slot_free(s);
 			free(s);
 			e->all_slots--;
 			return;
 		}
-		e->free_slots = n;
-		e->free_cap = e->free_cap * 2 + 8;
+		pool->items = n;
+		pool->cap = pool->cap * 2 + 8;
 	}
-	e->free_slots[e->nfree++] = s;
+	pool->items[pool->n++] = s;
+}
+
+/* An assembled slot that will not be delivered: provider memory goes back unsubmitted. */
+static void slot_discard_locked(struct async_engine *e, struct grist_slot *s)
+{
+	if (s->external)
+		e->l->provider->cancel(e->l->provider->ctx, s);
+	slot_put_locked(e, s);
+}
+
+static void pool_free(struct slot_pool *pool)
+{
+	size_t k;
+
+	for (k = 0; k < pool->n; k++) {
+		grist_slot_free(pool->items[k]);
+		free(pool->items[k]);
+	}
+	free(pool->items);
 }
 
 /* ---- planning a unit ---- */
@@ -661,7 +713,8 @@ static struct unit *claim_unit(struct worker *wk, bool wait)
 	u->end_j = u->first_j + e->unit_items;
 	if (u->end_j > len || u->end_j < u->first_j)
 		u->end_j = len;
-	u->slot = slot_take(e);
+	u->slot = NULL;
+	u->take_error = slot_take(e, e->unit_items == e->l->cfg.batch_size, &u->slot);
 	return u;
 }
 
@@ -690,9 +743,8 @@ static bool start_unit(struct worker *wk, struct work *w, struct unit *u)
 	int ret;
 
 	w->u = u;
-	if (!u->slot)
-		ret = grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
-	else
+	ret = u->take_error;
+	if (!ret)
 		ret = plan_unit(wk, w, u);
 	if (!ret)
 		ret = submit_unit(wk, w);
@@ -1072,16 +1124,16 @@ static struct unit *current_unit_locked(struct async_engine *e)
 	if (e->consumed_units >= e->total_units)
 		return NULL;
 	u = &e->units[e->consumed_units % e->prefetch];
-	while (!(u->state == UNIT_DONE && u->number == e->consumed_units))
+	while (!(u->state == UNIT_DONE && u->number == e->consumed_units) && !e->aborted)
 		pthread_cond_wait(&e->done_cv, &e->lock);
-	return u;
+	return e->aborted ? NULL : u;
 }
 
 /* Lock held. */
 static void finish_unit_locked(struct async_engine *e, struct unit *u)
 {
 	if (u->slot)
-		slot_put_locked(e, u->slot);
+		slot_discard_locked(e, u->slot);
 	u->slot = NULL;
 	u->state = UNIT_FREE;
 	e->consumed_units++;
@@ -1103,6 +1155,10 @@ static int async_next(void *engine, struct grist_slot **out)
 		if (pack && pack->count == batch)
 			break;
 		u = current_unit_locked(e);
+		if (e->aborted) {
+			pthread_mutex_unlock(&e->lock);
+			return grist_fail(-ECANCELED, "loader stopped");
+		}
 		if (!u)
 			break; /* end of stream: a partial pack (or nothing) is the last batch */
 		e->queue_occupancy += e->next_unit - e->consumed_units;
@@ -1121,12 +1177,10 @@ static int async_next(void *engine, struct grist_slot **out)
 		}
 		if (!pack) {
 			pthread_mutex_unlock(&e->lock);
-			pack = slot_take(e);
+			ret = slot_take(e, true, &pack);
+			if (ret)
+				return ret;
 			pthread_mutex_lock(&e->lock);
-			if (!pack) {
-				pthread_mutex_unlock(&e->lock);
-				return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
-			}
 			e->pack = pack;
 		}
 		pthread_mutex_unlock(&e->lock);
@@ -1186,11 +1240,23 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	}
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
-	out->memory_bytes += e->all_slots * (e->unit_items * 64); /* index arrays; data counted below */
-	for (size_t k = 0; k < e->nfree; k++) {
-		out->memory_bytes += e->free_slots[k]->cap;
-		out->pinned = out->pinned || e->free_slots[k]->pinned;
+	out->memory_bytes += e->all_slots * (e->unit_items * 28); /* index arrays; data counted below */
+	for (size_t k = 0; k < e->host_pool.n; k++) {
+		out->memory_bytes += e->host_pool.items[k]->cap;
+		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
 	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+static void async_abort(void *engine)
+{
+	struct async_engine *e = engine;
+
+	pthread_mutex_lock(&e->lock);
+	e->aborted = true;
+	e->stop = true;
+	pthread_cond_broadcast(&e->claim_cv);
+	pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -1211,21 +1277,13 @@ static void async_stop(void *engine)
 			pthread_join(e->workers[i].thread, NULL);
 	for (i = 0; e->workers && i < e->nworkers; i++)
 		teardown_worker(e, &e->workers[i]);
-	for (k = 0; e->units && k < e->prefetch; k++) {
-		if (e->units[k].slot) {
-			grist_slot_free(e->units[k].slot);
-			free(e->units[k].slot);
-		}
-	}
-	if (e->pack) {
-		grist_slot_free(e->pack);
-		free(e->pack);
-	}
-	for (k = 0; k < e->nfree; k++) {
-		grist_slot_free(e->free_slots[k]);
-		free(e->free_slots[k]);
-	}
-	free(e->free_slots);
+	for (k = 0; e->units && k < e->prefetch; k++)
+		if (e->units[k].slot)
+			slot_discard_locked(e, e->units[k].slot);
+	if (e->pack)
+		slot_discard_locked(e, e->pack);
+	pool_free(&e->host_pool);
+	pool_free(&e->dev_pool);
 	close_files(e);
 	free(e->units);
 	free(e->workers);
@@ -1241,5 +1299,6 @@ const struct grist_engine_ops grist_engine_async_ops = {
 	.next = async_next,
 	.release = async_release,
 	.stats = async_stats,
+	.abort = async_abort,
 	.stop = async_stop,
 };

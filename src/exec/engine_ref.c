@@ -59,13 +59,21 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 				return ret;
 			}
 		}
-		e->busy[i] = true;
 		grist_slot_reset(e->slots[i]);
+		if (e->l->provider) {
+			e->slots[i]->provider_wrapper = true;
+			ret = e->l->provider->acquire(e->l->provider->ctx, e->slots[i]);
+			if (ret)
+				return ret;
+		}
+		e->busy[i] = true;
 		*out = e->slots[i];
 		return 0;
 	}
 	return grist_fail(-EINVAL, "ref engine: too many batches held");
 }
+
+static void ref_release(void *engine, struct grist_slot *s);
 
 static int ref_next(void *engine, struct grist_slot **out)
 {
@@ -105,9 +113,9 @@ static int ref_next(void *engine, struct grist_slot **out)
 	*out = s;
 	return 0;
 fail:
-	for (size_t i = 0; i < REF_MAX_SLOTS; i++)
-		if (e->slots[i] == s)
-			e->busy[i] = false;
+	if (s->external)
+		l->provider->cancel(l->provider->ctx, s);
+	ref_release(e, s);
 	return ret;
 }
 
@@ -116,9 +124,20 @@ static void ref_release(void *engine, struct grist_slot *s)
 	struct ref_engine *e = engine;
 	size_t i;
 
+	if (s->provider_wrapper) { /* the memory was the device stage's: unbind it */
+		s->data = NULL;
+		s->cap = 0;
+		s->external = false;
+	}
 	for (i = 0; i < REF_MAX_SLOTS; i++)
 		if (e->slots[i] == s)
 			e->busy[i] = false;
+}
+
+/* The reference engine is synchronous: nothing waits that needs waking. */
+static void ref_abort(void *engine)
+{
+	(void)engine;
 }
 
 static void ref_stats(void *engine, struct grist_loader_stats *out)
@@ -159,5 +178,6 @@ const struct grist_engine_ops grist_engine_ref_ops = {
 	.next = ref_next,
 	.release = ref_release,
 	.stats = ref_stats,
+	.abort = ref_abort,
 	.stop = ref_stop,
 };

@@ -84,6 +84,9 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
 	if (c->prefetch > MAX_PREFETCH)
 		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, MAX_PREFETCH);
+	if (c->device && c->layout == GRIST_LAYOUT_RAGGED && c->map && !c->device_slot_bytes &&
+	    c->map_out_max > ((size_t)1 << 40) / c->batch_size)
+		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
 	if (c->threads > 256)
 		return grist_fail(-EINVAL, "loader: %u threads is above the limit 256", c->threads);
 	return 0;
@@ -217,6 +220,7 @@ static int copy_config(struct grist_loader *l, const struct grist_loader_config 
 	l->cfg = *cfg;
 	l->cfg.datasets = NULL;
 	l->cfg.resume_state = NULL;
+	l->cfg.device = NULL;
 	specs = calloc(cfg->num_datasets, sizeof(*specs));
 	if (!specs)
 		return grist_fail(-ENOMEM, "loader: out of memory");
@@ -232,6 +236,11 @@ static int copy_config(struct grist_loader *l, const struct grist_loader_config 
 			if (!paths[p])
 				return grist_fail(-ENOMEM, "loader: out of memory");
 		}
+	}
+	if (cfg->device) {
+		l->cfg.device = strdup(cfg->device);
+		if (!l->cfg.device)
+			return grist_fail(-ENOMEM, "loader: out of memory");
 	}
 	if (cfg->resume_state) {
 		uint8_t *st = malloc(cfg->resume_state_len ? cfg->resume_state_len : 1);
@@ -265,6 +274,7 @@ static void free_config(struct grist_loader *l)
 		free((void *)l->cfg.datasets);
 	}
 	free((void *)l->cfg.resume_state);
+	free((void *)l->cfg.device);
 }
 
 static const struct grist_engine_ops *pick_engine(const struct grist_loader_config *c)
@@ -313,11 +323,22 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 	ret = build_stream(l);
 	if (ret)
 		goto fail;
+	if (l->cfg.device) {
+		/* before the engine: the stage lends the memory the engine assembles into */
+		ret = grist_loader_device_start(l);
+		if (ret)
+			goto fail;
+	}
 	l->ops = pick_engine(&l->cfg);
 	ret = l->ops->start(l, &l->engine);
 	if (ret) {
 		l->ops = NULL;
 		goto fail;
+	}
+	if (l->device) {
+		ret = grist_loader_device_run(l);
+		if (ret)
+			goto fail;
 	}
 	*out = l;
 	return 0;
@@ -326,46 +347,35 @@ fail:
 	return ret;
 }
 
-int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
+int grist_loader_pull(struct grist_loader *l, struct grist_slot **out)
 {
 	struct grist_slot *s = NULL;
-	uint64_t t0 = grist_now_ns();
-	size_t i;
 	int ret;
 
 	*out = NULL;
-	if (l->error)
-		return grist_fail(l->error, "loader: stopped by an earlier error");
-	if (l->ended)
-		return 0;
-	for (i = 0; i < 64 && l->held[i]; i++)
-		;
-	if (i == 64)
-		return grist_fail(-EINVAL, "loader: 64 batches are held; release some before asking for more");
 	ret = l->ops->next(l->engine, &s);
-	l->counters.consumer_stall_ns += grist_now_ns() - t0;
-	if (ret) {
-		l->error = ret;
+	if (ret)
 		return ret;
-	}
 	if (s && s->count < l->cfg.batch_size && l->cfg.drop_remainder) {
 		/* The short final batch: its positions count as consumed but it is not delivered. */
-		l->consumed = s->stream_end;
+		l->tail_end = s->stream_end;
 		l->ops->release(l->engine, s);
-		s = NULL;
-	}
-	if (!s || s->count == 0) {
-		if (s)
-			l->ops->release(l->engine, s);
-		l->ended = true;
 		return 0;
 	}
-	ret = grist_slot_publish(s, &l->layout, l->batches);
-	if (ret) {
+	if (s && s->count == 0) { /* everything after the last batch was filtered out */
+		l->tail_end = s->stream_end;
 		l->ops->release(l->engine, s);
-		l->error = ret;
-		return ret;
+		return 0;
 	}
+	if (!s)
+		l->tail_end = l->consumed;
+	*out = s;
+	return 0;
+}
+
+/* Record a delivered batch: the checkpoint position moves past it. */
+static void account(struct grist_loader *l, struct grist_slot *s)
+{
 	if (s->filtered)
 		l->lockstep = false;
 	l->counters.records_filtered += s->filtered;
@@ -373,24 +383,95 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	l->counters.batches++;
 	l->consumed = s->stream_end;
 	l->batches++;
-	l->held[i] = s;
+}
+
+static int free_hold(struct grist_loader *l)
+{
+	int i;
+
+	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
+		if (!l->held[i])
+			return i;
+	return grist_fail(-EINVAL, "loader: %d batches are held; release some before asking for more",
+			  GRIST_LOADER_MAX_HELD);
+}
+
+int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
+{
+	struct grist_slot *s = NULL;
+	uint64_t t0 = grist_now_ns();
+	int ret, hold;
+
+	*out = NULL;
+	if (l->error)
+		return grist_fail(l->error, "loader: stopped by an earlier error");
+	if (l->ended)
+		return 0;
+	hold = free_hold(l);
+	if (hold < 0)
+		return hold;
+	if (l->device) {
+		ret = grist_loader_device_next(l, &s);
+	} else {
+		ret = grist_loader_pull(l, &s);
+		if (!ret && s) {
+			ret = grist_slot_publish(s, &l->layout, l->batches);
+			if (ret)
+				l->ops->release(l->engine, s);
+		}
+	}
+	l->counters.consumer_stall_ns += grist_now_ns() - t0;
+	if (ret) {
+		l->error = ret;
+		return ret;
+	}
+	if (!s) {
+		l->consumed = l->tail_end;
+		l->ended = true;
+		return 0;
+	}
+	account(l, s);
+	l->held[hold] = s;
 	*out = &s->batch;
+	return 0;
+}
+
+static struct grist_slot *unhold(struct grist_loader *l, struct grist_batch *b)
+{
+	struct grist_slot *s;
+	int i;
+
+	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++) {
+		s = l->held[i];
+		if (s && &s->batch == b) {
+			l->held[i] = NULL;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+int grist_loader_release_after(struct grist_loader *l, struct grist_batch *b, unsigned num_events,
+			       void *const *events)
+{
+	struct grist_slot *s;
+
+	if (!l || !b || !(s = unhold(l, b)))
+		return grist_fail(-EINVAL, "loader: release of a batch that is not held");
+	if (l->device)
+		return grist_loader_device_release(l, s, num_events, events);
+	l->ops->release(l->engine, s);
 	return 0;
 }
 
 void grist_loader_release(struct grist_loader *l, struct grist_batch *b)
 {
-	size_t i;
+	grist_loader_release_after(l, b, 0, NULL);
+}
 
-	if (!l || !b)
-		return;
-	for (i = 0; i < 64; i++) {
-		if (l->held[i] && &l->held[i]->batch == b) {
-			l->ops->release(l->engine, l->held[i]);
-			l->held[i] = NULL;
-			return;
-		}
-	}
+void *grist_loader_device_stage(const struct grist_loader *l)
+{
+	return l->device ? grist_loader_device_handle(l) : NULL;
 }
 
 int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t cap, size_t *len)
@@ -426,8 +507,14 @@ void grist_loader_destroy(struct grist_loader *l)
 
 	if (!l)
 		return;
+	if (l->device) {
+		/* the feeder thread may be waiting on the engine: wake it, then stop it */
+		if (l->ops)
+			l->ops->abort(l->engine);
+		grist_loader_device_stop(l);
+	}
 	if (l->ops) {
-		for (i = 0; i < 64; i++)
+		for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
 			if (l->held[i])
 				l->ops->release(l->engine, l->held[i]);
 		l->ops->stop(l->engine);

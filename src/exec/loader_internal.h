@@ -12,6 +12,10 @@
 #include "io/io.h"
 
 struct grist_loader;
+struct grist_loader_device;
+
+/* Batches a consumer may hold at once. */
+#define GRIST_LOADER_MAX_HELD 64
 
 /*
  * An engine turns the loader's shard stream into full batches, in order.
@@ -26,6 +30,8 @@ struct grist_engine_ops {
 	int (*next)(void *engine, struct grist_slot **out);
 	void (*release)(void *engine, struct grist_slot *s);
 	void (*stats)(void *engine, struct grist_loader_stats *out);
+	/* Wake every waiter and make next() return -ECANCELED (before stop, from another thread). */
+	void (*abort)(void *engine);
 	void (*stop)(void *engine);
 };
 
@@ -65,16 +71,33 @@ struct grist_loader {
 	int error;
 
 	struct grist_loader_hooks hooks;
+	const struct grist_slot_provider *provider; /* device mode: batches live in device-stage slots */
+	struct grist_loader_device *device;         /* device mode state (device_feed.c) */
+	uint64_t tail_end;       /* consumed position after a dropped final remainder */
 	const struct grist_engine_ops *ops;
 	void *engine;
 	const char *engine_name;
 	struct grist_loader_stats counters; /* consumer-side counters */
-	struct grist_slot *held[64];        /* batches handed out, for release() */
+	struct grist_slot *held[GRIST_LOADER_MAX_HELD]; /* batches handed out, for release() */
 };
 
 /* grist_loader_create() with test hooks (may be NULL). */
 int grist_loader_create_hooked(const struct grist_loader_config *cfg, const struct grist_loader_hooks *hooks,
 			       struct grist_loader **out);
+
+/*
+ * The next batch from the engine with drop_remainder applied: *out is NULL at the
+ * end (then l->tail_end says how far the stream was consumed).
+ */
+int grist_loader_pull(struct grist_loader *l, struct grist_slot **out);
+
+/* Device mode (device_feed.c; -ENOTSUP without OpenCL). */
+int grist_loader_device_start(struct grist_loader *l);  /* create the stage: before the engine */
+int grist_loader_device_run(struct grist_loader *l);    /* start the feeder: after the engine */
+int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out);
+int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, unsigned n, void *const *events);
+void grist_loader_device_stop(struct grist_loader *l);
+void *grist_loader_device_handle(const struct grist_loader *l);
 
 /* Per-record seed for random maps: a function of the loader seed and the item alone. */
 uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it);

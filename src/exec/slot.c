@@ -55,7 +55,8 @@ int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint)
 
 void grist_slot_free(struct grist_slot *s)
 {
-	pinned_free(s->data, s->cap, s->pinned);
+	if (!s->external)
+		pinned_free(s->data, s->cap, s->pinned);
 	free(s->offsets);
 	free(s->indices);
 	free(s->datasets);
@@ -79,6 +80,9 @@ int grist_slot_reserve(struct grist_slot *s, size_t bytes)
 
 	if (bytes <= s->cap)
 		return 0;
+	if (s->external)
+		return grist_fail(-ENOMEM, "a batch needs %zu bytes but device slots hold %zu; "
+				  "raise the device slot size", bytes, s->cap);
 	ncap = s->cap ? s->cap : 65536;
 	while (ncap < bytes) {
 		if (ncap > SIZE_MAX / 2)

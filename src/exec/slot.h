@@ -7,6 +7,10 @@
 #include <stdint.h>
 
 #include "grist/loader.h"
+#include "grist_config.h"
+#if GRIST_HAVE_OPENCL
+#include "grist/device.h"
+#endif
 
 /*
  * How records become rows. Built once from the loader configuration and shared,
@@ -22,6 +26,21 @@ struct grist_layout {
 	size_t batch_size;
 };
 
+struct grist_slot;
+
+/*
+ * Where delivered batches live when it is not the engine's own pinned memory: the
+ * device stage lends its slots (mapped device buffers or pinned staging), so batches
+ * are assembled straight into memory the device reads.
+ */
+struct grist_slot_provider {
+	/* Bind a free buffer to @s (may block until one is free); sets data, cap, handle. */
+	int (*acquire)(void *ctx, struct grist_slot *s);
+	/* Give the buffer bound to @s back without delivering it. */
+	void (*cancel)(void *ctx, struct grist_slot *s);
+	void *ctx;
+};
+
 /*
  * One batch's memory. Invariant: rows [0, count) are complete; for ragged layouts
  * offsets[0..count] are valid and offsets[count] == bytes. The data buffer only ever
@@ -32,6 +51,10 @@ struct grist_slot {
 	uint8_t *data;
 	size_t cap;
 	bool pinned;
+	bool external;       /* data is lent by a slot provider (fixed cap, not ours to free) */
+	bool provider_wrapper; /* this slot only ever holds provider memory */
+	unsigned handle;     /* the provider's buffer number while external */
+	uint64_t host_digest; /* XXH64 of the batch bytes, when the loader asks for it */
 	uint64_t *offsets;   /* rows_cap + 1 */
 	uint64_t *indices;   /* rows_cap */
 	uint32_t *datasets;  /* rows_cap */
@@ -42,6 +65,9 @@ struct grist_slot {
 	uint64_t stream_end; /* shard stream position just after the last item this slot consumed */
 	uint64_t filtered;   /* items the map dropped while filling this slot */
 	struct grist_batch batch; /* the caller's view, filled by grist_slot_publish() */
+#if GRIST_HAVE_OPENCL
+	struct grist_device_batch device_batch; /* device mode: where the batch went */
+#endif
 };
 
 /* Allocate a slot for up to @rows records (and @bytes_hint bytes to start with). 0 or -ENOMEM. */

@@ -18,6 +18,7 @@ struct grist_file_geom {
 	/* num_chunks + 1 entries: chunk i spans [chunk_offsets[i], chunk_offsets[i+1]); the last is the footer offset. */
 	uint64_t *chunk_offsets;
 	uint64_t first_record;    /* global index of this file's record 0 */
+	uint64_t max_chunk_decoded; /* largest decoded_data_size the footer lists: bounds any record's size */
 	char *writer_options;     /* "" when absent */
 	uint8_t compression;      /* the footer chunk's codec byte: the file's codec */
 };

@@ -168,6 +168,8 @@ static int parse_footer(struct grist_reader *r, struct grist_file_geom *f, uint6
 					     (unsigned long long)f->group_size);
 		total += e.num_records;
 		f->chunk_offsets[i] = e.chunk_offset;
+		if (e.decoded_data_size > f->max_chunk_decoded)
+			f->max_chunk_decoded = e.decoded_data_size;
 	}
 	f->chunk_offsets[n] = footer_offset;
 	if (total != f->num_records)
