@@ -165,8 +165,8 @@ static double fio_iops(const struct opts *o, bool direct)
 
 	snprintf(cmd, sizeof(cmd),
 		 "fio --name=r --filename=%s --ioengine=io_uring --direct=%d --rw=randread --bs=%u "
-		 "--iodepth=%u --runtime=%g --time_based --minimal 2>/dev/null",
-		 o->file, direct, o->bs, o->qd, o->seconds);
+		 "--iodepth=%u --runtime=%g --time_based --invalidate=%d --minimal 2>/dev/null",
+		 o->file, direct, o->bs, o->qd, o->seconds, direct);
 	p = popen(cmd, "r");
 	if (!p)
 		return -1;
