@@ -98,7 +98,7 @@ struct grist_io_stats {
 	unsigned queue_depth;      /* resolved caps */
 	uint64_t max_bytes_in_flight;
 	unsigned ring_flags;       /* io_uring setup flags the kernel accepted */
-	bool fixed_files;          /* io_uring: registered file table in use */
+	bool fixed_files;          /* io_uring: every file so far sits in the registered table */
 	bool fixed_buffers;        /* io_uring: arena registered, read_fixed used inside it */
 	int fixed_buffers_error;   /* why registration failed (-ENOMEM, -EPERM), or 0 */
 	uint64_t submitted;        /* requests taken by submit */

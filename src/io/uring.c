@@ -205,10 +205,15 @@ static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			ret = io_uring_submit_and_get_events(&u->ring);
 			polled = true;
 		}
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY && ret != -ETIME)
+		if (ret >= 0) {
+			tries = 0;
+			continue;
+		}
+		/* Interrupted, short of resources, or CQ overflow (-EBUSY): reap and go again, boundedly. */
+		if (ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			return enter_error(ret, "wait");
 		if (++tries > MAX_ENTER_RETRIES)
-			return enter_error(ret < 0 ? ret : -EAGAIN, "wait keeps failing");
+			return enter_error(ret, "wait keeps failing");
 	}
 	ret = flush_sq(u); /* requeued short reads start now, not at the next call */
 	n = grist_io_queue_drain(&u->ready, done, max);
@@ -356,6 +361,8 @@ static void uring_stats(struct grist_io *io, struct grist_io_stats *st)
 
 	st->ring_flags = u->setup_flags;
 	st->fixed_files = u->fixed_files;
+	for (unsigned i = 0; i < io->nr_files; i++)
+		st->fixed_files = st->fixed_files && u->file_fixed[i];
 	st->fixed_buffers = u->nr_bufs > 0;
 	st->fixed_buffers_error = u->fixed_bufs_err;
 	st->fixed_reads = u->fixed_reads;
