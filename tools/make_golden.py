@@ -140,26 +140,30 @@ GOLDEN = [
 ]
 
 
-def write_file(ar, path, options, records):
+def official_write(ar, path, options, records):
+    """Write @records with the official writer (module @ar) and close the file."""
     w = ar.ArrayRecordWriter(path, options)
     for rec in records:
         w.write(rec)
     w.close()
 
 
-def read_back(ar, path):
+def official_read(ar, path, indices=()):
+    """(num_records, writer_options, every record, the records at @indices)
+    as the official reader reports them."""
     r = ar.ArrayRecordReader(path, "readahead_buffer_size:0")
     try:
         n = r.num_records()
         opts = r.writer_options_string()
-        records = r.read_all() if n else []
+        everything = r.read_all() if n else []
+        some = r.read(list(indices)) if indices else []
     finally:
         r.close()
-    return n, opts, records
+    return n, opts, everything, some
 
 
 def describe(name, options, records, reported, path, rng):
-    n, writer_options, back = reported
+    n, writer_options, back, _ = reported
     if n != len(records) or back != records:
         raise SystemExit("%s: the official reader does not return what was written" % name)
     with open(path, "rb") as f:
@@ -198,8 +202,8 @@ def main():
         rng = random.Random(args.seed * 1000 + i)
         records = gen(rng)
         path = os.path.join(args.out, name)
-        write_file(ar, path, options, records)
-        files.append(describe(name, options, records, read_back(ar, path), path, rng))
+        official_write(ar, path, options, records)
+        files.append(describe(name, options, records, official_read(ar, path), path, rng))
         if dataset:
             datasets.setdefault(dataset, []).append(name)
         print("%-40s %7d records %9d bytes" % (name, len(records), os.path.getsize(path)))
