@@ -35,5 +35,10 @@ bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count);
 bool cli_is_help(const char *arg);
 
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
+int cmd_info(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_write(int argc, char **argv);
 
 #endif

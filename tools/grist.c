@@ -13,6 +13,11 @@ struct command {
 
 static const struct command commands[] = {
 	/* Subcommands, one line each: { name, function, one-line summary }. */
+	{ "info", cmd_info, "records, chunks, codec and options of ArrayRecord files" },
+	{ "cat", cmd_cat, "write every record in index order" },
+	{ "get", cmd_get, "write the records at given global indices" },
+	{ "verify", cmd_verify, "check every chunk, block header and hash of files" },
+	{ "write", cmd_write, "write stdin lines as records of a new ArrayRecord file" },
 	{ NULL, NULL, NULL },
 };
 

@@ -1,0 +1,250 @@
+/*
+ * grist/format.h - reading and writing ArrayRecord files.
+ *
+ * An ArrayRecord file is a Riegeli file whose records are grouped into chunks
+ * of group_size records, followed by a footer that lists every chunk's offset
+ * and a postscript at the last 64 KiB that points at the footer. grist reads
+ * and writes the format byte for byte as Google's array_record library does:
+ * files written here open with the official reader, and uncompressed files are
+ * identical to the official writer's for the same records and options.
+ *
+ * A reader opens one file or many. Many files form one dataset: the
+ * concatenation of their records in the order given, addressed by a global
+ * index 0..num_records-1. Opening reads each footer once; afterwards reading a
+ * record costs one positioned read of its chunk and one decode, and a batch of
+ * indices reads and decodes each chunk it touches once.
+ *
+ * Every check the official reader makes is made here too (hashes of block
+ * headers, chunk headers and chunk data; block header distances; sizes;
+ * postscript magic; footer version), plus a few more that bound memory: a
+ * damaged file gives -EBADMSG with a message naming the file and byte offset,
+ * never a crash or an unbounded allocation. Compression: none, zstd, snappy,
+ * brotli (large windows included). Transposed chunks are not supported
+ * (-ENOTSUP).
+ *
+ * Errors follow grist/error.h: 0 or a non-negative value on success, a
+ * negative errno code on failure, details in grist_last_error().
+ */
+#ifndef GRIST_FORMAT_PUBLIC_H
+#define GRIST_FORMAT_PUBLIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ reader */
+
+struct grist_reader;
+
+/* Options of grist_reader_open(); zero-initialize and set what you need. */
+struct grist_reader_options {
+	/*
+	 * The largest chunk, in bytes on disk, the reader will load; larger chunks
+	 * fail with -ENOMEM instead of allocating. 0 means no limit beyond the file.
+	 */
+	uint64_t max_chunk_bytes;
+};
+
+/* What grist_reader_file_info() reports about one file of a dataset. */
+struct grist_file_info {
+	const char *path;
+	uint64_t num_records;
+	uint64_t num_chunks;
+	uint64_t group_size;       /* records per chunk (the last chunk may hold fewer) */
+	uint64_t first_record;     /* global index of the file's record 0 */
+	uint64_t file_size;
+	const char *compression;   /* "uncompressed", "zstd", "snappy" or "brotli" */
+	const char *writer_options; /* as stored by the writer; "" when the file has none */
+};
+
+/**
+ * grist_reader_open() - open a dataset of one or more ArrayRecord files.
+ * @paths:   @num_paths file names; the dataset is their concatenation in this order.
+ * @num_paths: at least 1.
+ * @opts:    options, or NULL for defaults.
+ * @out:     receives the reader.
+ *
+ * Opens every file, reads and checks its postscript and footer, and keeps
+ * one file descriptor and 8 bytes per chunk of index per file.
+ *
+ * Return: 0; -EINVAL for bad arguments; -ENOENT and other OS errors from
+ * open/fstat/pread; -EBADMSG when a file is not a sound ArrayRecord file;
+ * -ENOTSUP for unsupported encodings; -ENOMEM.
+ * Thread-safety: safe to call concurrently (no shared state).
+ */
+GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
+				const struct grist_reader_options *opts, struct grist_reader **out);
+
+/**
+ * grist_reader_close() - close the files and free the reader. NULL is fine.
+ */
+GRIST_API void grist_reader_close(struct grist_reader *r);
+
+/**
+ * grist_reader_num_records() - records in the whole dataset.
+ * Thread-safety: safe concurrently with anything but close.
+ */
+GRIST_API uint64_t grist_reader_num_records(const struct grist_reader *r);
+
+/**
+ * grist_reader_num_files() - files in the dataset.
+ */
+GRIST_API size_t grist_reader_num_files(const struct grist_reader *r);
+
+/**
+ * grist_reader_file_info() - describe file @i (0-based, in the order opened).
+ * Strings stay valid until grist_reader_close().
+ *
+ * Return: 0, or -ERANGE when @i >= grist_reader_num_files().
+ */
+GRIST_API int grist_reader_file_info(const struct grist_reader *r, size_t i, struct grist_file_info *info);
+
+/**
+ * grist_reader_read() - read the record at global index @index.
+ * @data, @len: receive the record's bytes, valid until the next read call on @r.
+ *
+ * Reads and decodes the record's chunk (one pread of its extent), unless it
+ * is the chunk the previous call decoded.
+ *
+ * Return: 0; -ERANGE when @index >= num_records; -EBADMSG, -ENOTSUP, -EIO, -ENOMEM.
+ * Thread-safety: one thread per reader at a time (open one reader per thread).
+ */
+GRIST_API int grist_reader_read(struct grist_reader *r, uint64_t index, const uint8_t **data, size_t *len);
+
+/**
+ * grist_record_fn - receives one record of a batch.
+ * @ctx:      the caller's pointer.
+ * @position: where the index was in the request (0-based).
+ * @index:    the global index.
+ * @data, @len: the record, valid only during the call.
+ *
+ * Return: 0 to go on; a negative value stops the batch, which returns it.
+ */
+typedef int (*grist_record_fn)(void *ctx, size_t position, uint64_t index, const uint8_t *data, size_t len);
+
+/**
+ * grist_reader_read_batch() - read the records at @indices[0..@n).
+ *
+ * Indices are grouped by chunk: each chunk is read with one pread and decoded
+ * once per batch, however many of its records are asked for. @fn is called
+ * once per position in chunk order, not request order (use @position to
+ * place each record); a repeated index is delivered once per position.
+ * All indices are checked before any record is delivered.
+ *
+ * Return: 0; -ERANGE when an index >= num_records (the message names it);
+ * -EBADMSG, -ENOTSUP, -EIO, -ENOMEM; or what @fn returned to stop.
+ * Thread-safety: one thread per reader at a time.
+ */
+GRIST_API int grist_reader_read_batch(struct grist_reader *r, const uint64_t *indices, size_t n,
+				      grist_record_fn fn, void *ctx);
+
+/**
+ * grist_reader_seek() - make @index the next record grist_reader_read_next() returns.
+ *
+ * Return: 0, or -ERANGE when @index > num_records (num_records itself means "at the end").
+ */
+GRIST_API int grist_reader_seek(struct grist_reader *r, uint64_t index);
+
+/**
+ * grist_reader_read_next() - read the next record in index order.
+ * @data, @len: receive the record, valid until the next read call on @r.
+ *
+ * Each chunk is read and decoded once as the cursor passes through it.
+ *
+ * Return: 1 when a record was read, 0 at the end of the dataset, or a
+ * negative error code (the cursor stays on the failing record).
+ * Thread-safety: one thread per reader at a time.
+ */
+GRIST_API int grist_reader_read_next(struct grist_reader *r, const uint8_t **data, size_t *len);
+
+/* ----------------------------------------------------------------- verify */
+
+/* What grist_file_verify() found in a sound file. */
+struct grist_verify_report {
+	uint64_t file_size;
+	uint64_t num_records;
+	uint64_t data_chunks;     /* simple chunks listed by the footer */
+	uint64_t padding_chunks;
+	uint64_t other_chunks;    /* signature, metadata, footer, postscript */
+	uint64_t decoded_bytes;   /* sum of the record sizes */
+};
+
+/**
+ * grist_file_verify() - check every byte of one ArrayRecord file.
+ *
+ * Walks the file chunk by chunk from offset 0 to its end (through padding,
+ * footer and postscript), checking every block header and hash and decoding
+ * every chunk, then checks that the footer lists exactly the data chunks
+ * found, with their record counts and sizes.
+ *
+ * Return: 0 and @rep filled (may be NULL) when the file is sound; -EBADMSG
+ * naming the first problem's byte offset; -ENOTSUP; OS errors; -ENOMEM.
+ * Thread-safety: safe to call concurrently.
+ */
+GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *rep);
+
+/* ------------------------------------------------------------------ writer */
+
+struct grist_writer;
+
+/**
+ * grist_writer_open() - start writing an ArrayRecord file.
+ * @path:    the final name; nothing appears under it until grist_writer_close() succeeds.
+ * @options: the official option text, NULL or "" for defaults
+ *           (group_size:1, zstd:3, window_log:20). Comma-separated:
+ *           group_size:N, uncompressed | zstd[:L] | snappy | brotli[:L],
+ *           window_log:N|auto, pad_to_block_boundary:true|false,
+ *           max_parallelism:N|auto, saturation_delay_ms:N,
+ *           transpose:false, transpose_bucket_size:N|auto, default.
+ * @out:     receives the writer.
+ *
+ * Bytes go to a hidden temporary file in the same folder (".NAME.tmp-XXXXXX")
+ * through a 16 MiB buffer. The footer stores the options exactly as the
+ * official writer's Options::ToString() does.
+ *
+ * Return: 0; -EINVAL for bad options (the message names the option);
+ * -ENOTSUP for transpose:true; OS errors creating the temporary; -ENOMEM.
+ * Thread-safety: a writer belongs to one thread at a time.
+ */
+GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out);
+
+/**
+ * grist_writer_write() - append one record of @len bytes.
+ *
+ * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument.
+ * After an error, call grist_writer_abort().
+ */
+GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len);
+
+/**
+ * grist_writer_close() - finish the file and commit it under its final name.
+ *
+ * Writes the last chunk, footer and postscript, fsyncs, renames the
+ * temporary over @path, and fsyncs the folder. Frees @w whatever happens; on
+ * failure the temporary is removed and @path is untouched.
+ *
+ * Return: 0 or a negative error code.
+ */
+GRIST_API int grist_writer_close(struct grist_writer *w);
+
+/**
+ * grist_writer_abort() - drop the file: remove the temporary and free @w. NULL is fine.
+ */
+GRIST_API void grist_writer_abort(struct grist_writer *w);
+
+/**
+ * grist_writer_options_text() - the normalized options the footer will store,
+ * e.g. "group_size:1,transpose:false,pad_to_block_boundary:false,zstd:3,window_log:20,max_parallelism:1".
+ * Valid while @w lives.
+ */
+GRIST_API const char *grist_writer_options_text(const struct grist_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

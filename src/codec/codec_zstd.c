@@ -1,0 +1,126 @@
+/* Zstandard: exactly one frame per section, large windows accepted (windowLogMax 31). */
+#define ZSTD_STATIC_LINKING_ONLY
+#include <errno.h>
+#include <stdlib.h>
+#include <zstd.h>
+
+#include "codec/codec.h"
+#include "common/error.h"
+
+struct zstd_ctx {
+	ZSTD_DCtx *d;
+	ZSTD_CCtx *c;
+};
+
+static int zstd_ctx_create(void **out)
+{
+	struct zstd_ctx *z = calloc(1, sizeof(*z));
+
+	if (!z)
+		return -ENOMEM;
+	z->d = ZSTD_createDCtx();
+	if (!z->d) {
+		free(z);
+		return -ENOMEM;
+	}
+	/* Riegeli's reader accepts windows up to 2 GiB; so must we. */
+	ZSTD_DCtx_setParameter(z->d, ZSTD_d_windowLogMax, 31);
+	*out = z;
+	return 0;
+}
+
+static void zstd_ctx_destroy(void *ctx)
+{
+	struct zstd_ctx *z = ctx;
+
+	if (!z)
+		return;
+	ZSTD_freeDCtx(z->d);
+	ZSTD_freeCCtx(z->c);
+	free(z);
+}
+
+static int zstd_bound(const uint8_t *src, size_t src_len, uint64_t *bound)
+{
+	unsigned long long b = ZSTD_decompressBound(src, src_len);
+
+	if (b == ZSTD_CONTENTSIZE_ERROR)
+		return grist_fail(-EBADMSG, "not a valid zstd frame");
+	*bound = b;
+	return 0;
+}
+
+static int zstd_decompress(void *ctx, const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len)
+{
+	struct zstd_ctx *z = ctx;
+	ZSTD_inBuffer in = { src, src_len, 0 };
+	ZSTD_outBuffer out = { dst, dst_len, 0 };
+	size_t frame_len, ret;
+
+	/* One frame only: anything after it is corruption, as in Riegeli (concatenate=false). */
+	frame_len = ZSTD_findFrameCompressedSize(src, src_len);
+	if (ZSTD_isError(frame_len))
+		return grist_fail(-EBADMSG, "zstd frame: %s", ZSTD_getErrorName(frame_len));
+	if (frame_len != src_len)
+		return grist_fail(-EBADMSG, "%zu bytes after the zstd frame", src_len - frame_len);
+	ZSTD_DCtx_reset(z->d, ZSTD_reset_session_only);
+	ret = ZSTD_decompressStream(z->d, &out, &in);
+	if (ZSTD_isError(ret))
+		return grist_fail(-EBADMSG, "zstd: %s", ZSTD_getErrorName(ret));
+	if (ret != 0) {
+		/* The frame is not finished: either it decodes to more than announced, or it is cut. */
+		uint8_t extra;
+		ZSTD_outBuffer more = { &extra, 1, 0 };
+
+		if (out.pos == dst_len) {
+			ret = ZSTD_decompressStream(z->d, &more, &in);
+			if (!ZSTD_isError(ret) && more.pos)
+				return grist_fail(-EBADMSG, "zstd frame decodes to more than %zu bytes", dst_len);
+		}
+		if (ZSTD_isError(ret))
+			return grist_fail(-EBADMSG, "zstd: %s", ZSTD_getErrorName(ret));
+		if (ret != 0)
+			return grist_fail(-EBADMSG, "zstd frame is truncated");
+	}
+	if (out.pos != dst_len)
+		return grist_fail(-EBADMSG, "zstd frame decodes to %zu bytes, expected %zu", out.pos, dst_len);
+	return 0;
+}
+
+static int zstd_compress(void *ctx, const struct grist_codec_params *p, const uint8_t *src,
+			 size_t src_len, struct grist_buf *out)
+{
+	struct zstd_ctx *z = ctx;
+	size_t cap = ZSTD_compressBound(src_len), ret;
+	int err;
+
+	if (!z->c) {
+		z->c = ZSTD_createCCtx();
+		if (!z->c)
+			return -ENOMEM;
+	}
+	err = grist_buf_reserve(out, out->len + cap);
+	if (err)
+		return err;
+	ZSTD_CCtx_reset(z->c, ZSTD_reset_session_and_parameters);
+	ret = ZSTD_CCtx_setParameter(z->c, ZSTD_c_compressionLevel, p->level);
+	if (!ZSTD_isError(ret) && p->window_log)
+		ret = ZSTD_CCtx_setParameter(z->c, ZSTD_c_windowLog, p->window_log);
+	if (ZSTD_isError(ret))
+		return grist_fail(-EINVAL, "zstd parameters: %s", ZSTD_getErrorName(ret));
+	ret = ZSTD_compress2(z->c, out->data + out->len, cap, src, src_len);
+	if (ZSTD_isError(ret))
+		return grist_fail(-ENOMEM, "zstd: %s", ZSTD_getErrorName(ret));
+	out->len += ret;
+	return 0;
+}
+
+const struct grist_codec_ops grist_codec_zstd = {
+	.name = "zstd",
+	.type = GRIST_CODEC_ZSTD,
+	.ctx_create = zstd_ctx_create,
+	.ctx_destroy = zstd_ctx_destroy,
+	.bound = zstd_bound,
+	.decompress = zstd_decompress,
+	.compress = zstd_compress,
+};

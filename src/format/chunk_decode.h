@@ -1,0 +1,48 @@
+/* Decoding one chunk straight from the file bytes that hold it: the engine's per-thread entry point. */
+#ifndef GRIST_FORMAT_CHUNK_DECODE_H
+#define GRIST_FORMAT_CHUNK_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Per-thread decoder: codec contexts and scratch buffers, reused across chunks. */
+struct grist_chunk_decoder;
+
+/* The records of one decoded chunk. */
+struct grist_decoded_chunk {
+	uint64_t num_records;     /* 0 for signature, padding and metadata chunks */
+	const uint8_t *values;    /* record i = values[offsets[i]..offsets[i+1]) */
+	const uint64_t *offsets;  /* num_records + 1 entries, offsets[0] == 0 */
+	uint64_t chunk_end;       /* where the chunk really ends (its header's arithmetic) */
+	uint64_t decoded_data_size;
+	uint8_t chunk_type;       /* 'r', 's', 'p', 'm' or another record-less type */
+	uint8_t compression;      /* of a simple chunk; 0 otherwise */
+};
+
+/* Make a decoder. 0 or -ENOMEM. */
+int grist_chunk_decoder_create(struct grist_chunk_decoder **out);
+/* Free a decoder and everything it holds; NULL is fine. */
+void grist_chunk_decoder_destroy(struct grist_chunk_decoder *d);
+
+/*
+ * grist_chunk_decode() - decode the chunk beginning at @chunk_begin.
+ * @buf holds the file bytes [@buf_file_offset, @buf_file_offset + @buf_len),
+ * which must cover [@chunk_begin, @chunk_end). @chunk_end is the end of the
+ * extent the chunk may use (the next chunk's offset, or the footer's); the
+ * chunk's own end, from its header, may come earlier when padding follows.
+ *
+ * Checks every block header crossed (hash, previous_chunk, next_chunk), the
+ * chunk header hash, the data hash, the chunk fitting its extent, and (for
+ * simple chunks) every size. Block headers are stripped; stored data that
+ * crosses no block boundary is not copied. @path only names the file in errors.
+ *
+ * Return: 0; -EBADMSG for corrupt data; -ENOTSUP for a transposed chunk or an
+ * unknown compression; -EINVAL when @buf does not cover the extent; -ENOMEM.
+ * The output stays valid until the next call on @d (and while @buf lives).
+ * Thread-safety: one thread per decoder at a time.
+ */
+int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+		       size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+		       struct grist_decoded_chunk *out);
+
+#endif

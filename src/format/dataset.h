@@ -1,0 +1,47 @@
+/* Dataset geometry for the async engine: per-file chunk index and global-index lookup. */
+#ifndef GRIST_FORMAT_DATASET_H
+#define GRIST_FORMAT_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/format.h"
+
+/* One opened file of a dataset; owned by the reader, immutable after open. */
+struct grist_file_geom {
+	char *path;
+	int fd;                   /* O_RDONLY | O_CLOEXEC, open until grist_reader_close() */
+	uint64_t size;
+	uint64_t num_records;
+	uint64_t group_size;      /* 0 only when the file holds no records */
+	uint64_t num_chunks;
+	/* num_chunks + 1 entries: chunk i spans [chunk_offsets[i], chunk_offsets[i+1]); the last is the footer offset. */
+	uint64_t *chunk_offsets;
+	uint64_t first_record;    /* global index of this file's record 0 */
+	char *writer_options;     /* "" when absent */
+	uint8_t compression;      /* the footer chunk's codec byte: the file's codec */
+};
+
+/* Where one global record lives. */
+struct grist_record_loc {
+	size_t file;
+	uint64_t chunk;
+	uint64_t record_in_chunk;
+	uint64_t chunk_begin;
+	uint64_t chunk_end;       /* extent end: next chunk offset or the footer offset */
+};
+
+/* File @i of @r (0-based), or NULL when out of range. */
+const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *r, size_t i);
+
+/* Locate @global_index. 0, or -ERANGE (message recorded) when past the end. Thread-safe. */
+int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, struct grist_record_loc *loc);
+
+/* Records in chunk @chunk of @f: group_size for all but the last chunk. */
+static inline uint64_t grist_file_chunk_records(const struct grist_file_geom *f, uint64_t chunk)
+{
+	return chunk + 1 < f->num_chunks ? f->group_size
+					 : f->num_records - (f->num_chunks - 1) * f->group_size;
+}
+
+#endif

@@ -1,0 +1,440 @@
+/* The ArrayRecord reader: footer parsing at open, then one pread + one decode per chunk touched. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "common/error.h"
+#include "format/block.h"
+#include "format/chunk_decode.h"
+#include "format/dataset.h"
+#include "format/footer.h"
+
+struct batch_item {
+	uint64_t index;
+	size_t position;
+};
+
+struct grist_reader {
+	struct grist_file_geom *files;
+	size_t num_files;
+	uint64_t num_records;
+	struct grist_reader_options opts;
+
+	struct grist_chunk_decoder *dec;
+	struct grist_buf io;            /* the extent last read; decoded records may point into it */
+	struct grist_decoded_chunk cur; /* valid when cur_file != SIZE_MAX */
+	size_t cur_file;
+	uint64_t cur_chunk;
+
+	uint64_t cursor;                /* next index for read_next */
+	struct batch_item *items;
+	size_t items_cap;
+};
+
+/* Read exactly [off, off+len) of @f into @dst. */
+static int read_exact(int fd, const char *path, uint8_t *dst, uint64_t off, size_t len)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		n = pread(fd, dst + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return grist_fail_at(-errno, path, off + done, "read failed: %s", strerror(errno));
+		}
+		if (n == 0)
+			return grist_fail_at(-EBADMSG, path, off + done, "file ends early (was it truncated?)");
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Read the extent [begin, end) of @f and decode the chunk at @begin into r->cur. */
+static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, uint64_t begin, uint64_t end)
+{
+	size_t len;
+	int ret;
+
+	r->cur_file = SIZE_MAX;
+	if (end > f->size || begin >= end)
+		return grist_fail_at(-EBADMSG, f->path, begin, "chunk extent ends at %llu, past the file size %llu",
+				     (unsigned long long)end, (unsigned long long)f->size);
+	if (r->opts.max_chunk_bytes && end - begin > r->opts.max_chunk_bytes)
+		return grist_fail_at(-ENOMEM, f->path, begin, "chunk of %llu bytes exceeds max_chunk_bytes %llu",
+				     (unsigned long long)(end - begin), (unsigned long long)r->opts.max_chunk_bytes);
+	len = (size_t)(end - begin);
+	ret = grist_buf_reserve(&r->io, len);
+	if (ret)
+		return ret;
+	ret = read_exact(f->fd, f->path, r->io.data, begin, len);
+	if (ret)
+		return ret;
+	return grist_chunk_decode(r->dec, r->io.data, begin, len, begin, end, f->path, &r->cur);
+}
+
+static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
+{
+	const struct grist_file_geom *f = &r->files[file];
+	uint64_t want;
+	int ret;
+
+	if (r->cur_file == file && r->cur_chunk == chunk)
+		return 0;
+	ret = load_extent(r, f, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1]);
+	if (ret)
+		return ret;
+	want = grist_file_chunk_records(f, chunk);
+	if (r->cur.chunk_type != 'r' || r->cur.num_records != want)
+		return grist_fail_at(-EBADMSG, f->path, f->chunk_offsets[chunk],
+				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
+				     (unsigned long long)chunk, (unsigned long long)r->cur.num_records,
+				     r->cur.chunk_type, (unsigned long long)want);
+	r->cur_file = file;
+	r->cur_chunk = chunk;
+	return 0;
+}
+
+/* Decode the simple chunk at [begin, end) and check it is one; records land in r->cur. */
+static int load_meta_chunk(struct grist_reader *r, const struct grist_file_geom *f, uint64_t begin,
+			   uint64_t end, const char *what)
+{
+	int ret = load_extent(r, f, begin, end);
+
+	if (ret)
+		return grist_fail_prefix(ret, "%s", what);
+	if (r->cur.chunk_type != 'r' || r->cur.num_records < 1)
+		return grist_fail_at(-EBADMSG, f->path, begin, "%s: not a chunk of records (type 0x%02x)",
+				     what, r->cur.chunk_type);
+	return 0;
+}
+
+#define REC(r, i) ((r)->cur.values + (r)->cur.offsets[i]), \
+		  ((size_t)((r)->cur.offsets[(i) + 1] - (r)->cur.offsets[i]))
+
+static int parse_footer(struct grist_reader *r, struct grist_file_geom *f, uint64_t footer_offset)
+{
+	struct grist_footer_metadata m;
+	struct grist_footer_entry e;
+	uint64_t i, n, total;
+	int ret;
+
+	ret = load_meta_chunk(r, f, footer_offset, f->size - GRIST_BLOCK_SIZE, "footer");
+	if (ret)
+		return ret;
+	if (grist_footer_metadata_parse(REC(r, 0), &m) < 0)
+		return grist_fail_at(-EBADMSG, f->path, footer_offset, "footer metadata is not a valid RiegeliFooterMetadata");
+	if (m.version != 1)
+		return grist_fail_at(-EBADMSG, f->path, footer_offset, "footer metadata version %llu, expected 1",
+				     (unsigned long long)m.version);
+	n = r->cur.num_records - 1;
+	if (m.num_chunks != n)
+		return grist_fail_at(-EBADMSG, f->path, footer_offset,
+				     "footer metadata promises %llu chunks, the footer lists %llu",
+				     (unsigned long long)m.num_chunks, (unsigned long long)n);
+	f->writer_options = strndup(m.writer_options ? (const char *)m.writer_options : "", m.writer_options_len);
+	/* n + 1 <= decoded records, already in memory: this allocation is bounded by real data. */
+	f->chunk_offsets = malloc((n + 1) * sizeof(uint64_t));
+	if (!f->writer_options || !f->chunk_offsets)
+		return grist_fail(-ENOMEM, "cannot allocate the chunk index of %s", f->path);
+	f->compression = r->cur.compression;
+	f->num_chunks = n;
+	f->num_records = m.num_records;
+	f->group_size = 0;
+	total = 0;
+	for (i = 0; i < n; i++) {
+		if (grist_footer_entry_parse(REC(r, i + 1), &e) < 0 || !e.has_chunk_offset)
+			return grist_fail_at(-EBADMSG, f->path, footer_offset,
+					     "footer entry %llu is not a valid ArrayRecordFooter", (unsigned long long)i);
+		if (e.chunk_offset < 64 || e.chunk_offset >= footer_offset ||
+		    (i && e.chunk_offset <= f->chunk_offsets[i - 1]) || !grist_block_valid_chunk_begin(e.chunk_offset))
+			return grist_fail_at(-EBADMSG, f->path, footer_offset,
+					     "footer entry %llu: chunk offset %llu is not increasing inside [64, %llu)",
+					     (unsigned long long)i, (unsigned long long)e.chunk_offset,
+					     (unsigned long long)footer_offset);
+		if (i == 0)
+			f->group_size = e.num_records; /* the official reader's rule */
+		if (e.num_records > f->group_size || (e.num_records < f->group_size && i + 1 < n) || !e.num_records)
+			return grist_fail_at(-EBADMSG, f->path, footer_offset,
+					     "footer entry %llu: %llu records in a chunk of a group_size %llu file",
+					     (unsigned long long)i, (unsigned long long)e.num_records,
+					     (unsigned long long)f->group_size);
+		total += e.num_records;
+		f->chunk_offsets[i] = e.chunk_offset;
+	}
+	f->chunk_offsets[n] = footer_offset;
+	if (total != f->num_records)
+		return grist_fail_at(-EBADMSG, f->path, footer_offset,
+				     "footer metadata says %llu records, its chunks hold %llu",
+				     (unsigned long long)f->num_records, (unsigned long long)total);
+	return 0;
+}
+
+static int open_file(struct grist_reader *r, struct grist_file_geom *f, const char *path)
+{
+	struct grist_postscript ps;
+	uint64_t ps_off;
+	struct stat st;
+	int ret;
+
+	f->path = strdup(path);
+	if (!f->path)
+		return grist_fail(-ENOMEM, "cannot copy a path");
+	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (f->fd < 0)
+		return grist_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+	if (fstat(f->fd, &st) < 0)
+		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return grist_fail(-EINVAL, "%s: not a regular file", path);
+	f->size = (uint64_t)st.st_size;
+	if (f->size < GRIST_BLOCK_SIZE + 64)
+		return grist_fail_at(-EBADMSG, path, f->size,
+				     "file is %llu bytes; an ArrayRecord file holds at least its 64-byte signature and a 64 KiB postscript block",
+				     (unsigned long long)f->size);
+	ps_off = f->size - GRIST_BLOCK_SIZE;
+	ret = load_meta_chunk(r, f, ps_off, f->size, "postscript");
+	if (ret)
+		return ret;
+	if (grist_postscript_parse(REC(r, 0), &ps) < 0)
+		return grist_fail_at(-EBADMSG, path, ps_off, "postscript is not a valid RiegeliPostscript");
+	if (ps.magic != GRIST_POSTSCRIPT_MAGIC)
+		return grist_fail_at(-EBADMSG, path, ps_off, "postscript magic 0x%016llx, expected 0x%016llx",
+				     (unsigned long long)ps.magic, (unsigned long long)GRIST_POSTSCRIPT_MAGIC);
+	if (ps.footer_offset < 64 || ps.footer_offset >= ps_off)
+		return grist_fail_at(-EBADMSG, path, ps_off, "postscript points at footer offset %llu, outside [64, %llu)",
+				     (unsigned long long)ps.footer_offset, (unsigned long long)ps_off);
+	return parse_footer(r, f, ps.footer_offset);
+}
+
+GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
+				const struct grist_reader_options *opts, struct grist_reader **out)
+{
+	struct grist_reader *r;
+	size_t i;
+	int ret;
+
+	*out = NULL;
+	if (!paths || !num_paths)
+		return grist_fail(-EINVAL, "grist_reader_open: no files given");
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return grist_fail(-ENOMEM, "cannot allocate a reader");
+	r->cur_file = SIZE_MAX;
+	if (opts)
+		r->opts = *opts;
+	r->files = calloc(num_paths, sizeof(*r->files));
+	if (!r->files) {
+		ret = grist_fail(-ENOMEM, "cannot allocate %zu file entries", num_paths);
+		goto fail;
+	}
+	for (i = 0; i < num_paths; i++)
+		r->files[i].fd = -1;
+	r->num_files = num_paths;
+	ret = grist_chunk_decoder_create(&r->dec);
+	if (ret)
+		goto fail;
+	for (i = 0; i < num_paths; i++) {
+		if (!paths[i]) {
+			ret = grist_fail(-EINVAL, "grist_reader_open: path %zu is NULL", i);
+			goto fail;
+		}
+		ret = open_file(r, &r->files[i], paths[i]);
+		if (ret)
+			goto fail;
+		r->files[i].first_record = r->num_records;
+		if (r->files[i].num_records > UINT64_MAX - r->num_records) {
+			ret = grist_fail(-EBADMSG, "%s: record count overflows the dataset", paths[i]);
+			goto fail;
+		}
+		r->num_records += r->files[i].num_records;
+	}
+	/* The footer decode left r->cur pointing at footer records; forget it. */
+	r->cur_file = SIZE_MAX;
+	*out = r;
+	return 0;
+fail:
+	grist_reader_close(r);
+	return ret;
+}
+
+GRIST_API void grist_reader_close(struct grist_reader *r)
+{
+	size_t i;
+
+	if (!r)
+		return;
+	for (i = 0; r->files && i < r->num_files; i++) {
+		if (r->files[i].fd >= 0)
+			close(r->files[i].fd);
+		free(r->files[i].path);
+		free(r->files[i].chunk_offsets);
+		free(r->files[i].writer_options);
+	}
+	free(r->files);
+	grist_chunk_decoder_destroy(r->dec);
+	grist_buf_free(&r->io);
+	free(r->items);
+	free(r);
+}
+
+GRIST_API uint64_t grist_reader_num_records(const struct grist_reader *r)
+{
+	return r->num_records;
+}
+
+GRIST_API size_t grist_reader_num_files(const struct grist_reader *r)
+{
+	return r->num_files;
+}
+
+const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *r, size_t i)
+{
+	return i < r->num_files ? &r->files[i] : NULL;
+}
+
+GRIST_API int grist_reader_file_info(const struct grist_reader *r, size_t i, struct grist_file_info *info)
+{
+	const struct grist_file_geom *f = grist_reader_file_geom(r, i);
+	const struct grist_codec_ops *c;
+
+	if (!f)
+		return grist_fail(-ERANGE, "file %zu of a %zu-file dataset", i, r->num_files);
+	c = grist_codec_find(f->compression);
+	info->path = f->path;
+	info->num_records = f->num_records;
+	info->num_chunks = f->num_chunks;
+	info->group_size = f->group_size;
+	info->first_record = f->first_record;
+	info->file_size = f->size;
+	info->compression = c ? c->name : "unknown";
+	info->writer_options = f->writer_options;
+	return 0;
+}
+
+/* The file holding @index: the last whose first_record <= index (files may be empty). */
+static size_t find_file(const struct grist_reader *r, uint64_t index)
+{
+	size_t lo = 0, hi = r->num_files;
+
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (r->files[mid].first_record <= index)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	while (lo + 1 < r->num_files && r->files[lo].num_records <= index - r->files[lo].first_record)
+		lo++;
+	return lo;
+}
+
+int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, struct grist_record_loc *loc)
+{
+	const struct grist_file_geom *f;
+	uint64_t local;
+
+	if (global_index >= r->num_records)
+		return grist_fail(-ERANGE, "record index %llu is past the end of the dataset (%llu records)",
+				  (unsigned long long)global_index, (unsigned long long)r->num_records);
+	loc->file = find_file(r, global_index);
+	f = &r->files[loc->file];
+	local = global_index - f->first_record;
+	loc->chunk = local / f->group_size;
+	loc->record_in_chunk = local - loc->chunk * f->group_size;
+	loc->chunk_begin = f->chunk_offsets[loc->chunk];
+	loc->chunk_end = f->chunk_offsets[loc->chunk + 1];
+	return 0;
+}
+
+GRIST_API int grist_reader_read(struct grist_reader *r, uint64_t index, const uint8_t **data, size_t *len)
+{
+	struct grist_record_loc loc;
+	int ret;
+
+	ret = grist_reader_locate(r, index, &loc);
+	if (!ret)
+		ret = load_chunk(r, loc.file, loc.chunk);
+	if (ret)
+		return ret;
+	*data = r->cur.values + r->cur.offsets[loc.record_in_chunk];
+	*len = (size_t)(r->cur.offsets[loc.record_in_chunk + 1] - r->cur.offsets[loc.record_in_chunk]);
+	return 0;
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct batch_item *x = a, *y = b;
+
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	return x->position < y->position ? -1 : x->position > y->position;
+}
+
+GRIST_API int grist_reader_read_batch(struct grist_reader *r, const uint64_t *indices, size_t n,
+				      grist_record_fn fn, void *ctx)
+{
+	struct grist_record_loc loc;
+	size_t i;
+	int ret;
+
+	if (!n)
+		return 0;
+	if (!indices || !fn)
+		return grist_fail(-EINVAL, "grist_reader_read_batch: null indices or callback");
+	if (n > r->items_cap) {
+		struct batch_item *p = realloc(r->items, n * sizeof(*p));
+
+		if (!p)
+			return grist_fail(-ENOMEM, "cannot allocate a batch of %zu", n);
+		r->items = p;
+		r->items_cap = n;
+	}
+	for (i = 0; i < n; i++) {
+		if (indices[i] >= r->num_records)
+			return grist_fail(-ERANGE, "index %llu (position %zu) is past the end of the dataset (%llu records)",
+					  (unsigned long long)indices[i], i, (unsigned long long)r->num_records);
+		r->items[i].index = indices[i];
+		r->items[i].position = i;
+	}
+	/* Sorted indices make each chunk's records adjacent: one read and one decode per chunk. */
+	qsort(r->items, n, sizeof(*r->items), cmp_item);
+	for (i = 0; i < n; i++) {
+		ret = grist_reader_locate(r, r->items[i].index, &loc);
+		if (!ret)
+			ret = load_chunk(r, loc.file, loc.chunk);
+		if (!ret)
+			ret = fn(ctx, r->items[i].position, r->items[i].index, REC(r, loc.record_in_chunk));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+GRIST_API int grist_reader_seek(struct grist_reader *r, uint64_t index)
+{
+	if (index > r->num_records)
+		return grist_fail(-ERANGE, "cannot seek to %llu: the dataset has %llu records",
+				  (unsigned long long)index, (unsigned long long)r->num_records);
+	r->cursor = index;
+	return 0;
+}
+
+GRIST_API int grist_reader_read_next(struct grist_reader *r, const uint8_t **data, size_t *len)
+{
+	int ret;
+
+	if (r->cursor >= r->num_records)
+		return 0;
+	ret = grist_reader_read(r, r->cursor, data, len);
+	if (ret)
+		return ret;
+	r->cursor++;
+	return 1;
+}

@@ -1,0 +1,201 @@
+/* Simple chunk encoding and decoding, with every size checked before it is trusted. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "format/simple_chunk.h"
+#include "format/varint.h"
+
+/*
+ * Decode one section: @src is the section as stored. Stored sections are used
+ * in place; compressed ones carry a varint of their decoded length, which must
+ * pass the codec's bound (and equal @expect when it is not UINT64_MAX) before
+ * @dst grows to it.
+ */
+static int decode_section(struct grist_simple_decoder *d, const struct grist_codec_ops *codec,
+			  const uint8_t *src, size_t src_len, uint64_t expect, struct grist_buf *dst,
+			  const uint8_t **out, size_t *out_len, const char *what, const char *path,
+			  uint64_t chunk_begin)
+{
+	const uint8_t *p = src, *end = src + src_len;
+	uint64_t raw_len, bound;
+	void *ctx;
+	int ret;
+
+	if (codec->type == GRIST_CODEC_NONE) {
+		*out = src;
+		*out_len = src_len;
+		return 0;
+	}
+	if (grist_varint_read(&p, end, &raw_len) < 0)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%s section: bad decoded-length varint", what);
+	if (expect != UINT64_MAX && raw_len != expect)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%s section decodes to %llu bytes, the chunk header says %llu",
+				     what, (unsigned long long)raw_len, (unsigned long long)expect);
+	ret = codec->bound(p, (size_t)(end - p), &bound);
+	if (ret < 0 || raw_len > bound || raw_len > SIZE_MAX / 2) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", ret < 0 ? grist_last_error() : "");
+		if (ret < 0)
+			return grist_fail_at(-EBADMSG, path, chunk_begin, "%s section: %s", what, msg);
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%s section claims %llu decoded bytes from %zu %s bytes",
+				     what, (unsigned long long)raw_len, (size_t)(end - p), codec->name);
+	}
+	ret = grist_buf_reserve(dst, raw_len ? raw_len : 1);
+	if (ret)
+		return ret;
+	ret = grist_codec_set_get(&d->codecs, codec, &ctx);
+	if (ret)
+		return ret;
+	ret = codec->decompress(ctx, p, (size_t)(end - p), dst->data, raw_len);
+	if (ret < 0) {
+		char msg[256];
+
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+		return grist_fail_at(ret, path, chunk_begin, "%s section: %s", what, msg);
+	}
+	dst->len = raw_len;
+	*out = dst->data;
+	*out_len = raw_len;
+	return 0;
+}
+
+int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+			      uint64_t num_records, uint64_t decoded_data_size, const char *path,
+			      uint64_t chunk_begin, struct grist_simple_records *out)
+{
+	const uint8_t *p = data, *end = data + data_size, *sizes, *values, *sp, *send;
+	const struct grist_codec_ops *codec;
+	size_t sizes_raw_len, values_len;
+	uint64_t sizes_len, i, sum = 0;
+	int ret;
+
+	if (data_size < 1)
+		return grist_fail_at(-EBADMSG, path, chunk_begin, "simple chunk has no compression byte");
+	codec = grist_codec_find(*p);
+	if (!codec)
+		return grist_fail_at(-ENOTSUP, path, chunk_begin,
+				     "unknown compression type 0x%02x", *p);
+	p++;
+	if (grist_varint_read(&p, end, &sizes_len) < 0 || sizes_len > (uint64_t)(end - p))
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "sizes section length is bad or runs past the chunk data (%zu bytes)",
+				     data_size);
+	ret = decode_section(d, codec, p, (size_t)sizes_len, UINT64_MAX, &d->sizes, &sizes,
+			     &sizes_raw_len, "sizes", path, chunk_begin);
+	if (ret)
+		return ret;
+	p += sizes_len;
+	/* Each size takes at least one byte: this bounds the offsets array by real data. */
+	if (num_records > sizes_raw_len)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%llu records cannot fit a %zu-byte sizes section",
+				     (unsigned long long)num_records, sizes_raw_len);
+	if (num_records + 1 > d->offsets_cap) {
+		size_t cap = d->offsets_cap ? d->offsets_cap : 64;
+		uint64_t *o;
+
+		while (cap < num_records + 1)
+			cap *= 2;
+		o = realloc(d->offsets, cap * sizeof(*o));
+		if (!o)
+			return grist_fail(-ENOMEM, "cannot allocate offsets for %llu records",
+					  (unsigned long long)num_records);
+		d->offsets = o;
+		d->offsets_cap = cap;
+	}
+	sp = sizes;
+	send = sizes + sizes_raw_len;
+	d->offsets[0] = 0;
+	for (i = 0; i < num_records; i++) {
+		uint64_t sz;
+
+		if (grist_varint_read(&sp, send, &sz) < 0)
+			return grist_fail_at(-EBADMSG, path, chunk_begin,
+					     "sizes section ends or is corrupt at record %llu",
+					     (unsigned long long)i);
+		if (sz > decoded_data_size - sum)
+			return grist_fail_at(-EBADMSG, path, chunk_begin,
+					     "record sizes exceed the decoded data size %llu at record %llu",
+					     (unsigned long long)decoded_data_size, (unsigned long long)i);
+		sum += sz;
+		d->offsets[i + 1] = sum;
+	}
+	if (sp != send)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%zu bytes left over in the sizes section", (size_t)(send - sp));
+	if (sum != decoded_data_size)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "record sizes add up to %llu, the chunk header says %llu",
+				     (unsigned long long)sum, (unsigned long long)decoded_data_size);
+	ret = decode_section(d, codec, p, (size_t)(end - p), decoded_data_size, &d->values, &values,
+			     &values_len, "values", path, chunk_begin);
+	if (ret)
+		return ret;
+	if (values_len != decoded_data_size)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "values section holds %zu bytes, the chunk header says %llu",
+				     values_len, (unsigned long long)decoded_data_size);
+	out->values = values;
+	out->offsets = d->offsets;
+	out->compression = codec->type;
+	return 0;
+}
+
+void grist_simple_decoder_clear(struct grist_simple_decoder *d)
+{
+	grist_buf_free(&d->sizes);
+	grist_buf_free(&d->values);
+	free(d->offsets);
+	d->offsets = NULL;
+	d->offsets_cap = 0;
+	grist_codec_set_clear(&d->codecs);
+}
+
+static int append_varint(struct grist_buf *b, uint64_t v)
+{
+	uint8_t tmp[GRIST_VARINT64_MAX];
+
+	return grist_buf_append(b, tmp, grist_varint_write(tmp, v));
+}
+
+int grist_simple_chunk_encode(const struct grist_codec_ops *codec, void *ctx,
+			      const struct grist_codec_params *params, const uint8_t *sizes,
+			      size_t sizes_len, const uint8_t *values, size_t values_len,
+			      struct grist_buf *scratch, struct grist_buf *out)
+{
+	int ret;
+
+	out->len = 0;
+	ret = grist_buf_append(out, &codec->type, 1);
+	if (ret)
+		return ret;
+	if (codec->type == GRIST_CODEC_NONE) {
+		ret = append_varint(out, sizes_len);
+		if (!ret)
+			ret = grist_buf_append(out, sizes, sizes_len);
+		if (!ret)
+			ret = grist_buf_append(out, values, values_len);
+		return ret;
+	}
+	/* The sizes section length includes its own decoded-length prefix. */
+	scratch->len = 0;
+	ret = append_varint(scratch, sizes_len);
+	if (!ret)
+		ret = codec->compress(ctx, params, sizes, sizes_len, scratch);
+	if (!ret)
+		ret = append_varint(out, scratch->len);
+	if (!ret)
+		ret = grist_buf_append(out, scratch->data, scratch->len);
+	if (!ret)
+		ret = append_varint(out, values_len);
+	if (!ret)
+		ret = codec->compress(ctx, params, values, values_len, out);
+	return ret;
+}

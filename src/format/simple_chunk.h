@@ -1,0 +1,56 @@
+/* The simple chunk encoding ('r'): compression byte, sizes section, values section. */
+#ifndef GRIST_FORMAT_SIMPLE_CHUNK_H
+#define GRIST_FORMAT_SIMPLE_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec/codec.h"
+#include "common/buf.h"
+
+/*
+ * Reusable decode state: scratch buffers that only grow, and codec contexts.
+ * One per thread; nothing here is shared.
+ */
+struct grist_simple_decoder {
+	struct grist_buf sizes;   /* decompressed sizes section */
+	struct grist_buf values;  /* decompressed values section */
+	uint64_t *offsets;        /* num_records + 1 entries */
+	size_t offsets_cap;
+	struct grist_codec_set codecs;
+};
+
+/* The decoded records of one simple chunk; record i = values[offsets[i]..offsets[i+1]). */
+struct grist_simple_records {
+	const uint8_t *values;   /* may point into the chunk data (zero copy when stored) */
+	const uint64_t *offsets;
+	uint8_t compression;
+};
+
+/*
+ * Decode the logical @data of a simple chunk holding @num_records records of
+ * @decoded_data_size bytes in total. Checks: known compression, sizes section
+ * within the data and fully consumed, the sum of sizes equal to
+ * @decoded_data_size, the values ending exactly at the end of the data, and
+ * every announced size against the codec's bound before allocating.
+ * @path and @chunk_begin name the chunk in messages. 0, -EBADMSG, -ENOTSUP or -ENOMEM.
+ * Output lives until the next call with @d, or until @data goes away.
+ */
+int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+			      uint64_t num_records, uint64_t decoded_data_size, const char *path,
+			      uint64_t chunk_begin, struct grist_simple_records *out);
+
+/* Free every buffer and codec context of @d; it can be used again afterwards. */
+void grist_simple_decoder_clear(struct grist_simple_decoder *d);
+
+/*
+ * Encode records given as their varint sizes (@sizes) and concatenated bytes
+ * (@values) with @codec into chunk data, replacing the contents of @out.
+ * @scratch holds the compressed sizes section on the way. 0, -ENOMEM or -EINVAL.
+ */
+int grist_simple_chunk_encode(const struct grist_codec_ops *codec, void *ctx,
+			      const struct grist_codec_params *params, const uint8_t *sizes,
+			      size_t sizes_len, const uint8_t *values, size_t values_len,
+			      struct grist_buf *scratch, struct grist_buf *out);
+
+#endif

@@ -1,0 +1,155 @@
+/* Whole-file verification: walk every chunk from offset 0, then cross-check the footer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "format/block.h"
+#include "format/chunk.h"
+#include "format/chunk_decode.h"
+#include "format/dataset.h"
+#include "format/footer.h"
+
+struct found_chunk {
+	uint64_t offset, num_records, decoded_data_size;
+};
+
+/* Compare the data chunks found by the walk with the footer entries (records 1.. of @footer). */
+static int cross_check(const char *path, const struct grist_file_geom *g, const struct found_chunk *found,
+		       uint64_t nfound, const struct grist_decoded_chunk *footer)
+{
+	struct grist_footer_entry e;
+	uint64_t i;
+
+	if (nfound != g->num_chunks)
+		return grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
+				     "the file holds %llu data chunks, the footer lists %llu",
+				     (unsigned long long)nfound, (unsigned long long)g->num_chunks);
+	for (i = 0; i < nfound; i++) {
+		const uint8_t *p = footer->values + footer->offsets[i + 1];
+		size_t len = (size_t)(footer->offsets[i + 2] - footer->offsets[i + 1]);
+
+		if (grist_footer_entry_parse(p, len, &e) < 0)
+			return grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
+					     "footer entry %llu is corrupt", (unsigned long long)i);
+		if (e.chunk_offset != found[i].offset || e.num_records != found[i].num_records ||
+		    e.decoded_data_size != found[i].decoded_data_size)
+			return grist_fail_at(-EBADMSG, path, found[i].offset,
+					     "data chunk %llu (%llu records, %llu bytes) does not match its footer entry "
+					     "(offset %llu, %llu records, %llu bytes)",
+					     (unsigned long long)i, (unsigned long long)found[i].num_records,
+					     (unsigned long long)found[i].decoded_data_size,
+					     (unsigned long long)e.chunk_offset, (unsigned long long)e.num_records,
+					     (unsigned long long)e.decoded_data_size);
+	}
+	return 0;
+}
+
+static int walk(const char *path, const uint8_t *map, const struct grist_file_geom *g,
+		struct grist_chunk_decoder *dec, struct grist_verify_report *rep)
+{
+	uint64_t pos = 0, footer_offset = g->chunk_offsets[g->num_chunks], ps_offset = g->size - GRIST_BLOCK_SIZE;
+	struct found_chunk *found = NULL;
+	struct grist_decoded_chunk c;
+	uint64_t nfound = 0, cap = 0;
+	bool saw_footer = false, saw_ps = false;
+	int ret = 0;
+
+	while (pos < g->size) {
+		ret = grist_chunk_decode(dec, map, 0, g->size, pos, g->size, path, &c);
+		if (ret)
+			goto out;
+		if (pos == 0 && c.chunk_type != GRIST_CHUNK_SIGNATURE) {
+			ret = grist_fail_at(-EBADMSG, path, 0, "the file does not start with a signature chunk");
+			goto out;
+		}
+		if (c.chunk_type == GRIST_CHUNK_PADDING) {
+			rep->padding_chunks++;
+		} else if (c.chunk_type != GRIST_CHUNK_SIMPLE) {
+			rep->other_chunks++;
+		} else if (pos == footer_offset) {
+			saw_footer = true;
+			rep->other_chunks++;
+			ret = cross_check(path, g, found, nfound, &c);
+			if (ret)
+				goto out;
+		} else if (pos == ps_offset) {
+			saw_ps = true;
+			rep->other_chunks++;
+		} else {
+			if (pos > footer_offset) {
+				ret = grist_fail_at(-EBADMSG, path, pos, "a chunk of records after the footer");
+				goto out;
+			}
+			if (nfound == cap) {
+				struct found_chunk *p;
+
+				cap = cap ? cap * 2 : 64;
+				p = realloc(found, cap * sizeof(*p));
+				if (!p) {
+					ret = grist_fail(-ENOMEM, "cannot allocate the chunk list");
+					goto out;
+				}
+				found = p;
+			}
+			found[nfound].offset = pos;
+			found[nfound].num_records = c.num_records;
+			found[nfound].decoded_data_size = c.decoded_data_size;
+			nfound++;
+			rep->data_chunks++;
+			rep->num_records += c.num_records;
+			rep->decoded_bytes += c.decoded_data_size;
+		}
+		pos = c.chunk_end;
+	}
+	if (!saw_footer || !saw_ps)
+		ret = grist_fail_at(-EBADMSG, path, saw_footer ? ps_offset : footer_offset,
+				    "no chunk begins at the %s offset", saw_footer ? "postscript" : "footer");
+out:
+	free(found);
+	return ret;
+}
+
+GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *rep)
+{
+	struct grist_verify_report local;
+	struct grist_reader *r = NULL;
+	struct grist_chunk_decoder *dec = NULL;
+	const struct grist_file_geom *g;
+	void *map = MAP_FAILED;
+	int ret;
+
+	if (!rep)
+		rep = &local;
+	memset(rep, 0, sizeof(*rep));
+	/* Opening checks the postscript and footer the way every reader sees them. */
+	ret = grist_reader_open(&path, 1, NULL, &r);
+	if (ret)
+		return ret;
+	g = grist_reader_file_geom(r, 0);
+	rep->file_size = g->size;
+	ret = grist_chunk_decoder_create(&dec);
+	if (ret)
+		goto out;
+	map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
+	if (map == MAP_FAILED) {
+		ret = grist_fail(-errno, "%s: cannot map the file: %s", path, strerror(errno));
+		goto out;
+	}
+	madvise(map, g->size, MADV_SEQUENTIAL);
+	ret = walk(path, map, g, dec, rep);
+	if (!ret && rep->num_records != g->num_records)
+		ret = grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
+				    "the footer says %llu records, the chunks hold %llu",
+				    (unsigned long long)g->num_records, (unsigned long long)rep->num_records);
+out:
+	if (map != MAP_FAILED)
+		munmap(map, g->size);
+	grist_chunk_decoder_destroy(dec);
+	grist_reader_close(r);
+	return ret;
+}

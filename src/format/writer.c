@@ -1,0 +1,415 @@
+/* The ArrayRecord writer: chunks with block headers, footer, postscript, and a crash-safe commit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codec/codec.h"
+#include "common/error.h"
+#include "format/block.h"
+#include "format/chunk.h"
+#include "format/footer.h"
+#include "format/hash.h"
+#include "format/options.h"
+#include "format/simple_chunk.h"
+#include "format/varint.h"
+#include "grist/format.h"
+
+/* Output is handed to the kernel in pieces of this size: no per-record system calls. */
+#define WRITE_BUFFER_SIZE (16u << 20)
+
+struct grist_writer {
+	char *path;      /* final name */
+	char *tmp_path;  /* where bytes go until close() commits */
+	int fd;
+	uint64_t pos;    /* file offset of the next byte, buffered ones included */
+	struct grist_buf out;
+
+	struct grist_writer_options opts;
+	char options_text[192];
+	const struct grist_codec_ops *codec;
+	struct grist_codec_params params;
+	struct grist_codec_set codecs;
+
+	/* The open group: varint sizes and concatenated values. */
+	struct grist_buf sizes, values;
+	uint64_t group_records;
+
+	/* Footer entries so far, as the records of the future footer chunk. */
+	struct grist_buf footer_sizes, footer_values;
+	uint64_t num_chunks, num_records;
+
+	struct grist_buf chunk, scratch;
+};
+
+static int flush_out(struct grist_writer *w)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < w->out.len) {
+		n = write(w->fd, w->out.data + done, w->out.len - done);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return grist_fail_at(-errno, w->tmp_path, w->pos - w->out.len + done,
+					     "write failed: %s", strerror(errno));
+		}
+		done += (size_t)n;
+	}
+	w->out.len = 0;
+	return 0;
+}
+
+/*
+ * Emit @n bytes of the chunk [@begin, @end) (zeros when @p is NULL), putting
+ * a block header at every 64 KiB boundary the bytes reach.
+ */
+static int emit(struct grist_writer *w, const uint8_t *p, uint64_t n, uint64_t begin, uint64_t end)
+{
+	int ret;
+
+	while (n) {
+		uint64_t take;
+
+		if (!(w->pos & (GRIST_BLOCK_SIZE - 1))) {
+			uint8_t hdr[GRIST_BLOCK_HEADER_SIZE];
+
+			grist_block_header_build(hdr, w->pos, begin, end);
+			ret = grist_buf_append(&w->out, hdr, sizeof(hdr));
+			if (ret)
+				return ret;
+			w->pos += GRIST_BLOCK_HEADER_SIZE;
+		}
+		take = grist_block_remaining(w->pos);
+		if (take > n)
+			take = n;
+		ret = grist_buf_reserve(&w->out, w->out.len + take);
+		if (ret)
+			return ret;
+		if (p) {
+			memcpy(w->out.data + w->out.len, p, take);
+			p += take;
+		} else {
+			memset(w->out.data + w->out.len, 0, take);
+		}
+		w->out.len += take;
+		w->pos += take;
+		n -= take;
+		if (w->out.len >= WRITE_BUFFER_SIZE) {
+			ret = flush_out(w);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static int write_chunk(struct grist_writer *w, uint8_t type, const uint8_t *data, uint64_t data_size,
+		       uint64_t num_records, uint64_t decoded_data_size)
+{
+	struct grist_chunk_header h = {
+		.data_size = data_size,
+		.data_hash = grist_hash(data ? data : (const uint8_t *)"", data_size),
+		.num_records = num_records,
+		.decoded_data_size = decoded_data_size,
+		.type = type,
+	};
+	uint64_t begin = w->pos, end = grist_chunk_end(begin, data_size, num_records);
+	uint8_t hdr[GRIST_CHUNK_HEADER_SIZE];
+	int ret;
+
+	grist_chunk_header_build(hdr, &h);
+	ret = emit(w, hdr, sizeof(hdr), begin, end);
+	if (!ret)
+		ret = emit(w, data, data_size, begin, end);
+	/* Zero padding gives each record a distinct position begin + index. */
+	if (!ret && w->pos < end)
+		ret = emit(w, NULL, end - w->pos, begin, end);
+	return ret;
+}
+
+/* A padding chunk that ends exactly at the next block boundary (none when already there). */
+static int write_padding(struct grist_writer *w)
+{
+	uint64_t len = grist_block_remaining(w->pos);
+	int ret;
+
+	if (!len)
+		return 0;
+	if (len < GRIST_CHUNK_HEADER_SIZE)
+		len += GRIST_BLOCK_USABLE;
+	len -= GRIST_CHUNK_HEADER_SIZE;
+	ret = grist_buf_reserve(&w->scratch, len ? len : 1);
+	if (ret)
+		return ret;
+	memset(w->scratch.data, 0, len);
+	return write_chunk(w, GRIST_CHUNK_PADDING, w->scratch.data, len, 0, 0);
+}
+
+/* Encode @sizes/@values as a simple chunk with @codec and write it. */
+static int write_simple(struct grist_writer *w, const struct grist_codec_ops *codec,
+			const struct grist_buf *sizes, const struct grist_buf *values, uint64_t num_records)
+{
+	void *ctx;
+	int ret;
+
+	ret = grist_codec_set_get(&w->codecs, codec, &ctx);
+	if (!ret)
+		ret = grist_simple_chunk_encode(codec, ctx, &w->params, sizes->data, sizes->len,
+						values->data, values->len, &w->scratch, &w->chunk);
+	if (!ret)
+		ret = write_chunk(w, GRIST_CHUNK_SIMPLE, w->chunk.data, w->chunk.len, num_records,
+				  values->len);
+	return ret;
+}
+
+static int append_record(struct grist_buf *sizes, struct grist_buf *values, const void *data, size_t len)
+{
+	uint8_t v[GRIST_VARINT64_MAX];
+	int ret = grist_buf_append(sizes, v, grist_varint_write(v, len));
+
+	return ret ? ret : grist_buf_append(values, data, len);
+}
+
+static int flush_group(struct grist_writer *w)
+{
+	struct grist_footer_entry e = {
+		.chunk_offset = w->pos,
+		.decoded_data_size = w->values.len,
+		.num_records = w->group_records,
+	};
+	size_t before = w->footer_values.len;
+	int ret;
+
+	if (!w->group_records)
+		return 0;
+	ret = write_simple(w, w->codec, &w->sizes, &w->values, w->group_records);
+	if (!ret && w->opts.pad_to_block_boundary)
+		ret = write_padding(w);
+	if (!ret)
+		ret = grist_footer_entry_append(&w->footer_values, &e);
+	if (!ret) {
+		uint8_t v[GRIST_VARINT64_MAX];
+
+		ret = grist_buf_append(&w->footer_sizes, v,
+				       grist_varint_write(v, w->footer_values.len - before));
+	}
+	if (ret)
+		return ret;
+	w->num_chunks++;
+	w->sizes.len = 0;
+	w->values.len = 0;
+	w->group_records = 0;
+	return 0;
+}
+
+static void writer_free(struct grist_writer *w)
+{
+	grist_buf_free(&w->out);
+	grist_buf_free(&w->sizes);
+	grist_buf_free(&w->values);
+	grist_buf_free(&w->footer_sizes);
+	grist_buf_free(&w->footer_values);
+	grist_buf_free(&w->chunk);
+	grist_buf_free(&w->scratch);
+	grist_codec_set_clear(&w->codecs);
+	free(w->path);
+	free(w->tmp_path);
+	free(w);
+}
+
+GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out)
+{
+	struct grist_writer *w;
+	char *dir_copy = NULL, *base_copy = NULL;
+	int ret;
+
+	*out = NULL;
+	if (!path || !*path)
+		return grist_fail(-EINVAL, "writer path is empty");
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return grist_fail(-ENOMEM, "cannot allocate a writer");
+	w->fd = -1;
+	ret = grist_writer_options_parse(options, &w->opts);
+	if (ret)
+		goto fail;
+	grist_writer_options_format(&w->opts, w->options_text, sizeof(w->options_text));
+	w->codec = grist_codec_find(w->opts.compression);
+	w->params.level = w->opts.level;
+	w->params.window_log = w->opts.window_log;
+
+	ret = -ENOMEM;
+	w->path = strdup(path);
+	dir_copy = strdup(path);
+	base_copy = strdup(path);
+	if (!w->path || !dir_copy || !base_copy)
+		goto fail;
+	/* A hidden temporary in the same folder, so the final rename() is atomic. */
+	if (asprintf(&w->tmp_path, "%s/.%s.tmp-XXXXXX", dirname(dir_copy), basename(base_copy)) < 0) {
+		w->tmp_path = NULL;
+		goto fail;
+	}
+	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+	if (w->fd < 0) {
+		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
+		goto fail;
+	}
+	ret = grist_buf_reserve(&w->out, WRITE_BUFFER_SIZE + GRIST_BLOCK_SIZE);
+	if (ret)
+		goto fail_unlink;
+	/* The file signature: an empty 's' chunk, so every file starts with the same 64 bytes. */
+	ret = write_chunk(w, GRIST_CHUNK_SIGNATURE, NULL, 0, 0, 0);
+	if (ret)
+		goto fail_unlink;
+	free(dir_copy);
+	free(base_copy);
+	*out = w;
+	return 0;
+
+fail_unlink:
+	unlink(w->tmp_path);
+fail:
+	if (w->fd >= 0)
+		close(w->fd);
+	free(dir_copy);
+	free(base_copy);
+	writer_free(w);
+	return ret;
+}
+
+GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len)
+{
+	int ret;
+
+	if (!w || (!data && len))
+		return grist_fail(-EINVAL, "grist_writer_write: null writer or data");
+	if (w->num_records == GRIST_CHUNK_MAX_RECORDS)
+		return grist_fail(-EINVAL, "%s: too many records", w->path);
+	ret = append_record(&w->sizes, &w->values, data, len);
+	if (ret)
+		return ret;
+	w->group_records++;
+	w->num_records++;
+	if (w->group_records >= w->opts.group_size)
+		return flush_group(w);
+	return 0;
+}
+
+/* Footer (file codec), padding, postscript (stored, 3 copies), padding. */
+static int write_tail(struct grist_writer *w)
+{
+	struct grist_footer_metadata m = {
+		.version = 1,
+		.writer_options = (const uint8_t *)w->options_text,
+		.writer_options_len = strlen(w->options_text),
+	};
+	struct grist_buf sizes = { 0 }, values = { 0 };
+	struct grist_postscript ps = { .footer_offset = 0, .magic = GRIST_POSTSCRIPT_MAGIC };
+	size_t meta_len;
+	int ret, i;
+
+	ret = flush_group(w);
+	if (ret)
+		return ret;
+	m.num_chunks = w->num_chunks;
+	m.num_records = w->num_records;
+	ps.footer_offset = w->pos;
+	ret = grist_footer_metadata_append(&values, &m);
+	if (ret)
+		goto out;
+	meta_len = values.len;
+	ret = grist_buf_append(&values, w->footer_values.data, w->footer_values.len);
+	if (!ret) {
+		uint8_t v[GRIST_VARINT64_MAX];
+
+		ret = grist_buf_append(&sizes, v, grist_varint_write(v, meta_len));
+	}
+	if (!ret)
+		ret = grist_buf_append(&sizes, w->footer_sizes.data, w->footer_sizes.len);
+	if (!ret)
+		ret = write_simple(w, w->codec, &sizes, &values, w->num_chunks + 1);
+	if (!ret)
+		ret = write_padding(w);
+	if (ret)
+		goto out;
+	sizes.len = 0;
+	values.len = 0;
+	for (i = 0; i < 3 && !ret; i++) {
+		size_t before = values.len;
+
+		ret = grist_postscript_append(&values, &ps);
+		if (!ret) {
+			uint8_t v[GRIST_VARINT64_MAX];
+
+			ret = grist_buf_append(&sizes, v, grist_varint_write(v, values.len - before));
+		}
+	}
+	if (!ret)
+		ret = write_simple(w, &grist_codec_none, &sizes, &values, 3);
+	if (!ret)
+		ret = write_padding(w);
+	if (!ret)
+		ret = flush_out(w);
+out:
+	grist_buf_free(&sizes);
+	grist_buf_free(&values);
+	return ret;
+}
+
+static int sync_dir_of(const char *path)
+{
+	char *copy = strdup(path);
+	int fd, ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		ret = grist_fail(-errno, "%s: cannot sync the folder: %s", path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return ret;
+}
+
+GRIST_API int grist_writer_close(struct grist_writer *w)
+{
+	int ret;
+
+	if (!w)
+		return grist_fail(-EINVAL, "grist_writer_close: null writer");
+	ret = write_tail(w);
+	if (!ret && fsync(w->fd) < 0)
+		ret = grist_fail(-errno, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
+	if (close(w->fd) < 0 && !ret)
+		ret = grist_fail(-errno, "%s: close failed: %s", w->tmp_path, strerror(errno));
+	w->fd = -1;
+	if (!ret && rename(w->tmp_path, w->path) < 0)
+		ret = grist_fail(-errno, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
+				 strerror(errno));
+	if (ret)
+		unlink(w->tmp_path);
+	else
+		ret = sync_dir_of(w->path);
+	writer_free(w);
+	return ret;
+}
+
+GRIST_API void grist_writer_abort(struct grist_writer *w)
+{
+	if (!w)
+		return;
+	close(w->fd);
+	unlink(w->tmp_path);
+	writer_free(w);
+}
+
+GRIST_API const char *grist_writer_options_text(const struct grist_writer *w)
+{
+	return w->options_text;
+}
