@@ -153,6 +153,39 @@ def test_random_bit_flips():
     with_cases(body)
 
 
+def test_chunk_padding():
+    # A chunk holding more records than bytes is padded with zeros up to one
+    # byte per record, and no hash covers that padding: only a check that it
+    # is zero finds a flip there. verify reads everything, so it must.
+    data = golden("zstd_g65536.array_record")
+    hdr, end = g.chunk_extent(data, 64)
+    data_end = g.add_with_overhead(64, g.CHUNK_HEADER + hdr["data_size"])
+    assert end - data_end > 1000, "the golden file no longer has a padded chunk"
+
+    def body(c):
+        for off in (data_end, (data_end + end) // 2, end - 1):
+            c.check("zstd_g65536 zero padding of the first chunk, byte %d" % off,
+                    flip(data, off, 2), ("verify",))
+    with_cases(body)
+
+
+def test_write_bad_input():
+    # Bad hex on stdin is reported with its line number and leaves no file.
+    tmp = tempfile.mkdtemp(prefix="grist-corrupt-")
+    try:
+        out = os.path.join(tmp, "out.array_record")
+        for stdin, line in ((b"zz\n", 1), (b"00\nabc\n", 2), (b"00\n\n0g\n", 3),
+                            (b"0011\n" * 5 + b"\xff\n", 6), (b"00\n123", 2)):
+            rc, _, err = g.run(["write", "--hex", out], stdin=stdin, timeout=TIMEOUT)
+            assert rc in (1, 2), "write --hex %r: exit %d" % (stdin, rc)
+            assert "line %d" % line in err, "write --hex %r: message does not name line %d: %r" % (
+                stdin, line, err)
+            assert not os.path.exists(out), "write --hex %r: left %s behind" % (stdin, out)
+            assert os.listdir(tmp) == [], "write --hex %r: left %s" % (stdin, os.listdir(tmp))
+    finally:
+        shutil.rmtree(tmp)
+
+
 def test_rebuilt_postscript():
     # Postscripts with valid hashes but wrong values: the checks behind the
     # hashes (magic, footer bounds, chunk boundaries) must catch them.
@@ -212,4 +245,5 @@ def test_missing_and_directory():
 
 if __name__ == "__main__":
     g.main([test_truncation, test_flipped_structures, test_random_bit_flips,
-            test_rebuilt_postscript, test_garbage, test_missing_and_directory])
+            test_chunk_padding, test_rebuilt_postscript, test_garbage, test_missing_and_directory,
+            test_write_bad_input])

@@ -135,6 +135,56 @@ def test_options_text():
             assert got == want, "%r: grist stores %r, official %r" % (opts, got, want)
 
 
+# Option strings at and past the edges of the official grammar.
+EDGE_OPTIONS = [
+    "", ",", "group_size:1,", "default", "default,group_size:2", "default,default", "bogus",
+    " group_size:2 , snappy", "group_size:0", "group_size:-1", "group_size:2147483647",
+    "group_size:2147483648", "group_size:18446744073709551615", "group_size:1,group_size:2",
+    "zstd:", "zstd:22", "zstd:99", "zstd:-131072", "zstd:-131073", "zstd,snappy",
+    "zstd:3,window_log:20,uncompressed", "uncompressed,window_log:20", "window_log:9",
+    "window_log:31", "window_log:32", "window_log:auto", "brotli:", "brotli:11", "brotli:12",
+    "snappy:0", "snappy:1", "snappy:2", "snappy:3", "pad_to_block_boundary",
+    "pad_to_block_boundary:yes", "max_parallelism:auto", "max_parallelism:4",
+    "max_parallelism:0", "saturation_delay_ms:5", "saturation_delay_ms:-1", "transpose:false",
+    "transpose_bucket_size:100",
+]
+
+
+def test_options_accept_reject():
+    # grist accepts exactly the option strings the official writer accepts
+    # (and stores the same text for them); the others are usage errors (exit
+    # 2) that leave no file behind. transpose:true is the one deliberate
+    # difference: grist writes simple chunks only.
+    failures = []
+    with Workdir() as wd:
+        for opts in EDGE_OPTIONS + ["transpose", "transpose:true"]:
+            theirs, ours = wd.path("official.array_record"), wd.path("grist.array_record")
+            try:
+                official_write(theirs, opts, [b"x"])
+                want = official_read(theirs, [])[1]
+            except Exception:
+                want = None
+            rc, _, err = g.run(["write", "--options", opts, ours], stdin=b"x\n")
+            if "transpose" in opts and want and "transpose:true" in want:
+                if rc == 0:
+                    failures.append("%r: grist accepted transposition" % opts)
+            elif want is None:
+                if rc != 2:
+                    failures.append("%r: official writer rejects it, grist exits %d" % (opts, rc))
+                elif os.path.exists(ours):
+                    failures.append("%r: rejected, but grist left %s" % (opts, ours))
+            elif rc != 0:
+                failures.append("%r: official writer accepts it, grist exits %d: %s"
+                                % (opts, rc, err.strip()))
+            else:
+                got = official_read(ours, [])[1]
+                if got != want:
+                    failures.append("%r: grist stores %r, official %r" % (opts, got, want))
+            if os.path.exists(ours):
+                os.unlink(ours)
+    assert not failures, "\n  ".join([""] + failures)
+
+
 def test_uncompressed_identical():
     rng = random.Random(77)
     with Workdir() as wd:
@@ -166,4 +216,4 @@ def test_uncompressed_identical():
 
 if __name__ == "__main__":
     g.main([test_official_to_grist, test_grist_to_official, test_options_text,
-            test_uncompressed_identical])
+            test_options_accept_reject, test_uncompressed_identical])
