@@ -1,0 +1,64 @@
+"""Helpers the Python baselines share: making a test file, warming the page
+cache, timing runs and printing the one-line JSON result the lead's bench parses."""
+import json
+import os
+import random
+import statistics
+import time
+
+
+def add_common_args(ap):
+    ap.add_argument("files", nargs="+", help="ArrayRecord file(s) to read")
+    ap.add_argument("--batch", type=int, default=256, help="records per batch (256)")
+    ap.add_argument("--seed", type=int, default=42, help="seed of the index shuffle (42)")
+    ap.add_argument("--runs", type=int, default=3, help="timed runs; the median is printed (3)")
+    ap.add_argument("--make", type=int, metavar="N",
+                    help="first write N records with the official writer to the (single) file")
+    ap.add_argument("--record-size", type=int, default=1024, help="bytes per made record (1024)")
+    ap.add_argument("--options", default="group_size:1,uncompressed",
+                    help="writer options of a made file (group_size:1,uncompressed)")
+
+
+def prepare(args):
+    """Write the file if --make was given, then read every file once so the
+    timed runs see a warm page cache."""
+    if args.make is not None:
+        if len(args.files) != 1:
+            raise SystemExit("--make writes one file; give exactly one")
+        from array_record.python import array_record_module as ar
+        rng = random.Random(args.seed)
+        w = ar.ArrayRecordWriter(args.files[0], args.options)
+        for _ in range(args.make):
+            w.write(rng.randbytes(args.record_size))
+        w.close()
+    for path in args.files:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def median_run(fn, runs):
+    """Call fn() @runs times; returns (records of the median run, its seconds)."""
+    results = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        n = fn()
+        results.append((time.perf_counter() - t0, n))
+    results.sort()
+    seconds, n = results[len(results) // 2]
+    return n, seconds
+
+
+def emit(name, records, seconds):
+    print(json.dumps({"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
+                      "records": records, "seconds": round(seconds, 6)}))
+
+
+def quiet_absl():
+    # array_record and grain log through absl; keep stdout to the JSON line.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    try:
+        import absl.logging
+        absl.logging.set_verbosity(absl.logging.ERROR)
+    except ImportError:
+        pass
