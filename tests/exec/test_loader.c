@@ -1148,62 +1148,69 @@ static void test_checkpoint_elastic(void **state)
 	c.seed = 61;
 	c.epochs = 2;
 	c.batch_size = b;
-	run_cfg(&c, NULL, 0, &whole, sp.check);
-	for (uint64_t k = 1; k <= 4; k += 3) {
-		for (uint64_t K2 = 2; K2 <= 4; K2 += 2) {
-			uint8_t st[GRIST_STATE_MAX];
-			uint32_t *seen = calloc(whole.nrec, sizeof(*seen));
-			size_t len = 0;
-			uint64_t base = K * k * b;
+	for (int g = 0; g < 2; g++) {
+		c.granularity = g ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+		c.window_chunks = 4;
+		c.shard_count = 0;
+		c.shard_index = 0;
+		run_cfg(&c, NULL, 0, &whole, sp.check);
+		for (uint64_t k = 1; k <= 4; k += 3) {
+			for (uint64_t K2 = 2; K2 <= 4; K2 += 2) {
+				uint8_t st[GRIST_STATE_MAX];
+				uint32_t *seen = calloc(whole.nrec, sizeof(*seen));
+				size_t len = 0;
+				uint64_t base = K * k * b;
 
-			assert_non_null(seen);
-			c.shard_count = K;
-			for (uint64_t s = 0; s < K; s++) {
-				struct grist_loader *l;
-				struct run r = { 0 };
+				assert_non_null(seen);
+				c.shard_count = K;
+				for (uint64_t s = 0; s < K; s++) {
+					struct grist_loader *l;
+					struct run r = { 0 };
 
-				c.shard_index = s;
-				c.engine = s % 2 ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
-				l = open_loader(&c, NULL);
-				drain(l, &c, k, &r, sp.check);
-				assert_int_equal(r.nrec, k * b);
-				if (s == 1)
-					assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &len), 0);
-				grist_loader_destroy(l);
-				for (uint64_t j = 0; j < r.nrec; j++) {
-					assert_int_equal(r.idx[j], whole.idx[s + j * K]);
-					seen[s + j * K]++;
+					c.shard_index = s;
+					c.engine = s % 2 ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
+					l = open_loader(&c, NULL);
+					drain(l, &c, k, &r, sp.check);
+					assert_int_equal(r.nrec, k * b);
+					if (s == 1)
+						assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &len), 0);
+					grist_loader_destroy(l);
+					for (uint64_t j = 0; j < r.nrec; j++) {
+						assert_int_equal(r.idx[j], whole.idx[s + j * K]);
+						seen[s + j * K]++;
+					}
+					run_free(&r);
 				}
-				run_free(&r);
-			}
-			c.shard_count = K2;
-			c.resume_state = st;
-			c.resume_state_len = len;
-			for (uint64_t s = 0; s < K2; s++) {
-				struct run r;
+				c.shard_count = K2;
+				c.resume_state = st;
+				c.resume_state_len = len;
+				for (uint64_t s = 0; s < K2; s++) {
+					struct run r;
 
-				c.shard_index = s;
-				c.engine = s % 2 ? GRIST_ENGINE_PREAD : GRIST_ENGINE_REF;
-				run_cfg(&c, NULL, 0, &r, sp.check);
-				for (uint64_t j = 0; j < r.nrec; j++) {
-					uint64_t p = base + s + j * K2;
+					c.shard_index = s;
+					c.engine = s % 2 ? GRIST_ENGINE_PREAD : GRIST_ENGINE_REF;
+					run_cfg(&c, NULL, 0, &r, sp.check);
+					for (uint64_t j = 0; j < r.nrec; j++) {
+						uint64_t p = base + s + j * K2;
 
-					assert_true(p < whole.nrec);
-					assert_int_equal(r.idx[j], whole.idx[p]);
-					seen[p]++;
+						assert_true(p < whole.nrec);
+						assert_int_equal(r.idx[j], whole.idx[p]);
+						seen[p]++;
+					}
+					run_free(&r);
 				}
-				run_free(&r);
+				c.resume_state = NULL;
+				c.resume_state_len = 0;
+				for (uint64_t p = 0; p < whole.nrec; p++)
+					if (seen[p] != 1)
+						fail_msg("K=3 k=%llu K'=%llu: position %llu delivered %u times",
+							 (unsigned long long)k, (unsigned long long)K2, (unsigned long long)p, seen[p]);
+				free(seen);
 			}
-			c.resume_state = NULL;
-			c.resume_state_len = 0;
-			for (uint64_t p = 0; p < whole.nrec; p++)
-				if (seen[p] != 1)
-					fail_msg("K=3 k=%llu K'=%llu: position %llu delivered %u times",
-						 (unsigned long long)k, (unsigned long long)K2, (unsigned long long)p, seen[p]);
-			free(seen);
 		}
+		run_free(&whole);
 	}
-	run_free(&whole);
+	c.granularity = GRIST_GRANULARITY_RECORD;
 
 	/* a filtered (not lockstep) state cannot move to another shard count */
 	{
@@ -1228,6 +1235,73 @@ static void test_checkpoint_elastic(void **state)
 	}
 }
 
+/* Filters under chunk granularity (units larger than a batch), mixing, shards and padding. */
+static void test_filter_combinations(void **state)
+{
+	struct grist_loader_config c = { 0 }, c2;
+	struct specs sp;
+	struct run ref;
+
+	(void)state;
+	for (int k = 0; k < 4; k++) {
+		memset(&c, 0, sizeof(c));
+		if (k == 1)
+			spec2(&sp, &c, DS_SNAPPY, 1.0, DS_SMALL2, 2.0);
+		else
+			spec1(&sp, &c, k == 3 ? DS_SNAPPY : DS_ZSTD);
+		c.seed = 111 + k;
+		c.epochs = k == 2 ? 0 : 2;
+		c.granularity = GRIST_GRANULARITY_CHUNK;
+		c.window_chunks = k == 0 ? 16 : 2;
+		c.batch_size = k == 3 ? 64 : 7;
+		c.shard_count = k == 2 ? 2 : 0;
+		c.shard_index = k == 2 ? 1 : 0;
+		c.map = map_filter;
+		c.map_out_max = 5001;
+		if (k == 3) {
+			c.layout = GRIST_LAYOUT_PADDED;
+			c.record_bytes = 40;
+			c.pad_value = 3;
+		}
+		compare_engines(c, k == 2 ? 20 : 0, sp.check, 2 * k, 4, &ref);
+		if (k != 2) {
+			for (size_t b = 1; b < ref.nbatches; b += 4) {
+				c.engine = b % 2 ? GRIST_ENGINE_URING : GRIST_ENGINE_PREAD;
+				c.threads = 2;
+				c2 = c;
+				c2.engine = GRIST_ENGINE_REF;
+				resume_and_compare(&c, &c2, b, &ref, b % 3 == 0);
+			}
+		}
+		run_free(&ref);
+	}
+}
+
+/* The loader refuses a 65th held batch instead of overrunning its table. */
+static void test_hold_limit(void **state)
+{
+	struct grist_loader_config c = { 0 };
+	struct grist_batch *b[64], *extra;
+	struct grist_loader *l;
+	struct specs sp;
+
+	(void)state;
+	spec1(&sp, &c, DS_SNAPPY);
+	c.batch_size = 1;
+	c.prefetch = 64;
+	for (int e = 0; e < 2; e++) {
+		c.engine = e ? GRIST_ENGINE_URING : GRIST_ENGINE_REF;
+		l = open_loader(&c, NULL);
+		for (int i = 0; i < 64; i++) {
+			assert_int_equal(grist_loader_next(l, &b[i]), 0);
+			assert_non_null(b[i]);
+			assert_int_equal(b[i]->sequence, i);
+		}
+		assert_int_equal(grist_loader_next(l, &extra), -EINVAL);
+		grist_loader_destroy(l);
+	}
+}
+
 /* ------------------------------------------------------------ mixing */
 
 static void test_mixing(void **state)
@@ -1248,6 +1322,19 @@ static void test_mixing(void **state)
 	run_cfg(&c, NULL, 0, &again, sp.check);
 	assert_same_runs(&ref, &again);
 	run_free(&again);
+	/* mixing under chunk granularity and both shard modes, unbounded too */
+	for (int k = 0; k < 4; k++) {
+		struct grist_loader_config m = c;
+
+		m.granularity = k % 2 ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+		m.window_chunks = 3;
+		m.shard_count = k ? 3 : 0;
+		m.shard_index = k ? (uint64_t)k - 1 : 0;
+		m.shard_mode = k == 3 ? GRIST_SHARD_CONTIGUOUS : GRIST_SHARD_STRIDED;
+		m.epochs = k == 2 ? 0 : 2;
+		m.batch_size = k == 1 ? 64 : 7;
+		compare_engines(m, k == 2 ? 30 : 0, sp.check, k, 4, NULL);
+	}
 	/* the stream ends before dataset 1 (90 records) would start a third epoch */
 	assert_true(ref.nrec >= 2 * 90);
 	for (uint64_t m = 0; m < ref.nrec; m++) {
@@ -1519,6 +1606,8 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_rejects),
 		cmocka_unit_test(test_checkpoint_elastic),
 		cmocka_unit_test(test_mixing),
+		cmocka_unit_test(test_filter_combinations),
+		cmocka_unit_test(test_hold_limit),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_corrupt_file),
 		cmocka_unit_test(test_fault_injection),
