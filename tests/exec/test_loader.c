@@ -1125,6 +1125,13 @@ static void test_checkpoint_rejects(void **state)
 	o.map = map_filter;
 	assert_int_equal(try_resume(&o, st, len), -ESTALE);
 	o = c;
+	o.map_id = 5;
+	assert_int_equal(try_resume(&o, st, len), -ESTALE);
+	o = c;
+	o.layout = GRIST_LAYOUT_PADDED;
+	o.record_bytes = 40;
+	assert_int_equal(try_resume(&o, st, len), -ESTALE);
+	o = c;
 	o.epochs = 3;
 	assert_int_equal(try_resume(&o, st, len), -ESTALE);
 	o = c;
@@ -1572,6 +1579,8 @@ static void test_stats(void **state)
 		l = open_loader(&c, NULL);
 		drain(l, &c, 0, &r, NULL);
 		grist_loader_stats(l, &st);
+		assert_int_equal(grist_loader_num_records(l, 0), fx.ds[DS_ZSTD].n);
+		assert_int_equal(grist_loader_num_records(l, 1), 0);
 		assert_int_equal(st.batches, r.nbatches);
 		assert_int_equal(st.records, r.nrec);
 		assert_int_equal(st.records + st.records_filtered, fx.ds[DS_ZSTD].n);
