@@ -313,6 +313,18 @@ GRIST_API void grist_stream_cursor_destroy(struct grist_stream_cursor *c);
  */
 GRIST_API int grist_stream_next(struct grist_stream_cursor *c, struct grist_stream_item *item);
 
+/**
+ * grist_stream_cursor_window_end() - in chunk granularity with a single
+ * component, the shard position where the window of the item last returned by
+ * grist_stream_next() ends (the first later position of this shard drawn from
+ * another window). Readers cut their work at these positions so that each
+ * chunk of a window is read and decoded once.
+ *
+ * Return: that position (> the item's), or 0 when it does not apply (record
+ * granularity, no shuffle, several components, or nothing returned yet).
+ */
+GRIST_API uint64_t grist_stream_cursor_window_end(const struct grist_stream_cursor *c);
+
 /** grist_stream_cursor_tell() - j of the item the next grist_stream_next() returns. */
 GRIST_API uint64_t grist_stream_cursor_tell(const struct grist_stream_cursor *c);
 

@@ -169,6 +169,9 @@ struct async_engine {
 	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
 	bool stop, failed, aborted;
 	uint64_t next_unit;         /* next unit to claim */
+	uint64_t next_first_j;      /* shard position where that unit starts */
+	struct grist_stream_cursor *plan_cursor; /* chunk granularity: finds window ends (under lock) */
+	size_t max_unit_items;
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
 	uint64_t consumed_units;    /* units the consumer has finished with */
 	unsigned prefetch;
@@ -216,7 +219,7 @@ static int slot_take(struct async_engine *e, bool deliver, struct grist_slot **o
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
-		ret = grist_slot_init(s, e->unit_items > e->l->cfg.batch_size ? e->unit_items : e->l->cfg.batch_size, 0);
+		ret = grist_slot_init(s, p ? e->l->cfg.batch_size : e->max_unit_items, 0);
 		if (ret) {
 			free(s);
 			return ret;
@@ -676,17 +679,55 @@ static int decode_unit(struct worker *wk, struct work *w)
 
 /* ---- claiming and publishing units ---- */
 
+/*
+ * Where the unit starting at shard position @first ends. Record granularity: one
+ * batch. Chunk granularity: at a window boundary of the plan, so every chunk of a
+ * window is read and decoded once, taking whole windows until the unit holds at
+ * least a batch (and at most max_unit positions). Called with e->lock held: the
+ * planning cursor is shared by the claimers.
+ */
+static uint64_t unit_end_locked(struct async_engine *e, uint64_t first, uint64_t len)
+{
+	struct grist_stream_item it;
+	uint64_t end = first, we;
+
+	if (!e->plan_cursor)
+		goto fixed;
+	while (end - first < e->unit_items && end < len) {
+		if (grist_stream_cursor_seek(e->plan_cursor, end) || grist_stream_next(e->plan_cursor, &it) != 1)
+			goto fixed;
+		we = grist_stream_cursor_window_end(e->plan_cursor);
+		if (!we)
+			goto fixed;
+		end = we;
+	}
+	if (end - first > e->max_unit_items)
+		end = first + e->max_unit_items;
+	return end;
+fixed:
+	end = first + e->unit_items;
+	return end > len || end < first ? len : end;
+}
+
 /* Claim the next unit if the prefetch window allows; wait for it when @wait. */
 static struct unit *claim_unit(struct worker *wk, bool wait)
 {
 	struct async_engine *e = wk->e;
-	uint64_t t0 = 0, len, u_no;
+	uint64_t t0 = 0, u_no, len = grist_stream_length(e->l->stream);
 	struct unit *u = NULL;
 
 	pthread_mutex_lock(&e->lock);
 	for (;;) {
-		if (e->stop || e->failed || e->next_unit >= e->total_units)
+		if (e->stop || e->failed)
 			break;
+		if (e->next_first_j >= len) {
+			/* the end of a finite stream: now the consumer knows how many units there are */
+			if (e->total_units == UINT64_MAX) {
+				e->total_units = e->next_unit;
+				pthread_cond_broadcast(&e->done_cv);
+			}
+			break;
+		}
 		if (e->next_unit < e->consumed_units + e->prefetch) {
 			u_no = e->next_unit++;
 			u = &e->units[u_no % e->prefetch];
@@ -695,6 +736,9 @@ static struct unit *claim_unit(struct worker *wk, bool wait)
 			u->error = 0;
 			u->errmsg[0] = '\0';
 			u->next_row = 0;
+			u->first_j = e->next_first_j;
+			u->end_j = unit_end_locked(e, u->first_j, len);
+			e->next_first_j = u->end_j;
 			break;
 		}
 		if (!wait)
@@ -708,13 +752,8 @@ static struct unit *claim_unit(struct worker *wk, bool wait)
 		add_relaxed(&wk->producer_stall_ns, grist_now_ns() - t0);
 	if (!u)
 		return NULL;
-	len = grist_stream_length(e->l->stream);
-	u->first_j = e->l->start_position + u->number * e->unit_items;
-	u->end_j = u->first_j + e->unit_items;
-	if (u->end_j > len || u->end_j < u->first_j)
-		u->end_j = len;
 	u->slot = NULL;
-	u->take_error = slot_take(e, e->unit_items == e->l->cfg.batch_size, &u->slot);
+	u->take_error = slot_take(e, e->unit_items == e->l->cfg.batch_size && !e->plan_cursor, &u->slot);
 	return u;
 }
 
@@ -1010,7 +1049,7 @@ static void async_stop(void *engine);
 static int async_start(struct grist_loader *l, void **engine)
 {
 	struct async_engine *e;
-	uint64_t len, max_extent, group = 1;
+	uint64_t max_extent, group = 1;
 	size_t arena_half, d, f;
 	char why[160];
 	unsigned i;
@@ -1042,6 +1081,7 @@ static int async_start(struct grist_loader *l, void **engine)
 
 	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */
 	e->unit_items = l->cfg.batch_size;
+	e->max_unit_items = e->unit_items;
 	e->ncache = 2;
 	if (l->cfg.granularity == GRIST_GRANULARITY_CHUNK) {
 		uint64_t window = l->cfg.window_chunks ? l->cfg.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
@@ -1058,11 +1098,17 @@ static int async_start(struct grist_loader *l, void **engine)
 		if (per_unit > e->unit_items)
 			e->unit_items = (size_t)per_unit;
 		e->ncache = (size_t)(window < 62 ? window : 62) + 2;
+		e->max_unit_items = 4 * e->unit_items;
+		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
+			ret = grist_stream_cursor_create(l->stream, &e->plan_cursor);
+			if (ret)
+				goto fail;
+		}
 	}
 
-	len = grist_stream_length(l->stream);
-	e->total_units = len == UINT64_MAX ? UINT64_MAX
-					   : (len - l->start_position + e->unit_items - 1) / e->unit_items;
+	/* known once a claimer reaches the end of the stream */
+	e->total_units = UINT64_MAX;
+	e->next_first_j = l->start_position;
 	e->prefetch = l->cfg.prefetch;
 	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
 	if (e->nworkers < 1)
@@ -1285,6 +1331,7 @@ static void async_stop(void *engine)
 	pool_free(&e->host_pool);
 	pool_free(&e->dev_pool);
 	close_files(e);
+	grist_stream_cursor_destroy(e->plan_cursor);
 	free(e->units);
 	free(e->workers);
 	pthread_mutex_destroy(&e->lock);

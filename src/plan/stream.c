@@ -550,6 +550,29 @@ int grist_stream_next(struct grist_stream_cursor *c, struct grist_stream_item *i
 	return 1;
 }
 
+uint64_t grist_stream_cursor_window_end(const struct grist_stream_cursor *c)
+{
+	const struct grist_stream *s = c->s;
+	const struct comp_cache *cc = &c->cache[0];
+	const struct grist_plan_config *cfg = &s->cfg;
+	uint64_t g_end, j_end;
+
+	if (!s->chunked || s->nc != 1 || c->j == 0 || !cc->win_valid)
+		return 0;
+	/* The window of the item just returned ends at this component (= global) position. */
+	g_end = cc->epoch_start + cc->win_first + cc->win_records;
+	if (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS) {
+		j_end = g_end - cfg->base;
+	} else {
+		uint64_t first = cfg->base + cfg->shard_index;
+
+		j_end = g_end <= first ? 0 : (g_end - first + cfg->shard_count - 1) / cfg->shard_count;
+	}
+	if (j_end > s->length)
+		j_end = s->length;
+	return j_end > c->j - 1 ? j_end : 0;
+}
+
 uint64_t grist_stream_cursor_tell(const struct grist_stream_cursor *c)
 {
 	return c->j;
