@@ -497,10 +497,10 @@ void bench_run_baselines(const char *path, const struct bench_config *c, struct 
 	baseline_pread(path, c, &out[1]);
 	out[2].name = "official read";
 	out[3].name = "grain pipeline";
-	if (!find_py_dir(py_dir, sizeof(py_dir))) {
-		snprintf(out[2].why, sizeof(out[2].why),
-			 "bench/py/official_read.py not found (set GRIST_BENCH_PY to its folder)");
-		snprintf(out[3].why, sizeof(out[3].why), "%s", out[2].why);
+	if (!find_py_dir(py_dir, sizeof(py_dir)) &&
+	    snprintf(why, sizeof(why), "bench/py/official_read.py not found (set GRIST_BENCH_PY to its folder)")) {
+		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
+		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
 	} else if (!ensure_python_packages(why, sizeof(why))) {
 		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
 		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
