@@ -415,7 +415,12 @@ int cmd_bench(int argc, char **argv)
 		if (nfiles > 1)
 			fprintf(stderr, "%s: --compare: baselines read the first file only, %s\n", cli_command_name,
 				files[0]);
-		bench_run_baselines(files[0], &a.cfg, bl);
+		struct bench_config bc = a.cfg;
+
+		/* Baselines run as long as grist did, also when --batches bounded it. */
+		if (a.cfg.batches)
+			bc.seconds = r.seconds > 0.1 ? r.seconds : 0.1;
+		bench_run_baselines(files[0], &bc, bl);
 		nbl = BENCH_BASELINES;
 	}
 	if (a.json) {
