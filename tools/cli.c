@@ -63,6 +63,43 @@ bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count)
 	return *count >= 1 && *index < *count;
 }
 
+bool cli_parse_engine(const char *s, enum grist_engine_kind *out)
+{
+	if (!strcmp(s, "uring"))
+		*out = GRIST_ENGINE_URING;
+	else if (!strcmp(s, "pread"))
+		*out = GRIST_ENGINE_PREAD;
+	else if (!strcmp(s, "ref"))
+		*out = GRIST_ENGINE_REF;
+	else
+		return false;
+	return true;
+}
+
+bool cli_parse_read_mode(const char *s, enum grist_read_mode *out)
+{
+	if (!strcmp(s, "auto"))
+		*out = GRIST_READ_AUTO;
+	else if (!strcmp(s, "direct"))
+		*out = GRIST_READ_DIRECT;
+	else if (!strcmp(s, "buffered"))
+		*out = GRIST_READ_BUFFERED;
+	else
+		return false;
+	return true;
+}
+
+bool cli_parse_granularity(const char *s, enum grist_granularity *out)
+{
+	if (!strcmp(s, "record"))
+		*out = GRIST_GRANULARITY_RECORD;
+	else if (!strcmp(s, "chunk"))
+		*out = GRIST_GRANULARITY_CHUNK;
+	else
+		return false;
+	return true;
+}
+
 bool cli_is_help(const char *arg)
 {
 	return !strcmp(arg, "-h") || !strcmp(arg, "--help");

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "grist/loader.h"
+
 /* Exit status of every subcommand. */
 enum cli_exit {
 	CLI_EXIT_OK = 0,
@@ -31,6 +33,12 @@ bool cli_parse_u64(const char *s, uint64_t *out);
 /* Parse "I/K" with K >= 1 and I < K. */
 bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count);
 
+/* The words of --engine (uring, pread, ref), --io (auto, direct, buffered) and
+ * --granularity (record, chunk); false for any other word. */
+bool cli_parse_engine(const char *s, enum grist_engine_kind *out);
+bool cli_parse_read_mode(const char *s, enum grist_read_mode *out);
+bool cli_parse_granularity(const char *s, enum grist_granularity *out);
+
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 
@@ -42,5 +50,6 @@ int cmd_get(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_write(int argc, char **argv);
 int cmd_load(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -140,11 +140,7 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			c->same_order_each_epoch = true;
 			break;
 		case OPT_GRANULARITY:
-			if (!strcmp(optarg, "record"))
-				c->granularity = GRIST_GRANULARITY_RECORD;
-			else if (!strcmp(optarg, "chunk"))
-				c->granularity = GRIST_GRANULARITY_CHUNK;
-			else
+			if (!cli_parse_granularity(optarg, &c->granularity))
 				return cli_usage_error("--granularity: '%s' is not record or chunk", optarg);
 			break;
 		case OPT_WINDOW:
@@ -174,13 +170,7 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			a->resume = optarg;
 			break;
 		case OPT_ENGINE:
-			if (!strcmp(optarg, "uring"))
-				c->engine = GRIST_ENGINE_URING;
-			else if (!strcmp(optarg, "pread"))
-				c->engine = GRIST_ENGINE_PREAD;
-			else if (!strcmp(optarg, "ref"))
-				c->engine = GRIST_ENGINE_REF;
-			else
+			if (!cli_parse_engine(optarg, &c->engine))
 				return cli_usage_error("--engine: '%s' is not uring, pread or ref", optarg);
 			break;
 		case OPT_THREADS:
@@ -192,13 +182,7 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 				return cli_usage_error("--queue-depth: '%s' is not a number >= 1", optarg);
 			break;
 		case OPT_IO:
-			if (!strcmp(optarg, "auto"))
-				c->read_mode = GRIST_READ_AUTO;
-			else if (!strcmp(optarg, "direct"))
-				c->read_mode = GRIST_READ_DIRECT;
-			else if (!strcmp(optarg, "buffered"))
-				c->read_mode = GRIST_READ_BUFFERED;
-			else
+			if (!cli_parse_read_mode(optarg, &c->read_mode))
 				return cli_usage_error("--io: '%s' is not auto, direct or buffered", optarg);
 			break;
 		case OPT_PREFETCH:

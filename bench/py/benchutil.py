@@ -17,6 +17,11 @@ def add_common_args(ap):
     ap.add_argument("--record-size", type=int, default=1024, help="bytes per made record (1024)")
     ap.add_argument("--options", default="group_size:1,uncompressed",
                     help="writer options of a made file (group_size:1,uncompressed)")
+    ap.add_argument("--seconds", type=float,
+                    help="one time-limited run of this many seconds instead of median runs "
+                         "(how `grist bench --compare` calls it)")
+    ap.add_argument("--cold", action="store_true",
+                    help="do not read the files first (the caller dropped the page cache)")
 
 
 def prepare(args):
@@ -31,6 +36,8 @@ def prepare(args):
         for _ in range(args.make):
             w.write(rng.randbytes(args.record_size))
         w.close()
+    if getattr(args, "cold", False):
+        return
     for path in args.files:
         with open(path, "rb") as f:
             while f.read(1 << 24):
@@ -47,6 +54,18 @@ def median_run(fn, runs):
     results.sort()
     seconds, n = results[len(results) // 2]
     return n, seconds
+
+
+def timed_run(step, seconds):
+    """Call step() (returns records read) until @seconds have passed; returns
+    (records, seconds actually taken). Setup before the call is not timed."""
+    records = 0
+    t0 = time.perf_counter()
+    elapsed = 0.0
+    while elapsed < seconds:
+        records += step()
+        elapsed = time.perf_counter() - t0
+    return records, elapsed
 
 
 def emit(name, records, seconds):

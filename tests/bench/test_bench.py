@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""grist bench: a short JSON run on a generated dataset reports every figure, positive;
+bad options exit 2. The baselines (--compare) are not run here: they take minutes."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+GRIST = os.environ.get("GRIST_CLI")
+
+POSITIVE = ["records_per_s", "batches_per_s", "bytes_read_per_s", "bytes_delivered_per_s",
+            "bytes_decoded_per_s", "cpu_cores", "batch_p50_ms", "batch_p99_ms", "first_batch_ms"]
+SHARES = ["consumer_stall_share", "io_wait_share", "decode_share", "producer_stall_share"]
+
+
+def run(args, cwd):
+    return subprocess.run([GRIST, "bench"] + args, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    if not GRIST:
+        print("GRIST_CLI is not set")
+        return 77
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run(["--records", "2000", "--seconds", "1", "--json", "--dir", "data"], tmp)
+        if p.returncode != 0:
+            fail("bench exited %d: %s" % (p.returncode, p.stderr))
+        doc = json.loads(p.stdout)
+        res = doc["result"]
+        for key in POSITIVE:
+            for where, obj in (("top level", doc), ("result", res)):
+                if key not in obj:
+                    fail("%s: no %s" % (where, key))
+                if not obj[key] > 0:
+                    fail("%s: %s = %r is not positive" % (where, key, obj[key]))
+        for key in SHARES:
+            if not 0 <= res[key] <= 1.5:
+                fail("%s = %r is not a share of time" % (key, res[key]))
+        if res["records"] < 2000 or res["batches"] < 1:
+            fail("a 1 s run delivered %d records in %d batches" % (res["records"], res["batches"]))
+        if res["batch_p99_ms"] < res["batch_p50_ms"]:
+            fail("p99 %.4f ms below p50 %.4f ms" % (res["batch_p99_ms"], res["batch_p50_ms"]))
+        if doc["mode"] != "warm" or "baselines" in doc:
+            fail("unexpected mode or baselines: %r" % doc)
+        cached = [f for f in os.listdir(os.path.join(tmp, "data")) if f.endswith(".array_record")]
+        if len(cached) != 1:
+            fail("expected one cached dataset, found %r" % cached)
+
+        # A count-limited run on the cached file (given as FILE) delivers exactly that many batches.
+        path = os.path.join(tmp, "data", cached[0])
+        p = run([path, "--batches", "3", "--batch-size", "100", "--json"], tmp)
+        if p.returncode != 0:
+            fail("bench FILE --batches 3 exited %d: %s" % (p.returncode, p.stderr))
+        res = json.loads(p.stdout)["result"]
+        if res["batches"] != 3 or res["records"] != 300:
+            fail("--batches 3 --batch-size 100 gave %d batches, %d records" % (res["batches"], res["records"]))
+
+        for bad in (["--records", "0"], ["--seconds", "0"], ["--seconds", "-1"], ["--threads", "x"],
+                    ["--engine", "nope"], ["--queue-depth", "0"], ["--bogus"], ["--cold", "--io", "buffered"],
+                    ["--records"], ["--compression", "zstd:3,group_size:4"]):
+            p = run(bad + ["--dir", "data"], tmp)
+            if p.returncode != 2:
+                fail("%r exited %d, not 2 (stderr: %s)" % (bad, p.returncode, p.stderr))
+
+        # A file that is not an ArrayRecord file is a data error.
+        junk = os.path.join(tmp, "junk")
+        with open(junk, "wb") as f:
+            f.write(b"not an array record file" * 100)
+        p = run([junk, "--seconds", "1"], tmp)
+        if p.returncode != 1:
+            fail("a junk file exited %d, not 1" % p.returncode)
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,442 @@
+/* `grist bench`: measure the loader on generated or given files, beside fio, pread and the Python stack. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "cli.h"
+
+static const char bench_usage[] =
+	"usage: grist bench [FILE...] [options]\n"
+	"\n"
+	"Measure the loader: records/s, bytes/s read and decoded, CPU, batch-time percentiles,\n"
+	"time to first batch and where the time went. Without FILE a dataset is generated\n"
+	"(text-like records, with the grist writer) and cached under --dir.\n"
+	"\n"
+	"dataset (without FILE):\n"
+	"  --dir D               cache folder (default ./grist-bench-data)\n"
+	"  --records N           records (default 262144)\n"
+	"  --record-size S       bytes per record (default 1024)\n"
+	"  --group-size G        records per chunk (default 1)\n"
+	"  --compression C       zstd[:L] (default zstd:3), uncompressed, snappy or brotli[:L]\n"
+	"run:\n"
+	"  --seconds T           run for T seconds (default 10; per sweep point 3)\n"
+	"  --batches N           run for N batches instead\n"
+	"  --batch-size B        records per batch (default 256)\n"
+	"  --engine E            uring (default), pread or ref\n"
+	"  --threads T           decode threads (default: online CPUs)\n"
+	"  --queue-depth Q       reads in flight per ring (default 64)\n"
+	"  --prefetch N          batches assembled ahead (default 4)\n"
+	"  --io M                auto, direct or buffered (default auto; --cold forces direct)\n"
+	"  --granularity G       record (default) or chunk\n"
+	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
+	"  --seed S              shuffle seed (default 0)\n"
+	"  --cold                O_DIRECT reads after dropping the page cache (root); default warm:\n"
+	"                        the file is read once first so it is cached\n"
+	"  --json                one JSON object on stdout instead of text\n"
+	"baselines and sweeps:\n"
+	"  --compare             also run fio (io_uring randread), a pread loop, the official\n"
+	"                        ArrayRecordReader.read(indices) and a Grain pipeline for as long,\n"
+	"                        each printed with grist's ratio to it\n"
+	"  --sweep               vary threads, queue depth, record size, group size and prefetch one\n"
+	"                        at a time around this configuration; CSV and PNG plots into --out\n"
+	"  --out D               sweep output folder (default ./grist-bench-out)\n"
+	"\n"
+	"The Python baselines are found via GRIST_BENCH_PY (a folder), the source tree or the\n"
+	"installed data folder. Exit status: 0 ok, 1 data or I/O error, 2 usage error.\n";
+
+enum {
+	OPT_DIR = 256, OPT_RECORDS, OPT_RECORD_SIZE, OPT_GROUP_SIZE, OPT_COMPRESSION, OPT_SECONDS, OPT_BATCHES,
+	OPT_BATCH, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_PREFETCH, OPT_IO, OPT_GRANULARITY, OPT_WINDOW,
+	OPT_SEED, OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP,
+};
+
+static const struct option bench_options[] = {
+	{ "dir", required_argument, NULL, OPT_DIR },
+	{ "records", required_argument, NULL, OPT_RECORDS },
+	{ "record-size", required_argument, NULL, OPT_RECORD_SIZE },
+	{ "group-size", required_argument, NULL, OPT_GROUP_SIZE },
+	{ "compression", required_argument, NULL, OPT_COMPRESSION },
+	{ "seconds", required_argument, NULL, OPT_SECONDS },
+	{ "batches", required_argument, NULL, OPT_BATCHES },
+	{ "batch-size", required_argument, NULL, OPT_BATCH },
+	{ "engine", required_argument, NULL, OPT_ENGINE },
+	{ "threads", required_argument, NULL, OPT_THREADS },
+	{ "queue-depth", required_argument, NULL, OPT_QD },
+	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
+	{ "io", required_argument, NULL, OPT_IO },
+	{ "granularity", required_argument, NULL, OPT_GRANULARITY },
+	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "cold", no_argument, NULL, OPT_COLD },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "compare", no_argument, NULL, OPT_COMPARE },
+	{ "sweep", no_argument, NULL, OPT_SWEEP },
+	{ "out", required_argument, NULL, OPT_OUT },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct bench_args {
+	struct bench_data data;
+	struct bench_config cfg;
+	bool json, compare, sweep, seconds_set;
+	const char *out_dir;
+};
+
+/* A whole number in [@lo, @hi]. */
+static bool parse_range(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	return cli_parse_u64(s, out) && *out >= lo && *out <= hi;
+}
+
+static bool parse_seconds(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	if (!*s || *s == '-')
+		return false;
+	v = strtod(s, &end);
+	if (*end || !isfinite(v) || v <= 0 || v > 86400)
+		return false;
+	*out = v;
+	return true;
+}
+
+static int parse_bench_args(int argc, char **argv, struct bench_args *a)
+{
+	struct grist_loader_config *c = &a->cfg.loader;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t v;
+	int opt;
+
+	a->data = (struct bench_data){ .dir = "./grist-bench-data", .records = 262144, .record_size = 1024,
+				       .group_size = 1, .compression = "zstd:3" };
+	a->cfg.seconds = 10;
+	a->out_dir = "./grist-bench-out";
+	/* Explicit defaults, so reports and the fio baseline name the values really used. */
+	c->batch_size = 256;
+	c->threads = ncpu > 0 ? (unsigned)ncpu : 1;
+	c->queue_depth = 64;
+	c->prefetch = 4;
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "h", bench_options, NULL)) != -1) {
+		switch (opt) {
+		case OPT_DIR:
+			a->data.dir = optarg;
+			break;
+		case OPT_RECORDS:
+			if (!parse_range(optarg, 1, (uint64_t)1 << 40, &a->data.records))
+				return cli_usage_error("--records: '%s' is not a number >= 1", optarg);
+			break;
+		case OPT_RECORD_SIZE:
+			if (!parse_range(optarg, 1, (uint64_t)1 << 30, &a->data.record_size))
+				return cli_usage_error("--record-size: '%s' is not a number in 1..2^30", optarg);
+			break;
+		case OPT_GROUP_SIZE:
+			if (!parse_range(optarg, 1, (uint64_t)1 << 20, &a->data.group_size))
+				return cli_usage_error("--group-size: '%s' is not a number in 1..2^20", optarg);
+			break;
+		case OPT_COMPRESSION:
+			if (!*optarg || strchr(optarg, ','))
+				return cli_usage_error("--compression: '%s' is not one codec option", optarg);
+			a->data.compression = optarg;
+			break;
+		case OPT_SECONDS:
+			if (!parse_seconds(optarg, &a->cfg.seconds))
+				return cli_usage_error("--seconds: '%s' is not a duration in (0, 86400]", optarg);
+			a->seconds_set = true;
+			break;
+		case OPT_BATCHES:
+			if (!parse_range(optarg, 1, UINT64_MAX, &a->cfg.batches))
+				return cli_usage_error("--batches: '%s' is not a number >= 1", optarg);
+			break;
+		case OPT_BATCH:
+			if (!parse_range(optarg, 1, (uint64_t)1 << 24, &c->batch_size))
+				return cli_usage_error("--batch-size: '%s' is not a number in 1..2^24", optarg);
+			break;
+		case OPT_ENGINE:
+			if (!cli_parse_engine(optarg, &c->engine))
+				return cli_usage_error("--engine: '%s' is not uring, pread or ref", optarg);
+			break;
+		case OPT_THREADS:
+			if (!parse_range(optarg, 1, 1024, &v))
+				return cli_usage_error("--threads: '%s' is not a number in 1..1024", optarg);
+			c->threads = (unsigned)v;
+			break;
+		case OPT_QD:
+			if (!parse_range(optarg, 1, 4096, &v))
+				return cli_usage_error("--queue-depth: '%s' is not a number in 1..4096", optarg);
+			c->queue_depth = (unsigned)v;
+			break;
+		case OPT_PREFETCH:
+			if (!parse_range(optarg, 1, 1024, &v))
+				return cli_usage_error("--prefetch: '%s' is not a number in 1..1024", optarg);
+			c->prefetch = (unsigned)v;
+			break;
+		case OPT_IO:
+			if (!cli_parse_read_mode(optarg, &c->read_mode))
+				return cli_usage_error("--io: '%s' is not auto, direct or buffered", optarg);
+			break;
+		case OPT_GRANULARITY:
+			if (!cli_parse_granularity(optarg, &c->granularity))
+				return cli_usage_error("--granularity: '%s' is not record or chunk", optarg);
+			break;
+		case OPT_WINDOW:
+			if (!parse_range(optarg, 1, UINT64_MAX, &c->window_chunks))
+				return cli_usage_error("--window: '%s' is not a number >= 1", optarg);
+			break;
+		case OPT_SEED:
+			if (!cli_parse_u64(optarg, &c->seed))
+				return cli_usage_error("--seed: '%s' is not a number", optarg);
+			break;
+		case OPT_COLD:
+			a->cfg.cold = true;
+			break;
+		case OPT_JSON:
+			a->json = true;
+			break;
+		case OPT_COMPARE:
+			a->compare = true;
+			break;
+		case OPT_SWEEP:
+			a->sweep = true;
+			break;
+		case OPT_OUT:
+			a->out_dir = optarg;
+			break;
+		case OPT_HELP:
+		case 'h':
+			fputs(bench_usage, stdout);
+			return -1;
+		default:
+			if (optopt >= OPT_DIR)
+				return cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (a->cfg.cold && c->read_mode == GRIST_READ_BUFFERED)
+		return cli_usage_error("--cold reads with O_DIRECT; it cannot be combined with --io buffered");
+	if (a->sweep && !a->seconds_set)
+		a->cfg.seconds = 3;
+	return 0;
+}
+
+static const char *human_rate(double v, char *buf, size_t cap)
+{
+	if (v >= 1e9)
+		snprintf(buf, cap, "%.2f G", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(buf, cap, "%.2f M", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(buf, cap, "%.1f k", v / 1e3);
+	else
+		snprintf(buf, cap, "%.1f ", v);
+	return buf;
+}
+
+static void print_result_text(const struct bench_result *r, const struct bench_config *c)
+{
+	const struct grist_loader_stats *s = &r->stats;
+	char b1[32], b2[32], b3[32], b4[32];
+
+	printf("grist      engine %s, %s reads, %u threads, batch %llu, queue depth %u, prefetch %u, %s\n",
+	       s->engine ? s->engine : "?", s->read_mode ? s->read_mode : "?", s->threads,
+	       (unsigned long long)c->loader.batch_size, c->loader.queue_depth, c->loader.prefetch,
+	       c->cold ? "cold" : "warm");
+	printf("  records/s       %srecords/s (%llu records, %llu batches in %.2f s; %.1f batches/s)\n",
+	       human_rate(r->records_per_s, b1, sizeof(b1)), (unsigned long long)r->records,
+	       (unsigned long long)r->batches, r->seconds, r->batches_per_s);
+	printf("  bytes/s         read %sB/s, delivered %sB/s, decoded %sB/s\n",
+	       human_rate(r->read_bytes_per_s, b2, sizeof(b2)), human_rate(r->delivered_bytes_per_s, b3, sizeof(b3)),
+	       human_rate(r->decoded_bytes_per_s, b4, sizeof(b4)));
+	printf("  cpu             %.2f cores (user + sys over wall)\n", r->cpu_cores);
+	printf("  batch time      p50 %.3f ms, p99 %.3f ms (between consecutive next() returns)\n",
+	       r->batch_p50_s * 1e3, r->batch_p99_s * 1e3);
+	printf("  first batch     %.1f ms after create\n", r->first_batch_s * 1e3);
+	printf("  time shares     consumer stalled %.1f%% of wall; per worker: io wait %.1f%%, decode %.1f%%,"
+	       " producer stalled %.1f%%\n",
+	       100 * r->consumer_stall_share, 100 * r->io_wait_share, 100 * r->decode_share,
+	       100 * r->producer_stall_share);
+}
+
+static void print_baselines_text(const struct bench_result *r, const struct bench_baseline *bl, size_t n)
+{
+	char b1[32], b2[32];
+	size_t i;
+
+	printf("\nbaselines (ratio = grist / baseline)\n");
+	printf("  %-16s %14s %8s %14s %8s\n", "", "records/s", "ratio", "bytes/s", "ratio");
+	printf("  %-16s %14s %8s %14s %8s\n", "grist", human_rate(r->records_per_s, b1, sizeof(b1)), "",
+	       human_rate(r->read_bytes_per_s, b2, sizeof(b2)), "");
+	for (i = 0; i < n; i++) {
+		if (!bl[i].ran) {
+			printf("  %-16s not run: %s\n", bl[i].name, bl[i].why);
+			continue;
+		}
+		printf("  %-16s %14s %8.2f", bl[i].name, human_rate(bl[i].records_per_s, b1, sizeof(b1)),
+		       bl[i].records_per_s > 0 ? r->records_per_s / bl[i].records_per_s : 0.0);
+		if (bl[i].bytes_per_s > 0)
+			printf(" %13sB %8.2f", human_rate(bl[i].bytes_per_s, b2, sizeof(b2)),
+			       r->read_bytes_per_s / bl[i].bytes_per_s);
+		printf("\n  %-16s   %s\n", "", bl[i].note);
+	}
+}
+
+/* JSON string body: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+	fputc('"', f);
+}
+
+static void print_json(const struct bench_args *a, char **files, size_t nfiles, const struct bench_result *r,
+		       const char *cache_note, const struct bench_baseline *bl, size_t nbl)
+{
+	size_t i;
+
+	printf("{\"files\": [");
+	for (i = 0; i < nfiles; i++) {
+		if (i)
+			printf(", ");
+		json_str(stdout, files[i]);
+	}
+	printf("], \"mode\": \"%s\", \"cache_note\": ", a->cfg.cold ? "cold" : "warm");
+	json_str(stdout, cache_note);
+	printf(", \"batch_size\": %llu, \"queue_depth\": %u, \"prefetch\": %u, \"result\": ",
+	       (unsigned long long)a->cfg.loader.batch_size, a->cfg.loader.queue_depth, a->cfg.loader.prefetch);
+	bench_print_result_json(stdout, r);
+	/* The headline figures again at the top level, so scripts need not dig. */
+	printf(", \"records_per_s\": %.1f, \"bytes_read_per_s\": %.1f, \"bytes_decoded_per_s\": %.1f, "
+	       "\"bytes_delivered_per_s\": %.1f, \"batches_per_s\": %.2f, \"cpu_cores\": %.3f, "
+	       "\"batch_p50_ms\": %.4f, \"batch_p99_ms\": %.4f, \"first_batch_ms\": %.3f",
+	       r->records_per_s, r->read_bytes_per_s, r->decoded_bytes_per_s, r->delivered_bytes_per_s,
+	       r->batches_per_s, r->cpu_cores, r->batch_p50_s * 1e3, r->batch_p99_s * 1e3, r->first_batch_s * 1e3);
+	if (nbl) {
+		printf(", \"baselines\": [");
+		for (i = 0; i < nbl; i++) {
+			printf("%s{\"name\": ", i ? ", " : "");
+			json_str(stdout, bl[i].name);
+			printf(", \"ran\": %s", bl[i].ran ? "true" : "false");
+			if (!bl[i].ran) {
+				printf(", \"why\": ");
+				json_str(stdout, bl[i].why);
+			} else {
+				printf(", \"records_per_s\": %.1f, \"ratio_records\": %.4f", bl[i].records_per_s,
+				       bl[i].records_per_s > 0 ? r->records_per_s / bl[i].records_per_s : 0.0);
+				if (bl[i].bytes_per_s > 0)
+					printf(", \"bytes_per_s\": %.1f, \"ratio_bytes\": %.4f", bl[i].bytes_per_s,
+					       r->read_bytes_per_s / bl[i].bytes_per_s);
+				printf(", \"how\": ");
+				json_str(stdout, bl[i].note);
+			}
+			printf("}");
+		}
+		printf("]");
+	}
+	printf("}\n");
+}
+
+/* Warm: read every file once; cold: drop the page cache. @note says what happened. */
+static void prepare_cache(char **files, size_t n, bool cold, char *note, size_t cap)
+{
+	char why[200];
+	size_t i;
+	int ret;
+
+	if (cold) {
+		if (bench_drop_caches(why, sizeof(why)))
+			snprintf(note, cap, "could not drop the page cache: %s (reads still use O_DIRECT)", why);
+		else
+			snprintf(note, cap, "page cache dropped; O_DIRECT reads");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		ret = bench_warm_file(files[i]);
+		if (ret) {
+			snprintf(note, cap, "could not pre-read %s: %s", files[i], strerror(-ret));
+			return;
+		}
+	}
+	snprintf(note, cap, "files read once first (page cache warm)");
+}
+
+int cmd_bench(int argc, char **argv)
+{
+	struct bench_baseline bl[BENCH_BASELINES];
+	struct bench_args a = { 0 };
+	struct bench_result r;
+	char gen_path[4096], note[300];
+	char *gen_argv[1];
+	char **files;
+	size_t nfiles, nbl = 0;
+	int ret;
+
+	ret = parse_bench_args(argc, argv, &a);
+	if (ret)
+		return ret < 0 ? CLI_EXIT_OK : ret;
+	a.cfg.progress = true;
+	if (optind < argc) {
+		files = argv + optind;
+		nfiles = (size_t)(argc - optind);
+	} else {
+		ret = bench_dataset_ensure(&a.data, gen_path, sizeof(gen_path), true);
+		if (ret)
+			return ret;
+		gen_argv[0] = gen_path;
+		files = gen_argv;
+		nfiles = 1;
+	}
+	if (a.sweep)
+		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg,
+				   a.out_dir, a.json);
+	prepare_cache(files, nfiles, a.cfg.cold, note, sizeof(note));
+	if (!a.json)
+		fprintf(stderr, "%s: %s\n", cli_command_name, note);
+	ret = bench_run_loader((const char *const *)files, nfiles, &a.cfg, &r);
+	if (ret)
+		return ret;
+	if (a.compare) {
+		if (nfiles > 1)
+			fprintf(stderr, "%s: --compare: baselines read the first file only, %s\n", cli_command_name,
+				files[0]);
+		struct bench_config bc = a.cfg;
+
+		/* Baselines run as long as grist did, also when --batches bounded it. */
+		if (a.cfg.batches)
+			bc.seconds = r.seconds > 0.1 ? r.seconds : 0.1;
+		bench_run_baselines(files[0], &bc, bl);
+		nbl = BENCH_BASELINES;
+	}
+	if (a.json) {
+		print_json(&a, files, nfiles, &r, note, bl, nbl);
+	} else {
+		printf("file%s     ", nfiles > 1 ? "s" : " ");
+		for (size_t i = 0; i < nfiles; i++)
+			printf("%s%s", i ? " " : "", files[i]);
+		printf("\n");
+		print_result_text(&r, &a.cfg);
+		if (nbl)
+			print_baselines_text(&r, bl, nbl);
+	}
+	if (fflush(stdout)) {
+		fprintf(stderr, "%s: cannot write the output\n", cli_command_name);
+		return CLI_EXIT_DATA;
+	}
+	return CLI_EXIT_OK;
+}
