@@ -138,6 +138,7 @@ int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 
 	memset(out, 0, sizeof(*out));
 	out->chunk_end = end;
+	out->data_end = data_end;
 	out->chunk_type = h.type;
 	d->zero_offset = 0;
 	out->offsets = &d->zero_offset;

@@ -14,6 +14,7 @@ struct grist_decoded_chunk {
 	const uint8_t *values;    /* record i = values[offsets[i]..offsets[i+1]) */
 	const uint64_t *offsets;  /* num_records + 1 entries, offsets[0] == 0 */
 	uint64_t chunk_end;       /* where the chunk really ends (its header's arithmetic) */
+	uint64_t data_end;        /* where its data ends; [data_end, chunk_end) is zero padding */
 	uint64_t decoded_data_size;
 	uint8_t chunk_type;       /* 'r', 's', 'p', 'm' or another record-less type */
 	uint8_t compression;      /* of a simple chunk; 0 otherwise */

@@ -137,10 +137,17 @@ static int parse_item(char *item, struct grist_writer_options *o, unsigned *seen
 	}
 	*comp_name = !strcmp(key, "uncompressed") ? "uncompressed" : !strcmp(key, "zstd") ? "zstd" :
 		     !strcmp(key, "brotli") ? "brotli" : "snappy";
-	if (!strcmp(key, "uncompressed") || !strcmp(key, "snappy")) {
-		if (val)
-			return grist_fail(-EINVAL, "option %s takes no value", key);
-		o->compression = key[0] == 'u' ? GRIST_CODEC_NONE : GRIST_CODEC_SNAPPY;
+	if (!strcmp(key, "uncompressed")) {
+		if (val && *val)
+			return grist_fail(-EINVAL, "option uncompressed takes no value");
+		o->compression = GRIST_CODEC_NONE;
+		return 0;
+	}
+	if (!strcmp(key, "snappy")) {
+		/* The official grammar takes a level 1..2 here, which the snappy format ignores. */
+		if (val && *val && !parse_int(val, 1, 2, &v))
+			return grist_fail(-EINVAL, "option snappy: invalid value '%s', expected nothing or 1..2", val);
+		o->compression = GRIST_CODEC_SNAPPY;
 		return 0;
 	}
 	if (!strcmp(key, "zstd")) {

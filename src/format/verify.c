@@ -49,6 +49,37 @@ static int cross_check(const char *path, const struct grist_file_geom *g, const 
 	return 0;
 }
 
+/*
+ * No hash covers the zeros between a chunk's data and its end (a chunk holding more
+ * records than bytes is padded so record positions stay unique), so check them here:
+ * zeros, except for the block headers crossed, which must be sound.
+ */
+static int check_padding(const char *path, const uint8_t *map, uint64_t chunk_begin, uint64_t data_end,
+			 uint64_t chunk_end)
+{
+	uint64_t pos = data_end, stop;
+	int ret;
+
+	while (pos < chunk_end) {
+		if (pos % GRIST_BLOCK_SIZE == 0) {
+			ret = grist_block_header_check(map + pos, pos, chunk_begin, chunk_end, path);
+			if (ret)
+				return ret;
+			pos += GRIST_BLOCK_HEADER_SIZE;
+			continue;
+		}
+		stop = pos + grist_block_remaining(pos);
+		if (stop > chunk_end)
+			stop = chunk_end;
+		for (; pos < stop; pos++)
+			if (map[pos])
+				return grist_fail_at(-EBADMSG, path, pos,
+						     "padding of the chunk at byte %llu is not zero",
+						     (unsigned long long)chunk_begin);
+	}
+	return 0;
+}
+
 static int walk(const char *path, const uint8_t *map, const struct grist_file_geom *g,
 		struct grist_chunk_decoder *dec, struct grist_verify_report *rep)
 {
@@ -61,6 +92,9 @@ static int walk(const char *path, const uint8_t *map, const struct grist_file_ge
 
 	while (pos < g->size) {
 		ret = grist_chunk_decode(dec, map, 0, g->size, pos, g->size, path, &c);
+		if (ret)
+			goto out;
+		ret = check_padding(path, map, pos, c.data_end, c.chunk_end);
 		if (ret)
 			goto out;
 		if (pos == 0 && c.chunk_type != GRIST_CHUNK_SIGNATURE) {

@@ -29,6 +29,7 @@ static void test_official_texts(void **state)
 	expect_text("zstd:1,window_log:25", HEAD "zstd:1,window_log:25,max_parallelism:1");
 	expect_text("uncompressed", HEAD "uncompressed,max_parallelism:1");
 	expect_text("snappy", HEAD "snappy,max_parallelism:1");
+	expect_text("snappy:2", HEAD "snappy,max_parallelism:1");
 	expect_text("group_size:16,uncompressed",
 		    "group_size:16,transpose:false,pad_to_block_boundary:false,uncompressed,max_parallelism:1");
 	expect_text("pad_to_block_boundary:true,uncompressed",
@@ -56,7 +57,7 @@ static void test_rejected(void **state)
 		"zstd:-131073", "brotli:12", "window_log:9", "window_log:32", "zstd,snappy",
 		"snappy,window_log:18", "uncompressed,window_log:18", "group_size:1,group_size:2",
 		" group_size:3", "max_parallelism:0", "pad_to_block_boundary:yes", "uncompressed:1",
-		"default:1", "bogus", "snappy:1",
+		"default:1", "bogus", "snappy:3", "snappy:0", "uncompressed:1",
 	};
 	struct grist_writer_options o;
 	size_t i;
