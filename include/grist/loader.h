@@ -71,7 +71,9 @@ struct grist_map_input {
 	uint32_t dataset;        /* which dataset of a mixture (0 for a single dataset) */
 	uint64_t epoch;          /* the dataset's epoch this record comes from */
 	uint64_t random_seed;    /* deterministic per-record seed (Grain's random_map): a hash of the
-				    loader seed and the record's global stream position */
+				    loader seed, the dataset and the record's position in that dataset's
+				    own stream (epochs concatenated), so it is the same on any number of
+				    hosts or threads */
 };
 
 /**

@@ -857,12 +857,7 @@ static void *worker_main(void *arg)
 		cur = nxt;
 		nxt = tmp;
 	}
-	/* a prefetched unit may still be pending when the engine stops */
-	if (cur->u) {
-		drain_unit(wk, cur);
-		publish_unit(wk->e, cur->u, -ECANCELED);
-		cur->u = NULL;
-	}
+	/* The loop only ends with no unit in hand: both works are idle here. */
 	/* io_uring rings are single-issuer: the thread that used the ring frees it */
 	grist_io_destroy(wk->io);
 	wk->io = NULL;
@@ -1167,11 +1162,13 @@ static struct unit *current_unit_locked(struct async_engine *e)
 {
 	struct unit *u;
 
-	if (e->consumed_units >= e->total_units)
-		return NULL;
 	u = &e->units[e->consumed_units % e->prefetch];
-	while (!(u->state == UNIT_DONE && u->number == e->consumed_units) && !e->aborted)
+	/* total_units becomes known only when a claimer reaches the end: re-check it on every wake-up */
+	while (!(u->state == UNIT_DONE && u->number == e->consumed_units)) {
+		if (e->aborted || e->consumed_units >= e->total_units)
+			return NULL;
 		pthread_cond_wait(&e->done_cv, &e->lock);
+	}
 	return e->aborted ? NULL : u;
 }
 
