@@ -80,6 +80,7 @@ struct item {
 struct chunk_ref {
 	uint32_t component;
 	uint32_t file;
+	uint64_t chunk;        /* index within its file */
 	uint64_t begin, end;
 	uint32_t region;       /* which read region holds it */
 };
@@ -311,9 +312,11 @@ static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin
 	return h ^ (h >> 29);
 }
 
-static int find_or_add_chunk(struct work *w, uint32_t component, uint32_t file, uint64_t begin, uint64_t end,
+static int find_or_add_chunk(struct work *w, uint32_t component, const struct grist_record_loc *loc,
 			     uint32_t *index)
 {
+	uint32_t file = (uint32_t)loc->file;
+	uint64_t begin = loc->chunk_begin;
 	size_t mask = w->hash_cap - 1, i;
 	struct chunk_ref *c;
 	int ret;
@@ -333,7 +336,8 @@ static int find_or_add_chunk(struct work *w, uint32_t component, uint32_t file, 
 	if (ret)
 		return ret;
 	c = &w->chunks[w->nchunks];
-	*c = (struct chunk_ref){ .component = component, .file = file, .begin = begin, .end = end };
+	*c = (struct chunk_ref){ .component = component, .file = file, .chunk = loc->chunk, .begin = begin,
+				 .end = loc->chunk_end };
 	w->chunk_hash[i] = (uint32_t)w->nchunks;
 	*index = (uint32_t)w->nchunks++;
 	return 0;
@@ -463,8 +467,7 @@ static int plan_unit(struct worker *wk, struct work *w, struct unit *u)
 		if (ret)
 			return ret;
 		item->record_in_chunk = loc.record_in_chunk;
-		ret = find_or_add_chunk(w, item->it.component, (uint32_t)loc.file, loc.chunk_begin, loc.chunk_end,
-					&item->chunk);
+		ret = find_or_add_chunk(w, item->it.component, &loc, &item->chunk);
 		if (ret)
 			return ret;
 	}
@@ -625,6 +628,17 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	}
 	ret = grist_chunk_decode(d->dec, w->buf + r->buf_off, r->offset, (size_t)r->got, c->begin, c->end, f->path,
 				 &d->out);
+	if (!ret) {
+		/* the same check the reader makes: a data chunk with exactly the records the footer implies */
+		const struct grist_file_geom *g = grist_reader_file_geom(e->l->sources[c->component].reader, c->file);
+		uint64_t want = grist_file_chunk_records(g, c->chunk);
+
+		if (d->out.chunk_type != 'r' || d->out.num_records != want)
+			ret = grist_fail_at(-EBADMSG, f->path, c->begin,
+					    "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
+					    (unsigned long long)c->chunk, (unsigned long long)d->out.num_records,
+					    d->out.chunk_type, (unsigned long long)want);
+	}
 	if (ret) {
 		d->generation = 0;
 		*err = ret;
@@ -656,15 +670,6 @@ static int decode_unit(struct worker *wk, struct work *w)
 		d = decoder_for(wk, w, it->chunk, &ret);
 		if (!d)
 			break;
-		if (it->record_in_chunk >= d->out.num_records) {
-			const struct chunk_ref *c = &w->chunks[it->chunk];
-
-			ret = grist_fail_at(-EBADMSG, e->files[c->component][c->file].path, c->begin,
-					    "chunk holds %llu records but the footer places record %llu in it",
-					    (unsigned long long)d->out.num_records,
-					    (unsigned long long)it->it.record);
-			break;
-		}
 		grist_loader_map_input(l, &it->it, d->out.values + d->out.offsets[it->record_in_chunk],
 				       (size_t)(d->out.offsets[it->record_in_chunk + 1] - d->out.offsets[it->record_in_chunk]),
 				       &in);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codec/codec.h"
@@ -258,6 +259,16 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 	if (w->fd < 0) {
 		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
 		goto fail;
+	}
+	/* mkostemp makes the file 0600; the finished file gets the mode open(..., 0666) would give. */
+	{
+		mode_t mask = umask(0);
+
+		umask(mask);
+		if (fchmod(w->fd, 0666 & ~mask)) {
+			ret = grist_fail(-errno, "%s: cannot set the file mode: %s", w->tmp_path, strerror(errno));
+			goto fail_unlink;
+		}
 	}
 	ret = grist_buf_reserve(&w->out, WRITE_BUFFER_SIZE + GRIST_BLOCK_SIZE);
 	if (ret)
