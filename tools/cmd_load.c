@@ -357,7 +357,7 @@ int cmd_load(int argc, char **argv)
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	uint64_t delivered = 0, mismatches = 0, digest;
+	uint64_t delivered = 0, mismatches = 0, digest = 0;
 	size_t state_len, i;
 	ssize_t n;
 	int ret, rc = CLI_EXIT_OK;
@@ -418,7 +418,7 @@ int cmd_load(int argc, char **argv)
 					cli_command_name, (unsigned long long)b->sequence);
 			}
 #endif
-		} else {
+		} else if (a.digest) {
 			digest = XXH64(b->data, b->bytes, 0);
 		}
 		if (a.digest)

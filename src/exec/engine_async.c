@@ -173,6 +173,7 @@ struct async_engine {
 	uint64_t next_first_j;      /* shard position where that unit starts */
 	struct grist_stream_cursor *plan_cursor; /* chunk granularity: finds window ends (under lock) */
 	size_t max_unit_items;
+	size_t row_bytes_hint;      /* expected bytes per row, to size slots once */
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
 	uint64_t consumed_units;    /* units the consumer has finished with */
 	unsigned prefetch;
@@ -203,7 +204,7 @@ static uint64_t load_relaxed(const uint64_t *p)
  * when the loader has a slot provider (the device stage) its memory comes from there.
  * Provider-backed wrappers and host slots live in separate pools.
  */
-static int slot_take(struct async_engine *e, bool deliver, struct grist_slot **out)
+static int slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out)
 {
 	const struct grist_slot_provider *p = deliver ? e->l->provider : NULL;
 	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
@@ -220,7 +221,14 @@ static int slot_take(struct async_engine *e, bool deliver, struct grist_slot **o
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
-		ret = grist_slot_init(s, p ? e->l->cfg.batch_size : e->max_unit_items, 0);
+		size_t rows = p ? e->l->cfg.batch_size : e->max_unit_items;
+		size_t typical = e->unit_items;
+		size_t hint = !view && e->row_bytes_hint && typical <= (64u << 20) / e->row_bytes_hint
+				      ? typical * e->row_bytes_hint
+				      : 0;
+
+		/* sized for a typical unit up front: growing a pinned slot costs an mlock of fresh pages */
+		ret = grist_slot_init(s, rows, p ? 0 : hint);
 		if (ret) {
 			free(s);
 			return ret;
@@ -758,7 +766,7 @@ static struct unit *claim_unit(struct worker *wk, bool wait)
 	if (!u)
 		return NULL;
 	u->slot = NULL;
-	u->take_error = slot_take(e, e->unit_items == e->l->cfg.batch_size && !e->plan_cursor, &u->slot);
+	u->take_error = slot_take(e, e->unit_items == e->l->cfg.batch_size && !e->plan_cursor, false, &u->slot);
 	return u;
 }
 
@@ -949,6 +957,30 @@ static uint64_t largest_extent(struct grist_loader *l)
 	return best;
 }
 
+/* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
+static size_t row_bytes_estimate(struct grist_loader *l)
+{
+	uint64_t best = 0, per;
+	size_t d, f;
+
+	if (l->cfg.layout != GRIST_LAYOUT_RAGGED)
+		return l->cfg.record_bytes;
+	if (l->cfg.map)
+		return 0;
+	for (d = 0; d < l->num_sources; d++) {
+		for (f = 0; f < l->sources[d].num_files; f++) {
+			const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
+
+			if (!g || !g->group_size)
+				continue;
+			per = (g->max_chunk_decoded + g->group_size - 1) / g->group_size;
+			if (per > best)
+				best = per;
+		}
+	}
+	return best > (1u << 20) ? 0 : (size_t)best;
+}
+
 static int setup_worker(struct async_engine *e, struct worker *wk, size_t arena_half)
 {
 	struct grist_loader *l = e->l;
@@ -1109,6 +1141,7 @@ static int async_start(struct grist_loader *l, void **engine)
 	/* known once a claimer reaches the end of the stream */
 	e->total_units = UINT64_MAX;
 	e->next_first_j = l->start_position;
+	e->row_bytes_hint = row_bytes_estimate(l);
 	e->prefetch = l->cfg.prefetch;
 	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
 	if (e->nworkers < 1)
@@ -1180,7 +1213,9 @@ static struct unit *current_unit_locked(struct async_engine *e)
 /* Lock held. */
 static void finish_unit_locked(struct async_engine *e, struct unit *u)
 {
-	if (u->slot)
+	if (u->slot && u->slot->refs)
+		u->slot->detached = true; /* views of it are still out: the last release frees it */
+	else if (u->slot)
 		slot_discard_locked(e, u->slot);
 	u->slot = NULL;
 	u->state = UNIT_FREE;
@@ -1223,9 +1258,28 @@ static int async_next(void *engine, struct grist_slot **out)
 			pthread_mutex_unlock(&e->lock);
 			return 0;
 		}
+		if (!pack && !e->l->provider && u->slot->count - u->next_row >= batch) {
+			/* a full batch inside a larger unit: hand out a view of its rows, no copy */
+			struct grist_slot *view;
+
+			pthread_mutex_unlock(&e->lock);
+			ret = slot_take(e, false, true, &view);
+			if (ret)
+				return ret;
+			pthread_mutex_lock(&e->lock);
+			grist_slot_make_view(view, u->slot, u->next_row, batch);
+			if (u->next_row == 0)
+				view->filtered = u->slot->filtered;
+			u->next_row += batch;
+			if (u->next_row == u->slot->count)
+				finish_unit_locked(e, u);
+			*out = view;
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
 		if (!pack) {
 			pthread_mutex_unlock(&e->lock);
-			ret = slot_take(e, true, &pack);
+			ret = slot_take(e, true, false, &pack);
 			if (ret)
 				return ret;
 			pthread_mutex_lock(&e->lock);
@@ -1259,8 +1313,16 @@ static int async_next(void *engine, struct grist_slot **out)
 static void async_release(void *engine, struct grist_slot *s)
 {
 	struct async_engine *e = engine;
+	struct grist_slot *parent = s->parent;
 
 	pthread_mutex_lock(&e->lock);
+	if (parent) {
+		s->parent = NULL;
+		if (--parent->refs == 0 && parent->detached) {
+			parent->detached = false;
+			slot_put_locked(e, parent);
+		}
+	}
 	slot_put_locked(e, s);
 	pthread_mutex_unlock(&e->lock);
 }

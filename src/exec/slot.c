@@ -205,11 +205,50 @@ int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, co
 	return 0;
 }
 
+void grist_slot_make_view(struct grist_slot *s, struct grist_slot *parent, size_t first, size_t rows)
+{
+	s->parent = parent;
+	s->view_first = first;
+	s->count = rows;
+	s->filtered = 0;
+	s->stream_end = parent->positions[first + rows - 1] + 1;
+	parent->refs++;
+}
+
+static void publish_view(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence)
+{
+	const struct grist_slot *p = s->parent;
+	struct grist_batch *b = &s->batch;
+	size_t r0 = s->view_first, n = s->count, i;
+
+	memset(b, 0, sizeof(*b));
+	b->sequence = sequence;
+	b->num_records = b->num_rows = n;
+	b->indices = p->indices + r0;
+	b->datasets = p->datasets + r0;
+	if (L->kind == GRIST_LAYOUT_RAGGED) {
+		for (i = 0; i <= n; i++)
+			s->offsets[i] = p->offsets[r0 + i] - p->offsets[r0];
+		b->data = p->data + p->offsets[r0];
+		b->bytes = s->offsets[n];
+		b->offsets = s->offsets;
+	} else {
+		b->data = p->data + r0 * L->record_bytes;
+		b->bytes = n * L->record_bytes;
+		b->record_bytes = L->record_bytes;
+	}
+}
+
 int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence)
 {
 	struct grist_batch *b = &s->batch;
 	size_t rows = s->count;
 	int ret;
+
+	if (s->parent) {
+		publish_view(s, L, sequence);
+		return 0;
+	}
 
 	if (L->kind == GRIST_LAYOUT_PADDED && rows < L->batch_size) {
 		ret = grist_slot_reserve(s, L->batch_size * L->record_bytes);

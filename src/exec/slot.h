@@ -55,6 +55,15 @@ struct grist_slot {
 	bool provider_wrapper; /* this slot only ever holds provider memory */
 	unsigned handle;     /* the provider's buffer number while external */
 	uint64_t host_digest; /* XXH64 of the batch bytes, when the loader asks for it */
+	/*
+	 * A view: rows [view_first, view_first + count) of @parent delivered as a batch
+	 * without copying them (only the ragged offsets are rebased into this slot). The
+	 * parent stays alive while refs > 0; detached means its unit is done with it.
+	 */
+	struct grist_slot *parent;
+	size_t view_first;
+	unsigned refs;
+	bool detached;
 	uint64_t *offsets;   /* rows_cap + 1 */
 	uint64_t *indices;   /* rows_cap */
 	uint32_t *datasets;  /* rows_cap */
@@ -88,6 +97,9 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 
 /* Append row @i of @src to @dst as-is (the packer's copy when a filter shifted batch boundaries). */
 int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, const struct grist_slot *src, size_t i);
+
+/* Make @s a view of rows [first, first + rows) of @parent (a full batch of a larger slot). */
+void grist_slot_make_view(struct grist_slot *s, struct grist_slot *parent, size_t first, size_t rows);
 
 /* Fill s->batch for the caller (padded layout: pad a short batch to batch_size rows). */
 int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence);
