@@ -564,6 +564,7 @@ static void complete_request(struct worker *wk, struct grist_io_req *q)
 /* Reap until @w has no read pending, pushing its requests as the caps allow. */
 static int wait_unit(struct worker *wk, struct work *w)
 {
+	struct work *other = &wk->work[w == &wk->work[0]];
 	struct grist_io_req *done[64];
 	uint64_t t0 = grist_now_ns();
 	int n, i, ret = 0;
@@ -580,6 +581,15 @@ static int wait_unit(struct worker *wk, struct work *w)
 		/* completions of the worker's other unit may come back here too */
 		for (i = 0; i < n; i++)
 			complete_request(wk, done[i]);
+		/*
+		 * Keep the ring full: as this unit's last reads drain, the next unit's reads
+		 * take their place, so the queue depth does not sag at every unit boundary.
+		 */
+		if (other->u && other->submitted < other->nreqs) {
+			ret = push_requests(wk, other);
+			if (ret)
+				break;
+		}
 	}
 	add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
 	return ret;
