@@ -24,6 +24,7 @@ static const char bench_usage[] =
 	"  --compression C       zstd[:L] (default zstd:3), uncompressed, snappy or brotli[:L]\n"
 	"run:\n"
 	"  --seconds T           run for T seconds (default 10; per sweep point 3)\n"
+	"  --repeat N            N rounds, grist and each baseline interleaved; medians are reported\n"
 	"  --batches N           run for N batches instead\n"
 	"  --batch-size B        records per batch (default 256)\n"
 	"  --engine E            uring (default), pread or ref\n"
@@ -51,7 +52,7 @@ static const char bench_usage[] =
 enum {
 	OPT_DIR = 256, OPT_RECORDS, OPT_RECORD_SIZE, OPT_GROUP_SIZE, OPT_COMPRESSION, OPT_SECONDS, OPT_BATCHES,
 	OPT_BATCH, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_PREFETCH, OPT_IO, OPT_GRANULARITY, OPT_WINDOW,
-	OPT_SEED, OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP,
+	OPT_SEED, OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT,
 };
 
 static const struct option bench_options[] = {
@@ -77,6 +78,7 @@ static const struct option bench_options[] = {
 	{ "sweep", no_argument, NULL, OPT_SWEEP },
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "repeat", required_argument, NULL, OPT_REPEAT },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -84,6 +86,7 @@ struct bench_args {
 	struct bench_data data;
 	struct bench_config cfg;
 	bool json, compare, sweep, seconds_set;
+	unsigned repeat;
 	const char *out_dir;
 };
 
@@ -147,6 +150,14 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 				return cli_usage_error("--compression: '%s' is not one codec option", optarg);
 			a->data.compression = optarg;
 			break;
+		case OPT_REPEAT: {
+			uint64_t v;
+
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 99)
+				return cli_usage_error("--repeat: '%s' is not a number in 1..99", optarg);
+			a->repeat = (unsigned)v;
+			break;
+		}
 		case OPT_SECONDS:
 			if (!parse_seconds(optarg, &a->cfg.seconds))
 				return cli_usage_error("--seconds: '%s' is not a duration in (0, 86400]", optarg);
@@ -376,6 +387,48 @@ static void prepare_cache(char **files, size_t n, bool cold, char *note, size_t 
 	snprintf(note, cap, "files read once first (page cache warm)");
 }
 
+/* The run with the median records/s (the lower middle one for an even count). */
+static size_t median_index(const struct bench_result *runs, unsigned n)
+{
+	size_t i, j, best = 0;
+
+	for (i = 0; i < n; i++) {
+		size_t below = 0, equal_before = 0;
+
+		for (j = 0; j < n; j++) {
+			if (runs[j].records_per_s < runs[i].records_per_s)
+				below++;
+			else if (runs[j].records_per_s == runs[i].records_per_s && j < i)
+				equal_before++;
+		}
+		if (below + equal_before == (n - 1) / 2)
+			best = i;
+	}
+	return best;
+}
+
+/* Baseline @b's median over the rounds in which it ran (or its failure if it never ran). */
+static struct bench_baseline median_baseline(struct bench_baseline (*runs)[BENCH_BASELINES], unsigned n, size_t b)
+{
+	struct bench_baseline ran[99];
+	unsigned k, m = 0;
+	size_t i, j;
+
+	for (k = 0; k < n; k++)
+		if (runs[k][b].ran)
+			ran[m++] = runs[k][b];
+	if (!m)
+		return runs[0][b];
+	for (i = 1; i < m; i++) /* insertion sort by records/s: m <= 99 */
+		for (j = i; j > 0 && ran[j].records_per_s < ran[j - 1].records_per_s; j--) {
+			struct bench_baseline t = ran[j];
+
+			ran[j] = ran[j - 1];
+			ran[j - 1] = t;
+		}
+	return ran[(m - 1) / 2];
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	struct bench_baseline bl[BENCH_BASELINES];
@@ -405,24 +458,41 @@ int cmd_bench(int argc, char **argv)
 	if (a.sweep)
 		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg,
 				   a.out_dir, a.json);
-	prepare_cache(files, nfiles, a.cfg.cold, note, sizeof(note));
-	if (!a.json)
-		fprintf(stderr, "%s: %s\n", cli_command_name, note);
-	ret = bench_run_loader((const char *const *)files, nfiles, &a.cfg, &r);
-	if (ret)
-		return ret;
-	if (a.compare) {
-		if (nfiles > 1)
-			fprintf(stderr, "%s: --compare: baselines read the first file only, %s\n", cli_command_name,
-				files[0]);
-		struct bench_config bc = a.cfg;
+	if (!a.repeat)
+		a.repeat = 1;
+	if (a.compare && nfiles > 1)
+		fprintf(stderr, "%s: --compare: baselines read the first file only, %s\n", cli_command_name, files[0]);
+	/*
+	 * The machines are shared and noisy: run grist and each baseline in turn, round
+	 * after round, and report the median of each (ratios are of medians).
+	 */
+	struct bench_result runs[99];
+	struct bench_baseline blruns[99][BENCH_BASELINES];
 
-		/* Baselines run as long as grist did, also when --batches bounded it. */
-		if (a.cfg.batches)
-			bc.seconds = r.seconds > 0.1 ? r.seconds : 0.1;
-		bench_run_baselines(files[0], &bc, bl);
-		nbl = BENCH_BASELINES;
+	for (unsigned k = 0; k < a.repeat; k++) {
+		prepare_cache(files, nfiles, a.cfg.cold, note, sizeof(note));
+		if (!a.json && k == 0)
+			fprintf(stderr, "%s: %s\n", cli_command_name, note);
+		ret = bench_run_loader((const char *const *)files, nfiles, &a.cfg, &runs[k]);
+		if (ret)
+			return ret;
+		if (a.compare) {
+			struct bench_config bc = a.cfg;
+
+			/* Baselines run as long as grist did, also when --batches bounded it. */
+			if (a.cfg.batches)
+				bc.seconds = runs[k].seconds > 0.1 ? runs[k].seconds : 0.1;
+			if (a.cfg.cold)
+				prepare_cache(files, nfiles, true, note, sizeof(note));
+			bench_run_baselines(files[0], &bc, blruns[k]);
+			nbl = BENCH_BASELINES;
+		}
 	}
+	r = runs[median_index(runs, a.repeat)];
+	for (size_t b = 0; b < nbl; b++)
+		bl[b] = median_baseline(blruns, a.repeat, b);
+	if (a.repeat > 1 && !a.json)
+		fprintf(stderr, "%s: medians of %u rounds\n", cli_command_name, a.repeat);
 	if (a.json) {
 		print_json(&a, files, nfiles, &r, note, bl, nbl);
 	} else {
