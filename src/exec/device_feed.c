@@ -265,7 +265,7 @@ int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, un
 	return ret;
 }
 
-void grist_loader_device_stop(struct grist_loader *l)
+void grist_loader_device_quiesce(struct grist_loader *l)
 {
 	struct grist_loader_device *d = l->device;
 	unsigned k;
@@ -276,14 +276,25 @@ void grist_loader_device_stop(struct grist_loader *l)
 		grist_device_stage_close(d->stage); /* workers blocked in acquire give up */
 	if (d->feeder_started)
 		pthread_join(d->feeder, NULL);
+	d->feeder_started = false;
 	/* batches submitted but never taken: their wrappers go back to the engine */
 	for (k = 0; d->by_slot && k < d->num_slots; k++) {
 		if (d->by_slot[k]) {
 			d->by_slot[k]->external = false;
 			if (l->ops)
 				l->ops->release(l->engine, d->by_slot[k]);
+			d->by_slot[k] = NULL;
 		}
 	}
+}
+
+void grist_loader_device_stop(struct grist_loader *l)
+{
+	struct grist_loader_device *d = l->device;
+
+	if (!d)
+		return;
+	grist_loader_device_quiesce(l);
 	l->provider = NULL;
 	grist_device_stage_destroy(d->stage);
 	free(d->by_slot);
@@ -324,6 +335,11 @@ int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, un
 	(void)events;
 	l->ops->release(l->engine, s);
 	return 0;
+}
+
+void grist_loader_device_quiesce(struct grist_loader *l)
+{
+	(void)l;
 }
 
 void grist_loader_device_stop(struct grist_loader *l)

@@ -511,14 +511,16 @@ void grist_loader_destroy(struct grist_loader *l)
 		/* the feeder thread may be waiting on the engine: wake it, then stop it */
 		if (l->ops)
 			l->ops->abort(l->engine);
-		grist_loader_device_stop(l);
+		grist_loader_device_quiesce(l);
 	}
 	if (l->ops) {
 		for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
 			if (l->held[i])
 				l->ops->release(l->engine, l->held[i]);
+		/* units still bound to device slots cancel them here: the stage must outlive this */
 		l->ops->stop(l->engine);
 	}
+	grist_loader_device_stop(l);
 	grist_stream_destroy(l->stream);
 	close_sources(l);
 	free_config(l);

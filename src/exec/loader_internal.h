@@ -96,7 +96,8 @@ int grist_loader_device_start(struct grist_loader *l);  /* create the stage: bef
 int grist_loader_device_run(struct grist_loader *l);    /* start the feeder: after the engine */
 int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out);
 int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, unsigned n, void *const *events);
-void grist_loader_device_stop(struct grist_loader *l);
+void grist_loader_device_quiesce(struct grist_loader *l); /* stop the feeder; the stage stays */
+void grist_loader_device_stop(struct grist_loader *l);    /* quiesce, then free the stage */
 void *grist_loader_device_handle(const struct grist_loader *l);
 
 /* Per-record seed for random maps: a function of the loader seed and the item alone. */
