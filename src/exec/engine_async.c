@@ -82,6 +82,7 @@ struct chunk_ref {
 	uint32_t file;
 	uint64_t chunk;        /* index within its file */
 	uint64_t begin, end;
+	int32_t decoder;       /* the decoder slot that last held it, or -1 */
 	uint32_t region;       /* which read region holds it */
 };
 
@@ -345,7 +346,7 @@ static int find_or_add_chunk(struct work *w, uint32_t component, const struct gr
 		return ret;
 	c = &w->chunks[w->nchunks];
 	*c = (struct chunk_ref){ .component = component, .file = file, .chunk = loc->chunk, .begin = begin,
-				 .end = loc->chunk_end };
+				 .end = loc->chunk_end, .decoder = -1 };
 	w->chunk_hash[i] = (uint32_t)w->nchunks;
 	*index = (uint32_t)w->nchunks++;
 	return 0;
@@ -616,12 +617,20 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 {
 	struct async_engine *e = wk->e;
 	struct decoder_slot *d, *victim = NULL;
-	const struct chunk_ref *c = &w->chunks[chunk];
+	struct chunk_ref *c = &w->chunks[chunk];
 	const struct region *r = &w->regions[c->region];
 	const struct engine_file *f = &e->files[c->component][c->file];
 	size_t i;
 	int ret;
 
+	/* the common case: the decoder that took this chunk still holds it */
+	if (c->decoder >= 0) {
+		d = &wk->decoders[c->decoder];
+		if (d->generation == wk->generation && d->chunk == chunk) {
+			d->last_use = ++wk->use_clock;
+			return d;
+		}
+	}
 	for (i = 0; i < wk->ndecoders; i++) {
 		d = &wk->decoders[i];
 		if (d->generation == wk->generation && d->chunk == chunk) {
@@ -665,6 +674,7 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	d->generation = wk->generation;
 	d->chunk = chunk;
 	d->last_use = ++wk->use_clock;
+	c->decoder = (int32_t)(d - wk->decoders);
 	add_relaxed(&wk->chunks_decoded, 1);
 	add_relaxed(&wk->bytes_decoded, d->out.decoded_data_size);
 	return d;

@@ -47,7 +47,8 @@ void grist_loader_map_input(const struct grist_loader *l, const struct grist_str
 	in->index = it->record;
 	in->dataset = it->component;
 	in->epoch = it->epoch;
-	in->random_seed = grist_loader_record_seed(l, it);
+	/* only a map can use the seed; without one, skip the hashing on the hot path */
+	in->random_seed = l->layout.map ? grist_loader_record_seed(l, it) : 0;
 }
 
 static int check_config(const struct grist_loader_config *c)
