@@ -84,6 +84,8 @@ bool cli_parse_read_mode(const char *s, enum grist_read_mode *out)
 		*out = GRIST_READ_DIRECT;
 	else if (!strcmp(s, "buffered"))
 		*out = GRIST_READ_BUFFERED;
+	else if (!strcmp(s, "mmap"))
+		*out = GRIST_READ_MMAP;
 	else
 		return false;
 	return true;

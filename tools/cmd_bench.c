@@ -31,7 +31,7 @@ static const char bench_usage[] =
 	"  --threads T           decode threads (default: online CPUs)\n"
 	"  --queue-depth Q       reads in flight per ring (default 64)\n"
 	"  --prefetch N          batches assembled ahead (default 4)\n"
-	"  --io M                auto, direct or buffered (default auto; --cold forces direct)\n"
+	"  --io M                auto, direct, buffered or mmap (default auto; --cold forces direct)\n"
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
 	"  --seed S              shuffle seed (default 0)\n"

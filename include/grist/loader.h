@@ -53,6 +53,9 @@ enum grist_read_mode {
 	GRIST_READ_AUTO = 0, /* O_DIRECT when a file is large relative to RAM and its file system allows it */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
+	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
+				copies, for data that is (mostly) cached; a page not in the cache is
+				read by a page fault in the decoding thread */
 };
 
 /** How records are laid out in a batch. */
@@ -167,7 +170,7 @@ struct grist_batch {
 /** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. */
 struct grist_loader_stats {
 	const char *engine;             /* "ref", "uring", "pread" */
-	const char *read_mode;          /* "buffered", "direct" or "mixed" (files differ) */
+	const char *read_mode;          /* "buffered", "direct", "mmap" or "mixed" (files differ) */
 	unsigned threads;
 	uint64_t batches;               /* delivered to the caller */
 	uint64_t records;               /* delivered */

@@ -67,6 +67,8 @@ struct engine_file {
 	int fd;
 	bool direct;
 	uint32_t align;
+	const uint8_t *map;  /* read mode mmap: the whole file, read-only */
+	uint64_t size;
 	const char *path; /* owned by the reader's info */
 };
 
@@ -91,6 +93,7 @@ struct region {
 	uint32_t component, file;
 	uint64_t offset, len;  /* aligned for O_DIRECT files */
 	size_t buf_off;        /* where in the work's read buffer */
+	const uint8_t *base;   /* the region's bytes: in the read buffer, or in the file's mapping */
 	uint64_t got;          /* bytes actually read (less only at EOF) */
 	int error;
 };
@@ -162,7 +165,7 @@ struct async_engine {
 	unsigned nworkers;
 	struct worker *workers;
 	struct engine_file **files; /* [component][file] */
-	bool any_direct, any_buffered;
+	bool any_direct, any_buffered, any_mapped;
 	size_t unit_items;          /* U */
 	size_t ncache;              /* decoders per worker */
 
@@ -405,7 +408,9 @@ static int build_regions(struct async_engine *e, struct work *w)
 	}
 	for (i = 0; i < w->nregions; i++) {
 		w->regions[i].buf_off = buf_need;
-		buf_need = align_up(buf_need + w->regions[i].len, MEM_ALIGN);
+		/* a mapped file needs no buffer: its region is the mapping itself */
+		if (!e->files[w->regions[i].component][w->regions[i].file].map)
+			buf_need = align_up(buf_need + w->regions[i].len, MEM_ALIGN);
 	}
 	if (buf_need <= w->fixed_cap) {
 		if (w->buf_heap)
@@ -493,16 +498,25 @@ static int submit_unit(struct worker *wk, struct work *w)
 	int ret;
 
 	for (i = 0; i < w->nregions; i++)
-		nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
+		if (!wk->e->files[w->regions[i].component][w->regions[i].file].map)
+			nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
 	ret = grow((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
 	if (ret)
 		return ret;
 	w->nreqs = 0;
 	for (i = 0; i < w->nregions; i++) {
 		struct region *r = &w->regions[i];
+		const struct engine_file *f = &wk->e->files[r->component][r->file];
 
 		r->got = 0;
 		r->error = 0;
+		if (f->map) {
+			/* the page cache is the buffer: nothing to submit */
+			r->base = f->map + r->offset;
+			r->got = r->offset < f->size ? (f->size - r->offset < r->len ? f->size - r->offset : r->len) : 0;
+			continue;
+		}
+		r->base = w->buf + r->buf_off;
 		for (done = 0; done < r->len; done += READ_PIECE_MAX) {
 			struct grist_io_req *q = &w->reqs[w->nreqs++];
 			uint64_t len = r->len - done < READ_PIECE_MAX ? r->len - done : READ_PIECE_MAX;
@@ -653,7 +667,7 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 				     (unsigned long long)c->begin, (unsigned long long)c->end);
 		return NULL;
 	}
-	ret = grist_chunk_decode(d->dec, w->buf + r->buf_off, r->offset, (size_t)r->got, c->begin, c->end, f->path,
+	ret = grist_chunk_decode(d->dec, r->base, r->offset, (size_t)r->got, c->begin, c->end, f->path,
 				 &d->out);
 	if (!ret) {
 		/* the same check the reader makes: a data chunk with exactly the records the footer implies */
@@ -902,9 +916,9 @@ static void *worker_main(void *arg)
 static int open_files(struct async_engine *e)
 {
 	struct grist_loader *l = e->l;
-	enum grist_io_mode mode = l->cfg.read_mode == GRIST_READ_DIRECT   ? GRIST_IO_MODE_DIRECT
-				  : l->cfg.read_mode == GRIST_READ_BUFFERED ? GRIST_IO_MODE_BUFFERED
-									    : GRIST_IO_MODE_AUTO;
+	enum grist_io_mode mode = l->cfg.read_mode == GRIST_READ_DIRECT ? GRIST_IO_MODE_DIRECT
+				  : l->cfg.read_mode == GRIST_READ_AUTO ? GRIST_IO_MODE_AUTO
+									: GRIST_IO_MODE_BUFFERED;
 	struct grist_io_open_info oi;
 	struct grist_file_info info;
 	size_t d, f;
@@ -928,7 +942,16 @@ static int open_files(struct async_engine *e)
 				return grist_fail(ret, "%s: cannot open for reading: %s", info.path, grist_strerror(ret));
 			e->files[d][f] = (struct engine_file){
 				.fd = oi.fd, .direct = oi.direct, .align = oi.direct ? oi.offset_align : 1, .path = info.path,
+				.size = oi.size,
 			};
+			if (l->cfg.read_mode == GRIST_READ_MMAP && oi.size) {
+				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
+
+				if (m == MAP_FAILED)
+					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
+				e->files[d][f].map = m;
+				e->any_mapped = true;
+			}
 			if (oi.direct && oi.offset_align < oi.mem_align)
 				e->files[d][f].align = oi.mem_align;
 			if (oi.direct)
@@ -951,9 +974,12 @@ static void close_files(struct async_engine *e)
 	for (d = 0; d < e->l->num_sources; d++) {
 		if (!e->files[d])
 			continue;
-		for (f = 0; f < e->l->sources[d].num_files; f++)
+		for (f = 0; f < e->l->sources[d].num_files; f++) {
+			if (e->files[d][f].map)
+				munmap((void *)e->files[d][f].map, e->files[d][f].size);
 			if (e->files[d][f].fd >= 0)
 				close(e->files[d][f].fd);
+		}
 		free(e->files[d]);
 	}
 	free(e->files);
@@ -1353,7 +1379,7 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	unsigned i;
 
 	out->engine = e->name;
-	out->read_mode = e->any_direct ? (e->any_buffered ? "mixed" : "direct") : "buffered";
+	out->read_mode = e->any_mapped ? "mmap" : e->any_direct ? (e->any_buffered ? "mixed" : "direct") : "buffered";
 	out->threads = e->nworkers;
 	for (i = 0; i < e->nworkers; i++) {
 		struct worker *wk = &e->workers[i];

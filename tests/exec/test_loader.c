@@ -343,6 +343,7 @@ static const struct variant variants[] = {
 	{ GRIST_ENGINE_PREAD, 2, 1, 8, GRIST_READ_BUFFERED },
 	{ GRIST_ENGINE_PREAD, 3, 4, 1, GRIST_READ_DIRECT },
 	{ GRIST_ENGINE_PREAD, 2, 64, 8, GRIST_READ_AUTO },
+	{ GRIST_ENGINE_URING, 2, 4, 1, GRIST_READ_MMAP },
 };
 #define NUM_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
