@@ -55,7 +55,9 @@ enum grist_read_mode {
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
 				copies, for data that is (mostly) cached; a page not in the cache is
-				read by a page fault in the decoding thread */
+				read by a page fault in the decoding thread. Like every mapping, it
+				needs files that do not shrink while the loader runs (a truncated
+				mapping faults with SIGBUS, where reads would report an error) */
 };
 
 /** How records are laid out in a batch. */
