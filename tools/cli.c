@@ -102,6 +102,70 @@ bool cli_parse_granularity(const char *s, enum grist_granularity *out)
 	return true;
 }
 
+/* A whole number in [@lo, @hi]. */
+static bool parse_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	uint64_t v;
+
+	if (!cli_parse_u64(s, &v) || v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c)
+{
+	uint64_t v;
+
+	/* Bounds are the loader's own limits, so a bad value is caught here, as a usage error. */
+	if (!strcmp(name, "batch-size")) {
+		if (!parse_in(arg, 1, 1u << 24, &c->batch_size))
+			return cli_usage_error("--batch-size: '%s' is not a number in 1..%u", arg, 1u << 24);
+	} else if (!strcmp(name, "seed")) {
+		if (!cli_parse_u64(arg, &c->seed))
+			return cli_usage_error("--seed: '%s' is not a number", arg);
+	} else if (!strcmp(name, "epochs")) {
+		if (!cli_parse_u64(arg, &c->epochs))
+			return cli_usage_error("--epochs: '%s' is not a number (0 = unbounded)", arg);
+	} else if (!strcmp(name, "shard")) {
+		if (!cli_parse_shard(arg, &c->shard_index, &c->shard_count))
+			return cli_usage_error("--shard: '%s' is not I/K with 0 <= I < K", arg);
+	} else if (!strcmp(name, "contiguous-shards")) {
+		c->shard_mode = GRIST_SHARD_CONTIGUOUS;
+	} else if (!strcmp(name, "no-shuffle")) {
+		c->no_shuffle = true;
+	} else if (!strcmp(name, "same-order")) {
+		c->same_order_each_epoch = true;
+	} else if (!strcmp(name, "granularity")) {
+		if (!cli_parse_granularity(arg, &c->granularity))
+			return cli_usage_error("--granularity: '%s' is not record or chunk", arg);
+	} else if (!strcmp(name, "window")) {
+		if (!parse_in(arg, 1, UINT64_MAX, &c->window_chunks))
+			return cli_usage_error("--window: '%s' is not a number >= 1", arg);
+	} else if (!strcmp(name, "engine")) {
+		if (!cli_parse_engine(arg, &c->engine))
+			return cli_usage_error("--engine: '%s' is not uring, pread or ref", arg);
+	} else if (!strcmp(name, "threads")) {
+		if (!parse_in(arg, 1, 256, &v))
+			return cli_usage_error("--threads: '%s' is not a number in 1..256", arg);
+		c->threads = (unsigned)v;
+	} else if (!strcmp(name, "queue-depth")) {
+		if (!parse_in(arg, 1, 4096, &v))
+			return cli_usage_error("--queue-depth: '%s' is not a number in 1..4096", arg);
+		c->queue_depth = (unsigned)v;
+	} else if (!strcmp(name, "io")) {
+		if (!cli_parse_read_mode(arg, &c->read_mode))
+			return cli_usage_error("--io: '%s' is not auto, direct, buffered or mmap", arg);
+	} else if (!strcmp(name, "prefetch")) {
+		if (!parse_in(arg, 1, 64, &v))
+			return cli_usage_error("--prefetch: '%s' is not a number in 1..64", arg);
+		c->prefetch = (unsigned)v;
+	} else {
+		return cli_usage_error("--%s is not a loader option", name);
+	}
+	return 0;
+}
+
 bool cli_is_help(const char *arg)
 {
 	return !strcmp(arg, "-h") || !strcmp(arg, "--help");

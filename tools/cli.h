@@ -39,6 +39,21 @@ bool cli_parse_engine(const char *s, enum grist_engine_kind *out);
 bool cli_parse_read_mode(const char *s, enum grist_read_mode *out);
 bool cli_parse_granularity(const char *s, enum grist_granularity *out);
 
+/*
+ * The loader knobs that `load` and `bench` share. A command lists the ones it takes
+ * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
+ * by long name, so each knob is parsed, bounded and explained in one place.
+ */
+enum { CLI_OPT_LOADER = 1000 };
+
+/*
+ * cli_loader_option() - apply --NAME ARG to @c. NAME is one of batch-size, seed,
+ * epochs, shard, contiguous-shards, no-shuffle, same-order, granularity, window,
+ * engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
+ * Return: 0, or CLI_EXIT_USAGE after printing what is wrong with the value.
+ */
+int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c);
+
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 

@@ -51,8 +51,7 @@ static const char bench_usage[] =
 
 enum {
 	OPT_DIR = 256, OPT_RECORDS, OPT_RECORD_SIZE, OPT_GROUP_SIZE, OPT_COMPRESSION, OPT_SECONDS, OPT_BATCHES,
-	OPT_BATCH, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_PREFETCH, OPT_IO, OPT_GRANULARITY, OPT_WINDOW,
-	OPT_SEED, OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT,
+	OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT,
 };
 
 static const struct option bench_options[] = {
@@ -63,15 +62,15 @@ static const struct option bench_options[] = {
 	{ "compression", required_argument, NULL, OPT_COMPRESSION },
 	{ "seconds", required_argument, NULL, OPT_SECONDS },
 	{ "batches", required_argument, NULL, OPT_BATCHES },
-	{ "batch-size", required_argument, NULL, OPT_BATCH },
-	{ "engine", required_argument, NULL, OPT_ENGINE },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "queue-depth", required_argument, NULL, OPT_QD },
-	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
-	{ "io", required_argument, NULL, OPT_IO },
-	{ "granularity", required_argument, NULL, OPT_GRANULARITY },
-	{ "window", required_argument, NULL, OPT_WINDOW },
-	{ "seed", required_argument, NULL, OPT_SEED },
+	{ "batch-size", required_argument, NULL, CLI_OPT_LOADER },
+	{ "engine", required_argument, NULL, CLI_OPT_LOADER },
+	{ "threads", required_argument, NULL, CLI_OPT_LOADER },
+	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
+	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
+	{ "io", required_argument, NULL, CLI_OPT_LOADER },
+	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
+	{ "window", required_argument, NULL, CLI_OPT_LOADER },
+	{ "seed", required_argument, NULL, CLI_OPT_LOADER },
 	{ "cold", no_argument, NULL, OPT_COLD },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "compare", no_argument, NULL, OPT_COMPARE },
@@ -114,8 +113,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 {
 	struct grist_loader_config *c = &a->cfg.loader;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t v;
-	int opt;
+	int opt, idx, ret;
 
 	a->data = (struct bench_data){ .dir = "./grist-bench-data", .records = 262144, .record_size = 1024,
 				       .group_size = 1, .compression = "zstd:3" };
@@ -128,8 +126,13 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 	c->prefetch = 4;
 	optind = 1;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", bench_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", bench_options, &idx)) != -1) {
 		switch (opt) {
+		case CLI_OPT_LOADER:
+			ret = cli_loader_option(bench_options[idx].name, optarg, c);
+			if (ret)
+				return ret;
+			break;
 		case OPT_DIR:
 			a->data.dir = optarg;
 			break;
@@ -151,11 +154,11 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			a->data.compression = optarg;
 			break;
 		case OPT_REPEAT: {
-			uint64_t v;
+			uint64_t n;
 
-			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 99)
+			if (!parse_range(optarg, 1, 99, &n))
 				return cli_usage_error("--repeat: '%s' is not a number in 1..99", optarg);
-			a->repeat = (unsigned)v;
+			a->repeat = (unsigned)n;
 			break;
 		}
 		case OPT_SECONDS:
@@ -166,45 +169,6 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 		case OPT_BATCHES:
 			if (!parse_range(optarg, 1, UINT64_MAX, &a->cfg.batches))
 				return cli_usage_error("--batches: '%s' is not a number >= 1", optarg);
-			break;
-		case OPT_BATCH:
-			if (!parse_range(optarg, 1, (uint64_t)1 << 24, &c->batch_size))
-				return cli_usage_error("--batch-size: '%s' is not a number in 1..2^24", optarg);
-			break;
-		case OPT_ENGINE:
-			if (!cli_parse_engine(optarg, &c->engine))
-				return cli_usage_error("--engine: '%s' is not uring, pread or ref", optarg);
-			break;
-		case OPT_THREADS:
-			if (!parse_range(optarg, 1, 1024, &v))
-				return cli_usage_error("--threads: '%s' is not a number in 1..1024", optarg);
-			c->threads = (unsigned)v;
-			break;
-		case OPT_QD:
-			if (!parse_range(optarg, 1, 4096, &v))
-				return cli_usage_error("--queue-depth: '%s' is not a number in 1..4096", optarg);
-			c->queue_depth = (unsigned)v;
-			break;
-		case OPT_PREFETCH:
-			if (!parse_range(optarg, 1, 1024, &v))
-				return cli_usage_error("--prefetch: '%s' is not a number in 1..1024", optarg);
-			c->prefetch = (unsigned)v;
-			break;
-		case OPT_IO:
-			if (!cli_parse_read_mode(optarg, &c->read_mode))
-				return cli_usage_error("--io: '%s' is not auto, direct or buffered", optarg);
-			break;
-		case OPT_GRANULARITY:
-			if (!cli_parse_granularity(optarg, &c->granularity))
-				return cli_usage_error("--granularity: '%s' is not record or chunk", optarg);
-			break;
-		case OPT_WINDOW:
-			if (!parse_range(optarg, 1, UINT64_MAX, &c->window_chunks))
-				return cli_usage_error("--window: '%s' is not a number >= 1", optarg);
-			break;
-		case OPT_SEED:
-			if (!cli_parse_u64(optarg, &c->seed))
-				return cli_usage_error("--seed: '%s' is not a number", optarg);
 			break;
 		case OPT_COLD:
 			a->cfg.cold = true;

@@ -55,22 +55,25 @@ static const char load_usage[] =
 	"                        'mismatches: N' on stderr and exits 1 when N > 0\n";
 
 enum {
-	OPT_BATCH = 256, OPT_SEED, OPT_EPOCHS, OPT_SHARD, OPT_CONTIG, OPT_NO_SHUFFLE, OPT_SAME_ORDER,
-	OPT_GRANULARITY, OPT_WINDOW, OPT_DROP, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER,
-	OPT_SAVE, OPT_RESUME, OPT_ENGINE, OPT_THREADS, OPT_QD, OPT_IO, OPT_PREFETCH, OPT_HELP, OPT_DEVICE,
-	OPT_DEVICE_CHECK,
+	OPT_DROP = 256, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
+	OPT_DEVICE, OPT_DEVICE_CHECK,
 };
 
 static const struct option load_options[] = {
-	{ "batch-size", required_argument, NULL, OPT_BATCH },
-	{ "seed", required_argument, NULL, OPT_SEED },
-	{ "epochs", required_argument, NULL, OPT_EPOCHS },
-	{ "shard", required_argument, NULL, OPT_SHARD },
-	{ "contiguous-shards", no_argument, NULL, OPT_CONTIG },
-	{ "no-shuffle", no_argument, NULL, OPT_NO_SHUFFLE },
-	{ "same-order", no_argument, NULL, OPT_SAME_ORDER },
-	{ "granularity", required_argument, NULL, OPT_GRANULARITY },
-	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "batch-size", required_argument, NULL, CLI_OPT_LOADER },
+	{ "seed", required_argument, NULL, CLI_OPT_LOADER },
+	{ "epochs", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard", required_argument, NULL, CLI_OPT_LOADER },
+	{ "contiguous-shards", no_argument, NULL, CLI_OPT_LOADER },
+	{ "no-shuffle", no_argument, NULL, CLI_OPT_LOADER },
+	{ "same-order", no_argument, NULL, CLI_OPT_LOADER },
+	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
+	{ "window", required_argument, NULL, CLI_OPT_LOADER },
+	{ "engine", required_argument, NULL, CLI_OPT_LOADER },
+	{ "threads", required_argument, NULL, CLI_OPT_LOADER },
+	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
+	{ "io", required_argument, NULL, CLI_OPT_LOADER },
+	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, OPT_DROP },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
@@ -78,11 +81,6 @@ static const struct option load_options[] = {
 	{ "stop-after", required_argument, NULL, OPT_STOP_AFTER },
 	{ "save-state", required_argument, NULL, OPT_SAVE },
 	{ "resume", required_argument, NULL, OPT_RESUME },
-	{ "engine", required_argument, NULL, OPT_ENGINE },
-	{ "threads", required_argument, NULL, OPT_THREADS },
-	{ "queue-depth", required_argument, NULL, OPT_QD },
-	{ "io", required_argument, NULL, OPT_IO },
-	{ "prefetch", required_argument, NULL, OPT_PREFETCH },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "device-check", no_argument, NULL, OPT_DEVICE_CHECK },
@@ -95,58 +93,20 @@ struct load_args {
 	const char *save_state, *resume;
 };
 
-static bool parse_u32(const char *s, unsigned *out)
-{
-	uint64_t v;
-
-	if (!cli_parse_u64(s, &v) || v > 1000000)
-		return false;
-	*out = (unsigned)v;
-	return true;
-}
-
 static int parse_load_args(int argc, char **argv, struct grist_loader_config *c, struct load_args *a)
 {
-	int opt;
+	int opt, idx, ret;
 
 	c->batch_size = 32;
 	c->epochs = 1;
 	optind = 1;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "h", load_options, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "h", load_options, &idx)) != -1) {
 		switch (opt) {
-		case OPT_BATCH:
-			if (!cli_parse_u64(optarg, &c->batch_size))
-				return cli_usage_error("--batch-size: '%s' is not a number", optarg);
-			break;
-		case OPT_SEED:
-			if (!cli_parse_u64(optarg, &c->seed))
-				return cli_usage_error("--seed: '%s' is not a number", optarg);
-			break;
-		case OPT_EPOCHS:
-			if (!cli_parse_u64(optarg, &c->epochs))
-				return cli_usage_error("--epochs: '%s' is not a number", optarg);
-			break;
-		case OPT_SHARD:
-			if (!cli_parse_shard(optarg, &c->shard_index, &c->shard_count))
-				return cli_usage_error("--shard: '%s' is not I/K with 0 <= I < K", optarg);
-			break;
-		case OPT_CONTIG:
-			c->shard_mode = GRIST_SHARD_CONTIGUOUS;
-			break;
-		case OPT_NO_SHUFFLE:
-			c->no_shuffle = true;
-			break;
-		case OPT_SAME_ORDER:
-			c->same_order_each_epoch = true;
-			break;
-		case OPT_GRANULARITY:
-			if (!cli_parse_granularity(optarg, &c->granularity))
-				return cli_usage_error("--granularity: '%s' is not record or chunk", optarg);
-			break;
-		case OPT_WINDOW:
-			if (!cli_parse_u64(optarg, &c->window_chunks) || c->window_chunks == 0)
-				return cli_usage_error("--window: '%s' is not a number >= 1", optarg);
+		case CLI_OPT_LOADER:
+			ret = cli_loader_option(load_options[idx].name, optarg, c);
+			if (ret)
+				return ret;
 			break;
 		case OPT_DROP:
 			c->drop_remainder = true;
@@ -170,26 +130,6 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		case OPT_RESUME:
 			a->resume = optarg;
 			break;
-		case OPT_ENGINE:
-			if (!cli_parse_engine(optarg, &c->engine))
-				return cli_usage_error("--engine: '%s' is not uring, pread or ref", optarg);
-			break;
-		case OPT_THREADS:
-			if (!parse_u32(optarg, &c->threads) || c->threads == 0)
-				return cli_usage_error("--threads: '%s' is not a number >= 1", optarg);
-			break;
-		case OPT_QD:
-			if (!parse_u32(optarg, &c->queue_depth) || c->queue_depth == 0)
-				return cli_usage_error("--queue-depth: '%s' is not a number >= 1", optarg);
-			break;
-		case OPT_IO:
-			if (!cli_parse_read_mode(optarg, &c->read_mode))
-				return cli_usage_error("--io: '%s' is not auto, direct or buffered", optarg);
-			break;
-		case OPT_PREFETCH:
-			if (!parse_u32(optarg, &c->prefetch) || c->prefetch == 0)
-				return cli_usage_error("--prefetch: '%s' is not a number >= 1", optarg);
-			break;
 		case OPT_DEVICE:
 			c->device = optarg;
 			break;
@@ -207,8 +147,6 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 	}
 	if (optind >= argc)
 		return cli_usage_error("no input file");
-	if (c->batch_size == 0)
-		return cli_usage_error("--batch-size must be at least 1");
 	if (a->save_state && !a->stop_after)
 		return cli_usage_error("--save-state needs --stop-after N");
 	if (a->device_check && !c->device)
