@@ -50,11 +50,7 @@ static int provider_acquire(void *ctx, struct grist_slot *s)
 	ret = grist_device_stage_acquire(d->stage, &k, &host);
 	if (ret)
 		return ret;
-	s->data = host;
-	s->cap = d->slot_bytes;
-	s->external = true;
-	s->handle = k;
-	s->pinned = true;
+	grist_slot_bind(s, host, d->slot_bytes, k);
 	return 0;
 }
 
@@ -64,7 +60,7 @@ static void provider_cancel(void *ctx, struct grist_slot *s)
 
 	/* A failure here fails the stage, which every later call then reports. */
 	grist_device_stage_cancel(d->stage, s->handle);
-	s->external = false;
+	grist_slot_unbind(s);
 }
 
 /* How many bytes a batch can need: exact for fixed rows, an upper bound from the footers otherwise. */
@@ -198,8 +194,7 @@ static void *feeder_main(void *arg)
 					 s->batch.num_rows, grist_device_stage_num_devices(d->stage));
 		if (ret) {
 			d->by_slot[s->handle] = NULL;
-			grist_device_stage_cancel(d->stage, s->handle);
-			s->external = false;
+			provider_cancel(d, s);
 			l->ops->release(l->engine, s);
 			break;
 		}
@@ -260,8 +255,7 @@ int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, un
 	/* forget the binding first: once released, the slot may be bound to another batch at once */
 	d->by_slot[s->handle] = NULL;
 	ret = grist_device_stage_release(d->stage, &s->device_batch, n, (const cl_event *)events);
-	s->external = false;
-	l->ops->release(l->engine, s);
+	l->ops->release(l->engine, s); /* the engine unbinds the slot from the stage's memory */
 	return ret;
 }
 
@@ -280,7 +274,6 @@ void grist_loader_device_quiesce(struct grist_loader *l)
 	/* batches submitted but never taken: their wrappers go back to the engine */
 	for (k = 0; d->by_slot && k < d->num_slots; k++) {
 		if (d->by_slot[k]) {
-			d->by_slot[k]->external = false;
 			if (l->ops)
 				l->ops->release(l->engine, d->by_slot[k]);
 			d->by_slot[k] = NULL;

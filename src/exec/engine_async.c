@@ -187,8 +187,6 @@ struct async_engine {
 	struct grist_slot *pack;    /* the batch the packer is filling */
 	uint64_t all_slots;
 	uint64_t queue_occupancy;
-	bool registered;
-	char note[200];
 };
 
 static uint64_t add_relaxed(uint64_t *p, uint64_t v)
@@ -259,11 +257,8 @@ static void slot_put_locked(struct async_engine *e, struct grist_slot *s)
 	struct slot_pool *pool = s->provider_wrapper ? &e->dev_pool : &e->host_pool;
 	struct grist_slot **n;
 
-	if (s->provider_wrapper) {
-		s->data = NULL;
-		s->cap = 0;
-		s->external = false;
-	}
+	if (s->provider_wrapper)
+		grist_slot_unbind(s);
 	if (pool->n == pool->cap) {
 		n = realloc(pool->items, (pool->cap * 2 + 8) * sizeof(*n));
 		if (!n) { /* keep memory bounded and correct: drop the slot instead */
@@ -958,8 +953,6 @@ static int open_files(struct async_engine *e)
 				e->any_direct = true;
 			else
 				e->any_buffered = true;
-			if (oi.note[0])
-				snprintf(e->note, sizeof(e->note), "%s", oi.note);
 		}
 	}
 	return 0;

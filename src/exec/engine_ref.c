@@ -124,11 +124,8 @@ static void ref_release(void *engine, struct grist_slot *s)
 	struct ref_engine *e = engine;
 	size_t i;
 
-	if (s->provider_wrapper) { /* the memory was the device stage's: unbind it */
-		s->data = NULL;
-		s->cap = 0;
-		s->external = false;
-	}
+	if (s->provider_wrapper) /* the memory was the device stage's */
+		grist_slot_unbind(s);
 	for (i = 0; i < REF_MAX_SLOTS; i++)
 		if (e->slots[i] == s)
 			e->busy[i] = false;

@@ -72,6 +72,22 @@ void grist_slot_reset(struct grist_slot *s)
 	s->offsets[0] = 0;
 }
 
+void grist_slot_bind(struct grist_slot *s, uint8_t *data, size_t cap, unsigned handle)
+{
+	s->data = data;
+	s->cap = cap;
+	s->handle = handle;
+	s->external = true;
+	s->pinned = true; /* provider memory is pinned or device-mapped by construction */
+}
+
+void grist_slot_unbind(struct grist_slot *s)
+{
+	s->data = NULL;
+	s->cap = 0;
+	s->external = false;
+}
+
 int grist_slot_reserve(struct grist_slot *s, size_t bytes)
 {
 	size_t ncap;

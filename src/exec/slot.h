@@ -84,6 +84,11 @@ int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint);
 void grist_slot_free(struct grist_slot *s);
 /* Empty the slot for reuse; memory is kept. */
 void grist_slot_reset(struct grist_slot *s);
+/* Lend @s a provider's buffer @data of @cap bytes, the provider's number @handle. */
+void grist_slot_bind(struct grist_slot *s, uint8_t *data, size_t cap, unsigned handle);
+/* Forget a lent buffer (delivered or cancelled): the slot holds no data memory again. */
+void grist_slot_unbind(struct grist_slot *s);
+
 /* Make room for @bytes bytes in total. 0 or -ENOMEM. */
 int grist_slot_reserve(struct grist_slot *s, size_t bytes);
 
