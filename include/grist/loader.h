@@ -187,7 +187,8 @@ struct grist_loader_stats {
 	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
 	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */
-	uint64_t memory_bytes;          /* pinned + scratch memory held by the engine */
+	uint64_t memory_bytes;          /* batch slots (index arrays and owned data) and registered read
+					   arenas held by the engine now; decoder scratch is not counted */
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
 };

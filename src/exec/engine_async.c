@@ -185,7 +185,7 @@ struct async_engine {
 
 	struct slot_pool host_pool, dev_pool;
 	struct grist_slot *pack;    /* the batch the packer is filling */
-	uint64_t all_slots;
+	uint64_t slot_memory;       /* bytes all slots own, kept by the slots themselves */
 	uint64_t queue_occupancy;
 };
 
@@ -216,8 +216,6 @@ static int slot_take(struct async_engine *e, bool deliver, bool view, struct gri
 	pthread_mutex_lock(&e->lock);
 	if (pool->n)
 		s = pool->items[--pool->n];
-	else
-		e->all_slots++;
 	pthread_mutex_unlock(&e->lock);
 	if (!s) {
 		s = calloc(1, sizeof(*s));
@@ -236,6 +234,7 @@ static int slot_take(struct async_engine *e, bool deliver, bool view, struct gri
 			return ret;
 		}
 		s->provider_wrapper = p != NULL;
+		grist_slot_account(s, &e->slot_memory);
 	}
 	grist_slot_reset(s);
 	if (p) {
@@ -264,7 +263,6 @@ static void slot_put_locked(struct async_engine *e, struct grist_slot *s)
 		if (!n) { /* keep memory bounded and correct: drop the slot instead */
 			grist_slot_free(s);
 			free(s);
-			e->all_slots--;
 			return;
 		}
 		pool->items = n;
@@ -1389,11 +1387,10 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	}
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
-	out->memory_bytes += e->all_slots * (e->unit_items * 28); /* index arrays; data counted below */
-	for (size_t k = 0; k < e->host_pool.n; k++) {
-		out->memory_bytes += e->host_pool.items[k]->cap;
+	out->memory_bytes += load_relaxed(&e->slot_memory);
+	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
-	}
+	out->pinned = out->pinned || e->l->provider;
 	pthread_mutex_unlock(&e->lock);
 }
 

@@ -18,6 +18,7 @@ struct ref_engine {
 	bool busy[REF_MAX_SLOTS];
 	uint64_t bytes_read;
 	uint64_t reads;
+	uint64_t slot_memory; /* kept by the slots; read only from the consumer thread */
 };
 
 static int ref_start(struct grist_loader *l, void **engine)
@@ -58,6 +59,7 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 				e->slots[i] = NULL;
 				return ret;
 			}
+			grist_slot_account(e->slots[i], &e->slot_memory);
 		}
 		grist_slot_reset(e->slots[i]);
 		if (e->l->provider) {
@@ -147,9 +149,10 @@ static void ref_stats(void *engine, struct grist_loader_stats *out)
 	out->threads = 1;
 	out->reads_issued = e->reads;
 	out->bytes_decoded = e->bytes_read;
+	out->memory_bytes = e->slot_memory;
 	for (i = 0; i < REF_MAX_SLOTS; i++)
 		if (e->slots[i])
-			out->memory_bytes += grist_slot_memory(e->slots[i]);
+			out->pinned = out->pinned || e->slots[i]->pinned;
 }
 
 static void ref_stop(void *engine)

@@ -53,8 +53,21 @@ int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint)
 	return bytes_hint ? grist_slot_reserve(s, bytes_hint) : 0;
 }
 
+static void account(struct grist_slot *s, int64_t delta)
+{
+	if (s->memory_counter)
+		__atomic_add_fetch(s->memory_counter, (uint64_t)delta, __ATOMIC_RELAXED);
+}
+
+void grist_slot_account(struct grist_slot *s, uint64_t *counter)
+{
+	s->memory_counter = counter;
+	account(s, (int64_t)grist_slot_memory(s));
+}
+
 void grist_slot_free(struct grist_slot *s)
 {
+	account(s, -(int64_t)grist_slot_memory(s));
 	if (!s->external)
 		pinned_free(s->data, s->cap, s->pinned);
 	free(s->offsets);
@@ -111,6 +124,7 @@ int grist_slot_reserve(struct grist_slot *s, size_t bytes)
 		return grist_fail(-ENOMEM, "batch slot: cannot map %zu bytes", ncap);
 	if (s->bytes)
 		memcpy(p, s->data, s->bytes);
+	account(s, (int64_t)(ncap - s->cap));
 	pinned_free(s->data, s->cap, s->pinned);
 	s->data = p;
 	s->cap = ncap;
@@ -288,5 +302,5 @@ int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint6
 
 size_t grist_slot_memory(const struct grist_slot *s)
 {
-	return s->cap + (s->rows_cap * 3 + 1) * sizeof(uint64_t) + s->rows_cap * sizeof(uint32_t);
+	return (s->external ? 0 : s->cap) + (s->rows_cap * 3 + 1) * sizeof(uint64_t) + s->rows_cap * sizeof(uint32_t);
 }

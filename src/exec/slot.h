@@ -64,6 +64,7 @@ struct grist_slot {
 	size_t view_first;
 	unsigned refs;
 	bool detached;
+	uint64_t *memory_counter; /* optional: the memory this slot owns is added here (relaxed atomics) */
 	uint64_t *offsets;   /* rows_cap + 1 */
 	uint64_t *indices;   /* rows_cap */
 	uint32_t *datasets;  /* rows_cap */
@@ -109,7 +110,10 @@ void grist_slot_make_view(struct grist_slot *s, struct grist_slot *parent, size_
 /* Fill s->batch for the caller (padded layout: pad a short batch to batch_size rows). */
 int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence);
 
-/* Bytes of memory the slot holds. */
+/* Bytes of memory the slot owns (lent provider memory is not counted). */
 size_t grist_slot_memory(const struct grist_slot *s);
+
+/* Count the slot's memory, now and as it grows, in *@counter (an engine's total). */
+void grist_slot_account(struct grist_slot *s, uint64_t *counter);
 
 #endif
