@@ -9,6 +9,7 @@
 #include "format/chunk_decode.h"
 #include "format/hash.h"
 #include "format/simple_chunk.h"
+#include "format/varint.h"
 
 struct grist_chunk_decoder {
 	struct grist_buf data;   /* logical chunk data when it crosses block boundaries */
@@ -75,15 +76,20 @@ static int check_blocks(const uint8_t *buf, uint64_t buf_off, uint64_t begin, ui
 	return 0;
 }
 
-int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
-		       size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
-		       struct grist_decoded_chunk *out)
-{
-	uint64_t buf_end = buf_file_offset + buf_len, hdr_end, data_begin, data_end, end, hash;
+/* A chunk whose header and block headers have been checked. */
+struct open_chunk {
 	struct grist_chunk_header h;
-	struct grist_simple_records recs;
+	uint64_t end;        /* from the header */
+	uint64_t data_begin; /* physical */
+	uint64_t data_end;   /* physical */
+};
+
+/* Check the extent, the header and every block header of the chunk; nothing of its data yet. */
+static int open_chunk(const uint8_t *buf, uint64_t buf_file_offset, size_t buf_len, uint64_t chunk_begin,
+		      uint64_t chunk_end, const char *path, struct open_chunk *c)
+{
+	uint64_t buf_end = buf_file_offset + buf_len, hdr_end;
 	uint8_t hdr[GRIST_CHUNK_HEADER_SIZE];
-	const uint8_t *data;
 	int ret;
 
 	if (chunk_begin < buf_file_offset || chunk_end > buf_end || chunk_begin >= chunk_end ||
@@ -105,69 +111,190 @@ int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 	if (ret)
 		return ret;
 	copy_logical(hdr, buf, buf_file_offset, chunk_begin, 0, GRIST_CHUNK_HEADER_SIZE);
-	ret = grist_chunk_header_parse(hdr, &h, path, chunk_begin);
+	ret = grist_chunk_header_parse(hdr, &c->h, path, chunk_begin);
 	if (ret)
 		return ret;
-	end = grist_chunk_end(chunk_begin, h.data_size, h.num_records);
-	if (end > chunk_end)
+	c->end = grist_chunk_end(chunk_begin, c->h.data_size, c->h.num_records);
+	if (c->end > chunk_end)
 		return grist_fail_at(-EBADMSG, path, chunk_begin,
 				     "chunk (%llu data bytes, %llu records) ends at byte %llu, past its extent end %llu",
-				     (unsigned long long)h.data_size, (unsigned long long)h.num_records,
-				     (unsigned long long)end, (unsigned long long)chunk_end);
-	ret = check_blocks(buf, buf_file_offset, chunk_begin, end, chunk_begin, end, path);
+				     (unsigned long long)c->h.data_size, (unsigned long long)c->h.num_records,
+				     (unsigned long long)c->end, (unsigned long long)chunk_end);
+	ret = check_blocks(buf, buf_file_offset, chunk_begin, c->end, chunk_begin, c->end, path);
 	if (ret)
 		return ret;
+	c->data_begin = logical_to_physical(chunk_begin, GRIST_CHUNK_HEADER_SIZE);
+	c->data_end = grist_block_add_with_overhead(chunk_begin, GRIST_CHUNK_HEADER_SIZE + c->h.data_size);
+	return 0;
+}
 
-	data_begin = logical_to_physical(chunk_begin, GRIST_CHUNK_HEADER_SIZE);
-	data_end = grist_block_add_with_overhead(chunk_begin, GRIST_CHUNK_HEADER_SIZE + h.data_size);
-	if (data_end - data_begin == h.data_size || h.data_size == 0) {
-		data = buf + (data_begin - buf_file_offset);
-	} else {
-		ret = grist_buf_reserve(&d->data, h.data_size);
-		if (ret)
-			return ret;
-		copy_logical(d->data.data, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE,
-			     h.data_size);
-		data = d->data.data;
+/*
+ * The first @n logical bytes of the chunk's data, contiguous: in place when they cross
+ * no block boundary, else gathered into the decoder's scratch.
+ */
+static int data_prefix(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+		       uint64_t chunk_begin, const struct open_chunk *c, uint64_t n, const uint8_t **out)
+{
+	int ret;
+
+	if (grist_block_add_with_overhead(c->data_begin, n) - c->data_begin == n || n == 0) {
+		*out = buf + (c->data_begin - buf_file_offset);
+		return 0;
 	}
-	hash = grist_hash(data, h.data_size);
-	if (hash != h.data_hash)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "chunk data hash mismatch (stored 0x%016llx, computed 0x%016llx)",
-				     (unsigned long long)h.data_hash, (unsigned long long)hash);
+	ret = grist_buf_reserve(&d->data, n);
+	if (ret)
+		return ret;
+	copy_logical(d->data.data, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, n);
+	*out = d->data.data;
+	return 0;
+}
 
+static void fill_out(const struct open_chunk *c, struct grist_decoded_chunk *out, struct grist_chunk_decoder *d)
+{
 	memset(out, 0, sizeof(*out));
-	out->chunk_end = end;
-	out->data_end = data_end;
-	out->chunk_type = h.type;
+	out->chunk_end = c->end;
+	out->data_end = c->data_end;
+	out->chunk_type = c->h.type;
 	d->zero_offset = 0;
 	out->offsets = &d->zero_offset;
-	switch (h.type) {
-	case GRIST_CHUNK_SIMPLE:
-		ret = grist_simple_chunk_decode(&d->simple, data, h.data_size, h.num_records,
-						h.decoded_data_size, path, chunk_begin, &recs);
-		if (ret)
-			return ret;
-		out->num_records = h.num_records;
-		out->decoded_data_size = h.decoded_data_size;
-		out->values = recs.values;
-		out->offsets = recs.offsets;
-		out->compression = recs.compression;
-		return 0;
+}
+
+/* What every chunk type other than a simple chunk decodes to (nothing), or why it is refused. */
+static int decode_recordless(const struct open_chunk *c, uint64_t chunk_begin, const char *path)
+{
+	switch (c->h.type) {
 	case GRIST_CHUNK_TRANSPOSED:
 		return grist_fail_at(-ENOTSUP, path, chunk_begin,
 				     "transposed chunk (written with transpose:true) is not supported");
 	case GRIST_CHUNK_SIGNATURE:
-		if (chunk_begin != 0 || h.data_size || h.num_records || h.decoded_data_size)
+		if (chunk_begin != 0 || c->h.data_size || c->h.num_records || c->h.decoded_data_size)
 			return grist_fail_at(-EBADMSG, path, chunk_begin,
 					     "misplaced or non-empty file signature chunk");
 		return 0;
 	default:
 		/* Padding, metadata and future record-less chunks carry nothing for us. */
-		if (h.num_records)
+		if (c->h.num_records)
 			return grist_fail_at(-ENOTSUP, path, chunk_begin,
-					     "unknown chunk type 0x%02x with %llu records", h.type,
-					     (unsigned long long)h.num_records);
+					     "unknown chunk type 0x%02x with %llu records", c->h.type,
+					     (unsigned long long)c->h.num_records);
 		return 0;
 	}
+}
+
+/* The whole data, its hash checked. */
+static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			uint64_t chunk_begin, const struct open_chunk *c, const char *path, const uint8_t **data)
+{
+	uint64_t hash;
+	int ret = data_prefix(d, buf, buf_file_offset, chunk_begin, c, c->h.data_size, data);
+
+	if (ret)
+		return ret;
+	hash = grist_hash(*data, c->h.data_size);
+	if (hash != c->h.data_hash)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "chunk data hash mismatch (stored 0x%016llx, computed 0x%016llx)",
+				     (unsigned long long)c->h.data_hash, (unsigned long long)hash);
+	return 0;
+}
+
+/* open_chunk() and checked_data() with the output's common fields filled. */
+static int open_checked(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset, size_t buf_len,
+			uint64_t chunk_begin, uint64_t chunk_end, const char *path, struct open_chunk *c,
+			const uint8_t **data, struct grist_decoded_chunk *out)
+{
+	int ret = open_chunk(buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, c);
+
+	if (!ret)
+		ret = checked_data(d, buf, buf_file_offset, chunk_begin, c, path, data);
+	if (!ret)
+		fill_out(c, out, d);
+	return ret;
+}
+
+static void fill_records(struct grist_decoded_chunk *out, const struct open_chunk *c, const uint8_t *values,
+			 const uint64_t *offsets, uint8_t compression)
+{
+	out->num_records = c->h.num_records;
+	out->decoded_data_size = c->h.decoded_data_size;
+	out->values = values;
+	out->offsets = offsets;
+	out->compression = compression;
+}
+
+int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+		       size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+		       struct grist_decoded_chunk *out)
+{
+	struct grist_simple_records recs;
+	struct open_chunk c;
+	const uint8_t *data;
+	int ret;
+
+	ret = open_checked(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c, &data, out);
+	if (ret)
+		return ret;
+	if (c.h.type != GRIST_CHUNK_SIMPLE)
+		return decode_recordless(&c, chunk_begin, path);
+	ret = grist_simple_chunk_decode(&d->simple, data, c.h.data_size, c.h.num_records, c.h.decoded_data_size,
+					path, chunk_begin, &recs);
+	if (!ret)
+		fill_records(out, &c, recs.values, recs.offsets, recs.compression);
+	return ret;
+}
+
+int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			     size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			     struct grist_decoded_chunk *out)
+{
+	struct grist_simple_records recs;
+	struct open_chunk c;
+	const uint8_t *head;
+	uint64_t head_len, prefix_len;
+	int ret;
+
+	ret = open_chunk(buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c);
+	if (ret)
+		return ret;
+	fill_out(&c, out, d);
+	if (c.h.type != GRIST_CHUNK_SIMPLE) {
+		/* record-less chunks are checked in full here: there is no second half for them */
+		ret = checked_data(d, buf, buf_file_offset, chunk_begin, &c, path, &head);
+		return ret ? ret : decode_recordless(&c, chunk_begin, path);
+	}
+	/* the compression byte and a varint: at most 11 bytes locate the sizes section */
+	head_len = c.h.data_size < 1 + GRIST_VARINT64_MAX ? c.h.data_size : 1 + GRIST_VARINT64_MAX;
+	ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, head_len, &head);
+	if (!ret)
+		ret = grist_simple_chunk_sizes_extent(head, (size_t)head_len, c.h.data_size, path, chunk_begin,
+						      &prefix_len);
+	if (!ret)
+		ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, prefix_len, &head);
+	if (!ret)
+		ret = grist_simple_chunk_decode_sizes(&d->simple, head, (size_t)prefix_len, c.h.data_size,
+						      c.h.num_records, c.h.decoded_data_size, path, chunk_begin,
+						      &recs);
+	if (!ret)
+		fill_records(out, &c, NULL, recs.offsets, recs.compression);
+	return ret;
+}
+
+int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			      struct grist_decoded_chunk *out)
+{
+	struct open_chunk c;
+	const uint8_t *data, *values;
+	int ret;
+
+	ret = open_checked(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c, &data, out);
+	if (ret)
+		return ret;
+	if (c.h.type != GRIST_CHUNK_SIMPLE)
+		return decode_recordless(&c, chunk_begin, path);
+	ret = grist_simple_chunk_decode_values(&d->simple, data, c.h.data_size, c.h.decoded_data_size, path,
+					       chunk_begin, &values);
+	if (!ret)
+		fill_records(out, &c, values, NULL, data[0]);
+	return ret;
 }

@@ -46,4 +46,29 @@ int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 		       size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
 		       struct grist_decoded_chunk *out);
 
+/*
+ * grist_chunk_decode() in two halves, for a caller that places every record of a group
+ * of chunks before it decompresses any values (so that each chunk is decompressed once,
+ * straight before its records are copied out while they are still in cache).
+ *
+ * grist_chunk_decode_sizes(): everything grist_chunk_decode() checks except the data
+ * hash, and the record sizes: out->num_records and out->offsets are set, out->values
+ * is NULL. Only the chunk header, the block headers and the sizes section are read.
+ * Sizes are bounds-checked but their bytes are not yet covered by the hash, so a
+ * caller must not deliver anything before grist_chunk_decode_values() has succeeded
+ * on the same chunk.
+ *
+ * grist_chunk_decode_values(): checks the data hash and decompresses the values:
+ * out->values is set, out->offsets is NULL (the sizes came from the first half).
+ *
+ * Record-less chunks are checked in full by either half. Same errors as
+ * grist_chunk_decode(); each output lives until the next call on @d.
+ */
+int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			     size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			     struct grist_decoded_chunk *out);
+int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			      struct grist_decoded_chunk *out);
+
 #endif

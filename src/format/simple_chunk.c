@@ -66,32 +66,59 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 	return 0;
 }
 
-int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
-			      uint64_t num_records, uint64_t decoded_data_size, const char *path,
-			      uint64_t chunk_begin, struct grist_simple_records *out)
+/* Read the compression byte and the sizes section's length: the fixed start of every simple chunk. */
+static int parse_head(const uint8_t *data, size_t avail, uint64_t data_size, const char *path,
+		      uint64_t chunk_begin, const struct grist_codec_ops **codec, uint64_t *sizes_at,
+		      uint64_t *sizes_len)
 {
-	const uint8_t *p = data, *end = data + data_size, *sizes, *values, *sp, *send;
+	const uint8_t *p = data, *end = data + avail;
+
+	if (data_size < 1 || avail < 1)
+		return grist_fail_at(-EBADMSG, path, chunk_begin, "simple chunk has no compression byte");
+	*codec = grist_codec_find(*p);
+	if (!*codec)
+		return grist_fail_at(-ENOTSUP, path, chunk_begin, "unknown compression type 0x%02x", *p);
+	p++;
+	if (grist_varint_read(&p, end, sizes_len) < 0 || *sizes_len > data_size - (uint64_t)(p - data))
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "sizes section length is bad or runs past the chunk data (%llu bytes)",
+				     (unsigned long long)data_size);
+	*sizes_at = (uint64_t)(p - data);
+	return 0;
+}
+
+int grist_simple_chunk_sizes_extent(const uint8_t *head, size_t head_len, uint64_t data_size, const char *path,
+				    uint64_t chunk_begin, uint64_t *prefix_len)
+{
 	const struct grist_codec_ops *codec;
-	size_t sizes_raw_len, values_len;
-	uint64_t sizes_len, i, sum = 0;
+	uint64_t at, len;
+	int ret = parse_head(head, head_len, data_size, path, chunk_begin, &codec, &at, &len);
+
+	if (!ret)
+		*prefix_len = at + len;
+	return ret;
+}
+
+int grist_simple_chunk_decode_sizes(struct grist_simple_decoder *d, const uint8_t *data, size_t avail,
+				    uint64_t data_size, uint64_t num_records, uint64_t decoded_data_size,
+				    const char *path, uint64_t chunk_begin, struct grist_simple_records *out)
+{
+	const struct grist_codec_ops *codec;
+	const uint8_t *sizes, *sp, *send;
+	size_t sizes_raw_len;
+	uint64_t sizes_at, sizes_len, i, sum = 0;
 	int ret;
 
-	if (data_size < 1)
-		return grist_fail_at(-EBADMSG, path, chunk_begin, "simple chunk has no compression byte");
-	codec = grist_codec_find(*p);
-	if (!codec)
-		return grist_fail_at(-ENOTSUP, path, chunk_begin,
-				     "unknown compression type 0x%02x", *p);
-	p++;
-	if (grist_varint_read(&p, end, &sizes_len) < 0 || sizes_len > (uint64_t)(end - p))
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "sizes section length is bad or runs past the chunk data (%zu bytes)",
-				     data_size);
-	ret = decode_section(d, codec, p, (size_t)sizes_len, UINT64_MAX, &d->sizes, &sizes,
+	ret = parse_head(data, avail, data_size, path, chunk_begin, &codec, &sizes_at, &sizes_len);
+	if (ret)
+		return ret;
+	if (sizes_at + sizes_len > avail)
+		return grist_fail(-EINVAL, "simple chunk sizes: %zu bytes given, the section ends at %llu",
+				  avail, (unsigned long long)(sizes_at + sizes_len));
+	ret = decode_section(d, codec, data + sizes_at, (size_t)sizes_len, UINT64_MAX, &d->sizes, &sizes,
 			     &sizes_raw_len, "sizes", path, chunk_begin);
 	if (ret)
 		return ret;
-	p += sizes_len;
 	/* Each size takes at least one byte: this bounds the offsets array by real data. */
 	if (num_records > sizes_raw_len)
 		return grist_fail_at(-EBADMSG, path, chunk_begin,
@@ -134,18 +161,46 @@ int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *dat
 		return grist_fail_at(-EBADMSG, path, chunk_begin,
 				     "record sizes add up to %llu, the chunk header says %llu",
 				     (unsigned long long)sum, (unsigned long long)decoded_data_size);
-	ret = decode_section(d, codec, p, (size_t)(end - p), decoded_data_size, &d->values, &values,
-			     &values_len, "values", path, chunk_begin);
+	out->values = NULL;
+	out->offsets = d->offsets;
+	out->compression = codec->type;
+	return 0;
+}
+
+int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+				     uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
+				     const uint8_t **values)
+{
+	const struct grist_codec_ops *codec;
+	uint64_t sizes_at, sizes_len;
+	size_t values_len;
+	int ret;
+
+	ret = parse_head(data, data_size, data_size, path, chunk_begin, &codec, &sizes_at, &sizes_len);
+	if (ret)
+		return ret;
+	ret = decode_section(d, codec, data + sizes_at + sizes_len, (size_t)(data_size - sizes_at - sizes_len),
+			     decoded_data_size, &d->values, values, &values_len, "values", path, chunk_begin);
 	if (ret)
 		return ret;
 	if (values_len != decoded_data_size)
 		return grist_fail_at(-EBADMSG, path, chunk_begin,
 				     "values section holds %zu bytes, the chunk header says %llu",
 				     values_len, (unsigned long long)decoded_data_size);
-	out->values = values;
-	out->offsets = d->offsets;
-	out->compression = codec->type;
 	return 0;
+}
+
+int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+			      uint64_t num_records, uint64_t decoded_data_size, const char *path,
+			      uint64_t chunk_begin, struct grist_simple_records *out)
+{
+	int ret = grist_simple_chunk_decode_sizes(d, data, data_size, data_size, num_records, decoded_data_size,
+						  path, chunk_begin, out);
+
+	if (!ret)
+		ret = grist_simple_chunk_decode_values(d, data, data_size, decoded_data_size, path, chunk_begin,
+						       &out->values);
+	return ret;
 }
 
 void grist_simple_decoder_clear(struct grist_simple_decoder *d)

@@ -40,6 +40,26 @@ int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *dat
 			      uint64_t num_records, uint64_t decoded_data_size, const char *path,
 			      uint64_t chunk_begin, struct grist_simple_records *out);
 
+/*
+ * The two halves of grist_simple_chunk_decode(), for callers that lay rows out before
+ * decompressing the values (the engine learns every record's size first).
+ *
+ * grist_simple_chunk_sizes_extent(): from the first @head_len bytes of the data
+ * (at most 11 are needed), how many leading bytes hold the compression byte and the
+ * sizes section. grist_simple_chunk_decode_sizes(): decode the sizes section from the
+ * first @avail bytes of @data_size bytes of data (out->values stays NULL); every size
+ * check of grist_simple_chunk_decode() is made. grist_simple_chunk_decode_values():
+ * decode the values section of the whole @data. Same errors as grist_simple_chunk_decode().
+ */
+int grist_simple_chunk_sizes_extent(const uint8_t *head, size_t head_len, uint64_t data_size, const char *path,
+				    uint64_t chunk_begin, uint64_t *prefix_len);
+int grist_simple_chunk_decode_sizes(struct grist_simple_decoder *d, const uint8_t *data, size_t avail,
+				    uint64_t data_size, uint64_t num_records, uint64_t decoded_data_size,
+				    const char *path, uint64_t chunk_begin, struct grist_simple_records *out);
+int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+				     uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
+				     const uint8_t **values);
+
 /* Free every buffer and codec context of @d; it can be used again afterwards. */
 void grist_simple_decoder_clear(struct grist_simple_decoder *d);
 

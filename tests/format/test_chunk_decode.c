@@ -11,6 +11,7 @@
 #include "format/chunk_decode.h"
 #include "format/hash.h"
 #include "format/simple_chunk.h"
+#include "format/varint.h"
 
 /* Lay out a chunk of logical bytes @logical at file offset @begin in @file, inserting block headers. */
 static uint64_t place_chunk(uint8_t *file, uint64_t begin, const uint8_t *logical, uint64_t n, uint64_t end)
@@ -199,6 +200,70 @@ static void test_simple_chunk_checks(void **state)
 	grist_simple_decoder_clear(&d);
 }
 
+/*
+ * The two halves give what the whole decode gives, with a zstd sizes section that
+ * straddles a block boundary; the sizes half never reads the hash, the values half
+ * always does.
+ */
+static void test_halves(void **state)
+{
+	enum { N = 300 };
+	const struct grist_codec_ops *zstd = grist_codec_find(GRIST_CODEC_ZSTD);
+	const struct grist_codec_params params = { .level = 3 };
+	size_t file_len = 3 * GRIST_BLOCK_SIZE, values_len = 0, sizes_len = 0, i;
+	uint8_t *file = calloc(1, file_len), *values = malloc(N * 200), sizes[N * 2];
+	struct grist_buf scratch = { 0 }, data = { 0 };
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk whole, half;
+	uint64_t begins[] = { 64, GRIST_BLOCK_SIZE - 44, GRIST_BLOCK_SIZE - 41 }, end, offsets[N + 1], b;
+	void *ctx;
+
+	(void)state;
+	assert_non_null(file);
+	assert_non_null(values);
+	assert_int_equal(zstd->ctx_create(&ctx), 0);
+	for (i = 0; i < N; i++) {
+		size_t len = (i * 37) % 200;
+
+		sizes_len += grist_varint_write(sizes + sizes_len, len);
+		t_fill(values + values_len, len, i);
+		values_len += len;
+	}
+	assert_int_equal(grist_simple_chunk_encode(zstd, ctx, &params, sizes, sizes_len, values, values_len, &scratch,
+						   &data), 0);
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	for (b = 0; b < 3; b++) {
+		memset(file, 0, file_len);
+		end = make_chunk(file, begins[b], 'r', data.data, data.len, N, values_len);
+		assert_int_equal(grist_chunk_decode(d, file, 0, file_len, begins[b], end, "x", &whole), 0);
+		memcpy(offsets, whole.offsets, sizeof(offsets));
+		assert_int_equal(grist_chunk_decode_sizes(d, file, 0, file_len, begins[b], end, "x", &half), 0);
+		assert_null(half.values);
+		assert_int_equal(half.num_records, N);
+		assert_int_equal(half.decoded_data_size, values_len);
+		assert_memory_equal(half.offsets, offsets, sizeof(offsets));
+		assert_int_equal(grist_chunk_decode_values(d, file, 0, file_len, begins[b], end, "x", &half), 0);
+		assert_memory_equal(half.values, values, values_len);
+		assert_int_equal(half.chunk_end, end);
+		/* A flipped byte near the end of the data: only the values half sees it, by the hash. */
+		file[half.data_end - 3] ^= 0x40;
+		assert_int_equal(grist_chunk_decode_sizes(d, file, 0, file_len, begins[b], end, "x", &half), 0);
+		assert_int_equal(grist_chunk_decode_values(d, file, 0, file_len, begins[b], end, "x", &half), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "hash"));
+	}
+	/* Record-less chunks are checked in full by the sizes half too. */
+	memset(file, 0, file_len);
+	end = make_chunk(file, 64, 'p', values, 10, 0, 0);
+	file[64 + 40 + 2] ^= 1;
+	assert_int_equal(grist_chunk_decode_sizes(d, file, 0, file_len, 64, end, "x", &half), -EBADMSG);
+	grist_chunk_decoder_destroy(d);
+	zstd->ctx_destroy(ctx);
+	grist_buf_free(&scratch);
+	grist_buf_free(&data);
+	free(values);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -206,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_absurd_sizes),
 		cmocka_unit_test(test_chunk_types),
 		cmocka_unit_test(test_simple_chunk_checks),
+		cmocka_unit_test(test_halves),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
