@@ -77,6 +77,21 @@ struct item {
 	uint64_t j;
 	uint64_t record_in_chunk;
 	uint32_t chunk;
+	uint64_t len;            /* chunk-major decoding: the record's size */
+	size_t dst;              /* chunk-major decoding: where its row's bytes go in the slot */
+};
+
+/*
+ * Chunk-major decoding: one item as its chunk sees it. A chunk's rows are contiguous in
+ * work.rows (grouped by chunk once the unit is planned), so the copy loop after each
+ * decompression streams through them instead of chasing items across the unit.
+ */
+struct chunk_row {
+	uint64_t value_begin;    /* where the record is in the chunk's values */
+	uint64_t len;
+	size_t dst;              /* where its bytes go in the slot */
+	uint64_t record_in_chunk;
+	uint32_t item;
 };
 
 struct chunk_ref {
@@ -86,6 +101,8 @@ struct chunk_ref {
 	uint64_t begin, end;
 	int32_t decoder;       /* the decoder slot that last held it, or -1 */
 	uint32_t region;       /* which read region holds it */
+	uint32_t rows_begin, rows_end; /* chunk-major decoding: its rows in work.rows */
+	uint64_t decoded_size; /* chunk-major decoding: the decoded size its sizes promised */
 };
 
 /* A contiguous range of one file read into one place of the read buffer. */
@@ -105,6 +122,8 @@ struct work {
 	size_t nitems, items_cap;
 	struct chunk_ref *chunks;
 	size_t nchunks, chunks_cap;
+	struct chunk_row *rows; /* nitems, grouped by chunk (chunk-major decoding) */
+	size_t rows_cap;
 	uint32_t *chunk_hash; /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;
 	uint32_t *order;      /* chunk indices sorted by file position */
@@ -429,6 +448,29 @@ static int build_regions(struct async_engine *e, struct work *w)
 	return 0;
 }
 
+/* Counting sort of the unit's items by chunk into w->rows (chunk rows_end holds counts on entry). */
+static int group_rows(struct work *w)
+{
+	uint32_t at = 0, c, count;
+	size_t i;
+	int ret = grow((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
+
+	if (ret)
+		return ret;
+	for (c = 0; c < w->nchunks; c++) {
+		count = w->chunks[c].rows_end;
+		w->chunks[c].rows_begin = w->chunks[c].rows_end = at;
+		at += count;
+	}
+	for (i = 0; i < w->nitems; i++) {
+		struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+
+		w->rows[c->rows_end++] = (struct chunk_row){ .item = (uint32_t)i,
+							     .record_in_chunk = w->items[i].record_in_chunk };
+	}
+	return 0;
+}
+
 static int plan_unit(struct worker *wk, struct work *w, struct unit *u)
 {
 	struct async_engine *e = wk->e;
@@ -477,9 +519,13 @@ static int plan_unit(struct worker *wk, struct work *w, struct unit *u)
 		ret = find_or_add_chunk(w, item->it.component, &loc, &item->chunk);
 		if (ret)
 			return ret;
+		w->chunks[item->chunk].rows_end++; /* a count until group_rows() */
 	}
 	w->nitems = n;
-	return build_regions(e, w);
+	ret = build_regions(e, w);
+	if (!ret && !l->layout.map)
+		ret = group_rows(w);
+	return ret;
 }
 
 /* ---- reading ---- */
@@ -620,13 +666,48 @@ static void drain_unit(struct worker *wk, struct work *w)
 
 /* ---- decoding ---- */
 
-static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint32_t chunk, int *err)
+typedef int (*chunk_decode_fn)(struct grist_chunk_decoder *, const uint8_t *, uint64_t, size_t, uint64_t,
+			       uint64_t, const char *, struct grist_decoded_chunk *);
+
+/*
+ * Run @fn (a whole decode or one of its halves) on chunk @chunk of @w, once its read
+ * is known good, and make the reader's check: a data chunk with exactly the records
+ * the footer implies.
+ */
+static int decode_chunk(struct worker *wk, struct work *w, uint32_t chunk, struct grist_chunk_decoder *dec,
+			chunk_decode_fn fn, struct grist_decoded_chunk *out)
 {
 	struct async_engine *e = wk->e;
-	struct decoder_slot *d, *victim = NULL;
-	struct chunk_ref *c = &w->chunks[chunk];
+	const struct chunk_ref *c = &w->chunks[chunk];
 	const struct region *r = &w->regions[c->region];
 	const struct engine_file *f = &e->files[c->component][c->file];
+	const struct grist_file_geom *g;
+	uint64_t want;
+	int ret;
+
+	if (r->error)
+		return r->error;
+	if (r->offset + r->got < c->end)
+		return grist_fail_at(-EBADMSG, f->path, r->offset + r->got,
+				     "file ends inside the chunk at byte %llu (it should end at %llu): truncated?",
+				     (unsigned long long)c->begin, (unsigned long long)c->end);
+	ret = fn(dec, r->base, r->offset, (size_t)r->got, c->begin, c->end, f->path, out);
+	if (ret)
+		return ret;
+	g = grist_reader_file_geom(e->l->sources[c->component].reader, c->file);
+	want = grist_file_chunk_records(g, c->chunk);
+	if (out->chunk_type != 'r' || out->num_records != want)
+		return grist_fail_at(-EBADMSG, f->path, c->begin,
+				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
+				     (unsigned long long)c->chunk, (unsigned long long)out->num_records,
+				     out->chunk_type, (unsigned long long)want);
+	return 0;
+}
+
+static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint32_t chunk, int *err)
+{
+	struct decoder_slot *d, *victim = NULL;
+	struct chunk_ref *c = &w->chunks[chunk];
 	size_t i;
 	int ret;
 
@@ -650,29 +731,7 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 			victim = d;
 	}
 	d = victim;
-	if (r->error) {
-		*err = r->error;
-		return NULL;
-	}
-	if (r->offset + r->got < c->end) {
-		*err = grist_fail_at(-EBADMSG, f->path, r->offset + r->got,
-				     "file ends inside the chunk at byte %llu (it should end at %llu): truncated?",
-				     (unsigned long long)c->begin, (unsigned long long)c->end);
-		return NULL;
-	}
-	ret = grist_chunk_decode(d->dec, r->base, r->offset, (size_t)r->got, c->begin, c->end, f->path,
-				 &d->out);
-	if (!ret) {
-		/* the same check the reader makes: a data chunk with exactly the records the footer implies */
-		const struct grist_file_geom *g = grist_reader_file_geom(e->l->sources[c->component].reader, c->file);
-		uint64_t want = grist_file_chunk_records(g, c->chunk);
-
-		if (d->out.chunk_type != 'r' || d->out.num_records != want)
-			ret = grist_fail_at(-EBADMSG, f->path, c->begin,
-					    "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
-					    (unsigned long long)c->chunk, (unsigned long long)d->out.num_records,
-					    d->out.chunk_type, (unsigned long long)want);
-	}
+	ret = decode_chunk(wk, w, chunk, d->dec, grist_chunk_decode, &d->out);
 	if (ret) {
 		d->generation = 0;
 		*err = ret;
@@ -687,13 +746,16 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	return d;
 }
 
-static int decode_unit(struct worker *wk, struct work *w)
+/*
+ * With a map, rows are made in stream order: a map's output size is only known once it
+ * has run, so every chunk of the unit stays decoded (in the decoder cache) until the
+ * last of its records has been mapped.
+ */
+static int decode_unit_in_order(struct worker *wk, struct work *w)
 {
-	struct async_engine *e = wk->e;
-	struct grist_loader *l = e->l;
+	struct grist_loader *l = wk->e->l;
 	struct unit *u = w->u;
 	struct grist_map_input in;
-	uint64_t t0 = grist_now_ns();
 	struct decoder_slot *d;
 	size_t i;
 	int ret = 0;
@@ -713,6 +775,83 @@ static int decode_unit(struct worker *wk, struct work *w)
 			break;
 		ret = 0;
 	}
+	return ret;
+}
+
+/*
+ * Without a map, a row is the record itself, so its place in the slot follows from the
+ * record sizes alone. First every chunk's sizes section is read (small) and every row
+ * laid out; then each chunk is checked and decompressed once, into one buffer that
+ * stays in cache, and its records are copied straight to their rows. One decoded chunk
+ * per worker, whatever the window.
+ */
+static int decode_unit_by_chunk(struct worker *wk, struct work *w)
+{
+	struct async_engine *e = wk->e;
+	struct grist_loader *l = e->l;
+	struct grist_slot *slot = w->u->slot;
+	struct grist_chunk_decoder *dec = wk->decoders[0].dec;
+	struct grist_decoded_chunk out;
+	struct grist_map_input in;
+	struct chunk_row *row, *end;
+	size_t k, i;
+	uint32_t c;
+	int ret;
+
+	wk->generation++; /* the decoder cache no longer holds what it held */
+	for (k = 0; k < w->nchunks; k++) {
+		c = w->order[k];
+		ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_sizes, &out);
+		if (ret)
+			return ret;
+		w->chunks[c].decoded_size = out.decoded_data_size;
+		end = w->rows + w->chunks[c].rows_end;
+		for (row = w->rows + w->chunks[c].rows_begin; row < end; row++) {
+			row->value_begin = out.offsets[row->record_in_chunk];
+			row->len = out.offsets[row->record_in_chunk + 1] - row->value_begin;
+			w->items[row->item].len = row->len;
+		}
+	}
+	for (i = 0; i < w->nitems; i++) {
+		struct item *it = &w->items[i];
+
+		in = (struct grist_map_input){ .len = (size_t)it->len, .index = it->it.record,
+					       .dataset = it->it.component, .epoch = it->it.epoch };
+		ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &it->dst);
+		if (ret)
+			return ret;
+	}
+	for (i = 0; i < w->nitems; i++)
+		w->rows[i].dst = w->items[w->rows[i].item].dst;
+	for (k = 0; k < w->nchunks; k++) {
+		const struct chunk_ref *cr;
+
+		c = w->order[k];
+		cr = &w->chunks[c];
+		ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_values, &out);
+		if (ret)
+			return ret;
+		if (out.decoded_data_size != cr->decoded_size)
+			return grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
+					     "chunk changed while it was read (%llu decoded bytes, then %llu)",
+					     (unsigned long long)cr->decoded_size,
+					     (unsigned long long)out.decoded_data_size);
+		add_relaxed(&wk->chunks_decoded, 1);
+		add_relaxed(&wk->bytes_decoded, out.decoded_data_size);
+		end = w->rows + cr->rows_end;
+		for (row = w->rows + cr->rows_begin; row < end; row++)
+			grist_slot_fill_row(slot, &l->layout, row->dst, out.values + row->value_begin,
+					    (size_t)row->len);
+	}
+	grist_slot_fill_done();
+	return 0;
+}
+
+static int decode_unit(struct worker *wk, struct work *w)
+{
+	uint64_t t0 = grist_now_ns();
+	int ret = wk->e->l->layout.map ? decode_unit_in_order(wk, w) : decode_unit_by_chunk(wk, w);
+
 	add_relaxed(&wk->decode_ns, grist_now_ns() - t0);
 	return ret;
 }
@@ -1085,6 +1224,7 @@ static void free_work(struct work *w)
 {
 	free(w->items);
 	free(w->chunks);
+	free(w->rows);
 	free(w->chunk_hash);
 	free(w->order);
 	free(w->regions);
@@ -1151,7 +1291,7 @@ static int async_start(struct grist_loader *l, void **engine)
 	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */
 	e->unit_items = l->cfg.batch_size;
 	e->max_unit_items = e->unit_items;
-	e->ncache = 2;
+	e->ncache = l->layout.map ? 2 : 1;
 	if (l->cfg.granularity == GRIST_GRANULARITY_CHUNK) {
 		uint64_t window = l->cfg.window_chunks ? l->cfg.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
 		uint64_t per_unit;
@@ -1166,7 +1306,8 @@ static int async_start(struct grist_loader *l, void **engine)
 		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
 		if (per_unit > e->unit_items)
 			e->unit_items = (size_t)per_unit;
-		e->ncache = (size_t)(window < 62 ? window : 62) + 2;
+		/* only a map keeps a window's chunks decoded at once (see decode_unit_in_order) */
+		e->ncache = l->layout.map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
 		e->max_unit_items = 4 * e->unit_items;
 		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
 			ret = grist_stream_cursor_create(l->stream, &e->plan_cursor);

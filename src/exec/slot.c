@@ -2,6 +2,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "common/error.h"
 #include "exec/slot.h"
@@ -205,6 +208,86 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 	s->positions[row] = position;
 	s->count = row + 1;
 	return 1;
+}
+
+int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, const struct grist_map_input *in,
+			 uint64_t position, size_t *dst_offset)
+{
+	size_t row = s->count, room;
+	int ret;
+
+	if (row >= s->rows_cap)
+		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", s->rows_cap);
+	if (L->kind == GRIST_LAYOUT_RAGGED) {
+		room = in->len;
+	} else {
+		room = L->record_bytes;
+		if (in->len > room || (L->kind == GRIST_LAYOUT_FIXED && in->len != room))
+			return row_size_error(in, in->len, room, L->kind == GRIST_LAYOUT_FIXED ? "fixed" : "padded");
+	}
+	if (room > SIZE_MAX - s->bytes)
+		return grist_fail(-ENOMEM, "batch too large");
+	ret = grist_slot_reserve(s, s->bytes + room);
+	if (ret)
+		return ret;
+	*dst_offset = s->bytes;
+	s->bytes += room;
+	if (L->kind == GRIST_LAYOUT_RAGGED)
+		s->offsets[row + 1] = s->bytes;
+	s->indices[row] = in->index;
+	s->datasets[row] = in->dataset;
+	s->positions[row] = position;
+	s->count = row + 1;
+	return 0;
+}
+
+/*
+ * Rows filled out of order land on cache lines nobody will read on this core soon (the
+ * consumer or the device reads the batch), so large rows are written with streaming
+ * stores: no read-for-ownership of the destination, and the decoder's working set stays
+ * in cache. The caller makes them visible with grist_slot_fill_done().
+ */
+static void copy_streaming(uint8_t *dst, const uint8_t *src, size_t len)
+{
+#if defined(__SSE2__)
+	if (len >= 512) {
+		size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+
+		memcpy(dst, src, head);
+		dst += head;
+		src += head;
+		len -= head;
+		for (; len >= 64; len -= 64, dst += 64, src += 64) {
+			__m128i a = _mm_loadu_si128((const __m128i *)src);
+			__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+			__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+			__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+
+			_mm_stream_si128((__m128i *)dst, a);
+			_mm_stream_si128((__m128i *)(dst + 16), b);
+			_mm_stream_si128((__m128i *)(dst + 32), c);
+			_mm_stream_si128((__m128i *)(dst + 48), d);
+		}
+	}
+#endif
+	memcpy(dst, src, len);
+}
+
+void grist_slot_fill_done(void)
+{
+#if defined(__SSE2__)
+	_mm_sfence();
+#endif
+}
+
+void grist_slot_fill_row(struct grist_slot *s, const struct grist_layout *L, size_t dst_offset,
+			 const uint8_t *data, size_t len)
+{
+	uint8_t *dst = s->data + dst_offset;
+
+	copy_streaming(dst, data, len);
+	if (L->kind == GRIST_LAYOUT_PADDED)
+		memset(dst + len, L->pad_value, L->record_bytes - len);
 }
 
 int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, const struct grist_slot *src, size_t i)

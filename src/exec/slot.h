@@ -101,6 +101,20 @@ int grist_slot_reserve(struct grist_slot *s, size_t bytes);
 int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const struct grist_map_input *in,
 		   uint64_t position);
 
+/*
+ * Identity rows in two steps, for an engine that knows every record's size before it
+ * has the bytes: grist_slot_shape_row() appends the row's metadata and room (checking
+ * the size against a fixed/padded layout, with the same error as grist_slot_add())
+ * and returns where its bytes go; grist_slot_fill_row() writes them there later, in
+ * any order. Only for loaders without a map. 0 or a negative error.
+ */
+int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, const struct grist_map_input *in,
+			 uint64_t position, size_t *dst_offset);
+void grist_slot_fill_row(struct grist_slot *s, const struct grist_layout *L, size_t dst_offset,
+			 const uint8_t *data, size_t len);
+/* Order the streaming stores of grist_slot_fill_row() before the slot is handed on. */
+void grist_slot_fill_done(void);
+
 /* Append row @i of @src to @dst as-is (the packer's copy when a filter shifted batch boundaries). */
 int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, const struct grist_slot *src, size_t i);
 
