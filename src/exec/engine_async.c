@@ -8,8 +8,9 @@
  * a pure function of (configuration, u), so any worker can build it:
  *
  *   claim u -> plan its items (stream cursor, reader_locate) -> one batched submission
- *   of its coalesced chunk reads -> (meanwhile claim and submit u+1) -> reap -> decode
- *   each chunk once -> map/copy every item, in stream order, into the unit's slot.
+ *   of its coalesced chunk reads -> (meanwhile claim and submit u+1) -> reap -> read
+ *   every chunk's record sizes and lay out the rows -> decompress each chunk once and
+ *   copy its records to their rows (with a map: map every item in stream order).
  *
  * Each worker keeps two units in flight, so its reads overlap its decoding; N workers
  * give N rings (one per thread, SINGLE_ISSUER), which is also what parallelises the
