@@ -25,6 +25,7 @@ struct bench_config {
 	uint64_t batches;          /* stop after this many batches; 0 = time-limited */
 	bool cold;                 /* O_DIRECT reads, page cache dropped first */
 	bool progress;             /* \r progress line on stderr (only when it is a terminal) */
+	unsigned baselines;        /* with --compare: bit i runs baseline i (bench_baseline_keys) */
 };
 
 /* What one loader run measured. Rates are per second of wall time from the first batch request. */
@@ -75,18 +76,35 @@ struct bench_baseline {
 	const char *name;
 	bool ran;
 	char why[256];             /* when !ran: what went wrong */
-	char note[256];            /* how it was measured */
+	char note[320];            /* how it was measured */
 	double records_per_s;
 	double bytes_per_s;        /* 0 when the baseline reports no bytes */
+	bool skipped;              /* left out by --baselines: printed nowhere */
+	/*
+	 * bytes_per_s are decoded bytes on one core: grist's decoded (not read)
+	 * bytes/s is compared with them, and divided by them x decode threads.
+	 */
+	bool decoded;
 };
 
-enum { BENCH_BASELINES = 4 };
+enum { BENCH_BASELINES = 5 };
+
+/* The baselines' short names, in output order: fio, pread, official, grain, codec. */
+extern const char *const bench_baseline_keys[BENCH_BASELINES];
 
 /* @prog is on PATH, or was installed (package @pkg) with apt-get as root; else @why says why not. */
 bool bench_ensure_program(const char *prog, const char *pkg, char *why, size_t cap);
 
-/* Run fio, the pread loop and the two Python baselines on @path for @c->seconds each. */
+/* Run the baselines @c->baselines selects on @path, for @c->seconds each. */
 void bench_run_baselines(const char *path, const struct bench_config *c, struct bench_baseline out[BENCH_BASELINES]);
+
+/*
+ * One core's raw decompression speed on @path's own chunks: a sample of them
+ * (up to 256 MiB decoded, spread over the file) recompressed with the file's
+ * writer options, then decompressed by the codec library in one thread for
+ * @c->seconds (one whole pass at least). Pure C: runs wherever grist does.
+ */
+void bench_baseline_codec(const char *path, const struct bench_config *c, struct bench_baseline *b);
 
 /* The --sweep: one axis at a time around @base; CSV and PNG under @out_dir. 0 or exit status. */
 int bench_sweep(const char *const *paths, size_t num_paths, const struct bench_data *d,

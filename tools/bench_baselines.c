@@ -22,6 +22,8 @@
 #define GRIST_BENCH_PY_INSTALL_DIR ""
 #endif
 
+const char *const bench_baseline_keys[BENCH_BASELINES] = { "fio", "pread", "official", "grain", "codec" };
+
 /* A child's captured output: stdout whole (bounded), stderr's last line. */
 struct child_out {
 	char out[1 << 16];
@@ -477,51 +479,82 @@ static void baseline_python(const char *script, const char *name, const char *no
 	snprintf(b->note, sizeof(b->note), "%s", note);
 }
 
-void bench_run_baselines(const char *path, const struct bench_config *c, struct bench_baseline out[BENCH_BASELINES])
+/* Is baseline @i selected? Else it is marked skipped under @name. */
+static bool wanted(const struct bench_config *c, struct bench_baseline *out, size_t i, const char *name)
 {
-	char py_dir[4096], why[256];
-	struct bench_progress p;
+	out[i].name = name;
+	out[i].skipped = !(c->baselines & (1u << i));
+	return !out[i].skipped;
+}
 
-	memset(out, 0, sizeof(struct bench_baseline) * BENCH_BASELINES);
-	bench_progress_begin(&p, c->progress, "baselines");
-	if (p.on)
-		fprintf(stderr, "\r\033[Kbaselines: fio, %.0f s", c->seconds);
+/* Announce the baseline about to run on the progress line; cold runs drop the cache first. */
+static void begin_baseline(const struct bench_config *c, const struct bench_progress *p, const char *what)
+{
+	char why[256];
+
+	if (p->on)
+		fprintf(stderr, "\r\033[Kbaselines: %s, %.0f s", what, c->seconds);
 	/* Cold baselines start from a dropped cache too, like the grist run did. */
 	if (c->cold)
 		bench_drop_caches(why, sizeof(why));
-	baseline_fio(path, c, &out[0]);
-	if (p.on)
-		fprintf(stderr, "\r\033[Kbaselines: pread loop, %.0f s", c->seconds);
+}
+
+/* The official reader and the Grain pipeline, as selected; both need python3 and the packages. */
+static void python_baselines(const char *path, const struct bench_config *c, const struct bench_progress *p,
+			     bool official, bool grain, struct bench_baseline out[BENCH_BASELINES])
+{
+	char py_dir[4096], why[256];
+
+	bool found = find_py_dir(py_dir, sizeof(py_dir));
+
+	if (!found)
+		snprintf(why, sizeof(why), "bench/py/official_read.py not found (set GRIST_BENCH_PY to its folder)");
+	if (!found || !ensure_python_packages(why, sizeof(why))) {
+		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
+		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
+		return;
+	}
 	if (c->cold)
-		bench_drop_caches(why, sizeof(why));
-	baseline_pread(path, c, &out[1]);
-	out[2].name = "official read";
-	out[3].name = "grain pipeline";
-	if (!find_py_dir(py_dir, sizeof(py_dir)) &&
-	    snprintf(why, sizeof(why), "bench/py/official_read.py not found (set GRIST_BENCH_PY to its folder)")) {
-		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
-		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
-	} else if (!ensure_python_packages(why, sizeof(why))) {
-		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
-		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
-	} else {
-		if (c->cold)
-			fprintf(stderr, "%s: note: the Python baselines read through the page cache even with --cold\n",
-				cli_command_name);
-		if (p.on)
-			fprintf(stderr, "\r\033[Kbaselines: official ArrayRecordReader.read, %.0f s", c->seconds);
-		if (c->cold)
-			bench_drop_caches(why, sizeof(why));
+		fprintf(stderr, "%s: note: the Python baselines read through the page cache even with --cold\n",
+			cli_command_name);
+	if (official) {
+		begin_baseline(c, p, "official ArrayRecordReader.read");
 		baseline_python("official_read.py", "official read",
 				"ArrayRecordReader(readahead_buffer_size:0).read(batch of shuffled indices), Python",
 				py_dir, path, c, &out[2]);
-		if (p.on)
-			fprintf(stderr, "\r\033[Kbaselines: grain pipeline, %.0f s", c->seconds);
-		if (c->cold)
-			bench_drop_caches(why, sizeof(why));
+	}
+	if (grain) {
+		begin_baseline(c, p, "grain pipeline");
 		baseline_python("grain_pipeline.py", "grain pipeline",
 				"MapDataset.source(ArrayRecordDataSource).shuffle().batch(), iterated in Python",
 				py_dir, path, c, &out[3]);
+	}
+}
+
+void bench_run_baselines(const char *path, const struct bench_config *c, struct bench_baseline out[BENCH_BASELINES])
+{
+	struct bench_progress p;
+	bool official, grain;
+
+	memset(out, 0, sizeof(struct bench_baseline) * BENCH_BASELINES);
+	bench_progress_begin(&p, c->progress, "baselines");
+	if (wanted(c, out, 0, "fio")) {
+		begin_baseline(c, &p, "fio");
+		baseline_fio(path, c, &out[0]);
+	}
+	if (wanted(c, out, 1, "pread loop")) {
+		begin_baseline(c, &p, "pread loop");
+		baseline_pread(path, c, &out[1]);
+	}
+	official = wanted(c, out, 2, "official read");
+	grain = wanted(c, out, 3, "grain pipeline");
+	if (official || grain)
+		python_baselines(path, c, &p, official, grain, out);
+	if (wanted(c, out, 4, "codec, one core")) {
+		/* CPU only, from a sample read before the timed part: the cache state does not matter. */
+		if (p.on)
+			fprintf(stderr, "\r\033[Kbaselines: codec on one core, %.0f s", c->seconds);
+		bench_baseline_codec(path, c, &out[4]);
 	}
 	bench_progress_end(&p);
 }

@@ -1,4 +1,4 @@
-/* `grist bench`: measure the loader on generated or given files, beside fio, pread and the Python stack. */
+/* `grist bench`: measure the loader on generated or given files, beside fio, pread, Python and the codec. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,8 +40,10 @@ static const char bench_usage[] =
 	"  --json                one JSON object on stdout instead of text\n"
 	"baselines and sweeps:\n"
 	"  --compare             also run fio (io_uring randread), a pread loop, the official\n"
-	"                        ArrayRecordReader.read(indices) and a Grain pipeline for as long,\n"
-	"                        each printed with grist's ratio to it\n"
+	"                        ArrayRecordReader.read(indices), a Grain pipeline and the file's\n"
+	"                        codec on one core for as long, each printed with grist's ratio to\n"
+	"                        it (and for the codec: grist decoded / (codec x decode threads))\n"
+	"  --baselines LIST      --compare with only these: fio,pread,official,grain,codec\n"
 	"  --sweep               vary threads, queue depth, record size, group size and prefetch one\n"
 	"                        at a time around this configuration; CSV and PNG plots into --out\n"
 	"  --out D               sweep output folder (default ./grist-bench-out)\n"
@@ -51,7 +53,7 @@ static const char bench_usage[] =
 
 enum {
 	OPT_DIR = 256, OPT_RECORDS, OPT_RECORD_SIZE, OPT_GROUP_SIZE, OPT_COMPRESSION, OPT_SECONDS, OPT_BATCHES,
-	OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT,
+	OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT, OPT_BASELINES,
 };
 
 static const struct option bench_options[] = {
@@ -74,6 +76,7 @@ static const struct option bench_options[] = {
 	{ "cold", no_argument, NULL, OPT_COLD },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "compare", no_argument, NULL, OPT_COMPARE },
+	{ "baselines", required_argument, NULL, OPT_BASELINES },
 	{ "sweep", no_argument, NULL, OPT_SWEEP },
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -109,6 +112,25 @@ static bool parse_seconds(const char *s, double *out)
 	return true;
 }
 
+/* A comma-separated list of bench_baseline_keys as a bit mask; false on an unknown or empty name. */
+static bool parse_baselines(const char *s, unsigned *mask)
+{
+	*mask = 0;
+	for (;;) {
+		size_t n = strcspn(s, ","), i;
+
+		for (i = 0; i < BENCH_BASELINES; i++)
+			if (strlen(bench_baseline_keys[i]) == n && !strncmp(s, bench_baseline_keys[i], n))
+				break;
+		if (i == BENCH_BASELINES)
+			return false;
+		*mask |= 1u << i;
+		if (!s[n])
+			return true;
+		s += n + 1;
+	}
+}
+
 static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 {
 	struct grist_loader_config *c = &a->cfg.loader;
@@ -118,6 +140,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 	a->data = (struct bench_data){ .dir = "./grist-bench-data", .records = 262144, .record_size = 1024,
 				       .group_size = 1, .compression = "zstd:3" };
 	a->cfg.seconds = 10;
+	a->cfg.baselines = (1u << BENCH_BASELINES) - 1;
 	a->out_dir = "./grist-bench-out";
 	/* Explicit defaults, so reports and the fio baseline name the values really used. */
 	c->batch_size = 256;
@@ -177,6 +200,12 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			a->json = true;
 			break;
 		case OPT_COMPARE:
+			a->compare = true;
+			break;
+		case OPT_BASELINES:
+			if (!parse_baselines(optarg, &a->cfg.baselines))
+				return cli_usage_error("--baselines: '%s' is not a list of fio, pread, official, grain, codec",
+						       optarg);
 			a->compare = true;
 			break;
 		case OPT_SWEEP:
@@ -240,7 +269,29 @@ static void print_result_text(const struct bench_result *r, const struct bench_c
 	       100 * r->producer_stall_share);
 }
 
-static void print_baselines_text(const struct bench_result *r, const struct bench_baseline *bl, size_t n)
+/* Grist's bytes/s of the kind @b counts: decoded for the codec, read for the others. */
+static double grist_bytes_per_s(const struct bench_result *r, const struct bench_baseline *b)
+{
+	return b->decoded ? r->decoded_bytes_per_s : r->read_bytes_per_s;
+}
+
+/* The workers that decoded: what the engine reports, else what was asked for. */
+static unsigned decode_threads(const struct bench_result *r, const struct bench_config *c)
+{
+	return r->stats.threads ? r->stats.threads : c->loader.threads ? c->loader.threads : 1;
+}
+
+/*
+ * The issue's figure: grist's decoded bytes/s over what @threads cores could
+ * decompress if each ran as fast as the codec alone runs on one.
+ */
+static double decode_efficiency(const struct bench_result *r, const struct bench_baseline *b, unsigned threads)
+{
+	return b->bytes_per_s > 0 ? r->decoded_bytes_per_s / (b->bytes_per_s * threads) : 0.0;
+}
+
+static void print_baselines_text(const struct bench_result *r, const struct bench_config *c,
+				 const struct bench_baseline *bl, size_t n)
 {
 	char b1[32], b2[32];
 	size_t i;
@@ -250,6 +301,8 @@ static void print_baselines_text(const struct bench_result *r, const struct benc
 	printf("  %-16s %14s %8s %14s %8s\n", "grist", human_rate(r->records_per_s, b1, sizeof(b1)), "",
 	       human_rate(r->read_bytes_per_s, b2, sizeof(b2)), "");
 	for (i = 0; i < n; i++) {
+		if (bl[i].skipped)
+			continue;
 		if (!bl[i].ran) {
 			printf("  %-16s not run: %s\n", bl[i].name, bl[i].why);
 			continue;
@@ -257,9 +310,17 @@ static void print_baselines_text(const struct bench_result *r, const struct benc
 		printf("  %-16s %14s %8.2f", bl[i].name, human_rate(bl[i].records_per_s, b1, sizeof(b1)),
 		       bl[i].records_per_s > 0 ? r->records_per_s / bl[i].records_per_s : 0.0);
 		if (bl[i].bytes_per_s > 0)
-			printf(" %13sB %8.2f", human_rate(bl[i].bytes_per_s, b2, sizeof(b2)),
-			       r->read_bytes_per_s / bl[i].bytes_per_s);
+			printf(" %13sB %8.2f%s", human_rate(bl[i].bytes_per_s, b2, sizeof(b2)),
+			       grist_bytes_per_s(r, &bl[i]) / bl[i].bytes_per_s, bl[i].decoded ? " (decoded)" : "");
 		printf("\n  %-16s   %s\n", "", bl[i].note);
+		if (bl[i].decoded) {
+			unsigned t = decode_threads(r, c);
+
+			printf("  %-16s   decode efficiency: grist decoded bytes/s / (one-core codec bytes/s x decode "
+			       "threads) = %sB/s / (%sB/s x %u) = %.3f\n",
+			       "", human_rate(r->decoded_bytes_per_s, b1, sizeof(b1)),
+			       human_rate(bl[i].bytes_per_s, b2, sizeof(b2)), t, decode_efficiency(r, &bl[i], t));
+		}
 	}
 }
 
@@ -303,9 +364,14 @@ static void print_json(const struct bench_args *a, char **files, size_t nfiles, 
 	       r->records_per_s, r->read_bytes_per_s, r->decoded_bytes_per_s, r->delivered_bytes_per_s,
 	       r->batches_per_s, r->cpu_cores, r->batch_p50_s * 1e3, r->batch_p99_s * 1e3, r->first_batch_s * 1e3);
 	if (nbl) {
+		bool first = true;
+
 		printf(", \"baselines\": [");
 		for (i = 0; i < nbl; i++) {
-			printf("%s{\"name\": ", i ? ", " : "");
+			if (bl[i].skipped)
+				continue;
+			printf("%s{\"name\": ", first ? "" : ", ");
+			first = false;
 			json_str(stdout, bl[i].name);
 			printf(", \"ran\": %s", bl[i].ran ? "true" : "false");
 			if (!bl[i].ran) {
@@ -316,7 +382,13 @@ static void print_json(const struct bench_args *a, char **files, size_t nfiles, 
 				       bl[i].records_per_s > 0 ? r->records_per_s / bl[i].records_per_s : 0.0);
 				if (bl[i].bytes_per_s > 0)
 					printf(", \"bytes_per_s\": %.1f, \"ratio_bytes\": %.4f", bl[i].bytes_per_s,
-					       r->read_bytes_per_s / bl[i].bytes_per_s);
+					       grist_bytes_per_s(r, &bl[i]) / bl[i].bytes_per_s);
+				if (bl[i].decoded) {
+					unsigned t = decode_threads(r, &a->cfg);
+
+					printf(", \"bytes\": \"decoded\", \"decode_threads\": %u, "
+					       "\"decode_efficiency\": %.4f", t, decode_efficiency(r, &bl[i], t));
+				}
 				printf(", \"how\": ");
 				json_str(stdout, bl[i].note);
 			}
@@ -428,7 +500,8 @@ int cmd_bench(int argc, char **argv)
 		fprintf(stderr, "%s: --compare: baselines read the first file only, %s\n", cli_command_name, files[0]);
 	/*
 	 * The machines are shared and noisy: run grist and each baseline in turn, round
-	 * after round, and report the median of each (ratios are of medians).
+	 * after round, and report the median of each (ratios, the codec line's decode efficiency
+	 * included, are of medians).
 	 */
 	struct bench_result runs[99];
 	struct bench_baseline blruns[99][BENCH_BASELINES];
@@ -466,7 +539,7 @@ int cmd_bench(int argc, char **argv)
 		printf("\n");
 		print_result_text(&r, &a.cfg);
 		if (nbl)
-			print_baselines_text(&r, bl, nbl);
+			print_baselines_text(&r, &a.cfg, bl, nbl);
 	}
 	if (fflush(stdout)) {
 		fprintf(stderr, "%s: cannot write the output\n", cli_command_name);

@@ -19,7 +19,7 @@ static const struct command commands[] = {
 	{ "verify", cmd_verify, "check every chunk, block header and hash of files" },
 	{ "write", cmd_write, "write stdin lines as records of a new ArrayRecord file" },
 	{ "load", cmd_load, "run the loader: shuffled, sharded batches with digests and checkpoints" },
-	{ "bench", cmd_bench, "measure the loader, beside fio, pread and the Python stack" },
+	{ "bench", cmd_bench, "measure the loader, beside fio, pread, the Python stack and the codec" },
 	{ "order", cmd_order, "print the record indices a shard delivers, in order" },
 	{ NULL, NULL, NULL },
 };

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """grist bench: a short JSON run on a generated dataset reports every figure, positive;
-bad options exit 2. The baselines (--compare) are not run here: they take minutes."""
+bad options exit 2. Of the baselines only the codec one runs here (--baselines codec):
+fio and the Python stack take minutes and may need installing."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,43 @@ def run(args, cwd):
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
+
+
+def check_codec_baseline(args, cwd):
+    """The codec baseline alone runs on a grist-written file: its frames are the file's, its
+    rates positive, and decode_efficiency is grist's decoded bytes/s over its rate x threads."""
+    p = run(args + ["--baselines", "codec", "--json"], cwd)
+    if p.returncode != 0:
+        fail("%r exited %d: %s" % (args, p.returncode, p.stderr))
+    doc = json.loads(p.stdout)
+    bl = doc.get("baselines", [])
+    if len(bl) != 1 or bl[0]["name"] != "codec, one core":
+        fail("--baselines codec gave %r" % bl)
+    b = bl[0]
+    if not b["ran"]:
+        fail("codec baseline did not run: %s" % b.get("why"))
+    for key in ("records_per_s", "bytes_per_s", "decode_efficiency"):
+        if not b[key] > 0:
+            fail("codec baseline: %s = %r is not positive" % (key, b[key]))
+    threads = doc["result"]["threads"]
+    if b["bytes"] != "decoded" or b["decode_threads"] != threads:
+        fail("codec baseline: bytes %r, decode_threads %r (grist ran %d)" % (b["bytes"], b["decode_threads"],
+                                                                          threads))
+    want = doc["bytes_decoded_per_s"] / (b["bytes_per_s"] * threads)
+    if abs(b["decode_efficiency"] - want) > 1e-3 * want + 1e-4:
+        fail("decode_efficiency %r, expected %r" % (b["decode_efficiency"], want))
+    if abs(b["ratio_bytes"] - doc["bytes_decoded_per_s"] / b["bytes_per_s"]) > 1e-3 * b["ratio_bytes"] + 1e-4:
+        fail("ratio_bytes %r is not of decoded bytes" % b["ratio_bytes"])
+    # Records and bytes are counted frame by frame: bytes/s over records/s is the record size (1 KiB here).
+    if abs(b["bytes_per_s"] - 1024 * b["records_per_s"]) > 1e-4 * b["bytes_per_s"]:
+        fail("codec baseline: %r bytes/s for %r records/s of 1 KiB" % (b["bytes_per_s"], b["records_per_s"]))
+    m = re.search(r"(\d+) chunks of the file recompressed.*?; (\d+) frames byte-identical", b["how"])
+    if not m:
+        fail("codec baseline note does not say what was sampled: %r" % b["how"])
+    if m.group(1) != m.group(2) or int(m.group(1)) < 1:
+        fail("the writer's own file: %s of %s frames byte-identical" % (m.group(2), m.group(1)))
+    if "zstd:3" not in b["how"] or "ZSTD_decompressDCtx" not in b["how"]:
+        fail("codec baseline note names no codec or call: %r" % b["how"])
 
 
 def main():
@@ -61,9 +100,15 @@ def main():
         if res["batches"] != 3 or res["records"] != 300:
             fail("--batches 3 --batch-size 100 gave %d batches, %d records" % (res["batches"], res["records"]))
 
+        # The codec baseline on the group_size 1 file (a frame per record) and on a chunked one.
+        check_codec_baseline([path, "--seconds", "0.3"], tmp)
+        check_codec_baseline(["--records", "4096", "--group-size", "64", "--granularity", "chunk", "--seconds", "0.3",
+                              "--dir", "data"], tmp)
+
         for bad in (["--records", "0"], ["--seconds", "0"], ["--seconds", "-1"], ["--threads", "x"],
                     ["--engine", "nope"], ["--queue-depth", "0"], ["--bogus"], ["--cold", "--io", "buffered"],
-                    ["--records"], ["--compression", "zstd:3,group_size:4"]):
+                    ["--records"], ["--compression", "zstd:3,group_size:4"], ["--baselines", "nope"],
+                    ["--baselines", ""], ["--baselines", "codec,"], ["--baselines"]):
             p = run(bad + ["--dir", "data"], tmp)
             if p.returncode != 2:
                 fail("%r exited %d, not 2 (stderr: %s)" % (bad, p.returncode, p.stderr))
