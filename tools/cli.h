@@ -39,6 +39,9 @@ bool cli_parse_engine(const char *s, enum grist_engine_kind *out);
 bool cli_parse_read_mode(const char *s, enum grist_read_mode *out);
 bool cli_parse_granularity(const char *s, enum grist_granularity *out);
 
+/* --layout: "ragged", "fixed:N" or "padded:N" with N (bytes per row) in 1..2^30. */
+bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes);
+
 /*
  * The loader knobs that `load` and `bench` share. A command lists the ones it takes
  * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
@@ -49,7 +52,7 @@ enum { CLI_OPT_LOADER = 1000 };
 /*
  * cli_loader_option() - apply --NAME ARG to @c. NAME is one of batch-size, seed,
  * epochs, shard, contiguous-shards, no-shuffle, same-order, granularity, window,
- * engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
+ * layout, pad-value, engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
  * Return: 0, or CLI_EXIT_USAGE after printing what is wrong with the value.
  */
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c);

@@ -32,8 +32,15 @@ static const char load_usage[] =
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
 	"  --drop-remainder      drop a short final batch\n"
+	"  --layout L            ragged (default: records back to back), fixed:N (every record\n"
+	"                        exactly N bytes; another size is an error) or padded:N (each\n"
+	"                        record padded to N bytes, a longer one is an error; a short\n"
+	"                        final batch is filled up with pad rows to the batch size)\n"
+	"  --pad-value V         padded layout: the pad byte, 0..255 (default 0)\n"
 	"output (stdout):\n"
-	"  --digest              one line per batch: XXH64 (seed 0) of its record bytes, 16 hex digits\n"
+	"  --digest              one line per batch: XXH64 (seed 0) of the batch's bytes, 16 hex\n"
+	"                        digits; ragged: the records back to back; fixed and padded: the\n"
+	"                        N-byte rows, pad bytes and the pad rows of a final batch included\n"
 	"  --print-indices       the global index of each delivered record, one per line\n"
 	"  --stats               per-stage counters on stderr at the end\n"
 	"checkpoints:\n"
@@ -69,6 +76,8 @@ static const struct option load_options[] = {
 	{ "same-order", no_argument, NULL, CLI_OPT_LOADER },
 	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
 	{ "window", required_argument, NULL, CLI_OPT_LOADER },
+	{ "layout", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pad-value", required_argument, NULL, CLI_OPT_LOADER },
 	{ "engine", required_argument, NULL, CLI_OPT_LOADER },
 	{ "threads", required_argument, NULL, CLI_OPT_LOADER },
 	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
@@ -88,7 +97,7 @@ static const struct option load_options[] = {
 };
 
 struct load_args {
-	bool digest, indices, stats, device_check;
+	bool digest, indices, stats, device_check, pad_value;
 	uint64_t stop_after;
 	const char *save_state, *resume;
 };
@@ -107,6 +116,8 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			ret = cli_loader_option(load_options[idx].name, optarg, c);
 			if (ret)
 				return ret;
+			if (!strcmp(load_options[idx].name, "pad-value"))
+				a->pad_value = true;
 			break;
 		case OPT_DROP:
 			c->drop_remainder = true;
@@ -151,6 +162,8 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		return cli_usage_error("--save-state needs --stop-after N");
 	if (a->device_check && !c->device)
 		return cli_usage_error("--device-check needs --device");
+	if (a->pad_value && c->layout != GRIST_LAYOUT_PADDED)
+		return cli_usage_error("--pad-value needs --layout padded:N");
 	return 0;
 }
 
