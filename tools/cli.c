@@ -113,6 +113,25 @@ static bool parse_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 	return true;
 }
 
+bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes)
+{
+	uint64_t n;
+
+	if (!strcmp(s, "ragged")) {
+		*kind = GRIST_LAYOUT_RAGGED;
+		*record_bytes = 0;
+		return true;
+	}
+	if (!strncmp(s, "fixed:", 6) && parse_in(s + 6, 1, 1u << 30, &n))
+		*kind = GRIST_LAYOUT_FIXED;
+	else if (!strncmp(s, "padded:", 7) && parse_in(s + 7, 1, 1u << 30, &n))
+		*kind = GRIST_LAYOUT_PADDED;
+	else
+		return false;
+	*record_bytes = (size_t)n;
+	return true;
+}
+
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c)
 {
 	uint64_t v;
@@ -142,6 +161,14 @@ int cli_loader_option(const char *name, const char *arg, struct grist_loader_con
 	} else if (!strcmp(name, "window")) {
 		if (!parse_in(arg, 1, UINT64_MAX, &c->window_chunks))
 			return cli_usage_error("--window: '%s' is not a number >= 1", arg);
+	} else if (!strcmp(name, "layout")) {
+		if (!cli_parse_layout(arg, &c->layout, &c->record_bytes))
+			return cli_usage_error("--layout: '%s' is not ragged, fixed:N or padded:N with N in 1..%u",
+					       arg, 1u << 30);
+	} else if (!strcmp(name, "pad-value")) {
+		if (!parse_in(arg, 0, 255, &v))
+			return cli_usage_error("--pad-value: '%s' is not a number in 0..255", arg);
+		c->pad_value = (uint8_t)v;
 	} else if (!strcmp(name, "engine")) {
 		if (!cli_parse_engine(arg, &c->engine))
 			return cli_usage_error("--engine: '%s' is not uring, pread or ref", arg);

@@ -3,6 +3,7 @@
 #define GRIST_TOOLS_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "grist/loader.h"
@@ -39,6 +40,9 @@ bool cli_parse_engine(const char *s, enum grist_engine_kind *out);
 bool cli_parse_read_mode(const char *s, enum grist_read_mode *out);
 bool cli_parse_granularity(const char *s, enum grist_granularity *out);
 
+/* --layout: "ragged", "fixed:N" or "padded:N" with N (bytes per row) in 1..2^30. */
+bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes);
+
 /*
  * The loader knobs that `load` and `bench` share. A command lists the ones it takes
  * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
@@ -49,10 +53,30 @@ enum { CLI_OPT_LOADER = 1000 };
 /*
  * cli_loader_option() - apply --NAME ARG to @c. NAME is one of batch-size, seed,
  * epochs, shard, contiguous-shards, no-shuffle, same-order, granularity, window,
- * engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
+ * layout, pad-value, engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
  * Return: 0, or CLI_EXIT_USAGE after printing what is wrong with the value.
  */
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c);
+
+/*
+ * cli_parse_weights() - parse the --mix list "W1,W2,...,Wn": n >= 1 positive, finite
+ * decimal numbers separated by commas.
+ * @weights: set to a malloc'd array of the @n weights; the caller frees it.
+ * Return: 0, or CLI_EXIT_USAGE after printing which weight is wrong and why.
+ */
+int cli_parse_weights(const char *s, double **weights, size_t *n);
+
+/*
+ * cli_group_datasets() - the datasets that the FILE arguments @args[0..@nargs) name.
+ * Without weights (@weights NULL) all FILEs are one dataset of weight 1, and '+' is an
+ * ordinary file name. With @nweights weights, a lone '+' argument separates datasets of
+ * several FILEs each; with no '+', each FILE is a dataset of its own. There must then be
+ * exactly @nweights datasets, each of at least one FILE; dataset d gets weights[d].
+ * @specs: set to a malloc'd array of @n specs whose paths point into @args; free it.
+ * Return: 0, or CLI_EXIT_USAGE after printing what is wrong.
+ */
+int cli_group_datasets(const char *const *args, size_t nargs, const double *weights, size_t nweights,
+		       struct grist_dataset_spec **specs, size_t *n);
 
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);

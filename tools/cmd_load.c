@@ -17,11 +17,20 @@
 
 static const char load_usage[] =
 	"usage: grist load FILE... [options]\n"
+	"       grist load --mix W1,...,Wn FILE... [options]\n"
 	"\n"
 	"Run the loader: a global shuffle of the records of FILE... (one dataset, the files\n"
 	"concatenated), sharded, batched, read by the chosen engine.\n"
 	"\n"
+	"With --mix, the FILEs are n datasets, shuffled and repeated each on its own and\n"
+	"interleaved by weight (Grain's MapDataset.mix): dataset d is the d-th FILE, or, when\n"
+	"a lone '+' argument appears, the d-th group of FILEs between '+' separators\n"
+	"(grist load --mix 3,1 a1.ar a2.ar + b.ar). Datasets count from 0 in that order.\n"
+	"With --epochs E the run ends just before a dataset would begin its (E+1)-th pass.\n"
+	"A checkpoint holds the weights: --resume needs the same --mix and FILE groups.\n"
+	"\n"
 	"what is delivered:\n"
+	"  --mix W1,...,Wn       mix n datasets with weights W > 0 (decimal numbers)\n"
 	"  --batch-size B        records per batch (default 32)\n"
 	"  --seed S              shuffle seed (default 0)\n"
 	"  --epochs E            epochs, 0 = unbounded (default 1)\n"
@@ -32,10 +41,19 @@ static const char load_usage[] =
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
 	"  --drop-remainder      drop a short final batch\n"
+	"  --layout L            ragged (default: records back to back), fixed:N (every record\n"
+	"                        exactly N bytes; another size is an error) or padded:N (each\n"
+	"                        record padded to N bytes, a longer one is an error; a short\n"
+	"                        final batch is filled up with pad rows to the batch size)\n"
+	"  --pad-value V         padded layout: the pad byte, 0..255 (default 0)\n"
 	"output (stdout):\n"
-	"  --digest              one line per batch: XXH64 (seed 0) of its record bytes, 16 hex digits\n"
-	"  --print-indices       the global index of each delivered record, one per line\n"
-	"  --stats               per-stage counters on stderr at the end\n"
+	"  --digest              one line per batch: XXH64 (seed 0) of the batch's bytes, 16 hex\n"
+	"                        digits; ragged: the records back to back; fixed and padded: the\n"
+	"                        N-byte rows, pad bytes and the pad rows of a final batch included\n"
+	"  --print-indices       the index of each delivered record within its dataset (its files\n"
+	"                        counted in order), one per line; with several datasets D:INDEX\n"
+	"  --stats               per-stage counters on stderr at the end; with several datasets\n"
+	"                        also 'dataset D: N records' delivered by this run\n"
 	"checkpoints:\n"
 	"  --stop-after N        stop after N batches\n"
 	"  --save-state F        with --stop-after: write the loader state to F\n"
@@ -56,7 +74,7 @@ static const char load_usage[] =
 
 enum {
 	OPT_DROP = 256, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
-	OPT_DEVICE, OPT_DEVICE_CHECK,
+	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX,
 };
 
 static const struct option load_options[] = {
@@ -69,6 +87,9 @@ static const struct option load_options[] = {
 	{ "same-order", no_argument, NULL, CLI_OPT_LOADER },
 	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
 	{ "window", required_argument, NULL, CLI_OPT_LOADER },
+	{ "layout", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pad-value", required_argument, NULL, CLI_OPT_LOADER },
+	{ "mix", required_argument, NULL, OPT_MIX },
 	{ "engine", required_argument, NULL, CLI_OPT_LOADER },
 	{ "threads", required_argument, NULL, CLI_OPT_LOADER },
 	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
@@ -88,9 +109,11 @@ static const struct option load_options[] = {
 };
 
 struct load_args {
-	bool digest, indices, stats, device_check;
+	bool digest, indices, stats, device_check, pad_value;
 	uint64_t stop_after;
 	const char *save_state, *resume;
+	double *weights;           /* --mix, else NULL */
+	size_t num_weights;
 };
 
 static int parse_load_args(int argc, char **argv, struct grist_loader_config *c, struct load_args *a)
@@ -105,6 +128,14 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		switch (opt) {
 		case CLI_OPT_LOADER:
 			ret = cli_loader_option(load_options[idx].name, optarg, c);
+			if (ret)
+				return ret;
+			if (!strcmp(load_options[idx].name, "pad-value"))
+				a->pad_value = true;
+			break;
+		case OPT_MIX:
+			free(a->weights);
+			ret = cli_parse_weights(optarg, &a->weights, &a->num_weights);
 			if (ret)
 				return ret;
 			break;
@@ -151,6 +182,8 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		return cli_usage_error("--save-state needs --stop-after N");
 	if (a->device_check && !c->device)
 		return cli_usage_error("--device-check needs --device");
+	if (a->pad_value && c->layout != GRIST_LAYOUT_PADDED)
+		return cli_usage_error("--pad-value needs --layout padded:N");
 	return 0;
 }
 
@@ -286,49 +319,69 @@ static void print_stats(const struct grist_loader_stats *s, double seconds)
 		s->registered_buffers ? "yes" : "no");
 }
 
+/* What --print-indices writes for one record: INDEX, or D:INDEX when datasets are mixed. */
+static void print_index(const struct grist_batch *b, size_t i, size_t num_datasets)
+{
+	if (num_datasets > 1)
+		printf("%u:%llu\n", b->datasets[i], (unsigned long long)b->indices[i]);
+	else
+		printf("%llu\n", (unsigned long long)b->indices[i]);
+}
+
 int cmd_load(int argc, char **argv)
 {
 	struct grist_loader_config cfg = { 0 };
-	struct grist_dataset_spec spec = { 0 };
+	struct grist_dataset_spec *specs = NULL;
 	struct load_args a = { 0 };
 	uint8_t state[GRIST_STATE_MAX];
 	struct grist_loader_stats st;
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	uint64_t delivered = 0, mismatches = 0, digest = 0;
-	size_t state_len, i;
+	uint64_t delivered = 0, mismatches = 0, digest = 0, *per_dataset = NULL;
+	size_t state_len, num_specs = 0, i, d;
 	ssize_t n;
 	int ret, rc = CLI_EXIT_OK;
+#if GRIST_HAVE_OPENCL
+	struct device_reader dr = { 0 };
+#endif
 
 	ret = parse_load_args(argc, argv, &cfg, &a);
-	if (ret)
-		return ret < 0 ? CLI_EXIT_OK : ret;
-	spec.paths = (const char *const *)(argv + optind);
-	spec.num_paths = (size_t)(argc - optind);
-	spec.weight = 1.0;
-	cfg.datasets = &spec;
-	cfg.num_datasets = 1;
+	if (ret) {
+		rc = ret < 0 ? CLI_EXIT_OK : ret;
+		goto out;
+	}
+	rc = cli_group_datasets((const char *const *)(argv + optind), (size_t)(argc - optind), a.weights,
+				a.num_weights, &specs, &num_specs);
+	if (rc)
+		goto out;
+	cfg.datasets = specs;
+	cfg.num_datasets = num_specs;
+	per_dataset = calloc(num_specs, sizeof(*per_dataset));
+	if (!per_dataset) {
+		rc = cli_library_error(-ENOMEM);
+		goto out;
+	}
 	if (a.resume) {
 		n = read_state_file(a.resume, state, sizeof(state));
 		if (n < 0) {
 			fprintf(stderr, "%s: %s: cannot read the state file\n", cli_command_name, a.resume);
-			return CLI_EXIT_DATA;
+			rc = CLI_EXIT_DATA;
+			goto out;
 		}
 		cfg.resume_state = state;
 		cfg.resume_state_len = (size_t)n;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = grist_loader_create(&cfg, &l);
-	if (ret)
-		return cli_library_error(ret == -EINVAL ? -EINVAL : ret);
+	if (ret) {
+		rc = cli_library_error(ret);
+		goto out;
+	}
 #if GRIST_HAVE_OPENCL
-	struct device_reader dr = { 0 };
-
 	if (cfg.device && device_reader_init(&dr, grist_loader_device_stage(l))) {
-		device_reader_free(&dr);
-		grist_loader_destroy(l);
-		return CLI_EXIT_DATA;
+		rc = CLI_EXIT_DATA;
+		goto out;
 	}
 #endif
 	for (;;) {
@@ -336,6 +389,7 @@ int cmd_load(int argc, char **argv)
 			break;
 		ret = grist_loader_next(l, &b);
 		if (ret) {
+			/* the configuration was accepted: a failure now is about the data */
 			rc = cli_library_error(ret == -EINVAL ? -EIO : ret);
 			break;
 		}
@@ -362,9 +416,12 @@ int cmd_load(int argc, char **argv)
 		}
 		if (a.digest)
 			printf("%016llx\n", (unsigned long long)digest);
-		if (a.indices)
-			for (i = 0; i < b->num_records; i++)
-				printf("%llu\n", (unsigned long long)b->indices[i]);
+		for (i = 0; i < b->num_records; i++) {
+			if (a.indices)
+				print_index(b, i, num_specs);
+			if (b->datasets[i] < num_specs)
+				per_dataset[b->datasets[i]]++;
+		}
 		grist_loader_release(l, b);
 		delivered++;
 	}
@@ -381,11 +438,9 @@ int cmd_load(int argc, char **argv)
 	if (a.stats) {
 		grist_loader_stats(l, &st);
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		for (d = 0; num_specs > 1 && d < num_specs; d++)
+			fprintf(stderr, "dataset %zu: %llu records\n", d, (unsigned long long)per_dataset[d]);
 	}
-	grist_loader_destroy(l);
-#if GRIST_HAVE_OPENCL
-	device_reader_free(&dr);
-#endif
 	if (a.device_check) {
 		fprintf(stderr, "mismatches: %llu\n", (unsigned long long)mismatches);
 		if (mismatches && rc == CLI_EXIT_OK)
@@ -395,5 +450,13 @@ int cmd_load(int argc, char **argv)
 		fprintf(stderr, "%s: cannot write the output\n", cli_command_name);
 		rc = CLI_EXIT_DATA;
 	}
+out:
+	grist_loader_destroy(l);
+#if GRIST_HAVE_OPENCL
+	device_reader_free(&dr);
+#endif
+	free(per_dataset);
+	free(specs);
+	free(a.weights);
 	return rc;
 }

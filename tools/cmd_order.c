@@ -10,10 +10,15 @@
 
 static const char order_usage[] =
 	"usage: grist order [options] (--records N | FILE...)\n"
+	"       grist order --mix W1,...,Wn [options] FILE...\n"
 	"\n"
-	"Print the global record indices in delivery order, one per line.\n"
+	"Print the global record indices in delivery order, one per line. With --mix, the\n"
+	"FILEs are n datasets as in 'grist load --mix' (the d-th FILE, or the d-th group of\n"
+	"FILEs between lone '+' arguments) and each line is D:INDEX, the dataset and the\n"
+	"record's index within it.\n"
 	"\n"
 	"  --records N            a dataset of N records (instead of files)\n"
+	"  --mix W1,...,Wn        mix n datasets with weights W > 0 (Grain's MapDataset.mix)\n"
 	"  --group-size G         records per chunk with --records (default 1)\n"
 	"  --seed S               shuffle seed (default 0)\n"
 	"  --epochs E             epochs to print; 0 = unbounded (default 1)\n"
@@ -38,7 +43,7 @@ static void out_flush(struct out_buf *o)
 	o->len = 0;
 }
 
-static void out_u64_line(struct out_buf *o, uint64_t v)
+static void out_u64(struct out_buf *o, uint64_t v, char end)
 {
 	char tmp[24];
 	size_t n = 0;
@@ -51,7 +56,7 @@ static void out_u64_line(struct out_buf *o, uint64_t v)
 	} while (v);
 	while (n)
 		o->data[o->len++] = tmp[--n];
-	o->data[o->len++] = '\n';
+	o->data[o->len++] = end;
 }
 
 /* The value of option argv[*i] ("--name VALUE"); NULL when missing. */
@@ -62,11 +67,48 @@ static const char *option_value(int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
+/* The plan's view of the datasets: each one's files (records, chunk size) from their footers. */
+static int plan_components(const struct grist_dataset_spec *specs, size_t n, struct grist_plan_file **files,
+			   struct grist_plan_component *comps)
+{
+	struct grist_reader *reader;
+	struct grist_file_info info;
+	size_t total = 0, d, f, k = 0;
+	int ret;
+
+	for (d = 0; d < n; d++)
+		total += specs[d].num_paths;
+	*files = calloc(total, sizeof(**files));
+	if (!*files)
+		return -ENOMEM;
+	for (d = 0; d < n; d++) {
+		ret = grist_reader_open(specs[d].paths, specs[d].num_paths, NULL, &reader);
+		if (ret < 0)
+			return ret;
+		comps[d].files = *files + k;
+		comps[d].num_files = specs[d].num_paths;
+		comps[d].weight = specs[d].weight;
+		for (f = 0; f < specs[d].num_paths; f++, k++) {
+			ret = grist_reader_file_info(reader, f, &info);
+			if (ret < 0)
+				break;
+			(*files)[k].num_records = info.num_records;
+			(*files)[k].group_size = info.group_size;
+		}
+		grist_reader_close(reader);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
 int cmd_order(int argc, char **argv)
 {
 	struct grist_plan_file file = { 0, 1 }, *files = NULL;
-	struct grist_plan_component comp = { &file, 1, 1.0 };
-	struct grist_reader *reader = NULL;
+	struct grist_plan_component comp = { &file, 1, 1.0 }, *comps = &comp;
+	struct grist_dataset_spec *specs = NULL;
+	double *weights = NULL;
+	size_t num_weights = 0, num_specs = 1;
 	const char **paths = NULL;
 	bool have_group_size = false;
 	struct grist_plan_config cfg;
@@ -101,7 +143,16 @@ int cmd_order(int argc, char **argv)
 			continue;
 		}
 		v = option_value(argc, argv, &i);
-		if (!strcmp(a, "--records") || !strcmp(a, "--group-size") || !strcmp(a, "--seed") ||
+		if (!strcmp(a, "--mix")) {
+			free(weights);
+			weights = NULL;
+			if (!v)
+				status = cli_usage_error("--mix needs a value");
+			else
+				status = cli_parse_weights(v, &weights, &num_weights);
+			if (status)
+				goto out;
+		} else if (!strcmp(a, "--records") || !strcmp(a, "--group-size") || !strcmp(a, "--seed") ||
 		    !strcmp(a, "--epochs") || !strcmp(a, "--window")) {
 			uint64_t x;
 
@@ -167,35 +218,31 @@ int cmd_order(int argc, char **argv)
 		status = cli_usage_error("--group-size applies to --records; FILEs have their own");
 		goto out;
 	}
+	if (weights && !nfiles) {
+		status = cli_usage_error("--mix needs FILEs, one dataset each or groups separated by '+'");
+		goto out;
+	}
 	if (nfiles) {
+		status = cli_group_datasets(paths, (size_t)nfiles, weights, num_weights, &specs, &num_specs);
+		if (status)
+			goto out;
+		if (num_specs > 1) {
+			comps = calloc(num_specs, sizeof(*comps));
+			if (!comps) {
+				status = cli_library_error(-ENOMEM);
+				goto out;
+			}
+		}
 		/* Record counts and chunk geometry come from the files' footers. */
-		ret = grist_reader_open(paths, (size_t)nfiles, NULL, &reader);
+		ret = plan_components(specs, num_specs, &files, comps);
 		if (ret < 0) {
 			status = cli_library_error(ret);
 			goto out;
 		}
-		files = calloc((size_t)nfiles, sizeof(*files));
-		if (!files) {
-			status = cli_library_error(-ENOMEM);
-			goto out;
-		}
-		for (i = 0; i < nfiles; i++) {
-			struct grist_file_info info;
-
-			ret = grist_reader_file_info(reader, (size_t)i, &info);
-			if (ret < 0) {
-				status = cli_library_error(ret);
-				goto out;
-			}
-			files[i].num_records = info.num_records;
-			files[i].group_size = info.group_size;
-		}
-		comp.files = files;
-		comp.num_files = (size_t)nfiles;
 	}
 
-	cfg.components = &comp;
-	cfg.num_components = 1;
+	cfg.components = comps;
+	cfg.num_components = num_specs;
 	ret = grist_stream_create(&cfg, &s);
 	if (ret < 0) {
 		status = cli_library_error(ret);
@@ -209,8 +256,11 @@ int cmd_order(int argc, char **argv)
 	}
 	o->len = 0;
 	o->failed = 0;
-	while ((ret = grist_stream_next(cur, &it)) == 1 && !o->failed)
-		out_u64_line(o, it.record);
+	while ((ret = grist_stream_next(cur, &it)) == 1 && !o->failed) {
+		if (num_specs > 1)
+			out_u64(o, it.component, ':');
+		out_u64(o, it.record, '\n');
+	}
 	out_flush(o);
 	if (ret < 0)
 		status = cli_library_error(ret);
@@ -222,7 +272,10 @@ out:
 	free(o);
 	free(files);
 	free(paths);
-	grist_reader_close(reader);
+	free(specs);
+	free(weights);
+	if (comps != &comp)
+		free(comps);
 	grist_stream_cursor_destroy(cur);
 	grist_stream_destroy(s);
 	return status;

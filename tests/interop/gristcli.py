@@ -73,6 +73,11 @@ def run_ok(args, stdin=None):
     return out
 
 
+def write_records(path, options, records):
+    """Write @records (bytes each) to a new ArrayRecord file with `grist write --hex`."""
+    run_ok(["write", "--hex", "--options", options, path], stdin=to_hex_lines(records))
+
+
 def parse_hex_lines(out):
     """Records from `--hex` output: one lowercase hex line per record."""
     if not out:
@@ -190,15 +195,37 @@ def layout(data):
             "footer_offset": footer_offset}
 
 
+def load_c_library(name):
+    """A ctypes handle on the shared library lib@name; Skip when it cannot be loaded."""
+    path = ctypes.util.find_library(name)
+    try:
+        return ctypes.CDLL(path or "lib%s.so" % name)
+    except OSError:
+        raise Skip("lib%s not loadable" % name)
+
+
+class XXH64:
+    """XXH64 with seed 0 through libxxhash (ctypes): what `grist load --digest` prints per batch."""
+
+    def __init__(self):
+        self.lib = load_c_library("xxhash")
+        self.lib.XXH64.restype = ctypes.c_uint64
+        self.lib.XXH64.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint64]
+
+    def __call__(self, b):
+        b = bytes(b)
+        return self.lib.XXH64(b, len(b), 0)
+
+    def hex(self, b):
+        """The digest as `--digest` writes it: 16 lowercase hex digits."""
+        return "%016x" % self(b)
+
+
 class HighwayHash:
     """Riegeli's HighwayHash-64 through libhighwayhash's C binding (ctypes)."""
 
     def __init__(self):
-        name = ctypes.util.find_library("highwayhash")
-        try:
-            self.lib = ctypes.CDLL(name or "libhighwayhash.so")
-        except OSError:
-            raise Skip("libhighwayhash not loadable")
+        self.lib = load_c_library("highwayhash")
         self.lib.HighwayHash64.restype = ctypes.c_uint64
         self.lib.HighwayHash64.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
                                            ctypes.c_uint64]

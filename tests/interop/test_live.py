@@ -55,10 +55,6 @@ def official_read(path, indices):
     return make_golden.official_read(ar, path, indices)
 
 
-def grist_write(path, options, records):
-    g.run_ok(["write", "--hex", "--options", options, path], stdin=g.to_hex_lines(records))
-
-
 class Workdir:
     def __enter__(self):
         if ar is None:
@@ -107,7 +103,7 @@ def test_grist_to_official():
             opts = options_text(codec, group, pad)
             records = make_records(rng, n, spanning)
             ours, theirs = wd.path("grist.array_record"), wd.path("official.array_record")
-            grist_write(ours, opts, records)
+            g.write_records(ours, opts, records)
             official_write(theirs, opts, records)
             label = "grist file with %r" % opts
             idx = [rng.randrange(len(records)) for _ in range(25)]
@@ -129,7 +125,7 @@ def test_options_text():
                      "window_log:18,zstd:-5", "max_parallelism:1,uncompressed"):
             ours, theirs = wd.path("grist.array_record"), wd.path("official.array_record")
             official_write(theirs, opts, [b"x"])
-            grist_write(ours, opts, [b"x"])
+            g.write_records(ours, opts, [b"x"])
             want = official_read(theirs, [])[1]
             got = official_read(ours, [])[1]
             assert got == want, "%r: grist stores %r, official %r" % (opts, got, want)
@@ -203,7 +199,7 @@ def test_uncompressed_identical():
                         continue  # one 64 KiB block per record: slow and adds nothing
                     opts = options_text("uncompressed", group, pad)
                     ours, theirs = wd.path("grist.array_record"), wd.path("official.array_record")
-                    grist_write(ours, opts, records)
+                    g.write_records(ours, opts, records)
                     official_write(theirs, opts, records)
                     with open(ours, "rb") as f:
                         a = f.read()
