@@ -183,6 +183,10 @@ int cli_loader_option(const char *name, const char *arg, struct grist_loader_con
 	} else if (!strcmp(name, "io")) {
 		if (!cli_parse_read_mode(arg, &c->read_mode))
 			return cli_usage_error("--io: '%s' is not auto, direct, buffered or mmap", arg);
+	} else if (!strcmp(name, "max-batch-bytes")) {
+		if (!parse_in(arg, 1, (uint64_t)1 << 40, &v))
+			return cli_usage_error("--max-batch-bytes: '%s' is not a number in 1..2^40", arg);
+		c->max_batch_bytes = (size_t)v;
 	} else if (!strcmp(name, "prefetch")) {
 		if (!parse_in(arg, 1, 64, &v))
 			return cli_usage_error("--prefetch: '%s' is not a number in 1..64", arg);

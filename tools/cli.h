@@ -53,7 +53,7 @@ enum { CLI_OPT_LOADER = 1000 };
 /*
  * cli_loader_option() - apply --NAME ARG to @c. NAME is one of batch-size, seed,
  * epochs, shard, contiguous-shards, no-shuffle, same-order, granularity, window,
- * layout, pad-value, engine, threads, queue-depth, io, prefetch (ARG is NULL for the flags).
+ * layout, pad-value, engine, threads, queue-depth, io, prefetch, max-batch-bytes (ARG is NULL for the flags).
  * Return: 0, or CLI_EXIT_USAGE after printing what is wrong with the value.
  */
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c);

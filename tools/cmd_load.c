@@ -65,6 +65,7 @@ static const char load_usage[] =
 	"  --io M                auto (default), direct, buffered or mmap (decode straight out of\n"
 	"                        the page cache: fastest when the data is cached)\n"
 	"  --prefetch N          units assembled ahead (default 4)\n"
+	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -95,6 +96,7 @@ static const struct option load_options[] = {
 	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
 	{ "io", required_argument, NULL, CLI_OPT_LOADER },
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
+	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, OPT_DROP },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },

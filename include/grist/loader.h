@@ -137,7 +137,9 @@ struct grist_loader_config {
 	unsigned threads;               /* decode threads (default: online CPUs) */
 	unsigned queue_depth;           /* reads in flight per ring (default 64) */
 	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4) */
-	size_t max_batch_bytes;         /* ragged layout: capacity of a batch slot (default 64 MiB) */
+	size_t max_batch_bytes;         /* no batch is larger (default 64 MiB): a larger one stops the
+					   loader with an error, and slot memory is bounded by it. For
+					   fixed/padded layouts batch_size x record_bytes must fit */
 	const uint8_t *resume_state;    /* a checkpoint from grist_loader_save_state(), or NULL */
 	size_t resume_state_len;
 

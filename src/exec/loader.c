@@ -6,9 +6,11 @@
 
 #include "common/error.h"
 #include "exec/loader_internal.h"
+#include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
 #define DEFAULT_PREFETCH 4
+#define DEFAULT_MAX_BATCH_BYTES ((size_t)64 << 20)
 #define MAX_PREFETCH 64
 
 uint64_t grist_now_ns(void)
@@ -37,6 +39,18 @@ static uint64_t mix64(uint64_t x)
 uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it)
 {
 	return mix64(l->cfg.seed ^ mix64(((uint64_t)it->component << 56) ^ mix64(it->component_position)));
+}
+
+int grist_loader_record_error(const struct grist_loader *l, uint32_t dataset, uint64_t record, int code)
+{
+	struct grist_record_loc loc;
+	struct grist_file_info info;
+
+	/* the record was located when it was planned, so neither call fails (and overwrites the message) */
+	if (dataset >= l->num_sources || grist_reader_locate(l->sources[dataset].reader, record, &loc) ||
+	    grist_reader_file_info(l->sources[dataset].reader, loc.file, &info))
+		return code;
+	return grist_fail_prefix(code, "%s: chunk at byte %llu", info.path, (unsigned long long)loc.chunk_begin);
 }
 
 void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
@@ -79,8 +93,14 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: unknown batch layout %d", (int)c->layout);
 	if (c->layout != GRIST_LAYOUT_RAGGED && c->record_bytes == 0)
 		return grist_fail(-EINVAL, "loader: fixed and padded layouts need record_bytes > 0");
-	if (c->layout != GRIST_LAYOUT_RAGGED && c->record_bytes > ((size_t)1 << 40) / c->batch_size)
-		return grist_fail(-EINVAL, "loader: batch_size x record_bytes is too large");
+	if (c->layout != GRIST_LAYOUT_RAGGED) {
+		size_t max = c->max_batch_bytes ? c->max_batch_bytes : DEFAULT_MAX_BATCH_BYTES;
+
+		if (c->record_bytes > max / c->batch_size)
+			return grist_fail(-EINVAL, "loader: a batch of %llu rows of %zu bytes is larger than "
+					  "max_batch_bytes (%zu); raise max_batch_bytes or use a smaller batch",
+					  (unsigned long long)c->batch_size, c->record_bytes, max);
+	}
 	if (c->engine != GRIST_ENGINE_URING && c->engine != GRIST_ENGINE_PREAD && c->engine != GRIST_ENGINE_REF)
 		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
 	if (c->prefetch > MAX_PREFETCH)
@@ -257,6 +277,8 @@ static int copy_config(struct grist_loader *l, const struct grist_loader_config 
 		l->cfg.prefetch = DEFAULT_PREFETCH;
 	if (!l->cfg.map_out_max)
 		l->cfg.map_out_max = DEFAULT_MAP_OUT_MAX;
+	if (!l->cfg.max_batch_bytes)
+		l->cfg.max_batch_bytes = DEFAULT_MAX_BATCH_BYTES;
 	return 0;
 }
 
@@ -316,6 +338,7 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		.map_ctx = l->cfg.map_ctx,
 		.map_out_max = l->cfg.map_out_max,
 		.batch_size = l->cfg.batch_size,
+		.max_batch_bytes = l->cfg.max_batch_bytes,
 	};
 	l->extra = config_digest(&l->cfg);
 	ret = open_sources(l);

@@ -135,6 +135,25 @@ int grist_slot_reserve(struct grist_slot *s, size_t bytes)
 	return 0;
 }
 
+/*
+ * Room for rows: the batches a slot can hold never exceed max_batch_bytes each (the
+ * exact check is at publish time), so a slot holding @s->rows_cap rows never needs more
+ * than this; anything more is refused before it is allocated.
+ */
+static int reserve_rows(struct grist_slot *s, const struct grist_layout *L, size_t bytes)
+{
+	size_t batches = s->rows_cap / L->batch_size + 1, limit;
+
+	if (L->max_batch_bytes && bytes > s->cap) {
+		limit = L->max_batch_bytes > (SIZE_MAX - L->map_out_max) / batches ? SIZE_MAX :
+			batches * L->max_batch_bytes + L->map_out_max;
+		if (bytes > limit)
+			return grist_fail(-EINVAL, "a batch holds more than max_batch_bytes (%zu bytes); raise "
+					  "max_batch_bytes", L->max_batch_bytes);
+	}
+	return grist_slot_reserve(s, bytes);
+}
+
 static int row_size_error(const struct grist_map_input *in, size_t got, size_t want, const char *what)
 {
 	return grist_fail(-EINVAL, "dataset %u record %llu: %zu bytes %s the %s layout's %zu-byte rows",
@@ -155,13 +174,13 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 		room = L->map ? L->map_out_max : in->len;
 		if (room > SIZE_MAX - s->bytes)
 			return grist_fail(-ENOMEM, "batch too large");
-		ret = grist_slot_reserve(s, s->bytes + room);
+		ret = reserve_rows(s, L, s->bytes + room);
 		if (ret)
 			return ret;
 		dst = s->data + s->bytes;
 	} else {
 		room = L->record_bytes;
-		ret = grist_slot_reserve(s, (row + 1) * room);
+		ret = reserve_rows(s, L, (row + 1) * room);
 		if (ret)
 			return ret;
 		dst = s->data + row * room;
@@ -227,7 +246,7 @@ int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, con
 	}
 	if (room > SIZE_MAX - s->bytes)
 		return grist_fail(-ENOMEM, "batch too large");
-	ret = grist_slot_reserve(s, s->bytes + room);
+	ret = reserve_rows(s, L, s->bytes + room);
 	if (ret)
 		return ret;
 	*dst_offset = s->bytes;
@@ -304,7 +323,7 @@ int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, co
 		begin = i * L->record_bytes;
 		len = L->record_bytes;
 	}
-	ret = grist_slot_reserve(dst, dst->bytes + len);
+	ret = reserve_rows(dst, L, dst->bytes + len);
 	if (ret)
 		return ret;
 	if (len)
@@ -326,6 +345,16 @@ void grist_slot_make_view(struct grist_slot *s, struct grist_slot *parent, size_
 	s->filtered = 0;
 	s->stream_end = parent->positions[first + rows - 1] + 1;
 	parent->refs++;
+}
+
+/* The one exact check of max_batch_bytes, on what is delivered, so every engine agrees. */
+static int check_batch_size(const struct grist_batch *b, const struct grist_layout *L)
+{
+	if (L->max_batch_bytes && b->bytes > L->max_batch_bytes)
+		return grist_fail(-EINVAL, "batch %llu holds %zu bytes, more than max_batch_bytes (%zu); "
+				  "raise max_batch_bytes (grist load --max-batch-bytes)",
+				  (unsigned long long)b->sequence, b->bytes, L->max_batch_bytes);
+	return 0;
 }
 
 static void publish_view(struct grist_slot *s, const struct grist_layout *L, uint64_t sequence)
@@ -360,7 +389,7 @@ int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint6
 
 	if (s->parent) {
 		publish_view(s, L, sequence);
-		return 0;
+		return check_batch_size(b, L);
 	}
 
 	if (L->kind == GRIST_LAYOUT_PADDED && rows < L->batch_size) {
@@ -380,7 +409,7 @@ int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint6
 	b->offsets = L->kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
 	b->indices = s->indices;
 	b->datasets = s->datasets;
-	return 0;
+	return check_batch_size(b, L);
 }
 
 size_t grist_slot_memory(const struct grist_slot *s)

@@ -24,6 +24,7 @@ struct grist_layout {
 	void *map_ctx;
 	size_t map_out_max;  /* ragged + map */
 	size_t batch_size;
+	size_t max_batch_bytes; /* no delivered batch is larger; bounds every slot's memory */
 };
 
 struct grist_slot;

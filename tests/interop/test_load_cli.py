@@ -355,8 +355,29 @@ def test_rows_that_do_not_fit():
         rc, _, err = g.run(["load", path(name), "--layout", layout, "--no-shuffle", "--batch-size", 4])
         assert rc == 1, (name, layout, rc, err)
         assert re.search(r"\brecord %d\b" % index, err) and what in err and "16" in err, err
+        assert path(name) + ": chunk at byte " in err, err  # where the record lives
     # the same files fit wider rows
     g.run_ok(["load", path("long.ar"), "--layout", "padded:17"])
+
+
+def test_max_batch_bytes():
+    """A ragged batch over --max-batch-bytes stops every engine with the same error, at the same
+    batch; at exactly the largest batch's size the run goes through."""
+    for gran in ("record", "chunk"):
+        opts = ["--batch-size", 8, "--seed", 3, "--granularity", gran, "--window", 3]
+        digests = g.run_ok(["load", path("w.ar"), "--digest"] + opts)
+        lens = [len(FILES["w.ar"][int(i)]) for i in g.run_ok(["load", path("w.ar"), "--print-indices"] + opts).split()]
+        sizes = [sum(lens[k:k + 8]) for k in range(0, len(lens), 8)]
+        largest = max(sizes)
+        first_over = sizes.index(largest)
+        for engine in ("ref", "uring", "pread"):
+            common = ["load", path("w.ar"), "--engine", engine, "--digest"] + opts
+            rc, out, err = g.run(common + ["--max-batch-bytes", largest])
+            assert rc == 0 and out == digests, (engine, gran, err)
+            rc, out, err = g.run(common + ["--max-batch-bytes", largest - 1])
+            assert rc == 1 and "more than max_batch_bytes (%d)" % (largest - 1) in err, (engine, gran, rc, err)
+            assert "batch %d holds %d bytes" % (first_over, largest) in err, (engine, gran, err)
+
 
 
 BAD = [
@@ -378,7 +399,10 @@ BAD = [
     (["--layout", "padded:8", "--pad-value", "256"], "--pad-value: '256' is not a number in 0..255"),
     (["--pad-value", "3"], "--pad-value needs --layout padded:N"),
     (["--layout", "fixed:8", "--pad-value", "0"], "--pad-value needs --layout padded:N"),
-    (["--layout", "padded:1073741824", "--batch-size", "4096"], "batch_size x record_bytes is too large"),
+    (["--layout", "padded:1073741824", "--batch-size", "4096"], "is larger than max_batch_bytes"),
+    (["--layout", "fixed:1048576", "--batch-size", "65"], "65 rows of 1048576 bytes is larger than max_batch_bytes"),
+    (["--layout", "fixed:100", "--batch-size", "10", "--max-batch-bytes", "999"], "larger than max_batch_bytes (999)"),
+    (["--max-batch-bytes", "0"], "--max-batch-bytes: '0' is not a number"),
 ]
 
 
@@ -406,7 +430,8 @@ def main():
         g.main([test_interleave_matches_grain, test_proportions_long_run, test_finite_epochs_and_index_order,
                 test_one_file_per_dataset_and_single_weight, test_order_matches_load,
                 test_engines_threads_io_granularity, test_stats_per_dataset, test_resume_mixed,
-                test_fixed_layout, test_padded_layout, test_rows_that_do_not_fit, test_bad_options])
+                test_fixed_layout, test_padded_layout, test_rows_that_do_not_fit, test_max_batch_bytes,
+                test_bad_options])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
