@@ -772,8 +772,10 @@ static int decode_unit_in_order(struct worker *wk, struct work *w)
 				       (size_t)(d->out.offsets[it->record_in_chunk + 1] - d->out.offsets[it->record_in_chunk]),
 				       &in);
 		ret = grist_slot_add(u->slot, &l->layout, &in, it->j);
-		if (ret < 0)
+		if (ret < 0) {
+			ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
 			break;
+		}
 		ret = 0;
 	}
 	return ret;
@@ -820,7 +822,7 @@ static int decode_unit_by_chunk(struct worker *wk, struct work *w)
 					       .dataset = it->it.component, .epoch = it->it.epoch };
 		ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &it->dst);
 		if (ret)
-			return ret;
+			return grist_loader_record_error(l, it->it.component, it->it.record, ret);
 	}
 	for (i = 0; i < w->nitems; i++)
 		w->rows[i].dst = w->items[w->rows[i].item].dst;

@@ -108,8 +108,10 @@ static int ref_next(void *engine, struct grist_slot **out)
 		e->bytes_read += len;
 		grist_loader_map_input(l, &it, data, len, &in);
 		ret = grist_slot_add(s, &l->layout, &in, j);
-		if (ret < 0)
+		if (ret < 0) {
+			ret = grist_loader_record_error(l, it.component, it.record, ret);
 			goto fail;
+		}
 		s->stream_end = grist_stream_cursor_tell(e->cursor);
 	}
 	*out = s;

@@ -104,6 +104,12 @@ void *grist_loader_device_handle(const struct grist_loader *l);
 uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it);
 
 /* Fill a map input for an item whose bytes are @data/@len. */
+/*
+ * Put where record @record of dataset @dataset lives ("<file>: chunk at byte <B>") before
+ * the error just recorded about it (a row that does not fit, a failed map). Returns @code.
+ */
+int grist_loader_record_error(const struct grist_loader *l, uint32_t dataset, uint64_t record, int code);
+
 void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
 			    const uint8_t *data, size_t len, struct grist_map_input *in);
 
