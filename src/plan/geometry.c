@@ -13,27 +13,27 @@ int grist_geometry_init(struct grist_geometry *g, const struct grist_plan_file *
 	g->num_files = 0;
 	g->chunk_first = g->record_first = g->group_size = NULL;
 	if (n && !files)
-		return grist_fail(-EINVAL, "component %zu: %zu files but no file array", component, n);
+		return grist_fail(-EINVAL, "dataset %zu: %zu files but no file array", component, n);
 	if (n > (SIZE_MAX / sizeof(uint64_t)) - 1)
-		return grist_fail(-EINVAL, "component %zu: too many files (%zu)", component, n);
+		return grist_fail(-EINVAL, "dataset %zu: too many files (%zu)", component, n);
 	g->chunk_first = malloc((n + 1) * sizeof(uint64_t));
 	g->record_first = malloc((n + 1) * sizeof(uint64_t));
 	g->group_size = malloc((n ? n : 1) * sizeof(uint64_t));
 	if (!g->chunk_first || !g->record_first || !g->group_size) {
 		grist_geometry_free(g);
-		return grist_fail(-ENOMEM, "component %zu: geometry of %zu files", component, n);
+		return grist_fail(-ENOMEM, "dataset %zu: geometry of %zu files", component, n);
 	}
 	for (f = 0; f < n; f++) {
 		uint64_t nr = files[f].num_records, gs = files[f].group_size;
 
 		if (nr && !gs) {
 			grist_geometry_free(g);
-			return grist_fail(-EINVAL, "component %zu, file %zu: %llu records with group_size 0",
+			return grist_fail(-EINVAL, "dataset %zu, file %zu: %llu records with group_size 0",
 					  component, f, (unsigned long long)nr);
 		}
 		if (nr > GRIST_PERM_MAX_N - records) {
 			grist_geometry_free(g);
-			return grist_fail(-EINVAL, "component %zu: more than 2^63 records", component);
+			return grist_fail(-EINVAL, "dataset %zu: more than 2^63 records", component);
 		}
 		g->chunk_first[f] = chunks;
 		g->record_first[f] = records;

@@ -11,7 +11,7 @@ int grist_mix_scale(const double *weights, size_t n, uint64_t *scaled, uint64_t 
 
 	for (d = 0; d < n; d++) {
 		if (!isfinite(weights[d]) || !(weights[d] > 0))
-			return grist_fail(-EINVAL, "component %zu: weight %g must be > 0 and finite",
+			return grist_fail(-EINVAL, "dataset %zu: weight %g must be > 0 and finite",
 					  d, weights[d]);
 		if (weights[d] < min)
 			min = weights[d];
@@ -21,7 +21,7 @@ int grist_mix_scale(const double *weights, size_t n, uint64_t *scaled, uint64_t 
 
 		/* Guards both the integer conversion and the 128-bit products later. */
 		if (!(s <= (double)GRIST_MIX_MAX_TOTAL) || s < 1 || sum + s > (double)GRIST_MIX_MAX_TOTAL)
-			return grist_fail(-EINVAL, "weights too uneven: component %zu weighs %g, "
+			return grist_fail(-EINVAL, "weights too uneven: dataset %zu weighs %g, "
 					  "more than 2^40/100 times the lightest (%g)", d, weights[d], min);
 		sum += s;
 		scaled[d] = (uint64_t)s;

@@ -150,14 +150,14 @@ static int comp_setup(struct grist_stream *s, size_t d)
 	bool contiguous = cfg->shard_mode == GRIST_SHARD_CONTIGUOUS;
 
 	if (!records)
-		return grist_fail(-EINVAL, "component %zu has no records", d);
+		return grist_fail(-EINVAL, "dataset %zu has no records", d);
 	if (contiguous && s->chunked && k > chunks)
-		return grist_fail(-EINVAL, "shard count %llu exceeds the %llu chunks of component %zu "
+		return grist_fail(-EINVAL, "shard count %llu exceeds the %llu chunks of dataset %zu "
 				  "(contiguous chunk sharding gives each shard whole chunks)",
 				  (unsigned long long)k, (unsigned long long)chunks, d);
 	if (k > records)
 		return grist_fail(-EINVAL, "shard count %llu exceeds the %llu records per epoch of "
-				  "component %zu", (unsigned long long)k, (unsigned long long)records, d);
+				  "dataset %zu", (unsigned long long)k, (unsigned long long)records, d);
 	cp->chunk_begin = 0;
 	cp->num_chunks = chunks;
 	cp->rec_begin = 0;
@@ -205,7 +205,7 @@ static int compute_lengths(struct grist_stream *s)
 			    capv[d] == UINT64_MAX) {
 				if (capv != caps)
 					free(capv);
-				return grist_fail(-EINVAL, "%llu epochs of component %zu exceed 2^64 "
+				return grist_fail(-EINVAL, "%llu epochs of dataset %zu exceed 2^64 "
 						  "positions; use epochs 0 for an unbounded stream",
 						  (unsigned long long)cfg->epochs, d);
 			}

@@ -89,7 +89,7 @@ static void test_bad_weights(void **state)
 	assert_int_equal(grist_mix_scale(w, 2, scaled, &total), -EINVAL);
 	w[1] = INFINITY;
 	assert_int_equal(grist_mix_scale(w, 2, scaled, &total), -EINVAL);
-	assert_non_null(strstr(grist_last_error(), "component 1"));
+	assert_non_null(strstr(grist_last_error(), "dataset 1"));
 	w[1] = 1e30;
 	assert_int_equal(grist_mix_scale(w, 2, scaled, &total), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "uneven"));
