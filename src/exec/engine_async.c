@@ -1299,11 +1299,27 @@ static int async_start(struct grist_loader *l, void **engine)
 		uint64_t window = l->cfg.window_chunks ? l->cfg.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
 		uint64_t per_unit;
 
+		double total = 0, most = 0;
+
 		for (d = 0; d < l->num_sources; d++)
+			total += l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0;
+		/*
+		 * Enough positions for every dataset to bring about one whole window into a
+		 * unit: a mixed unit cannot end on every dataset's window boundary at once,
+		 * but this way a window is split over at most about two units.
+		 */
+		for (d = 0; d < l->num_sources; d++) {
+			double share = (l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0) / total, need;
+
+			group = 1;
 			for (f = 0; f < l->sources[d].num_files; f++)
 				if (l->sources[d].files[f].group_size > group)
 					group = l->sources[d].files[f].group_size;
-		per_unit = window * group / l->cfg.shard_count;
+			need = (double)window * (double)group / (double)l->cfg.shard_count / share;
+			if (need > most)
+				most = need;
+		}
+		per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
 		if (per_unit > (1u << 20))
 			per_unit = 1u << 20;
 		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
