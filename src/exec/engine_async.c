@@ -78,8 +78,6 @@ struct item {
 	uint64_t j;
 	uint64_t record_in_chunk;
 	uint32_t chunk;
-	uint64_t len;            /* chunk-major decoding: the record's size */
-	size_t dst;              /* chunk-major decoding: where its row's bytes go in the slot */
 };
 
 /*
@@ -125,6 +123,8 @@ struct work {
 	size_t nchunks, chunks_cap;
 	struct chunk_row *rows; /* nitems, grouped by chunk (chunk-major decoding) */
 	size_t rows_cap;
+	uint64_t *row_place;    /* nitems: each item's size, then where its row goes (dense, cache-sized) */
+	size_t row_place_cap;
 	uint32_t *chunk_hash; /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;
 	uint32_t *order;      /* chunk indices sorted by file position */
@@ -456,6 +456,8 @@ static int group_rows(struct work *w)
 	size_t i;
 	int ret = grow((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
 
+	if (!ret)
+		ret = grow((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
 	if (ret)
 		return ret;
 	for (c = 0; c < w->nchunks; c++) {
@@ -812,20 +814,22 @@ static int decode_unit_by_chunk(struct worker *wk, struct work *w)
 		for (row = w->rows + w->chunks[c].rows_begin; row < end; row++) {
 			row->value_begin = out.offsets[row->record_in_chunk];
 			row->len = out.offsets[row->record_in_chunk + 1] - row->value_begin;
-			w->items[row->item].len = row->len;
+			w->row_place[row->item] = row->len;
 		}
 	}
 	for (i = 0; i < w->nitems; i++) {
-		struct item *it = &w->items[i];
+		const struct item *it = &w->items[i];
+		size_t dst;
 
-		in = (struct grist_map_input){ .len = (size_t)it->len, .index = it->it.record,
+		in = (struct grist_map_input){ .len = (size_t)w->row_place[i], .index = it->it.record,
 					       .dataset = it->it.component, .epoch = it->it.epoch };
-		ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &it->dst);
+		ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &dst);
 		if (ret)
 			return grist_loader_record_error(l, it->it.component, it->it.record, ret);
+		w->row_place[i] = dst;
 	}
 	for (i = 0; i < w->nitems; i++)
-		w->rows[i].dst = w->items[w->rows[i].item].dst;
+		w->rows[i].dst = (size_t)w->row_place[w->rows[i].item];
 	for (k = 0; k < w->nchunks; k++) {
 		const struct chunk_ref *cr;
 
@@ -1228,6 +1232,7 @@ static void free_work(struct work *w)
 	free(w->items);
 	free(w->chunks);
 	free(w->rows);
+	free(w->row_place);
 	free(w->chunk_hash);
 	free(w->order);
 	free(w->regions);
