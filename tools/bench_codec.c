@@ -12,12 +12,10 @@
 #include "grist/format.h"
 #include "codec/codec.h"
 #include "common/buf.h"
-#include "format/block.h"
 #include "format/chunk.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
 #include "format/options.h"
-#include "format/varint.h"
 #include "bench.h"
 
 /*
@@ -133,77 +131,23 @@ static const char *raw_call(const struct raw_decoder *d)
 	}
 }
 
-/*
- * Copy @n logical bytes (block headers left out) from logical offset @from of
- * the chunk beginning at file offset @begin, whose file bytes are @x.
- * False when they run past the bytes held.
- */
-static bool chunk_logical(const struct grist_buf *x, uint64_t begin, uint64_t from, uint8_t *dst, size_t n)
+/* The values stream of the chunk held in s->extent, as the file stores it, into s->stored. */
+static int stored_values(struct sample *s, uint64_t begin, uint64_t end, char *why, size_t cap)
 {
-	uint64_t pos = grist_block_add_with_overhead(begin, from);
+	const uint8_t *stream;
+	size_t len;
+	int ret = grist_chunk_stored_values(s->dec, s->extent.data, begin, s->extent.len, begin, end, s->g->path,
+					    &stream, &len);
 
-	while (n) {
-		size_t take;
-
-		if (grist_block_remaining(pos) == 0)
-			pos += GRIST_BLOCK_HEADER_SIZE;
-		take = grist_block_remaining(pos) < n ? (size_t)grist_block_remaining(pos) : n;
-		if (pos < begin || pos - begin > x->len || take > x->len - (pos - begin))
-			return false;
-		memcpy(dst, x->data + (pos - begin), take);
-		dst += take;
-		pos += take;
-		n -= take;
+	if (!ret)
+		ret = grist_buf_reserve(&s->stored, len ? len : 1);
+	if (ret) {
+		snprintf(why, cap, "%s", grist_last_error());
+		return ret;
 	}
-	return true;
-}
-
-/*
- * The values section of the simple chunk held in s->extent into s->stored,
- * as the file stores it: header, compression byte, sizes section and the
- * values' decoded-length varint skipped. The chunk was decoded (and so
- * checked) already; this only walks its layout.
- */
-static int stored_values(struct sample *s, uint64_t begin, char *why, size_t cap)
-{
-	uint8_t hdr[GRIST_CHUNK_HEADER_SIZE], head[1 + 2 * GRIST_VARINT64_MAX];
-	struct grist_chunk_header h;
-	const uint8_t *p = head + 1, *end;
-	uint64_t sizes_len, values_len, off;
-	size_t got;
-
-	if (!chunk_logical(&s->extent, begin, 0, hdr, sizeof(hdr)) ||
-	    grist_chunk_header_parse(hdr, &h, s->g->path, begin))
-		goto bad;
-	got = h.data_size < sizeof(head) ? (size_t)h.data_size : sizeof(head);
-	if (!chunk_logical(&s->extent, begin, GRIST_CHUNK_HEADER_SIZE, head, got))
-		goto bad;
-	end = head + got;
-	if (grist_varint_read(&p, end, &sizes_len) || sizes_len > h.data_size)
-		goto bad;
-	off = (uint64_t)(p - head) + sizes_len;
-	if (off > h.data_size)
-		goto bad;
-	if (s->opts.compression != GRIST_CODEC_NONE) {
-		/* The decoded-length varint in front of the values stream. */
-		got = h.data_size - off < GRIST_VARINT64_MAX ? (size_t)(h.data_size - off) : GRIST_VARINT64_MAX;
-		if (!chunk_logical(&s->extent, begin, GRIST_CHUNK_HEADER_SIZE + off, head, got))
-			goto bad;
-		p = head;
-		if (grist_varint_read(&p, head + got, &values_len))
-			goto bad;
-		off += (uint64_t)(p - head);
-	}
-	if (off > h.data_size || grist_buf_reserve(&s->stored, h.data_size - off))
-		goto bad;
-	s->stored.len = h.data_size - off;
-	if (!chunk_logical(&s->extent, begin, GRIST_CHUNK_HEADER_SIZE + off, s->stored.data, s->stored.len))
-		goto bad;
+	memcpy(s->stored.data, stream, len);
+	s->stored.len = len;
 	return 0;
-bad:
-	snprintf(why, cap, "cannot find the values section of the chunk at byte %llu of %s",
-		 (unsigned long long)begin, s->g->path);
-	return -EBADMSG;
 }
 
 /*
@@ -237,6 +181,10 @@ static int sample_add(struct sample *s, const struct raw_decoder *rd, uint64_t k
 		return got < 0 ? -errno : -EIO;
 	}
 	s->extent.len = end - begin;
+	/* first: the stream lives only until the decoder's next call */
+	ret = stored_values(s, begin, end, why, cap);
+	if (ret)
+		return ret;
 	ret = grist_chunk_decode(s->dec, s->extent.data, begin, s->extent.len, begin, end, g->path, &c);
 	if (ret) {
 		snprintf(why, cap, "%s", grist_last_error());
@@ -249,9 +197,6 @@ static int sample_add(struct sample *s, const struct raw_decoder *rd, uint64_t k
 			 (unsigned long long)begin, c.compression, s->codec->name);
 		return -EBADMSG;
 	}
-	ret = stored_values(s, begin, why, cap);
-	if (ret)
-		return ret;
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 1024;
 		struct frame *nf = realloc(s->f, ncap * sizeof(*nf));

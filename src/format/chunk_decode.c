@@ -298,3 +298,31 @@ int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf,
 		fill_records(out, &c, values, NULL, data[0]);
 	return ret;
 }
+
+int grist_chunk_stored_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			      const uint8_t **stream, size_t *stream_len)
+{
+	const struct grist_codec_ops *codec;
+	struct grist_decoded_chunk out;
+	struct open_chunk c;
+	const uint8_t *data, *p, *end;
+	size_t len;
+	uint64_t decoded_len;
+	int ret;
+
+	*stream = NULL;
+	*stream_len = 0;
+	ret = open_checked(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c, &data, &out);
+	if (ret || c.h.type != GRIST_CHUNK_SIMPLE)
+		return ret ? ret : decode_recordless(&c, chunk_begin, path);
+	ret = grist_simple_chunk_values_section(data, c.h.data_size, path, chunk_begin, &codec, &p, &len);
+	if (ret)
+		return ret;
+	end = p + len;
+	if (codec->type != GRIST_CODEC_NONE && grist_varint_read(&p, end, &decoded_len) < 0)
+		return grist_fail_at(-EBADMSG, path, chunk_begin, "values section: bad decoded-length varint");
+	*stream = p;
+	*stream_len = (size_t)(end - p);
+	return 0;
+}

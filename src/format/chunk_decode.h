@@ -71,4 +71,15 @@ int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf,
 			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
 			      struct grist_decoded_chunk *out);
 
+/*
+ * grist_chunk_stored_values() - the codec's own stream of a simple chunk's values, as the
+ * file stores it (the decoded-length varint in front of it left out; the values themselves
+ * when the chunk is stored). For tools that study the codec on a file's real frames.
+ * Checks what grist_chunk_decode_values() checks, decompresses nothing. Record-less
+ * chunks give an empty stream. Same errors; the stream lives until the next call on @d.
+ */
+int grist_chunk_stored_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			      const uint8_t **stream, size_t *stream_len);
+
 #endif

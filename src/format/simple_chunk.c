@@ -167,20 +167,34 @@ int grist_simple_chunk_decode_sizes(struct grist_simple_decoder *d, const uint8_
 	return 0;
 }
 
+int grist_simple_chunk_values_section(const uint8_t *data, size_t data_size, const char *path,
+				      uint64_t chunk_begin, const struct grist_codec_ops **codec,
+				      const uint8_t **section, size_t *section_len)
+{
+	uint64_t sizes_at, sizes_len;
+	int ret = parse_head(data, data_size, data_size, path, chunk_begin, codec, &sizes_at, &sizes_len);
+
+	if (ret)
+		return ret;
+	*section = data + sizes_at + sizes_len;
+	*section_len = (size_t)(data_size - sizes_at - sizes_len);
+	return 0;
+}
+
 int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
 				     uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
 				     const uint8_t **values)
 {
 	const struct grist_codec_ops *codec;
-	uint64_t sizes_at, sizes_len;
-	size_t values_len;
+	const uint8_t *section;
+	size_t section_len, values_len;
 	int ret;
 
-	ret = parse_head(data, data_size, data_size, path, chunk_begin, &codec, &sizes_at, &sizes_len);
+	ret = grist_simple_chunk_values_section(data, data_size, path, chunk_begin, &codec, &section, &section_len);
 	if (ret)
 		return ret;
-	ret = decode_section(d, codec, data + sizes_at + sizes_len, (size_t)(data_size - sizes_at - sizes_len),
-			     decoded_data_size, &d->values, values, &values_len, "values", path, chunk_begin);
+	ret = decode_section(d, codec, section, section_len, decoded_data_size, &d->values, values, &values_len,
+			     "values", path, chunk_begin);
 	if (ret)
 		return ret;
 	if (values_len != decoded_data_size)

@@ -60,6 +60,15 @@ int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8
 				     uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
 				     const uint8_t **values);
 
+/*
+ * The values section of simple chunk @data as it is stored: for a compressed chunk, a
+ * varint of the decoded length followed by the codec's stream; for a stored one, the
+ * values themselves. @codec is the chunk's codec. 0, -EBADMSG or -ENOTSUP.
+ */
+int grist_simple_chunk_values_section(const uint8_t *data, size_t data_size, const char *path,
+				      uint64_t chunk_begin, const struct grist_codec_ops **codec,
+				      const uint8_t **section, size_t *section_len);
+
 /* Free every buffer and codec context of @d; it can be used again afterwards. */
 void grist_simple_decoder_clear(struct grist_simple_decoder *d);
 

@@ -211,7 +211,9 @@ static void test_halves(void **state)
 	const struct grist_codec_ops *zstd = grist_codec_find(GRIST_CODEC_ZSTD);
 	const struct grist_codec_params params = { .level = 3 };
 	size_t file_len = 3 * GRIST_BLOCK_SIZE, values_len = 0, sizes_len = 0, i;
-	uint8_t *file = calloc(1, file_len), *values = malloc(N * 200), sizes[N * 2];
+	uint8_t *file = calloc(1, file_len), *values = malloc(N * 200), *decoded = malloc(N * 200), sizes[N * 2];
+	const uint8_t *stream;
+	size_t stream_len;
 	struct grist_buf scratch = { 0 }, data = { 0 };
 	struct grist_chunk_decoder *d;
 	struct grist_decoded_chunk whole, half;
@@ -245,6 +247,13 @@ static void test_halves(void **state)
 		assert_int_equal(grist_chunk_decode_values(d, file, 0, file_len, begins[b], end, "x", &half), 0);
 		assert_memory_equal(half.values, values, values_len);
 		assert_int_equal(half.chunk_end, end);
+		/* The stored stream is the tail of the chunk data, and the codec alone decodes it. */
+		assert_int_equal(grist_chunk_stored_values(d, file, 0, file_len, begins[b], end, "x", &stream,
+							   &stream_len), 0);
+		assert_true(stream_len > 0 && stream_len < data.len - grist_varint_len(values_len));
+		assert_memory_equal(stream, data.data + data.len - stream_len, stream_len);
+		assert_int_equal(zstd->decompress(ctx, stream, stream_len, decoded, values_len), 0);
+		assert_memory_equal(decoded, values, values_len);
 		/* A flipped byte near the end of the data: only the values half sees it, by the hash. */
 		file[half.data_end - 3] ^= 0x40;
 		assert_int_equal(grist_chunk_decode_sizes(d, file, 0, file_len, begins[b], end, "x", &half), 0);
@@ -261,6 +270,7 @@ static void test_halves(void **state)
 	grist_buf_free(&scratch);
 	grist_buf_free(&data);
 	free(values);
+	free(decoded);
 	free(file);
 }
 
