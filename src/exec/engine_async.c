@@ -803,7 +803,6 @@ static int decode_unit_by_chunk(struct worker *wk, struct work *w)
 	uint32_t c;
 	int ret;
 
-	wk->generation++; /* the decoder cache no longer holds what it held */
 	for (k = 0; k < w->nchunks; k++) {
 		c = w->order[k];
 		ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_sizes, &out);
