@@ -61,7 +61,9 @@ int grist_chunk_decode(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
  * grist_chunk_decode_values(): checks the data hash and decompresses the values:
  * out->values is set, out->offsets is NULL (the sizes came from the first half).
  *
- * Record-less chunks are checked in full by either half. Same errors as
+ * Record-less chunks are checked in full by either half. Each half checks the chunk
+ * header and the block headers it spans again (tens of bytes per 64 KiB block) rather
+ * than trusting state from the other, so either is safe on any buffer. Same errors as
  * grist_chunk_decode(); each output lives until the next call on @d.
  */
 int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
