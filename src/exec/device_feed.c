@@ -151,7 +151,8 @@ int grist_loader_device_start(struct grist_loader *l)
 	/*
 	 * Enough slots that a worker never waits for one while the consumer waits for
 	 * that worker: the units in flight (prefetch + 2 per worker), the packer's batch,
-	 * the batches the consumer may hold (prefetch - 1) and one submitted ahead.
+	 * the batches the consumer may hold (prefetch, see free_hold() in loader.c) and one
+	 * submitted ahead.
 	 */
 	workers = l->cfg.engine == GRIST_ENGINE_REF ? 1 : (l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs());
 	dc.slots = 2 * l->cfg.prefetch + 2 * workers + 2;

@@ -390,15 +390,26 @@ static void account(struct grist_loader *l, struct grist_slot *s)
 	l->batches++;
 }
 
+/*
+ * A free entry of the held table, or -EBUSY when the caller holds prefetch batches
+ * already. The limit is what keeps device mode from blocking: its slot ring has room
+ * for the units in flight plus prefetch held batches, and no more (device_feed.c).
+ * Host mode follows the same rule so that a program behaves the same in both.
+ */
 static int free_hold(struct grist_loader *l)
 {
-	int i;
+	int i, held = 0, free_at = -1;
 
-	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
-		if (!l->held[i])
-			return i;
-	return grist_fail(-EINVAL, "loader: %d batches are held; release some before asking for more",
-			  GRIST_LOADER_MAX_HELD);
+	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++) {
+		if (l->held[i])
+			held++;
+		else if (free_at < 0)
+			free_at = i;
+	}
+	if (held >= (int)l->cfg.prefetch || free_at < 0)
+		return grist_fail(-EBUSY, "loader: %d batches are held, the most a caller may hold (prefetch = %u); "
+				  "release one before asking for the next, or raise prefetch", held, l->cfg.prefetch);
+	return free_at;
 }
 
 int grist_loader_next(struct grist_loader *l, struct grist_batch **out)

@@ -14,7 +14,7 @@
 struct grist_loader;
 struct grist_loader_device;
 
-/* Batches a consumer may hold at once. */
+/* Size of the held table: the largest prefetch. A caller may hold cfg.prefetch batches. */
 #define GRIST_LOADER_MAX_HELD 64
 
 /*
@@ -22,7 +22,7 @@ struct grist_loader_device;
  * next() returns the slot holding the next batch (count == batch_size, or fewer
  * only for the last batch of a finite stream) or NULL at the end; the loader
  * hands it back with release(). The engine owns every slot; the consumer may hold
- * up to prefetch - 1 of them.
+ * up to prefetch of them.
  */
 struct grist_engine_ops {
 	const char *name;

@@ -111,10 +111,61 @@ static void test_end_checkpoint(void **state)
 	grist_loader_destroy(l);
 }
 
+/*
+ * A caller may hold up to prefetch batches in device mode too; one more is refused
+ * with -EBUSY at once. It used to block forever once every device slot was held.
+ */
+static void test_hold_limit(void **state)
+{
+	static const struct {
+		enum grist_engine_kind engine;
+		enum grist_granularity granularity;
+		unsigned prefetch;
+	} cases[] = {
+		{ GRIST_ENGINE_URING, GRIST_GRANULARITY_RECORD, 0 }, /* the default prefetch, 4 */
+		{ GRIST_ENGINE_URING, GRIST_GRANULARITY_RECORD, 1 },
+		{ GRIST_ENGINE_URING, GRIST_GRANULARITY_CHUNK, 4 },
+		{ GRIST_ENGINE_PREAD, GRIST_GRANULARITY_RECORD, 7 },
+		{ GRIST_ENGINE_REF, GRIST_GRANULARITY_RECORD, 4 },
+	};
+	struct grist_loader_config c;
+	struct grist_dataset_spec ds;
+	struct grist_batch *b[64], *extra;
+	struct grist_loader *l;
+	unsigned i, k, limit;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		config(&c, &ds);
+		c.batch_size = 4;
+		c.engine = cases[i].engine;
+		c.granularity = cases[i].granularity;
+		c.prefetch = cases[i].prefetch;
+		limit = c.prefetch ? c.prefetch : 4;
+		l = open_device(&c);
+		for (k = 0; k < limit; k++) {
+			assert_int_equal(grist_loader_next(l, &b[k]), 0);
+			assert_non_null(b[k]);
+			assert_int_equal(b[k]->sequence, k);
+		}
+		assert_int_equal(grist_loader_next(l, &extra), -EBUSY);
+		assert_non_null(strstr(grist_last_error(), "held"));
+		/* the refusal is not an error state: release one and go on */
+		grist_loader_release(l, b[0]);
+		assert_int_equal(grist_loader_next(l, &b[0]), 0);
+		assert_non_null(b[0]);
+		assert_int_equal(b[0]->sequence, limit);
+		for (k = 0; k < limit; k++)
+			grist_loader_release(l, b[k]);
+		grist_loader_destroy(l);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_end_checkpoint),
+		cmocka_unit_test(test_hold_limit),
 	};
 	int ret;
 
