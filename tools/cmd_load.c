@@ -1,4 +1,5 @@
 /* `grist load`: run the loader over files and print digests, indices, stats; save and resume state. */
+#include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include "grist/device.h"
 #endif
 #include "cli.h"
+#include "common/error.h"
+#include "common/open.h"
 
 static const char load_usage[] =
 	"usage: grist load FILE... [options]\n"
@@ -264,20 +267,33 @@ static int device_read_back(struct device_reader *r, const struct grist_device_b
 }
 #endif
 
-/* Read a whole (small) state file; returns bytes read or -1. */
+/*
+ * Read a whole (small) state file: returns bytes read, or a negative errno with the
+ * message recorded (a FIFO or other non-regular file is refused, never waited on).
+ */
 static ssize_t read_state_file(const char *path, uint8_t *buf, size_t cap)
 {
-	FILE *f = fopen(path, "rb");
-	size_t n;
+	size_t n = 0;
+	ssize_t got;
+	int fd, ret;
 
-	if (!f)
-		return -1;
-	n = fread(buf, 1, cap, f);
-	if (ferror(f)) {
-		fclose(f);
-		return -1;
+	fd = grist_open_regular(path, 0, NULL);
+	if (fd < 0)
+		return fd;
+	while (n < cap) {
+		got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ret = grist_fail(-errno, "%s: cannot read the state file: %s", path, strerror(errno));
+			close(fd);
+			return ret;
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
 	}
-	fclose(f);
+	close(fd);
 	return (ssize_t)n;
 }
 
@@ -367,8 +383,7 @@ int cmd_load(int argc, char **argv)
 	if (a.resume) {
 		n = read_state_file(a.resume, state, sizeof(state));
 		if (n < 0) {
-			fprintf(stderr, "%s: %s: cannot read the state file\n", cli_command_name, a.resume);
-			rc = CLI_EXIT_DATA;
+			rc = cli_library_error((int)n);
 			goto out;
 		}
 		cfg.resume_state = state;

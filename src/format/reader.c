@@ -8,6 +8,7 @@
 
 #include "codec/codec.h"
 #include "common/error.h"
+#include "common/open.h"
 #include "format/block.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -189,13 +190,9 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	f->path = strdup(path);
 	if (!f->path)
 		return grist_fail(-ENOMEM, "cannot copy a path");
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = grist_open_regular(path, 0, &st);
 	if (f->fd < 0)
-		return grist_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(f->fd, &st) < 0)
-		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return grist_fail(-EINVAL, "%s: not a regular file", path);
+		return f->fd;
 	f->size = (uint64_t)st.st_size;
 	if (f->size < GRIST_BLOCK_SIZE + 64)
 		return grist_fail_at(-EBADMSG, path, f->size,
