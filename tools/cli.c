@@ -30,6 +30,39 @@ int cli_library_error(int code)
 	return code == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_DATA;
 }
 
+/* errno of the first failed write to stdout that a command noticed, 0 if none */
+static int stdout_errno;
+
+bool cli_stdout_failed(void)
+{
+	if (!ferror(stdout))
+		return false;
+	if (!stdout_errno)
+		stdout_errno = errno ? errno : EIO;
+	return true;
+}
+
+int cli_finish_stdout(int rc)
+{
+	int err = 0;
+
+	/*
+	 * Output that cannot be written is an error: a full disk, /dev/full, a closed
+	 * descriptor. stdio only reports it on a later write or at the flush, so every
+	 * command ends here, whatever it printed.
+	 */
+	if (cli_stdout_failed())
+		err = stdout_errno;
+	if (fflush(stdout) == EOF && !err)
+		err = errno ? errno : EIO;
+	if (fclose(stdout) == EOF && !err)
+		err = errno ? errno : EIO;
+	if (!err)
+		return rc;
+	fprintf(stderr, "%s: cannot write standard output: %s\n", cli_command_name, strerror(err));
+	return rc ? rc : CLI_EXIT_DATA;
+}
+
 bool cli_parse_u64(const char *s, uint64_t *out)
 {
 	unsigned long long v;

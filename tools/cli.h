@@ -28,6 +28,19 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 int cli_library_error(int code);
 
+/*
+ * True once a write to stdout has failed (stdio's error flag); remembers the errno of
+ * the first failure for cli_finish_stdout(). Long outputs call it to stop early.
+ */
+bool cli_stdout_failed(void);
+
+/*
+ * Flush and close stdout after a command. Return: @rc, or CLI_EXIT_DATA after printing
+ * "cannot write standard output: <reason>" when any write, the flush or the close
+ * failed and @rc was 0. main() calls it once for every command.
+ */
+int cli_finish_stdout(int rc);
+
 /* Parse a whole decimal u64 (no sign, no junk, no overflow). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 

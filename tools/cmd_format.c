@@ -48,22 +48,29 @@ static int parse_files(int argc, char **argv, bool *hex, int *first, int *count,
 static void print_hex(const uint8_t *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
-	size_t i;
+	char line[4096];
+	size_t i, k = 0;
 
 	for (i = 0; i < n; i++) {
-		putchar(digits[p[i] >> 4]);
-		putchar(digits[p[i] & 15]);
+		line[k++] = digits[p[i] >> 4];
+		line[k++] = digits[p[i] & 15];
+		if (k == sizeof(line)) {
+			fwrite(line, 1, k, stdout);
+			k = 0;
+		}
 	}
-	putchar('\n');
+	line[k++] = '\n';
+	fwrite(line, 1, k, stdout);
 }
 
+/* Write one record; -EIO once stdout has failed (main() prints why). */
 static int emit_record(bool hex, const uint8_t *p, size_t n)
 {
 	if (hex)
 		print_hex(p, n);
-	else if (n && fwrite(p, 1, n, stdout) != n)
-		return -EIO;
-	return 0;
+	else if (n)
+		fwrite(p, 1, n, stdout);
+	return cli_stdout_failed() ? -EIO : 0;
 }
 
 static const char info_usage[] =
@@ -121,8 +128,7 @@ int cmd_cat(int argc, char **argv)
 		return ret;
 	while ((ret = grist_reader_read_next(r, &p, &n)) > 0) {
 		if (emit_record(hex, p, n) < 0) {
-			fprintf(stderr, "%s: cannot write to stdout\n", cli_command_name);
-			ret = -EIO;
+			ret = -EIO; /* reported by cli_finish_stdout() */
 			break;
 		}
 	}

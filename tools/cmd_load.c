@@ -441,8 +441,15 @@ int cmd_load(int argc, char **argv)
 		}
 		grist_loader_release(l, b);
 		delivered++;
+		if (cli_stdout_failed()) {
+			rc = CLI_EXIT_DATA; /* main() says why */
+			break;
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	/* output that did not reach its destination was not delivered: no checkpoint past it */
+	if (rc == CLI_EXIT_OK && (fflush(stdout) == EOF || cli_stdout_failed()))
+		rc = CLI_EXIT_DATA;
 	if (rc == CLI_EXIT_OK && a.save_state) {
 		ret = grist_loader_save_state(l, state, sizeof(state), &state_len);
 		if (ret)
@@ -462,10 +469,6 @@ int cmd_load(int argc, char **argv)
 		fprintf(stderr, "mismatches: %llu\n", (unsigned long long)mismatches);
 		if (mismatches && rc == CLI_EXIT_OK)
 			rc = CLI_EXIT_DATA;
-	}
-	if (fflush(stdout) && rc == CLI_EXIT_OK) {
-		fprintf(stderr, "%s: cannot write the output\n", cli_command_name);
-		rc = CLI_EXIT_DATA;
 	}
 out:
 	grist_loader_destroy(l);

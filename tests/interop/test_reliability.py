@@ -7,6 +7,7 @@ checkpoints, exit codes. Exit 77 means skipped.
 """
 import os
 import shutil
+import subprocess
 import tempfile
 
 import gristcli as g
@@ -37,10 +38,40 @@ def test_fifo_input_is_refused():
         os.unlink(fifo)
 
 
+def run_to(args, stdout, timeout=60):
+    """Run grist with stdout going to the open file @stdout; (exit status, stderr)."""
+    p = subprocess.run([g.grist_cli()] + [str(a) for a in args], stdout=stdout, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    assert 0 <= p.returncode <= 2, (args, p.returncode)
+    return p.returncode, p.stderr.decode("utf-8", "replace")
+
+
+def test_output_errors_fail():
+    """Output that cannot be written is an error: exit 1 and a message, for every command."""
+    if not os.path.exists("/dev/full"):
+        raise g.Skip("no /dev/full")
+    f = path("e.ar")
+    golden = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
+    ck = path("full.ck")
+    for args in (["get", f, "--", 0, 5], ["get", "--hex", f, "--", 0], ["cat", "--hex", golden], ["cat", golden],
+                 ["info", f], ["verify", f], ["load", f, "--digest"], ["load", f, "--print-indices"],
+                 ["load", f, "--digest", "--stop-after", 3, "--save-state", ck], ["order", f],
+                 ["--help"], ["--version"], ["load", "--help"]):
+        with open("/dev/full", "wb") as out:
+            rc, err = run_to(args, out)
+        assert rc == 1 and "cannot write standard output: No space left on device" in err, (args, rc, err)
+        assert err.count("\n") == 1, (args, err)
+    # output that failed was not delivered: no checkpoint claims it
+    assert not os.path.exists(ck)
+    # the same commands into a working file exit 0
+    with open(path("out"), "wb") as out:
+        assert run_to(["cat", "--hex", golden], out)[0] == 0
+
+
 def main():
     try:
         setup()
-        g.main([test_fifo_input_is_refused])
+        g.main([test_fifo_input_is_refused, test_output_errors_fail])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
