@@ -37,6 +37,32 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------------ limits */
+
+/* The default of grist_max_chunk_bytes(): 2 GiB. */
+#define GRIST_DEFAULT_MAX_CHUNK_BYTES ((uint64_t)1 << 31)
+
+/**
+ * grist_max_chunk_bytes() - the largest chunk grist decodes, process-wide: a chunk
+ * whose stored data or decoded records exceed it, or whose extent on disk is larger
+ * than such a chunk can be, fails with -EFBIG (file and byte offset in the message)
+ * before anything is allocated for it. A record is never larger than its chunk, so
+ * this is also the largest record. It applies to every reader, engine and verify.
+ *
+ * Return: the limit in bytes: the last grist_set_max_chunk_bytes(), else the
+ * environment variable GRIST_MAX_CHUNK_BYTES (a decimal byte count, read once), else
+ * GRIST_DEFAULT_MAX_CHUNK_BYTES.
+ * Thread-safety: safe from any thread.
+ */
+GRIST_API uint64_t grist_max_chunk_bytes(void);
+
+/**
+ * grist_set_max_chunk_bytes() - change the limit of grist_max_chunk_bytes() for the
+ * whole process; 0 restores the default. Chunks decoded afterwards see the new value.
+ * Thread-safety: safe from any thread (an atomic store).
+ */
+GRIST_API void grist_set_max_chunk_bytes(uint64_t bytes);
+
 /* ------------------------------------------------------------------ reader */
 
 struct grist_reader;
@@ -45,7 +71,8 @@ struct grist_reader;
 struct grist_reader_options {
 	/*
 	 * The largest chunk, in bytes on disk, the reader will load; larger chunks
-	 * fail with -ENOMEM instead of allocating. 0 means no limit beyond the file.
+	 * fail with -EFBIG instead of allocating. 0 means grist_max_chunk_bytes()
+	 * alone, which applies in any case.
 	 */
 	uint64_t max_chunk_bytes;
 };

@@ -13,6 +13,7 @@
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
 #include "format/footer.h"
+#include "format/limits.h"
 
 struct batch_item {
 	uint64_t index;
@@ -66,10 +67,13 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	if (end > f->size || begin >= end)
 		return grist_fail_at(-EBADMSG, f->path, begin, "chunk extent ends at %llu, past the file size %llu",
 				     (unsigned long long)end, (unsigned long long)f->size);
+	ret = grist_check_chunk_extent(f->path, begin, end, 0);
+	if (ret)
+		return ret;
 	len = (size_t)(end - begin);
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
-		return ret;
+		return grist_fail_at(ret, f->path, begin, "cannot allocate %zu bytes to read the chunk", len);
 	ret = read_exact(f->fd, f->path, r->io.data, begin, len);
 	if (ret)
 		return ret;
@@ -84,11 +88,10 @@ static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
 
 	if (r->cur_file == file && r->cur_chunk == chunk)
 		return 0;
-	if (r->opts.max_chunk_bytes && f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk] > r->opts.max_chunk_bytes)
-		return grist_fail_at(-ENOMEM, f->path, f->chunk_offsets[chunk],
-				     "chunk of %llu bytes exceeds max_chunk_bytes %llu",
-				     (unsigned long long)(f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk]),
-				     (unsigned long long)r->opts.max_chunk_bytes);
+	ret = grist_check_chunk_extent(f->path, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1],
+				       r->opts.max_chunk_bytes);
+	if (ret)
+		return ret;
 	ret = load_extent(r, f, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1]);
 	if (ret)
 		return ret;
@@ -351,7 +354,8 @@ int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, str
 	loc->record_in_chunk = local - loc->chunk * f->group_size;
 	loc->chunk_begin = f->chunk_offsets[loc->chunk];
 	loc->chunk_end = f->chunk_offsets[loc->chunk + 1];
-	return 0;
+	/* every engine reads the extent it is given here: bound it before anyone allocates for it */
+	return grist_check_chunk_extent(f->path, loc->chunk_begin, loc->chunk_end, r->opts.max_chunk_bytes);
 }
 
 GRIST_API int grist_reader_read(struct grist_reader *r, uint64_t index, const uint8_t **data, size_t *len)

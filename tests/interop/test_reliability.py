@@ -68,10 +68,29 @@ def test_output_errors_fail():
         assert run_to(["cat", "--hex", golden], out)[0] == 0
 
 
+def test_chunk_limit_every_command():
+    """GRIST_MAX_CHUNK_BYTES bounds every command and engine: a chunk above it is an error naming
+    the file and the chunk's byte offset (exit 1), never an allocation of what the file claims."""
+    big = path("big.ar")
+    g.write_records(big, "group_size:1,uncompressed", [b"a" * 100, b"b" * 5000, b"c" * 100])
+    env = dict(os.environ, GRIST_MAX_CHUNK_BYTES="4096")
+    for args in (["cat", big], ["verify", big], ["get", big, "--", 1], ["load", big, "--engine", "ref"],
+                 ["load", big, "--engine", "uring"], ["load", big, "--engine", "pread"],
+                 ["load", big, "--granularity", "chunk"]):
+        p = subprocess.run([g.grist_cli()] + [str(a) for a in args], env=env, capture_output=True, timeout=60)
+        err = p.stderr.decode()
+        assert p.returncode == 1, (args, p.returncode, err)
+        g.check_names_offset(err, big)
+        assert "GRIST_MAX_CHUNK_BYTES" in err and "allocate" not in err, (args, err)
+    # records under the limit still read
+    p = subprocess.run([g.grist_cli(), "get", "--hex", big, "--", "0"], env=env, capture_output=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == b"61" * 100 + b"\n", p
+
+
 def main():
     try:
         setup()
-        g.main([test_fifo_input_is_refused, test_output_errors_fail])
+        g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
