@@ -232,7 +232,9 @@ struct grist_writer;
  *
  * Bytes go to a hidden temporary file in the same folder (".NAME.tmp-XXXXXX")
  * through a 16 MiB buffer. The footer stores the options exactly as the
- * official writer's Options::ToString() does.
+ * official writer's Options::ToString() does. The writer holds a flock() on its
+ * temporary while it lives; opening removes temporaries of the same NAME whose
+ * lock nobody holds, left by writers that were killed.
  *
  * Return: 0; -EINVAL for bad options (the message names the option);
  * -ENOTSUP for transpose:true; OS errors creating the temporary; -ENOMEM.
@@ -263,6 +265,14 @@ GRIST_API int grist_writer_close(struct grist_writer *w);
  * grist_writer_abort() - drop the file: remove the temporary and free @w. NULL is fine.
  */
 GRIST_API void grist_writer_abort(struct grist_writer *w);
+
+/**
+ * grist_writer_temp_path() - the path of @w's temporary file, for a program that
+ * removes it from a signal handler (unlink() is async-signal-safe) when it is
+ * killed before grist_writer_close(). Valid while @w lives; NULL for NULL.
+ * Thread-safety: read-only.
+ */
+GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w);
 
 /**
  * grist_writer_options_text() - the normalized options the footer will store,

@@ -5,10 +5,15 @@ Every test drives the CLI on files grist writes here and checks the exit status 
 the message: a FIFO as input, writes to a full device, an interrupted write, ranges of
 checkpoints, exit codes. Exit 77 means skipped.
 """
+import fcntl
+import glob
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import gristcli as g
 
@@ -87,10 +92,66 @@ def test_chunk_limit_every_command():
     assert p.returncode == 0 and p.stdout == b"61" * 100 + b"\n", p
 
 
+def temporaries(target):
+    return glob.glob(os.path.join(os.path.dirname(target), "." + os.path.basename(target) + ".tmp-*"))
+
+
+def test_interrupted_write_leaves_no_temporary():
+    """A write killed by SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGXFSZ removes its temporary file and
+    dies of that signal; the target never appears."""
+    line = b"%0200x\n" % 12345
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        target = path("sig-%d.ar" % sig)
+        p = subprocess.Popen([g.grist_cli(), "write", "--options", "uncompressed", target],
+                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        p.stdin.write(line * 50000)  # 10 MB: the writer is well under way
+        p.stdin.flush()
+        deadline = time.time() + 20
+        while not temporaries(target) and time.time() < deadline:
+            time.sleep(0.01)
+        assert temporaries(target), "no temporary appeared"
+        p.send_signal(sig)
+        try:
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+        assert p.wait(timeout=20) == -sig, (sig, p.returncode)
+        assert not temporaries(target) and not os.path.exists(target), (sig, temporaries(target))
+    # SIGXFSZ: the file size limit is reached while writing
+    target = path("xfsz.ar")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    p = subprocess.run([g.grist_cli(), "write", "--options", "uncompressed", target], input=line * 50000,
+                       preexec_fn=limit, capture_output=True, timeout=60)
+    assert p.returncode == -signal.SIGXFSZ, p.returncode
+    assert not temporaries(target) and not os.path.exists(target), temporaries(target)
+
+
+def test_stale_temporaries_removed():
+    """grist write removes temporaries of its own naming that no live writer holds, and no others."""
+    target = path("stale.ar")
+    stale = os.path.join(TMP, ".stale.ar.tmp-abc123")
+    held = os.path.join(TMP, ".stale.ar.tmp-zzz999")
+    other = os.path.join(TMP, ".other.ar.tmp-abc123")
+    for f in (stale, held, other):
+        with open(f, "wb") as out:
+            out.write(b"x" * 1000)
+    with open(held, "rb") as h:
+        fcntl.flock(h, fcntl.LOCK_EX)  # a live writer's temporary
+        g.write_records(target, "uncompressed", [b"a", b"b"])
+        assert not os.path.exists(stale)
+        assert os.path.exists(held) and os.path.exists(other)
+    assert temporaries(target) == [held]
+    os.unlink(held)
+    os.unlink(other)
+
+
 def main():
     try:
         setup()
-        g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command])
+        g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
+                test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
