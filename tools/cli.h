@@ -24,7 +24,7 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * Report a failed library call: prints the detailed message of grist_last_error()
  * (or the code's text) and returns the exit status it maps to: -EINVAL is a
- * usage error (2), everything else a data or I/O error (1).
+ * usage error (2), everything else a data or I/O error (1), the rule of grist/error.h.
  */
 int cli_library_error(int code);
 

@@ -406,8 +406,8 @@ int cmd_load(int argc, char **argv)
 			break;
 		ret = grist_loader_next(l, &b);
 		if (ret) {
-			/* the configuration was accepted: a failure now is about the data */
-			rc = cli_library_error(ret == -EINVAL ? -EIO : ret);
+			/* a created loader never fails with -EINVAL (grist/error.h): this exits 1 */
+			rc = cli_library_error(ret);
 			break;
 		}
 		if (!b)

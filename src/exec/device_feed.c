@@ -203,10 +203,16 @@ static void *feeder_main(void *arg)
 		d->by_slot[s->handle] = s;
 		if (!ret)
 			ret = grist_device_stage_submit(d->stage, s->handle, s->batch.bytes, s->batch.num_rows, offsets);
+		/*
+		 * The stage's -EINVAL says this call's arguments were wrong; for the loader the
+		 * batch came from the data (how many records the files hold), so it is not.
+		 */
 		if (ret == -EINVAL && s->batch.num_rows < d->batch_size)
-			ret = grist_fail(-EINVAL, "the final batch has %zu rows, which do not split evenly across %u "
+			ret = grist_fail(-EMSGSIZE, "the final batch has %zu rows, which do not split evenly across %u "
 					 "devices; drop it (drop_remainder) or pick a batch count that divides",
 					 s->batch.num_rows, grist_device_stage_num_devices(d->stage));
+		else if (ret == -EINVAL)
+			ret = grist_fail_prefix(-EIO, "device stage refused batch %llu", (unsigned long long)(d->seq - 1));
 		if (ret) {
 			d->by_slot[s->handle] = NULL;
 			provider_cancel(d, s);

@@ -72,7 +72,7 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 		*out = e->slots[i];
 		return 0;
 	}
-	return grist_fail(-EINVAL, "ref engine: too many batches held");
+	return grist_fail(-EBUSY, "ref engine: too many batches held");
 }
 
 static void ref_release(void *engine, struct grist_slot *s);

@@ -153,7 +153,7 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 				  (unsigned long long)cfg->shard_count);
 	if (cfg->shard_count == st.shard_count) {
 		if (cfg->shard_index != st.shard_index && !(st.flags & GRIST_STATE_LOCKSTEP))
-			return grist_fail(-EINVAL, "checkpoint of shard %u/%u cannot restore shard "
+			return grist_fail(-ESTALE, "checkpoint of shard %u/%u cannot restore shard "
 					  "%llu/%u: it is not lockstep, so hosts consumed different "
 					  "amounts", st.shard_index, st.shard_count,
 					  (unsigned long long)cfg->shard_index, st.shard_count);
@@ -161,12 +161,12 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 		*j = st.consumed;
 	} else {
 		if (st.flags & GRIST_STATE_CONTIGUOUS)
-			return grist_fail(-EINVAL, "checkpoint from %u contiguous shards cannot restore "
+			return grist_fail(-ESTALE, "checkpoint from %u contiguous shards cannot restore "
 					  "on %llu: contiguous shards own fixed record ranges; use "
 					  "strided sharding for elastic restore", st.shard_count,
 					  (unsigned long long)cfg->shard_count);
 		if (!(st.flags & GRIST_STATE_LOCKSTEP))
-			return grist_fail(-EINVAL, "checkpoint from %u shards cannot restore on %llu: "
+			return grist_fail(-ESTALE, "checkpoint from %u shards cannot restore on %llu: "
 					  "it is not lockstep (hosts consumed different amounts, "
 					  "e.g. after filtering)", st.shard_count,
 					  (unsigned long long)cfg->shard_count);

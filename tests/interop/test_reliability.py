@@ -147,11 +147,38 @@ def test_stale_temporaries_removed():
     os.unlink(other)
 
 
+def test_exit_codes_follow_one_rule():
+    """-EINVAL (a bad argument or option) exits 2, everything that depends on data exits 1:
+    a corrupt checkpoint and a checkpoint that cannot restore this sharding alike."""
+    f = path("e.ar")
+    ck = path("codes.ck")
+    g.run_ok(["load", f, "--batch-size", 8, "--contiguous-shards", "--shard", "0/2", "--stop-after", 2,
+              "--save-state", ck])
+    for shard in ("0/3", "1/4"):  # contiguous shards cannot restore on another K
+        rc, _, err = g.run(["load", f, "--batch-size", 8, "--contiguous-shards", "--shard", shard, "--resume", ck])
+        assert rc == 1 and "contiguous" in err, (shard, rc, err)
+    data = bytearray(open(ck, "rb").read())
+    data[20] ^= 1
+    with open(ck, "wb") as out:
+        out.write(data)
+    rc, _, err = g.run(["load", f, "--batch-size", 8, "--contiguous-shards", "--shard", "0/2", "--resume", ck])
+    assert rc == 1 and "state" in err, (rc, err)
+    # every bad writer option is a usage error, the unsupported transpose:true too
+    for opts in ("transpose", "transpose:true", "zstd:99", "group_size:0", "bogus"):
+        rc, _, err = g.run(["write", "--options", opts, path("w.ar")], stdin=b"a\n")
+        assert rc == 2, (opts, rc, err)
+    # a record that does not fit the layout is about the data: 1 on every engine
+    for engine in ("ref", "uring"):
+        rc, _, err = g.run(["load", f, "--layout", "fixed:1", "--engine", engine])
+        assert rc == 1 and "fixed" in err, (engine, rc, err)
+
+
 def main():
     try:
         setup()
         g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
-                test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed])
+                test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
+                test_exit_codes_follow_one_rule])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 

@@ -203,9 +203,9 @@ static void test_restore_refusals(void **state)
 	jb.cfg.window = 4;
 	/* Not lockstep: neither another host nor another K. */
 	jb.cfg.shard_index = 0;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	jb.cfg.shard_count = 2;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	assert_non_null(strstr(grist_last_error(), "lockstep"));
 	/* Corrupt: bad message, before anything else. */
 	buf[20] ^= 1;
@@ -219,7 +219,7 @@ static void test_restore_refusals(void **state)
 	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), 0);
 	assert_int_equal(j, 9);
 	jb.cfg.shard_count = 4;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	assert_non_null(strstr(grist_last_error(), "contiguous"));
 	/* A strided job cannot take a contiguous checkpoint. */
 	jb.cfg.shard_mode = GRIST_SHARD_STRIDED;
