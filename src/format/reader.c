@@ -170,7 +170,12 @@ static int parse_footer(struct grist_reader *r, struct grist_file_geom *f, uint6
 					     "footer entry %llu: %llu records in a chunk of a group_size %llu file",
 					     (unsigned long long)i, (unsigned long long)e.num_records,
 					     (unsigned long long)f->group_size);
-		total += e.num_records;
+		/* a wrapped sum could equal the metadata's count and pass the check below */
+		if (__builtin_add_overflow(total, e.num_records, &total))
+			return grist_fail_at(-EBADMSG, f->path, footer_offset,
+					     "footer entry %llu: record counts overflow 2^64 (%llu records in chunks "
+					     "of group_size %llu)", (unsigned long long)i,
+					     (unsigned long long)e.num_records, (unsigned long long)f->group_size);
 		f->chunk_offsets[i] = e.chunk_offset;
 		if (e.decoded_data_size > f->max_chunk_decoded)
 			f->max_chunk_decoded = e.decoded_data_size;

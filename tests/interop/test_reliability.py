@@ -173,12 +173,71 @@ def test_exit_codes_follow_one_rule():
         assert rc == 1 and "fixed" in err, (engine, rc, err)
 
 
+def rebuild_footer(data, hh, entries):
+    """A copy of file image @data whose footer lists @entries [(chunk_offset, decoded_size,
+    num_records)], the metadata record kept, every hash recomputed. The new footer must fit
+    in the footer's block before the postscript."""
+    import struct
+    lay = g.layout(data)
+    begin, end = lay["footer"]
+    hdr = g.read_logical(data, begin, g.CHUNK_HEADER)
+    _, data_size, _, type_num, decoded = struct.unpack("<5Q", hdr)
+    body = g.read_logical(data, begin + g.CHUNK_HEADER, data_size)
+    assert body[0] == 0, "footer is not stored uncompressed"
+    sizes_len, p = g.read_varint(body, 1)
+    meta_len, _ = g.read_varint(body, p)
+    values = body[p + sizes_len:]
+    records = [values[:meta_len]] + [b"\x08" + g.varint(o) + b"\x10" + g.varint(d) + b"\x18" + g.varint(n)
+                                      for o, d, n in entries]
+    sizes = b"".join(g.varint(len(r)) for r in records)
+    body = b"\x00" + g.varint(len(sizes)) + sizes + b"".join(records)
+    head = struct.pack("<4Q", len(body), hh(body), 0x72 | (len(records) << 8), sum(map(len, records)))
+    chunk = struct.pack("<Q", hh(head)) + head + body
+    assert begin % g.BLOCK + len(chunk) <= g.BLOCK and begin // g.BLOCK == (lay["postscript"][0] - 1) // g.BLOCK
+    out = bytearray(data)
+    out[begin:lay["postscript"][0]] = bytes(lay["postscript"][0] - begin)
+    out[begin:begin + len(chunk)] = chunk
+    return bytes(out)
+
+
+def test_footer_counts_that_overflow():
+    """Footer entries whose record counts add up past 2^64 (and wrap to the metadata's count) are
+    corrupt for every command, not an empty file."""
+    hh = g.HighwayHash()
+    src = path("three.ar")
+    g.write_records(src, "group_size:1,uncompressed", [b"x", b"y", b"z"])
+    data = open(src, "rb").read()
+    lay = g.layout(data)
+    offsets = []
+    pos = 64
+    while pos < lay["footer_offset"]:
+        h, nxt = g.chunk_extent(data, pos)
+        if h["type"] == ord("r"):
+            offsets.append((pos, h["decoded_data_size"]))
+        pos = nxt
+    assert len(offsets) == 3
+    # group_size 2^63 (the first entry), 2^63 again, then 3: the sum wraps to 3, what the metadata says
+    counts = (1 << 63, 1 << 63, 3)
+    bad = path("wrap.ar")
+    with open(bad, "wb") as out:
+        out.write(rebuild_footer(data, hh, [(o, d, n) for (o, d), n in zip(offsets, counts)]))
+    # the same footer with true counts opens: only the counts are wrong
+    good = path("rebuilt.ar")
+    with open(good, "wb") as out:
+        out.write(rebuild_footer(data, hh, [(o, d, 1) for o, d in offsets]))
+    assert g.info_records(g.run_ok(["info", good])) == 3
+    for args in (["info", bad], ["cat", bad], ["verify", bad], ["load", bad], ["get", bad, "--", "0"]):
+        rc, out, err = g.run(args)
+        assert rc == 1 and "overflow" in err, (args, rc, out[:200], err)
+        g.check_names_offset(err, bad)
+
+
 def main():
     try:
         setup()
         g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
                 test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
-                test_exit_codes_follow_one_rule])
+                test_exit_codes_follow_one_rule, test_footer_counts_that_overflow])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
