@@ -41,6 +41,12 @@ bool cli_stdout_failed(void);
  */
 int cli_finish_stdout(int rc);
 
+/*
+ * Turn SIGBUS from a mapped input (--io mmap, verify) whose file shrank into exit 1 with
+ * "<file>: byte <N>: ..." on stderr, instead of a silent death. main() installs it.
+ */
+void cli_install_sigbus(void);
+
 /* Parse a whole decimal u64 (no sign, no junk, no overflow). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 

@@ -66,8 +66,11 @@ static const char load_usage[] =
 	"  --threads T           decode threads (default: online CPUs)\n"
 	"  --queue-depth Q       reads in flight per ring (default 64)\n"
 	"  --io M                auto (default), direct, buffered or mmap (decode straight out of\n"
-	"                        the page cache: fastest when the data is cached)\n"
-	"  --prefetch N          units assembled ahead (default 4)\n"
+	"                        the page cache: fastest when the data is cached; a FILE that\n"
+	"                        shrinks while mapped stops the run with exit 1 naming it);\n"
+	"                        uring and pread only: ref always reads through the page cache\n"
+	"  --prefetch N          units assembled ahead (default 4), and the most batches a\n"
+	"                        consumer may hold at once\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
@@ -317,7 +320,7 @@ static int write_state_file(const char *path, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-static void print_stats(const struct grist_loader_stats *s, double seconds)
+static void print_stats(const struct grist_loader_stats *s, double seconds, const struct grist_loader_config *c)
 {
 	double b = s->batches ? (double)s->batches : 1.0;
 
@@ -335,6 +338,9 @@ static void print_stats(const struct grist_loader_stats *s, double seconds)
 		s->decode_ns / 1e9, s->consumer_stall_ns / 1e9, s->producer_stall_ns / 1e9,
 		(double)s->queue_occupancy_sum / b, (unsigned long long)s->memory_bytes, s->pinned ? "yes" : "no",
 		s->registered_buffers ? "yes" : "no");
+	if (c->engine == GRIST_ENGINE_REF && (c->read_mode == GRIST_READ_DIRECT || c->read_mode == GRIST_READ_MMAP))
+		fprintf(stderr, "note: --io %s does not apply to --engine ref, which reads with pread through the "
+			"page cache\n", c->read_mode == GRIST_READ_DIRECT ? "direct" : "mmap");
 }
 
 /* What --print-indices writes for one record: INDEX, or D:INDEX when datasets are mixed. */
@@ -461,7 +467,7 @@ int cmd_load(int argc, char **argv)
 	}
 	if (a.stats) {
 		grist_loader_stats(l, &st);
-		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, &cfg);
 		for (d = 0; num_specs > 1 && d < num_specs; d++)
 			fprintf(stderr, "dataset %zu: %llu records\n", d, (unsigned long long)per_dataset[d]);
 	}

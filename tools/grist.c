@@ -42,6 +42,7 @@ int main(int argc, char **argv)
 	static char name[64];
 	size_t i;
 
+	cli_install_sigbus();
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

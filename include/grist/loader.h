@@ -56,9 +56,13 @@ enum grist_read_mode {
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
 				copies, for data that is (mostly) cached; a page not in the cache is
 				read by a page fault in the decoding thread. Like every mapping, it
-				needs files that do not shrink while the loader runs (a truncated
-				mapping faults with SIGBUS, where reads would report an error) */
+				needs files that do not shrink while the loader runs: a truncated
+				mapping faults with SIGBUS, where reads would report an error, and
+				the default action kills the process. A program that cannot rule
+				that out installs a SIGBUS handler (the grist CLI names the file
+				from /proc/self/maps and exits 1) or reads buffered */
 };
+/* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
 /** How records are laid out in a batch. */
 enum grist_batch_layout {

@@ -232,12 +232,49 @@ def test_footer_counts_that_overflow():
         g.check_names_offset(err, bad)
 
 
+def test_mmap_truncated_under_the_loader():
+    """--io mmap on a file truncated while the loader runs: exit 1 naming the file and byte,
+    not a death by SIGBUS."""
+    big = path("shrink.ar")
+    g.write_records(big, "group_size:1,uncompressed", [b"%05d" % i * 200 for i in range(20000)])
+    p = subprocess.Popen([g.grist_cli(), "load", big, "--io", "mmap", "--threads", "1", "--prefetch", "1",
+                          "--batch-size", "1", "--no-shuffle", "--print-indices"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # the first record proves the file is mapped; the loader then blocks on the full pipe well
+    # before the end, and the file shrinks under it
+    assert p.stdout.readline() == b"0\n"
+    time.sleep(0.2)
+    os.truncate(big, 300000)
+    out, err = p.communicate(timeout=60)
+    err = err.decode()
+    assert p.returncode == 1, (p.returncode, err)
+    assert "SIGBUS" in err and big in err, err
+    g.check_names_offset(err, big)
+
+
+def test_ref_engine_says_io_does_not_apply():
+    """--engine ref reads through the page cache whatever --io says, and --stats says so."""
+    f = path("e.ar")
+    for mode in ("direct", "mmap"):
+        rc, out, err = g.run(["load", f, "--engine", "ref", "--io", mode, "--stats", "--digest"])
+        assert rc == 0 and "--io %s does not apply to --engine ref" % mode in err, (mode, err)
+        assert "engine: ref (buffered reads" in err, err
+        assert out == g.run_ok(["load", f, "--digest"])
+    rc, _, err = g.run(["load", f, "--engine", "uring", "--io", "mmap", "--stats"])
+    assert rc == 0 and "does not apply" not in err and "(mmap reads" in err, err
+    rc, out, _ = g.run(["load", "--help"])
+    assert b"mmap" in out
+    readme = open(os.path.join(g.SOURCE_ROOT, "README.md")).read()
+    assert "--io auto|direct|buffered|mmap" in readme
+
+
 def main():
     try:
         setup()
         g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
                 test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
-                test_exit_codes_follow_one_rule, test_footer_counts_that_overflow])
+                test_exit_codes_follow_one_rule, test_footer_counts_that_overflow,
+                test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
