@@ -40,7 +40,7 @@ static int snappy_compress_section(void *ctx, const struct grist_codec_params *p
 	(void)ctx;
 	(void)p;
 	if (src_len >= (1ull << 32) - 1)
-		return grist_fail(-EINVAL, "snappy cannot compress %zu bytes (limit 4 GiB)", src_len);
+		return grist_fail(-EFBIG, "snappy cannot compress %zu bytes (limit 4 GiB)", src_len);
 	err = grist_buf_reserve(out, out->len + cap);
 	if (err)
 		return err;

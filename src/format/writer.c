@@ -352,7 +352,7 @@ GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_
 	if (!w || (!data && len))
 		return grist_fail(-EINVAL, "grist_writer_write: null writer or data");
 	if (w->num_records == GRIST_CHUNK_MAX_RECORDS)
-		return grist_fail(-EINVAL, "%s: too many records", w->path);
+		return grist_fail(-EOVERFLOW, "%s: too many records", w->path);
 	ret = append_record(&w->sizes, &w->values, data, len);
 	if (ret)
 		return ret;
