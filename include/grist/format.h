@@ -236,8 +236,8 @@ struct grist_writer;
  * temporary while it lives; opening removes temporaries of the same NAME whose
  * lock nobody holds, left by writers that were killed.
  *
- * Return: 0; -EINVAL for bad options (the message names the option);
- * -ENOTSUP for transpose:true; OS errors creating the temporary; -ENOMEM.
+ * Return: 0; -EINVAL for bad options, transpose:true included (the message
+ * names the option); OS errors creating the temporary; -ENOMEM.
  * Thread-safety: a writer belongs to one thread at a time.
  */
 GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out);
