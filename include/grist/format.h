@@ -245,7 +245,8 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 /**
  * grist_writer_write() - append one record of @len bytes.
  *
- * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument.
+ * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument; -EOVERFLOW past
+ * 2^56 records; -EFBIG for a record the codec cannot take (snappy: 4 GiB).
  * After an error, call grist_writer_abort().
  */
 GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len);
