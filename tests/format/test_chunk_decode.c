@@ -175,8 +175,8 @@ static size_t lying_zstd_frame(uint8_t *out, uint64_t claim)
 
 /*
  * Size claims that would drive allocations fail before allocating, naming the file and
- * the chunk: a zstd frame header claiming 2^30 bytes from 17 (the frame's own header
- * used to be believed), a brotli stream said to hold 4 GB (above the chunk limit), and
+ * the chunk: a zstd frame header or snappy preamble claiming 2^30 bytes from a few
+ * (they used to be believed), a brotli stream said to hold 4 GB (above the chunk limit), and
  * any chunk above a lowered grist_set_max_chunk_bytes().
  */
 static void test_size_claims_bounded(void **state)
@@ -200,6 +200,20 @@ static void test_size_claims_bounded(void **state)
 	end = make_chunk(file, 64, 'r', data, n, 1, 1);
 	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "lie.ar", &c), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "lie.ar: byte 64: sizes section claims 1073741824 decoded bytes"));
+
+	/* snappy sizes section: varint 2^30, then a stream whose preamble claims the same */
+	n = 0;
+	data[n++] = 's';
+	data[n++] = 5 + 5 + 2;
+	memcpy(data + n, "\x80\x80\x80\x80\x04", 5); /* grist's length, 2^30 */
+	n += 5;
+	memcpy(data + n, "\x80\x80\x80\x80\x04", 5); /* snappy's preamble, 2^30 */
+	n += 5;
+	data[n++] = 0x00; /* a literal of 1 byte */
+	data[n++] = 'a';
+	end = make_chunk(file, 64, 'r', data, n, 1, 1);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "sn.ar", &c), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "sn.ar: byte 64: sizes section claims 1073741824 decoded bytes"));
 
 	/* brotli: 1 record of 4 GB; the header's decoded size is above the default limit */
 	n = 0;
