@@ -230,13 +230,13 @@ static void test_size_claims_bounded(void **state)
 	assert_non_null(strstr(grist_last_error(), "b.ar: byte 64: chunk claims"));
 
 	/* a stored chunk of 5000 bytes under a 4096-byte limit, and at the default again */
-	n = 5000 + 3;
+	n = 4 + 5000;
 	{
 		uint8_t *big = calloc(1, n);
 
 		assert_non_null(big);
 		memcpy(big, "\x00\x02\x88\x27", 4); /* stored, sizes section of 2 bytes: varint 5000 */
-		end = make_chunk(file, 64, 'r', big, 4 + 5000, 1, 5000);
+		end = make_chunk(file, 64, 'r', big, n, 1, 5000);
 		free(big);
 	}
 	grist_set_max_chunk_bytes(4096);
