@@ -268,13 +268,62 @@ def test_ref_engine_says_io_does_not_apply():
     assert "--io auto|direct|buffered|mmap" in readme
 
 
+def moved_footer_image(data, hh, shift):
+    """File image @data with its footer and postscript moved @shift bytes (a multiple of 64 KiB)
+    further, as (head, tail at len(head) + shift): the last data chunk's extent then spans the
+    hole. The footer's block-relative place is kept, so only the postscript is rebuilt."""
+    import struct
+    assert shift % g.BLOCK == 0
+    lay = g.layout(data)
+    fo, ps_begin = lay["footer_offset"], lay["postscript"][0]
+    hdr = g.read_logical(data, ps_begin, g.CHUNK_HEADER)
+    _, _, _, type_num, _ = struct.unpack("<5Q", hdr)
+    copies = type_num >> 8
+    proto = b"\x08" + g.varint(fo + shift) + b"\x10" + g.varint(g.POSTSCRIPT_MAGIC)
+    sizes = g.varint(len(proto)) * copies
+    body = b"\x00" + g.varint(len(sizes)) + sizes + proto * copies
+    head = struct.pack("<4Q", len(body), hh(body), 0x72 | (copies << 8), len(proto) * copies)
+    chunk = struct.pack("<Q", hh(head)) + head + body
+    end = max(g.add_with_overhead(ps_begin, len(chunk)), g.round_up_chunk_boundary(ps_begin + copies))
+    assert g.BLOCK_HEADER + len(chunk) <= g.BLOCK and end - ps_begin <= g.BLOCK
+    links = struct.pack("<2Q", 0, end - ps_begin)
+    ps = (struct.pack("<Q", hh(links)) + links + chunk).ljust(g.BLOCK, b"\0")
+    return data[:fo], data[fo:ps_begin] + ps
+
+
+def test_sparse_huge_chunk():
+    """A sparse file whose last data chunk spans 100 GiB: every command and engine fails at once
+    with the file and the chunk's offset, allocating nothing of that size."""
+    hh = g.HighwayHash()
+    src = path("small.ar")
+    g.write_records(src, "group_size:1,uncompressed", [b"x" * 10, b"y" * 10, b"z" * 10])
+    head, tail = moved_footer_image(open(src, "rb").read(), hh, 100 << 30)
+    sparse = path("sparse.ar")
+    with open(sparse, "wb") as out:
+        out.write(head)
+        try:
+            out.seek(len(head) + (100 << 30))
+            out.write(tail)
+        except OSError as e:
+            raise g.Skip("no sparse 100 GiB file here: %s" % e)
+    rc, out, err = g.run(["get", "--hex", sparse, "--", 0])
+    assert rc == 0 and out == b"78" * 10 + b"\n", (rc, out, err)  # the chunks before it read
+    for args in (["cat", sparse], ["verify", sparse], ["get", sparse, "--", 2], ["load", sparse, "--engine", "ref"],
+                 ["load", sparse], ["load", sparse, "--engine", "pread", "--granularity", "chunk"]):
+        rc, _, err = g.run(args, timeout=30)
+        assert rc == 1 and "allocate" not in err, (args, rc, err)
+        g.check_names_offset(err, sparse)
+    os.unlink(sparse)
+
+
 def main():
     try:
         setup()
         g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
                 test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
                 test_exit_codes_follow_one_rule, test_footer_counts_that_overflow,
-                test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply])
+                test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply,
+                test_sparse_huge_chunk])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
