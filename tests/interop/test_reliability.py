@@ -316,6 +316,22 @@ def test_sparse_huge_chunk():
     os.unlink(sparse)
 
 
+def test_device_checkpoint_at_the_end():
+    """The issue's repro: a device-mode checkpoint saved after the last batch resumes to nothing,
+    as in host mode (it replayed 40-56 records). Skipped without an OpenCL platform."""
+    f = path("e.ar")
+    ck = path("dev.ck")
+    for _ in range(3):
+        rc, out, err = g.run(["load", f, "--batch-size", 8, "--epochs", 1, "--seed", 3, "--device", "opencl",
+                              "--stop-after", 30, "--save-state", ck, "--print-indices"])
+        if rc != 0 and ("OpenCL" in err or "platform" in err):
+            raise g.Skip("no OpenCL device: %s" % err.strip())
+        assert rc == 0 and out.count(b"\n") == 200, (rc, err)
+        rc, out, err = g.run(["load", f, "--batch-size", 8, "--epochs", 1, "--seed", 3, "--device", "opencl",
+                              "--resume", ck, "--print-indices"])
+        assert rc == 0 and out == b"", (rc, out[:100], err)
+
+
 def main():
     try:
         setup()
@@ -323,7 +339,7 @@ def main():
                 test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
                 test_exit_codes_follow_one_rule, test_footer_counts_that_overflow,
                 test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply,
-                test_sparse_huge_chunk])
+                test_sparse_huge_chunk, test_device_checkpoint_at_the_end])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
