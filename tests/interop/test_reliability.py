@@ -332,6 +332,29 @@ def test_device_checkpoint_at_the_end():
         assert rc == 0 and out == b"", (rc, out[:100], err)
 
 
+def test_elastic_resume_range_checked():
+    """A checkpoint with a valid CRC and a position past the end of its shard fails on the
+    same sharding and on another one (the elastic path used to exit 0 with no batches)."""
+    import struct
+    import zlib
+    f = path("e.ar")
+    ck = path("range.ck")
+    g.run_ok(["load", f, "--batch-size", 8, "--shard", "0/2", "--stop-after", 2, "--save-state", ck])
+    st = bytearray(open(ck, "rb").read())
+    assert len(st) == 56
+    for consumed, ok in ((100, True), (101, False), (1 << 40, False)):  # shard 0/2 of 200 records has 100
+        st[32:40] = struct.pack("<Q", consumed)
+        st[52:56] = struct.pack("<I", zlib.crc32(bytes(st[:52])))
+        with open(ck, "wb") as out:
+            out.write(st)
+        for shard in ("0/2", "1/2", "0/3", "2/5"):
+            rc, out, err = g.run(["load", f, "--batch-size", 8, "--shard", shard, "--resume", ck, "--print-indices"])
+            if ok:
+                assert rc == 0, (consumed, shard, rc, err)
+            else:
+                assert rc == 1 and "past the end" in err and out == b"", (consumed, shard, rc, err)
+
+
 def main():
     try:
         setup()
@@ -339,7 +362,7 @@ def main():
                 test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
                 test_exit_codes_follow_one_rule, test_footer_counts_that_overflow,
                 test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply,
-                test_sparse_huge_chunk, test_device_checkpoint_at_the_end])
+                test_sparse_huge_chunk, test_device_checkpoint_at_the_end, test_elastic_resume_range_checked])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
 
