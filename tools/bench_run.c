@@ -161,7 +161,7 @@ int bench_dataset_ensure(const struct bench_data *d, char *path, size_t cap, boo
 			grist_writer_abort(w);
 			bench_progress_end(&p);
 			free(rec);
-			return cli_library_error(ret == -EINVAL ? -EIO : ret);
+			return cli_library_error(ret);
 		}
 		if ((i & 1023) == 0)
 			bench_progress_update(&p, (double)i, (double)d->records,
@@ -171,7 +171,7 @@ int bench_dataset_ensure(const struct bench_data *d, char *path, size_t cap, boo
 	ret = grist_writer_close(w);
 	bench_progress_end(&p);
 	if (ret)
-		return cli_library_error(ret == -EINVAL ? -EIO : ret);
+		return cli_library_error(ret);
 	fprintf(stderr, "%s: generated %s in %.1f s\n", cli_command_name, path, bench_now() - p.start);
 	return 0;
 }
@@ -314,7 +314,7 @@ int bench_run_loader(const char *const *paths, size_t num_paths, const struct be
 	for (;;) {
 		ret = grist_loader_next(l, &b);
 		if (ret) {
-			rc = cli_library_error(ret == -EINVAL ? -EIO : ret);
+			rc = cli_library_error(ret);
 			break;
 		}
 		if (!b)

@@ -1,9 +1,12 @@
 /* Helpers shared by the subcommands of the `grist` CLI. */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grist/error.h"
 #include "cli.h"
@@ -28,6 +31,165 @@ int cli_library_error(int code)
 
 	fprintf(stderr, "%s: %s\n", cli_command_name, msg[0] ? msg : grist_strerror(code));
 	return code == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_DATA;
+}
+
+/* errno of the first failed write to stdout that a command noticed, 0 if none */
+static int stdout_errno;
+
+bool cli_stdout_failed(void)
+{
+	if (!ferror(stdout))
+		return false;
+	if (!stdout_errno)
+		stdout_errno = errno ? errno : EIO;
+	return true;
+}
+
+int cli_finish_stdout(int rc)
+{
+	int err = 0;
+
+	/*
+	 * Output that cannot be written is an error: a full disk, /dev/full, a closed
+	 * descriptor. stdio only reports it on a later write or at the flush, so every
+	 * command ends here, whatever it printed.
+	 */
+	if (cli_stdout_failed())
+		err = stdout_errno;
+	if (fflush(stdout) == EOF && !err)
+		err = errno ? errno : EIO;
+	if (fclose(stdout) == EOF && !err)
+		err = errno ? errno : EIO;
+	if (!err)
+		return rc;
+	fprintf(stderr, "%s: cannot write standard output: %s\n", cli_command_name, strerror(err));
+	return rc ? rc : CLI_EXIT_DATA;
+}
+
+/* ---- SIGBUS from a mapped file: only async-signal-safe calls below (open, read, write, _exit) */
+
+static char maps_buf[1 << 20];
+
+static void put_str(const char *s)
+{
+	ssize_t r = write(STDERR_FILENO, s, strlen(s));
+
+	(void)r;
+}
+
+static void put_u64(uint64_t v)
+{
+	char tmp[24];
+	int i = (int)sizeof(tmp);
+
+	tmp[--i] = 0;
+	do
+		tmp[--i] = (char)('0' + v % 10);
+	while (v /= 10);
+	put_str(tmp + i);
+}
+
+static uint64_t parse_hex(const char **p)
+{
+	uint64_t v = 0;
+
+	for (;; (*p)++) {
+		char c = **p;
+
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
+/* Past the spaces at @p, past one token, past the spaces after it. */
+static const char *skip_token(const char *p)
+{
+	while (*p == ' ')
+		p++;
+	while (*p && *p != ' ')
+		p++;
+	while (*p == ' ')
+		p++;
+	return p;
+}
+
+/*
+ * The line of /proc/self/maps that holds @addr: its path and the file offset of
+ * @addr. Returns the path (inside maps_buf) or NULL.
+ */
+static const char *mapped_file(uint64_t addr, uint64_t *offset)
+{
+	size_t len = 0;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	char *line, *nl;
+
+	if (fd < 0)
+		return NULL;
+	while (len < sizeof(maps_buf) - 1 && (n = read(fd, maps_buf + len, sizeof(maps_buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	maps_buf[len] = 0;
+	for (line = maps_buf; line && *line; line = nl ? nl + 1 : NULL) {
+		const char *p = line;
+		uint64_t lo, hi, off;
+
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = 0;
+		lo = parse_hex(&p);
+		if (*p++ != '-')
+			continue;
+		hi = parse_hex(&p);
+		if (addr < lo || addr >= hi)
+			continue;
+		/* "lo-hi perms offset dev inode   path" */
+		p = skip_token(p); /* perms */
+		off = parse_hex(&p);
+		p = skip_token(skip_token(p)); /* dev, inode */
+		while (*p == ' ')
+			p++;
+		if (*p != '/')
+			return NULL;
+		*offset = off + (addr - lo);
+		return p;
+	}
+	return NULL;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uint64_t offset = 0;
+	const char *path = mapped_file((uint64_t)(uintptr_t)si->si_addr, &offset);
+
+	(void)sig;
+	(void)uc;
+	put_str(cli_command_name);
+	if (path) {
+		put_str(": ");
+		put_str(path);
+		put_str(": byte ");
+		put_u64(offset);
+		put_str(": the file cannot be read through its memory map (SIGBUS): it shrank or its "
+			"storage failed while mapped (--io mmap needs files that stay as they are)\n");
+	} else {
+		put_str(": bus error (SIGBUS) outside any mapped file\n");
+	}
+	_exit(CLI_EXIT_DATA);
+}
+
+void cli_install_sigbus(void)
+{
+	struct sigaction sa = { 0 };
+
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
 }
 
 bool cli_parse_u64(const char *s, uint64_t *out)

@@ -24,9 +24,28 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /*
  * Report a failed library call: prints the detailed message of grist_last_error()
  * (or the code's text) and returns the exit status it maps to: -EINVAL is a
- * usage error (2), everything else a data or I/O error (1).
+ * usage error (2), everything else a data or I/O error (1), the rule of grist/error.h.
  */
 int cli_library_error(int code);
+
+/*
+ * True once a write to stdout has failed (stdio's error flag); remembers the errno of
+ * the first failure for cli_finish_stdout(). Long outputs call it to stop early.
+ */
+bool cli_stdout_failed(void);
+
+/*
+ * Flush and close stdout after a command. Return: @rc, or CLI_EXIT_DATA after printing
+ * "cannot write standard output: <reason>" when any write, the flush or the close
+ * failed and @rc was 0. main() calls it once for every command.
+ */
+int cli_finish_stdout(int rc);
+
+/*
+ * Turn SIGBUS from a mapped input (--io mmap, verify) whose file shrank into exit 1 with
+ * "<file>: byte <N>: ..." on stderr, instead of a silent death. main() installs it.
+ */
+void cli_install_sigbus(void);
 
 /* Parse a whole decimal u64 (no sign, no junk, no overflow). */
 bool cli_parse_u64(const char *s, uint64_t *out);

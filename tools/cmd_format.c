@@ -1,8 +1,10 @@
 /* The format verbs of the `grist` CLI: info, cat, get, verify, write. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grist/format.h"
 #include "cli.h"
@@ -48,22 +50,29 @@ static int parse_files(int argc, char **argv, bool *hex, int *first, int *count,
 static void print_hex(const uint8_t *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
-	size_t i;
+	char line[4096];
+	size_t i, k = 0;
 
 	for (i = 0; i < n; i++) {
-		putchar(digits[p[i] >> 4]);
-		putchar(digits[p[i] & 15]);
+		line[k++] = digits[p[i] >> 4];
+		line[k++] = digits[p[i] & 15];
+		if (k == sizeof(line)) {
+			fwrite(line, 1, k, stdout);
+			k = 0;
+		}
 	}
-	putchar('\n');
+	line[k++] = '\n';
+	fwrite(line, 1, k, stdout);
 }
 
+/* Write one record; -EIO once stdout has failed (main() prints why). */
 static int emit_record(bool hex, const uint8_t *p, size_t n)
 {
 	if (hex)
 		print_hex(p, n);
-	else if (n && fwrite(p, 1, n, stdout) != n)
-		return -EIO;
-	return 0;
+	else if (n)
+		fwrite(p, 1, n, stdout);
+	return cli_stdout_failed() ? -EIO : 0;
 }
 
 static const char info_usage[] =
@@ -121,8 +130,7 @@ int cmd_cat(int argc, char **argv)
 		return ret;
 	while ((ret = grist_reader_read_next(r, &p, &n)) > 0) {
 		if (emit_record(hex, p, n) < 0) {
-			fprintf(stderr, "%s: cannot write to stdout\n", cli_command_name);
-			ret = -EIO;
+			ret = -EIO; /* reported by cli_finish_stdout() */
 			break;
 		}
 	}
@@ -248,6 +256,40 @@ static int hex_value(int c)
 	return -1;
 }
 
+/*
+ * The temporary of the running write, for the signal handler: a kill by SIGINT,
+ * SIGTERM, SIGHUP, SIGPIPE or SIGXFSZ (file size limit) removes it, then dies of
+ * the same signal so the parent sees why. Only async-signal-safe calls in there.
+ */
+static char write_temp[4096];
+static const int write_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ };
+
+static void write_signal(int sig)
+{
+	if (write_temp[0])
+		unlink(write_temp);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* @on: install the handlers for @w's temporary; else restore the defaults. */
+static void write_guard(const struct grist_writer *w, bool on)
+{
+	struct sigaction sa = { 0 };
+	size_t i;
+
+	sa.sa_handler = on ? write_signal : SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < sizeof(write_signals) / sizeof(write_signals[0]); i++)
+		sigaddset(&sa.sa_mask, write_signals[i]);
+	if (on)
+		snprintf(write_temp, sizeof(write_temp), "%s", grist_writer_temp_path(w));
+	for (i = 0; i < sizeof(write_signals) / sizeof(write_signals[0]); i++)
+		sigaction(write_signals[i], &sa, NULL);
+	if (!on)
+		write_temp[0] = 0;
+}
+
 int cmd_write(int argc, char **argv)
 {
 	const char *opts = NULL, *out = NULL;
@@ -283,6 +325,7 @@ int cmd_write(int argc, char **argv)
 	ret = grist_writer_open(out, opts, &w);
 	if (ret)
 		return cli_library_error(ret);
+	write_guard(w, true);
 	while ((n = getline(&line, &cap, stdin)) >= 0) {
 		size_t len = (size_t)n, j;
 
@@ -316,9 +359,11 @@ int cmd_write(int argc, char **argv)
 	}
 	free(line);
 	ret = grist_writer_close(w);
+	write_guard(NULL, false);
 	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 fail:
 	free(line);
 	grist_writer_abort(w);
+	write_guard(NULL, false);
 	return ret;
 }

@@ -38,8 +38,10 @@ struct out_buf {
 
 static void out_flush(struct out_buf *o)
 {
-	if (o->len && !o->failed && fwrite(o->data, 1, o->len, stdout) != o->len)
-		o->failed = 1;
+	if (o->len && !o->failed) {
+		fwrite(o->data, 1, o->len, stdout);
+		o->failed = cli_stdout_failed();
+	}
 	o->len = 0;
 }
 
@@ -264,10 +266,8 @@ int cmd_order(int argc, char **argv)
 	out_flush(o);
 	if (ret < 0)
 		status = cli_library_error(ret);
-	else if (o->failed || fflush(stdout)) {
-		fprintf(stderr, "%s: writing the output failed\n", cli_command_name);
-		status = CLI_EXIT_DATA;
-	}
+	else if (o->failed || fflush(stdout) == EOF)
+		status = CLI_EXIT_DATA; /* cli_finish_stdout() says why */
 out:
 	free(o);
 	free(files);

@@ -42,24 +42,25 @@ int main(int argc, char **argv)
 	static char name[64];
 	size_t i;
 
+	cli_install_sigbus();
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
 	if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
 		usage(stdout);
-		return CLI_EXIT_OK;
+		return cli_finish_stdout(CLI_EXIT_OK);
 	}
 	if (!strcmp(argv[1], "--version")) {
 		printf("grist %s\n", grist_version());
-		return CLI_EXIT_OK;
+		return cli_finish_stdout(CLI_EXIT_OK);
 	}
 	for (i = 0; commands[i].name; i++) {
 		if (strcmp(argv[1], commands[i].name))
 			continue;
 		snprintf(name, sizeof(name), "grist %s", commands[i].name);
 		cli_command_name = name;
-		return commands[i].run(argc - 1, argv + 1);
+		return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
 	}
 	fprintf(stderr, "grist: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);

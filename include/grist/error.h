@@ -8,15 +8,31 @@
  * byte offset and what is wrong; read it with grist_last_error() on the same
  * thread before the next grist call.
  *
+ * The rule: -EINVAL means the request itself cannot work (a bad argument,
+ * option or configuration, also one that the size of the data rules out, such
+ * as more shards than records), and anything wrong in bytes that were read
+ * (records, chunks, footers, checkpoints) or while producing batches gets
+ * another code. So the grist CLI exits 2 (usage) for -EINVAL and 1 for every
+ * other code, and a loader that was created never fails with -EINVAL.
+ *
  * The codes used, and what they mean in grist:
- *   -EINVAL    a bad argument or option (usage error)
+ *   -EINVAL    a bad argument, option or configuration (usage error)
  *   -EBADMSG   corrupt data: a hash, magic, size or structure check failed
- *   -ENOTSUP   valid data that grist does not support (transposed chunks)
+ *              (a damaged checkpoint too)
+ *   -ENOTSUP   valid data that grist does not support (transposed chunks), or a
+ *              feature this build lacks (OpenCL)
+ *   -EFBIG     a chunk above grist_max_chunk_bytes() (grist/format.h), or a record
+ *              too large for its codec
+ *   -EMSGSIZE  a record or batch that does not fit the layout, max_batch_bytes
+ *              or the devices' split
+ *   -EOVERFLOW a map wrote more than its output room; a writer past 2^56 records
  *   -ERANGE    an index past the end of the dataset
  *   -EIO       the operating system reported an I/O error (others pass through)
  *   -ENOMEM    an allocation failed or a configured memory cap was hit
  *   -ENODEV    no usable device (OpenCL platform or device)
- *   -ESTALE    a checkpoint belongs to another dataset or configuration
+ *   -ESTALE    a checkpoint belongs to another dataset, configuration or
+ *              sharding it cannot be restored on
+ *   -EBUSY     the caller holds as many batches as it may (grist/loader.h)
  */
 #ifndef GRIST_ERROR_H
 #define GRIST_ERROR_H

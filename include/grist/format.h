@@ -37,6 +37,32 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------------ limits */
+
+/* The default of grist_max_chunk_bytes(): 2 GiB. */
+#define GRIST_DEFAULT_MAX_CHUNK_BYTES ((uint64_t)1 << 31)
+
+/**
+ * grist_max_chunk_bytes() - the largest chunk grist decodes, process-wide: a chunk
+ * whose stored data or decoded records exceed it, or whose extent on disk is larger
+ * than such a chunk can be, fails with -EFBIG (file and byte offset in the message)
+ * before anything is allocated for it. A record is never larger than its chunk, so
+ * this is also the largest record. It applies to every reader, engine and verify.
+ *
+ * Return: the limit in bytes: the last grist_set_max_chunk_bytes(), else the
+ * environment variable GRIST_MAX_CHUNK_BYTES (a decimal byte count, read once), else
+ * GRIST_DEFAULT_MAX_CHUNK_BYTES.
+ * Thread-safety: safe from any thread.
+ */
+GRIST_API uint64_t grist_max_chunk_bytes(void);
+
+/**
+ * grist_set_max_chunk_bytes() - change the limit of grist_max_chunk_bytes() for the
+ * whole process; 0 restores the default. Chunks decoded afterwards see the new value.
+ * Thread-safety: safe from any thread (an atomic store).
+ */
+GRIST_API void grist_set_max_chunk_bytes(uint64_t bytes);
+
 /* ------------------------------------------------------------------ reader */
 
 struct grist_reader;
@@ -45,7 +71,8 @@ struct grist_reader;
 struct grist_reader_options {
 	/*
 	 * The largest chunk, in bytes on disk, the reader will load; larger chunks
-	 * fail with -ENOMEM instead of allocating. 0 means no limit beyond the file.
+	 * fail with -EFBIG instead of allocating. 0 means grist_max_chunk_bytes()
+	 * alone, which applies in any case.
 	 */
 	uint64_t max_chunk_bytes;
 };
@@ -205,10 +232,12 @@ struct grist_writer;
  *
  * Bytes go to a hidden temporary file in the same folder (".NAME.tmp-XXXXXX")
  * through a 16 MiB buffer. The footer stores the options exactly as the
- * official writer's Options::ToString() does.
+ * official writer's Options::ToString() does. The writer holds a flock() on its
+ * temporary while it lives; opening removes temporaries of the same NAME whose
+ * lock nobody holds, left by writers that were killed.
  *
- * Return: 0; -EINVAL for bad options (the message names the option);
- * -ENOTSUP for transpose:true; OS errors creating the temporary; -ENOMEM.
+ * Return: 0; -EINVAL for bad options, transpose:true included (the message
+ * names the option); OS errors creating the temporary; -ENOMEM.
  * Thread-safety: a writer belongs to one thread at a time.
  */
 GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out);
@@ -216,7 +245,8 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 /**
  * grist_writer_write() - append one record of @len bytes.
  *
- * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument.
+ * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument; -EOVERFLOW past
+ * 2^56 records; -EFBIG for a record the codec cannot take (snappy: 4 GiB).
  * After an error, call grist_writer_abort().
  */
 GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len);
@@ -236,6 +266,14 @@ GRIST_API int grist_writer_close(struct grist_writer *w);
  * grist_writer_abort() - drop the file: remove the temporary and free @w. NULL is fine.
  */
 GRIST_API void grist_writer_abort(struct grist_writer *w);
+
+/**
+ * grist_writer_temp_path() - the path of @w's temporary file, for a program that
+ * removes it from a signal handler (unlink() is async-signal-safe) when it is
+ * killed before grist_writer_close(). Valid while @w lives; NULL for NULL.
+ * Thread-safety: read-only.
+ */
+GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w);
 
 /**
  * grist_writer_options_text() - the normalized options the footer will store,

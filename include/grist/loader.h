@@ -56,9 +56,13 @@ enum grist_read_mode {
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
 				copies, for data that is (mostly) cached; a page not in the cache is
 				read by a page fault in the decoding thread. Like every mapping, it
-				needs files that do not shrink while the loader runs (a truncated
-				mapping faults with SIGBUS, where reads would report an error) */
+				needs files that do not shrink while the loader runs: a truncated
+				mapping faults with SIGBUS, where reads would report an error, and
+				the default action kills the process. A program that cannot rule
+				that out installs a SIGBUS handler (the grist CLI names the file
+				from /proc/self/maps and exits 1) or reads buffered */
 };
+/* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
 /** How records are laid out in a batch. */
 enum grist_batch_layout {
@@ -136,7 +140,8 @@ struct grist_loader_config {
 	enum grist_read_mode read_mode;
 	unsigned threads;               /* decode threads (default: online CPUs) */
 	unsigned queue_depth;           /* reads in flight per ring (default 64) */
-	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4) */
+	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4, at most
+					   64); also the most batches a caller may hold at once */
 	size_t max_batch_bytes;         /* no batch is larger (default 64 MiB): a larger one stops the
 					   loader with an error, and slot memory is bounded by it. For
 					   fixed/padded layouts batch_size x record_bytes must fit */
@@ -213,14 +218,17 @@ GRIST_API int grist_loader_create(const struct grist_loader_config *cfg, struct 
  * @out: set to the batch, or to NULL at the end of a finite stream.
  *
  * Return: 0 (check *out), or a negative error (a read, decode or map failure, with a
- * message naming the file and offset). After an error the loader only accepts destroy.
+ * message naming the file and offset). After an error the loader only accepts destroy,
+ * except for -EBUSY: the caller already holds prefetch batches; release one and call
+ * again (nothing was consumed).
  * Thread-safety: one consumer thread at a time.
  */
 GRIST_API int grist_loader_next(struct grist_loader *l, struct grist_batch **out);
 
 /**
- * grist_loader_release() - hand a batch's memory back. Batches may be held
- * several at a time (up to prefetch - 1) and released in any order.
+ * grist_loader_release() - hand a batch's memory back. A caller may hold up to
+ * prefetch batches at once (in device mode too) and release them in any order;
+ * grist_loader_next() refuses one more with -EBUSY instead of blocking.
  */
 GRIST_API void grist_loader_release(struct grist_loader *l, struct grist_batch *b);
 

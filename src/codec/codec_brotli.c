@@ -90,7 +90,7 @@ static int brotli_compress(void *ctx, const struct grist_codec_params *p, const 
 		next_out = out->data + out->len;
 		if (!BrotliEncoderCompressStream(s, BROTLI_OPERATION_FINISH, &avail_in, &next_in,
 						 &avail_out, &next_out, NULL)) {
-			ret = grist_fail(-EINVAL, "brotli compression failed");
+			ret = grist_fail(-ENOMEM, "brotli compression failed");
 			break;
 		}
 		out->len = (size_t)(next_out - out->data);

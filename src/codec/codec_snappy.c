@@ -5,13 +5,21 @@
 #include "codec/codec.h"
 #include "common/error.h"
 
+/*
+ * The most a snappy stream can expand per input byte: its densest element is a copy of
+ * 64 bytes coded in 3 (literals are 1:1 plus a tag), so 32 leaves room to spare.
+ */
+#define SNAPPY_MAX_RATIO 32
+
+/* The preamble's length, but never more than the stream can produce: preambles can lie. */
 static int snappy_bound(const uint8_t *src, size_t src_len, uint64_t *bound)
 {
+	uint64_t by_ratio = (uint64_t)src_len * SNAPPY_MAX_RATIO;
 	size_t n;
 
 	if (snappy_uncompressed_length((const char *)src, src_len, &n) != SNAPPY_OK)
 		return grist_fail(-EBADMSG, "snappy stream has no valid length preamble");
-	*bound = n;
+	*bound = n < by_ratio ? n : by_ratio;
 	return 0;
 }
 
@@ -40,7 +48,7 @@ static int snappy_compress_section(void *ctx, const struct grist_codec_params *p
 	(void)ctx;
 	(void)p;
 	if (src_len >= (1ull << 32) - 1)
-		return grist_fail(-EINVAL, "snappy cannot compress %zu bytes (limit 4 GiB)", src_len);
+		return grist_fail(-EFBIG, "snappy cannot compress %zu bytes (limit 4 GiB)", src_len);
 	err = grist_buf_reserve(out, out->len + cap);
 	if (err)
 		return err;

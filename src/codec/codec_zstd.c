@@ -40,13 +40,25 @@ static void zstd_ctx_destroy(void *ctx)
 	free(z);
 }
 
+/*
+ * The most a zstd frame can decode to per input byte: a block decodes to at most
+ * 128 KiB and takes at least 4 bytes (a 3-byte header and one RLE byte).
+ */
+#define ZSTD_MAX_RATIO (ZSTD_BLOCKSIZE_MAX / 4)
+
+/*
+ * ZSTD_decompressBound() believes a frame header's content size, which a damaged
+ * or hostile frame can set to 2^60; the decoder only rejects it after the caller
+ * allocated that much. The ratio bound holds for every frame the decoder accepts.
+ */
 static int zstd_bound(const uint8_t *src, size_t src_len, uint64_t *bound)
 {
 	unsigned long long b = ZSTD_decompressBound(src, src_len);
+	uint64_t by_ratio = (uint64_t)src_len * ZSTD_MAX_RATIO;
 
 	if (b == ZSTD_CONTENTSIZE_ERROR)
 		return grist_fail(-EBADMSG, "not a valid zstd frame");
-	*bound = b;
+	*bound = b < by_ratio ? b : by_ratio;
 	return 0;
 }
 

@@ -9,6 +9,10 @@
  * consumer gets it from grist_device_stage_next() and releases it with its own
  * completion events; only then can a worker acquire it again. A unit whose rows are
  * copied elsewhere (a filter shifted the batch boundaries) cancels its slot.
+ *
+ * The feeder pulls with its own struct grist_pull (pull.c) and calls nothing in
+ * loader.c: the consumer's position (consumed, batches) moves on the consumer's
+ * thread alone, and the feeder's end position reaches it only through the join.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +42,18 @@ struct grist_loader_device {
 	int error;                    /* the feeder's failure, reported after the batches before it */
 	char errmsg[512];
 	bool stopping;
+
+	/*
+	 * The feeder's own state, set before it starts and then touched by the feeder
+	 * alone: it never reads or writes the consumer's fields of the loader (consumed,
+	 * batches), which move on the consumer's thread while it runs. The consumer reads
+	 * pull.end only after joining it.
+	 */
+	struct grist_pull pull;
+	const struct grist_layout *layout; /* immutable after create */
+	uint64_t seq;                       /* sequence number of the next batch it submits */
+	bool host_digest;
+	uint64_t batch_size;
 };
 
 static int provider_acquire(void *ctx, struct grist_slot *s)
@@ -135,7 +151,8 @@ int grist_loader_device_start(struct grist_loader *l)
 	/*
 	 * Enough slots that a worker never waits for one while the consumer waits for
 	 * that worker: the units in flight (prefetch + 2 per worker), the packer's batch,
-	 * the batches the consumer may hold (prefetch - 1) and one submitted ahead.
+	 * the batches the consumer may hold (prefetch, see free_hold() in loader.c) and one
+	 * submitted ahead.
 	 */
 	workers = l->cfg.engine == GRIST_ENGINE_REF ? 1 : (l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs());
 	dc.slots = 2 * l->cfg.prefetch + 2 * workers + 2;
@@ -170,32 +187,36 @@ static void feeder_fail(struct grist_loader_device *d, int code)
 /* Pull batches from the engine in order and start their transfers. */
 static void *feeder_main(void *arg)
 {
-	struct grist_loader *l = arg;
-	struct grist_loader_device *d = l->device;
+	struct grist_loader_device *d = arg;
 	const uint64_t *offsets;
 	struct grist_slot *s;
-	uint64_t seq = l->batches;
 	int ret;
 
 	for (;;) {
-		ret = grist_loader_pull(l, &s);
+		ret = grist_pull_next(&d->pull, &s);
 		if (ret || !s)
 			break;
-		ret = grist_slot_publish(s, &l->layout, seq++);
-		if (!ret && l->cfg.device_host_digest)
+		ret = grist_slot_publish(s, d->layout, d->seq++);
+		if (!ret && d->host_digest)
 			s->host_digest = XXH64(s->data, s->batch.bytes, 0);
-		offsets = l->layout.kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
+		offsets = d->layout->kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
 		d->by_slot[s->handle] = s;
 		if (!ret)
 			ret = grist_device_stage_submit(d->stage, s->handle, s->batch.bytes, s->batch.num_rows, offsets);
-		if (ret == -EINVAL && s->batch.num_rows < l->cfg.batch_size)
-			ret = grist_fail(-EINVAL, "the final batch has %zu rows, which do not split evenly across %u "
+		/*
+		 * The stage's -EINVAL says this call's arguments were wrong; for the loader the
+		 * batch came from the data (how many records the files hold), so it is not.
+		 */
+		if (ret == -EINVAL && s->batch.num_rows < d->batch_size)
+			ret = grist_fail(-EMSGSIZE, "the final batch has %zu rows, which do not split evenly across %u "
 					 "devices; drop it (drop_remainder) or pick a batch count that divides",
 					 s->batch.num_rows, grist_device_stage_num_devices(d->stage));
+		else if (ret == -EINVAL)
+			ret = grist_fail_prefix(-EIO, "device stage refused batch %llu", (unsigned long long)(d->seq - 1));
 		if (ret) {
 			d->by_slot[s->handle] = NULL;
 			provider_cancel(d, s);
-			l->ops->release(l->engine, s);
+			d->pull.ops->release(d->pull.engine, s);
 			break;
 		}
 	}
@@ -210,14 +231,19 @@ int grist_loader_device_run(struct grist_loader *l)
 	struct grist_loader_device *d = l->device;
 	int ret;
 
-	ret = -pthread_create(&d->feeder, NULL, feeder_main, l);
+	d->pull = l->pull; /* a copy: from here on the feeder is the only puller */
+	d->layout = &l->layout;
+	d->seq = l->batches;
+	d->host_digest = l->cfg.device_host_digest;
+	d->batch_size = l->cfg.batch_size;
+	ret = -pthread_create(&d->feeder, NULL, feeder_main, d);
 	if (ret)
 		return grist_fail(ret, "loader: cannot start the device feeder thread");
 	d->feeder_started = true;
 	return 0;
 }
 
-int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out)
+int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, uint64_t *end)
 {
 	struct grist_loader_device *d = l->device;
 	struct grist_device_batch db;
@@ -225,6 +251,7 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out)
 	int ret;
 
 	*out = NULL;
+	*end = 0;
 	ret = grist_device_stage_next(d->stage, &db);
 	if (ret < 0)
 		return ret;
@@ -234,6 +261,7 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out)
 		d->feeder_started = false;
 		if (d->error)
 			return grist_fail(d->error, "%s", d->errmsg);
+		*end = d->pull.end; /* safe: the feeder has been joined */
 		return 0;
 	}
 	s = d->by_slot[db.slot];
@@ -315,10 +343,11 @@ int grist_loader_device_run(struct grist_loader *l)
 	return -ENOTSUP;
 }
 
-int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out)
+int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, uint64_t *end)
 {
 	(void)l;
 	*out = NULL;
+	*end = 0;
 	return -ENOTSUP;
 }
 

@@ -2,7 +2,13 @@
  * The reference engine: one thread, plain pread through the reader, one record at a
  * time in stream order. It is deliberately the most direct reading of the batch
  * definition, so the fast engines can be tested against it byte for byte.
+ *
+ * In device mode next() runs on the feeder thread while the consumer releases
+ * batches and reads the stats, so the slot table and the counters shared by the
+ * two are under e->lock or atomic; a slot itself belongs to one side at a time
+ * (busy: the producer or the consumer; free: nobody).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +20,13 @@
 struct ref_engine {
 	struct grist_loader *l;
 	struct grist_stream_cursor *cursor;
+	pthread_mutex_t lock;  /* guards slots[], busy[] and pinned */
 	struct grist_slot *slots[REF_MAX_SLOTS];
 	bool busy[REF_MAX_SLOTS];
-	uint64_t bytes_read;
-	uint64_t reads;
-	uint64_t slot_memory; /* kept by the slots; read only from the consumer thread */
+	bool pinned;           /* some delivered batch was in pinned memory */
+	uint64_t bytes_read;   /* atomic: written by the producer, read by stats */
+	uint64_t reads;        /* atomic, likewise */
+	uint64_t slot_memory;  /* atomic: kept by the slots themselves */
 };
 
 static int ref_start(struct grist_loader *l, void **engine)
@@ -29,11 +37,13 @@ static int ref_start(struct grist_loader *l, void **engine)
 	if (!e)
 		return grist_fail(-ENOMEM, "ref engine: out of memory");
 	e->l = l;
+	pthread_mutex_init(&e->lock, NULL);
 	ret = grist_stream_cursor_create(l->stream, &e->cursor);
 	if (!ret)
 		ret = grist_stream_cursor_seek(e->cursor, l->start_position);
 	if (ret) {
 		grist_stream_cursor_destroy(e->cursor);
+		pthread_mutex_destroy(&e->lock);
 		free(e);
 		return ret;
 	}
@@ -43,36 +53,45 @@ static int ref_start(struct grist_loader *l, void **engine)
 
 static int take_slot(struct ref_engine *e, struct grist_slot **out)
 {
+	struct grist_slot *s;
 	size_t i;
 	int ret;
 
-	for (i = 0; i < REF_MAX_SLOTS; i++) {
-		if (e->busy[i])
-			continue;
-		if (!e->slots[i]) {
-			e->slots[i] = calloc(1, sizeof(struct grist_slot));
-			if (!e->slots[i])
-				return grist_fail(-ENOMEM, "ref engine: out of memory");
-			ret = grist_slot_init(e->slots[i], e->l->cfg.batch_size, 0);
-			if (ret) {
-				free(e->slots[i]);
-				e->slots[i] = NULL;
-				return ret;
-			}
-			grist_slot_account(e->slots[i], &e->slot_memory);
-		}
-		grist_slot_reset(e->slots[i]);
-		if (e->l->provider) {
-			e->slots[i]->provider_wrapper = true;
-			ret = e->l->provider->acquire(e->l->provider->ctx, e->slots[i]);
-			if (ret)
-				return ret;
-		}
-		e->busy[i] = true;
-		*out = e->slots[i];
-		return 0;
+	pthread_mutex_lock(&e->lock);
+	for (i = 0; i < REF_MAX_SLOTS && e->busy[i]; i++)
+		;
+	if (i == REF_MAX_SLOTS) {
+		pthread_mutex_unlock(&e->lock);
+		return grist_fail(-EBUSY, "ref engine: too many batches held");
 	}
-	return grist_fail(-EINVAL, "ref engine: too many batches held");
+	if (!e->slots[i]) {
+		e->slots[i] = calloc(1, sizeof(struct grist_slot));
+		ret = e->slots[i] ? grist_slot_init(e->slots[i], e->l->cfg.batch_size, 0) : -ENOMEM;
+		if (ret) {
+			free(e->slots[i]);
+			e->slots[i] = NULL;
+			pthread_mutex_unlock(&e->lock);
+			return ret == -ENOMEM ? grist_fail(-ENOMEM, "ref engine: out of memory") : ret;
+		}
+		grist_slot_account(e->slots[i], &e->slot_memory);
+	}
+	e->busy[i] = true;
+	s = e->slots[i];
+	pthread_mutex_unlock(&e->lock);
+	grist_slot_reset(s);
+	if (e->l->provider) {
+		/* outside the lock: acquire may wait for the consumer to release a device slot */
+		s->provider_wrapper = true;
+		ret = e->l->provider->acquire(e->l->provider->ctx, s);
+		if (ret) {
+			pthread_mutex_lock(&e->lock);
+			e->busy[i] = false;
+			pthread_mutex_unlock(&e->lock);
+			return ret;
+		}
+	}
+	*out = s;
+	return 0;
 }
 
 static void ref_release(void *engine, struct grist_slot *s);
@@ -104,8 +123,8 @@ static int ref_next(void *engine, struct grist_slot **out)
 		ret = grist_reader_read(l->sources[it.component].reader, it.record, &data, &len);
 		if (ret)
 			goto fail;
-		e->reads++;
-		e->bytes_read += len;
+		__atomic_add_fetch(&e->reads, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&e->bytes_read, len, __ATOMIC_RELAXED);
 		grist_loader_map_input(l, &it, data, len, &in);
 		ret = grist_slot_add(s, &l->layout, &in, j);
 		if (ret < 0) {
@@ -113,6 +132,11 @@ static int ref_next(void *engine, struct grist_slot **out)
 			goto fail;
 		}
 		s->stream_end = grist_stream_cursor_tell(e->cursor);
+	}
+	if (s->pinned) {
+		pthread_mutex_lock(&e->lock);
+		e->pinned = true;
+		pthread_mutex_unlock(&e->lock);
 	}
 	*out = s;
 	return 0;
@@ -130,9 +154,11 @@ static void ref_release(void *engine, struct grist_slot *s)
 
 	if (s->provider_wrapper) /* the memory was the device stage's */
 		grist_slot_unbind(s);
+	pthread_mutex_lock(&e->lock);
 	for (i = 0; i < REF_MAX_SLOTS; i++)
 		if (e->slots[i] == s)
 			e->busy[i] = false;
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* The reference engine is synchronous: nothing waits that needs waking. */
@@ -144,17 +170,16 @@ static void ref_abort(void *engine)
 static void ref_stats(void *engine, struct grist_loader_stats *out)
 {
 	struct ref_engine *e = engine;
-	size_t i;
 
 	out->engine = "ref";
 	out->read_mode = "buffered";
 	out->threads = 1;
-	out->reads_issued = e->reads;
-	out->bytes_decoded = e->bytes_read;
-	out->memory_bytes = e->slot_memory;
-	for (i = 0; i < REF_MAX_SLOTS; i++)
-		if (e->slots[i])
-			out->pinned = out->pinned || e->slots[i]->pinned;
+	out->reads_issued = __atomic_load_n(&e->reads, __ATOMIC_RELAXED);
+	out->bytes_decoded = __atomic_load_n(&e->bytes_read, __ATOMIC_RELAXED);
+	out->memory_bytes = __atomic_load_n(&e->slot_memory, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&e->lock);
+	out->pinned = e->pinned;
+	pthread_mutex_unlock(&e->lock);
 }
 
 static void ref_stop(void *engine)
@@ -171,6 +196,7 @@ static void ref_stop(void *engine)
 		}
 	}
 	grist_stream_cursor_destroy(e->cursor);
+	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
 

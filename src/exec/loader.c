@@ -359,6 +359,13 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		l->ops = NULL;
 		goto fail;
 	}
+	l->pull = (struct grist_pull){
+		.ops = l->ops,
+		.engine = l->engine,
+		.batch_size = l->cfg.batch_size,
+		.drop_remainder = l->cfg.drop_remainder,
+		.end = l->start_position,
+	};
 	if (l->device) {
 		ret = grist_loader_device_run(l);
 		if (ret)
@@ -369,32 +376,6 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 fail:
 	grist_loader_destroy(l);
 	return ret;
-}
-
-int grist_loader_pull(struct grist_loader *l, struct grist_slot **out)
-{
-	struct grist_slot *s = NULL;
-	int ret;
-
-	*out = NULL;
-	ret = l->ops->next(l->engine, &s);
-	if (ret)
-		return ret;
-	if (s && s->count < l->cfg.batch_size && l->cfg.drop_remainder) {
-		/* The short final batch: its positions count as consumed but it is not delivered. */
-		l->tail_end = s->stream_end;
-		l->ops->release(l->engine, s);
-		return 0;
-	}
-	if (s && s->count == 0) { /* everything after the last batch was filtered out */
-		l->tail_end = s->stream_end;
-		l->ops->release(l->engine, s);
-		return 0;
-	}
-	if (!s)
-		l->tail_end = l->consumed;
-	*out = s;
-	return 0;
 }
 
 /* Record a delivered batch: the checkpoint position moves past it. */
@@ -409,21 +390,32 @@ static void account(struct grist_loader *l, struct grist_slot *s)
 	l->batches++;
 }
 
+/*
+ * A free entry of the held table, or -EBUSY when the caller holds prefetch batches
+ * already. The limit is what keeps device mode from blocking: its slot ring has room
+ * for the units in flight plus prefetch held batches, and no more (device_feed.c).
+ * Host mode follows the same rule so that a program behaves the same in both.
+ */
 static int free_hold(struct grist_loader *l)
 {
-	int i;
+	int i, held = 0, free_at = -1;
 
-	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
-		if (!l->held[i])
-			return i;
-	return grist_fail(-EINVAL, "loader: %d batches are held; release some before asking for more",
-			  GRIST_LOADER_MAX_HELD);
+	for (i = 0; i < GRIST_LOADER_MAX_HELD; i++) {
+		if (l->held[i])
+			held++;
+		else if (free_at < 0)
+			free_at = i;
+	}
+	if (held >= (int)l->cfg.prefetch || free_at < 0)
+		return grist_fail(-EBUSY, "loader: %d batches are held, the most a caller may hold (prefetch = %u); "
+				  "release one before asking for the next, or raise prefetch", held, l->cfg.prefetch);
+	return free_at;
 }
 
 int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 {
 	struct grist_slot *s = NULL;
-	uint64_t t0 = grist_now_ns();
+	uint64_t t0 = grist_now_ns(), end = 0;
 	int ret, hold;
 
 	*out = NULL;
@@ -435,9 +427,10 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	if (hold < 0)
 		return hold;
 	if (l->device) {
-		ret = grist_loader_device_next(l, &s);
+		ret = grist_loader_device_next(l, &s, &end);
 	} else {
-		ret = grist_loader_pull(l, &s);
+		ret = grist_pull_next(&l->pull, &s);
+		end = l->pull.end;
 		if (!ret && s) {
 			ret = grist_slot_publish(s, &l->layout, l->batches);
 			if (ret)
@@ -450,7 +443,7 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 		return ret;
 	}
 	if (!s) {
-		l->consumed = l->tail_end;
+		l->consumed = end;
 		l->ended = true;
 		return 0;
 	}

@@ -14,7 +14,7 @@
 struct grist_loader;
 struct grist_loader_device;
 
-/* Batches a consumer may hold at once. */
+/* Size of the held table: the largest prefetch. A caller may hold cfg.prefetch batches. */
 #define GRIST_LOADER_MAX_HELD 64
 
 /*
@@ -22,7 +22,7 @@ struct grist_loader_device;
  * next() returns the slot holding the next batch (count == batch_size, or fewer
  * only for the last batch of a finite stream) or NULL at the end; the loader
  * hands it back with release(). The engine owns every slot; the consumer may hold
- * up to prefetch - 1 of them.
+ * up to prefetch of them.
  */
 struct grist_engine_ops {
 	const char *name;
@@ -37,6 +37,19 @@ struct grist_engine_ops {
 
 extern const struct grist_engine_ops grist_engine_ref_ops;
 extern const struct grist_engine_ops grist_engine_async_ops;
+
+/*
+ * Who takes batches from an engine, and how far that taker got. Each thread that pulls
+ * owns its own, so the position of what was pulled never mixes with the position of
+ * what the consumer was handed (in device mode the feeder runs ahead of the consumer).
+ */
+struct grist_pull {
+	const struct grist_engine_ops *ops;
+	void *engine;
+	uint64_t batch_size;
+	bool drop_remainder;
+	uint64_t end; /* shard position just past the last batch pulled or dropped */
+};
 
 /* One dataset of the loader: its reader and its geometry for the plan. */
 struct grist_loader_source {
@@ -73,7 +86,7 @@ struct grist_loader {
 	struct grist_loader_hooks hooks;
 	const struct grist_slot_provider *provider; /* device mode: batches live in device-stage slots */
 	struct grist_loader_device *device;         /* device mode state (device_feed.c) */
-	uint64_t tail_end;       /* consumed position after a dropped final remainder */
+	struct grist_pull pull;  /* host mode: the consumer's puller (device mode: the feeder owns its own) */
 	const struct grist_engine_ops *ops;
 	void *engine;
 	const char *engine_name;
@@ -86,15 +99,17 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 			       struct grist_loader **out);
 
 /*
- * The next batch from the engine with drop_remainder applied: *out is NULL at the
- * end (then l->tail_end says how far the stream was consumed).
+ * The next batch from p's engine with drop_remainder applied (pull.c): *out is NULL at
+ * the end, and then p->end says how far the stream was consumed. Returns 0 or the
+ * engine's error. Not thread-safe: one puller belongs to one thread.
  */
-int grist_loader_pull(struct grist_loader *l, struct grist_slot **out);
+int grist_pull_next(struct grist_pull *p, struct grist_slot **out);
 
 /* Device mode (device_feed.c; -ENOTSUP without OpenCL). */
 int grist_loader_device_start(struct grist_loader *l);  /* create the stage: before the engine */
 int grist_loader_device_run(struct grist_loader *l);    /* start the feeder: after the engine */
-int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out);
+/* The next batch, in order; at the end *out is NULL and *end is how far the feeder pulled. */
+int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, uint64_t *end);
 int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, unsigned n, void *const *events);
 void grist_loader_device_quiesce(struct grist_loader *l); /* stop the feeder; the stage stays */
 void grist_loader_device_stop(struct grist_loader *l);    /* quiesce, then free the stage */

@@ -148,7 +148,7 @@ static int reserve_rows(struct grist_slot *s, const struct grist_layout *L, size
 		limit = L->max_batch_bytes > (SIZE_MAX - L->map_out_max) / batches ? SIZE_MAX :
 			batches * L->max_batch_bytes + L->map_out_max;
 		if (bytes > limit)
-			return grist_fail(-EINVAL, "a batch holds more than max_batch_bytes (%zu bytes); raise "
+			return grist_fail(-EMSGSIZE, "a batch holds more than max_batch_bytes (%zu bytes); raise "
 					  "max_batch_bytes", L->max_batch_bytes);
 	}
 	return grist_slot_reserve(s, bytes);
@@ -156,7 +156,7 @@ static int reserve_rows(struct grist_slot *s, const struct grist_layout *L, size
 
 static int row_size_error(const struct grist_map_input *in, size_t got, size_t want, const char *what)
 {
-	return grist_fail(-EINVAL, "dataset %u record %llu: %zu bytes %s the %s layout's %zu-byte rows",
+	return grist_fail(-EMSGSIZE, "dataset %u record %llu: %zu bytes %s the %s layout's %zu-byte rows",
 			  in->dataset, (unsigned long long)in->index, got,
 			  got > want ? "exceed" : "do not fill", what, want);
 }
@@ -169,7 +169,7 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 	int ret;
 
 	if (row >= s->rows_cap)
-		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", s->rows_cap);
+		return grist_fail(-EOVERFLOW, "batch slot overflow (%zu rows)", s->rows_cap);
 	if (L->kind == GRIST_LAYOUT_RAGGED) {
 		room = L->map ? L->map_out_max : in->len;
 		if (room > SIZE_MAX - s->bytes)
@@ -197,7 +197,7 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 			return 0;
 		}
 		if (len > room)
-			return grist_fail(-EINVAL, "map wrote %zu bytes for dataset %u record %llu, more than the %zu available",
+			return grist_fail(-EOVERFLOW, "map wrote %zu bytes for dataset %u record %llu, more than the %zu available",
 					  len, in->dataset, (unsigned long long)in->index, room);
 	} else {
 		len = in->len;
@@ -236,7 +236,7 @@ int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, con
 	int ret;
 
 	if (row >= s->rows_cap)
-		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", s->rows_cap);
+		return grist_fail(-EOVERFLOW, "batch slot overflow (%zu rows)", s->rows_cap);
 	if (L->kind == GRIST_LAYOUT_RAGGED) {
 		room = in->len;
 	} else {
@@ -315,7 +315,7 @@ int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, co
 	int ret;
 
 	if (row >= dst->rows_cap)
-		return grist_fail(-EINVAL, "batch slot overflow (%zu rows)", dst->rows_cap);
+		return grist_fail(-EOVERFLOW, "batch slot overflow (%zu rows)", dst->rows_cap);
 	if (L->kind == GRIST_LAYOUT_RAGGED) {
 		begin = src->offsets[i];
 		len = src->offsets[i + 1] - begin;
@@ -351,7 +351,7 @@ void grist_slot_make_view(struct grist_slot *s, struct grist_slot *parent, size_
 static int check_batch_size(const struct grist_batch *b, const struct grist_layout *L)
 {
 	if (L->max_batch_bytes && b->bytes > L->max_batch_bytes)
-		return grist_fail(-EINVAL, "batch %llu holds %zu bytes, more than max_batch_bytes (%zu); "
+		return grist_fail(-EMSGSIZE, "batch %llu holds %zu bytes, more than max_batch_bytes (%zu); "
 				  "raise max_batch_bytes (grist load --max-batch-bytes)",
 				  (unsigned long long)b->sequence, b->bytes, L->max_batch_bytes);
 	return 0;

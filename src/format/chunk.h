@@ -28,7 +28,8 @@ void grist_chunk_header_build(uint8_t out[40], const struct grist_chunk_header *
 
 /*
  * Parse 40 logical header bytes and check their hash. @path and @offset (the
- * chunk's begin) only name the place in the error message. 0 or -EBADMSG.
+ * chunk's begin) only name the place in the error message. 0, -EBADMSG, or -EFBIG
+ * when the stored or decoded size is above grist_max_chunk_bytes().
  */
 int grist_chunk_header_parse(const uint8_t in[40], struct grist_chunk_header *h, const char *path,
 			     uint64_t offset);

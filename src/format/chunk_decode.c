@@ -133,7 +133,8 @@ static int open_chunk(const uint8_t *buf, uint64_t buf_file_offset, size_t buf_l
  * no block boundary, else gathered into the decoder's scratch.
  */
 static int data_prefix(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
-		       uint64_t chunk_begin, const struct open_chunk *c, uint64_t n, const uint8_t **out)
+		       uint64_t chunk_begin, const struct open_chunk *c, uint64_t n, const char *path,
+		       const uint8_t **out)
 {
 	int ret;
 
@@ -143,7 +144,8 @@ static int data_prefix(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 	}
 	ret = grist_buf_reserve(&d->data, n);
 	if (ret)
-		return ret;
+		return grist_fail_at(ret, path, chunk_begin, "cannot allocate %llu bytes for the chunk data",
+				     (unsigned long long)n);
 	copy_logical(d->data.data, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, n);
 	*out = d->data.data;
 	return 0;
@@ -186,7 +188,7 @@ static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint6
 			uint64_t chunk_begin, const struct open_chunk *c, const char *path, const uint8_t **data)
 {
 	uint64_t hash;
-	int ret = data_prefix(d, buf, buf_file_offset, chunk_begin, c, c->h.data_size, data);
+	int ret = data_prefix(d, buf, buf_file_offset, chunk_begin, c, c->h.data_size, path, data);
 
 	if (ret)
 		return ret;
@@ -264,12 +266,12 @@ int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, 
 	}
 	/* the compression byte and a varint: at most 11 bytes locate the sizes section */
 	head_len = c.h.data_size < 1 + GRIST_VARINT64_MAX ? c.h.data_size : 1 + GRIST_VARINT64_MAX;
-	ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, head_len, &head);
+	ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, head_len, path, &head);
 	if (!ret)
 		ret = grist_simple_chunk_sizes_extent(head, (size_t)head_len, c.h.data_size, path, chunk_begin,
 						      &prefix_len);
 	if (!ret)
-		ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, prefix_len, &head);
+		ret = data_prefix(d, buf, buf_file_offset, chunk_begin, &c, prefix_len, path, &head);
 	if (!ret)
 		ret = grist_simple_chunk_decode_sizes(&d->simple, head, (size_t)prefix_len, c.h.data_size,
 						      c.h.num_records, c.h.decoded_data_size, path, chunk_begin,

@@ -121,7 +121,7 @@ static int parse_item(char *item, struct grist_writer_options *o, unsigned *seen
 		if (ret)
 			return ret;
 		if (b)
-			return grist_fail(-ENOTSUP, "option transpose:true is not supported: grist writes and reads simple chunks only");
+			return grist_fail(-EINVAL, "option transpose:true is not supported: grist writes and reads simple chunks only");
 		return 0;
 	case OPT_PAD:
 		/* The official parser reads the bare keyword as false (since v0.8.4). */

@@ -20,7 +20,7 @@ struct grist_writer_options {
  * saturation_delay_ms, transpose, transpose_bucket_size, uncompressed,
  * brotli, zstd, snappy, window_log, pad_to_block_boundary.
  * Return: 0; -EINVAL for a malformed, repeated, conflicting or out-of-range
- * option; -ENOTSUP for transpose:true. A message names the option.
+ * option, transpose:true included (not supported). A message names the option.
  */
 int grist_writer_options_parse(const char *text, struct grist_writer_options *o);
 

@@ -8,10 +8,12 @@
 
 #include "codec/codec.h"
 #include "common/error.h"
+#include "common/open.h"
 #include "format/block.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
 #include "format/footer.h"
+#include "format/limits.h"
 
 struct batch_item {
 	uint64_t index;
@@ -65,10 +67,13 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	if (end > f->size || begin >= end)
 		return grist_fail_at(-EBADMSG, f->path, begin, "chunk extent ends at %llu, past the file size %llu",
 				     (unsigned long long)end, (unsigned long long)f->size);
+	ret = grist_check_chunk_extent(f->path, begin, end, 0);
+	if (ret)
+		return ret;
 	len = (size_t)(end - begin);
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
-		return ret;
+		return grist_fail_at(ret, f->path, begin, "cannot allocate %zu bytes to read the chunk", len);
 	ret = read_exact(f->fd, f->path, r->io.data, begin, len);
 	if (ret)
 		return ret;
@@ -83,11 +88,10 @@ static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
 
 	if (r->cur_file == file && r->cur_chunk == chunk)
 		return 0;
-	if (r->opts.max_chunk_bytes && f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk] > r->opts.max_chunk_bytes)
-		return grist_fail_at(-ENOMEM, f->path, f->chunk_offsets[chunk],
-				     "chunk of %llu bytes exceeds max_chunk_bytes %llu",
-				     (unsigned long long)(f->chunk_offsets[chunk + 1] - f->chunk_offsets[chunk]),
-				     (unsigned long long)r->opts.max_chunk_bytes);
+	ret = grist_check_chunk_extent(f->path, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1],
+				       r->opts.max_chunk_bytes);
+	if (ret)
+		return ret;
 	ret = load_extent(r, f, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1]);
 	if (ret)
 		return ret;
@@ -166,7 +170,12 @@ static int parse_footer(struct grist_reader *r, struct grist_file_geom *f, uint6
 					     "footer entry %llu: %llu records in a chunk of a group_size %llu file",
 					     (unsigned long long)i, (unsigned long long)e.num_records,
 					     (unsigned long long)f->group_size);
-		total += e.num_records;
+		/* a wrapped sum could equal the metadata's count and pass the check below */
+		if (__builtin_add_overflow(total, e.num_records, &total))
+			return grist_fail_at(-EBADMSG, f->path, footer_offset,
+					     "footer entry %llu: record counts overflow 2^64 (%llu records in chunks "
+					     "of group_size %llu)", (unsigned long long)i,
+					     (unsigned long long)e.num_records, (unsigned long long)f->group_size);
 		f->chunk_offsets[i] = e.chunk_offset;
 		if (e.decoded_data_size > f->max_chunk_decoded)
 			f->max_chunk_decoded = e.decoded_data_size;
@@ -189,13 +198,9 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	f->path = strdup(path);
 	if (!f->path)
 		return grist_fail(-ENOMEM, "cannot copy a path");
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = grist_open_regular(path, 0, &st);
 	if (f->fd < 0)
-		return grist_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(f->fd, &st) < 0)
-		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return grist_fail(-EINVAL, "%s: not a regular file", path);
+		return f->fd;
 	f->size = (uint64_t)st.st_size;
 	if (f->size < GRIST_BLOCK_SIZE + 64)
 		return grist_fail_at(-EBADMSG, path, f->size,
@@ -354,7 +359,8 @@ int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, str
 	loc->record_in_chunk = local - loc->chunk * f->group_size;
 	loc->chunk_begin = f->chunk_offsets[loc->chunk];
 	loc->chunk_end = f->chunk_offsets[loc->chunk + 1];
-	return 0;
+	/* every engine reads the extent it is given here: bound it before anyone allocates for it */
+	return grist_check_chunk_extent(f->path, loc->chunk_begin, loc->chunk_end, r->opts.max_chunk_bytes);
 }
 
 GRIST_API int grist_reader_read(struct grist_reader *r, uint64_t index, const uint8_t **data, size_t *len)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "format/limits.h"
 #include "format/simple_chunk.h"
 #include "format/varint.h"
 
@@ -36,6 +37,10 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 		return grist_fail_at(-EBADMSG, path, chunk_begin,
 				     "%s section decodes to %llu bytes, the chunk header says %llu",
 				     what, (unsigned long long)raw_len, (unsigned long long)expect);
+	if (raw_len > grist_max_chunk_bytes())
+		return grist_fail_at(-EFBIG, path, chunk_begin,
+				     "%s section claims %llu decoded bytes, above the limit of %llu (GRIST_MAX_CHUNK_BYTES)",
+				     what, (unsigned long long)raw_len, (unsigned long long)grist_max_chunk_bytes());
 	ret = codec->bound(p, (size_t)(end - p), &bound);
 	if (ret < 0 || raw_len > bound || raw_len > SIZE_MAX / 2) {
 		char msg[256];
@@ -49,7 +54,8 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 	}
 	ret = grist_buf_reserve(dst, raw_len ? raw_len : 1);
 	if (ret)
-		return ret;
+		return grist_fail_at(ret, path, chunk_begin, "%s section: cannot allocate %llu bytes to decode it",
+				     what, (unsigned long long)raw_len);
 	ret = grist_codec_set_get(&d->codecs, codec, &ctx);
 	if (ret)
 		return ret;

@@ -1,10 +1,12 @@
 /* The ArrayRecord writer: chunks with block headers, footer, postscript, and a crash-safe commit. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -223,6 +225,49 @@ static void writer_free(struct grist_writer *w)
 	free(w);
 }
 
+/*
+ * Remove temporaries of earlier writers to the same target that died before close
+ * or abort (a kill, a crash, a power cut). Every live writer holds an exclusive
+ * flock() on its temporary, and the kernel drops it when the process dies, so a
+ * temporary whose lock can be taken belongs to nobody. Best effort: a name that
+ * vanishes or cannot be opened is left alone.
+ */
+static void remove_stale_temporaries(const char *dir, const char *base, const char *own)
+{
+	size_t plen = strlen(base) + 6; /* "." base ".tmp-" */
+	struct dirent *de;
+	char *prefix, *p;
+	DIR *d;
+	int fd;
+
+	if (asprintf(&prefix, ".%s.tmp-", base) < 0)
+		return;
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		if (strncmp(de->d_name, prefix, plen) || strlen(de->d_name) != plen + 6)
+			continue;
+		if (asprintf(&p, "%s/%s", dir, de->d_name) < 0)
+			break;
+		if (strcmp(p, own)) {
+			fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+			if (fd >= 0) {
+				if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+					unlink(p);
+				close(fd);
+			}
+		}
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(prefix);
+}
+
+GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w)
+{
+	return w ? w->tmp_path : NULL;
+}
+
 GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out)
 {
 	struct grist_writer *w;
@@ -259,6 +304,13 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 	if (w->fd < 0) {
 		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
 		goto fail;
+	}
+	/* the mark of a live writer (see remove_stale_temporaries()); a file system without locks loses only the cleanup */
+	if (flock(w->fd, LOCK_EX | LOCK_NB) == 0) {
+		free(dir_copy);
+		dir_copy = strdup(path);
+		if (dir_copy)
+			remove_stale_temporaries(dirname(dir_copy), basename(base_copy), w->tmp_path);
 	}
 	/* mkostemp makes the file 0600; the finished file gets the mode open(..., 0666) would give. */
 	{
@@ -300,7 +352,7 @@ GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_
 	if (!w || (!data && len))
 		return grist_fail(-EINVAL, "grist_writer_write: null writer or data");
 	if (w->num_records == GRIST_CHUNK_MAX_RECORDS)
-		return grist_fail(-EINVAL, "%s: too many records", w->path);
+		return grist_fail(-EOVERFLOW, "%s: too many records", w->path);
 	ret = append_record(&w->sizes, &w->values, data, len);
 	if (ret)
 		return ret;

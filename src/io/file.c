@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/open.h"
 #include "io/io_config.h"
 #include "io/io.h"
 
@@ -120,13 +121,9 @@ int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_i
 		return grist_fail(-EINVAL, "grist_io_open_file: bad argument");
 	memset(info, 0, sizeof(*info));
 	info->fd = -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = grist_open_regular(path, 0, &st);
 	if (fd < 0)
-		return grist_fail_at(-errno, path, 0, "open: %s", strerror(errno));
-	if (fstat(fd, &st)) {
-		ret = grist_fail_at(-errno, path, 0, "fstat: %s", strerror(errno));
-		goto fail;
-	}
+		return fd;
 	info->size = (uint64_t)st.st_size;
 	info->offset_align = 1;
 	info->mem_align = 1;

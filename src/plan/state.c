@@ -151,9 +151,29 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 		return grist_fail(-EINVAL, "restoring shard %llu/%llu: not a shard",
 				  (unsigned long long)cfg->shard_index,
 				  (unsigned long long)cfg->shard_count);
+	/*
+	 * The position must lie within the shard that saved it, whichever path restores
+	 * it: an elastic restore turns it into a global base, where a position past the
+	 * end would otherwise just deliver nothing.
+	 */
+	probe.base = st.base;
+	probe.shard_index = st.shard_index;
+	probe.shard_count = st.shard_count;
+	probe.shard_mode = (st.flags & GRIST_STATE_CONTIGUOUS) ? GRIST_SHARD_CONTIGUOUS : GRIST_SHARD_STRIDED;
+	ret = grist_stream_create(&probe, &s);
+	if (ret < 0)
+		return grist_fail_prefix(-EBADMSG, "state: shard %u/%u at base %llu", st.shard_index, st.shard_count,
+					 (unsigned long long)st.base);
+	moved = grist_stream_length(s);
+	grist_stream_destroy(s);
+	if (st.consumed > moved)
+		return grist_fail_at(-EBADMSG, "state", 32,
+				     "position %llu is past the end of shard %u/%u (%llu positions)",
+				     (unsigned long long)st.consumed, st.shard_index, st.shard_count,
+				     (unsigned long long)moved);
 	if (cfg->shard_count == st.shard_count) {
 		if (cfg->shard_index != st.shard_index && !(st.flags & GRIST_STATE_LOCKSTEP))
-			return grist_fail(-EINVAL, "checkpoint of shard %u/%u cannot restore shard "
+			return grist_fail(-ESTALE, "checkpoint of shard %u/%u cannot restore shard "
 					  "%llu/%u: it is not lockstep, so hosts consumed different "
 					  "amounts", st.shard_index, st.shard_count,
 					  (unsigned long long)cfg->shard_index, st.shard_count);
@@ -161,12 +181,12 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 		*j = st.consumed;
 	} else {
 		if (st.flags & GRIST_STATE_CONTIGUOUS)
-			return grist_fail(-EINVAL, "checkpoint from %u contiguous shards cannot restore "
+			return grist_fail(-ESTALE, "checkpoint from %u contiguous shards cannot restore "
 					  "on %llu: contiguous shards own fixed record ranges; use "
 					  "strided sharding for elastic restore", st.shard_count,
 					  (unsigned long long)cfg->shard_count);
 		if (!(st.flags & GRIST_STATE_LOCKSTEP))
-			return grist_fail(-EINVAL, "checkpoint from %u shards cannot restore on %llu: "
+			return grist_fail(-ESTALE, "checkpoint from %u shards cannot restore on %llu: "
 					  "it is not lockstep (hosts consumed different amounts, "
 					  "e.g. after filtering)", st.shard_count,
 					  (unsigned long long)cfg->shard_count);

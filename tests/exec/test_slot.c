@@ -61,7 +61,7 @@ static void test_reserve_keeps_data(void **state)
 	{
 		struct grist_map_input in = input(rec, 1, 0);
 
-		assert_int_equal(grist_slot_add(&s, &L, &in, 0), -EINVAL);
+		assert_int_equal(grist_slot_add(&s, &L, &in, 0), -EOVERFLOW);
 	}
 	grist_slot_reset(&s);
 	assert_int_equal(s.count, 0);
@@ -84,10 +84,10 @@ static void test_fixed_layout(void **state)
 	assert_int_equal(grist_slot_add(&s, &L, &in, 1), 1);
 	/* too long and too short records are errors naming the record */
 	in = input(rec, 9, 77);
-	assert_int_equal(grist_slot_add(&s, &L, &in, 2), -EINVAL);
+	assert_int_equal(grist_slot_add(&s, &L, &in, 2), -EMSGSIZE);
 	assert_non_null(strstr(grist_last_error(), "record 77"));
 	in = input(rec, 7, 78);
-	assert_int_equal(grist_slot_add(&s, &L, &in, 2), -EINVAL);
+	assert_int_equal(grist_slot_add(&s, &L, &in, 2), -EMSGSIZE);
 	assert_non_null(strstr(grist_last_error(), "record 78"));
 	assert_int_equal(s.count, 2);
 	assert_int_equal(grist_slot_publish(&s, &L, 9), 0);
@@ -124,7 +124,7 @@ static void test_padded_layout(void **state)
 	in = input(rec, 6, 2);
 	assert_int_equal(grist_slot_add(&s, &L, &in, 2), 1);
 	in = input(rec, 7, 3);
-	assert_int_equal(grist_slot_add(&s, &L, &in, 3), -EINVAL);
+	assert_int_equal(grist_slot_add(&s, &L, &in, 3), -EMSGSIZE);
 	assert_non_null(strstr(grist_last_error(), "padded"));
 	assert_int_equal(grist_slot_publish(&s, &L, 0), 0);
 	/* a short batch is padded with pad rows to batch_size */
@@ -188,7 +188,7 @@ static void test_map(void **state)
 	assert_int_equal(grist_slot_add(&s, &L, &in, 3), -EDOM);
 	assert_non_null(strstr(grist_last_error(), "record 55"));
 	mode = 3;
-	assert_int_equal(grist_slot_add(&s, &L, &in, 3), -EINVAL);
+	assert_int_equal(grist_slot_add(&s, &L, &in, 3), -EOVERFLOW);
 	assert_int_equal(s.count, 2);
 	grist_slot_free(&s);
 }
@@ -284,7 +284,7 @@ static void test_shape_and_fill(void **state)
 		size_t at;
 
 		assert_int_equal(grist_slot_init(&s, 2, 0), 0);
-		assert_int_equal(grist_slot_shape_row(&s, &L, &in, 0, &at), -EINVAL);
+		assert_int_equal(grist_slot_shape_row(&s, &L, &in, 0, &at), -EMSGSIZE);
 		assert_non_null(strstr(grist_last_error(), "record 99"));
 		assert_int_equal(s.count, 0);
 		grist_slot_free(&s);

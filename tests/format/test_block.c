@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "grist/format.h"
 #include "grist/error.h"
 #include "format/block.h"
 #include "format/chunk.h"
@@ -84,7 +85,11 @@ static void test_chunk_header_round_trip(void **state)
 
 	(void)state;
 	grist_chunk_header_build(out, &h);
+	/* 2^56 - 1 records is above the default chunk limit (grist_max_chunk_bytes()) */
+	assert_int_equal(grist_chunk_header_parse(out, &g, "f", 64), -EFBIG);
+	grist_set_max_chunk_bytes(UINT64_MAX);
 	assert_int_equal(grist_chunk_header_parse(out, &g, "f", 64), 0);
+	grist_set_max_chunk_bytes(0);
 	assert_int_equal(g.data_size, 123);
 	assert_int_equal(g.data_hash, h.data_hash);
 	assert_int_equal(g.num_records, h.num_records);

@@ -5,6 +5,7 @@
 
 #include "helpers.h"
 #include "grist/error.h"
+#include "grist/format.h"
 #include "codec/codec.h"
 #include "format/block.h"
 #include "format/chunk.h"
@@ -112,10 +113,11 @@ static void test_absurd_sizes(void **state)
 
 	(void)state;
 	assert_int_equal(grist_chunk_decoder_create(&d), 0);
-	/* Decoded size 2^60 announced by a stored chunk: sizes cannot add up. */
+	/* Decoded size 2^60 announced by a stored chunk: above grist_max_chunk_bytes(). */
 	memcpy(data, "\x00\x01\x05hello", 8);
 	end = make_chunk(file, 64, 'r', data, 8, 1, 1ull << 60);
-	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "x: byte 64: "));
 	/* A zstd values section claiming 2^60 bytes: rejected by the codec bound, before allocating. */
 	assert_int_equal(grist_codec_set_get(&set, &grist_codec_zstd, &ctx), 0);
 	assert_int_equal(grist_codec_zstd.compress(ctx, &p, (const uint8_t *)"\x05", 1, &z), 0);
@@ -132,7 +134,7 @@ static void test_absurd_sizes(void **state)
 	memcpy(data + n, z.data, z.len);
 	n += z.len;
 	end = make_chunk(file, 64, 'r', data, n, 1, 1ull << 60);
-	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EBADMSG);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "x", &c), -EFBIG);
 	/* More records than the chunk's extent has bytes for. */
 	memcpy(data, "\x00\x01\x05hello", 8);
 	end = make_chunk(file, 64, 'r', data, 8, 1, 5);
@@ -141,15 +143,110 @@ static void test_absurd_sizes(void **state)
 		struct grist_chunk_header h = { 8, grist_hash(data, 8), 1ull << 55, 5, 'r' };
 
 		grist_chunk_header_build(file + 64, &h);
-		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EBADMSG);
+		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EFBIG);
 		h.num_records = 1;
 		h.data_size = 1ull << 62;
 		grist_chunk_header_build(file + 64, &h);
-		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EBADMSG);
+		assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, sizeof(file), "x", &c), -EFBIG);
 		assert_non_null(strstr(grist_last_error(), "x: byte 64: "));
 	}
 	grist_buf_free(&z);
 	grist_codec_set_clear(&set);
+	grist_chunk_decoder_destroy(d);
+}
+
+/* A zstd frame: magic, a header whose content size says @claim, and one last RLE block of one byte. */
+static size_t lying_zstd_frame(uint8_t *out, uint64_t claim)
+{
+	size_t n = 0;
+	int i;
+
+	memcpy(out, "\x28\xb5\x2f\xfd", 4);
+	n = 4;
+	out[n++] = 0xe0; /* 8-byte content size, single segment */
+	for (i = 0; i < 8; i++)
+		out[n++] = (uint8_t)(claim >> (8 * i));
+	out[n++] = 0x0b; /* last block, RLE, size 1 */
+	out[n++] = 0;
+	out[n++] = 0;
+	out[n++] = 'a';
+	return n;
+}
+
+/*
+ * Size claims that would drive allocations fail before allocating, naming the file and
+ * the chunk: a zstd frame header or snappy preamble claiming 2^30 bytes from a few
+ * (they used to be believed), a brotli stream said to hold 4 GB (above the chunk limit), and
+ * any chunk above a lowered grist_set_max_chunk_bytes().
+ */
+static void test_size_claims_bounded(void **state)
+{
+	uint8_t file[GRIST_BLOCK_SIZE] = { 0 }, data[128];
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	uint64_t end;
+	size_t n = 0, fl;
+
+	(void)state;
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	/* zstd sizes section: varint 2^30, then a frame that claims the same */
+	data[n++] = 'z';
+	fl = lying_zstd_frame(data + 8, 1ull << 30);
+	data[n++] = (uint8_t)(5 + fl);
+	memcpy(data + n, "\x80\x80\x80\x80\x04", 5); /* varint 2^30 */
+	n += 5;
+	memmove(data + n, data + 8, fl);
+	n += fl;
+	end = make_chunk(file, 64, 'r', data, n, 1, 1);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "lie.ar", &c), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "lie.ar: byte 64: sizes section claims 1073741824 decoded bytes"));
+
+	/* snappy sizes section: varint 2^30, then a stream whose preamble claims the same */
+	n = 0;
+	data[n++] = 's';
+	data[n++] = 5 + 5 + 2;
+	memcpy(data + n, "\x80\x80\x80\x80\x04", 5); /* grist's length, 2^30 */
+	n += 5;
+	memcpy(data + n, "\x80\x80\x80\x80\x04", 5); /* snappy's preamble, 2^30 */
+	n += 5;
+	data[n++] = 0x00; /* a literal of 1 byte */
+	data[n++] = 'a';
+	end = make_chunk(file, 64, 'r', data, n, 1, 1);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "sn.ar", &c), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "sn.ar: byte 64: sizes section claims 1073741824 decoded bytes"));
+
+	/* brotli: 1 record of 4 GB; the header's decoded size is above the default limit */
+	n = 0;
+	data[n++] = 'b';
+	data[n++] = 2;
+	data[n++] = 1;
+	data[n++] = 0x01;
+	memcpy(data + n, "\x80\x80\x80\x80\x10", 5); /* 2^32 */
+	n += 5;
+	memset(data + n, 0x1b, 40);
+	n += 40;
+	end = make_chunk(file, 64, 'r', data, n, 1, 1ull << 32);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "b.ar", &c), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "b.ar: byte 64: chunk claims"));
+
+	/* a stored chunk of 5000 bytes under a 4096-byte limit, and at the default again */
+	n = 4 + 5000;
+	{
+		uint8_t *big = calloc(1, n);
+
+		assert_non_null(big);
+		memcpy(big, "\x00\x02\x88\x27", 4); /* stored, sizes section of 2 bytes: varint 5000 */
+		end = make_chunk(file, 64, 'r', big, n, 1, 5000);
+		free(big);
+	}
+	grist_set_max_chunk_bytes(4096);
+	assert_int_equal(grist_max_chunk_bytes(), 4096);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "s.ar", &c), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "s.ar: byte 64: "));
+	grist_set_max_chunk_bytes(0);
+	assert_int_equal(grist_max_chunk_bytes(), GRIST_DEFAULT_MAX_CHUNK_BYTES);
+	assert_int_equal(grist_chunk_decode(d, file, 0, sizeof(file), 64, end, "s.ar", &c), 0);
+	assert_int_equal(c.offsets[1], 5000);
 	grist_chunk_decoder_destroy(d);
 }
 
@@ -279,6 +376,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crossing_and_zero_copy),
 		cmocka_unit_test(test_absurd_sizes),
+		cmocka_unit_test(test_size_claims_bounded),
 		cmocka_unit_test(test_chunk_types),
 		cmocka_unit_test(test_simple_chunk_checks),
 		cmocka_unit_test(test_halves),

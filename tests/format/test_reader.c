@@ -330,7 +330,25 @@ static void test_max_chunk_bytes(void **state)
 	write_file(path, "uncompressed", 8);
 	assert_int_equal(grist_reader_open(&path, 1, &o, &r), 0);
 	assert_int_equal(grist_reader_read(r, 3, &data, &len), 0);
-	assert_int_equal(grist_reader_read(r, 4, &data, &len), -ENOMEM);
+	assert_int_equal(grist_reader_read(r, 4, &data, &len), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), path));
+	grist_reader_close(r);
+	/* the process-wide limit applies without the option, and to grist_reader_locate() */
+	assert_int_equal(grist_reader_open(&path, 1, NULL, &r), 0);
+	grist_set_max_chunk_bytes(4000);
+	{
+		struct grist_record_loc loc;
+
+		assert_int_equal(grist_reader_read(r, 3, &data, &len), 0);
+		assert_int_equal(grist_reader_read(r, 4, &data, &len), -EFBIG);
+		assert_non_null(strstr(grist_last_error(), path));
+		/* locate() bounds the extent on disk: a 1 MiB chunk cannot hold 4000 bytes of data */
+		assert_int_equal(grist_reader_locate(r, 6, &loc), -EFBIG);
+		assert_non_null(strstr(grist_last_error(), path));
+		assert_int_equal(grist_reader_locate(r, 3, &loc), 0);
+	}
+	grist_set_max_chunk_bytes(0);
+	assert_int_equal(grist_reader_read(r, 4, &data, &len), 0);
 	grist_reader_close(r);
 	t_rmtree(dir);
 }

@@ -8,17 +8,25 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static char path[64];
+
+static void remove_image(void)
+{
+	unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char path[64];
 	struct grist_reader *r;
 	const uint8_t *rec;
 	size_t len;
 	uint64_t i;
 	FILE *f;
 
-	if (!path[0])
+	if (!path[0]) {
 		snprintf(path, sizeof(path), "/tmp/grist-fuzz-%d.ar", (int)getpid());
+		atexit(remove_image);
+	}
 	f = fopen(path, "wb");
 	if (!f)
 		return 0;

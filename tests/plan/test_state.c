@@ -203,9 +203,9 @@ static void test_restore_refusals(void **state)
 	jb.cfg.window = 4;
 	/* Not lockstep: neither another host nor another K. */
 	jb.cfg.shard_index = 0;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	jb.cfg.shard_count = 2;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	assert_non_null(strstr(grist_last_error(), "lockstep"));
 	/* Corrupt: bad message, before anything else. */
 	buf[20] ^= 1;
@@ -219,12 +219,53 @@ static void test_restore_refusals(void **state)
 	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), 0);
 	assert_int_equal(j, 9);
 	jb.cfg.shard_count = 4;
-	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -EINVAL);
+	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
 	assert_non_null(strstr(grist_last_error(), "contiguous"));
 	/* A strided job cannot take a contiguous checkpoint. */
 	jb.cfg.shard_mode = GRIST_SHARD_STRIDED;
 	jb.cfg.shard_count = 3;
 	assert_int_equal(grist_stream_restore(&jb.cfg, 0, buf, sizeof(buf), &base, &j, NULL), -ESTALE);
+}
+
+/*
+ * A checkpoint with a valid CRC whose position lies past the end of its shard is
+ * refused on both paths: restoring the same shard, and an elastic restore on another
+ * K (which used to turn it into a base past the end and deliver nothing).
+ */
+static void test_restore_range(void **state)
+{
+	struct grist_stream *s;
+	struct grist_state st = { 0 };
+	struct job jb;
+	uint8_t buf[GRIST_STATE_SIZE];
+	uint64_t base, j, len;
+
+	(void)state;
+	job_init(&jb, GRIST_SHARD_STRIDED);
+	s = job_stream(&jb, 1, 3, 0);
+	len = grist_stream_length(s);
+	st.fingerprint = grist_stream_fingerprint(s, 1);
+	grist_stream_destroy(s);
+	st.shard_index = 1;
+	st.shard_count = 3;
+	st.flags = GRIST_STATE_LOCKSTEP;
+	for (int past = 0; past < 2; past++) {
+		st.consumed = len + (uint64_t)past;
+		assert_int_equal(grist_state_encode(&st, buf, sizeof(buf)), GRIST_STATE_SIZE);
+		for (uint64_t k = 3; k <= 4; k++) {
+			jb.cfg.shard_index = 0;
+			jb.cfg.shard_count = k;
+			jb.cfg.base = 0;
+			if (past) {
+				assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL),
+						 -EBADMSG);
+				assert_non_null(strstr(grist_last_error(), "past the end of shard 1/3"));
+			} else {
+				/* exactly at the end is a valid checkpoint: it resumes to nothing */
+				assert_int_equal(grist_stream_restore(&jb.cfg, 1, buf, sizeof(buf), &base, &j, NULL), 0);
+			}
+		}
+	}
 }
 
 int main(void)
@@ -234,6 +275,7 @@ int main(void)
 		cmocka_unit_test(test_corruption),
 		cmocka_unit_test(test_elastic_restore),
 		cmocka_unit_test(test_restore_refusals),
+		cmocka_unit_test(test_restore_range),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Seed corpora for the libFuzzer harnesses, from the golden files in tests/data.
+
+Usage: make_seeds.py OUT_DIR GRIST_CLI
+Writes OUT_DIR/{reader,chunk,footer,state}: whole files; each chunk with its file offset;
+the postscript, footer records and writer options of the uncompressed files; and
+checkpoints `grist load` saves on the file fuzz_state opens, under each of its configs.
+"""
+import glob
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "interop"))
+import gristcli as g  # noqa: E402
+
+
+def put(d, name, data):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def main():
+    out, cli = sys.argv[1], sys.argv[2]
+    files = sorted(glob.glob(os.path.join(g.golden_dir(), "*.array_record")))
+    for path in files:
+        name = os.path.basename(path)
+        data = open(path, "rb").read()
+        put(os.path.join(out, "reader"), name, data)
+        lay = g.layout(data)
+        pos, k = 0, 0
+        while pos < lay["size"]:
+            try:
+                _, end = g.chunk_extent(data, pos)
+            except (ValueError, struct.error):
+                break
+            if end <= pos:
+                break
+            put(os.path.join(out, "chunk"), "%s.%d" % (name, k), struct.pack("<I", pos) + data[pos:min(end, pos + 300000)])
+            pos, k = end, k + 1
+        # the postscript record and, when stored uncompressed, the footer's records
+        ps, _ = g.chunk_extent(data, lay["postscript"][0])
+        body = g.read_logical(data, lay["postscript"][0] + g.CHUNK_HEADER, ps["data_size"])
+        if body[0] == 0:
+            sizes_len, p = g.read_varint(body, 1)
+            first, _ = g.read_varint(body, p)
+            put(os.path.join(out, "footer"), name + ".ps", b"\x00" + body[p + sizes_len:p + sizes_len + first])
+        begin = lay["footer"][0]
+        fh, _ = g.chunk_extent(data, begin)
+        body = g.read_logical(data, begin + g.CHUNK_HEADER, fh["data_size"])
+        if body[0] == 0:
+            sizes_len, p = g.read_varint(body, 1)
+            q, at = p, p + sizes_len
+            for i in range(min(fh["num_records"], 8)):
+                n, q = g.read_varint(body, q)
+                put(os.path.join(out, "footer"), "%s.%d" % (name, i), (b"\x01" if i == 0 else b"\x02") + body[at:at + n])
+                at += n
+    for i, opts in enumerate(("", "default", "group_size:1,zstd:3", "uncompressed,group_size:16", "brotli:6",
+                              "snappy,pad_to_block_boundary:true", "zstd:-5,window_log:25",
+                              "group_size:65536,transpose:false,max_parallelism:auto,window_log:auto")):
+        put(os.path.join(out, "footer"), "options.%d" % i, b"\x03" + opts.encode())
+    # fuzz_state: config byte, flags byte (0), then a state saved with that config
+    target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
+    tmp = os.path.join(out, "state.tmp")
+    for cfg in (0x00, 0x01 | 0x04, 0x03 | 0x08, 0x11, 0x20, 0x23 | 0x04):
+        k = 1 + (cfg & 3)
+        args = [cli, "load", target, "--stop-after", "1", "--save-state", tmp, "--engine", "ref",
+                "--shard", "%d/%d" % (((cfg >> 2) & 3) % k, k)]
+        if cfg & 16:
+            args.append("--contiguous-shards")
+        if cfg & 32:
+            args += ["--granularity", "chunk"]
+        if subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
+            put(os.path.join(out, "state"), "cfg%02x" % cfg, bytes([cfg, 0]) + open(tmp, "rb").read())
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+
+
+if __name__ == "__main__":
+    main()
