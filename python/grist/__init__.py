@@ -43,17 +43,19 @@ def _expand(paths):
 
 
 class Reader(_grist.Reader):
-    """Reader(paths): random and batched access to an ArrayRecord dataset.
+    """Reader(paths, threads=None): random and batched access to an ArrayRecord dataset.
 
     paths is a path, a glob pattern or a list of them; the files are one dataset, their
     records concatenated in order. len(r), r[i] -> bytes, r.read(indices) -> list[bytes]
-    (each chunk read and decoded once), r.info() -> list[dict], r.close(), `with`.
+    (each chunk read and decoded once; threads=N splits the chunks of one call over N
+    threads, worth it for large batches on idle cores), r.info() -> list[dict], r.close(),
+    `with`.
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
-    def __init__(self, paths):
+    def __init__(self, paths, threads=None):
         self.paths = _expand(paths)
-        super().__init__(self.paths)
+        super().__init__(self.paths, threads)
 
 
 class Writer(_grist.Writer):
@@ -73,22 +75,27 @@ class ArrayRecordDataSource:
 
     len(src), src[i] -> bytes, src.__getitems__(indices) -> list[bytes]. Picklable: the
     pickle holds the file names only, and a copy (in a Grain worker process) opens the
-    files on first use. Safe to call from several threads.
+    files on first use. Safe from several threads: each thread that reads gets its own
+    reader, so Grain's read threads never wait for each other.
     """
 
     def __init__(self, paths):
         self._paths = _expand(paths)
+        self._setup()
+        self._len = len(self._get_reader())  # opens the files now: a bad path fails here
+
+    def _setup(self):
         self._lock = _threading.Lock()
-        self._reader = _grist.Reader(self._paths)
-        self._len = len(self._reader)
+        self._local = _threading.local()
+        self._readers = []
 
     def _get_reader(self):
-        r = self._reader
+        r = getattr(self._local, "reader", None)
         if r is None:
+            r = _grist.Reader(self._paths)
             with self._lock:
-                if self._reader is None:
-                    self._reader = _grist.Reader(self._paths)
-                r = self._reader
+                self._readers.append(r)
+            self._local.reader = r
         return r
 
     def __len__(self):
@@ -109,14 +116,15 @@ class ArrayRecordDataSource:
     def __setstate__(self, state):
         self._paths = state["paths"]
         self._len = state["len"]
-        self._lock = _threading.Lock()
-        self._reader = None
+        self._setup()
 
     def close(self):
+        """Close every thread's reader; a later read opens the files again."""
         with self._lock:
-            if self._reader is not None:
-                self._reader.close()
-                self._reader = None
+            readers, self._readers = self._readers, []
+            self._local = _threading.local()
+        for r in readers:
+            r.close()
 
 
 class Loader(_grist.Loader):

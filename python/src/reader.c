@@ -1,14 +1,30 @@
 /* reader.c - grist._grist.Reader: random and batched reads of a dataset (grist_reader_*). */
 #include "ext.h"
 
+#include <pthread.h>
 #include <string.h>
+
+#define MAX_READERS 64
 
 typedef struct {
 	PyObject_HEAD
-	struct grist_reader *r;     /* NULL once closed */
-	PyThread_type_lock lock;    /* a reader takes one thread at a time */
+	struct grist_reader *r;     /* readers[0]; NULL once closed */
+	struct grist_reader *readers[MAX_READERS]; /* one per thread of a batched read */
+	unsigned nreaders;
+	PyThread_type_lock lock;    /* the readers take one call at a time */
 	uint64_t num_records;
 } ReaderObject;
+
+static void reader_close_all(ReaderObject *self)
+{
+	unsigned k;
+
+	for (k = 0; k < self->nreaders; k++)
+		grist_reader_close(self->readers[k]);
+	memset(self->readers, 0, sizeof(self->readers));
+	self->nreaders = 0;
+	self->r = NULL;
+}
 
 static int reader_open_check(ReaderObject *self)
 {
@@ -20,44 +36,67 @@ static int reader_open_check(ReaderObject *self)
 
 static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "paths", NULL };
+	static char *kwlist[] = { "paths", "threads", NULL };
 	struct gristpy_paths paths;
-	struct grist_reader *r = NULL;
+	PyObject *obj, *threads_obj = Py_None;
 	char msg[1024] = "";
-	PyObject *obj;
-	int ret;
+	long threads;
+	unsigned k = 0;
+	int ret = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O:Reader", kwlist, &obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Reader", kwlist, &obj, &threads_obj))
 		return -1;
 	if (self->r) {
 		PyErr_SetString(PyExc_ValueError, "grist.Reader: already open");
 		return -1;
 	}
+	if (threads_obj == Py_None) {
+		/*
+		 * One thread by default: a batch of a few hundred small records is about a millisecond
+		 * of work, and a helper thread that the scheduler starts late (on a busy machine, or
+		 * beside Grain's own read threads) makes the call slower, not faster.
+		 */
+		threads = 1;
+	} else {
+		threads = PyLong_AsLong(threads_obj);
+		if (threads == -1 && PyErr_Occurred())
+			return -1;
+		if (threads < 1 || threads > MAX_READERS) {
+			PyErr_Format(PyExc_ValueError, "grist.Reader: threads must be in 1..%d, not %ld", MAX_READERS,
+				     threads);
+			return -1;
+		}
+	}
 	if (gristpy_paths_from(obj, &paths))
 		return -1;
 	Py_BEGIN_ALLOW_THREADS
-	ret = grist_reader_open((const char *const *)paths.v, paths.n, NULL, &r);
-	if (ret)
-		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	for (k = 0; k < (unsigned)threads && !ret; k++) {
+		ret = grist_reader_open((const char *const *)paths.v, paths.n, NULL, &self->readers[k]);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", grist_last_error());
+		else
+			self->nreaders = k + 1;
+	}
 	Py_END_ALLOW_THREADS
 	gristpy_paths_free(&paths);
 	if (ret) {
+		reader_close_all(self);
 		gristpy_raise(ret, msg);
 		return -1;
 	}
 	if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
-		grist_reader_close(r);
+		reader_close_all(self);
 		PyErr_NoMemory();
 		return -1;
 	}
-	self->r = r;
-	self->num_records = grist_reader_num_records(r);
+	self->r = self->readers[0];
+	self->num_records = grist_reader_num_records(self->r);
 	return 0;
 }
 
 static void reader_dealloc(ReaderObject *self)
 {
-	grist_reader_close(self->r);
+	reader_close_all(self);
 	if (self->lock)
 		PyThread_free_lock(self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
@@ -115,8 +154,12 @@ static PyObject *reader_getitem(ReaderObject *self, PyObject *key)
 	return res;
 }
 
-/* What read_batch's callback fills with the GIL released: every record copied into one arena. */
+/*
+ * What the batched read's callback fills with the GIL released: every record copied into one
+ * arena. Several threads call in, so the arena is appended to under a mutex.
+ */
 struct gather {
+	pthread_mutex_t mu;
 	uint8_t *arena;
 	size_t used, cap;
 	size_t *off, *len;      /* per request position */
@@ -129,11 +172,14 @@ static int gather_record(void *ctx, size_t position, uint64_t index, const uint8
 	size_t cap;
 
 	(void)index;
+	pthread_mutex_lock(&g->mu);
 	if (g->used + len > g->cap) {
 		cap = g->cap * 2 > g->used + len ? g->cap * 2 : g->used + len;
 		n = realloc(g->arena, cap);
-		if (!n)
+		if (!n) {
+			pthread_mutex_unlock(&g->mu);
 			return -ENOMEM;
+		}
 		g->arena = n;
 		g->cap = cap;
 	}
@@ -141,12 +187,13 @@ static int gather_record(void *ctx, size_t position, uint64_t index, const uint8
 	g->off[position] = g->used;
 	g->len[position] = len;
 	g->used += len;
+	pthread_mutex_unlock(&g->mu);
 	return 0;
 }
 
 static PyObject *reader_read(ReaderObject *self, PyObject *arg)
 {
-	struct gather g = { 0 };
+	struct gather g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint64_t *indices = NULL;
 	PyObject *seq, *list = NULL;
 	char msg[1024] = "";
@@ -171,7 +218,7 @@ static PyObject *reader_read(ReaderObject *self, PyObject *arg)
 			goto out;
 	gristpy_lock(self->lock);
 	Py_BEGIN_ALLOW_THREADS
-	ret = grist_reader_read_batch(self->r, indices, (size_t)n, gather_record, &g);
+	ret = grist_reader_read_batch_parallel(self->readers, self->nreaders, indices, (size_t)n, gather_record, &g);
 	if (ret == -ENOMEM && !grist_last_error()[0])
 		snprintf(msg, sizeof(msg), "grist.Reader.read: cannot allocate %zu bytes", g.used);
 	else if (ret)
@@ -244,8 +291,7 @@ static PyObject *reader_close(ReaderObject *self, PyObject *unused)
 	(void)unused;
 	if (self->r) {
 		gristpy_lock(self->lock); /* wait for a read running on another thread */
-		grist_reader_close(self->r);
-		self->r = NULL;
+		reader_close_all(self);
 		PyThread_release_lock(self->lock);
 	}
 	Py_RETURN_NONE;
@@ -269,7 +315,8 @@ static PyObject *reader_exit(PyObject *self, PyObject *args)
 static PyMethodDef reader_methods[] = {
 	{ "read", (PyCFunction)reader_read, METH_O,
 	  "read(indices) -> list[bytes]: the records at these indices, in request order; each chunk\n"
-	  "is read and decoded once. The GIL is released while reading." },
+	  "is read and decoded once, the chunks split over the reader's threads. The GIL is released\n"
+	  "while reading." },
 	{ "info", (PyCFunction)reader_info, METH_NOARGS,
 	  "info() -> list[dict]: per file: path, records, chunks, group_size, first_record,\n"
 	  "file_size, compression, writer_options." },
@@ -293,7 +340,8 @@ PyTypeObject gristpy_ReaderType = {
 	.tp_name = "grist._grist.Reader",
 	.tp_basicsize = sizeof(ReaderObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-	.tp_doc = "Reader(paths): an ArrayRecord dataset (the files concatenated) read by global index.\n"
+	.tp_doc = "Reader(paths, threads=None): an ArrayRecord dataset (the files concatenated) read by\n"
+		  "global index; read() splits its chunks over `threads` threads (default 1).\n"
 		  "Thread-safe: calls from several threads take turns.",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)reader_init,

@@ -27,8 +27,8 @@ def test_protocol_matches_grains_source(files):
 def test_pickles_and_reopens(files, all_records):
     src = grist.ArrayRecordDataSource(files)
     copy = pickle.loads(pickle.dumps(src))
-    assert copy._reader is None  # opened lazily, in the process that uses it
-    assert len(copy) == 2001 and copy[1500] == all_records[1500] and copy._reader is not None
+    assert copy._readers == []  # opened lazily, in the process that uses it
+    assert len(copy) == 2001 and copy[1500] == all_records[1500] and len(copy._readers) == 1
 
 
 def test_threads(files, all_records):
@@ -44,6 +44,9 @@ def test_threads(files, all_records):
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert not bad
+    assert len(src._readers) == 8  # one reader per reading thread
+    src.close()
+    assert src[5] == all_records[5]
 
 
 @pytest.mark.parametrize("seed,batch", [(0, 32), (42, 7)])

@@ -42,8 +42,17 @@ def test_glob_and_info(files):
         grist.Reader(os.path.join(folder, "nothing-*.ar"))
 
 
-def test_threads_share_a_reader(files, all_records):
-    r = grist.Reader(files)
+def test_batched_reads_split_over_threads(files, all_records):
+    idx = [(i * 7919) % 2001 for i in range(1500)] + [3, 3, 3]
+    for threads in (1, 2, 3):
+        assert grist.Reader(files, threads=threads).read(idx) == [all_records[i] for i in idx]
+    with pytest.raises(ValueError):
+        grist.Reader(files, threads=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_share_a_reader(files, all_records, threads):
+    r = grist.Reader(files, threads=threads)
     bad = []
 
     def work(seed):
