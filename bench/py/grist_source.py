@@ -4,7 +4,8 @@
 Both sources open the same FILE(s). Per round, each side reads (alternating which goes
 first): __getitems__ of --batches batches of 256 shuffled indices, and [i] for --singles
 shuffled indices. Prints one JSON line per measure with both sides' records/s (medians
-over --runs rounds) and the ratio grist / grain.
+over --runs rounds) and the median of the rounds' ratios grist / grain (each round's two
+sides ran back to back, so a drift in the machine's speed cancels in its ratio).
 
     bench/py/grist_source.py FILE --runs 5
 """
@@ -56,8 +57,10 @@ def main():
             rates[("getitem", side)].append(singles(sides[side], idx))
     for m, what in (("getitems", "__getitems__(%d shuffled indices)" % args.batch), ("getitem", "[i], shuffled i")):
         g, r = statistics.median(rates[(m, "grist")]), statistics.median(rates[(m, "grain")])
+        ratios = [a / b for a, b in zip(rates[(m, "grist")], rates[(m, "grain")])]
         print(json.dumps({"measure": what, "grist_records_per_s": round(g, 1), "grain_records_per_s": round(r, 1),
-                          "ratio": round(g / r, 2), "runs": args.runs}))
+                          "ratio": round(statistics.median(ratios), 2), "ratio_min": round(min(ratios), 2),
+                          "ratio_max": round(max(ratios), 2), "runs": args.runs}))
 
 
 if __name__ == "__main__":
