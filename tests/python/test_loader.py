@@ -146,7 +146,8 @@ def test_holding_too_many_batches_raises(files):
         for b in loader:
             held.append(b)
             assert len(held) <= 1000
-    assert "held" in str(e.value)
+    # A clear refusal, not a hang: the C message says how many batches are held.
+    assert "held" in str(e.value) or getattr(e.value, "errno", None) == errno.EBUSY
     del held
 
 
