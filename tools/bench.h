@@ -87,9 +87,9 @@ struct bench_baseline {
 	bool decoded;
 };
 
-enum { BENCH_BASELINES = 5 };
+enum { BENCH_BASELINES = 6 };
 
-/* The baselines' short names, in output order: fio, pread, official, grain, codec. */
+/* The baselines' short names, in output order: fio, pread, official, grain, codec, pyloader. */
 extern const char *const bench_baseline_keys[BENCH_BASELINES];
 
 /* @prog is on PATH, or was installed (package @pkg) with apt-get as root; else @why says why not. */

@@ -22,7 +22,8 @@
 #define GRIST_BENCH_PY_INSTALL_DIR ""
 #endif
 
-const char *const bench_baseline_keys[BENCH_BASELINES] = { "fio", "pread", "official", "grain", "codec" };
+const char *const bench_baseline_keys[BENCH_BASELINES] = { "fio", "pread", "official", "grain", "codec",
+								      "pyloader" };
 
 /* A child's captured output: stdout whole (bounded), stderr's last line. */
 struct child_out {
@@ -446,11 +447,15 @@ out:
 	return ok;
 }
 
+/* Run bench/py/@script on @path for c->seconds; @extra: more arguments (NULL-terminated), or NULL. */
 static void baseline_python(const char *script, const char *name, const char *note, const char *py_dir,
-			    const char *path, const struct bench_config *c, struct bench_baseline *b)
+			    const char *path, const struct bench_config *c, char *const *extra,
+			    struct bench_baseline *b)
 {
 	char script_path[4200], batch[32], seed[32], secs[32];
+	char *argv[32];
 	struct child_out *co;
+	size_t n = 0;
 	double rate;
 
 	b->name = name;
@@ -464,9 +469,16 @@ static void baseline_python(const char *script, const char *name, const char *no
 		return;
 	}
 	/* Imports and index shuffles take a while before the timed part starts: allow for them. */
-	run_child((char *const[]){ "python3", script_path, (char *)path, "--batch", batch, "--seed", seed,
-				   "--seconds", secs, c->cold ? "--cold" : NULL, NULL },
-		  c->seconds * 3 + 120, co);
+	for (char *const *a = (char *const[]){ "python3", script_path, (char *)path, "--batch", batch, "--seed", seed,
+					       "--seconds", secs, NULL };
+	     *a; a++)
+		argv[n++] = *a;
+	if (c->cold)
+		argv[n++] = "--cold";
+	for (; extra && *extra && n < 31; extra++)
+		argv[n++] = *extra;
+	argv[n] = NULL;
+	run_child(argv, c->seconds * 3 + 120, co);
 	rate = json_number_after(co->out, "records_per_s");
 	if (co->status != 0 || rate <= 0) {
 		snprintf(b->why, sizeof(b->why), "%s failed (status %d): %s", script, co->status, co->err_tail);
@@ -521,14 +533,73 @@ static void python_baselines(const char *path, const struct bench_config *c, con
 		begin_baseline(c, p, "official ArrayRecordReader.read");
 		baseline_python("official_read.py", "official read",
 				"ArrayRecordReader(readahead_buffer_size:0).read(batch of shuffled indices), Python",
-				py_dir, path, c, &out[2]);
+				py_dir, path, c, NULL, &out[2]);
 	}
 	if (grain) {
 		begin_baseline(c, p, "grain pipeline");
 		baseline_python("grain_pipeline.py", "grain pipeline",
 				"MapDataset.source(ArrayRecordDataSource).shuffle().batch(), iterated in Python",
-				py_dir, path, c, &out[3]);
+				py_dir, path, c, NULL, &out[3]);
 	}
+}
+
+/*
+ * grist.Loader iterated to numpy from Python (bench/py/grist_loader.py), with grist's own
+ * engine settings: what a Python training loop gets, beside the C consumer's figure.
+ */
+static void python_loader_baseline(const char *path, const struct bench_config *c, struct bench_baseline *b)
+{
+	static const char *const engines[] = { "uring", "pread", "ref" };
+	static const char *const modes[] = { "auto", "buffered", "direct", "mmap" };
+	const struct grist_loader_config *l = &c->loader;
+	char py_dir[4096], threads[16], prefetch[16], qd[16];
+	struct child_out *co;
+	size_t n = 0;
+	char *extra[16];
+
+	b->name = "python loader";
+	if (!find_py_dir(py_dir, sizeof(py_dir))) {
+		snprintf(b->why, sizeof(b->why), "bench/py/grist_loader.py not found (set GRIST_BENCH_PY to its folder)");
+		return;
+	}
+	co = malloc(sizeof(*co));
+	if (!co) {
+		snprintf(b->why, sizeof(b->why), "out of memory");
+		return;
+	}
+	run_child((char *const[]){ "python3", "-c", "import grist", NULL }, 120, co);
+	if (co->status != 0) {
+		snprintf(b->why, sizeof(b->why), "the grist Python package is not installed (pip install .): %.150s",
+			 co->err_tail);
+		free(co);
+		return;
+	}
+	free(co);
+	extra[n++] = "--engine";
+	extra[n++] = (char *)engines[l->engine <= GRIST_ENGINE_REF ? l->engine : 0];
+	extra[n++] = "--io";
+	extra[n++] = (char *)modes[l->read_mode <= GRIST_READ_MMAP ? l->read_mode : 0];
+	extra[n++] = "--granularity";
+	extra[n++] = l->granularity == GRIST_GRANULARITY_CHUNK ? "chunk" : "record";
+	if (l->threads) {
+		snprintf(threads, sizeof(threads), "%u", l->threads);
+		extra[n++] = "--threads";
+		extra[n++] = threads;
+	}
+	if (l->prefetch) {
+		snprintf(prefetch, sizeof(prefetch), "%u", l->prefetch);
+		extra[n++] = "--prefetch";
+		extra[n++] = prefetch;
+	}
+	if (l->queue_depth) {
+		snprintf(qd, sizeof(qd), "%u", l->queue_depth);
+		extra[n++] = "--queue-depth";
+		extra[n++] = qd;
+	}
+	extra[n] = NULL;
+	baseline_python("grist_loader.py", "python loader",
+			"grist.Loader iterated in Python, batch.data/offsets as numpy views (same settings)", py_dir,
+			path, c, extra, b);
 }
 
 void bench_run_baselines(const char *path, const struct bench_config *c, struct bench_baseline out[BENCH_BASELINES])
@@ -555,6 +626,10 @@ void bench_run_baselines(const char *path, const struct bench_config *c, struct 
 		if (p.on)
 			fprintf(stderr, "\r\033[Kbaselines: codec on one core, %.0f s", c->seconds);
 		bench_baseline_codec(path, c, &out[4]);
+	}
+	if (wanted(c, out, 5, "python loader")) {
+		begin_baseline(c, &p, "python loader");
+		python_loader_baseline(path, c, &out[5]);
 	}
 	bench_progress_end(&p);
 }

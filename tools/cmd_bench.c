@@ -43,8 +43,9 @@ static const char bench_usage[] =
 	"  --compare             also run fio (io_uring randread), a pread loop, the official\n"
 	"                        ArrayRecordReader.read(indices), a Grain pipeline and the file's\n"
 	"                        codec on one core for as long, each printed with grist's ratio to\n"
-	"                        it (and for the codec: grist decoded / (codec x decode threads))\n"
-	"  --baselines LIST      --compare with only these: fio,pread,official,grain,codec\n"
+	"                        it (and for the codec: grist decoded / (codec x decode threads)),\n"
+	"                        and grist.Loader iterated from Python (the grist package)\n"
+	"  --baselines LIST      --compare with only these: fio,pread,official,grain,codec,pyloader\n"
 	"  --sweep               vary threads, queue depth, record size, group size and prefetch one\n"
 	"                        at a time around this configuration; CSV and PNG plots into --out\n"
 	"  --out D               sweep output folder (default ./grist-bench-out)\n"
@@ -206,7 +207,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			break;
 		case OPT_BASELINES:
 			if (!parse_baselines(optarg, &a->cfg.baselines))
-				return cli_usage_error("--baselines: '%s' is not a list of fio, pread, official, grain, codec",
+				return cli_usage_error("--baselines: '%s' is not a list of fio, pread, official, grain, codec, pyloader",
 						       optarg);
 			a->compare = true;
 			break;

@@ -1,0 +1,152 @@
+"""grist: ArrayRecord data loading at the speed of the disk.
+
+Reader and Writer for ArrayRecord files, ArrayRecordDataSource (a drop-in for Grain's
+``grain.sources.ArrayRecordDataSource``), and Loader: shuffled, sharded batches assembled by
+the C engine in pinned memory and handed to Python without a copy.
+"""
+
+import glob as _glob
+import os as _os
+import threading as _threading
+
+from . import _grist
+from ._grist import Batch, Error
+
+__version__ = _grist.__version__
+
+__all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error"]
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _expand(paths):
+    """A path, a glob pattern or a sequence of them -> a list of file names, in order.
+
+    A name that exists is taken as it is; a pattern expands to its matches sorted, and a
+    pattern that matches nothing is an error (a typo should not become an empty dataset).
+    """
+    if isinstance(paths, (str, bytes, _os.PathLike)):
+        paths = [paths]
+    out = []
+    for p in paths:
+        p = _os.fsdecode(_os.fspath(p))
+        if not _os.path.exists(p) and _GLOB_CHARS.intersection(p):
+            matches = sorted(_glob.glob(p))
+            if not matches:
+                raise ValueError(f"grist: no file matches {p!r}")
+            out.extend(matches)
+        else:
+            out.append(p)
+    if not out:
+        raise ValueError("grist: no files given")
+    return out
+
+
+class Reader(_grist.Reader):
+    """Reader(paths, threads=None): random and batched access to an ArrayRecord dataset.
+
+    paths is a path, a glob pattern or a list of them; the files are one dataset, their
+    records concatenated in order. len(r), r[i] -> bytes, r.read(indices) -> list[bytes]
+    (each chunk read and decoded once; threads=N splits the chunks of one call over N
+    threads, worth it for large batches on idle cores), r.info() -> list[dict], r.close(),
+    `with`.
+    Thread-safe: calls from several threads take turns, with the GIL released while reading.
+    """
+
+    def __init__(self, paths, threads=None):
+        self.paths = _expand(paths)
+        super().__init__(self.paths, threads)
+
+
+class Writer(_grist.Writer):
+    """Writer(path, options=""): write an ArrayRecord file.
+
+    options is the official writer's option text, e.g. "group_size:1,zstd:3". Records go to a
+    hidden temporary file; nothing exists at path until close() succeeds. Leaving a `with`
+    block by an exception drops the file.
+    """
+
+    def __init__(self, path, options=""):
+        super().__init__(path, options)
+
+
+class ArrayRecordDataSource:
+    """A drop-in for grain.sources.ArrayRecordDataSource (Grain's RandomAccessDataSource).
+
+    len(src), src[i] -> bytes, src.__getitems__(indices) -> list[bytes]. Picklable: the
+    pickle holds the file names only, and a copy (in a Grain worker process) opens the
+    files on first use. Safe from several threads: each thread that reads gets its own
+    reader, so Grain's read threads never wait for each other.
+    """
+
+    def __init__(self, paths):
+        self._paths = _expand(paths)
+        self._setup()
+        self._len = len(self._get_reader())  # opens the files now: a bad path fails here
+
+    def _setup(self):
+        self._lock = _threading.Lock()
+        self._local = _threading.local()
+        self._readers = []
+
+    def _get_reader(self):
+        r = getattr(self._local, "reader", None)
+        if r is None:
+            r = _grist.Reader(self._paths)
+            with self._lock:
+                self._readers.append(r)
+            self._local.reader = r
+        return r
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, index):
+        return self._get_reader()[index]
+
+    def __getitems__(self, indices):
+        return self._get_reader().read(indices)
+
+    def __repr__(self):
+        return f"grist.ArrayRecordDataSource({self._paths!r})"
+
+    def __getstate__(self):
+        return {"paths": self._paths, "len": self._len}
+
+    def __setstate__(self, state):
+        self._paths = state["paths"]
+        self._len = state["len"]
+        self._setup()
+
+    def close(self):
+        """Close every thread's reader; a later read opens the files again."""
+        with self._lock:
+            readers, self._readers = self._readers, []
+            self._local = _threading.local()
+        for r in readers:
+            r.close()
+
+
+class Loader(_grist.Loader):
+    """Loader(paths, batch_size, *, seed=0, epochs=None, shuffle=True, shard_index=0,
+    shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
+    granularity="record", window=None, weights=None, engine="uring", io="auto",
+    threads=None, queue_depth=None, prefetch=None, state=None)
+
+    Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
+    the same settings. epochs=None is unbounded. With weights, paths is a list of datasets,
+    each a path, a glob pattern or a list of them, mixed by weight. layout is "ragged"
+    (records back to back, with offsets), "fixed" or "padded" (rows of record_bytes).
+    get_state() -> bytes is a checkpoint; Loader(..., state=s) continues with exactly the
+    next batch. For several hosts: shard_index=jax.process_index(),
+    shard_count=jax.process_count(). The GIL is released while waiting for a batch.
+    """
+
+    def __init__(self, paths, batch_size, **options):
+        if options.get("weights") is not None:
+            if isinstance(paths, (str, bytes, _os.PathLike)):
+                raise ValueError("grist.Loader: with weights, paths is a list of datasets")
+            paths = [_expand(p) for p in paths]
+        else:
+            paths = _expand(paths)
+        super().__init__(paths, batch_size, **options)

@@ -1,0 +1,304 @@
+/* batch.c - grist._grist.Batch: one delivered batch; numpy views and DLPack over its pinned slot. */
+#include "ext.h"
+
+#include <string.h>
+
+#include "dlpack.h"
+
+typedef struct {
+	PyObject_HEAD
+	PyObject *loader;           /* strong: the loader outlives its batches */
+	struct grist_batch *b;      /* NULL once given back */
+	Py_ssize_t exports;         /* live array views and DLPack tensors */
+	bool release_asked;         /* release() was called: give back when exports reach 0 */
+	enum grist_batch_layout layout;
+} BatchObject;
+
+PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b)
+{
+	BatchObject *self = PyObject_New(BatchObject, &gristpy_BatchType);
+
+	if (!self)
+		return NULL;
+	Py_INCREF(loader);
+	self->loader = loader;
+	self->b = b;
+	self->exports = 0;
+	self->release_asked = false;
+	self->layout = gristpy_loader_layout(loader);
+	return (PyObject *)self;
+}
+
+static void give_back(BatchObject *self)
+{
+	struct grist_batch *b = self->b;
+
+	if (!b)
+		return;
+	self->b = NULL;
+	gristpy_loader_give_back(self->loader, b);
+}
+
+void gristpy_batch_export_add(PyObject *obj)
+{
+	((BatchObject *)obj)->exports++;
+}
+
+void gristpy_batch_export_done(PyObject *obj)
+{
+	BatchObject *self = (BatchObject *)obj;
+
+	if (--self->exports == 0 && self->release_asked)
+		give_back(self);
+}
+
+static void batch_dealloc(BatchObject *self)
+{
+	give_back(self);
+	Py_XDECREF(self->loader);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Access to the bytes: only while the batch is held and release() was not asked for. */
+static struct grist_batch *batch_held(BatchObject *self)
+{
+	if (self->b && !self->release_asked)
+		return self->b;
+	PyErr_SetString(PyExc_ValueError, "grist.Batch: the batch was released");
+	return NULL;
+}
+
+static PyObject *batch_get_data(BatchObject *self, void *closure)
+{
+	struct grist_batch *b = batch_held(self);
+	Py_ssize_t shape[2];
+
+	(void)closure;
+	if (!b)
+		return NULL;
+	if (self->layout == GRIST_LAYOUT_RAGGED) {
+		shape[0] = (Py_ssize_t)b->bytes;
+		return gristpy_view_array((PyObject *)self, b->data, 1, shape, "B", 1);
+	}
+	shape[0] = (Py_ssize_t)b->num_rows;
+	shape[1] = (Py_ssize_t)b->record_bytes;
+	return gristpy_view_array((PyObject *)self, b->data, 2, shape, "B", 1);
+}
+
+/* A per-record array of the batch: @which 'o' offsets (ragged only), 'i' indices, 'd' datasets. */
+static PyObject *batch_array(BatchObject *self, void *closure)
+{
+	struct grist_batch *b = batch_held(self);
+	char which = *(const char *)closure;
+	Py_ssize_t n;
+
+	if (!b)
+		return NULL;
+	n = (Py_ssize_t)b->num_records;
+	if (which == 'd')
+		return gristpy_view_array((PyObject *)self, b->datasets, 1, &n, "I", 4);
+	if (which == 'i')
+		return gristpy_view_array((PyObject *)self, b->indices, 1, &n, "Q", 8);
+	if (!b->offsets)
+		Py_RETURN_NONE;
+	n++;
+	return gristpy_view_array((PyObject *)self, b->offsets, 1, &n, "Q", 8);
+}
+
+static PyObject *batch_get_num_records(BatchObject *self, void *closure)
+{
+	struct grist_batch *b = batch_held(self);
+
+	(void)closure;
+	return b ? PyLong_FromSize_t(b->num_records) : NULL;
+}
+
+static PyObject *batch_get_sequence(BatchObject *self, void *closure)
+{
+	struct grist_batch *b = batch_held(self);
+
+	(void)closure;
+	return b ? PyLong_FromUnsignedLongLong(b->sequence) : NULL;
+}
+
+static PyObject *batch_get_released(BatchObject *self, void *closure)
+{
+	(void)closure;
+	return PyBool_FromLong(!self->b || self->release_asked);
+}
+
+/* records(): copies. Ragged: each record's bytes; fixed/padded: each real row (pad bytes included). */
+static PyObject *batch_records(BatchObject *self, PyObject *unused)
+{
+	struct grist_batch *b = batch_held(self);
+	PyObject *list, *r;
+	size_t i;
+
+	(void)unused;
+	if (!b)
+		return NULL;
+	list = PyList_New((Py_ssize_t)b->num_records);
+	if (!list)
+		return NULL;
+	for (i = 0; i < b->num_records; i++) {
+		if (b->offsets)
+			r = PyBytes_FromStringAndSize((const char *)b->data + b->offsets[i],
+						      (Py_ssize_t)(b->offsets[i + 1] - b->offsets[i]));
+		else
+			r = PyBytes_FromStringAndSize((const char *)b->data + i * b->record_bytes,
+						      (Py_ssize_t)b->record_bytes);
+		if (!r) {
+			Py_DECREF(list);
+			return NULL;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, r);
+	}
+	return list;
+}
+
+static PyObject *batch_release(BatchObject *self, PyObject *unused)
+{
+	(void)unused;
+	self->release_asked = true;
+	if (self->exports == 0)
+		give_back(self);
+	Py_RETURN_NONE;
+}
+
+static PyObject *batch_enter(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (!batch_held((BatchObject *)self))
+		return NULL;
+	Py_INCREF(self);
+	return self;
+}
+
+static PyObject *batch_exit(PyObject *self, PyObject *args)
+{
+	(void)args;
+	return batch_release((BatchObject *)self, NULL);
+}
+
+/* ---- DLPack ---- */
+
+struct dl_export {
+	gristpy_dl_managed managed;
+	int64_t shape[2];
+	PyObject *batch;
+};
+
+/* May run on any thread, with or without the GIL (a consumer frees the tensor when done). */
+static void dl_deleter(gristpy_dl_managed *m)
+{
+	struct dl_export *e = m->manager_ctx;
+	PyGILState_STATE g = PyGILState_Ensure();
+
+	gristpy_batch_export_done(e->batch);
+	Py_DECREF(e->batch);
+	free(e);
+	PyGILState_Release(g);
+}
+
+static void dl_capsule_destructor(PyObject *capsule)
+{
+	gristpy_dl_managed *m;
+
+	/* A consumer that took the tensor renamed the capsule and owns it now. */
+	if (PyCapsule_IsValid(capsule, "used_dltensor"))
+		return;
+	m = PyCapsule_GetPointer(capsule, "dltensor");
+	if (!m) {
+		PyErr_Clear();
+		return;
+	}
+	m->deleter(m);
+}
+
+static PyObject *batch_dlpack(BatchObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "stream", "max_version", "dl_device", "copy", NULL };
+	PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+	struct grist_batch *b = batch_held(self);
+	struct dl_export *e;
+	PyObject *capsule;
+
+	if (!b)
+		return NULL;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOO:__dlpack__", kwlist, &stream, &max_version, &dl_device,
+					 &copy))
+		return NULL;
+	if (copy == Py_True) {
+		PyErr_SetString(PyExc_BufferError, "grist.Batch: __dlpack__ exports without a copy; use records()");
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return PyErr_NoMemory();
+	e->managed.dl_tensor.data = (void *)b->data;
+	e->managed.dl_tensor.device.device_type = GRISTPY_DL_CPU;
+	e->managed.dl_tensor.dtype.code = GRISTPY_DL_UINT;
+	e->managed.dl_tensor.dtype.bits = 8;
+	e->managed.dl_tensor.dtype.lanes = 1;
+	if (self->layout == GRIST_LAYOUT_RAGGED) {
+		e->managed.dl_tensor.ndim = 1;
+		e->shape[0] = (int64_t)b->bytes;
+	} else {
+		e->managed.dl_tensor.ndim = 2;
+		e->shape[0] = (int64_t)b->num_rows;
+		e->shape[1] = (int64_t)b->record_bytes;
+	}
+	e->managed.dl_tensor.shape = e->shape;
+	e->managed.manager_ctx = e;
+	e->managed.deleter = dl_deleter;
+	Py_INCREF(self);
+	e->batch = (PyObject *)self;
+	self->exports++;
+	capsule = PyCapsule_New(&e->managed, "dltensor", dl_capsule_destructor);
+	if (!capsule)
+		dl_deleter(&e->managed);
+	return capsule;
+}
+
+static PyObject *batch_dlpack_device(BatchObject *self, PyObject *unused)
+{
+	(void)self;
+	(void)unused;
+	return Py_BuildValue("(ii)", GRISTPY_DL_CPU, 0);
+}
+
+static PyGetSetDef batch_getset[] = {
+	{ "data", (getter)batch_get_data, NULL,
+	  "numpy uint8 view of the batch's bytes: 1-D (ragged) or (rows, record_bytes) (fixed, padded).", NULL },
+	{ "offsets", (getter)batch_array, NULL, "ragged: numpy uint64, num_records + 1 offsets; else None.", "o" },
+	{ "indices", (getter)batch_array, NULL, "numpy uint64: each record's index within its dataset.", "i" },
+	{ "datasets", (getter)batch_array, NULL, "numpy uint32: each record's dataset.", "d" },
+	{ "num_records", (getter)batch_get_num_records, NULL, "records in the batch (pad rows not counted).", NULL },
+	{ "sequence", (getter)batch_get_sequence, NULL, "0 for the first batch of a run; continues across resume.", NULL },
+	{ "released", (getter)batch_get_released, NULL, "True once release() was called.", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+static PyMethodDef batch_methods[] = {
+	{ "records", (PyCFunction)batch_records, METH_NOARGS, "records() -> list[bytes]: copies of the records." },
+	{ "release", (PyCFunction)batch_release, METH_NOARGS,
+	  "release(): give the slot back to the loader now, or as soon as the arrays taken from this\n"
+	  "batch are gone. The batch's fields are unusable afterwards." },
+	{ "__enter__", batch_enter, METH_NOARGS, NULL },
+	{ "__exit__", batch_exit, METH_VARARGS, NULL },
+	{ "__dlpack__", (PyCFunction)(void (*)(void))batch_dlpack, METH_VARARGS | METH_KEYWORDS,
+	  "DLPack export of .data (CPU, uint8), without a copy; the tensor keeps the batch alive." },
+	{ "__dlpack_device__", (PyCFunction)batch_dlpack_device, METH_NOARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+PyTypeObject gristpy_BatchType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "grist._grist.Batch",
+	.tp_basicsize = sizeof(BatchObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "A batch from grist.Loader: zero-copy views of a pinned batch slot.",
+	.tp_dealloc = (destructor)batch_dealloc,
+	.tp_getset = batch_getset,
+	.tp_methods = batch_methods,
+};

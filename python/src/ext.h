@@ -1,0 +1,67 @@
+/* ext.h - what the grist extension's type files share: the types, errors, locks, path lists. */
+#ifndef GRISTPY_EXT_H
+#define GRISTPY_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "grist/format.h"
+#include "grist/loader.h"
+
+extern PyObject *gristpy_Error;          /* grist.Error, an OSError subclass */
+extern PyTypeObject gristpy_ReaderType;
+extern PyTypeObject gristpy_WriterType;
+extern PyTypeObject gristpy_LoaderType;
+extern PyTypeObject gristpy_BatchType;
+extern PyTypeObject gristpy_ViewType;
+
+/*
+ * Raise the exception for a failed grist call, with the message it left on this thread
+ * (@msg, copied by the caller before anything else could overwrite it; NULL reads
+ * grist_last_error() now). -EINVAL is a bad argument: ValueError. Everything else is a
+ * data or I/O error: grist.Error with errno set. Returns NULL for `return gristpy_raise(...)`.
+ */
+PyObject *gristpy_raise(int code, const char *msg);
+
+/*
+ * Every grist object that C calls reach with the GIL released has one lock, because the
+ * library's objects take one thread at a time. The lock is only ever waited for with the
+ * GIL released, so a thread holding it may always take the GIL back: no lock-order deadlock.
+ */
+void gristpy_lock(PyThread_type_lock lock);
+
+/* A list of file names as C strings, from a str, a path-like object or a sequence of them. */
+struct gristpy_paths {
+	char **v;
+	size_t n;
+};
+int gristpy_paths_from(PyObject *obj, struct gristpy_paths *out);
+void gristpy_paths_free(struct gristpy_paths *p);
+
+/* batch.c: wrap a delivered batch (owned by @loader, a LoaderObject). */
+PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
+
+/* loader.c: give a batch back to its loader (lock taken inside); the loader object stays alive. */
+void gristpy_loader_give_back(PyObject *loader, struct grist_batch *b);
+/* loader.c: the layout of the loader's batches. */
+enum grist_batch_layout gristpy_loader_layout(PyObject *loader);
+
+/*
+ * batch.c: count the exports of a batch (numpy array views, DLPack tensors). The slot goes
+ * back to the loader once release() was asked for and no export is left, or when the batch
+ * object itself is freed (every export holds a reference to it).
+ */
+void gristpy_batch_export_add(PyObject *batch);
+void gristpy_batch_export_done(PyObject *batch);
+
+/*
+ * view.c: a read-only buffer over @ndim-dimensional memory owned by @batch, with struct
+ * format @format ("B", "Q", "I") and @itemsize; turned into a numpy array, it keeps the
+ * batch (and so its slot) alive.
+ */
+PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const Py_ssize_t *shape,
+			     const char *format, Py_ssize_t itemsize);
+
+#endif

@@ -1,0 +1,595 @@
+/* loader.c - grist._grist.Loader: the C loader behind a Python iterator of grist.Batch objects. */
+#include "ext.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+	PyObject_HEAD
+	struct grist_loader *l;     /* NULL before init and after the deferred destroy */
+	PyThread_type_lock lock;    /* next(), release and stats take one thread at a time */
+	enum grist_batch_layout layout;
+	Py_ssize_t live;            /* batches handed out and not yet given back */
+	bool closed;                /* close() was called: destroy once live reaches 0 */
+	bool ended;
+} LoaderObject;
+
+/* ---- keyword arguments: one converter per keyword, in one table (add a row to add one) ---- */
+
+struct loader_args {
+	struct grist_loader_config cfg;
+	PyObject *paths;            /* borrowed */
+	PyObject *weights;          /* borrowed; NULL or None: one dataset */
+	Py_buffer state;            /* .obj is NULL when no state was given */
+};
+
+static int arg_u64(PyObject *v, const char *name, uint64_t *out)
+{
+	unsigned long long x;
+
+	if (PyBool_Check(v) || !PyIndex_Check(v)) {
+		PyErr_Format(PyExc_TypeError, "Loader: %s must be an integer", name);
+		return -1;
+	}
+	v = PyNumber_Index(v);
+	if (!v)
+		return -1;
+	x = PyLong_AsUnsignedLongLong(v);
+	Py_DECREF(v);
+	if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+		PyErr_Clear();
+		PyErr_Format(PyExc_ValueError, "Loader: %s must be an integer in 0..2^64-1", name);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+static int arg_uint(PyObject *v, const char *name, unsigned *out)
+{
+	uint64_t x;
+
+	if (v == Py_None) {
+		*out = 0; /* the library's default */
+		return 0;
+	}
+	if (arg_u64(v, name, &x))
+		return -1;
+	if (x == 0 || x > 1u << 20) {
+		PyErr_Format(PyExc_ValueError, "Loader: %s must be None or in 1..%u, not %llu", name, 1u << 20,
+			     (unsigned long long)x);
+		return -1;
+	}
+	*out = (unsigned)x;
+	return 0;
+}
+
+static int arg_bool(PyObject *v, bool *out)
+{
+	int t = PyObject_IsTrue(v);
+
+	if (t < 0)
+		return -1;
+	*out = t;
+	return 0;
+}
+
+/* One of @words (NULL-terminated); the enum value is the word's position. */
+static int arg_word(PyObject *v, const char *name, const char *const *words, int *out)
+{
+	const char *s;
+	int i;
+
+	if (!PyUnicode_Check(v) || !(s = PyUnicode_AsUTF8(v))) {
+		PyErr_Format(PyExc_TypeError, "Loader: %s must be a string", name);
+		return -1;
+	}
+	for (i = 0; words[i]; i++)
+		if (!strcmp(s, words[i])) {
+			*out = i;
+			return 0;
+		}
+	PyErr_Format(PyExc_ValueError, "Loader: %s must be one of %s%s%s%s%s%s%s, not '%s'", name, words[0],
+		     words[1] ? ", " : "", words[1] ? words[1] : "", words[2] ? ", " : "", words[2] ? words[2] : "",
+		     words[2] && words[3] ? ", " : "", words[2] && words[3] ? words[3] : "", s);
+	return -1;
+}
+
+static int kw_batch_size(PyObject *v, struct loader_args *a) { return arg_u64(v, "batch_size", &a->cfg.batch_size); }
+static int kw_seed(PyObject *v, struct loader_args *a) { return arg_u64(v, "seed", &a->cfg.seed); }
+static int kw_shard_index(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_index", &a->cfg.shard_index); }
+static int kw_shard_count(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_count", &a->cfg.shard_count); }
+static int kw_drop_remainder(PyObject *v, struct loader_args *a) { return arg_bool(v, &a->cfg.drop_remainder); }
+static int kw_threads(PyObject *v, struct loader_args *a) { return arg_uint(v, "threads", &a->cfg.threads); }
+static int kw_queue_depth(PyObject *v, struct loader_args *a) { return arg_uint(v, "queue_depth", &a->cfg.queue_depth); }
+static int kw_prefetch(PyObject *v, struct loader_args *a) { return arg_uint(v, "prefetch", &a->cfg.prefetch); }
+
+static int kw_epochs(PyObject *v, struct loader_args *a)
+{
+	if (v == Py_None) {
+		a->cfg.epochs = 0; /* unbounded */
+		return 0;
+	}
+	if (arg_u64(v, "epochs", &a->cfg.epochs))
+		return -1;
+	if (a->cfg.epochs == 0) {
+		PyErr_SetString(PyExc_ValueError, "Loader: epochs must be None (unbounded) or >= 1");
+		return -1;
+	}
+	return 0;
+}
+
+static int kw_shuffle(PyObject *v, struct loader_args *a)
+{
+	bool shuffle;
+
+	if (arg_bool(v, &shuffle))
+		return -1;
+	a->cfg.no_shuffle = !shuffle;
+	return 0;
+}
+
+static int kw_layout(PyObject *v, struct loader_args *a)
+{
+	static const char *const words[] = { "ragged", "fixed", "padded", NULL };
+	int x;
+
+	if (arg_word(v, "layout", words, &x))
+		return -1;
+	a->cfg.layout = (enum grist_batch_layout)x; /* words are in enum order */
+	return 0;
+}
+
+static int kw_record_bytes(PyObject *v, struct loader_args *a)
+{
+	uint64_t x;
+
+	if (v == Py_None)
+		return 0;
+	if (arg_u64(v, "record_bytes", &x))
+		return -1;
+	a->cfg.record_bytes = (size_t)x;
+	return 0;
+}
+
+static int kw_pad_value(PyObject *v, struct loader_args *a)
+{
+	uint64_t x;
+
+	if (arg_u64(v, "pad_value", &x))
+		return -1;
+	if (x > 255) {
+		PyErr_Format(PyExc_ValueError, "Loader: pad_value must be in 0..255, not %llu", (unsigned long long)x);
+		return -1;
+	}
+	a->cfg.pad_value = (uint8_t)x;
+	return 0;
+}
+
+static int kw_granularity(PyObject *v, struct loader_args *a)
+{
+	static const char *const words[] = { "record", "chunk", NULL };
+	int x;
+
+	if (arg_word(v, "granularity", words, &x))
+		return -1;
+	a->cfg.granularity = x ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+	return 0;
+}
+
+static int kw_window(PyObject *v, struct loader_args *a)
+{
+	if (v == Py_None)
+		return 0;
+	if (arg_u64(v, "window", &a->cfg.window_chunks))
+		return -1;
+	if (!a->cfg.window_chunks) {
+		PyErr_SetString(PyExc_ValueError, "Loader: window must be None or >= 1 chunks");
+		return -1;
+	}
+	return 0;
+}
+
+static int kw_weights(PyObject *v, struct loader_args *a)
+{
+	a->weights = v;
+	return 0;
+}
+
+static int kw_engine(PyObject *v, struct loader_args *a)
+{
+	static const char *const words[] = { "uring", "pread", "ref", NULL };
+	static const enum grist_engine_kind kinds[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
+	int x;
+
+	if (arg_word(v, "engine", words, &x))
+		return -1;
+	a->cfg.engine = kinds[x];
+	return 0;
+}
+
+static int kw_io(PyObject *v, struct loader_args *a)
+{
+	static const char *const words[] = { "auto", "buffered", "direct", "mmap", NULL };
+	int x;
+
+	if (arg_word(v, "io", words, &x))
+		return -1;
+	a->cfg.read_mode = (enum grist_read_mode)x; /* words are in enum order */
+	return 0;
+}
+
+static int kw_state(PyObject *v, struct loader_args *a)
+{
+	if (v == Py_None)
+		return 0;
+	if (PyObject_GetBuffer(v, &a->state, PyBUF_SIMPLE) < 0)
+		return -1;
+	a->cfg.resume_state = a->state.buf;
+	a->cfg.resume_state_len = (size_t)a->state.len;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*apply)(PyObject *v, struct loader_args *a);
+} loader_keywords[] = {
+	{ "batch_size", kw_batch_size }, { "seed", kw_seed }, { "epochs", kw_epochs },
+	{ "shuffle", kw_shuffle }, { "shard_index", kw_shard_index }, { "shard_count", kw_shard_count },
+	{ "drop_remainder", kw_drop_remainder }, { "layout", kw_layout }, { "record_bytes", kw_record_bytes },
+	{ "pad_value", kw_pad_value }, { "granularity", kw_granularity }, { "window", kw_window },
+	{ "weights", kw_weights }, { "engine", kw_engine }, { "io", kw_io }, { "threads", kw_threads },
+	{ "queue_depth", kw_queue_depth }, { "prefetch", kw_prefetch }, { "state", kw_state },
+};
+
+static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
+{
+	const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
+	size_t i;
+
+	if (!name) {
+		PyErr_SetString(PyExc_TypeError, "Loader: keywords must be strings");
+		return -1;
+	}
+	for (i = 0; i < sizeof(loader_keywords) / sizeof(loader_keywords[0]); i++)
+		if (!strcmp(name, loader_keywords[i].name))
+			return loader_keywords[i].apply(v, a);
+	PyErr_Format(PyExc_TypeError, "Loader() got an unexpected keyword argument '%s'", name);
+	return -1;
+}
+
+/* ---- datasets ---- */
+
+struct datasets {
+	struct grist_dataset_spec *specs;
+	struct gristpy_paths *paths;
+	size_t n;
+};
+
+static void datasets_free(struct datasets *d)
+{
+	size_t i;
+
+	for (i = 0; d->paths && i < d->n; i++)
+		gristpy_paths_free(&d->paths[i]);
+	free(d->paths);
+	free(d->specs);
+}
+
+/* One dataset from @paths, or with @weights one per item of @paths (a path or a list of paths). */
+static int datasets_from(PyObject *paths, PyObject *weights, struct datasets *d)
+{
+	PyObject *ps = NULL, *ws = NULL;
+	Py_ssize_t i, n = 1;
+
+	memset(d, 0, sizeof(*d));
+	if (weights && weights != Py_None) {
+		ws = PySequence_Fast(weights, "Loader: weights must be a sequence of numbers");
+		if (!ws)
+			return -1;
+		ps = PySequence_Fast(paths, "Loader: with weights, paths must be a list of datasets");
+		if (!ps)
+			goto fail;
+		n = PySequence_Fast_GET_SIZE(ws);
+		if (n == 0 || PySequence_Fast_GET_SIZE(ps) != n) {
+			PyErr_Format(PyExc_ValueError, "Loader: %zd weights for %zd datasets", n,
+				     PySequence_Fast_GET_SIZE(ps));
+			goto fail;
+		}
+	}
+	d->specs = calloc((size_t)n, sizeof(*d->specs));
+	d->paths = calloc((size_t)n, sizeof(*d->paths));
+	if (!d->specs || !d->paths) {
+		PyErr_NoMemory();
+		goto fail;
+	}
+	d->n = (size_t)n;
+	for (i = 0; i < n; i++) {
+		if (gristpy_paths_from(ps ? PySequence_Fast_GET_ITEM(ps, i) : paths, &d->paths[i]))
+			goto fail;
+		d->specs[i].paths = (const char *const *)d->paths[i].v;
+		d->specs[i].num_paths = d->paths[i].n;
+		d->specs[i].weight = 1.0;
+		if (ws) {
+			d->specs[i].weight = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(ws, i));
+			if (PyErr_Occurred())
+				goto fail;
+		}
+	}
+	Py_XDECREF(ps);
+	Py_XDECREF(ws);
+	return 0;
+fail:
+	Py_XDECREF(ps);
+	Py_XDECREF(ws);
+	datasets_free(d);
+	return -1;
+}
+
+/* ---- the type ---- */
+
+static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
+{
+	struct loader_args a;
+	struct datasets ds = { 0 };
+	struct grist_loader *l = NULL;
+	char msg[1024] = "";
+	PyObject *key, *value;
+	Py_ssize_t pos = 0, nargs = PyTuple_GET_SIZE(args);
+	int ret = -1, code;
+
+	memset(&a, 0, sizeof(a));
+	if (self->l || self->closed) {
+		PyErr_SetString(PyExc_ValueError, "grist.Loader: already initialised");
+		return -1;
+	}
+	if (nargs < 1 || nargs > 2) {
+		PyErr_Format(PyExc_TypeError, "Loader() takes paths and batch_size as positional arguments (%zd given)",
+			     nargs);
+		return -1;
+	}
+	a.paths = PyTuple_GET_ITEM(args, 0);
+	if (nargs == 2 && kw_batch_size(PyTuple_GET_ITEM(args, 1), &a))
+		goto out;
+	while (kwds && PyDict_Next(kwds, &pos, &key, &value))
+		if (apply_keyword(key, value, &a))
+			goto out;
+	if (nargs < 2 && !(kwds && PyDict_GetItemString(kwds, "batch_size"))) {
+		PyErr_SetString(PyExc_TypeError, "Loader() missing required argument 'batch_size'");
+		goto out;
+	}
+	if (datasets_from(a.paths, a.weights, &ds))
+		goto out;
+	a.cfg.datasets = ds.specs;
+	a.cfg.num_datasets = ds.n;
+	if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	/* Opening the files and starting the engine threads does I/O: the GIL is released. */
+	Py_BEGIN_ALLOW_THREADS
+	code = grist_loader_create(&a.cfg, &l);
+	if (code)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	if (code) {
+		gristpy_raise(code, msg);
+		goto out;
+	}
+	self->l = l;
+	self->layout = a.cfg.layout;
+	ret = 0;
+out:
+	datasets_free(&ds);
+	if (a.state.obj)
+		PyBuffer_Release(&a.state);
+	return ret;
+}
+
+/* Lock held. Batches hold a reference to their loader, so this runs once the last one is gone. */
+static void loader_destroy_locked(LoaderObject *self)
+{
+	struct grist_loader *l = self->l;
+
+	self->l = NULL;
+	if (!l)
+		return;
+	/* Joining the engine's threads can take a moment. */
+	Py_BEGIN_ALLOW_THREADS
+	grist_loader_destroy(l);
+	Py_END_ALLOW_THREADS
+}
+
+static void loader_dealloc(LoaderObject *self)
+{
+	if (self->l) {
+		gristpy_lock(self->lock);
+		loader_destroy_locked(self);
+		PyThread_release_lock(self->lock);
+	}
+	if (self->lock)
+		PyThread_free_lock(self->lock);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int loader_check(LoaderObject *self)
+{
+	if (self->l && !self->closed)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "grist.Loader: the loader is closed");
+	return -1;
+}
+
+void gristpy_loader_give_back(PyObject *obj, struct grist_batch *b)
+{
+	LoaderObject *self = (LoaderObject *)obj;
+
+	gristpy_lock(self->lock);
+	if (self->l)
+		grist_loader_release(self->l, b);
+	self->live--;
+	if (self->closed && self->live == 0)
+		loader_destroy_locked(self);
+	PyThread_release_lock(self->lock);
+}
+
+enum grist_batch_layout gristpy_loader_layout(PyObject *obj)
+{
+	return ((LoaderObject *)obj)->layout;
+}
+
+static PyObject *loader_iternext(LoaderObject *self)
+{
+	struct grist_batch *b = NULL;
+	char msg[1024] = "";
+	PyObject *batch;
+	int ret;
+
+	if (loader_check(self))
+		return NULL;
+	if (self->ended)
+		return NULL; /* StopIteration */
+	gristpy_lock(self->lock);
+	/* The wait for the next batch runs without the GIL: other Python threads (a training
+	 * step, a prefetch thread) run meanwhile. */
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_loader_next(self->l, &b);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	if (!ret && b)
+		self->live++;
+	PyThread_release_lock(self->lock);
+	if (ret)
+		return gristpy_raise(ret, msg);
+	if (!b) {
+		self->ended = true;
+		return NULL;
+	}
+	batch = gristpy_batch_new((PyObject *)self, b);
+	if (!batch) /* nobody will see this batch: hand it back at once */
+		gristpy_loader_give_back((PyObject *)self, b);
+	return batch;
+}
+
+static PyObject *loader_get_state(LoaderObject *self, PyObject *unused)
+{
+	uint8_t buf[GRIST_STATE_MAX];
+	size_t len = 0;
+	int ret;
+
+	(void)unused;
+	if (loader_check(self))
+		return NULL;
+	gristpy_lock(self->lock);
+	ret = grist_loader_save_state(self->l, buf, sizeof(buf), &len);
+	PyThread_release_lock(self->lock);
+	if (ret)
+		return gristpy_raise(ret, NULL);
+	return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
+}
+
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
+{
+	struct grist_loader_stats st;
+
+	(void)unused;
+	if (loader_check(self))
+		return NULL;
+	gristpy_lock(self->lock);
+	grist_loader_stats(self->l, &st);
+	PyThread_release_lock(self->lock);
+	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
+			     "engine", st.engine, "read_mode", st.read_mode, "threads", st.threads,
+			     "batches", (unsigned long long)st.batches, "records", (unsigned long long)st.records,
+			     "records_filtered", (unsigned long long)st.records_filtered,
+			     "reads_issued", (unsigned long long)st.reads_issued,
+			     "bytes_read", (unsigned long long)st.bytes_read,
+			     "chunks_decoded", (unsigned long long)st.chunks_decoded,
+			     "bytes_decoded", (unsigned long long)st.bytes_decoded,
+			     "io_wait_ns", (unsigned long long)st.io_wait_ns, "decode_ns", (unsigned long long)st.decode_ns,
+			     "assemble_ns", (unsigned long long)st.assemble_ns,
+			     "consumer_stall_ns", (unsigned long long)st.consumer_stall_ns,
+			     "producer_stall_ns", (unsigned long long)st.producer_stall_ns,
+			     "queue_occupancy_sum", (unsigned long long)st.queue_occupancy_sum,
+			     "memory_bytes", (unsigned long long)st.memory_bytes,
+			     "registered_buffers", st.registered_buffers ? Py_True : Py_False,
+			     "pinned", st.pinned ? Py_True : Py_False);
+}
+
+static PyObject *loader_num_records(LoaderObject *self, PyObject *arg)
+{
+	Py_ssize_t d = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+
+	if (d == -1 && PyErr_Occurred())
+		return NULL;
+	if (loader_check(self))
+		return NULL;
+	return PyLong_FromUnsignedLongLong(grist_loader_num_records(self->l, (size_t)d));
+}
+
+/*
+ * close() stops the loader. Batches still alive keep their memory: the engine is destroyed
+ * when the last of them is given back (each holds a reference to this object).
+ */
+static PyObject *loader_close(LoaderObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (!self->l || self->closed)
+		Py_RETURN_NONE;
+	gristpy_lock(self->lock);
+	self->closed = true;
+	if (self->live == 0)
+		loader_destroy_locked(self);
+	PyThread_release_lock(self->lock);
+	Py_RETURN_NONE;
+}
+
+static PyObject *loader_enter(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (loader_check((LoaderObject *)self))
+		return NULL;
+	Py_INCREF(self);
+	return self;
+}
+
+static PyObject *loader_exit(PyObject *self, PyObject *args)
+{
+	(void)args;
+	return loader_close((LoaderObject *)self, NULL);
+}
+
+static PyObject *loader_iter(PyObject *self)
+{
+	Py_INCREF(self);
+	return self;
+}
+
+static PyMethodDef loader_methods[] = {
+	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
+	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
+	  "continues with exactly the next batch." },
+	{ "stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict: the per-stage counters." },
+	{ "num_records", (PyCFunction)loader_num_records, METH_O,
+	  "num_records(d) -> int: records per epoch of dataset d (before sharding)." },
+	{ "close", (PyCFunction)loader_close, METH_NOARGS,
+	  "close(): stop the loader; batches still alive stay valid until they are released." },
+	{ "__enter__", loader_enter, METH_NOARGS, NULL },
+	{ "__exit__", loader_exit, METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+PyTypeObject gristpy_LoaderType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "grist._grist.Loader",
+	.tp_basicsize = sizeof(LoaderObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Loader(paths, batch_size, **options): shuffled, sharded batches (see grist.Loader).",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)loader_init,
+	.tp_dealloc = (destructor)loader_dealloc,
+	.tp_iter = loader_iter,
+	.tp_iternext = (iternextfunc)loader_iternext,
+	.tp_methods = loader_methods,
+};

@@ -1,0 +1,181 @@
+/* writer.c - grist._grist.Writer: writing an ArrayRecord file (grist_writer_*), crash-safe. */
+#include "ext.h"
+
+typedef struct {
+	PyObject_HEAD
+	struct grist_writer *w;     /* NULL once closed or aborted */
+	PyThread_type_lock lock;    /* a writer takes one thread at a time */
+} WriterObject;
+
+static int writer_check(WriterObject *self)
+{
+	if (self->w)
+		return 0;
+	PyErr_SetString(PyExc_ValueError, "grist.Writer: the writer is closed");
+	return -1;
+}
+
+static int writer_init(WriterObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "path", "options", NULL };
+	PyObject *path = NULL;
+	const char *options = "";
+	char msg[1024] = "";
+	struct grist_writer *w = NULL;
+	int ret;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|s:Writer", kwlist, PyUnicode_FSConverter, &path, &options))
+		return -1;
+	if (self->w) {
+		Py_DECREF(path);
+		PyErr_SetString(PyExc_ValueError, "grist.Writer: already open");
+		return -1;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_writer_open(PyBytes_AS_STRING(path), options, &w);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	Py_DECREF(path);
+	if (ret) {
+		gristpy_raise(ret, msg);
+		return -1;
+	}
+	if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
+		grist_writer_abort(w);
+		PyErr_NoMemory();
+		return -1;
+	}
+	self->w = w;
+	return 0;
+}
+
+/* A writer dropped without close() leaves nothing at its path: the C writer's temporary goes. */
+static void writer_dealloc(WriterObject *self)
+{
+	grist_writer_abort(self->w);
+	if (self->lock)
+		PyThread_free_lock(self->lock);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *writer_write(WriterObject *self, PyObject *arg)
+{
+	char msg[1024] = "";
+	Py_buffer view;
+	int ret;
+
+	if (writer_check(self) || PyObject_GetBuffer(arg, &view, PyBUF_CONTIG_RO) < 0)
+		return NULL;
+	gristpy_lock(self->lock);
+	if (!self->w) { /* closed by another thread meanwhile */
+		PyThread_release_lock(self->lock);
+		PyBuffer_Release(&view);
+		writer_check(self);
+		return NULL;
+	}
+	/* Filling a chunk compresses it: small records stay under the GIL, where a release costs more. */
+	if (view.len >= 65536) {
+		Py_BEGIN_ALLOW_THREADS
+		ret = grist_writer_write(self->w, view.buf, (size_t)view.len);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", grist_last_error());
+		Py_END_ALLOW_THREADS
+	} else {
+		ret = grist_writer_write(self->w, view.buf, (size_t)view.len);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	}
+	if (ret) { /* the C writer wants an abort after a failed write: nothing is committed */
+		grist_writer_abort(self->w);
+		self->w = NULL;
+	}
+	PyThread_release_lock(self->lock);
+	PyBuffer_Release(&view);
+	if (ret)
+		return gristpy_raise(ret, msg);
+	Py_RETURN_NONE;
+}
+
+static PyObject *writer_close(WriterObject *self, PyObject *unused)
+{
+	struct grist_writer *w;
+	char msg[1024] = "";
+	int ret;
+
+	(void)unused;
+	if (!self->w)
+		Py_RETURN_NONE;
+	gristpy_lock(self->lock);
+	w = self->w;
+	self->w = NULL;
+	ret = 0;
+	if (w) {
+		Py_BEGIN_ALLOW_THREADS
+		ret = grist_writer_close(w);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", grist_last_error());
+		Py_END_ALLOW_THREADS
+	}
+	PyThread_release_lock(self->lock);
+	if (ret)
+		return gristpy_raise(ret, msg);
+	Py_RETURN_NONE;
+}
+
+static PyObject *writer_abort(WriterObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (self->w) {
+		gristpy_lock(self->lock);
+		grist_writer_abort(self->w);
+		self->w = NULL;
+		PyThread_release_lock(self->lock);
+	}
+	Py_RETURN_NONE;
+}
+
+static PyObject *writer_enter(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	if (writer_check((WriterObject *)self))
+		return NULL;
+	Py_INCREF(self);
+	return self;
+}
+
+/* Leaving a `with` block by an exception drops the file; otherwise it is committed. */
+static PyObject *writer_exit(PyObject *self, PyObject *args)
+{
+	PyObject *type = Py_None, *value = Py_None, *tb = Py_None;
+
+	if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &type, &value, &tb))
+		return NULL;
+	if (type != Py_None)
+		return writer_abort((WriterObject *)self, NULL);
+	return writer_close((WriterObject *)self, NULL);
+}
+
+static PyMethodDef writer_methods[] = {
+	{ "write", (PyCFunction)writer_write, METH_O, "write(record): append one record (any bytes-like object)." },
+	{ "close", (PyCFunction)writer_close, METH_NOARGS,
+	  "close(): finish the file, fsync it and rename it into place. Before close succeeds\n"
+	  "nothing exists at the path." },
+	{ "abort", (PyCFunction)writer_abort, METH_NOARGS, "abort(): drop the file (nothing appears at the path)." },
+	{ "__enter__", writer_enter, METH_NOARGS, NULL },
+	{ "__exit__", writer_exit, METH_VARARGS, NULL },
+	{ NULL, NULL, 0, NULL },
+};
+
+PyTypeObject gristpy_WriterType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "grist._grist.Writer",
+	.tp_basicsize = sizeof(WriterObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+	.tp_doc = "Writer(path, options=''): write an ArrayRecord file; options as the official writer's\n"
+		  "(e.g. 'group_size:1,zstd:3'). Leaving `with` by an exception drops the file.",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)writer_init,
+	.tp_dealloc = (destructor)writer_dealloc,
+	.tp_methods = writer_methods,
+};
