@@ -7,7 +7,7 @@
 
 static void test_round_trip(void **state)
 {
-	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP }, b;
+	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE + 8];
 
 	(void)state;
@@ -29,7 +29,7 @@ static void test_round_trip(void **state)
 /* Every flipped bit and every truncation is caught: no silent misread. */
 static void test_corruption(void **state)
 {
-	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0 }, b;
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE], bad[GRIST_STATE_SIZE + 1];
 	size_t i, bit;
 
