@@ -82,18 +82,20 @@ enum grist_batch_layout {
  *   positions    rows x pack_length uint32: 0, 1, ... within each segment, 0 for padding.
  *
  * A record whose length is not a multiple of pack_token_bytes stops the loader with
- * -EINVAL naming its file and record; a record longer than pack_length tokens is cut
- * to its first pack_length tokens (Grain asks for that as a map before the packer).
- * An empty record takes a segment id and no tokens, as in Grain.
+ * -EINVAL naming its file and record. An empty record takes a segment id and no
+ * tokens, as in Grain.
  *
- * GRIST_PACK_FIRST_FIT: pack_bins rows are open at once; each sequence goes into the
- *   first open row with room. When one fits no open row, the open rows that hold
- *   anything are emitted in order (a "round") and that sequence starts the next round;
- *   the last round is emitted at the end. Equal to FirstFitPackIterDataset(
- *   length_struct={'tokens': L}, num_packing_bins=pack_bins, shuffle_bins=False).
+ * GRIST_PACK_FIRST_FIT: a record longer than pack_length tokens is cut to its first
+ *   pack_length tokens (Grain refuses longer ones and asks for that cut as a map before
+ *   the packer). pack_bins rows are open at once; each sequence goes into the first
+ *   open row with room. When one fits no open row, the open rows that hold anything are
+ *   emitted in order (a "round") and that sequence starts the next round; the last
+ *   round is emitted at the end. Equal to FirstFitPackIterDataset(length_struct=
+ *   {'tokens': L}, num_packing_bins=pack_bins, shuffle_bins=False) after that cut.
  * GRIST_PACK_CONCAT_SPLIT: sequences are laid end to end and cut every pack_length
- *   tokens; the piece of a sequence that begins a row gets segment id 1 and positions
- *   from 0 again. Equal to ConcatThenSplitIterDataset(length_struct={'tokens': L}).
+ *   tokens, a long one across as many rows as it needs (nothing is dropped); the piece
+ *   of a sequence that begins a row gets segment id 1 and positions from 0 again.
+ *   Equal to ConcatThenSplitIterDataset(length_struct={'tokens': L}).
  *
  * Packing runs on the consumer side of the engine, on the records in stream order, so
  * rows are the same for every engine, thread count and queue depth. drop_remainder

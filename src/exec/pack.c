@@ -333,42 +333,46 @@ static void cts_finish_row(struct grist_packer *pk, uint64_t position, uint64_t 
 /*
  * Grain's loop, one record at a time: a sequence that fits the room left goes in whole
  * (an empty one too, even into a full row); one that does not fills the room, the row
- * is emitted, and the rest starts the next row as its segment 1, positions from 0.
- * @off tokens of the record were delivered before a restore.
+ * is emitted, and the rest starts the next row as its segment 1, positions from 0, and
+ * is cut again every L tokens. @off tokens of the record were delivered before a restore.
  */
-static int cts_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uint64_t position, uint32_t off)
+static int cts_push(struct grist_packer *pk, const uint8_t *data, uint64_t m, uint64_t position, uint64_t off)
 {
-	uint32_t L = (uint32_t)pk->p.length, avail = L - pk->row_used;
+	uint64_t L = pk->p.length, avail = L - pk->row_used;
 	size_t tb = pk->p.token_bytes;
 	int ret;
 
 	if (m - off <= avail)
-		return cts_append(pk, data + (size_t)off * tb, m - off);
+		return cts_append(pk, data + off * tb, (uint32_t)(m - off));
 	if (avail) {
-		ret = cts_append(pk, data + (size_t)off * tb, avail);
+		ret = cts_append(pk, data + off * tb, (uint32_t)avail);
 		if (ret)
 			return ret;
 	}
 	off += avail;
 	cts_finish_row(pk, position, off);
-	/* only with m > L, which truncation rules out; kept so the loop is Grain's for any m */
 	while (m - off > L) {
-		ret = cts_append(pk, data + (size_t)off * tb, L);
+		ret = cts_append(pk, data + off * tb, (uint32_t)L);
 		if (ret)
 			return ret;
 		off += L;
 		cts_finish_row(pk, position, off);
 	}
-	return cts_append(pk, data + (size_t)off * tb, m - off);
+	return cts_append(pk, data + off * tb, (uint32_t)(m - off));
 }
 
 /* ---- the record stream ---- */
 
+/*
+ * First-fit cuts a sequence to L tokens (Grain refuses longer ones and asks for that
+ * cut as a map before the packer); concat-split takes it whole and splits it across
+ * rows, as ConcatThenSplitIterDataset does.
+ */
 static int push_record(struct grist_packer *pk, const uint8_t *data, size_t len, uint64_t position, uint32_t dataset,
 		       uint64_t record)
 {
-	size_t tb = pk->p.token_bytes, n;
-	uint32_t m, off = 0;
+	size_t tb = pk->p.token_bytes;
+	uint64_t n, off = 0;
 
 	if (len % tb) {
 		grist_fail(-EINVAL, "dataset %u record %llu: %zu bytes is not a whole number of %zu-byte tokens",
@@ -376,21 +380,20 @@ static int push_record(struct grist_packer *pk, const uint8_t *data, size_t len,
 		return pk->src.record_error(pk->src.ctx, dataset, record, -EINVAL);
 	}
 	n = len / tb;
-	m = (uint32_t)(n < pk->p.length ? n : pk->p.length);
 	if (pk->p.mode == GRIST_PACK_FIRST_FIT)
-		return ff_push(pk, data, m, position);
+		return ff_push(pk, data, (uint32_t)(n < pk->p.length ? n : pk->p.length), position);
 	if (pk->check_first) {
 		pk->check_first = false;
-		if (position != pk->resume_position || pk->skip >= m)
+		if (position != pk->resume_position || pk->skip >= n)
 			return grist_fail(-EBADMSG, "resume state: %llu tokens of the sequence at position %llu were "
-					  "delivered, but the first record is at position %llu with %u tokens; the "
+					  "delivered, but the first record is at position %llu with %llu tokens; the "
 					  "state does not belong to these records",
 					  (unsigned long long)pk->skip, (unsigned long long)pk->resume_position,
-					  (unsigned long long)position, m);
-		off = (uint32_t)pk->skip;
+					  (unsigned long long)position, (unsigned long long)n);
+		off = pk->skip;
 		pk->skip = 0;
 	}
-	return cts_push(pk, data, m, position, off);
+	return cts_push(pk, data, n, position, off);
 }
 
 static uint64_t row_position(const struct grist_slot *s, size_t i)
@@ -549,11 +552,9 @@ int grist_packer_create(const struct grist_pack_params *p, const struct grist_pa
 	ret = grist_packer_check(p, SIZE_MAX);
 	if (ret)
 		return ret;
-	if (p->mode == GRIST_PACK_FIRST_FIT ? skip >= p->bins : skip >= p->length)
-		return grist_fail(-EBADMSG, "resume state: it skips %llu %s; a %s has at most %zu",
-				  (unsigned long long)skip, p->mode == GRIST_PACK_FIRST_FIT ? "rows" : "tokens",
-				  p->mode == GRIST_PACK_FIRST_FIT ? "round" : "row",
-				  p->mode == GRIST_PACK_FIRST_FIT ? p->bins - 1 : p->length - 1);
+	if (p->mode == GRIST_PACK_FIRST_FIT && skip >= p->bins)
+		return grist_fail(-EBADMSG, "resume state: it skips %llu rows of a round; a round has at most %zu",
+				  (unsigned long long)skip, p->bins);
 	pk = calloc(1, sizeof(*pk));
 	if (!pk)
 		return grist_fail(-ENOMEM, "packing: out of memory");

@@ -4,8 +4,8 @@
 The same record stream is built twice: grist's delivery order (`grist load
 --print-indices`, same seed, shard, epochs and mix) looked up in the records written
 here, fed to grain.experimental.FirstFitPackIterDataset(shuffle_bins=False) or
-ConcatThenSplitIterDataset (each record cut to L tokens first, which grist does
-itself); and `grist load --pack ... --print-packed`. The rows, segment ids and
+ConcatThenSplitIterDataset (for first-fit each record cut to L tokens first, which
+grist does itself); and `grist load --pack ... --print-packed`. The rows, segment ids and
 positions must be equal, for several L and BINS, with empty and over-long records.
 Also: resume in the middle of a round gives exactly the rest; engines, threads and
 queue depths give the same digests; --stats efficiency equals Grain's; bad token
@@ -93,7 +93,8 @@ def stream(files, opts):
 def grain_rows(records, width, mode, length, bins=None):
     ge, np = grain()
     import grain as gr
-    elems = [{"tokens": np.asarray(r[:length], dtype=DTYPES[width])} for r in records]
+    cut = length if mode == "first-fit" else None  # Grain's first-fit wants the cut as a map before it
+    elems = [{"tokens": np.asarray(r[:cut], dtype=DTYPES[width])} for r in records]
     ds = gr.MapDataset.source(elems).to_iter_dataset()
     if mode == "first-fit":
         ds = ge.FirstFitPackIterDataset(ds, length_struct={"tokens": length}, num_packing_bins=bins,
