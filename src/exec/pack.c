@@ -14,19 +14,29 @@
  */
 struct pack_out {
 	struct grist_slot slot;
-	size_t rows;
+	size_t rows;            /* complete rows */
+	size_t reserved;        /* rows handed out to be filled: rows <= reserved <= batch_rows */
 	uint64_t tokens;        /* real tokens in the rows */
 	uint64_t end_position;  /* the checkpoint after the last row */
 	uint64_t end_skip;
-	struct pack_out *next;  /* free list, ready queue, or the list of all outs */
-	struct pack_out *all;
+	struct pack_out *next;  /* free list, ready queue, or the chain of slots being filled */
+	struct pack_out *all;   /* every slot the packer owns */
 };
 
-/* First-fit: the open rows of the current round, and a max tree over their free room. */
+/* Where one row is written. */
+struct row_ref {
+	uint8_t *tok;
+	uint32_t *seg, *pos;
+};
+
+/*
+ * First-fit: the open rows of the current round and a max tree over their free room.
+ * The rows are written in place, in the delivered batches: a row is reserved the first
+ * time its bin is used, and bins are used in order (a bin is only tried after every bin
+ * before it, and an empty bin fits anything), so reservation order is row order.
+ */
 struct first_fit {
-	uint8_t *tokens;        /* bins x L x token_bytes */
-	uint32_t *segs;         /* bins x L */
-	uint32_t *poss;         /* bins x L */
+	struct row_ref *row;    /* bins: where each used bin's row lives */
 	uint32_t *used;         /* tokens in each row */
 	uint32_t *nseg;         /* sequences in each row */
 	/*
@@ -36,10 +46,10 @@ struct first_fit {
 	 */
 	uint32_t *tree;
 	size_t leaves;
-	size_t rows;            /* rows holding anything: always a prefix, since a row is only
-				   tried after every row before it, and an empty row fits anything */
+	size_t rows;            /* bins holding anything: always a prefix */
 	bool open;              /* the round holds at least one sequence */
 	uint64_t start;         /* position of the round's first record */
+	uint8_t *scratch;       /* resume: rows of the first round that were delivered before */
 };
 
 struct grist_packer {
@@ -47,7 +57,12 @@ struct grist_packer {
 	struct grist_pack_source src;
 	size_t row_tokens_bytes; /* L x token_bytes */
 	size_t seg_at, pos_at, out_bytes; /* layout of a pack_out region */
-	struct pack_out *all, *free, *ready, *ready_tail, *cur;
+	struct pack_out *all, *free, *ready, *ready_tail;
+	/*
+	 * Slots being filled, oldest first, linked by next: cur takes the next complete row,
+	 * fill the next reservation (the same slot unless a round spans batches).
+	 */
+	struct pack_out *cur, *fill;
 	uint64_t end_position;   /* position just past the last record pulled */
 	uint64_t filtered;
 	uint64_t skip;           /* resume: rows of the first round (first-fit) or tokens of the first record
@@ -55,9 +70,8 @@ struct grist_packer {
 	bool check_first;        /* concat-split resume: the first record must sit at resume_position */
 	uint64_t resume_position;
 	bool ended;
-	/* concat-split: the row being filled lives in cur (row cur->rows) */
-	uint8_t *row_tok;
-	uint32_t *row_seg, *row_pos;
+	/* concat-split: the row being filled (row.tok NULL when none) */
+	struct row_ref row;
 	uint32_t row_used, row_nseg;
 	struct first_fit ff;
 };
@@ -93,7 +107,7 @@ int grist_packer_check(const struct grist_pack_params *p, size_t max_bytes)
 
 /* ---- output batches ---- */
 
-static int out_take(struct grist_packer *pk)
+static int out_take(struct grist_packer *pk, struct pack_out **out)
 {
 	struct pack_out *o = pk->free;
 	int ret;
@@ -114,8 +128,9 @@ static int out_take(struct grist_packer *pk)
 	}
 	o->next = NULL;
 	o->rows = 0;
+	o->reserved = 0;
 	o->tokens = 0;
-	pk->cur = o;
+	*out = o;
 	return 0;
 }
 
@@ -124,13 +139,28 @@ static struct pack_out *out_of(struct grist_slot *s)
 	return (struct pack_out *)((char *)s - offsetof(struct pack_out, slot));
 }
 
-/* Where row @r of @o goes. */
-static void out_row(const struct grist_packer *pk, struct pack_out *o, size_t r, uint8_t **tok, uint32_t **seg,
-		    uint32_t **pos)
+/* The next row of the delivered stream, to be completed by row_done() in the same order. */
+static int reserve_row(struct grist_packer *pk, struct row_ref *r)
 {
-	*tok = o->slot.data + r * pk->row_tokens_bytes;
-	*seg = (uint32_t *)(o->slot.data + pk->seg_at) + r * pk->p.length;
-	*pos = (uint32_t *)(o->slot.data + pk->pos_at) + r * pk->p.length;
+	struct pack_out *o = pk->fill;
+	size_t i;
+	int ret;
+
+	if (!o || o->reserved == pk->p.batch_rows) {
+		ret = out_take(pk, &o);
+		if (ret)
+			return ret;
+		if (pk->fill)
+			pk->fill->next = o;
+		else
+			pk->cur = o;
+		pk->fill = o;
+	}
+	i = o->reserved++;
+	r->tok = o->slot.data + i * pk->row_tokens_bytes;
+	r->seg = (uint32_t *)(o->slot.data + pk->seg_at) + i * pk->p.length;
+	r->pos = (uint32_t *)(o->slot.data + pk->pos_at) + i * pk->p.length;
+	return 0;
 }
 
 static void ready_push(struct grist_packer *pk, struct pack_out *o)
@@ -143,18 +173,28 @@ static void ready_push(struct grist_packer *pk, struct pack_out *o)
 	pk->ready_tail = o;
 }
 
-/* The row just written into cur is complete; @position/@skip is the checkpoint after it. */
-static void row_done(struct grist_packer *pk, uint64_t tokens, uint64_t position, uint64_t skip)
+/*
+ * The oldest reserved row, filled with @used tokens, is complete: zero its padding and
+ * hand it on. @position/@skip is the checkpoint after it.
+ */
+static void row_done(struct grist_packer *pk, const struct row_ref *r, size_t used, uint64_t position,
+		     uint64_t skip)
 {
 	struct pack_out *o = pk->cur;
+	size_t pad = pk->p.length - used;
 
+	memset(r->tok + used * pk->p.token_bytes, 0, pad * pk->p.token_bytes);
+	memset(r->seg + used, 0, pad * sizeof(uint32_t));
+	memset(r->pos + used, 0, pad * sizeof(uint32_t));
 	o->rows++;
-	o->tokens += tokens;
+	o->tokens += used;
 	o->end_position = position;
 	o->end_skip = skip;
 	if (o->rows == pk->p.batch_rows) {
+		pk->cur = o->next;
+		if (!pk->cur)
+			pk->fill = NULL;
 		ready_push(pk, o);
-		pk->cur = NULL;
 	}
 }
 
@@ -194,31 +234,44 @@ static size_t tree_find(const struct first_fit *f, uint32_t m)
 static int ff_init(struct grist_packer *pk)
 {
 	struct first_fit *f = &pk->ff;
-	size_t b = pk->p.bins, cells = b * pk->p.length;
+	size_t b = pk->p.bins, L = pk->p.length;
 
 	f->leaves = 1;
 	while (f->leaves < b)
 		f->leaves <<= 1;
-	f->tokens = calloc(cells, pk->p.token_bytes);
-	f->segs = calloc(cells, sizeof(uint32_t));
-	f->poss = calloc(cells, sizeof(uint32_t));
+	f->row = calloc(b, sizeof(*f->row));
 	f->used = calloc(b, sizeof(uint32_t));
 	f->nseg = calloc(b, sizeof(uint32_t));
 	f->tree = calloc(2 * f->leaves, sizeof(uint32_t));
-	if (!f->tokens || !f->segs || !f->poss || !f->used || !f->nseg || !f->tree)
-		return grist_fail(-ENOMEM, "packing: cannot allocate %zu bins of %zu tokens", b, pk->p.length);
-	tree_reset(f, b, pk->p.length);
+	if (pk->skip)
+		f->scratch = malloc(pk->skip * L * (pk->p.token_bytes + 2 * sizeof(uint32_t)));
+	if (!f->row || !f->used || !f->nseg || !f->tree || (pk->skip && !f->scratch))
+		return grist_fail(-ENOMEM, "packing: cannot allocate %zu bins", b);
+	tree_reset(f, b, L);
 	return 0;
 }
 
 static void ff_free(struct first_fit *f)
 {
-	free(f->tokens);
-	free(f->segs);
-	free(f->poss);
+	free(f->row);
 	free(f->used);
 	free(f->nseg);
 	free(f->tree);
+	free(f->scratch);
+}
+
+/* Bin @b is used for the first time: give it a row (a scratch one if it was delivered before a restore). */
+static int ff_open_row(struct grist_packer *pk, size_t b)
+{
+	struct first_fit *f = &pk->ff;
+	size_t L = pk->p.length, stride = L * (pk->p.token_bytes + 2 * sizeof(uint32_t));
+
+	if (b >= pk->skip)
+		return reserve_row(pk, &f->row[b]);
+	f->row[b].tok = f->scratch + b * stride;
+	f->row[b].seg = (uint32_t *)(f->row[b].tok + L * pk->p.token_bytes);
+	f->row[b].pos = f->row[b].seg + L;
+	return 0;
 }
 
 /*
@@ -228,33 +281,21 @@ static void ff_free(struct first_fit *f)
 static int ff_flush(struct grist_packer *pk, uint64_t next)
 {
 	struct first_fit *f = &pk->ff;
-	size_t L = pk->p.length, r;
-	uint8_t *tok;
-	uint32_t *seg, *pos;
-	int ret;
+	size_t r;
 
 	if (pk->skip && pk->skip >= f->rows)
 		return grist_fail(-EBADMSG, "resume state: it skips %llu rows of a packing round that has %zu; "
 				  "the state does not belong to these records", (unsigned long long)pk->skip, f->rows);
 	for (r = pk->skip; r < f->rows; r++) {
-		if (!pk->cur && (ret = out_take(pk)))
-			return ret;
-		out_row(pk, pk->cur, pk->cur->rows, &tok, &seg, &pos);
-		memcpy(tok, f->tokens + r * pk->row_tokens_bytes, pk->row_tokens_bytes);
-		memcpy(seg, f->segs + r * L, L * sizeof(uint32_t));
-		memcpy(pos, f->poss + r * L, L * sizeof(uint32_t));
 		if (r + 1 < f->rows)
-			row_done(pk, f->used[r], f->start, r + 1);
+			row_done(pk, &f->row[r], f->used[r], f->start, r + 1);
 		else
-			row_done(pk, f->used[r], next, 0);
+			row_done(pk, &f->row[r], f->used[r], next, 0);
 	}
 	pk->skip = 0;
-	memset(f->tokens, 0, f->rows * pk->row_tokens_bytes);
-	memset(f->segs, 0, f->rows * L * sizeof(uint32_t));
-	memset(f->poss, 0, f->rows * L * sizeof(uint32_t));
 	memset(f->used, 0, f->rows * sizeof(uint32_t));
 	memset(f->nseg, 0, f->rows * sizeof(uint32_t));
-	tree_reset(f, pk->p.bins, L);
+	tree_reset(f, pk->p.bins, pk->p.length);
 	f->rows = 0;
 	f->open = false;
 	return 0;
@@ -273,7 +314,9 @@ static void fill_segment(uint32_t *seg, uint32_t *pos, uint32_t id, uint32_t m)
 static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uint64_t position)
 {
 	struct first_fit *f = &pk->ff;
-	size_t L = pk->p.length, b, at;
+	size_t L = pk->p.length, b;
+	struct row_ref *r;
+	uint32_t at;
 	int ret;
 
 	b = tree_find(f, m);
@@ -287,14 +330,19 @@ static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uin
 		f->open = true;
 		f->start = position;
 	}
-	at = b * L + f->used[b];
-	if (m)
-		memcpy(f->tokens + at * pk->p.token_bytes, data, (size_t)m * pk->p.token_bytes);
-	fill_segment(f->segs + at, f->poss + at, ++f->nseg[b], m);
-	f->used[b] += m;
-	tree_set(f, b, (uint32_t)(L - f->used[b]) + 1);
-	if (b + 1 > f->rows)
+	if (b == f->rows) {
+		ret = ff_open_row(pk, b);
+		if (ret)
+			return ret;
 		f->rows = b + 1;
+	}
+	r = &f->row[b];
+	at = f->used[b];
+	if (m)
+		memcpy(r->tok + (size_t)at * pk->p.token_bytes, data, (size_t)m * pk->p.token_bytes);
+	fill_segment(r->seg + at, r->pos + at, ++f->nseg[b], m);
+	f->used[b] = at + m;
+	tree_set(f, b, (uint32_t)(L - f->used[b]) + 1);
 	return 0;
 }
 
@@ -304,28 +352,20 @@ static int cts_append(struct grist_packer *pk, const uint8_t *data, uint32_t m)
 {
 	int ret;
 
-	if (!pk->row_tok) {
-		if (!pk->cur && (ret = out_take(pk)))
-			return ret;
-		out_row(pk, pk->cur, pk->cur->rows, &pk->row_tok, &pk->row_seg, &pk->row_pos);
-	}
+	if (!pk->row.tok && (ret = reserve_row(pk, &pk->row)))
+		return ret;
 	if (m)
-		memcpy(pk->row_tok + (size_t)pk->row_used * pk->p.token_bytes, data, (size_t)m * pk->p.token_bytes);
-	fill_segment(pk->row_seg + pk->row_used, pk->row_pos + pk->row_used, ++pk->row_nseg, m);
+		memcpy(pk->row.tok + (size_t)pk->row_used * pk->p.token_bytes, data, (size_t)m * pk->p.token_bytes);
+	fill_segment(pk->row.seg + pk->row_used, pk->row.pos + pk->row_used, ++pk->row_nseg, m);
 	pk->row_used += m;
 	return 0;
 }
 
-/* The row being filled is complete: pad it with zeros and hand it on. */
+/* The row being filled is complete. */
 static void cts_finish_row(struct grist_packer *pk, uint64_t position, uint64_t skip)
 {
-	size_t used = pk->row_used, pad = pk->p.length - used;
-
-	memset(pk->row_tok + used * pk->p.token_bytes, 0, pad * pk->p.token_bytes);
-	memset(pk->row_seg + used, 0, pad * sizeof(uint32_t));
-	memset(pk->row_pos + used, 0, pad * sizeof(uint32_t));
-	row_done(pk, used, position, skip);
-	pk->row_tok = NULL;
+	row_done(pk, &pk->row, pk->row_used, position, skip);
+	pk->row.tok = NULL;
 	pk->row_used = 0;
 	pk->row_nseg = 0;
 }
@@ -434,9 +474,10 @@ static int finish(struct grist_packer *pk)
 					  (unsigned long long)pk->resume_position);
 		if (pk->ff.open && (ret = ff_flush(pk, pk->end_position)))
 			return ret;
-	} else if (pk->row_tok) {
+	} else if (pk->row.tok) {
 		cts_finish_row(pk, pk->end_position, 0);
 	}
+	/* every reserved row is complete now, so at most one slot is left, holding a short batch */
 	if (pk->cur) {
 		if (pk->p.drop_remainder) {
 			pk->cur->next = pk->free;
@@ -444,7 +485,7 @@ static int finish(struct grist_packer *pk)
 		} else {
 			ready_push(pk, pk->cur);
 		}
-		pk->cur = NULL;
+		pk->cur = pk->fill = NULL;
 	}
 	return 0;
 }
@@ -537,7 +578,8 @@ uint64_t grist_packer_memory(const struct grist_packer *pk)
 	for (o = pk->all; o; o = o->all)
 		n += o->slot.cap;
 	if (pk->p.mode == GRIST_PACK_FIRST_FIT)
-		n += pk->p.bins * pk->p.length * (pk->p.token_bytes + 2 * sizeof(uint32_t));
+		n += pk->p.bins * (sizeof(struct row_ref) + 2 * sizeof(uint32_t)) + 2 * pk->ff.leaves * sizeof(uint32_t) +
+		     pk->skip * pk->p.length * (pk->p.token_bytes + 2 * sizeof(uint32_t));
 	return n;
 }
 
