@@ -104,7 +104,9 @@ enum grist_batch_layout {
  * the rows of that round already delivered (or the tokens of that sequence already
  * delivered): restoring replays from there and continues with exactly the next batch.
  * Packed checkpoints are never lockstep (hosts consume different amounts), so they
- * restore on the same shard count only. Packing needs the ragged layout and no device
+ * restore on the same shard count only. The engine under the packer reads at least 256
+ * records per batch (whatever batch_size is); max_batch_bytes bounds those record batches
+ * as well as the packed ones, so very long records may need it raised. Packing needs the ragged layout and no device
  * stage: with --device, grist_loader_create() refuses it (-EINVAL).
  */
 enum grist_pack_mode {
