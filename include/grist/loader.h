@@ -241,7 +241,8 @@ struct grist_loader_stats {
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
 	uint64_t assemble_ns;           /* copy into batch slots */
-	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
+	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked (packing: the packer runs in
+					   next(), so its own work is counted here too) */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
 	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */
 	uint64_t memory_bytes;          /* batch slots (index arrays and owned data) and registered read
