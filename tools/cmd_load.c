@@ -49,14 +49,28 @@ static const char load_usage[] =
 	"                        record padded to N bytes, a longer one is an error; a short\n"
 	"                        final batch is filled up with pad rows to the batch size)\n"
 	"  --pad-value V         padded layout: the pad byte, 0..255 (default 0)\n"
+	"  --pack first-fit:L[:BINS] | concat-split:L\n"
+	"                        pack token records into rows of L tokens with segment ids and\n"
+	"                        positions, like Grain's FirstFitPackIterDataset (BINS rows open\n"
+	"                        at once, default the batch size, shuffle_bins=False) or\n"
+	"                        ConcatThenSplitIterDataset; first-fit cuts records longer than L\n"
+	"                        to L, concat-split splits them across rows; --batch-size then\n"
+	"                        counts rows. Not with --device\n"
+	"  --token-bytes N       with --pack: each token is an N-byte little-endian unsigned\n"
+	"                        integer, N = 1, 2 or 4; a record of another length is an error\n"
 	"output (stdout):\n"
 	"  --digest              one line per batch: XXH64 (seed 0) of the batch's bytes, 16 hex\n"
 	"                        digits; ragged: the records back to back; fixed and padded: the\n"
-	"                        N-byte rows, pad bytes and the pad rows of a final batch included\n"
+	"                        N-byte rows, pad bytes and the pad rows of a final batch included;\n"
+	"                        packed: the token block, then the segment ids, then the positions\n"
+	"                        (uint32 little-endian)\n"
+	"  --print-packed        with --pack: one JSON line per row, {\"tokens\": [...],\n"
+	"                        \"segment_ids\": [...], \"positions\": [...]}\n"
 	"  --print-indices       the index of each delivered record within its dataset (its files\n"
 	"                        counted in order), one per line; with several datasets D:INDEX\n"
 	"  --stats               per-stage counters on stderr at the end; with several datasets\n"
-	"                        also 'dataset D: N records' delivered by this run\n"
+	"                        also 'dataset D: N records' delivered by this run; with --pack\n"
+	"                        'packing efficiency' (real tokens / row capacity)\n"
 	"checkpoints:\n"
 	"  --stop-after N        stop after N batches\n"
 	"  --save-state F        with --stop-after: write the loader state to F\n"
@@ -81,7 +95,7 @@ static const char load_usage[] =
 
 enum {
 	OPT_DROP = 256, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
-	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX,
+	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PACK, OPT_TOKEN_BYTES, OPT_PRINT_PACKED,
 };
 
 static const struct option load_options[] = {
@@ -113,19 +127,52 @@ static const struct option load_options[] = {
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "device-check", no_argument, NULL, OPT_DEVICE_CHECK },
+	{ "pack", required_argument, NULL, OPT_PACK },
+	{ "token-bytes", required_argument, NULL, OPT_TOKEN_BYTES },
+	{ "print-packed", no_argument, NULL, OPT_PRINT_PACKED },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct load_args {
-	bool digest, indices, stats, device_check, pad_value;
+	bool digest, indices, stats, device_check, pad_value, print_packed;
 	uint64_t stop_after;
 	const char *save_state, *resume;
 	double *weights;           /* --mix, else NULL */
 	size_t num_weights;
 };
 
+/* --pack first-fit:L[:BINS] | concat-split:L */
+static int parse_pack(const char *arg, struct grist_loader_config *c)
+{
+	char buf[128], *f[4], *save = NULL, *tok;
+	uint64_t length, bins = 0;
+	size_t n = 0;
+
+	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf))
+		return cli_usage_error("--pack: '%s' is too long", arg);
+	for (tok = strtok_r(buf, ":", &save); tok && n < 4; tok = strtok_r(NULL, ":", &save))
+		f[n++] = tok;
+	if (n >= 2 && !strcmp(f[0], "first-fit") && n <= 3) {
+		c->pack = GRIST_PACK_FIRST_FIT;
+		if (n == 3 && (!cli_parse_u64(f[2], &bins) || bins == 0))
+			return cli_usage_error("--pack: BINS '%s' is not a number >= 1", f[2]);
+	} else if (n == 2 && !strcmp(f[0], "concat-split")) {
+		c->pack = GRIST_PACK_CONCAT_SPLIT;
+	} else {
+		return cli_usage_error("--pack: '%s' is not first-fit:L[:BINS] or concat-split:L", arg);
+	}
+	if (!cli_parse_u64(f[1], &length) || length == 0 || length > ((uint64_t)1 << 24))
+		return cli_usage_error("--pack: row length '%s' is not a number in 1 .. %u", f[1], 1u << 24);
+	if (bins > ((uint64_t)1 << 20))
+		return cli_usage_error("--pack: %llu bins is above the limit %u", (unsigned long long)bins, 1u << 20);
+	c->pack_length = (size_t)length;
+	c->pack_bins = (size_t)bins;
+	return 0;
+}
+
 static int parse_load_args(int argc, char **argv, struct grist_loader_config *c, struct load_args *a)
 {
+	uint64_t v;
 	int opt, idx, ret;
 
 	c->batch_size = 32;
@@ -176,6 +223,19 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			a->device_check = true;
 			c->device_host_digest = true;
 			break;
+		case OPT_PACK:
+			ret = parse_pack(optarg, c);
+			if (ret)
+				return ret;
+			break;
+		case OPT_TOKEN_BYTES:
+			if (!cli_parse_u64(optarg, &v) || (v != 1 && v != 2 && v != 4))
+				return cli_usage_error("--token-bytes: '%s' is not 1, 2 or 4", optarg);
+			c->pack_token_bytes = (unsigned)v;
+			break;
+		case OPT_PRINT_PACKED:
+			a->print_packed = true;
+			break;
 		case OPT_HELP:
 		case 'h':
 			fputs(load_usage, stdout);
@@ -192,6 +252,16 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		return cli_usage_error("--device-check needs --device");
 	if (a->pad_value && c->layout != GRIST_LAYOUT_PADDED)
 		return cli_usage_error("--pad-value needs --layout padded:N");
+	if (c->pack && !c->pack_token_bytes)
+		return cli_usage_error("--pack needs --token-bytes N (1, 2 or 4)");
+	if (!c->pack && (c->pack_token_bytes || a->print_packed))
+		return cli_usage_error("%s needs --pack", a->print_packed ? "--print-packed" : "--token-bytes");
+	if (c->pack && a->indices)
+		return cli_usage_error("--print-indices lists records; packed rows have none (use --print-packed)");
+	if (c->pack && c->layout != GRIST_LAYOUT_RAGGED)
+		return cli_usage_error("--pack makes its own rows; it cannot be combined with --layout");
+	if (c->pack && c->device)
+		return cli_usage_error("--pack does not run with --device yet");
 	return 0;
 }
 
@@ -343,6 +413,64 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 			"page cache\n", c->read_mode == GRIST_READ_DIRECT ? "direct" : "mmap");
 }
 
+/*
+ * --digest of a packed batch: the token block, then the segment ids, then the positions,
+ * as they lie in memory (the ids and positions are uint32 in host order; every platform
+ * grist builds for is little-endian, which is what the help text promises).
+ */
+static int packed_digest(const struct grist_batch *b, unsigned token_bytes, uint64_t *out)
+{
+	size_t cells = b->bytes / token_bytes;
+	XXH64_state_t *st = XXH64_createState();
+
+	if (!st)
+		return -ENOMEM;
+	XXH64_reset(st, 0);
+	XXH64_update(st, b->data, b->bytes);
+	XXH64_update(st, b->segment_ids, cells * sizeof(uint32_t));
+	XXH64_update(st, b->positions, cells * sizeof(uint32_t));
+	*out = XXH64_digest(st);
+	XXH64_freeState(st);
+	return 0;
+}
+
+static uint64_t token_at(const uint8_t *p, unsigned token_bytes)
+{
+	uint64_t v = 0;
+	unsigned i;
+
+	for (i = token_bytes; i-- > 0;)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static void print_u32_list(const char *name, const uint32_t *v, size_t n, const char *end)
+{
+	size_t i;
+
+	printf("\"%s\": [", name);
+	for (i = 0; i < n; i++)
+		printf(i ? ", %u" : "%u", v[i]);
+	printf("]%s", end);
+}
+
+/* --print-packed: one JSON line per row. */
+static void print_packed_rows(const struct grist_batch *b, unsigned token_bytes)
+{
+	size_t L = b->record_bytes / token_bytes, r, i;
+	const uint8_t *row;
+
+	for (r = 0; r < b->num_rows; r++) {
+		row = b->data + r * b->record_bytes;
+		printf("{\"tokens\": [");
+		for (i = 0; i < L; i++)
+			printf(i ? ", %llu" : "%llu", (unsigned long long)token_at(row + i * token_bytes, token_bytes));
+		printf("], ");
+		print_u32_list("segment_ids", b->segment_ids + r * L, L, ", ");
+		print_u32_list("positions", b->positions + r * L, L, "}\n");
+	}
+}
+
 /* What --print-indices writes for one record: INDEX, or D:INDEX when datasets are mixed. */
 static void print_index(const struct grist_batch *b, size_t i, size_t num_datasets)
 {
@@ -434,12 +562,20 @@ int cmd_load(int argc, char **argv)
 					cli_command_name, (unsigned long long)b->sequence);
 			}
 #endif
+		} else if (a.digest && b->segment_ids) {
+			if (packed_digest(b, cfg.pack_token_bytes, &digest)) {
+				grist_loader_release(l, b);
+				rc = cli_library_error(-ENOMEM);
+				break;
+			}
 		} else if (a.digest) {
 			digest = XXH64(b->data, b->bytes, 0);
 		}
 		if (a.digest)
 			printf("%016llx\n", (unsigned long long)digest);
-		for (i = 0; i < b->num_records; i++) {
+		if (a.print_packed)
+			print_packed_rows(b, cfg.pack_token_bytes);
+		for (i = 0; b->datasets && i < b->num_records; i++) {
 			if (a.indices)
 				print_index(b, i, num_specs);
 			if (b->datasets[i] < num_specs)
@@ -468,6 +604,10 @@ int cmd_load(int argc, char **argv)
 	if (a.stats) {
 		grist_loader_stats(l, &st);
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, &cfg);
+		if (cfg.pack)
+			fprintf(stderr, "packed tokens: %llu of %llu\npacking efficiency: %.6f\n",
+				(unsigned long long)st.pack_tokens, (unsigned long long)st.pack_capacity,
+				st.pack_capacity ? (double)st.pack_tokens / (double)st.pack_capacity : 0.0);
 		for (d = 0; num_specs > 1 && d < num_specs; d++)
 			fprintf(stderr, "dataset %zu: %llu records\n", d, (unsigned long long)per_dataset[d]);
 	}

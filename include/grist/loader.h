@@ -72,6 +72,53 @@ enum grist_batch_layout {
 				    batch is padded with pad rows up to batch_size (Grain's batch_and_pad) */
 };
 
+/**
+ * Sequence packing (Grain's FirstFitPackIterDataset and ConcatThenSplitIterDataset).
+ *
+ * With a pack mode set, every record (after map/filter) is a sequence of little-endian
+ * unsigned tokens of pack_token_bytes each; the records, in stream order, are packed
+ * into rows of pack_length tokens, and a batch is batch_size such rows:
+ *
+ *   data         rows x pack_length tokens, pack_token_bytes each, little-endian as stored
+ *                (record_bytes = pack_length x pack_token_bytes), 0 in padding;
+ *   segment_ids  rows x pack_length uint32: 1, 2, ... for the sequences of a row in the
+ *                order they were placed, 0 for padding;
+ *   positions    rows x pack_length uint32: 0, 1, ... within each segment, 0 for padding.
+ *
+ * A record whose length is not a multiple of pack_token_bytes stops the loader with
+ * -EINVAL naming its file and record. An empty record takes a segment id and no
+ * tokens, as in Grain.
+ *
+ * GRIST_PACK_FIRST_FIT: a record longer than pack_length tokens is cut to its first
+ *   pack_length tokens (Grain refuses longer ones and asks for that cut as a map before
+ *   the packer). pack_bins rows are open at once; each sequence goes into the first
+ *   open row with room. When one fits no open row, the open rows that hold anything are
+ *   emitted in order (a "round") and that sequence starts the next round; the last
+ *   round is emitted at the end. Equal to FirstFitPackIterDataset(length_struct=
+ *   {'tokens': L}, num_packing_bins=pack_bins, shuffle_bins=False) after that cut.
+ * GRIST_PACK_CONCAT_SPLIT: sequences are laid end to end and cut every pack_length
+ *   tokens, a long one across as many rows as it needs (nothing is dropped); the piece
+ *   of a sequence that begins a row gets segment id 1 and positions from 0 again.
+ *   Equal to ConcatThenSplitIterDataset(length_struct={'tokens': L}).
+ *
+ * Packing runs on the consumer side of the engine, on the records in stream order, so
+ * rows are the same for every engine, thread count and queue depth. drop_remainder
+ * drops a short last batch of rows. A checkpoint holds the stream position where the
+ * current round began (first-fit) or of the sequence being split (concat-split) and
+ * the rows of that round already delivered (or the tokens of that sequence already
+ * delivered): restoring replays from there and continues with exactly the next batch.
+ * Packed checkpoints are never lockstep (hosts consume different amounts), so they
+ * restore on the same shard count only. The engine under the packer reads at least 256
+ * records per batch (whatever batch_size is); max_batch_bytes bounds those record batches
+ * as well as the packed ones, so very long records may need it raised. Packing needs the ragged layout and no device
+ * stage: with --device, grist_loader_create() refuses it (-EINVAL).
+ */
+enum grist_pack_mode {
+	GRIST_PACK_NONE = 0,
+	GRIST_PACK_FIRST_FIT,
+	GRIST_PACK_CONCAT_SPLIT,
+};
+
 /** What a map callback sees of one record. */
 struct grist_map_input {
 	const uint8_t *data;     /* the record's bytes */
@@ -134,6 +181,10 @@ struct grist_loader_config {
 	void *map_ctx;
 	size_t map_out_max;             /* ragged + map: max output bytes per record (default 1 MiB) */
 	uint64_t map_id;                /* identifies the map in checkpoints: restoring with another map_id is refused */
+	enum grist_pack_mode pack;      /* sequence packing (see above); batch_size then counts rows */
+	size_t pack_length;             /* L: tokens per row, 1 .. 2^24 */
+	size_t pack_bins;               /* first-fit: rows open at once (0 = batch_size), at most 2^20 */
+	unsigned pack_token_bytes;      /* bytes per token: 1, 2 or 4 */
 
 	/* --- how it is executed (never changes the output) --- */
 	enum grist_engine_kind engine;
@@ -174,6 +225,10 @@ struct grist_batch {
 					   holding the cl_mem per device and the cl_event to wait on;
 					   data is then NULL (the bytes live in device memory) */
 	uint64_t host_digest;           /* device mode with device_host_digest: XXH64 of the bytes */
+	/* packing only (else NULL): num_rows x (record_bytes / pack_token_bytes) each; indices,
+	   datasets and offsets are then NULL and num_records == num_rows */
+	const uint32_t *segment_ids;
+	const uint32_t *positions;
 };
 
 /** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. */
@@ -182,7 +237,7 @@ struct grist_loader_stats {
 	const char *read_mode;          /* "buffered", "direct", "mmap" or "mixed" (files differ) */
 	unsigned threads;
 	uint64_t batches;               /* delivered to the caller */
-	uint64_t records;               /* delivered */
+	uint64_t records;               /* delivered (packing: rows delivered) */
 	uint64_t records_filtered;      /* dropped by the map */
 	uint64_t reads_issued;          /* read requests submitted (after coalescing) */
 	uint64_t bytes_read;
@@ -191,11 +246,15 @@ struct grist_loader_stats {
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
 	uint64_t assemble_ns;           /* copy into batch slots */
-	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
+	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked (packing: the packer runs in
+					   next(), so its own work is counted here too) */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
 	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */
 	uint64_t memory_bytes;          /* batch slots (index arrays and owned data) and registered read
 					   arenas held by the engine now; decoder scratch is not counted */
+	uint64_t pack_tokens;           /* packing: real (non-pad) tokens in the delivered rows */
+	uint64_t pack_capacity;         /* packing: rows delivered x pack_length; efficiency is
+					   pack_tokens / pack_capacity */
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
 };
@@ -206,7 +265,8 @@ struct grist_loader_stats {
  * @out: the new loader.
  *
  * Return: 0, or -EINVAL for a bad configuration (batch size 0, shard index >= count,
- * weight <= 0, more shards than records, ...), -ESTALE or -EBADMSG for a resume state
+ * weight <= 0, more shards than records, a pack length, bin count or token width out of
+ * range, packing with a non-ragged layout or a device, ...), -ESTALE or -EBADMSG for a resume state
  * that belongs to another configuration or is corrupt, or an error from opening the files.
  * grist_last_error() says which.
  */

@@ -346,6 +346,7 @@ GRIST_API int grist_stream_cursor_seek(struct grist_stream_cursor *c, uint64_t j
 /* Bits of struct grist_state.flags. */
 #define GRIST_STATE_LOCKSTEP   0x1u /* every host consumed the same j (no filtering) */
 #define GRIST_STATE_CONTIGUOUS 0x2u /* saved from a contiguous-sharded stream */
+#define GRIST_STATE_PACKED     0x4u /* saved by a packing loader: pack_skip is meaningful (version 2) */
 
 /* A decoded checkpoint. */
 struct grist_state {
@@ -356,6 +357,8 @@ struct grist_state {
 	uint64_t consumed;    /* j: shard positions delivered */
 	uint64_t batches;     /* caller field: batches delivered */
 	uint32_t flags;       /* GRIST_STATE_* */
+	uint32_t pack_skip;   /* GRIST_STATE_PACKED: what the caller already delivered past
+				 consumed (rows of a packing round, tokens of a split sequence) */
 };
 
 /**
@@ -373,7 +376,9 @@ GRIST_API uint64_t grist_stream_fingerprint(const struct grist_stream *s, uint64
 /**
  * grist_state_encode() - write @st as GRIST_STATE_SIZE bytes: magic
  * "GRST", version, flags, fingerprint, base, I, K, consumed, batches, and a
- * zlib crc32 of all that, little-endian.
+ * zlib crc32 of all that, little-endian. Version 1 has a reserved zero u32 at
+ * byte 48; version 2 (written only with GRIST_STATE_PACKED, so readers of
+ * version 1 still read every state without packing) keeps pack_skip there.
  *
  * Return: GRIST_STATE_SIZE, or -EINVAL when @cap < GRIST_STATE_SIZE or a
  * field is out of range (K = 0, I >= K, unknown flags).
@@ -382,6 +387,9 @@ GRIST_API int grist_state_encode(const struct grist_state *st, uint8_t *buf, siz
 
 /**
  * grist_state_decode() - parse and validate an encoded state.
+ *
+ * Both versions are read; a version 1 state has pack_skip 0 and cannot carry
+ * GRIST_STATE_PACKED.
  *
  * Return: 0, or -EBADMSG for a wrong length, wrong magic, bad checksum,
  * unknown version or flags, or fields out of range (the message names the
@@ -400,6 +408,17 @@ GRIST_API int grist_state_decode(const uint8_t *buf, size_t len, struct grist_st
  */
 GRIST_API int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
 				bool lockstep, uint64_t extra, uint8_t *buf, size_t cap);
+
+/**
+ * grist_stream_save_packed() - grist_stream_save() for a packing caller: the
+ * state also holds @pack_skip (what was delivered past @consumed) and the
+ * GRIST_STATE_PACKED flag, and is never lockstep.
+ *
+ * Return: GRIST_STATE_SIZE, or -EINVAL (small @buf, consumed > length,
+ * pack_skip above 2^32 - 1).
+ */
+GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip,
+				       uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap);
 
 /**
  * grist_stream_restore() - check a saved state against @cfg and compute

@@ -12,6 +12,8 @@
 #define DEFAULT_PREFETCH 4
 #define DEFAULT_MAX_BATCH_BYTES ((size_t)64 << 20)
 #define MAX_PREFETCH 64
+/* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
+#define PACK_ENGINE_BATCH 256
 
 uint64_t grist_now_ns(void)
 {
@@ -65,6 +67,18 @@ void grist_loader_map_input(const struct grist_loader *l, const struct grist_str
 	in->random_seed = l->layout.map ? grist_loader_record_seed(l, it) : 0;
 }
 
+static struct grist_pack_params pack_params(const struct grist_loader_config *c)
+{
+	return (struct grist_pack_params){
+		.mode = c->pack,
+		.length = c->pack_length,
+		.bins = c->pack_bins ? c->pack_bins : c->batch_size,
+		.token_bytes = c->pack_token_bytes,
+		.batch_rows = c->batch_size,
+		.drop_remainder = c->drop_remainder,
+	};
+}
+
 static int check_config(const struct grist_loader_config *c)
 {
 	size_t d;
@@ -110,6 +124,16 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
 	if (c->threads > 256)
 		return grist_fail(-EINVAL, "loader: %u threads is above the limit 256", c->threads);
+	if (c->pack != GRIST_PACK_NONE) {
+		struct grist_pack_params pp = pack_params(c);
+
+		if (c->layout != GRIST_LAYOUT_RAGGED)
+			return grist_fail(-EINVAL, "loader: packing makes its own rows; it needs the ragged layout");
+		if (c->device)
+			return grist_fail(-EINVAL, "loader: packing does not run with a device stage yet; "
+					  "pack on the host and copy the batches");
+		return grist_packer_check(&pp, c->max_batch_bytes ? c->max_batch_bytes : DEFAULT_MAX_BATCH_BYTES);
+	}
 	return 0;
 }
 
@@ -168,6 +192,14 @@ static uint64_t config_digest(const struct grist_loader_config *c)
 	h = mix64(h ^ (uint64_t)c->pad_value);
 	h = mix64(h ^ (c->map ? 1 : 0));
 	h = mix64(h ^ c->map_id);
+	if (c->pack != GRIST_PACK_NONE) { /* only then, so unpacked checkpoints keep their fingerprint */
+		struct grist_pack_params pp = pack_params(c);
+
+		h = mix64(h ^ 0x7061636b00000000ull ^ (uint64_t)pp.mode);
+		h = mix64(h ^ pp.length);
+		h = mix64(h ^ (pp.mode == GRIST_PACK_FIRST_FIT ? pp.bins : 0));
+		h = mix64(h ^ pp.token_bytes);
+	}
 	return h;
 }
 
@@ -218,6 +250,12 @@ static int build_stream(struct grist_loader *l)
 		}
 		l->batches = st.batches;
 		l->lockstep = (st.flags & GRIST_STATE_LOCKSTEP) != 0;
+		if (!(st.flags & GRIST_STATE_PACKED) != (l->cfg.pack == GRIST_PACK_NONE)) {
+			free(comps);
+			return grist_fail(-ESTALE, "cannot resume from the given state: it was saved %s packing",
+					  st.flags & GRIST_STATE_PACKED ? "with" : "without");
+		}
+		l->pack_skip = st.pack_skip;
 	}
 	pc.base = base;
 	ret = grist_stream_create(&pc, &l->stream);
@@ -305,6 +343,38 @@ static const struct grist_engine_ops *pick_engine(const struct grist_loader_conf
 	return c->engine == GRIST_ENGINE_REF ? &grist_engine_ref_ops : &grist_engine_async_ops;
 }
 
+/* The packer's source: the engine's batches in order, laid out as ragged records. */
+static int pack_pull(void *ctx, struct grist_slot **out)
+{
+	struct grist_loader *l = ctx;
+	struct grist_slot *s = NULL;
+	int ret;
+
+	*out = NULL;
+	ret = l->ops->next(l->engine, &s);
+	if (ret || !s)
+		return ret;
+	ret = grist_slot_publish(s, &l->layout, 0);
+	if (ret) {
+		l->ops->release(l->engine, s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+static void pack_release(void *ctx, struct grist_slot *s)
+{
+	struct grist_loader *l = ctx;
+
+	l->ops->release(l->engine, s);
+}
+
+static int pack_record_error(void *ctx, uint32_t dataset, uint64_t record, int code)
+{
+	return grist_loader_record_error(ctx, dataset, record, code);
+}
+
 int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out)
 {
 	return grist_loader_create_hooked(cfg, NULL, out);
@@ -330,6 +400,14 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 	ret = copy_config(l, cfg);
 	if (ret)
 		goto fail;
+	l->extra = config_digest(&l->cfg);
+	if (l->cfg.pack != GRIST_PACK_NONE) {
+		/* the engine delivers plain records; the packer makes the caller's rows */
+		l->pack_params = pack_params(&l->cfg);
+		if (l->cfg.batch_size < PACK_ENGINE_BATCH)
+			l->cfg.batch_size = PACK_ENGINE_BATCH;
+		l->cfg.drop_remainder = false;
+	}
 	l->layout = (struct grist_layout){
 		.kind = l->cfg.layout,
 		.record_bytes = l->cfg.record_bytes,
@@ -340,7 +418,6 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		.batch_size = l->cfg.batch_size,
 		.max_batch_bytes = l->cfg.max_batch_bytes,
 	};
-	l->extra = config_digest(&l->cfg);
 	ret = open_sources(l);
 	if (ret)
 		goto fail;
@@ -371,6 +448,15 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		if (ret)
 			goto fail;
 	}
+	if (l->cfg.pack != GRIST_PACK_NONE) {
+		const struct grist_pack_source src = {
+			.pull = pack_pull, .release = pack_release, .record_error = pack_record_error, .ctx = l,
+		};
+
+		ret = grist_packer_create(&l->pack_params, &src, l->consumed, l->pack_skip, &l->pack);
+		if (ret)
+			goto fail;
+	}
 	*out = l;
 	return 0;
 fail:
@@ -387,6 +473,21 @@ static void account(struct grist_loader *l, struct grist_slot *s)
 	l->counters.records += s->count;
 	l->counters.batches++;
 	l->consumed = s->stream_end;
+	l->batches++;
+}
+
+/* Record a delivered batch of packed rows: the checkpoint is the packer's pair after it. */
+static void account_packed(struct grist_loader *l, struct grist_slot *s)
+{
+	uint64_t tokens;
+
+	grist_packer_batch_info(s, &l->consumed, &l->pack_skip, &tokens);
+	s->batch.sequence = l->batches;
+	l->lockstep = false;
+	l->counters.records += s->batch.num_rows;
+	l->counters.pack_tokens += tokens;
+	l->counters.pack_capacity += (uint64_t)s->batch.num_rows * l->pack_params.length;
+	l->counters.batches++;
 	l->batches++;
 }
 
@@ -426,7 +527,9 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	hold = free_hold(l);
 	if (hold < 0)
 		return hold;
-	if (l->device) {
+	if (l->pack) {
+		ret = grist_packer_next(l->pack, &s);
+	} else if (l->device) {
 		ret = grist_loader_device_next(l, &s, &end);
 	} else {
 		ret = grist_pull_next(&l->pull, &s);
@@ -443,11 +546,15 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 		return ret;
 	}
 	if (!s) {
-		l->consumed = end;
+		l->consumed = l->pack ? grist_packer_end_position(l->pack) : end;
+		l->pack_skip = 0;
 		l->ended = true;
 		return 0;
 	}
-	account(l, s);
+	if (l->pack)
+		account_packed(l, s);
+	else
+		account(l, s);
 	l->held[hold] = s;
 	*out = &s->batch;
 	return 0;
@@ -477,7 +584,10 @@ int grist_loader_release_after(struct grist_loader *l, struct grist_batch *b, un
 		return grist_fail(-EINVAL, "loader: release of a batch that is not held");
 	if (l->device)
 		return grist_loader_device_release(l, s, num_events, events);
-	l->ops->release(l->engine, s);
+	if (l->pack)
+		grist_packer_release(l->pack, s);
+	else
+		l->ops->release(l->engine, s);
 	return 0;
 }
 
@@ -495,7 +605,10 @@ int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t c
 {
 	int ret;
 
-	ret = grist_stream_save(l->stream, l->consumed, l->batches, l->lockstep, l->extra, buf, cap);
+	if (l->cfg.pack != GRIST_PACK_NONE)
+		ret = grist_stream_save_packed(l->stream, l->consumed, l->pack_skip, l->batches, l->extra, buf, cap);
+	else
+		ret = grist_stream_save(l->stream, l->consumed, l->batches, l->lockstep, l->extra, buf, cap);
 	if (ret < 0)
 		return ret;
 	*len = (size_t)ret;
@@ -511,6 +624,12 @@ void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats 
 	out->records = l->counters.records;
 	out->records_filtered = l->counters.records_filtered;
 	out->consumer_stall_ns = l->counters.consumer_stall_ns;
+	if (l->pack) {
+		out->records_filtered = grist_packer_filtered(l->pack);
+		out->pack_tokens = l->counters.pack_tokens;
+		out->pack_capacity = l->counters.pack_capacity;
+		out->memory_bytes += grist_packer_memory(l->pack);
+	}
 }
 
 uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d)
@@ -530,6 +649,10 @@ void grist_loader_destroy(struct grist_loader *l)
 			l->ops->abort(l->engine);
 		grist_loader_device_quiesce(l);
 	}
+	/* the packer's batches are its own memory; it hands every engine batch back as it goes */
+	grist_packer_destroy(l->pack);
+	if (l->pack)
+		memset(l->held, 0, sizeof(l->held));
 	if (l->ops) {
 		for (i = 0; i < GRIST_LOADER_MAX_HELD; i++)
 			if (l->held[i])

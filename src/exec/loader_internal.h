@@ -8,6 +8,7 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 #include "grist/plan.h"
+#include "exec/pack.h"
 #include "exec/slot.h"
 #include "io/io.h"
 
@@ -89,6 +90,14 @@ struct grist_loader {
 	struct grist_pull pull;  /* host mode: the consumer's puller (device mode: the feeder owns its own) */
 	const struct grist_engine_ops *ops;
 	void *engine;
+	/*
+	 * Packing: the packer consumes the engine's record batches and delivers rows. The
+	 * engine then runs with a ragged layout, engine_batch records per batch and no
+	 * drop_remainder (cfg holds those); pack_params hold what the caller asked for.
+	 */
+	struct grist_packer *pack;
+	struct grist_pack_params pack_params;
+	uint64_t pack_skip;      /* checkpoint: rows / tokens delivered past consumed */
 	const char *engine_name;
 	struct grist_loader_stats counters; /* consumer-side counters */
 	struct grist_slot *held[GRIST_LOADER_MAX_HELD]; /* batches handed out, for release() */

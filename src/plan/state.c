@@ -11,11 +11,17 @@
  *    8  u64 fingerprint     16  u64 base
  *   24  u32 shard index     28  u32 shard count
  *   32  u64 consumed        40  u64 batches
- *   48  u32 reserved (0)    52  u32 crc32 of bytes [0, 52)
+ *   48  u32 version 1: reserved (0); version 2: pack_skip
+ *   52  u32 crc32 of bytes [0, 52)
+ *
+ * Version 2 differs only at byte 48 and is written only for packed states, so a
+ * reader that knows version 1 alone still reads every state without packing, and
+ * refuses a packed one as "newer" instead of misreading it.
  */
 #define STATE_MAGIC 0x54535247u /* "GRST" read as a little-endian u32 */
-#define STATE_VERSION 1
-#define STATE_FLAGS_KNOWN (GRIST_STATE_LOCKSTEP | GRIST_STATE_CONTIGUOUS)
+#define STATE_VERSION 2
+#define STATE_FLAGS_V1 (GRIST_STATE_LOCKSTEP | GRIST_STATE_CONTIGUOUS)
+#define STATE_FLAGS_KNOWN (STATE_FLAGS_V1 | GRIST_STATE_PACKED)
 #define STATE_CRC_AT 52
 
 static void put_le(uint8_t *p, uint64_t v, int bytes)
@@ -45,8 +51,10 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 				  st->shard_count);
 	if (st->flags & ~STATE_FLAGS_KNOWN)
 		return grist_fail(-EINVAL, "unknown state flags 0x%x", st->flags);
+	if (!(st->flags & GRIST_STATE_PACKED) && st->pack_skip)
+		return grist_fail(-EINVAL, "state pack_skip %u without the packed flag", st->pack_skip);
 	put_le(buf, STATE_MAGIC, 4);
-	put_le(buf + 4, STATE_VERSION, 2);
+	put_le(buf + 4, st->flags & GRIST_STATE_PACKED ? 2 : 1, 2);
 	put_le(buf + 6, st->flags, 2);
 	put_le(buf + 8, st->fingerprint, 8);
 	put_le(buf + 16, st->base, 8);
@@ -54,7 +62,7 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 	put_le(buf + 28, st->shard_count, 4);
 	put_le(buf + 32, st->consumed, 8);
 	put_le(buf + 40, st->batches, 8);
-	put_le(buf + 48, 0, 4);
+	put_le(buf + 48, st->pack_skip, 4);
 	put_le(buf + STATE_CRC_AT, crc32(0, buf, STATE_CRC_AT), 4);
 	return GRIST_STATE_SIZE;
 }
@@ -81,8 +89,8 @@ int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 	if (version == 0)
 		return grist_fail_at(-EBADMSG, "state", 4, "state version 0");
 	st->flags = (uint32_t)get_le(buf + 6, 2);
-	if (st->flags & ~STATE_FLAGS_KNOWN)
-		return grist_fail_at(-EBADMSG, "state", 6, "unknown flags 0x%x", st->flags);
+	if (st->flags & ~(version == 1 ? STATE_FLAGS_V1 : STATE_FLAGS_KNOWN))
+		return grist_fail_at(-EBADMSG, "state", 6, "unknown flags 0x%x for version %u", st->flags, version);
 	st->fingerprint = get_le(buf + 8, 8);
 	st->base = get_le(buf + 16, 8);
 	st->shard_index = (uint32_t)get_le(buf + 24, 4);
@@ -92,13 +100,17 @@ int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 	if (!st->shard_count || st->shard_index >= st->shard_count)
 		return grist_fail_at(-EBADMSG, "state", 24, "shard %u/%u is not a shard",
 				     st->shard_index, st->shard_count);
-	if (get_le(buf + 48, 4))
+	st->pack_skip = (uint32_t)get_le(buf + 48, 4);
+	if (st->pack_skip && version == 1)
 		return grist_fail_at(-EBADMSG, "state", 48, "reserved field is not zero");
+	if (st->pack_skip && !(st->flags & GRIST_STATE_PACKED))
+		return grist_fail_at(-EBADMSG, "state", 48, "pack_skip %u in a state without the packed flag",
+				     st->pack_skip);
 	return 0;
 }
 
-int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
-		      bool lockstep, uint64_t extra, uint8_t *buf, size_t cap)
+static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches, uint32_t flags,
+		       uint32_t pack_skip, uint64_t extra, uint8_t *buf, size_t cap)
 {
 	const struct grist_plan_config *cfg = grist_stream_config(s);
 	struct grist_state st = {
@@ -106,8 +118,8 @@ int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t 
 		.base = cfg->base,
 		.consumed = consumed,
 		.batches = batches,
-		.flags = (lockstep ? GRIST_STATE_LOCKSTEP : 0) |
-			 (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
+		.flags = flags | (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
+		.pack_skip = pack_skip,
 	};
 
 	if (consumed > grist_stream_length(s))
@@ -120,6 +132,20 @@ int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t 
 	st.shard_index = (uint32_t)cfg->shard_index;
 	st.shard_count = (uint32_t)cfg->shard_count;
 	return grist_state_encode(&st, buf, cap);
+}
+
+int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
+		      bool lockstep, uint64_t extra, uint8_t *buf, size_t cap)
+{
+	return stream_save(s, consumed, batches, lockstep ? GRIST_STATE_LOCKSTEP : 0, 0, extra, buf, cap);
+}
+
+int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip,
+			     uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap)
+{
+	if (pack_skip > UINT32_MAX)
+		return grist_fail(-EINVAL, "pack skip %llu does not fit a checkpoint", (unsigned long long)pack_skip);
+	return stream_save(s, consumed, batches, GRIST_STATE_PACKED, (uint32_t)pack_skip, extra, buf, cap);
 }
 
 int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, const uint8_t *buf,

@@ -7,7 +7,7 @@
 
 static void test_round_trip(void **state)
 {
-	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP }, b;
+	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE + 8];
 
 	(void)state;
@@ -29,7 +29,7 @@ static void test_round_trip(void **state)
 /* Every flipped bit and every truncation is caught: no silent misread. */
 static void test_corruption(void **state)
 {
-	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0 }, b;
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE], bad[GRIST_STATE_SIZE + 1];
 	size_t i, bit;
 
@@ -48,6 +48,52 @@ static void test_corruption(void **state)
 	bad[GRIST_STATE_SIZE] = 0;
 	assert_int_equal(grist_state_decode(bad, GRIST_STATE_SIZE + 1, &b), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "state: byte"));
+}
+
+/*
+ * Packed states are version 2 with pack_skip at byte 48; every other state stays version 1
+ * byte for byte, so a reader from before packing still reads it. A version 1 state with a
+ * pack_skip or the packed flag is corrupt.
+ */
+static void test_packed_versions(void **state)
+{
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, GRIST_STATE_PACKED, 77 }, b;
+	struct grist_state plain = { 42, 1, 0, 3, 10, 1, GRIST_STATE_LOCKSTEP, 0 };
+	/* a version 1 state as the encoder before packing wrote it */
+	static const uint8_t v1[GRIST_STATE_SIZE] = {
+		'G', 'R', 'S', 'T', 1, 0, 1, 0, 42, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 3, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	};
+	uint8_t buf[GRIST_STATE_SIZE], old[GRIST_STATE_SIZE];
+	uint32_t crc;
+
+	(void)state;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	assert_int_equal(buf[4], 2);
+	assert_int_equal(buf[48], 77);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), 0);
+	assert_int_equal(b.pack_skip, 77);
+	assert_int_equal(b.flags, GRIST_STATE_PACKED);
+
+	assert_int_equal(grist_state_encode(&plain, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	memcpy(old, v1, sizeof(old));
+	crc = 0;
+	/* the old encoder's crc is the same crc32 over the same 52 bytes */
+	assert_memory_equal(buf, old, 52);
+	memcpy(&crc, buf + 52, 4);
+	memcpy(old + 52, &crc, 4);
+	assert_int_equal(grist_state_decode(old, sizeof(old), &b), 0);
+	assert_int_equal(b.pack_skip, 0);
+	assert_int_equal(b.consumed, 10);
+
+	/* pack_skip needs the flag, on either side */
+	a.flags = 0;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), -EINVAL);
+	/* a newer version than this reader knows is refused as such */
+	a.flags = GRIST_STATE_PACKED;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
+	buf[4] = 3;
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG); /* the crc no longer matches */
 }
 
 static void assert_same_item(const struct grist_stream_item *a, const struct grist_stream_item *b)
@@ -183,6 +229,21 @@ static void test_restore_refusals(void **state)
 	s = job_stream(&jb, 1, 3, 0);
 	assert_int_equal(grist_stream_save(s, 5, 1, false, 1, buf, sizeof(buf)), GRIST_STATE_SIZE);
 	assert_int_equal(grist_stream_save(s, grist_stream_length(s) + 1, 1, false, 1, buf, 8), -EINVAL);
+	/* packed: never lockstep, the skip travels */
+	{
+		uint8_t pb[GRIST_STATE_SIZE];
+
+		assert_int_equal(grist_stream_save_packed(s, 4, 3, 2, 1, pb, sizeof(pb)), GRIST_STATE_SIZE);
+		assert_int_equal(grist_stream_save_packed(s, 4, 1ull << 32, 2, 1, pb, sizeof(pb)), -EINVAL);
+		assert_int_equal(grist_stream_restore(&jb.cfg, 1, pb, sizeof(pb), &base, &j, &st), 0);
+		assert_int_equal(j, 4);
+		assert_int_equal(st.pack_skip, 3);
+		assert_int_equal(st.flags, GRIST_STATE_PACKED);
+		jb.cfg.shard_count = 5;
+		assert_int_equal(grist_stream_restore(&jb.cfg, 1, pb, sizeof(pb), &base, &j, &st), -ESTALE);
+		assert_non_null(strstr(grist_last_error(), "not lockstep"));
+		jb.cfg.shard_count = 3;
+	}
 	grist_stream_destroy(s);
 
 	/* Same host and K: fine, j kept. */
@@ -273,6 +334,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_corruption),
+		cmocka_unit_test(test_packed_versions),
 		cmocka_unit_test(test_elastic_restore),
 		cmocka_unit_test(test_restore_refusals),
 		cmocka_unit_test(test_restore_range),
