@@ -280,6 +280,7 @@ int cmd_write(int argc, char **argv)
 	}
 	if (!out)
 		return cli_usage_error("no output file given");
+	cli_cleanup_on_signals();
 	ret = grist_writer_open(out, opts, &w);
 	if (ret)
 		return cli_library_error(ret);

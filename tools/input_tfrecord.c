@@ -1,0 +1,114 @@
+/* `grist convert --from tfrecord`: TFRecord framing, every CRC-32C checked, plain or GZIP. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "format/le.h"
+#include "input.h"
+
+/*
+ * A record is framed as
+ *   u64 length (LE) | u32 masked CRC-32C of those 8 bytes | data | u32 masked CRC-32C of data.
+ * A length is trusted only after its CRC matches, and for a plain file only
+ * when the file can still hold it, so damage never leads to a huge allocation.
+ * GZIP streams cannot say how much is left; their records are capped instead.
+ */
+#define TFRECORD_HEADER 12
+#define TFRECORD_FOOTER 4
+#define TFRECORD_GZIP_MAX_RECORD ((uint64_t)1 << 31)
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int tf_open(struct input *in, const char *path)
+{
+	struct input_source *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return grist_fail(-ENOMEM, "cannot allocate an input");
+	ret = input_source_open(s, path);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	in->priv = s;
+	return 0;
+}
+
+static int tf_next(struct input *in, const uint8_t **data, size_t *len)
+{
+	struct input_source *s = in->priv;
+	uint64_t at = s->offset, length, left;
+	const uint8_t *p;
+	int64_t have;
+	uint32_t crc;
+
+	have = input_source_fill(s, TFRECORD_HEADER);
+	if (have < 0)
+		return (int)have;
+	if (!have)
+		return 0;
+	if (have < TFRECORD_HEADER)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%lld of %d bytes)",
+				     (unsigned long long)in->record, (long long)have, TFRECORD_HEADER);
+	p = s->buf + s->start;
+	length = grist_le64_get(p);
+	crc = le32(p + 8);
+	if (grist_crc32c_mask(grist_crc32c(0, p, 8)) != crc)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
+				     (unsigned long long)in->record);
+	left = s->gz ? TFRECORD_GZIP_MAX_RECORD : s->file_size - at - TFRECORD_HEADER;
+	if (s->gz ? length > left : length + TFRECORD_FOOTER > left)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: %s: the header says %llu bytes%s",
+				     (unsigned long long)in->record, s->gz ? "too large" : "truncated",
+				     (unsigned long long)length, s->gz ? "" : ", more than the file holds");
+	have = input_source_fill(s, TFRECORD_HEADER + length + TFRECORD_FOOTER);
+	if (have < 0)
+		return (int)have;
+	if ((uint64_t)have < TFRECORD_HEADER + length + TFRECORD_FOOTER)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated: the header says %llu bytes, the stream ends after %llu",
+				     (unsigned long long)in->record, (unsigned long long)length,
+				     (unsigned long long)(have > TFRECORD_HEADER ? have - TFRECORD_HEADER : 0));
+	p = s->buf + s->start;
+	if (in->check_data &&
+	    grist_crc32c_mask(grist_crc32c(0, p + TFRECORD_HEADER, length)) != le32(p + TFRECORD_HEADER + length))
+		return grist_fail_at(-EBADMSG, s->path, at + TFRECORD_HEADER + length,
+				     "record %llu: data CRC mismatch", (unsigned long long)in->record);
+	*data = p + TFRECORD_HEADER;
+	*len = length;
+	input_source_consume(s, TFRECORD_HEADER + length + TFRECORD_FOOTER);
+	in->record++;
+	return 1;
+}
+
+static uint64_t tf_done_bytes(const struct input *in)
+{
+	return input_source_disk_offset(in->priv);
+}
+
+static uint64_t tf_total_bytes(const struct input *in)
+{
+	return ((const struct input_source *)in->priv)->file_size;
+}
+
+static void tf_close(struct input *in)
+{
+	if (in->priv)
+		input_source_close(in->priv);
+	free(in->priv);
+	in->priv = NULL;
+}
+
+const struct input_ops input_tfrecord_ops = {
+	.name = "tfrecord",
+	.open = tf_open,
+	.next = tf_next,
+	.done_bytes = tf_done_bytes,
+	.total_bytes = tf_total_bytes,
+	.close = tf_close,
+};
