@@ -62,7 +62,9 @@ static int tf_next(struct input *in, const uint8_t **data, size_t *len)
 	if (grist_crc32c_mask(grist_crc32c(0, p, 8)) != crc)
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
 				     (unsigned long long)in->record);
-	left = s->gz ? TFRECORD_GZIP_MAX_RECORD : s->file_size - at - TFRECORD_HEADER;
+	/* A plain file that shrank since it was opened leaves nothing (and must not wrap around). */
+	left = s->gz ? TFRECORD_GZIP_MAX_RECORD :
+	       s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0;
 	if (s->gz ? length > left : length + TFRECORD_FOOTER > left)
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: %s: the header says %llu bytes%s",
 				     (unsigned long long)in->record, s->gz ? "too large" : "truncated",
