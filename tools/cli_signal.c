@@ -1,4 +1,5 @@
 /* The one place the CLI removes writer temporaries when a signal ends it (`write` and `convert` share it). */
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
@@ -45,10 +46,10 @@ void cli_signals_hold(sigset_t *old)
 	sigemptyset(&set);
 	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
 		sigaddset(&set, cleanup_signals[i]);
-	sigprocmask(SIG_BLOCK, &set, old);
+	pthread_sigmask(SIG_BLOCK, &set, old);
 }
 
 void cli_signals_release(const sigset_t *old)
 {
-	sigprocmask(SIG_SETMASK, old, NULL);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
 }
