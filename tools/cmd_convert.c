@@ -262,11 +262,17 @@ static int commit_all(struct convert *c)
 
 	cli_signals_hold(&old);
 	for (s = 0; s < c->shards; s++) {
+		struct stat tmp, now;
+		bool have_tmp = stat(grist_writer_temp_path(c->w[s]), &tmp) == 0;
+
 		ret = grist_writer_commit(c->w[s]);
 		c->w[s] = NULL;
 		if (ret) {
 			for (k = 0; k < s; k++)
 				unlink(c->names[k]);
+			/* Failing after its rename (syncing the folder), this shard is ours too; never a file we did not make. */
+			if (have_tmp && stat(c->names[s], &now) == 0 && now.st_ino == tmp.st_ino && now.st_dev == tmp.st_dev)
+				unlink(c->names[s]);
 			break;
 		}
 	}
