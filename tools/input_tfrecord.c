@@ -1,7 +1,9 @@
 /* `grist convert --from tfrecord`: TFRecord framing, every CRC-32C checked, plain or GZIP. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/error.h"
@@ -18,6 +20,12 @@
 #define TFRECORD_HEADER 12
 #define TFRECORD_FOOTER 4
 #define TFRECORD_GZIP_MAX_RECORD ((uint64_t)1 << 31)
+
+/* Whether @length data bytes and the data CRC fit in @left bytes (no overflow for any length). */
+static bool fits(uint64_t length, uint64_t left)
+{
+	return left >= TFRECORD_FOOTER && length <= left - TFRECORD_FOOTER;
+}
 
 static uint32_t le32(const uint8_t *p)
 {
@@ -65,7 +73,7 @@ static int tf_next(struct input *in, const uint8_t **data, size_t *len)
 	/* A plain file that shrank since it was opened leaves nothing (and must not wrap around). */
 	left = s->gz ? TFRECORD_GZIP_MAX_RECORD :
 	       s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0;
-	if (s->gz ? length > left : length + TFRECORD_FOOTER > left)
+	if (s->gz ? length > left : !fits(length, left))
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: %s: the header says %llu bytes%s",
 				     (unsigned long long)in->record, s->gz ? "too large" : "truncated",
 				     (unsigned long long)length, s->gz ? "" : ", more than the file holds");
@@ -86,6 +94,49 @@ static int tf_next(struct input *in, const uint8_t **data, size_t *len)
 	input_source_consume(s, TFRECORD_HEADER + length + TFRECORD_FOOTER);
 	in->record++;
 	return 1;
+}
+
+/*
+ * Count the records for --shards. A plain file is walked header to header
+ * with one 12-byte pread each (the data is not read: its CRC is checked by the
+ * writing pass); a GZIP stream has to be inflated, framing checked as it goes.
+ */
+static int tf_count(struct input *in, uint64_t *records)
+{
+	struct input_source *s = in->priv;
+	const uint8_t *data;
+	uint64_t at = 0, n = 0;
+	size_t len;
+	int ret;
+
+	if (s->gz) {
+		while ((ret = tf_next(in, &data, &len)) > 0)
+			n++;
+		*records = n;
+		return ret;
+	}
+	while (at < s->file_size) {
+		uint8_t h[TFRECORD_HEADER];
+		ssize_t got = pread(s->fd, h, sizeof(h), (off_t)at);
+		uint64_t length;
+
+		if (got < 0)
+			return grist_fail_at(-errno, s->path, at, "read failed: %s", strerror(errno));
+		if ((size_t)got < sizeof(h))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%zd of %d bytes)",
+					     (unsigned long long)n, got, TFRECORD_HEADER);
+		if (grist_crc32c_mask(grist_crc32c(0, h, 8)) != le32(h + 8))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
+					     (unsigned long long)n);
+		length = grist_le64_get(h);
+		if (!fits(length, s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated: the header says %llu bytes, more than the file holds",
+					     (unsigned long long)n, (unsigned long long)length);
+		at += TFRECORD_HEADER + length + TFRECORD_FOOTER;
+		n++;
+	}
+	*records = n;
+	return 0;
 }
 
 static uint64_t tf_done_bytes(const struct input *in)
@@ -110,6 +161,7 @@ const struct input_ops input_tfrecord_ops = {
 	.name = "tfrecord",
 	.open = tf_open,
 	.next = tf_next,
+	.count = tf_count,
 	.done_bytes = tf_done_bytes,
 	.total_bytes = tf_total_bytes,
 	.close = tf_close,

@@ -341,6 +341,34 @@ def test_bad_inputs_leave_nothing():
         del cases
 
 
+def test_huge_length_with_valid_crc():
+    """A length whose CRC checks out but that no file holds (up to 2^64-1) is
+    refused before any allocation, plain or GZIP, counting pass or not."""
+    import struct
+    try:
+        from tfrecord.writer import TFRecordWriter
+    except ImportError:
+        raise g.Skip("the pip package tfrecord is not importable")
+    with Workdir() as d:
+        good = tfrecord_frame([b"first", b"second"])
+        for length in (2**64 - 1, 2**64 - 4, 2**63, 2**40):
+            hdr = struct.pack("<Q", length)
+            bad = good + hdr + TFRecordWriter.masked_crc(hdr) + b"tail"
+            for gz in (False, True):
+                src = os.path.join(d, "huge.tfrecord" + (".gz" if gz else ""))
+                with open(src, "wb") as f:
+                    f.write(gzip.compress(bad, mtime=0) if gz else bad)
+                outdir = os.path.join(d, "out")
+                os.mkdir(outdir)
+                for extra in ([], ["--shards", "2"]):
+                    rc, _, err = g.run(["convert"] + extra + [src, os.path.join(outdir, "o")])
+                    assert rc == 1, (length, gz, rc, err)
+                    assert ("too large" if gz else "truncated") in err, err
+                    assert "byte %d" % len(good) in err and "record 2" in err, err
+                    assert_clean(outdir)
+                os.rmdir(outdir)
+
+
 def test_unreadable_inputs():
     with Workdir() as d:
         out = os.path.join(d, "out", "o.ar")
@@ -432,5 +460,5 @@ def test_progress_line():
 if __name__ == "__main__":
     g.main([test_golden_tfrecord, test_concatenated_inputs_in_order, test_parallel_writer_matches_serial_and_official,
             test_shards, test_lines, test_dir_order, test_arrayrecord_reencode, test_detection_errors,
-            test_usage_errors, test_bad_inputs_leave_nothing, test_unreadable_inputs, test_signal_leaves_nothing,
+            test_usage_errors, test_bad_inputs_leave_nothing, test_huge_length_with_valid_crc, test_unreadable_inputs, test_signal_leaves_nothing,
             test_progress_line])
