@@ -15,7 +15,7 @@
 struct input_source {
 	const char *path;
 	int fd;
-	gzFile gz;           /* NULL for a plain file */
+	struct input_inflater *gz;  /* GZIP: the inflating thread; NULL for a plain file */
 	uint64_t file_size;  /* on disk (compressed for GZIP) */
 	uint8_t *buf;
 	size_t start, end, cap;  /* unread bytes are buf[start, end) */
@@ -48,6 +48,20 @@ static inline void input_source_consume(struct input_source *s, size_t n)
 
 /* Bytes of the file on disk consumed so far (compressed bytes for GZIP): drives --progress. */
 uint64_t input_source_disk_offset(const struct input_source *s);
+
+/*
+ * GZIP streams inflate on a thread of their own, a few MiB ahead of the
+ * reader (input_inflate.c). input_inflater_start() takes @gz (closed by
+ * input_inflater_stop()); 0 or a negative errno with the message recorded.
+ * input_inflater_read() copies up to @n bytes: the count, 0 at the end, or a
+ * negative errno with *@why saying what zlib found (valid until stop).
+ * input_inflater_disk_offset(): compressed bytes consumed so far.
+ */
+struct input_inflater;
+int input_inflater_start(gzFile gz, const char *path, struct input_inflater **out);
+int64_t input_inflater_read(struct input_inflater *f, uint8_t *dst, size_t n, const char **why);
+uint64_t input_inflater_disk_offset(struct input_inflater *f);
+void input_inflater_stop(struct input_inflater *f);
 
 /* True when the first bytes of @path are the GZIP magic. 0/1, or a negative errno. */
 int input_is_gzip(const char *path);

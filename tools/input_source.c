@@ -53,14 +53,20 @@ int input_source_open(struct input_source *s, const char *path)
 		/* zlib owns the descriptor from here; a dup keeps ours for close(). */
 		int gfd = dup(s->fd);
 
-		s->gz = gfd >= 0 ? gzdopen(gfd, "rb") : NULL;
-		if (!s->gz) {
+		gzFile gz = gfd >= 0 ? gzdopen(gfd, "rb") : NULL;
+
+		if (!gz) {
 			if (gfd >= 0)
 				close(gfd);
 			ret = grist_fail(-ENOMEM, "%s: cannot start the GZIP decoder", path);
 			goto fail;
 		}
-		gzbuffer(s->gz, SOURCE_READ_SIZE);
+		gzbuffer(gz, SOURCE_READ_SIZE);
+		ret = input_inflater_start(gz, path, &s->gz);
+		if (ret) {
+			gzclose(gz);
+			goto fail;
+		}
 	}
 	s->cap = 4 * SOURCE_READ_SIZE;
 	s->buf = malloc(s->cap);
@@ -76,8 +82,7 @@ fail:
 
 void input_source_close(struct input_source *s)
 {
-	if (s->gz)
-		gzclose(s->gz);
+	input_inflater_stop(s->gz);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->buf);
@@ -94,18 +99,12 @@ static int64_t read_some(struct input_source *s, uint8_t *dst, size_t n)
 	if (n > (1u << 30))
 		n = 1u << 30;
 	if (s->gz) {
-		int got = gzread(s->gz, dst, (unsigned)n), err;
-		const char *msg;
+		const char *why = "";
+		int64_t got = input_inflater_read(s->gz, dst, n, &why);
 
-		if (got > 0)
+		if (got >= 0)
 			return got;
-		msg = gzerror(s->gz, &err);
-		/* gzread() ends a cut-off stream like a whole one; only gzerror() tells them apart. */
-		if (got == 0 && err == Z_OK)
-			return 0;
-		return grist_fail_at(-EBADMSG, s->path, at, "(decompressed stream) GZIP error: %s",
-				     err == Z_BUF_ERROR ? "the compressed stream is truncated" :
-				     err == Z_ERRNO ? strerror(errno) : msg);
+		return grist_fail_at((int)got, s->path, at, "(decompressed stream) GZIP error: %s", why);
 	}
 	for (;;) {
 		ssize_t got = read(s->fd, dst, n);
@@ -151,10 +150,7 @@ int64_t input_source_fill(struct input_source *s, size_t n)
 
 uint64_t input_source_disk_offset(const struct input_source *s)
 {
-	if (s->gz) {
-		z_off_t off = gzoffset(s->gz);
-
-		return off > 0 ? (uint64_t)off : 0;
-	}
+	if (s->gz)
+		return input_inflater_disk_offset(s->gz);
 	return s->offset;
 }
