@@ -2,6 +2,7 @@
 #ifndef GRIST_TOOLS_CLI_H
 #define GRIST_TOOLS_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,6 +98,22 @@ int cli_parse_weights(const char *s, double **weights, size_t *n);
 int cli_group_datasets(const char *const *args, size_t nargs, const double *weights, size_t nweights,
 		       struct grist_dataset_spec **specs, size_t *n);
 
+/*
+ * cli_cleanup_on_signals() - on SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and
+ * SIGXFSZ, unlink every writer temporary (grist_writer_remove_temporaries())
+ * and die of the signal. Signals the parent ignored stay ignored. Every
+ * command that writes files calls it first.
+ */
+void cli_cleanup_on_signals(void);
+
+/*
+ * cli_signals_hold() / cli_signals_release() - defer those signals around a
+ * step that must not be cut in half (renaming a set of finished files into
+ * place); @old keeps the mask to restore.
+ */
+void cli_signals_hold(sigset_t *old);
+void cli_signals_release(const sigset_t *old);
+
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 
@@ -107,6 +124,7 @@ int cmd_cat(int argc, char **argv);
 int cmd_get(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_write(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_load(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

@@ -256,40 +256,6 @@ static int hex_value(int c)
 	return -1;
 }
 
-/*
- * The temporary of the running write, for the signal handler: a kill by SIGINT,
- * SIGTERM, SIGHUP, SIGPIPE or SIGXFSZ (file size limit) removes it, then dies of
- * the same signal so the parent sees why. Only async-signal-safe calls in there.
- */
-static char write_temp[4096];
-static const int write_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGXFSZ };
-
-static void write_signal(int sig)
-{
-	if (write_temp[0])
-		unlink(write_temp);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-/* @on: install the handlers for @w's temporary; else restore the defaults. */
-static void write_guard(const struct grist_writer *w, bool on)
-{
-	struct sigaction sa = { 0 };
-	size_t i;
-
-	sa.sa_handler = on ? write_signal : SIG_DFL;
-	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < sizeof(write_signals) / sizeof(write_signals[0]); i++)
-		sigaddset(&sa.sa_mask, write_signals[i]);
-	if (on)
-		snprintf(write_temp, sizeof(write_temp), "%s", grist_writer_temp_path(w));
-	for (i = 0; i < sizeof(write_signals) / sizeof(write_signals[0]); i++)
-		sigaction(write_signals[i], &sa, NULL);
-	if (!on)
-		write_temp[0] = 0;
-}
-
 int cmd_write(int argc, char **argv)
 {
 	const char *opts = NULL, *out = NULL;
@@ -322,10 +288,10 @@ int cmd_write(int argc, char **argv)
 	}
 	if (!out)
 		return cli_usage_error("no output file given");
+	cli_cleanup_on_signals();
 	ret = grist_writer_open(out, opts, &w);
 	if (ret)
 		return cli_library_error(ret);
-	write_guard(w, true);
 	while ((n = getline(&line, &cap, stdin)) >= 0) {
 		size_t len = (size_t)n, j;
 
@@ -359,11 +325,9 @@ int cmd_write(int argc, char **argv)
 	}
 	free(line);
 	ret = grist_writer_close(w);
-	write_guard(NULL, false);
 	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 fail:
 	free(line);
 	grist_writer_abort(w);
-	write_guard(NULL, false);
 	return ret;
 }

@@ -18,6 +18,7 @@ static const struct command commands[] = {
 	{ "get", cmd_get, "write the records at given global indices" },
 	{ "verify", cmd_verify, "check every chunk, block header and hash of files" },
 	{ "write", cmd_write, "write stdin lines as records of a new ArrayRecord file" },
+	{ "convert", cmd_convert, "TFRecord, text lines, folders or ArrayRecord into ArrayRecord (shards, threads)" },
 	{ "load", cmd_load, "run the loader: shuffled, sharded batches with digests and checkpoints" },
 	{ "bench", cmd_bench, "measure the loader, beside fio, pread, the Python stack and the codec" },
 	{ "order", cmd_order, "print the record indices a shard delivers, in order" },

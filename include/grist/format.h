@@ -260,8 +260,21 @@ struct grist_writer;
  * temporary while it lives; opening removes temporaries of the same NAME whose
  * lock nobody holds, left by writers that were killed.
  *
+ * max_parallelism:N (N >= 2, or auto = the CPUs this process may use)
+ * compresses chunks on N threads of the writer's own while the caller keeps
+ * filling the next ones; chunks are still written in order, so the file is
+ * byte-identical to what max_parallelism:1 writes. At most 2N chunks are held
+ * in memory; grist_writer_write() waits when all 2N are taken. The stored
+ * options keep saying max_parallelism:1, as the official writer's do whenever
+ * it runs without a C++ thread pool (which is always, from Python). The
+ * threads block every signal, so signal handlers run on the caller's threads.
+ *
+ * The temporary is listed for grist_writer_remove_temporaries() from the
+ * moment it exists until it is renamed or removed.
+ *
  * Return: 0; -EINVAL for bad options, transpose:true included (the message
- * names the option); OS errors creating the temporary; -ENOMEM.
+ * names the option); OS errors creating the temporary; -EAGAIN when a thread
+ * cannot start; -ENOMEM.
  * Thread-safety: a writer belongs to one thread at a time.
  */
 GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out);
@@ -269,25 +282,55 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 /**
  * grist_writer_write() - append one record of @len bytes.
  *
- * Return: 0; -ENOMEM; OS write errors; -EINVAL for a NULL argument; -EOVERFLOW past
- * 2^56 records; -EFBIG for a record the codec cannot take (snappy: 4 GiB).
- * After an error, call grist_writer_abort().
+ * The bytes are copied; @data may be reused at once. A full group is handed
+ * to the compression threads (or compressed here at max_parallelism:1), and
+ * every chunk that is ready is written.
+ *
+ * Return: 0; -ENOMEM; OS write errors; a compression error of an earlier
+ * chunk; -EINVAL for a NULL argument or after grist_writer_finish();
+ * -EOVERFLOW past 2^56 records; -EFBIG for a record the codec cannot take
+ * (snappy: 4 GiB).
+ * Errors are sticky: every later call returns the first one. After an error,
+ * call grist_writer_abort().
  */
 GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len);
 
 /**
- * grist_writer_close() - finish the file and commit it under its final name.
+ * grist_writer_finish() - complete the file under its temporary name.
  *
- * Writes the last chunk, footer and postscript, fsyncs, renames the
- * temporary over @path, and fsyncs the folder. Frees @w whatever happens; on
- * failure the temporary is removed and @path is untouched.
+ * Writes the last chunk, footer and postscript, fsyncs and closes the
+ * temporary, but does not rename it: a caller writing several files (shards)
+ * finishes them all, then commits them all, so a failure before the last
+ * commit can leave nothing at any final name. Calling it twice is fine.
  *
- * Return: 0 or a negative error code.
+ * Return: 0 or a negative error code (then call grist_writer_abort()).
+ * Thread-safety: as grist_writer_write().
+ */
+GRIST_API int grist_writer_finish(struct grist_writer *w);
+
+/**
+ * grist_writer_commit() - finish (if not done yet) and move the file to its final name.
+ *
+ * Renames the temporary over @path and fsyncs the folder. Frees @w whatever
+ * happens; when the rename fails the temporary is removed and @path is
+ * untouched.
+ *
+ * Return: 0 or a negative error code. An error from fsyncing the folder comes
+ * after the rename, with the file already at @path.
+ */
+GRIST_API int grist_writer_commit(struct grist_writer *w);
+
+/**
+ * grist_writer_close() - grist_writer_finish() then grist_writer_commit().
+ *
+ * Return: 0 or a negative error code; @w is freed whatever happens.
  */
 GRIST_API int grist_writer_close(struct grist_writer *w);
 
 /**
- * grist_writer_abort() - drop the file: remove the temporary and free @w. NULL is fine.
+ * grist_writer_abort() - drop the file: stop the threads, remove the
+ * temporary and free @w. Works at any point before the commit, including
+ * after grist_writer_finish(). NULL is fine.
  */
 GRIST_API void grist_writer_abort(struct grist_writer *w);
 
@@ -305,6 +348,35 @@ GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w);
  * Valid while @w lives.
  */
 GRIST_API const char *grist_writer_options_text(const struct grist_writer *w);
+
+/* What grist_writer_get_stats() reports: progress so far. */
+struct grist_writer_stats {
+	uint64_t records;         /* records accepted by grist_writer_write() */
+	uint64_t record_bytes;    /* their total size */
+	uint64_t chunks_written;  /* data chunks already in the file */
+	uint64_t file_bytes;      /* bytes of the file so far, buffered ones included */
+	unsigned threads;         /* compression threads; 0 when the caller's thread compresses */
+};
+
+/**
+ * grist_writer_get_stats() - fill @st with @w's progress.
+ * Thread-safety: as grist_writer_write() (call it from the writer's thread).
+ */
+GRIST_API void grist_writer_get_stats(const struct grist_writer *w, struct grist_writer_stats *st);
+
+/**
+ * grist_writer_remove_temporaries() - unlink the temporary file of every
+ * writer of this process not yet committed or aborted.
+ *
+ * For signal handlers: async-signal-safe (atomic loads and unlink(2) only,
+ * no locks, no allocation). A handler for SIGINT/SIGTERM/SIGHUP calls it,
+ * then restores the default action and re-raises the signal, so an
+ * interrupted program leaves no temporaries behind. The writers themselves
+ * stay allocated; the process is expected to end.
+ *
+ * Thread-safety: safe from any thread and from a signal handler.
+ */
+GRIST_API void grist_writer_remove_temporaries(void);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* Writer options: parsing the official grammar and reproducing Options::ToString(). */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +104,22 @@ static int parse_item(char *item, struct grist_writer_options *o, unsigned *seen
 		o->group_size = (uint64_t)v;
 		return 0;
 	case OPT_MAX_PARALLELISM:
-		/* Only meaningful with a C++ thread pool; the official writer then stores 1. */
+		/*
+		 * The number of chunks compressed at once. The stored text still says 1:
+		 * that is what the official writer stores without a C++ thread pool.
+		 */
 		if (!val || (strcmp(val, "auto") && !parse_int(val, 1, 2147483647, &v)))
 			return grist_fail(-EINVAL, "option max_parallelism: invalid value '%s', expected auto or 1..2147483647",
 					  val ? val : "");
+		if (!strcmp(val, "auto")) {
+			cpu_set_t allowed;
+
+			v = sched_getaffinity(0, sizeof(allowed), &allowed) ? 1 : CPU_COUNT(&allowed);
+			if (v < 1)
+				v = 1;
+		}
+		/* More threads than this only buys memory (2 chunks each): no machine has the cores. */
+		o->max_parallelism = v > GRIST_WRITER_MAX_PARALLELISM ? GRIST_WRITER_MAX_PARALLELISM : (unsigned)v;
 		return 0;
 	case OPT_SATURATION:
 		if (!val || !parse_int(val, 0, 2147483647, &v))
@@ -177,6 +190,7 @@ int grist_writer_options_parse(const char *text, struct grist_writer_options *o)
 	o->group_size = 1;
 	o->compression = GRIST_CODEC_ZSTD;
 	o->level = 3;
+	o->max_parallelism = 1;
 	copy = strdup(text ? text : "");
 	if (!copy)
 		return grist_fail(-ENOMEM, "cannot copy writer options");

@@ -6,12 +6,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* max_parallelism above this is clamped to it. */
+#define GRIST_WRITER_MAX_PARALLELISM 256
+
 struct grist_writer_options {
 	uint64_t group_size;  /* records per chunk, 1..2^31-1 */
 	uint8_t compression;  /* a GRIST_CODEC_* byte */
 	int level;            /* zstd -131072..22, brotli 0..11 */
 	int window_log;       /* 10..31, or 0 for the codec's default */
 	bool pad_to_block_boundary;
+	/*
+	 * Chunks compressed at once (max_parallelism:N, "auto" = the CPUs this
+	 * process may run on). It changes how the writer works, never what it
+	 * writes: the stored text keeps saying max_parallelism:1, as the official
+	 * writer's does when it runs without a C++ thread pool (always, from Python).
+	 */
+	unsigned max_parallelism;
 };
 
 /*

@@ -1,8 +1,10 @@
-/* The ArrayRecord writer: chunks with block headers, footer, postscript, and a crash-safe commit. */
+/* The ArrayRecord writer: chunks compressed in parallel and written in order, footer, postscript, crash-safe commit. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,9 @@
 #include "format/hash.h"
 #include "format/options.h"
 #include "format/simple_chunk.h"
+#include "format/temp_registry.h"
 #include "format/varint.h"
+#include "format/writer_pool.h"
 #include "grist/format.h"
 
 /* Output is handed to the kernel in pieces of this size: no per-record system calls. */
@@ -27,7 +31,10 @@
 struct grist_writer {
 	char *path;      /* final name */
 	char *tmp_path;  /* where bytes go until close() commits */
+	struct grist_temp_entry *temp;  /* tmp_path, listed for grist_writer_remove_temporaries() */
 	int fd;
+	bool finished;   /* grist_writer_finish() succeeded: the temporary is complete and closed */
+	int error;       /* the first failure; every later call returns it */
 	uint64_t pos;    /* file offset of the next byte, buffered ones included */
 	struct grist_buf out;
 
@@ -37,9 +44,9 @@ struct grist_writer {
 	struct grist_codec_params params;
 	struct grist_codec_set codecs;
 
-	/* The open group: varint sizes and concatenated values. */
-	struct grist_buf sizes, values;
-	uint64_t group_records;
+	/* Data chunks: the caller fills the pool's current job, the pool compresses, we write in order. */
+	struct grist_chunk_pool *pool;
+	uint64_t record_bytes;
 
 	/* Footer entries so far, as the records of the future footer chunk. */
 	struct grist_buf footer_sizes, footer_values;
@@ -63,6 +70,14 @@ static int flush_out(struct grist_writer *w)
 		}
 		done += (size_t)n;
 	}
+	/*
+	 * Start writeback of what was just written, without waiting for it: the
+	 * disk then works while the next chunks compress, and the fsync() at
+	 * close waits only for the tail instead of the whole file. Advisory: a
+	 * failure here changes nothing, and fsync() still reports every error.
+	 */
+	if (w->out.len)
+		sync_file_range(w->fd, (off_t)(w->pos - w->out.len), (off_t)w->out.len, SYNC_FILE_RANGE_WRITE);
 	w->out.len = 0;
 	return 0;
 }
@@ -111,12 +126,13 @@ static int emit(struct grist_writer *w, const uint8_t *p, uint64_t n, uint64_t b
 	return 0;
 }
 
-static int write_chunk(struct grist_writer *w, uint8_t type, const uint8_t *data, uint64_t data_size,
-		       uint64_t num_records, uint64_t decoded_data_size)
+/* Write one chunk whose data hashes to @hash. */
+static int write_chunk_hashed(struct grist_writer *w, uint8_t type, const uint8_t *data, uint64_t data_size,
+			      uint64_t hash, uint64_t num_records, uint64_t decoded_data_size)
 {
 	struct grist_chunk_header h = {
 		.data_size = data_size,
-		.data_hash = grist_hash(data ? data : (const uint8_t *)"", data_size),
+		.data_hash = hash,
 		.num_records = num_records,
 		.decoded_data_size = decoded_data_size,
 		.type = type,
@@ -133,6 +149,13 @@ static int write_chunk(struct grist_writer *w, uint8_t type, const uint8_t *data
 	if (!ret && w->pos < end)
 		ret = emit(w, NULL, end - w->pos, begin, end);
 	return ret;
+}
+
+static int write_chunk(struct grist_writer *w, uint8_t type, const uint8_t *data, uint64_t data_size,
+		       uint64_t num_records, uint64_t decoded_data_size)
+{
+	return write_chunk_hashed(w, type, data, data_size, grist_hash(data ? data : (const uint8_t *)"", data_size),
+				  num_records, decoded_data_size);
 }
 
 /* A padding chunk that ends exactly at the next block boundary (none when already there). */
@@ -170,27 +193,21 @@ static int write_simple(struct grist_writer *w, const struct grist_codec_ops *co
 	return ret;
 }
 
-static int append_record(struct grist_buf *sizes, struct grist_buf *values, const void *data, size_t len)
-{
-	uint8_t v[GRIST_VARINT64_MAX];
-	int ret = grist_buf_append(sizes, v, grist_varint_write(v, len));
-
-	return ret ? ret : grist_buf_append(values, data, len);
-}
-
-static int flush_group(struct grist_writer *w)
+/* Write the oldest encoded chunk, its padding and its footer entry, then hand its job back. */
+static int emit_job(struct grist_writer *w, const struct grist_chunk_job *j)
 {
 	struct grist_footer_entry e = {
 		.chunk_offset = w->pos,
-		.decoded_data_size = w->values.len,
-		.num_records = w->group_records,
+		.decoded_data_size = j->values.len,
+		.num_records = j->num_records,
 	};
 	size_t before = w->footer_values.len;
 	int ret;
 
-	if (!w->group_records)
-		return 0;
-	ret = write_simple(w, w->codec, &w->sizes, &w->values, w->group_records);
+	if (j->ret)
+		return grist_fail(j->ret, "%s: chunk %llu: %s", w->path, (unsigned long long)w->num_chunks, j->msg);
+	ret = write_chunk_hashed(w, GRIST_CHUNK_SIMPLE, j->chunk.data, j->chunk.len, j->hash, j->num_records,
+				 j->values.len);
 	if (!ret && w->opts.pad_to_block_boundary)
 		ret = write_padding(w);
 	if (!ret)
@@ -204,22 +221,53 @@ static int flush_group(struct grist_writer *w)
 	if (ret)
 		return ret;
 	w->num_chunks++;
-	w->sizes.len = 0;
-	w->values.len = 0;
-	w->group_records = 0;
+	grist_chunk_pool_retire(w->pool);
 	return 0;
 }
 
-static void writer_free(struct grist_writer *w)
+/*
+ * Write every encoded chunk at the head of the queue; with @all, wait for and
+ * write every submitted chunk. Without @all it still waits when the ring is
+ * full, which is what bounds memory to the ring.
+ */
+static int drain(struct grist_writer *w, bool all)
 {
+	struct grist_chunk_job *j;
+	int ret;
+
+	while ((j = grist_chunk_pool_oldest(w->pool, all || grist_chunk_pool_full(w->pool)))) {
+		ret = emit_job(w, j);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Submit the open group, if it holds records, and write what is ready. */
+static int flush_group(struct grist_writer *w, bool all)
+{
+	if (grist_chunk_pool_job(w->pool)->num_records && !grist_chunk_pool_full(w->pool))
+		grist_chunk_pool_submit(w->pool);
+	return drain(w, all);
+}
+
+/* Stop the threads and free the buffers: all a writer needs until its tail is written. */
+static void writer_release_work(struct grist_writer *w)
+{
+	grist_chunk_pool_destroy(w->pool);
+	w->pool = NULL;
 	grist_buf_free(&w->out);
-	grist_buf_free(&w->sizes);
-	grist_buf_free(&w->values);
 	grist_buf_free(&w->footer_sizes);
 	grist_buf_free(&w->footer_values);
 	grist_buf_free(&w->chunk);
 	grist_buf_free(&w->scratch);
 	grist_codec_set_clear(&w->codecs);
+}
+
+static void writer_free(struct grist_writer *w)
+{
+	writer_release_work(w);
+	grist_temp_release(w->temp);
 	free(w->path);
 	free(w->tmp_path);
 	free(w);
@@ -263,9 +311,25 @@ static void remove_stale_temporaries(const char *dir, const char *base, const ch
 	free(prefix);
 }
 
-GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w)
+/*
+ * Create and list the temporary with signals blocked: a handler that runs
+ * grist_writer_remove_temporaries() then never finds the file made but not
+ * yet listed.
+ */
+static int create_temporary(struct grist_writer *w)
 {
-	return w ? w->tmp_path : NULL;
+	sigset_t all, old;
+	int ret = 0;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
+	if (w->fd < 0)
+		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
+	else if ((ret = grist_temp_register(w->tmp_path, &w->temp)))
+		unlink(w->tmp_path);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
 }
 
 GRIST_API int grist_writer_open(const char *path, const char *options, struct grist_writer **out)
@@ -288,6 +352,9 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 	w->codec = grist_codec_find(w->opts.compression);
 	w->params.level = w->opts.level;
 	w->params.window_log = w->opts.window_log;
+	ret = grist_chunk_pool_create(w->codec, &w->params, w->opts.max_parallelism, &w->pool);
+	if (ret)
+		goto fail;
 
 	ret = -ENOMEM;
 	w->path = strdup(path);
@@ -300,11 +367,9 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 		w->tmp_path = NULL;
 		goto fail;
 	}
-	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
-	if (w->fd < 0) {
-		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
+	ret = create_temporary(w);
+	if (ret)
 		goto fail;
-	}
 	/* the mark of a live writer (see remove_stale_temporaries()); a file system without locks loses only the cleanup */
 	if (flock(w->fd, LOCK_EX | LOCK_NB) == 0) {
 		free(dir_copy);
@@ -347,19 +412,30 @@ fail:
 
 GRIST_API int grist_writer_write(struct grist_writer *w, const void *data, size_t len)
 {
+	uint8_t v[GRIST_VARINT64_MAX];
+	struct grist_chunk_job *j;
 	int ret;
 
 	if (!w || (!data && len))
 		return grist_fail(-EINVAL, "grist_writer_write: null writer or data");
 	if (w->num_records == GRIST_CHUNK_MAX_RECORDS)
 		return grist_fail(-EOVERFLOW, "%s: too many records", w->path);
-	ret = append_record(&w->sizes, &w->values, data, len);
+	if (w->error || w->finished)
+		return w->error ? w->error : grist_fail(-EINVAL, "%s: write after grist_writer_finish()", w->path);
+	j = grist_chunk_pool_job(w->pool);
+	ret = grist_buf_append(&j->sizes, v, grist_varint_write(v, len));
+	if (!ret)
+		ret = grist_buf_append(&j->values, data, len);
 	if (ret)
-		return ret;
-	w->group_records++;
+		return w->error = ret;
+	j->num_records++;
 	w->num_records++;
-	if (w->group_records >= w->opts.group_size)
-		return flush_group(w);
+	w->record_bytes += len;
+	if (j->num_records >= w->opts.group_size) {
+		ret = flush_group(w, false);
+		if (ret)
+			return w->error = ret;
+	}
 	return 0;
 }
 
@@ -376,7 +452,7 @@ static int write_tail(struct grist_writer *w)
 	size_t meta_len;
 	int ret, i;
 
-	ret = flush_group(w);
+	ret = flush_group(w, true);
 	if (ret)
 		return ret;
 	m.num_chunks = w->num_chunks;
@@ -440,34 +516,71 @@ static int sync_dir_of(const char *path)
 	return ret;
 }
 
-GRIST_API int grist_writer_close(struct grist_writer *w)
+GRIST_API int grist_writer_finish(struct grist_writer *w)
 {
 	int ret;
 
 	if (!w)
-		return grist_fail(-EINVAL, "grist_writer_close: null writer");
+		return grist_fail(-EINVAL, "grist_writer_finish: null writer");
+	if (w->finished)
+		return 0;
+	if (w->error)
+		return w->error;
 	ret = write_tail(w);
 	if (!ret && fsync(w->fd) < 0)
 		ret = grist_fail(-errno, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
-	if (close(w->fd) < 0 && !ret)
-		ret = grist_fail(-errno, "%s: close failed: %s", w->tmp_path, strerror(errno));
-	w->fd = -1;
+	if (!ret) {
+		/* close() releases the descriptor even when it fails: never close it twice. */
+		int fd = w->fd;
+
+		w->fd = -1;
+		if (close(fd) < 0)
+			ret = grist_fail(-errno, "%s: close failed: %s", w->tmp_path, strerror(errno));
+	}
+	if (ret)
+		return w->error = ret;
+	w->finished = true;
+	/*
+	 * A finished writer waits only for commit or abort: give back the threads
+	 * and buffers now, so a caller holding many finished shards holds little.
+	 */
+	writer_release_work(w);
+	return 0;
+}
+
+GRIST_API int grist_writer_commit(struct grist_writer *w)
+{
+	int ret;
+
+	if (!w)
+		return grist_fail(-EINVAL, "grist_writer_commit: null writer");
+	ret = grist_writer_finish(w);
 	if (!ret && rename(w->tmp_path, w->path) < 0)
 		ret = grist_fail(-errno, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
 				 strerror(errno));
-	if (ret)
-		unlink(w->tmp_path);
-	else
-		ret = sync_dir_of(w->path);
+	if (ret) {
+		grist_writer_abort(w);
+		return ret;
+	}
+	/* Renamed: the temporary name is gone, so a signal handler must not chase it. */
+	grist_temp_release(w->temp);
+	w->temp = NULL;
+	ret = sync_dir_of(w->path);
 	writer_free(w);
 	return ret;
+}
+
+GRIST_API int grist_writer_close(struct grist_writer *w)
+{
+	return grist_writer_commit(w);
 }
 
 GRIST_API void grist_writer_abort(struct grist_writer *w)
 {
 	if (!w)
 		return;
-	close(w->fd);
+	if (w->fd >= 0)
+		close(w->fd);
 	unlink(w->tmp_path);
 	writer_free(w);
 }
@@ -475,4 +588,18 @@ GRIST_API void grist_writer_abort(struct grist_writer *w)
 GRIST_API const char *grist_writer_options_text(const struct grist_writer *w)
 {
 	return w->options_text;
+}
+
+GRIST_API void grist_writer_get_stats(const struct grist_writer *w, struct grist_writer_stats *st)
+{
+	st->records = w->num_records;
+	st->record_bytes = w->record_bytes;
+	st->chunks_written = w->num_chunks;
+	st->file_bytes = w->pos;
+	st->threads = w->opts.max_parallelism >= 2 ? w->opts.max_parallelism : 0;
+}
+
+GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w)
+{
+	return w ? w->tmp_path : NULL;
 }

@@ -85,12 +85,31 @@ static void test_values(void **state)
 	assert_true(o.pad_to_block_boundary);
 }
 
+/* max_parallelism sets the writer's threads, clamped; the stored text is unaffected (checked above). */
+static void test_parallelism(void **state)
+{
+	struct grist_writer_options o;
+
+	(void)state;
+	assert_int_equal(grist_writer_options_parse(NULL, &o), 0);
+	assert_int_equal(o.max_parallelism, 1);
+	assert_int_equal(grist_writer_options_parse("max_parallelism:4,zstd", &o), 0);
+	assert_int_equal(o.max_parallelism, 4);
+	assert_int_equal(grist_writer_options_parse("max_parallelism:+2", &o), 0);
+	assert_int_equal(o.max_parallelism, 2);
+	assert_int_equal(grist_writer_options_parse("max_parallelism:auto", &o), 0);
+	assert_true(o.max_parallelism >= 1 && o.max_parallelism <= GRIST_WRITER_MAX_PARALLELISM);
+	assert_int_equal(grist_writer_options_parse("max_parallelism:2147483647", &o), 0);
+	assert_int_equal(o.max_parallelism, GRIST_WRITER_MAX_PARALLELISM);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_official_texts),
 		cmocka_unit_test(test_rejected),
 		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_parallelism),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,257 @@
+/* Compression side of the writer: one core's rate on a file's chunks, the pool's rate on the same chunks at N threads, and the whole writer. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grist/format.h"
+#include "codec/codec.h"
+#include "common/buf.h"
+#include "format/options.h"
+#include "format/varint.h"
+#include "format/writer_pool.h"
+
+/*
+ * usage: bench_write LINES [--options OPTS] [--threads N,N,...] [--runs R] [--out FILE]
+ *
+ * LINES is a text file, one record per line (bench/py/make_text.py makes the
+ * benchmark's). Its records are cut into chunks of group_size as the writer
+ * cuts them, held in memory, and then:
+ *   one core:  every chunk encoded on this thread with the writer's own code
+ *              (grist_simple_chunk_encode + HighwayHash, through a 1-thread pool);
+ *   pool N:    the same chunks through the writer's pool at N threads, taken in order;
+ *   writer N:  grist_writer with max_parallelism:N writing all records to --out
+ *              (default: a temporary in /tmp), fsync and rename included.
+ * Each figure is the median of --runs runs, in MB/s of record bytes. The pool's
+ * efficiency is its rate / (N x the one-core rate): 1.0 is perfect scaling,
+ * reachable only when N cores are free. Its CPU efficiency is the one-core
+ * run's CPU seconds over the pool run's (all threads, getrusage): what the
+ * parallel machinery costs in work, whatever else the machine is doing.
+ */
+
+struct chunk_in {
+	struct grist_buf sizes, values;
+	uint64_t records;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU seconds (user + system) of every thread of the process so far. */
+static double cpu_now(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+/* Seconds to push every chunk through a pool of @threads (0: the caller's thread). */
+static double run_pool(const struct grist_writer_options *o, unsigned threads, const struct chunk_in *c,
+		       size_t n, size_t *out_bytes, double *cpu)
+{
+	struct grist_codec_params params = { .level = o->level, .window_log = o->window_log };
+	struct grist_chunk_pool *p;
+	struct grist_chunk_job *j;
+	size_t sent = 0, got = 0;
+	double t0;
+
+	if (grist_chunk_pool_create(grist_codec_find(o->compression), &params, threads, &p)) {
+		fprintf(stderr, "bench_write: %s\n", grist_last_error());
+		exit(1);
+	}
+	*out_bytes = 0;
+	*cpu = cpu_now();
+	t0 = now();
+	while (got < n) {
+		if (sent < n && !grist_chunk_pool_full(p)) {
+			j = grist_chunk_pool_job(p);
+			/* Copying the records in is part of the caller's work in the writer too. */
+			grist_buf_append(&j->sizes, c[sent].sizes.data, c[sent].sizes.len);
+			grist_buf_append(&j->values, c[sent].values.data, c[sent].values.len);
+			j->num_records = c[sent].records;
+			grist_chunk_pool_submit(p);
+			sent++;
+			continue;
+		}
+		j = grist_chunk_pool_oldest(p, true);
+		if (j->ret) {
+			fprintf(stderr, "bench_write: %s\n", j->msg);
+			exit(1);
+		}
+		*out_bytes += j->chunk.len;
+		grist_chunk_pool_retire(p);
+		got++;
+	}
+	t0 = now() - t0;
+	*cpu = cpu_now() - *cpu;
+	grist_chunk_pool_destroy(p);
+	return t0;
+}
+
+static double run_writer(const char *path, const char *opts, unsigned threads, const struct chunk_in *c, size_t n)
+{
+	struct grist_writer *w;
+	char text[512];
+	double t0;
+	size_t i;
+
+	snprintf(text, sizeof(text), "%s,max_parallelism:%u", opts, threads);
+	t0 = now();
+	if (grist_writer_open(path, text, &w))
+		goto fail;
+	for (i = 0; i < n; i++) {
+		const uint8_t *s = c[i].sizes.data, *v = c[i].values.data;
+		uint64_t k, len;
+
+		for (k = 0; k < c[i].records; k++) {
+			if (grist_varint_read(&s, c[i].sizes.data + c[i].sizes.len, &len) < 0 ||
+			    grist_writer_write(w, v, len))
+				goto fail_abort;
+			v += len;
+		}
+	}
+	if (grist_writer_close(w))
+		goto fail;
+	return now() - t0;
+fail_abort:
+	grist_writer_abort(w);
+fail:
+	fprintf(stderr, "bench_write: %s\n", grist_last_error());
+	exit(1);
+}
+
+int main(int argc, char **argv)
+{
+	const char *lines = NULL, *opts = "group_size:64,zstd:3", *threads_arg = "1,2", *out = NULL;
+	struct grist_writer_options o;
+	struct chunk_in *c = NULL;
+	size_t n = 0, cap = 0, line_cap = 0, out_bytes = 0;
+	uint64_t bytes = 0, records = 0;
+	char *line = NULL, *tok, *save, *list, tmp[] = "/tmp/bench_write-XXXXXX";
+	double one[64], t[64], one_cpu[64], t_cpu[64], one_rate;
+	int runs = 5, i, r;
+	ssize_t len;
+	FILE *f;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--options") && i + 1 < argc)
+			opts = argv[++i];
+		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+			threads_arg = argv[++i];
+		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+			runs = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+			out = argv[++i];
+		else if (argv[i][0] != '-' && !lines)
+			lines = argv[i];
+		else {
+			fprintf(stderr, "usage: bench_write LINES [--options OPTS] [--threads N,N,...] [--runs R] [--out FILE]\n");
+			return 2;
+		}
+	}
+	if (!lines || runs < 1 || runs > 64) {
+		fprintf(stderr, "usage: bench_write LINES [--options OPTS] [--threads N,N,...] [--runs R] [--out FILE]\n");
+		return 2;
+	}
+	if (grist_writer_options_parse(opts, &o)) {
+		fprintf(stderr, "bench_write: %s\n", grist_last_error());
+		return 2;
+	}
+	f = fopen(lines, "rb");
+	if (!f) {
+		perror(lines);
+		return 1;
+	}
+	while ((len = getline(&line, &line_cap, f)) >= 0) {
+		uint8_t v[GRIST_VARINT64_MAX];
+
+		if (len && line[len - 1] == '\n')
+			len--;
+		if (!n || c[n - 1].records == o.group_size) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 1024;
+				c = realloc(c, cap * sizeof(*c));
+				if (!c)
+					return 1;
+			}
+			memset(&c[n++], 0, sizeof(*c));
+		}
+		grist_buf_append(&c[n - 1].sizes, v, grist_varint_write(v, (uint64_t)len));
+		grist_buf_append(&c[n - 1].values, line, (size_t)len);
+		c[n - 1].records++;
+		bytes += (uint64_t)len;
+		records++;
+	}
+	fclose(f);
+	free(line);
+	if (!out) {
+		int fd = mkstemp(tmp);
+
+		if (fd < 0) {
+			perror("mkstemp");
+			return 1;
+		}
+		close(fd);
+		out = tmp;
+	}
+	printf("input: %s: %llu records, %.1f MB in %zu chunks of %llu; options %s; %d runs, medians\n", lines,
+	       (unsigned long long)records, (double)bytes / 1e6, n, (unsigned long long)o.group_size, opts, runs);
+	for (r = 0; r < runs; r++)
+		one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
+	one_rate = (double)bytes / median(one, runs) / 1e6;
+	printf("one core (caller's thread): %8.1f MB/s  (ratio %.3f)\n", one_rate, (double)out_bytes / (double)bytes);
+	list = strdup(threads_arg);
+	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned k = (unsigned)atoi(tok);
+		double rate, wrate;
+
+		if (k < 2)
+			continue;
+		/* Alternate with one-core runs so drift in the machine's speed hits both alike. */
+		for (r = 0; r < runs; r++) {
+			one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
+			t[r] = run_pool(&o, k, c, n, &out_bytes, &t_cpu[r]);
+		}
+		one_rate = (double)bytes / median(one, runs) / 1e6;
+		rate = (double)bytes / median(t, runs) / 1e6;
+		for (r = 0; r < runs; r++)
+			t[r] = run_writer(out, opts, k, c, n);
+		wrate = (double)bytes / median(t, runs) / 1e6;
+		printf("pool %2u threads: %8.1f MB/s = %.2f x one core (%.1f MB/s); efficiency %.3f; "
+		       "CPU efficiency %.3f (%.2f vs %.2f CPU s); whole writer (file, fsync): %8.1f MB/s\n",
+		       k, rate, rate / one_rate, one_rate, rate / (k * one_rate),
+		       median(one_cpu, runs) / median(t_cpu, runs), median(t_cpu, runs), median(one_cpu, runs), wrate);
+	}
+	free(list);
+	if (out == tmp)
+		unlink(tmp);
+	for (i = 0; i < (int)n; i++) {
+		grist_buf_free(&c[i].sizes);
+		grist_buf_free(&c[i].values);
+	}
+	free(c);
+	return 0;
+}

@@ -1,0 +1,79 @@
+/* The process-wide list of writer temporaries, readable from a signal handler. */
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "format/temp_registry.h"
+#include "grist/format.h"
+
+/*
+ * A signal handler may walk the list at any instruction of any other code, so
+ * the list is lock-free and its memory is never freed: entries are pushed at
+ * the head and, once released, reused by the next writer. Memory is therefore
+ * bounded by the most temporaries ever alive at once (4 KiB each).
+ *
+ * An entry's state moves FREE -> FILLING (one claimer won the CAS and is
+ * copying the path) -> LIVE -> FREE. The handler unlinks LIVE entries only,
+ * so it never reads a path being written.
+ */
+enum { ENTRY_FREE, ENTRY_FILLING, ENTRY_LIVE };
+
+struct grist_temp_entry {
+	struct grist_temp_entry *_Atomic next;
+	atomic_int state;
+	char path[PATH_MAX];
+};
+
+static struct grist_temp_entry *_Atomic list_head;
+
+int grist_temp_register(const char *path, struct grist_temp_entry **out)
+{
+	struct grist_temp_entry *e;
+	size_t len = strlen(path);
+
+	*out = NULL;
+	if (len >= PATH_MAX)
+		return grist_fail(-ENAMETOOLONG, "%s: path too long", path);
+	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next)) {
+		int expect = ENTRY_FREE;
+
+		if (atomic_compare_exchange_strong(&e->state, &expect, ENTRY_FILLING))
+			goto fill;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return grist_fail(-ENOMEM, "cannot allocate a temporary-file entry");
+	atomic_init(&e->state, ENTRY_FILLING);
+	{
+		struct grist_temp_entry *head = atomic_load(&list_head);
+
+		do
+			atomic_store(&e->next, head);
+		while (!atomic_compare_exchange_weak(&list_head, &head, e));
+	}
+fill:
+	memcpy(e->path, path, len + 1);
+	atomic_store(&e->state, ENTRY_LIVE);
+	*out = e;
+	return 0;
+}
+
+void grist_temp_release(struct grist_temp_entry *e)
+{
+	if (e)
+		atomic_store(&e->state, ENTRY_FREE);
+}
+
+GRIST_API void grist_writer_remove_temporaries(void)
+{
+	struct grist_temp_entry *e;
+
+	/* Only async-signal-safe calls here: atomic loads and unlink(2). */
+	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next))
+		if (atomic_load(&e->state) == ENTRY_LIVE)
+			unlink(e->path);
+}

@@ -1,0 +1,98 @@
+/* Which input format a path holds, by file type and first bytes, for `grist convert` without --from. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "format/le.h"
+#include "input.h"
+
+static const struct input_ops *const formats[] = {
+	&input_tfrecord_ops, &input_lines_ops, &input_dir_ops, &input_arrayrecord_ops, NULL,
+};
+
+/* The first 64 bytes of every Riegeli file, hence of every ArrayRecord file: block header, then an empty 's' chunk. */
+static const uint8_t riegeli_signature[64] = {
+	0x83, 0xaf, 0x70, 0xd1, 0x0d, 0x88, 0x4a, 0x3f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x91, 0xba, 0xc2, 0x3c, 0x92, 0x87, 0xe1, 0xa9,
+	0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xe1, 0x9f, 0x13, 0xc0, 0xe9, 0xb1, 0xc3, 0x72,
+	0x73, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+
+/* How much text is looked at before calling a file lines. */
+#define SNIFF_BYTES 4096
+
+const struct input_ops *input_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; formats[i]; i++)
+		if (!strcmp(formats[i]->name, name))
+			return formats[i];
+	return NULL;
+}
+
+/* Valid UTF-8 without NUL bytes; a sequence cut by the end of the sample is fine. */
+static bool looks_like_text(const uint8_t *p, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = p[i];
+		size_t k;
+
+		if (!c)
+			return false;
+		k = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
+		if (k == 9 || (c >= 0x80 && c < 0xc2))
+			return false;
+		for (i++; k && i < n; k--, i++)
+			if ((p[i] & 0xc0) != 0x80)
+				return false;
+	}
+	return true;
+}
+
+int input_detect(const char *path, const struct input_ops **ops)
+{
+	struct input_source s;
+	struct stat st;
+	const uint8_t *p;
+	int64_t have;
+	int ret, gz;
+
+	*ops = NULL;
+	if (stat(path, &st) < 0)
+		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		*ops = &input_dir_ops;
+		return 0;
+	}
+	ret = input_source_open(&s, path);
+	if (ret)
+		return ret;
+	gz = s.gz != NULL;
+	have = input_source_fill(&s, SNIFF_BYTES);
+	if (have < 0) {
+		ret = (int)have;
+		goto out;
+	}
+	p = s.buf + s.start;
+	if (!gz && have >= 64 && !memcmp(p, riegeli_signature, 64))
+		*ops = &input_arrayrecord_ops;
+	else if (have >= 12 && grist_crc32c_mask(grist_crc32c(0, p, 8)) ==
+				     ((uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24))
+		/* A chance match of a 32-bit CRC in text is one in four billion. */
+		*ops = &input_tfrecord_ops;
+	else if (have > 0 && looks_like_text(p, (size_t)have))
+		*ops = &input_lines_ops;
+	/* Empty: no records in any stream format; *ops stays NULL and the caller picks. */
+	if (!*ops && have)
+		ret = grist_fail(-EINVAL, "%s: cannot tell the input format (%snot ArrayRecord, TFRecord or UTF-8 text); "
+				 "give --from tfrecord|lines|dir|arrayrecord", path, gz ? "GZIP holding " : "");
+out:
+	input_source_close(&s);
+	return ret;
+}

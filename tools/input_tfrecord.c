@@ -1,0 +1,168 @@
+/* `grist convert --from tfrecord`: TFRecord framing, every CRC-32C checked, plain or GZIP. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
+#include "common/error.h"
+#include "format/le.h"
+#include "input.h"
+
+/*
+ * A record is framed as
+ *   u64 length (LE) | u32 masked CRC-32C of those 8 bytes | data | u32 masked CRC-32C of data.
+ * A length is trusted only after its CRC matches, and for a plain file only
+ * when the file can still hold it, so damage never leads to a huge allocation.
+ * GZIP streams cannot say how much is left; their records are capped instead.
+ */
+#define TFRECORD_HEADER 12
+#define TFRECORD_FOOTER 4
+#define TFRECORD_GZIP_MAX_RECORD ((uint64_t)1 << 31)
+
+/* Whether @length data bytes and the data CRC fit in @left bytes (no overflow for any length). */
+static bool fits(uint64_t length, uint64_t left)
+{
+	return left >= TFRECORD_FOOTER && length <= left - TFRECORD_FOOTER;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int tf_open(struct input *in, const char *path)
+{
+	struct input_source *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return grist_fail(-ENOMEM, "cannot allocate an input");
+	ret = input_source_open(s, path);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	in->priv = s;
+	return 0;
+}
+
+static int tf_next(struct input *in, const uint8_t **data, size_t *len)
+{
+	struct input_source *s = in->priv;
+	uint64_t at = s->offset, length, left;
+	const uint8_t *p;
+	int64_t have;
+	uint32_t crc;
+
+	have = input_source_fill(s, TFRECORD_HEADER);
+	if (have < 0)
+		return (int)have;
+	if (!have)
+		return 0;
+	if (have < TFRECORD_HEADER)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%lld of %d bytes)",
+				     (unsigned long long)in->record, (long long)have, TFRECORD_HEADER);
+	p = s->buf + s->start;
+	length = grist_le64_get(p);
+	crc = le32(p + 8);
+	if (grist_crc32c_mask(grist_crc32c(0, p, 8)) != crc)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
+				     (unsigned long long)in->record);
+	/* A plain file that shrank since it was opened leaves nothing (and must not wrap around). */
+	left = s->gz ? TFRECORD_GZIP_MAX_RECORD :
+	       s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0;
+	if (s->gz ? length > left : !fits(length, left))
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: %s: the header says %llu bytes%s",
+				     (unsigned long long)in->record, s->gz ? "too large" : "truncated",
+				     (unsigned long long)length, s->gz ? "" : ", more than the file holds");
+	have = input_source_fill(s, TFRECORD_HEADER + length + TFRECORD_FOOTER);
+	if (have < 0)
+		return (int)have;
+	if ((uint64_t)have < TFRECORD_HEADER + length + TFRECORD_FOOTER)
+		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated: the header says %llu bytes, the stream ends after %llu",
+				     (unsigned long long)in->record, (unsigned long long)length,
+				     (unsigned long long)(have > TFRECORD_HEADER ? have - TFRECORD_HEADER : 0));
+	p = s->buf + s->start;
+	if (in->check_data &&
+	    grist_crc32c_mask(grist_crc32c(0, p + TFRECORD_HEADER, length)) != le32(p + TFRECORD_HEADER + length))
+		return grist_fail_at(-EBADMSG, s->path, at + TFRECORD_HEADER + length,
+				     "record %llu: data CRC mismatch", (unsigned long long)in->record);
+	*data = p + TFRECORD_HEADER;
+	*len = length;
+	input_source_consume(s, TFRECORD_HEADER + length + TFRECORD_FOOTER);
+	in->record++;
+	return 1;
+}
+
+/*
+ * Count the records for --shards. A plain file is walked header to header
+ * with one 12-byte pread each (the data is not read: its CRC is checked by the
+ * writing pass); a GZIP stream has to be inflated, framing checked as it goes.
+ */
+static int tf_count(struct input *in, uint64_t *records)
+{
+	struct input_source *s = in->priv;
+	const uint8_t *data;
+	uint64_t at = 0, n = 0;
+	size_t len;
+	int ret;
+
+	if (s->gz) {
+		while ((ret = tf_next(in, &data, &len)) > 0)
+			n++;
+		*records = n;
+		return ret;
+	}
+	while (at < s->file_size) {
+		uint8_t h[TFRECORD_HEADER];
+		ssize_t got = pread(s->fd, h, sizeof(h), (off_t)at);
+		uint64_t length;
+
+		if (got < 0)
+			return grist_fail_at(-errno, s->path, at, "read failed: %s", strerror(errno));
+		if ((size_t)got < sizeof(h))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%zd of %d bytes)",
+					     (unsigned long long)n, got, TFRECORD_HEADER);
+		if (grist_crc32c_mask(grist_crc32c(0, h, 8)) != le32(h + 8))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
+					     (unsigned long long)n);
+		length = grist_le64_get(h);
+		if (!fits(length, s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0))
+			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated: the header says %llu bytes, more than the file holds",
+					     (unsigned long long)n, (unsigned long long)length);
+		at += TFRECORD_HEADER + length + TFRECORD_FOOTER;
+		n++;
+	}
+	*records = n;
+	return 0;
+}
+
+static uint64_t tf_done_bytes(const struct input *in)
+{
+	return input_source_disk_offset(in->priv);
+}
+
+static uint64_t tf_total_bytes(const struct input *in)
+{
+	return ((const struct input_source *)in->priv)->file_size;
+}
+
+static void tf_close(struct input *in)
+{
+	if (in->priv)
+		input_source_close(in->priv);
+	free(in->priv);
+	in->priv = NULL;
+}
+
+const struct input_ops input_tfrecord_ops = {
+	.name = "tfrecord",
+	.open = tf_open,
+	.next = tf_next,
+	.count = tf_count,
+	.done_bytes = tf_done_bytes,
+	.total_bytes = tf_total_bytes,
+	.close = tf_close,
+};
