@@ -32,6 +32,8 @@ static const char bench_usage[] =
 	"  --queue-depth Q       reads in flight per ring (default 64)\n"
 	"  --prefetch N          batches assembled ahead (default 4)\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
+	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
+	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
 	"  --io M                auto, direct, buffered or mmap (default auto; --cold forces direct)\n"
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
@@ -46,8 +48,11 @@ static const char bench_usage[] =
 	"                        it (and for the codec: grist decoded / (codec x decode threads)),\n"
 	"                        and grist.Loader iterated from Python (the grist package)\n"
 	"  --baselines LIST      --compare with only these: fio,pread,official,grain,codec,pyloader\n"
-	"  --sweep               vary threads, queue depth, record size, group size and prefetch one\n"
-	"                        at a time around this configuration; CSV and PNG plots into --out\n"
+	"  --sweep[=AXES]        vary threads, queue depth, record size, group size and prefetch one\n"
+	"                        at a time around this configuration; CSV and PNG plots into --out.\n"
+	"                        AXES picks some (comma-separated), batch_size (1 to 256) included.\n"
+	"                        With --compare each point also runs fio (only), alternating which\n"
+	"                        goes first over --repeat rounds, and the plots show grist/fio\n"
 	"  --out D               sweep output folder (default ./grist-bench-out)\n"
 	"\n"
 	"The Python baselines are found via GRIST_BENCH_PY (a folder), the source tree or the\n"
@@ -72,6 +77,7 @@ static const struct option bench_options[] = {
 	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
+	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
 	{ "io", required_argument, NULL, CLI_OPT_LOADER },
 	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
 	{ "window", required_argument, NULL, CLI_OPT_LOADER },
@@ -80,7 +86,7 @@ static const struct option bench_options[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "compare", no_argument, NULL, OPT_COMPARE },
 	{ "baselines", required_argument, NULL, OPT_BASELINES },
-	{ "sweep", no_argument, NULL, OPT_SWEEP },
+	{ "sweep", optional_argument, NULL, OPT_SWEEP },
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "repeat", required_argument, NULL, OPT_REPEAT },
@@ -91,6 +97,7 @@ struct bench_args {
 	struct bench_data data;
 	struct bench_config cfg;
 	bool json, compare, sweep, seconds_set;
+	const char *sweep_axes;    /* --sweep=LIST, or NULL */
 	unsigned repeat;
 	const char *out_dir;
 };
@@ -213,6 +220,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			break;
 		case OPT_SWEEP:
 			a->sweep = true;
+			a->sweep_axes = optarg;
 			break;
 		case OPT_OUT:
 			a->out_dir = optarg;
@@ -494,9 +502,12 @@ int cmd_bench(int argc, char **argv)
 		files = gen_argv;
 		nfiles = 1;
 	}
-	if (a.sweep)
-		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg,
-				   a.out_dir, a.json);
+	if (a.sweep) {
+		struct bench_sweep_opts so = { .axes = a.sweep_axes, .out_dir = a.out_dir, .json = a.json,
+					       .compare = a.compare, .repeat = a.repeat };
+
+		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg, &so);
+	}
 	if (!a.repeat)
 		a.repeat = 1;
 	if (a.compare && nfiles > 1)

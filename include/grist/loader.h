@@ -193,6 +193,12 @@ struct grist_loader_config {
 	unsigned queue_depth;           /* reads in flight per ring (default 64) */
 	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4, at most
 					   64); also the most batches a caller may hold at once */
+	size_t read_ahead_bytes;        /* read buffers, all decode threads together: the bytes the
+					   engine may read ahead of decoding, whatever the batch size.
+					   Default per thread: 2 x queue_depth x the largest chunk extent,
+					   and at least two units' reads, at most 64 MiB; a set value is
+					   split evenly over the threads (at least one chunk extent each).
+					   Memory, not output: any value gives the same batches */
 	size_t max_batch_bytes;         /* no batch is larger (default 64 MiB): a larger one stops the
 					   loader with an error, and slot memory is bounded by it. For
 					   fixed/padded layouts batch_size x record_bytes must fit */
@@ -245,7 +251,8 @@ struct grist_loader_stats {
 	uint64_t bytes_decoded;
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
-	uint64_t assemble_ns;           /* copy into batch slots */
+	uint64_t assemble_ns;           /* copying records into batch slots (rows of decoded chunks,
+					   and rows packed into batches), summed over threads */
 	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked (packing: the packer runs in
 					   next(), so its own work is counted here too) */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
@@ -255,6 +262,8 @@ struct grist_loader_stats {
 	uint64_t pack_tokens;           /* packing: real (non-pad) tokens in the delivered rows */
 	uint64_t pack_capacity;         /* packing: rows delivered x pack_length; efficiency is
 					   pack_tokens / pack_capacity */
+	double reads_in_flight_mean;    /* read requests in flight per ring, averaged over time */
+	uint64_t reads_in_flight_max;   /* the most in flight on one ring at once */
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
 };

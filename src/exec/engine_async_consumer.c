@@ -1,0 +1,239 @@
+/*
+ * Async engine, consumer side: the batch slot pools, and next()/release(): units taken
+ * strictly in order, handed over whole, as views, or packed into batch slots.
+ */
+#include <stdlib.h>
+
+#include "common/error.h"
+#include "exec/engine_async_internal.h"
+
+/*
+ * A slot for a unit or a batch. @deliver: it may be handed to the consumer as is, so
+ * when the loader has a slot provider (the device stage) its memory comes from there.
+ * Provider-backed wrappers and host slots live in separate pools.
+ */
+int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out)
+{
+	const struct grist_slot_provider *p = deliver ? e->l->provider : NULL;
+	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
+	struct grist_slot *s = NULL;
+	int ret;
+
+	pthread_mutex_lock(&e->lock);
+	if (pool->n)
+		s = pool->items[--pool->n];
+	pthread_mutex_unlock(&e->lock);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
+		size_t rows = p ? e->l->cfg.batch_size : e->max_unit_items;
+		size_t typical = e->unit_items;
+		size_t hint = !view && e->row_bytes_hint && typical <= (64u << 20) / e->row_bytes_hint
+				      ? typical * e->row_bytes_hint
+				      : 0;
+
+		/* sized for a typical unit up front: growing a pinned slot costs an mlock of fresh pages */
+		ret = grist_slot_init(s, rows, p ? 0 : hint);
+		if (ret) {
+			free(s);
+			return ret;
+		}
+		s->provider_wrapper = p != NULL;
+		grist_slot_account(s, &e->slot_memory);
+	}
+	grist_slot_reset(s);
+	if (p) {
+		ret = p->acquire(p->ctx, s);
+		if (ret) {
+			pthread_mutex_lock(&e->lock);
+			grist_async_slot_put_locked(e, s);
+			pthread_mutex_unlock(&e->lock);
+			return ret;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+/* Called with e->lock held. A provider-backed slot must have been delivered or cancelled. */
+void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s)
+{
+	struct slot_pool *pool = s->provider_wrapper ? &e->dev_pool : &e->host_pool;
+	struct grist_slot **n;
+
+	if (s->provider_wrapper)
+		grist_slot_unbind(s);
+	if (pool->n == pool->cap) {
+		n = realloc(pool->items, (pool->cap * 2 + 8) * sizeof(*n));
+		if (!n) { /* keep memory bounded and correct: drop the slot instead */
+			grist_slot_free(s);
+			free(s);
+			return;
+		}
+		pool->items = n;
+		pool->cap = pool->cap * 2 + 8;
+	}
+	pool->items[pool->n++] = s;
+}
+
+/* An assembled slot that will not be delivered: provider memory goes back unsubmitted. */
+void grist_async_slot_discard_locked(struct async_engine *e, struct grist_slot *s)
+{
+	if (s->external)
+		e->l->provider->cancel(e->l->provider->ctx, s);
+	grist_async_slot_put_locked(e, s);
+}
+
+void grist_async_pool_free(struct slot_pool *pool)
+{
+	size_t k;
+
+	for (k = 0; k < pool->n; k++) {
+		grist_slot_free(pool->items[k]);
+		free(pool->items[k]);
+	}
+	free(pool->items);
+}
+/* ---- the consumer ---- */
+
+static int unit_error(struct unit *u)
+{
+	return grist_fail(u->error, "%s", u->errmsg[0] ? u->errmsg : grist_strerror(u->error));
+}
+
+/* The unit the consumer works on now, waiting until it is done. Lock held. */
+static struct unit *current_unit_locked(struct async_engine *e)
+{
+	struct unit *u;
+
+	u = &e->units[e->consumed_units % e->nunits];
+	/* total_units becomes known only when a claimer reaches the end: re-check it on every wake-up */
+	while (!(u->state == UNIT_DONE && u->number == e->consumed_units)) {
+		if (e->aborted || e->consumed_units >= e->total_units)
+			return NULL;
+		pthread_cond_wait(&e->done_cv, &e->lock);
+	}
+	return e->aborted ? NULL : u;
+}
+
+/* Lock held. */
+static void finish_unit_locked(struct async_engine *e, struct unit *u)
+{
+	if (u->slot && u->slot->refs)
+		u->slot->detached = true; /* views of it are still out: the last release frees it */
+	else if (u->slot)
+		grist_async_slot_discard_locked(e, u->slot);
+	u->slot = NULL;
+	u->state = UNIT_FREE;
+	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELAXED); /* workers peek at it */
+	pthread_cond_broadcast(&e->claim_cv);
+}
+
+int grist_async_next(void *engine, struct grist_slot **out)
+{
+	struct async_engine *e = engine;
+	size_t batch = e->l->cfg.batch_size;
+	struct grist_slot *pack;
+	struct unit *u;
+	uint64_t t0;
+	int ret;
+
+	*out = NULL;
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		pack = e->pack;
+		if (pack && pack->count == batch)
+			break;
+		u = current_unit_locked(e);
+		if (e->aborted) {
+			pthread_mutex_unlock(&e->lock);
+			return grist_fail(-ECANCELED, "loader stopped");
+		}
+		if (!u)
+			break; /* end of stream: a partial pack (or nothing) is the last batch */
+		e->queue_occupancy += e->next_unit - e->consumed_units;
+		if (u->error) {
+			ret = unit_error(u);
+			pthread_mutex_unlock(&e->lock);
+			return ret;
+		}
+		if (!pack && u->next_row == 0 && u->slot->count == batch && e->unit_items == batch) {
+			/* the unit is exactly the next batch: hand its slot over without a copy */
+			*out = u->slot;
+			u->slot = NULL;
+			finish_unit_locked(e, u);
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
+		if (!pack && !e->l->provider && u->slot->count - u->next_row >= batch) {
+			/* a full batch inside a larger unit: hand out a view of its rows, no copy */
+			struct grist_slot *view;
+
+			pthread_mutex_unlock(&e->lock);
+			ret = grist_async_slot_take(e, false, true, &view);
+			if (ret)
+				return ret;
+			pthread_mutex_lock(&e->lock);
+			grist_slot_make_view(view, u->slot, u->next_row, batch);
+			if (u->next_row == 0)
+				view->filtered = u->slot->filtered;
+			u->next_row += batch;
+			if (u->next_row == u->slot->count)
+				finish_unit_locked(e, u);
+			*out = view;
+			pthread_mutex_unlock(&e->lock);
+			return 0;
+		}
+		if (!pack) {
+			pthread_mutex_unlock(&e->lock);
+			ret = grist_async_slot_take(e, true, false, &pack);
+			if (ret)
+				return ret;
+			pthread_mutex_lock(&e->lock);
+			e->pack = pack;
+		}
+		pthread_mutex_unlock(&e->lock);
+		/* the unit is done and only the consumer touches it now: copy without the lock */
+		if (u->next_row == 0)
+			pack->filtered += u->slot->filtered;
+		t0 = grist_now_ns();
+		while (u->next_row < u->slot->count && pack->count < batch) {
+			ret = grist_slot_copy_row(pack, &e->l->layout, u->slot, u->next_row);
+			if (ret)
+				return ret;
+			pack->stream_end = u->slot->positions[u->next_row] + 1;
+			u->next_row++;
+		}
+		t0 = grist_now_ns() - t0;
+		pthread_mutex_lock(&e->lock);
+		e->pack_ns += t0;
+		if (u->next_row == u->slot->count) {
+			/* dropped items after the last row belong to this batch only if it is not full */
+			if (pack->count < batch)
+				pack->stream_end = u->end_j;
+			finish_unit_locked(e, u);
+		}
+	}
+	*out = e->pack;
+	e->pack = NULL;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+void grist_async_release(void *engine, struct grist_slot *s)
+{
+	struct async_engine *e = engine;
+	struct grist_slot *parent = s->parent;
+
+	pthread_mutex_lock(&e->lock);
+	if (parent) {
+		s->parent = NULL;
+		if (--parent->refs == 0 && parent->detached) {
+			parent->detached = false;
+			grist_async_slot_put_locked(e, parent);
+		}
+	}
+	grist_async_slot_put_locked(e, s);
+	pthread_mutex_unlock(&e->lock);
+}

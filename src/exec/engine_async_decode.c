@@ -1,0 +1,271 @@
+/*
+ * Async engine, decoding: a unit's chunks, read into memory, become its slot's rows.
+ */
+#include <string.h>
+
+#include "common/error.h"
+#include "exec/engine_async_internal.h"
+
+typedef int (*chunk_decode_fn)(struct grist_chunk_decoder *, const uint8_t *, uint64_t, size_t, uint64_t,
+			       uint64_t, const char *, struct grist_decoded_chunk *);
+
+/*
+ * Run @fn (a whole decode or one of its halves) on chunk @chunk of @w, once its read
+ * is known good, and make the reader's check: a data chunk with exactly the records
+ * the footer implies.
+ */
+static int decode_chunk(struct worker *wk, struct work *w, uint32_t chunk, struct grist_chunk_decoder *dec,
+			chunk_decode_fn fn, struct grist_decoded_chunk *out)
+{
+	struct async_engine *e = wk->e;
+	const struct chunk_ref *c = &w->chunks[chunk];
+	const struct region *r = &w->regions[c->region];
+	const struct engine_file *f = &e->files[c->component][c->file];
+	const struct grist_file_geom *g;
+	uint64_t want;
+	int ret;
+
+	if (r->error)
+		return r->error;
+	if (r->offset + r->got < c->end)
+		return grist_fail_at(-EBADMSG, f->path, r->offset + r->got,
+				     "file ends inside the chunk at byte %llu (it should end at %llu): truncated?",
+				     (unsigned long long)c->begin, (unsigned long long)c->end);
+	ret = fn(dec, r->base, r->offset, (size_t)r->got, c->begin, c->end, f->path, out);
+	if (ret)
+		return ret;
+	g = grist_reader_file_geom(e->l->sources[c->component].reader, c->file);
+	want = grist_file_chunk_records(g, c->chunk);
+	if (out->chunk_type != 'r' || out->num_records != want)
+		return grist_fail_at(-EBADMSG, f->path, c->begin,
+				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
+				     (unsigned long long)c->chunk, (unsigned long long)out->num_records,
+				     out->chunk_type, (unsigned long long)want);
+	return 0;
+}
+
+static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint32_t chunk, int *err)
+{
+	struct decoder_slot *d, *victim = NULL;
+	struct chunk_ref *c = &w->chunks[chunk];
+	size_t i;
+	int ret;
+
+	/* the common case: the decoder that took this chunk still holds it */
+	if (c->decoder >= 0) {
+		d = &wk->decoders[c->decoder];
+		if (d->generation == wk->generation && d->chunk == chunk) {
+			d->last_use = ++wk->use_clock;
+			return d;
+		}
+	}
+	for (i = 0; i < wk->ndecoders; i++) {
+		d = &wk->decoders[i];
+		if (d->generation == wk->generation && d->chunk == chunk) {
+			d->last_use = ++wk->use_clock;
+			return d;
+		}
+		/* a decoder holding another unit's chunk is free; else the least recently used */
+		if (!victim || (victim->generation == wk->generation &&
+				(d->generation != wk->generation || d->last_use < victim->last_use)))
+			victim = d;
+	}
+	d = victim;
+	ret = decode_chunk(wk, w, chunk, d->dec, grist_chunk_decode, &d->out);
+	if (ret) {
+		d->generation = 0;
+		*err = ret;
+		return NULL;
+	}
+	d->generation = wk->generation;
+	d->chunk = chunk;
+	d->last_use = ++wk->use_clock;
+	c->decoder = (int32_t)(d - wk->decoders);
+	add_relaxed(&wk->chunks_decoded, 1);
+	add_relaxed(&wk->bytes_decoded, d->out.decoded_data_size);
+	return d;
+}
+
+/*
+ * Add the time since *@t to @sum and restart the clock there. @sum is a local total: the
+ * shared counters take one atomic add per advance call, not one per chunk.
+ */
+static void lap(uint64_t *t, uint64_t *sum)
+{
+	uint64_t now = grist_now_ns();
+
+	*sum += now - *t;
+	*t = now;
+}
+
+/*
+ * With a map, rows are made in stream order: a map's output size is only known once it
+ * has run, so every chunk of the unit stays decoded (in the decoder cache) until the
+ * last of its records has been mapped. An item is mapped as soon as its chunk's read
+ * has landed and every item before it is done.
+ */
+static int advance_in_order(struct worker *wk, struct work *w)
+{
+	struct grist_loader *l = wk->e->l;
+	struct grist_map_input in;
+	struct decoder_slot *d;
+	uint64_t t = grist_now_ns(), spent = 0;
+	int ret = 0;
+
+	while (w->shaped < w->nitems) {
+		const struct item *it = &w->items[w->shaped];
+		const uint64_t *off;
+
+		if (w->regions[w->chunks[it->chunk].region].pieces_left)
+			break; /* its read has not landed */
+		d = decoder_for(wk, w, it->chunk, &ret);
+		if (!d)
+			break;
+		off = d->out.offsets + it->record_in_chunk;
+		grist_loader_map_input(l, &it->it, d->out.values + off[0], (size_t)(off[1] - off[0]), &in);
+		ret = grist_slot_add(w->u->slot, &l->layout, &in, it->j);
+		if (ret < 0) {
+			ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
+			break;
+		}
+		w->shaped++;
+		ret = grist_async_service(wk, grist_now_ns());
+		if (ret)
+			break;
+	}
+	lap(&t, &spent);
+	add_relaxed(&wk->decode_ns, spent);
+	if (ret)
+		return ret;
+	return w->shaped == w->nitems;
+}
+
+/* What one advance call spent, added to the shared counters once at its end. */
+struct tally {
+	uint64_t t;              /* the clock at the last lap */
+	uint64_t decode, assemble, chunks, bytes;
+};
+
+/* Check and decompress chunk @c of @w, whose rows all have places, and copy its records to them. */
+static int fill_chunk(struct worker *wk, struct work *w, uint32_t c, struct tally *ty)
+{
+	struct async_engine *e = wk->e;
+	const struct grist_layout *L = &e->l->layout;
+	struct chunk_ref *cr = &w->chunks[c];
+	struct grist_decoded_chunk out;
+	const struct chunk_row *row, *end;
+	int ret;
+
+	ret = decode_chunk(wk, w, c, wk->decoders[0].dec, grist_chunk_decode_values, &out);
+	if (ret)
+		return ret;
+	if (out.decoded_data_size != cr->decoded_size)
+		return grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
+				     "chunk changed while it was read (%llu decoded bytes, then %llu)",
+				     (unsigned long long)cr->decoded_size, (unsigned long long)out.decoded_data_size);
+	ty->chunks++;
+	ty->bytes += out.decoded_data_size;
+	lap(&ty->t, &ty->decode);
+	end = w->rows + cr->rows_end;
+	for (row = w->rows + cr->rows_begin; row < end; row++)
+		grist_slot_fill_row(w->u->slot, L, (size_t)w->row_place[row->item], out.values + row->value_begin,
+				    (size_t)row->len);
+	lap(&ty->t, &ty->assemble);
+	cr->filled = true;
+	w->nfilled++;
+	/* between chunks, reads that landed meanwhile are taken and the ring refilled */
+	return grist_async_service(wk, ty->t);
+}
+
+/*
+ * Without a map, a row is the record itself, so its place in the slot follows from the
+ * record sizes alone. As each region lands, its chunks' sizes sections are read (small);
+ * rows get their places in stream order as far as the sizes before them are known; and
+ * a chunk whose rows all have places is checked and decompressed once, into one buffer
+ * that stays in cache, and its records copied straight to their rows. One decoded chunk
+ * per worker, whatever the window.
+ *
+ * While reads are still landing, chunks are taken in the order their rows get places
+ * (fill_order); once every row has its place, the rest go in file order, front to back
+ * through the read buffer.
+ */
+static int advance_by_chunk(struct worker *wk, struct work *w)
+{
+	struct grist_loader *l = wk->e->l;
+	struct grist_chunk_decoder *dec = wk->decoders[0].dec;
+	struct tally ty = { .t = grist_now_ns() };
+	struct grist_decoded_chunk out;
+	struct grist_map_input in;
+	struct chunk_row *row, *end;
+	uint32_t c, k;
+	int ret = 0;
+
+	for (;;) {
+		while (w->nsized < w->nlanded) {
+			const struct region *r = &w->regions[w->landed[w->nsized++]];
+
+			for (k = r->order_begin; k < r->order_end; k++) {
+				c = w->order[k];
+				ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_sizes, &out);
+				if (ret)
+					goto out;
+				w->chunks[c].decoded_size = out.decoded_data_size;
+				end = w->rows + w->chunks[c].rows_end;
+				for (row = w->rows + w->chunks[c].rows_begin; row < end; row++) {
+					row->value_begin = out.offsets[row->record_in_chunk];
+					row->len = out.offsets[row->record_in_chunk + 1] - row->value_begin;
+					w->row_place[row->item] = row->len;
+				}
+			}
+		}
+		while (w->shaped < w->nitems && w->row_place[w->shaped] != ROW_UNKNOWN) {
+			const struct item *it = &w->items[w->shaped];
+			size_t dst;
+
+			in = (struct grist_map_input){ .len = (size_t)w->row_place[w->shaped], .index = it->it.record,
+						       .dataset = it->it.component, .epoch = it->it.epoch };
+			ret = grist_slot_shape_row(w->u->slot, &l->layout, &in, it->j, &dst);
+			if (ret) {
+				ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
+				goto out;
+			}
+			w->row_place[w->shaped++] = dst;
+		}
+		while (w->shaped < w->nitems && w->fill_next < w->nchunks) {
+			c = w->fill_order[w->fill_next];
+			if (w->rows[w->chunks[c].rows_end - 1].item >= w->shaped)
+				break; /* a row of it has no place yet */
+			w->fill_next++;
+			ret = fill_chunk(wk, w, c, &ty);
+			if (ret)
+				goto out;
+		}
+		for (; w->shaped == w->nitems && w->file_next < w->nchunks; w->file_next++) {
+			c = w->order[w->file_next];
+			if (w->chunks[c].filled)
+				continue;
+			ret = fill_chunk(wk, w, c, &ty);
+			if (ret)
+				goto out;
+		}
+		if (w->nfilled == w->nchunks) {
+			grist_slot_fill_done();
+			ret = 1;
+			break;
+		}
+		if (w->nsized == w->nlanded)
+			break; /* waits for a read */
+	}
+out:
+	lap(&ty.t, &ty.decode);
+	add_relaxed(&wk->decode_ns, ty.decode);
+	add_relaxed(&wk->assemble_ns, ty.assemble);
+	add_relaxed(&wk->chunks_decoded, ty.chunks);
+	add_relaxed(&wk->bytes_decoded, ty.bytes);
+	return ret;
+}
+
+int grist_async_advance(struct worker *wk, struct work *w)
+{
+	return wk->e->l->layout.map ? advance_in_order(wk, w) : advance_by_chunk(wk, w);
+}

@@ -1,0 +1,226 @@
+/*
+ * Async engine, planning: which items a unit holds, which chunks they live in, and the
+ * coalesced read regions that bring those chunks into memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "exec/engine_async_internal.h"
+
+int grist_async_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 16;
+	while (ncap < need)
+		ncap *= 2;
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	*p = np;
+	*cap = ncap;
+	return 0;
+}
+
+static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin)
+{
+	uint64_t h = begin * 0x9e3779b97f4a7c15ull ^ ((uint64_t)file << 32 | component) * 0xc2b2ae3d27d4eb4full;
+
+	return h ^ (h >> 29);
+}
+
+static int find_or_add_chunk(struct work *w, uint32_t component, const struct grist_record_loc *loc,
+			     uint32_t *index)
+{
+	uint32_t file = (uint32_t)loc->file;
+	uint64_t begin = loc->chunk_begin;
+	size_t mask = w->hash_cap - 1, i;
+	struct chunk_ref *c;
+	int ret;
+
+	for (i = chunk_key_hash(component, file, begin) & mask;; i = (i + 1) & mask) {
+		uint32_t at = w->chunk_hash[i];
+
+		if (at == UINT32_MAX)
+			break;
+		c = &w->chunks[at];
+		if (c->begin == begin && c->file == file && c->component == component) {
+			*index = at;
+			return 0;
+		}
+	}
+	ret = grist_async_grow((void **)&w->chunks, &w->chunks_cap, w->nchunks + 1, sizeof(*w->chunks));
+	if (ret)
+		return ret;
+	c = &w->chunks[w->nchunks];
+	*c = (struct chunk_ref){ .component = component, .file = file, .chunk = loc->chunk, .begin = begin,
+				 .end = loc->chunk_end, .decoder = -1 };
+	w->chunk_hash[i] = (uint32_t)w->nchunks;
+	*index = (uint32_t)w->nchunks++;
+	return 0;
+}
+
+static int cmp_chunks(const void *a, const void *b, void *ctx)
+{
+	const struct chunk_ref *chunks = ctx;
+	const struct chunk_ref *x = &chunks[*(const uint32_t *)a];
+	const struct chunk_ref *y = &chunks[*(const uint32_t *)b];
+
+	if (x->component != y->component)
+		return x->component < y->component ? -1 : 1;
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Adjacent or overlapping chunk extents of one file become one region. */
+static int build_regions(struct async_engine *e, struct work *w)
+{
+	size_t i, buf_need = 0;
+	struct region *r = NULL;
+	int ret;
+
+	w->nregions = 0;
+	for (i = 0; i < w->nchunks; i++)
+		w->order[i] = (uint32_t)i;
+	qsort_r(w->order, w->nchunks, sizeof(*w->order), cmp_chunks, w->chunks);
+	for (i = 0; i < w->nchunks; i++) {
+		struct chunk_ref *c = &w->chunks[w->order[i]];
+		const struct engine_file *f = &e->files[c->component][c->file];
+		uint64_t off = c->begin, end = c->end;
+
+		if (f->direct) {
+			off &= ~(uint64_t)(f->align - 1);
+			end = (end + f->align - 1) & ~(uint64_t)(f->align - 1);
+		}
+		if (r && r->component == c->component && r->file == c->file && off <= r->offset + r->len &&
+		    end - r->offset <= 4ull * READ_PIECE_MAX) {
+			if (end > r->offset + r->len)
+				r->len = end - r->offset;
+		} else {
+			ret = grist_async_grow((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
+			if (ret)
+				return ret;
+			r = &w->regions[w->nregions++];
+			*r = (struct region){ .component = c->component, .file = c->file, .offset = off, .len = end - off,
+					      .order_begin = (uint32_t)i };
+		}
+		c->region = (uint32_t)(w->nregions - 1);
+		r->order_end = (uint32_t)i + 1;
+	}
+	for (i = 0; i < w->nregions; i++) {
+		w->regions[i].buf_off = buf_need;
+		/* a mapped file needs no buffer: its region is the mapping itself */
+		if (!e->files[w->regions[i].component][w->regions[i].file].map)
+			buf_need = align_up(buf_need + w->regions[i].len, MEM_ALIGN);
+	}
+	/* the buffer itself is reserved when the work is admitted (grist_async_admit) */
+	w->buf_need = buf_need;
+	return grist_async_grow((void **)&w->landed, &w->landed_cap, w->nregions, sizeof(*w->landed));
+}
+
+/*
+ * Counting sort of the unit's items by chunk into w->rows (chunk rows_end holds counts on
+ * entry), and the fill order: chunks by their last item. Rows get their places in stream
+ * order, so a chunk can be copied out once the row of its last item has a place; in this
+ * order each chunk becomes ready no later than the ones after it.
+ */
+static int group_rows(struct work *w)
+{
+	uint32_t at = 0, c, count;
+	size_t i, k = 0;
+	int ret = grist_async_grow((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
+
+	if (!ret)
+		ret = grist_async_grow((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
+	if (!ret)
+		ret = grist_async_grow((void **)&w->fill_order, &w->fill_cap, w->nchunks, sizeof(*w->fill_order));
+	if (ret)
+		return ret;
+	for (c = 0; c < w->nchunks; c++) {
+		count = w->chunks[c].rows_end;
+		w->chunks[c].rows_begin = w->chunks[c].rows_end = at;
+		at += count;
+	}
+	for (i = 0; i < w->nitems; i++) {
+		struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+
+		w->rows[c->rows_end++] = (struct chunk_row){ .item = (uint32_t)i,
+							     .record_in_chunk = w->items[i].record_in_chunk };
+		w->row_place[i] = ROW_UNKNOWN;
+	}
+	for (i = 0; i < w->nitems; i++) {
+		const struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+
+		if (w->rows[c->rows_end - 1].item == i)
+			w->fill_order[k++] = w->items[i].chunk;
+	}
+	return 0;
+}
+
+int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
+{
+	struct async_engine *e = wk->e;
+	struct grist_loader *l = e->l;
+	struct grist_record_loc loc;
+	size_t n = (size_t)(u->end_j - u->first_j), i;
+	struct item *item;
+	int ret;
+
+	w->u = u;
+	w->nitems = w->nchunks = w->nregions = w->nreqs = w->submitted = 0;
+	w->nlanded = w->nsized = w->shaped = w->nfilled = w->fill_next = w->file_next = 0;
+	w->pending = 0;
+	w->buf_need = 0;
+	w->buf = NULL;
+	w->arena_len = 0;
+	w->admitted = w->decoding = w->published = false;
+	w->error = 0;
+	ret = grist_async_grow((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
+	if (ret)
+		return ret;
+	if (w->hash_cap < 2 * n) {
+		free(w->chunk_hash);
+		free(w->order);
+		w->hash_cap = 16;
+		while (w->hash_cap < 2 * n)
+			w->hash_cap *= 2;
+		w->chunk_hash = malloc(w->hash_cap * sizeof(*w->chunk_hash));
+		w->order = malloc(w->hash_cap * sizeof(*w->order));
+		if (!w->chunk_hash || !w->order) {
+			w->hash_cap = 0;
+			return grist_fail(-ENOMEM, "async engine: out of memory");
+		}
+	}
+	memset(w->chunk_hash, 0xff, w->hash_cap * sizeof(*w->chunk_hash));
+	ret = grist_stream_cursor_seek(wk->cursor, u->first_j);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		item = &w->items[i];
+		ret = grist_stream_next(wk->cursor, &item->it);
+		if (ret < 0)
+			return ret;
+		if (ret == 0)
+			return grist_fail(-ERANGE, "async engine: stream ended early at position %llu",
+					  (unsigned long long)(u->first_j + i));
+		item->j = u->first_j + i;
+		ret = grist_reader_locate(l->sources[item->it.component].reader, item->it.record, &loc);
+		if (ret)
+			return ret;
+		item->record_in_chunk = loc.record_in_chunk;
+		ret = find_or_add_chunk(w, item->it.component, &loc, &item->chunk);
+		if (ret)
+			return ret;
+		w->chunks[item->chunk].rows_end++; /* a count until group_rows() */
+	}
+	w->nitems = n;
+	ret = build_regions(e, w);
+	if (!ret && !l->layout.map)
+		ret = group_rows(w);
+	return ret;
+}
