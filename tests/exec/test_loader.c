@@ -1619,6 +1619,8 @@ static void test_stats(void **state)
  */
 static void test_read_depth(void **state)
 {
+	struct grist_io_fault held_back[8]; /* the loader reads these while it lives */
+	struct grist_loader_hooks hooks;
 	static const int sets[] = { DS_LARGE, DS_LARGEZ };
 	static const size_t budgets[] = { 4096, 0, 1u << 20 };
 	struct grist_loader_config c = { 0 };
@@ -1659,7 +1661,12 @@ static void test_read_depth(void **state)
 		}
 	}
 
-	/* the depth is reached whatever the batch: one record per batch, queue depth 8 */
+	/*
+	 * The depth is reached whatever the batch: one record per batch, queue depth 8. The
+	 * first reads are held back (fault injection) so the check does not depend on how
+	 * fast this machine's disk answers: a worker that waited for each unit's reads
+	 * before reading the next would show one read in flight here, however slow.
+	 */
 	memset(&c, 0, sizeof(c));
 	spec1(&sp, &c, DS_LARGE);
 	c.seed = 9;
@@ -1668,11 +1675,15 @@ static void test_read_depth(void **state)
 	c.threads = 1;
 	c.queue_depth = 8;
 	c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
-	l = open_loader(&c, NULL);
+	for (unsigned i = 0; i < 8; i++)
+		held_back[i] = (struct grist_io_fault){ i, GRIST_IO_FAULT_DELAY, 100000 };
+	hooks = fault_hooks(held_back, 8);
+	l = open_loader(&c, &hooks);
 	memset(&got, 0, sizeof(got));
 	drain(l, &c, 0, &got, sp.check);
 	grist_loader_stats(l, &st);
-	assert_true(st.reads_in_flight_max >= 2 && st.reads_in_flight_max <= 8);
+	/* more than the two units a worker kept in flight before reads were decoupled from units */
+	assert_true(st.reads_in_flight_max > 2 && st.reads_in_flight_max <= 8);
 	assert_true(st.reads_in_flight_mean > 0 && st.reads_in_flight_mean <= 8);
 	assert_true(st.assemble_ns > 0);
 	grist_loader_destroy(l);
