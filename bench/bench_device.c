@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "grist/device.h"
+#include "bench_util.h"
 
 #define REPEATS 5
 
@@ -20,27 +21,6 @@ static const char *spin_src =
 	"		x = x * 1664525u + 1013904223u;\n"
 	"	out[i] = x;\n"
 	"}\n";
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
-}
 
 static void die(const char *what, int code)
 {
@@ -60,7 +40,7 @@ static double run_stage(struct grist_device_stage *s, size_t batch, unsigned slo
 {
 	struct grist_device_batch held[64];
 	unsigned i, head = 0, nheld = 0, k;
-	double t0 = now_s();
+	double t0 = bench_now();
 
 	for (i = 0; i < nbatches + slots - 1; i++) {
 		if (i < nbatches) {
@@ -92,7 +72,7 @@ static double run_stage(struct grist_device_stage *s, size_t batch, unsigned slo
 			nheld--;
 		}
 	}
-	return (double)batch * nbatches / (now_s() - t0);
+	return (double)batch * nbatches / (bench_now() - t0);
 }
 
 /*
@@ -124,7 +104,7 @@ static double run_plain(cl_context ctx, cl_device_id dev, size_t batch, unsigned
 		CL_CHECK(err);
 	}
 	CL_CHECK(clFinish(q));
-	t0 = now_s();
+	t0 = bench_now();
 	for (i = 0; i < nbatches; i++) {
 		cl_event *e = &ev[i % (slots - 1)];
 
@@ -141,7 +121,7 @@ static double run_plain(cl_context ctx, cl_device_id dev, size_t batch, unsigned
 	for (i = 0; bounded && i < slots - 1; i++)
 		if (ev[i])
 			clReleaseEvent(ev[i]);
-	t = now_s() - t0;
+	t = bench_now() - t0;
 	for (i = 0; i < slots; i++)
 		clReleaseMemObject(dst[i]);
 	clEnqueueUnmapMemObject(q, pinned, host, 0, NULL, NULL);
@@ -172,9 +152,9 @@ static void *produce(void *arg)
 		ret = grist_device_stage_acquire(p->s, &slot, &host);
 		if (ret)
 			die("acquire", ret);
-		t0 = now_s();
+		t0 = bench_now();
 		memset(host, (int)i, p->batch);
-		p->fill_s += now_s() - t0;
+		p->fill_s += bench_now() - t0;
 		ret = grist_device_stage_submit(p->s, slot, p->batch, p->batch / 4, NULL);
 		if (ret)
 			die("submit", ret);
@@ -190,13 +170,13 @@ static double consume_step(cl_command_queue q, cl_kernel k, const struct grist_d
 	size_t global = p->bytes / 256;
 	cl_event ev;
 	cl_int status;
-	double t0 = now_s();
+	double t0 = bench_now();
 
 	CL_CHECK(clGetEventInfo(p->ready, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL));
 	if (status != CL_COMPLETE) {
 		/* The transfer is still running: that is consumer stall. */
 		CL_CHECK(clWaitForEvents(1, &p->ready));
-		*ready_wait += now_s() - t0;
+		*ready_wait += bench_now() - t0;
 	}
 	CL_CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &p->data));
 	CL_CHECK(clSetKernelArg(k, 1, sizeof(iters), &iters));
@@ -204,7 +184,7 @@ static double consume_step(cl_command_queue q, cl_kernel k, const struct grist_d
 	CL_CHECK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, NULL, 1, &p->ready, &ev));
 	CL_CHECK(clWaitForEvents(1, &ev));
 	clReleaseEvent(ev);
-	return now_s() - t0;
+	return bench_now() - t0;
 }
 
 /*
@@ -255,12 +235,12 @@ static void run_stall(const char *selector, enum grist_device_strategy strategy,
 		if (!tmp)
 			die("malloc", -ENOMEM);
 		memset(tmp, 0, (size_t)(slots + 1) * batch);	/* first touch out of the timing */
-		t0 = now_s();
+		t0 = bench_now();
 		for (i = 0; i < 4 * (slots + 1); i++) {
 			memset(tmp + (size_t)(i % (slots + 1)) * batch, (int)i, batch);
 			__asm__ volatile("" : : "r"(tmp) : "memory");	/* keep the stores */
 		}
-		fill_per_batch = (now_s() - t0) / (4 * (slots + 1));
+		fill_per_batch = (bench_now() - t0) / (4 * (slots + 1));
 		free(tmp);
 		p.data = clCreateBuffer(grist_device_stage_context(s), CL_MEM_READ_ONLY, batch, NULL, &err);
 		CL_CHECK(err);
@@ -341,11 +321,11 @@ int main(int argc, char **argv)
 		}
 		printf("transfer %6zu KiB x %4u: plain pinned write %7.2f GB/s, bounded %7.2f GB/s | "
 		       "stage staging %7.2f GB/s, mapped %7.2f GB/s\n", batch >> 10, nbatches,
-		       median(plain, REPEATS) * 1e-9, median(bounded, REPEATS) * 1e-9,
-		       median(staged, REPEATS) * 1e-9, median(mapped, REPEATS) * 1e-9);
+		       bench_median(plain, REPEATS) * 1e-9, bench_median(bounded, REPEATS) * 1e-9,
+		       bench_median(staged, REPEATS) * 1e-9, bench_median(mapped, REPEATS) * 1e-9);
 		if (si == 1) {
-			staged_batch_s = batch / median(staged, REPEATS);
-			mapped_batch_s = batch / median(mapped, REPEATS);
+			staged_batch_s = batch / bench_median(staged, REPEATS);
+			mapped_batch_s = batch / bench_median(mapped, REPEATS);
 		}
 		grist_device_stage_destroy(st);
 		grist_device_stage_destroy(mp);

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "io/io.h"
+#include "bench_util.h"
 
 struct opts {
 	const char *file;
@@ -32,14 +33,6 @@ struct run {
 	uint64_t ops, bytes;
 	int err;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static uint64_t rng(uint64_t *s)
 {
@@ -89,8 +82,8 @@ static void *drive(void *arg)
 		free_list[i] = &reqs[i];
 	}
 	nfree = o->qd;
-	end = now_s() + o->seconds;
-	while (now_s() < end) {
+	end = bench_now() + o->seconds;
+	while (bench_now() < end) {
 		for (i = 0; i < nfree; i++)
 			free_list[i]->offset = (rng(&r->seed) % blocks) * o->bs;
 		ret = grist_io_submit(io, free_list, nfree);
@@ -135,7 +128,7 @@ static double measure(const struct opts *o, enum grist_io_kind kind, unsigned nt
 	unsigned i;
 
 	memset(runs, 0, sizeof(runs));
-	t0 = now_s();
+	t0 = bench_now();
 	for (i = 0; i < nthreads; i++) {
 		runs[i] = (struct run){ .o = o, .kind = kind, .fd = fd, .size = size,
 					.seed = 0x9E3779B97F4A7C15ull * (i + 1) + (uint64_t)(t0 * 1e6) };
@@ -143,7 +136,7 @@ static double measure(const struct opts *o, enum grist_io_kind kind, unsigned nt
 	}
 	for (i = 0; i < nthreads; i++)
 		pthread_join(tid[i], NULL);
-	t = now_s() - t0;
+	t = bench_now() - t0;
 	for (i = 0; i < nthreads; i++) {
 		if (runs[i].err) {
 			fprintf(stderr, "bench_io: %s (%s)\n", grist_last_error(), grist_strerror(runs[i].err));
@@ -180,19 +173,6 @@ static double fio_iops(const struct opts *o, bool direct)
 	}
 	pclose(p);
 	return iops;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 static void drop_caches(void)
@@ -275,7 +255,7 @@ static void bench_mode(const struct opts *o, bool direct, uint64_t size)
 	for (c = 0; c < sizeof(cfgs) / sizeof(cfgs[0]); c++) {
 		for (k = 0; k < o->repeat; k++)
 			iops[k] = measure(o, cfgs[c].kind, cfgs[c].threads, info.fd, size, &gbs[k]);
-		double m = median(iops, o->repeat), g = median(gbs, o->repeat);
+		double m = bench_median(iops, o->repeat), g = bench_median(gbs, o->repeat);
 
 		printf("  %-14s %10.0f IOPS %7.3f GB/s\n", cfgs[c].name, m, g);
 		if (c == 0)
@@ -284,7 +264,7 @@ static void bench_mode(const struct opts *o, bool direct, uint64_t size)
 	if (o->fio) {
 		for (k = 0; k < o->repeat; k++)
 			iops[k] = fio_iops(o, direct);
-		double m = median(iops, o->repeat);
+		double m = bench_median(iops, o->repeat);
 
 		printf("  %-14s %10.0f IOPS %7.3f GB/s   ring x1 / fio = %.2f\n", "fio io_uring", m,
 		       m * o->bs / 1e9, m > 0 ? best_ring / m : 0);

@@ -6,14 +6,7 @@
 #include <time.h>
 
 #include "grist/plan.h"
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench_util.h"
 
 /*
  * The comparison baseline, written from the description of Grain's
@@ -100,11 +93,11 @@ static uint64_t time_one(const char *name, uint64_t (*fn)(const void *, uint64_t
 			 uint64_t count)
 {
 	uint64_t i, sum = 0;
-	double t0 = now();
+	double t0 = bench_now();
 
 	for (i = 0; i < count; i++)
 		sum += fn(ctx, i);
-	report(name, now() - t0, count);
+	report(name, bench_now() - t0, count);
 	return sum;
 }
 
@@ -135,10 +128,10 @@ static void bench_stream(uint64_t n, uint64_t group, enum grist_granularity gran
 		fprintf(stderr, "%s\n", grist_last_error());
 		exit(1);
 	}
-	t0 = now();
+	t0 = bench_now();
 	while (grist_stream_next(c, &it) == 1)
 		items += it.record;
-	dt = now() - t0;
+	dt = bench_now() - t0;
 	items = 0;
 	grist_stream_cursor_seek(c, 0);
 	while (grist_stream_next(c, &it) == 1) {
@@ -181,14 +174,14 @@ int main(int argc, char **argv)
 		return 1;
 	printf("n = %" PRIu64 ", %" PRIu64 " consecutive positions, one core\n", n, count);
 
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < count; i += CHUNK) {
 		size_t c = count - i < CHUNK ? (size_t)(count - i) : CHUNK;
 
 		grist_perm_fill(&p, i, c, out);
 		sum += out[c - 1];
 	}
-	report("grist_perm_fill (6 rounds)", now() - t0, count);
+	report("grist_perm_fill (6 rounds)", bench_now() - t0, count);
 
 	sum += time_one("grist_perm_at (6 rounds)", perm_at, &p, count);
 	sum += time_one("grist_perm_inverse", perm_inverse, &p, count);

@@ -6,14 +6,7 @@
 #include <time.h>
 
 #include "grist/format.h"
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "bench_util.h"
 
 static uint64_t next_rand(uint64_t *s)
 {
@@ -107,7 +100,7 @@ int main(int argc, char **argv)
 	idx = malloc(batch * sizeof(*idx));
 	if (!idx || !total)
 		return fprintf(stderr, "bench_read: empty file or no memory\n"), 1;
-	t0 = now();
+	t0 = bench_now();
 	for (i = 0; i < batches; i++) {
 		for (j = 0; j < batch; j++)
 			idx[j] = next_rand(&seed) % total;
@@ -117,7 +110,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	t1 = now();
+	t1 = bench_now();
 	printf("records/s: %.0f (%llu batches of %llu, %.3f s, checksum %llu)\n",
 	       (double)(batches * batch) / (t1 - t0), (unsigned long long)batches,
 	       (unsigned long long)batch, t1 - t0, (unsigned long long)sum);

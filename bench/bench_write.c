@@ -13,6 +13,7 @@
 #include "format/options.h"
 #include "format/varint.h"
 #include "format/writer_pool.h"
+#include "bench_util.h"
 
 /*
  * usage: bench_write LINES [--options OPTS] [--threads N,N,...] [--runs R] [--out FILE]
@@ -37,14 +38,6 @@ struct chunk_in {
 	uint64_t records;
 };
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* CPU seconds (user + system) of every thread of the process so far. */
 static double cpu_now(void)
 {
@@ -53,19 +46,6 @@ static double cpu_now(void)
 	getrusage(RUSAGE_SELF, &ru);
 	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
 	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return v[n / 2];
 }
 
 /* Seconds to push every chunk through a pool of @threads (0: the caller's thread). */
@@ -84,7 +64,7 @@ static double run_pool(const struct grist_writer_options *o, unsigned threads, c
 	}
 	*out_bytes = 0;
 	*cpu = cpu_now();
-	t0 = now();
+	t0 = bench_now();
 	while (got < n) {
 		if (sent < n && !grist_chunk_pool_full(p)) {
 			j = grist_chunk_pool_job(p);
@@ -105,7 +85,7 @@ static double run_pool(const struct grist_writer_options *o, unsigned threads, c
 		grist_chunk_pool_retire(p);
 		got++;
 	}
-	t0 = now() - t0;
+	t0 = bench_now() - t0;
 	*cpu = cpu_now() - *cpu;
 	grist_chunk_pool_destroy(p);
 	return t0;
@@ -119,7 +99,7 @@ static double run_writer(const char *path, const char *opts, unsigned threads, c
 	size_t i;
 
 	snprintf(text, sizeof(text), "%s,max_parallelism:%u", opts, threads);
-	t0 = now();
+	t0 = bench_now();
 	if (grist_writer_open(path, text, &w))
 		goto fail;
 	for (i = 0; i < n; i++) {
@@ -135,7 +115,7 @@ static double run_writer(const char *path, const char *opts, unsigned threads, c
 	}
 	if (grist_writer_close(w))
 		goto fail;
-	return now() - t0;
+	return bench_now() - t0;
 fail_abort:
 	grist_writer_abort(w);
 fail:
@@ -221,7 +201,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)records, (double)bytes / 1e6, n, (unsigned long long)o.group_size, opts, runs);
 	for (r = 0; r < runs; r++)
 		one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
-	one_rate = (double)bytes / median(one, runs) / 1e6;
+	one_rate = (double)bytes / bench_median(one, runs) / 1e6;
 	printf("one core (caller's thread): %8.1f MB/s  (ratio %.3f)\n", one_rate, (double)out_bytes / (double)bytes);
 	list = strdup(threads_arg);
 	for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -235,15 +215,15 @@ int main(int argc, char **argv)
 			one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
 			t[r] = run_pool(&o, k, c, n, &out_bytes, &t_cpu[r]);
 		}
-		one_rate = (double)bytes / median(one, runs) / 1e6;
-		rate = (double)bytes / median(t, runs) / 1e6;
+		one_rate = (double)bytes / bench_median(one, runs) / 1e6;
+		rate = (double)bytes / bench_median(t, runs) / 1e6;
 		for (r = 0; r < runs; r++)
 			t[r] = run_writer(out, opts, k, c, n);
-		wrate = (double)bytes / median(t, runs) / 1e6;
+		wrate = (double)bytes / bench_median(t, runs) / 1e6;
 		printf("pool %2u threads: %8.1f MB/s = %.2f x one core (%.1f MB/s); efficiency %.3f; "
 		       "CPU efficiency %.3f (%.2f vs %.2f CPU s); whole writer (file, fsync): %8.1f MB/s\n",
 		       k, rate, rate / one_rate, one_rate, rate / (k * one_rate),
-		       median(one_cpu, runs) / median(t_cpu, runs), median(t_cpu, runs), median(one_cpu, runs), wrate);
+		       bench_median(one_cpu, runs) / bench_median(t_cpu, runs), bench_median(t_cpu, runs), bench_median(one_cpu, runs), wrate);
 	}
 	free(list);
 	if (out == tmp)
