@@ -47,9 +47,9 @@ class Reader(_grist.Reader):
 
     paths is a path, a glob pattern or a list of them; the files are one dataset, their
     records concatenated in order. len(r), r[i] -> bytes, r.read(indices) -> list[bytes]
-    (each chunk read and decoded once; threads=N splits the chunks of one call over N
-    threads, worth it for large batches on idle cores), r.info() -> list[dict], r.close(),
-    `with`.
+    (each chunk read and decoded once, every read of the call in one batched io_uring
+    submission; threads=N instead splits the chunks of one call over N threads, worth it
+    for large batches on idle cores), r.info() -> list[dict], r.close(), `with`.
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
@@ -76,7 +76,8 @@ class ArrayRecordDataSource:
     len(src), src[i] -> bytes, src.__getitems__(indices) -> list[bytes]. Picklable: the
     pickle holds the file names only, and a copy (in a Grain worker process) opens the
     files on first use. Safe from several threads: each thread that reads gets its own
-    reader, so Grain's read threads never wait for each other.
+    reader (and with it its own io_uring ring for __getitems__), so Grain's read threads
+    never wait for each other.
     """
 
     def __init__(self, paths):

@@ -2,6 +2,8 @@
 #include "ext.h"
 
 #include <pthread.h>
+
+#include "grist/fetch.h"
 #include <string.h>
 
 #define MAX_READERS 64
@@ -11,6 +13,11 @@ typedef struct {
 	struct grist_reader *r;     /* readers[0]; NULL once closed */
 	struct grist_reader *readers[MAX_READERS]; /* one per thread of a batched read */
 	unsigned nreaders;
+	/*
+	 * read()'s one-thread path: every chunk read of a call in one batched submission. Made
+	 * on the first read(); a fetcher takes one thread at a time, and the lock sees to that.
+	 */
+	struct grist_fetcher *fetcher;
 	PyThread_type_lock lock;    /* the readers take one call at a time */
 	uint64_t num_records;
 } ReaderObject;
@@ -19,6 +26,8 @@ static void reader_close_all(ReaderObject *self)
 {
 	unsigned k;
 
+	grist_fetcher_destroy(self->fetcher); /* before the reader whose index it uses */
+	self->fetcher = NULL;
 	for (k = 0; k < self->nreaders; k++)
 		grist_reader_close(self->readers[k]);
 	memset(self->readers, 0, sizeof(self->readers));
@@ -191,31 +200,21 @@ static int gather_record(void *ctx, size_t position, uint64_t index, const uint8
 	return 0;
 }
 
-static PyObject *reader_read(ReaderObject *self, PyObject *arg)
+/* read() with threads=N > 1: the request's chunks split over N readers, one thread each. */
+static PyObject *reader_read_parallel(ReaderObject *self, const uint64_t *indices, Py_ssize_t n)
 {
 	struct gather g = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	uint64_t *indices = NULL;
-	PyObject *seq, *list = NULL;
+	PyObject *list = NULL;
 	char msg[1024] = "";
-	Py_ssize_t i, n;
+	Py_ssize_t i;
 	int ret;
 
-	if (reader_open_check(self))
-		return NULL;
-	seq = PySequence_Fast(arg, "grist.Reader.read: indices must be a sequence of integers");
-	if (!seq)
-		return NULL;
-	n = PySequence_Fast_GET_SIZE(seq);
-	indices = malloc(((size_t)n + 1) * sizeof(*indices));
 	g.off = malloc(((size_t)n + 1) * sizeof(*g.off));
 	g.len = malloc(((size_t)n + 1) * sizeof(*g.len));
-	if (!indices || !g.off || !g.len) {
+	if (!g.off || !g.len) {
 		PyErr_NoMemory();
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		if (reader_index(self, PySequence_Fast_GET_ITEM(seq, i), &indices[i]))
-			goto out;
 	gristpy_lock(self->lock);
 	Py_BEGIN_ALLOW_THREADS
 	ret = grist_reader_read_batch_parallel(self->readers, self->nreaders, indices, (size_t)n, gather_record, &g);
@@ -242,11 +241,82 @@ static PyObject *reader_read(ReaderObject *self, PyObject *arg)
 		PyList_SET_ITEM(list, i, b);
 	}
 out:
-	Py_DECREF(seq);
-	free(indices);
 	free(g.off);
 	free(g.len);
 	free(g.arena);
+	return list;
+}
+
+/*
+ * read() on one thread: the fetcher submits every chunk read of the call at once and decodes
+ * each chunk once. Its records live in the fetcher until its next call, so the bytes objects
+ * are made before the lock is let go.
+ */
+static PyObject *reader_read_fetch(ReaderObject *self, const uint64_t *indices, Py_ssize_t n)
+{
+	struct grist_fetch_record *recs = malloc(((size_t)n + 1) * sizeof(*recs));
+	PyObject *list = NULL;
+	char msg[1024] = "";
+	Py_ssize_t i;
+	int ret = 0;
+
+	if (!recs)
+		return PyErr_NoMemory();
+	gristpy_lock(self->lock);
+	Py_BEGIN_ALLOW_THREADS
+	if (!self->fetcher)
+		ret = grist_fetcher_create(self->r, NULL, &self->fetcher);
+	if (!ret)
+		ret = grist_fetcher_read(self->fetcher, indices, (size_t)n, recs);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	if (ret) {
+		PyThread_release_lock(self->lock);
+		free(recs);
+		return gristpy_raise(ret, msg);
+	}
+	list = PyList_New(n);
+	for (i = 0; list && i < n; i++) {
+		PyObject *b = PyBytes_FromStringAndSize((const char *)recs[i].data, (Py_ssize_t)recs[i].len);
+
+		if (!b)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, i, b);
+	}
+	PyThread_release_lock(self->lock);
+	free(recs);
+	return list;
+}
+
+static PyObject *reader_read(ReaderObject *self, PyObject *arg)
+{
+	uint64_t *indices = NULL;
+	PyObject *seq, *list = NULL;
+	Py_ssize_t i, n;
+
+	if (reader_open_check(self))
+		return NULL;
+	seq = PySequence_Fast(arg, "grist.Reader.read: indices must be a sequence of integers");
+	if (!seq)
+		return NULL;
+	n = PySequence_Fast_GET_SIZE(seq);
+	indices = malloc(((size_t)n + 1) * sizeof(*indices));
+	if (!indices) {
+		PyErr_NoMemory();
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		if (reader_index(self, PySequence_Fast_GET_ITEM(seq, i), &indices[i]))
+			goto out;
+	if (self->nreaders > 1)
+		list = reader_read_parallel(self, indices, n);
+	else
+		list = reader_read_fetch(self, indices, n);
+out:
+	Py_DECREF(seq);
+	free(indices);
 	return list;
 }
 
@@ -315,8 +385,9 @@ static PyObject *reader_exit(PyObject *self, PyObject *args)
 static PyMethodDef reader_methods[] = {
 	{ "read", (PyCFunction)reader_read, METH_O,
 	  "read(indices) -> list[bytes]: the records at these indices, in request order; each chunk\n"
-	  "is read and decoded once, the chunks split over the reader's threads. The GIL is released\n"
-	  "while reading." },
+	  "is read and decoded once. With one thread (the default) every read of the call goes to\n"
+	  "io_uring in one batched submission (a pread pool where io_uring is unavailable); with\n"
+	  "threads=N the chunks are split over N threads. The GIL is released while reading." },
 	{ "info", (PyCFunction)reader_info, METH_NOARGS,
 	  "info() -> list[dict]: per file: path, records, chunks, group_size, first_record,\n"
 	  "file_size, compression, writer_options." },
