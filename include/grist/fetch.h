@@ -47,6 +47,10 @@ struct grist_fetcher_options {
 	enum grist_fetch_io io;
 	unsigned queue_depth;     /* reads in flight at once (default 256, at most 32768) */
 	unsigned pread_threads;   /* the pread pool's threads (default 4) */
+	unsigned decode_threads;  /* threads that decode a request's chunks (default 1, at most 64): the
+				     caller's and decode_threads - 1 helpers started at create, which
+				     share the chunks of a request of 8 or more; a helper that starts
+				     late leaves its share to the others, so none waits for it */
 	size_t max_read_bytes;    /* read buffer of one wave (default 64 MiB): a request whose chunks
 				     take more is read in waves of at most this (a larger chunk
 				     alone); bounds the memory a request holds besides its records */

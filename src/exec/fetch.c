@@ -1,5 +1,7 @@
 /* fetch.c - random access by index: a request's chunk reads in one batched submission, each chunk decoded once. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,8 @@
 #define READ_PIECE_MAX (8u << 20)   /* bytes per io request; larger regions are split */
 #define REGION_MAX (32ull << 20)    /* coalescing stops here, so one region never dwarfs a wave */
 #define REAP_MAX 64
+#define MAX_THREADS 64
+#define SHARE_MIN_JOBS 8            /* a wave of fewer chunks is decoded by the caller alone */
 
 /* One requested position, sorted by where its record lives. */
 struct want {
@@ -38,7 +42,38 @@ struct region {
 	uint64_t offset, len;
 	size_t buf_off;
 	uint64_t got;            /* bytes read (less than len only at end of file) */
-	int error;               /* the first failed read's code, its message already recorded */
+};
+
+/*
+ * One decoding thread's own things: its decoder and the arena its records are copied to.
+ * ctx[0] is the calling thread's; ctx[1..] belong to helper threads.
+ */
+struct decode_ctx {
+	struct grist_fetcher *f;
+	unsigned id;
+	struct grist_chunk_decoder *dec;
+	uint8_t *arena;
+	size_t used, cap;
+	pthread_t thread;
+	bool started;
+};
+
+/*
+ * The decode share of a wave. Jobs are claimed one at a time under the lock, so a helper
+ * that wakes late finds nothing left and the caller never waits for a thread to start,
+ * only for jobs already claimed. next/end/done change only under the lock, and the caller
+ * resets them only after done == end - begin, when no helper holds a job of the old wave.
+ * Invariant: a helper touches the fetcher's per-request arrays only between claiming a
+ * job and counting it done.
+ */
+struct share {
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	size_t next, end, total, done;
+	bool stop;
+	int err;                 /* the error of the failed job with the lowest index */
+	size_t err_job;
+	char err_msg[1024];
 };
 
 struct grist_fetcher {
@@ -46,9 +81,15 @@ struct grist_fetcher {
 	struct grist_io *io;
 	uint32_t *slot;          /* io file slot per file of the reader */
 	size_t nfiles;
-	struct grist_chunk_decoder *dec;
+	struct decode_ctx ctx[MAX_THREADS];
+	unsigned nthreads;
+	struct share sh;         /* used when nthreads > 1 */
+	struct grist_fetch_record *share_out; /* the request's output, under sh.lock */
 	size_t max_read_bytes;
 	int broken;              /* an io stage failure: every later call returns it */
+	int read_err;            /* a wave's failed read of the lowest region, and its message */
+	uint64_t read_err_region;
+	char read_err_msg[1024];
 	struct grist_fetcher_stats st;
 
 	/* per-request scratch, kept between calls so steady state allocates nothing */
@@ -64,11 +105,14 @@ struct grist_fetcher {
 	size_t reqp_cap;
 	uint8_t *buf;
 	size_t buf_cap;
-	uint8_t *arena;          /* the records returned */
-	size_t arena_used, arena_cap;
-	size_t *offs;            /* per position: offset in arena until the pointers are fixed */
+	size_t *offs;            /* per position: offset in its arena until the pointers are fixed */
 	size_t offs_cap;
+	uint8_t *arena_of;       /* per position: which ctx's arena holds its record */
+	size_t arena_of_cap;
 };
+
+static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fetch_record *res);
+static void *helper_main(void *arg);
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
@@ -135,10 +179,30 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 		if (ret)
 			goto fail;
 	}
-	ret = grist_chunk_decoder_create(&f->dec);
-	if (ret) {
-		ret = grist_fail(ret, "fetcher: cannot make a chunk decoder");
+	if (o.decode_threads > MAX_THREADS) {
+		ret = grist_fail(-EINVAL, "fetcher: %u decode threads; at most %d", o.decode_threads, MAX_THREADS);
 		goto fail;
+	}
+	f->nthreads = o.decode_threads ? o.decode_threads : 1;
+	pthread_mutex_init(&f->sh.lock, NULL);
+	pthread_cond_init(&f->sh.work_cv, NULL);
+	pthread_cond_init(&f->sh.done_cv, NULL);
+	for (i = 0; i < f->nthreads; i++) {
+		f->ctx[i].f = f;
+		f->ctx[i].id = (unsigned)i;
+		ret = grist_chunk_decoder_create(&f->ctx[i].dec);
+		if (ret) {
+			ret = grist_fail(ret, "fetcher: cannot make a chunk decoder");
+			goto fail;
+		}
+	}
+	for (i = 1; i < f->nthreads; i++) {
+		ret = -pthread_create(&f->ctx[i].thread, NULL, helper_main, &f->ctx[i]);
+		if (ret) {
+			ret = grist_fail(ret, "fetcher: cannot start a decode thread: %s", grist_strerror(ret));
+			goto fail;
+		}
+		f->ctx[i].started = true;
 	}
 	*out = f;
 	return 0;
@@ -149,10 +213,27 @@ fail:
 
 GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 {
+	unsigned i;
+
 	if (!f)
 		return;
+	if (f->nthreads) {
+		pthread_mutex_lock(&f->sh.lock);
+		f->sh.stop = true;
+		pthread_cond_broadcast(&f->sh.work_cv);
+		pthread_mutex_unlock(&f->sh.lock);
+		for (i = 1; i < f->nthreads; i++)
+			if (f->ctx[i].started)
+				pthread_join(f->ctx[i].thread, NULL);
+		for (i = 0; i < f->nthreads; i++) {
+			grist_chunk_decoder_destroy(f->ctx[i].dec);
+			free(f->ctx[i].arena);
+		}
+		pthread_mutex_destroy(&f->sh.lock);
+		pthread_cond_destroy(&f->sh.work_cv);
+		pthread_cond_destroy(&f->sh.done_cv);
+	}
 	grist_io_destroy(f->io);
-	grist_chunk_decoder_destroy(f->dec);
 	free(f->slot);
 	free(f->wants);
 	free(f->jobs);
@@ -160,8 +241,8 @@ GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 	free(f->reqs);
 	free(f->reqp);
 	free(f->buf);
-	free(f->arena);
 	free(f->offs);
+	free(f->arena_of);
 	free(f);
 }
 
@@ -255,8 +336,12 @@ static void complete(struct grist_fetcher *f, struct grist_io_req *q)
 	struct region *rg = &f->regions[q->user_data];
 
 	if (q->result < 0) {
-		if (!rg->error)
-			rg->error = grist_io_req_error(f->io, q); /* names the file and offset */
+		/* the failed read of the lowest region reports, whatever order reads complete in */
+		if (!f->read_err || q->user_data < f->read_err_region) {
+			f->read_err = grist_io_req_error(f->io, q); /* names the file and offset */
+			f->read_err_region = q->user_data;
+			snprintf(f->read_err_msg, sizeof(f->read_err_msg), "%s", grist_last_error());
+		}
 		return;
 	}
 	rg->got += (uint64_t)q->result;
@@ -298,7 +383,6 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 		struct region *rg = &f->regions[i];
 
 		rg->got = 0;
-		rg->error = 0;
 		for (at = 0; at < rg->len; at += READ_PIECE_MAX) {
 			struct grist_io_req *q = &f->reqs[nreq];
 
@@ -312,6 +396,7 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 		}
 	}
 	f->st.reads += nreq;
+	f->read_err = 0;
 	pending = nreq;
 	while (pending) {
 		if (submitted < nreq) {
@@ -342,15 +427,20 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 	}
 	if (pending)
 		return f->broken = grist_fail(-EIO, "fetcher: the io stage took no read with none in flight");
+	/* a failed read fails the request: nothing of this wave is decoded */
+	if (f->read_err)
+		return grist_fail(f->read_err, "%s", f->read_err_msg);
 	return 0;
 }
 
 /*
- * Decode job @j once it was read, and copy the records its positions want into the arena:
- * @res[pos].len is set and f->offs[pos] holds the offset (the arena may still move).
+ * Decode job @j once it was read, and copy the records its positions want into @c's arena:
+ * @res[pos].len, f->offs[pos] and f->arena_of[pos] are set (the arena may still move).
+ * Runs on any decoding thread; it writes only @c and the entries of its own positions.
  */
-static int decode_job(struct grist_fetcher *f, const struct job *j, struct grist_fetch_record *res)
+static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fetch_record *res)
 {
+	struct grist_fetcher *f = c->f;
 	const struct region *rg = &f->regions[j->region];
 	const struct grist_file_geom *g = grist_reader_file_geom(f->r, j->file);
 	struct grist_decoded_chunk out;
@@ -358,13 +448,11 @@ static int decode_job(struct grist_fetcher *f, const struct job *j, struct grist
 	size_t i, len = 0, off = 0;
 	int ret;
 
-	if (rg->error)
-		return rg->error;
 	if (rg->offset + rg->got < j->end)
 		return grist_fail_at(-EBADMSG, g->path, rg->offset + rg->got,
 				     "file ends inside the chunk at byte %llu (it should end at %llu): truncated?",
 				     (unsigned long long)j->begin, (unsigned long long)j->end);
-	ret = grist_chunk_decode(f->dec, f->buf + rg->buf_off, rg->offset, (size_t)rg->got, j->begin, j->end,
+	ret = grist_chunk_decode(c->dec, f->buf + rg->buf_off, rg->offset, (size_t)rg->got, j->begin, j->end,
 				 g->path, &out);
 	if (ret)
 		return ret;
@@ -374,24 +462,94 @@ static int decode_job(struct grist_fetcher *f, const struct job *j, struct grist
 				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
 				     (unsigned long long)j->chunk, (unsigned long long)out.num_records, out.chunk_type,
 				     (unsigned long long)want_records);
-	f->st.chunks_decoded++;
 	for (i = j->first; i < j->last; i++) {
 		const struct want *w = &f->wants[i];
 
 		/* wants are sorted by record: a repeated index shares the copy before it */
 		if (w->rec != prev) {
 			len = (size_t)(out.offsets[w->rec + 1] - out.offsets[w->rec]);
-			ret = grow((void **)&f->arena, &f->arena_cap, f->arena_used + len, 1);
+			ret = grow((void **)&c->arena, &c->cap, c->used + len, 1);
 			if (ret)
 				return ret;
-			off = f->arena_used;
-			memcpy(f->arena + off, out.values + out.offsets[w->rec], len);
-			f->arena_used += len;
+			off = c->used;
+			memcpy(c->arena + off, out.values + out.offsets[w->rec], len);
+			c->used += len;
 			prev = w->rec;
 		}
 		f->offs[w->pos] = off;
+		f->arena_of[w->pos] = (uint8_t)c->id;
 		res[w->pos].len = len;
 	}
+	return 0;
+}
+
+/* Lock held. Claim and decode jobs of the current share until none is left. */
+static void share_work(struct decode_ctx *c, struct grist_fetch_record *res)
+{
+	struct share *sh = &c->f->sh;
+	size_t j;
+	int ret;
+
+	while (sh->next < sh->end) {
+		j = sh->next++;
+		pthread_mutex_unlock(&sh->lock);
+		ret = decode_job(c, &c->f->jobs[j], res);
+		pthread_mutex_lock(&sh->lock);
+		if (ret && (!sh->err || j < sh->err_job)) {
+			/* the message is this thread's; keep it for the caller's thread */
+			sh->err = ret;
+			sh->err_job = j;
+			snprintf(sh->err_msg, sizeof(sh->err_msg), "%s", grist_last_error());
+		}
+		if (++sh->done == sh->total)
+			pthread_cond_signal(&sh->done_cv);
+	}
+}
+
+static void *helper_main(void *arg)
+{
+	struct decode_ctx *c = arg;
+	struct share *sh = &c->f->sh;
+
+	pthread_mutex_lock(&sh->lock);
+	while (!sh->stop) {
+		if (sh->next < sh->end)
+			share_work(c, c->f->share_out);
+		else
+			pthread_cond_wait(&sh->work_cv, &sh->lock);
+	}
+	pthread_mutex_unlock(&sh->lock);
+	return NULL;
+}
+
+/* Decode jobs [jb, je): alone, or shared with the helper threads when there are enough. */
+static int decode_jobs(struct grist_fetcher *f, size_t jb, size_t je, struct grist_fetch_record *res)
+{
+	struct share *sh = &f->sh;
+	size_t j;
+	int ret = 0;
+
+	if (f->nthreads == 1 || je - jb < SHARE_MIN_JOBS) {
+		for (j = jb; j < je && !ret; j++)
+			ret = decode_job(&f->ctx[0], &f->jobs[j], res);
+		return ret;
+	}
+	pthread_mutex_lock(&sh->lock);
+	f->share_out = res;
+	sh->next = jb;
+	sh->end = je;
+	sh->total = je - jb;
+	sh->done = 0;
+	sh->err = 0;
+	pthread_cond_broadcast(&sh->work_cv);
+	share_work(&f->ctx[0], res);
+	while (sh->done < sh->total)
+		pthread_cond_wait(&sh->done_cv, &sh->lock);
+	sh->next = sh->end = 0;
+	ret = sh->err;
+	pthread_mutex_unlock(&sh->lock);
+	if (ret)
+		return grist_fail(ret, "%s", sh->err_msg);
 	return 0;
 }
 
@@ -399,7 +557,7 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 				 struct grist_fetch_record *out)
 {
 	static const uint8_t empty[1];
-	size_t njobs = 0, nregions = 0, r0, r1, jb = 0, i, wave;
+	size_t njobs = 0, nregions = 0, r0, r1, jb = 0, je, i, wave;
 	int ret;
 
 	if (f->broken)
@@ -407,10 +565,13 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 	if (n && (!indices || !out))
 		return grist_fail(-EINVAL, "fetcher: %zu indices and no %s", n, indices ? "output" : "indices");
 	f->st.requests++;
-	f->arena_used = 0;
+	for (i = 0; i < f->nthreads; i++)
+		f->ctx[i].used = 0;
 	if (!n)
 		return 0;
 	ret = grow((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
+	if (!ret)
+		ret = grow((void **)&f->arena_of, &f->arena_of_cap, n, sizeof(*f->arena_of));
 	if (!ret)
 		ret = plan(f, indices, n, &njobs);
 	if (!ret)
@@ -425,15 +586,20 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 		ret = read_wave(f, r0, r1);
 		if (ret)
 			return ret;
-		for (; jb < njobs && f->jobs[jb].region < r1; jb++) {
-			ret = decode_job(f, &f->jobs[jb], out);
-			if (ret)
-				return ret;
-		}
+		for (je = jb; je < njobs && f->jobs[je].region < r1; je++)
+			;
+		ret = decode_jobs(f, jb, je, out);
+		if (ret)
+			return ret;
+		f->st.chunks_decoded += je - jb;
+		jb = je;
 	}
 	/* the arena may have moved while it grew: pointers are made only now */
-	for (i = 0; i < n; i++)
-		out[i].data = f->arena ? f->arena + f->offs[i] : empty;
+	for (i = 0; i < n; i++) {
+		const uint8_t *a = f->ctx[f->arena_of[i]].arena;
+
+		out[i].data = a ? a + f->offs[i] : empty;
+	}
 	f->st.records += n;
 	return 0;
 }

@@ -113,6 +113,8 @@ static const struct grist_fetcher_options variants[] = {
 	{ .io = GRIST_FETCH_IO_PREAD, .pread_threads = 3 },
 	{ .io = GRIST_FETCH_IO_AUTO, .queue_depth = 2, .max_read_bytes = 1 }, /* many waves, tiny caps */
 	{ .io = GRIST_FETCH_IO_PREAD, .queue_depth = 1, .max_read_bytes = 4096 },
+	{ .io = GRIST_FETCH_IO_AUTO, .decode_threads = 2 },
+	{ .io = GRIST_FETCH_IO_PREAD, .decode_threads = 3, .max_read_bytes = 1 << 16 },
 };
 
 static void test_golden_files(void **state)
@@ -229,8 +231,12 @@ static void test_corrupt_chunk(void **state)
 	assert_int_equal(t_write_file(path, bytes, len), 0);
 	free(bytes);
 	assert_int_equal(grist_reader_open(&path, 1, NULL, &r), 0);
-	for (v = 0; v < 2; v++) {
-		struct grist_fetcher_options o = { .io = v ? GRIST_FETCH_IO_PREAD : GRIST_FETCH_IO_AUTO };
+	for (v = 0; v < 4; v++) {
+		struct grist_fetcher_options o = { .io = v & 1 ? GRIST_FETCH_IO_PREAD : GRIST_FETCH_IO_AUTO,
+						   .decode_threads = v < 2 ? 1 : 2 };
+		uint64_t many[64];
+		struct grist_fetch_record mout[64];
+		size_t k;
 
 		assert_int_equal(grist_fetcher_create(r, &o, &f), 0);
 		assert_int_equal(grist_fetcher_read(f, idx, 4, out), -EBADMSG);
@@ -241,6 +247,12 @@ static void test_corrupt_chunk(void **state)
 		assert_int_equal(grist_fetcher_read(f, idx, 4, out), 0);
 		check_against_reader(good, idx, 4, out);
 		idx[1] = 120;
+		/* with enough chunks to share among threads, the failing one still reports */
+		for (k = 0; k < 64; k++)
+			many[k] = (k * 7) % 200;
+		many[40] = 120;
+		assert_int_equal(grist_fetcher_read(f, many, 64, mout), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "flipped.array_record"));
 		grist_fetcher_destroy(f);
 	}
 	grist_reader_close(r);
@@ -272,6 +284,9 @@ static void test_uring_or_refusal(void **state)
 	}
 	grist_fetcher_destroy(f);
 	o.io = 7;
+	assert_int_equal(grist_fetcher_create(r, &o, &f), -EINVAL);
+	o.io = GRIST_FETCH_IO_AUTO;
+	o.decode_threads = 65;
 	assert_int_equal(grist_fetcher_create(r, &o, &f), -EINVAL);
 	grist_reader_close(r);
 }
