@@ -472,7 +472,8 @@ static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fe
 			if (ret)
 				return ret;
 			off = c->used;
-			memcpy(c->arena + off, out.values + out.offsets[w->rec], len);
+			if (len) /* an empty record may come with no arena and no values at all */
+				memcpy(c->arena + off, out.values + out.offsets[w->rec], len);
 			c->used += len;
 			prev = w->rec;
 		}
