@@ -368,7 +368,9 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 	if (buf_need > f->buf_cap) {
 		free(f->buf);
 		f->buf_cap = 0;
-		f->buf = malloc(buf_need);
+		/* zeroed once: valgrind cannot see io_uring's writes into it, and would flag every
+		 * decode; the buffer is reused, so this costs nothing in steady state */
+		f->buf = calloc(1, buf_need);
 		if (!f->buf)
 			return grist_fail(-ENOMEM, "fetcher: cannot allocate a %zu-byte read buffer", buf_need);
 		f->buf_cap = buf_need;
