@@ -8,6 +8,10 @@ over --runs rounds) and the median of the rounds' ratios grist / grain (each rou
 sides ran back to back, so a drift in the machine's speed cancels in its ratio).
 
     bench/py/grist_source.py FILE --runs 5
+
+With --grist-only, Grain is not imported and only grist's __getitems__ rounds run (the
+same batches for the same --seed): a fixed amount of work for whole-process timings, e.g.
+of two builds of the grist package side by side.
 """
 import argparse
 import json
@@ -23,16 +27,26 @@ def main():
     benchutil.add_common_args(ap)
     ap.add_argument("--batches", type=int, default=40, help="__getitems__ calls per round (40)")
     ap.add_argument("--singles", type=int, default=2000, help="[i] calls per round (2000)")
+    ap.add_argument("--grist-only", action="store_true",
+                    help="only grist's __getitems__ rounds, no Grain (for whole-process timings)")
     args = ap.parse_args()
     benchutil.quiet_absl()
-    import grain
     import grist
     benchutil.prepare(args)
 
-    sides = {"grist": grist.ArrayRecordDataSource(list(args.files)),
-             "grain": grain.sources.ArrayRecordDataSource(list(args.files))}
+    sides = {"grist": grist.ArrayRecordDataSource(list(args.files))}
     n = len(sides["grist"])
     rng = random.Random(args.seed)
+    if args.grist_only:
+        batches = [rng.sample(range(n), args.batch) for _ in range(args.runs * args.batches)]
+        t0, total = time.perf_counter(), 0
+        for b in batches:
+            total += len(sides["grist"].__getitems__(b))
+        print(json.dumps({"measure": "grist __getitems__(%d shuffled indices)" % args.batch,
+                          "records_per_s": round(total / (time.perf_counter() - t0), 1), "runs": args.runs}))
+        return
+    import grain
+    sides["grain"] = grain.sources.ArrayRecordDataSource(list(args.files))
 
     def getitems(src, batches):
         t0 = time.perf_counter()

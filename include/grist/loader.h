@@ -86,7 +86,7 @@ enum grist_batch_layout {
  *   positions    rows x pack_length uint32: 0, 1, ... within each segment, 0 for padding.
  *
  * A record whose length is not a multiple of pack_token_bytes stops the loader with
- * -EINVAL naming its file and record. An empty record takes a segment id and no
+ * -EMSGSIZE naming its file and record. An empty record takes a segment id and no
  * tokens, as in Grain.
  *
  * GRIST_PACK_FIRST_FIT: a record longer than pack_length tokens is cut to its first

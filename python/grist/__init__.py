@@ -47,9 +47,9 @@ class Reader(_grist.Reader):
 
     paths is a path, a glob pattern or a list of them; the files are one dataset, their
     records concatenated in order. len(r), r[i] -> bytes, r.read(indices) -> list[bytes]
-    (each chunk read and decoded once; threads=N splits the chunks of one call over N
-    threads, worth it for large batches on idle cores), r.info() -> list[dict], r.close(),
-    `with`.
+    (each chunk read and decoded once, every read of the call in one batched io_uring
+    submission; threads=N instead splits the chunks of one call over N threads, worth it
+    for large batches on idle cores), r.info() -> list[dict], r.close(), `with`.
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
@@ -76,7 +76,8 @@ class ArrayRecordDataSource:
     len(src), src[i] -> bytes, src.__getitems__(indices) -> list[bytes]. Picklable: the
     pickle holds the file names only, and a copy (in a Grain worker process) opens the
     files on first use. Safe from several threads: each thread that reads gets its own
-    reader, so Grain's read threads never wait for each other.
+    reader (and with it its own io_uring ring for __getitems__), so Grain's read threads
+    never wait for each other.
     """
 
     def __init__(self, paths):
@@ -131,14 +132,19 @@ class Loader(_grist.Loader):
     """Loader(paths, batch_size, *, seed=0, epochs=None, shuffle=True, shard_index=0,
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
-    threads=None, queue_depth=None, prefetch=None, state=None)
+    threads=None, queue_depth=None, prefetch=None, state=None, pack=None, pack_length=None,
+    pack_bins=None, token_bytes=None)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
     the same settings. epochs=None is unbounded. With weights, paths is a list of datasets,
     each a path, a glob pattern or a list of them, mixed by weight. layout is "ragged"
     (records back to back, with offsets), "fixed" or "padded" (rows of record_bytes).
-    get_state() -> bytes is a checkpoint; Loader(..., state=s) continues with exactly the
-    next batch. For several hosts: shard_index=jax.process_index(),
+    With pack="first-fit" or "concat-split" (and pack_length=L, token_bytes=1|2|4, first-fit's
+    pack_bins defaulting to batch_size) records are token sequences packed into rows of L
+    tokens, as Grain's FirstFitPackIterDataset / ConcatThenSplitIterDataset do: batch_size
+    counts rows, batch.data is (rows, L) of uint8/uint16/uint32 and batch.segment_ids and
+    batch.positions are int32 (rows, L). get_state() -> bytes is a checkpoint;
+    Loader(..., state=s) continues with exactly the next batch. For several hosts: shard_index=jax.process_index(),
     shard_count=jax.process_count(). The GIL is released while waiting for a batch.
     """
 

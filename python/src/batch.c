@@ -12,7 +12,14 @@ typedef struct {
 	Py_ssize_t exports;         /* live array views and DLPack tensors */
 	bool release_asked;         /* release() was called: give back when exports reach 0 */
 	enum grist_batch_layout layout;
+	unsigned token_bytes;       /* packing: bytes per token (the dtype of .data); 0 otherwise */
 } BatchObject;
+
+/* The struct format of one token of @token_bytes (1, 2 or 4): numpy's uint8, uint16, uint32. */
+static const char *token_format(unsigned token_bytes)
+{
+	return token_bytes == 4 ? "I" : token_bytes == 2 ? "H" : "B";
+}
 
 PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b)
 {
@@ -26,6 +33,7 @@ PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b)
 	self->exports = 0;
 	self->release_asked = false;
 	self->layout = gristpy_loader_layout(loader);
+	self->token_bytes = gristpy_loader_token_bytes(loader);
 	return (PyObject *)self;
 }
 
@@ -76,6 +84,12 @@ static PyObject *batch_get_data(BatchObject *self, void *closure)
 	(void)closure;
 	if (!b)
 		return NULL;
+	if (self->token_bytes) { /* packed: rows of L tokens */
+		shape[0] = (Py_ssize_t)b->num_rows;
+		shape[1] = (Py_ssize_t)(b->record_bytes / self->token_bytes);
+		return gristpy_view_array((PyObject *)self, b->data, 2, shape, token_format(self->token_bytes),
+					  (Py_ssize_t)self->token_bytes);
+	}
 	if (self->layout == GRIST_LAYOUT_RAGGED) {
 		shape[0] = (Py_ssize_t)b->bytes;
 		return gristpy_view_array((PyObject *)self, b->data, 1, shape, "B", 1);
@@ -85,15 +99,31 @@ static PyObject *batch_get_data(BatchObject *self, void *closure)
 	return gristpy_view_array((PyObject *)self, b->data, 2, shape, "B", 1);
 }
 
-/* A per-record array of the batch: @which 'o' offsets (ragged only), 'i' indices, 'd' datasets. */
+/*
+ * A per-record array of the batch: @which 'o' offsets (ragged only), 'i' indices, 'd' datasets;
+ * or a per-token array of a packed batch: 's' segment ids, 'p' positions. An array the batch
+ * does not have (offsets of a fixed layout; indices of packed rows; segment ids unpacked) is None.
+ */
 static PyObject *batch_array(BatchObject *self, void *closure)
 {
 	struct grist_batch *b = batch_held(self);
 	char which = *(const char *)closure;
-	Py_ssize_t n;
+	Py_ssize_t n, shape[2];
 
 	if (!b)
 		return NULL;
+	if (which == 's' || which == 'p') {
+		const uint32_t *v = which == 's' ? b->segment_ids : b->positions;
+
+		if (!v || !self->token_bytes)
+			Py_RETURN_NONE;
+		/* uint32 in C; int32 for the caller (values stay below 2^24, the longest row) */
+		shape[0] = (Py_ssize_t)b->num_rows;
+		shape[1] = (Py_ssize_t)(b->record_bytes / self->token_bytes);
+		return gristpy_view_array((PyObject *)self, v, 2, shape, "i", 4);
+	}
+	if ((which == 'd' && !b->datasets) || (which == 'i' && !b->indices))
+		Py_RETURN_NONE;
 	n = (Py_ssize_t)b->num_records;
 	if (which == 'd')
 		return gristpy_view_array((PyObject *)self, b->datasets, 1, &n, "I", 4);
@@ -127,7 +157,8 @@ static PyObject *batch_get_released(BatchObject *self, void *closure)
 	return PyBool_FromLong(!self->b || self->release_asked);
 }
 
-/* records(): copies. Ragged: each record's bytes; fixed/padded: each real row (pad bytes included). */
+/* records(): copies. Ragged: each record's bytes; fixed/padded: each real row (pad bytes included);
+ * packed: each row's token bytes. */
 static PyObject *batch_records(BatchObject *self, PyObject *unused)
 {
 	struct grist_batch *b = batch_held(self);
@@ -238,9 +269,13 @@ static PyObject *batch_dlpack(BatchObject *self, PyObject *args, PyObject *kwds)
 	e->managed.dl_tensor.data = (void *)b->data;
 	e->managed.dl_tensor.device.device_type = GRISTPY_DL_CPU;
 	e->managed.dl_tensor.dtype.code = GRISTPY_DL_UINT;
-	e->managed.dl_tensor.dtype.bits = 8;
+	e->managed.dl_tensor.dtype.bits = (uint8_t)(8 * (self->token_bytes ? self->token_bytes : 1));
 	e->managed.dl_tensor.dtype.lanes = 1;
-	if (self->layout == GRIST_LAYOUT_RAGGED) {
+	if (self->token_bytes) {
+		e->managed.dl_tensor.ndim = 2;
+		e->shape[0] = (int64_t)b->num_rows;
+		e->shape[1] = (int64_t)(b->record_bytes / self->token_bytes);
+	} else if (self->layout == GRIST_LAYOUT_RAGGED) {
 		e->managed.dl_tensor.ndim = 1;
 		e->shape[0] = (int64_t)b->bytes;
 	} else {
@@ -269,10 +304,18 @@ static PyObject *batch_dlpack_device(BatchObject *self, PyObject *unused)
 
 static PyGetSetDef batch_getset[] = {
 	{ "data", (getter)batch_get_data, NULL,
-	  "numpy uint8 view of the batch's bytes: 1-D (ragged) or (rows, record_bytes) (fixed, padded).", NULL },
+	  "numpy uint8 view of the batch's bytes: 1-D (ragged) or (rows, record_bytes) (fixed, padded);\n"
+	  "packed: (rows, pack_length) tokens, uint8/uint16/uint32 for token_bytes 1/2/4.", NULL },
 	{ "offsets", (getter)batch_array, NULL, "ragged: numpy uint64, num_records + 1 offsets; else None.", "o" },
-	{ "indices", (getter)batch_array, NULL, "numpy uint64: each record's index within its dataset.", "i" },
-	{ "datasets", (getter)batch_array, NULL, "numpy uint32: each record's dataset.", "d" },
+	{ "indices", (getter)batch_array, NULL,
+	  "numpy uint64: each record's index within its dataset (None when packing).", "i" },
+	{ "datasets", (getter)batch_array, NULL, "numpy uint32: each record's dataset (None when packing).", "d" },
+	{ "segment_ids", (getter)batch_array, NULL,
+	  "packed: numpy int32 (rows, pack_length): 1, 2, ... per sequence of a row, 0 for padding;\n"
+	  "else None.", "s" },
+	{ "positions", (getter)batch_array, NULL,
+	  "packed: numpy int32 (rows, pack_length): 0, 1, ... within each sequence, 0 for padding;\n"
+	  "else None.", "p" },
 	{ "num_records", (getter)batch_get_num_records, NULL, "records in the batch (pad rows not counted).", NULL },
 	{ "sequence", (getter)batch_get_sequence, NULL, "0 for the first batch of a run; continues across resume.", NULL },
 	{ "released", (getter)batch_get_released, NULL, "True once release() was called.", NULL },
@@ -287,7 +330,8 @@ static PyMethodDef batch_methods[] = {
 	{ "__enter__", batch_enter, METH_NOARGS, NULL },
 	{ "__exit__", batch_exit, METH_VARARGS, NULL },
 	{ "__dlpack__", (PyCFunction)(void (*)(void))batch_dlpack, METH_VARARGS | METH_KEYWORDS,
-	  "DLPack export of .data (CPU, uint8), without a copy; the tensor keeps the batch alive." },
+	  "DLPack export of .data (CPU; uint8, or the token dtype when packing), without a copy; the\n"
+	  "tensor keeps the batch alive." },
 	{ "__dlpack_device__", (PyCFunction)batch_dlpack_device, METH_NOARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };

@@ -47,6 +47,8 @@ PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
 void gristpy_loader_give_back(PyObject *loader, struct grist_batch *b);
 /* loader.c: the layout of the loader's batches. */
 enum grist_batch_layout gristpy_loader_layout(PyObject *loader);
+/* loader.c: bytes per token of a packing loader's batches; 0 when it does not pack. */
+unsigned gristpy_loader_token_bytes(PyObject *loader);
 
 /*
  * batch.c: count the exports of a batch (numpy array views, DLPack tensors). The slot goes

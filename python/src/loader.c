@@ -9,6 +9,7 @@ typedef struct {
 	struct grist_loader *l;     /* NULL before init and after the deferred destroy */
 	PyThread_type_lock lock;    /* next(), release and stats take one thread at a time */
 	enum grist_batch_layout layout;
+	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
@@ -21,6 +22,7 @@ struct loader_args {
 	PyObject *paths;            /* borrowed */
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
+	bool pack_length_set, pack_bins_set, token_bytes_set;
 };
 
 static int arg_u64(PyObject *v, const char *name, uint64_t *out)
@@ -219,6 +221,95 @@ static int kw_io(PyObject *v, struct loader_args *a)
 	return 0;
 }
 
+static int kw_pack(PyObject *v, struct loader_args *a)
+{
+	static const char *const words[] = { "first-fit", "concat-split", NULL };
+	int x;
+
+	if (v == Py_None) {
+		a->cfg.pack = GRIST_PACK_NONE;
+		return 0;
+	}
+	if (arg_word(v, "pack", words, &x))
+		return -1;
+	a->cfg.pack = x ? GRIST_PACK_CONCAT_SPLIT : GRIST_PACK_FIRST_FIT;
+	return 0;
+}
+
+/* The pack sizes: None leaves the field unset; their ranges are the library's to check. */
+static int arg_pack_size(PyObject *v, const char *name, uint64_t *out, bool *set)
+{
+	if (v == Py_None)
+		return 0;
+	if (arg_u64(v, name, out))
+		return -1;
+	*set = true;
+	return 0;
+}
+
+static int kw_pack_length(PyObject *v, struct loader_args *a)
+{
+	uint64_t x = 0;
+
+	if (arg_pack_size(v, "pack_length", &x, &a->pack_length_set))
+		return -1;
+	a->cfg.pack_length = (size_t)x;
+	return 0;
+}
+
+static int kw_pack_bins(PyObject *v, struct loader_args *a)
+{
+	uint64_t x = 0;
+
+	if (arg_pack_size(v, "pack_bins", &x, &a->pack_bins_set))
+		return -1;
+	if (a->pack_bins_set && x == 0) {
+		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins must be None (the batch size) or >= 1");
+		return -1;
+	}
+	a->cfg.pack_bins = (size_t)x;
+	return 0;
+}
+
+static int kw_token_bytes(PyObject *v, struct loader_args *a)
+{
+	uint64_t x = 0;
+
+	if (arg_pack_size(v, "token_bytes", &x, &a->token_bytes_set))
+		return -1;
+	if (a->token_bytes_set && x != 1 && x != 2 && x != 4) {
+		PyErr_Format(PyExc_ValueError, "Loader: token_bytes must be 1, 2 or 4, not %llu", (unsigned long long)x);
+		return -1;
+	}
+	a->cfg.pack_token_bytes = (unsigned)x;
+	return 0;
+}
+
+/*
+ * The pack keywords go together: a size without pack= would be silently ignored, and pack=
+ * without a row length or token width cannot mean anything (the CLI refuses the same).
+ */
+static int check_pack_args(const struct loader_args *a)
+{
+	if (!a->cfg.pack) {
+		if (a->pack_length_set || a->pack_bins_set || a->token_bytes_set) {
+			PyErr_SetString(PyExc_ValueError, "Loader: pack_length, pack_bins and token_bytes need pack=");
+			return -1;
+		}
+		return 0;
+	}
+	if (!a->pack_length_set || !a->token_bytes_set) {
+		PyErr_SetString(PyExc_ValueError, "Loader: pack= needs pack_length= (tokens per row) and "
+				"token_bytes= (1, 2 or 4)");
+		return -1;
+	}
+	if (a->pack_bins_set && a->cfg.pack == GRIST_PACK_CONCAT_SPLIT) {
+		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins applies to pack='first-fit' only");
+		return -1;
+	}
+	return 0;
+}
+
 static int kw_state(PyObject *v, struct loader_args *a)
 {
 	if (v == Py_None)
@@ -240,6 +331,8 @@ static const struct {
 	{ "pad_value", kw_pad_value }, { "granularity", kw_granularity }, { "window", kw_window },
 	{ "weights", kw_weights }, { "engine", kw_engine }, { "io", kw_io }, { "threads", kw_threads },
 	{ "queue_depth", kw_queue_depth }, { "prefetch", kw_prefetch }, { "state", kw_state },
+	{ "pack", kw_pack }, { "pack_length", kw_pack_length }, { "pack_bins", kw_pack_bins },
+	{ "token_bytes", kw_token_bytes },
 };
 
 static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
@@ -358,6 +451,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_TypeError, "Loader() missing required argument 'batch_size'");
 		goto out;
 	}
+	if (check_pack_args(&a))
+		goto out;
 	if (datasets_from(a.paths, a.weights, &ds))
 		goto out;
 	a.cfg.datasets = ds.specs;
@@ -378,6 +473,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	}
 	self->l = l;
 	self->layout = a.cfg.layout;
+	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
 	ret = 0;
 out:
 	datasets_free(&ds);
@@ -436,6 +532,11 @@ void gristpy_loader_give_back(PyObject *obj, struct grist_batch *b)
 enum grist_batch_layout gristpy_loader_layout(PyObject *obj)
 {
 	return ((LoaderObject *)obj)->layout;
+}
+
+unsigned gristpy_loader_token_bytes(PyObject *obj)
+{
+	return ((LoaderObject *)obj)->token_bytes;
 }
 
 static PyObject *loader_iternext(LoaderObject *self)
@@ -499,7 +600,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	gristpy_lock(self->lock);
 	grist_loader_stats(self->l, &st);
 	PyThread_release_lock(self->lock);
-	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
+	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
 			     "engine", st.engine, "read_mode", st.read_mode, "threads", st.threads,
 			     "batches", (unsigned long long)st.batches, "records", (unsigned long long)st.records,
 			     "records_filtered", (unsigned long long)st.records_filtered,
@@ -513,6 +614,8 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 			     "producer_stall_ns", (unsigned long long)st.producer_stall_ns,
 			     "queue_occupancy_sum", (unsigned long long)st.queue_occupancy_sum,
 			     "memory_bytes", (unsigned long long)st.memory_bytes,
+			     "pack_tokens", (unsigned long long)st.pack_tokens,
+			     "pack_capacity", (unsigned long long)st.pack_capacity,
 			     "registered_buffers", st.registered_buffers ? Py_True : Py_False,
 			     "pinned", st.pinned ? Py_True : Py_False);
 }

@@ -1,28 +1,31 @@
 /* reader.c - grist._grist.Reader: random and batched reads of a dataset (grist_reader_*). */
 #include "ext.h"
 
-#include <pthread.h>
 #include <string.h>
 
-#define MAX_READERS 64
+#include "grist/fetch.h"
+
+#define MAX_THREADS 64
 
 typedef struct {
 	PyObject_HEAD
-	struct grist_reader *r;     /* readers[0]; NULL once closed */
-	struct grist_reader *readers[MAX_READERS]; /* one per thread of a batched read */
-	unsigned nreaders;
-	PyThread_type_lock lock;    /* the readers take one call at a time */
+	struct grist_reader *r;     /* NULL once closed */
+	/*
+	 * read(): every chunk read of a call in one batched submission, the chunks decoded by
+	 * `threads` threads. Made on the first read(); a fetcher takes one thread at a time
+	 * (any thread), and the lock sees to that.
+	 */
+	struct grist_fetcher *fetcher;
+	unsigned threads;
+	PyThread_type_lock lock;    /* the reader and the fetcher take one call at a time */
 	uint64_t num_records;
 } ReaderObject;
 
 static void reader_close_all(ReaderObject *self)
 {
-	unsigned k;
-
-	for (k = 0; k < self->nreaders; k++)
-		grist_reader_close(self->readers[k]);
-	memset(self->readers, 0, sizeof(self->readers));
-	self->nreaders = 0;
+	grist_fetcher_destroy(self->fetcher); /* before the reader whose index it uses */
+	self->fetcher = NULL;
+	grist_reader_close(self->r);
 	self->r = NULL;
 }
 
@@ -41,7 +44,6 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 	PyObject *obj, *threads_obj = Py_None;
 	char msg[1024] = "";
 	long threads;
-	unsigned k = 0;
 	int ret = 0;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Reader", kwlist, &obj, &threads_obj))
@@ -53,16 +55,16 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 	if (threads_obj == Py_None) {
 		/*
 		 * One thread by default: a batch of a few hundred small records is about a millisecond
-		 * of work, and a helper thread that the scheduler starts late (on a busy machine, or
-		 * beside Grain's own read threads) makes the call slower, not faster.
+		 * of work, and on a busy machine (or beside Grain's own read threads) a second
+		 * decoding thread rarely finds a free core (bench/README.md has the figures).
 		 */
 		threads = 1;
 	} else {
 		threads = PyLong_AsLong(threads_obj);
 		if (threads == -1 && PyErr_Occurred())
 			return -1;
-		if (threads < 1 || threads > MAX_READERS) {
-			PyErr_Format(PyExc_ValueError, "grist.Reader: threads must be in 1..%d, not %ld", MAX_READERS,
+		if (threads < 1 || threads > MAX_THREADS) {
+			PyErr_Format(PyExc_ValueError, "grist.Reader: threads must be in 1..%d, not %ld", MAX_THREADS,
 				     threads);
 			return -1;
 		}
@@ -70,17 +72,13 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 	if (gristpy_paths_from(obj, &paths))
 		return -1;
 	Py_BEGIN_ALLOW_THREADS
-	for (k = 0; k < (unsigned)threads && !ret; k++) {
-		ret = grist_reader_open((const char *const *)paths.v, paths.n, NULL, &self->readers[k]);
-		if (ret)
-			snprintf(msg, sizeof(msg), "%s", grist_last_error());
-		else
-			self->nreaders = k + 1;
-	}
+	ret = grist_reader_open((const char *const *)paths.v, paths.n, NULL, &self->r);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
 	gristpy_paths_free(&paths);
 	if (ret) {
-		reader_close_all(self);
+		self->r = NULL;
 		gristpy_raise(ret, msg);
 		return -1;
 	}
@@ -89,7 +87,7 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 		PyErr_NoMemory();
 		return -1;
 	}
-	self->r = self->readers[0];
+	self->threads = (unsigned)threads;
 	self->num_records = grist_reader_num_records(self->r);
 	return 0;
 }
@@ -155,50 +153,56 @@ static PyObject *reader_getitem(ReaderObject *self, PyObject *key)
 }
 
 /*
- * What the batched read's callback fills with the GIL released: every record copied into one
- * arena. Several threads call in, so the arena is appended to under a mutex.
+ * read(): the fetcher submits every chunk read of the call at once and decodes each chunk
+ * once. Its records live in the fetcher until its next call, so the bytes objects are made
+ * before the lock is let go.
  */
-struct gather {
-	pthread_mutex_t mu;
-	uint8_t *arena;
-	size_t used, cap;
-	size_t *off, *len;      /* per request position */
-};
-
-static int gather_record(void *ctx, size_t position, uint64_t index, const uint8_t *data, size_t len)
+static PyObject *reader_read_fetch(ReaderObject *self, const uint64_t *indices, Py_ssize_t n)
 {
-	struct gather *g = ctx;
-	uint8_t *n;
-	size_t cap;
+	struct grist_fetch_record *recs = malloc(((size_t)n + 1) * sizeof(*recs));
+	PyObject *list = NULL;
+	char msg[1024] = "";
+	Py_ssize_t i;
+	int ret = 0;
 
-	(void)index;
-	pthread_mutex_lock(&g->mu);
-	if (g->used + len > g->cap) {
-		cap = g->cap * 2 > g->used + len ? g->cap * 2 : g->used + len;
-		n = realloc(g->arena, cap);
-		if (!n) {
-			pthread_mutex_unlock(&g->mu);
-			return -ENOMEM;
-		}
-		g->arena = n;
-		g->cap = cap;
+	if (!recs)
+		return PyErr_NoMemory();
+	gristpy_lock(self->lock);
+	Py_BEGIN_ALLOW_THREADS
+	if (!self->fetcher) {
+		struct grist_fetcher_options o = { .decode_threads = self->threads };
+
+		ret = grist_fetcher_create(self->r, &o, &self->fetcher);
 	}
-	memcpy(g->arena + g->used, data, len);
-	g->off[position] = g->used;
-	g->len[position] = len;
-	g->used += len;
-	pthread_mutex_unlock(&g->mu);
-	return 0;
+	if (!ret)
+		ret = grist_fetcher_read(self->fetcher, indices, (size_t)n, recs);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	if (ret) {
+		PyThread_release_lock(self->lock);
+		free(recs);
+		return gristpy_raise(ret, msg);
+	}
+	list = PyList_New(n);
+	for (i = 0; list && i < n; i++) {
+		PyObject *b = PyBytes_FromStringAndSize((const char *)recs[i].data, (Py_ssize_t)recs[i].len);
+
+		if (!b)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, i, b);
+	}
+	PyThread_release_lock(self->lock);
+	free(recs);
+	return list;
 }
 
 static PyObject *reader_read(ReaderObject *self, PyObject *arg)
 {
-	struct gather g = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	uint64_t *indices = NULL;
 	PyObject *seq, *list = NULL;
-	char msg[1024] = "";
 	Py_ssize_t i, n;
-	int ret;
 
 	if (reader_open_check(self))
 		return NULL;
@@ -207,46 +211,17 @@ static PyObject *reader_read(ReaderObject *self, PyObject *arg)
 		return NULL;
 	n = PySequence_Fast_GET_SIZE(seq);
 	indices = malloc(((size_t)n + 1) * sizeof(*indices));
-	g.off = malloc(((size_t)n + 1) * sizeof(*g.off));
-	g.len = malloc(((size_t)n + 1) * sizeof(*g.len));
-	if (!indices || !g.off || !g.len) {
+	if (!indices) {
 		PyErr_NoMemory();
 		goto out;
 	}
 	for (i = 0; i < n; i++)
 		if (reader_index(self, PySequence_Fast_GET_ITEM(seq, i), &indices[i]))
 			goto out;
-	gristpy_lock(self->lock);
-	Py_BEGIN_ALLOW_THREADS
-	ret = grist_reader_read_batch_parallel(self->readers, self->nreaders, indices, (size_t)n, gather_record, &g);
-	if (ret == -ENOMEM && !grist_last_error()[0])
-		snprintf(msg, sizeof(msg), "grist.Reader.read: cannot allocate %zu bytes", g.used);
-	else if (ret)
-		snprintf(msg, sizeof(msg), "%s", grist_last_error());
-	Py_END_ALLOW_THREADS
-	PyThread_release_lock(self->lock);
-	if (ret) {
-		gristpy_raise(ret, msg);
-		goto out;
-	}
-	list = PyList_New(n);
-	if (!list)
-		goto out;
-	for (i = 0; i < n; i++) {
-		PyObject *b = PyBytes_FromStringAndSize((const char *)g.arena + g.off[i], (Py_ssize_t)g.len[i]);
-
-		if (!b) {
-			Py_CLEAR(list);
-			goto out;
-		}
-		PyList_SET_ITEM(list, i, b);
-	}
+	list = reader_read_fetch(self, indices, n);
 out:
 	Py_DECREF(seq);
 	free(indices);
-	free(g.off);
-	free(g.len);
-	free(g.arena);
 	return list;
 }
 
@@ -315,8 +290,9 @@ static PyObject *reader_exit(PyObject *self, PyObject *args)
 static PyMethodDef reader_methods[] = {
 	{ "read", (PyCFunction)reader_read, METH_O,
 	  "read(indices) -> list[bytes]: the records at these indices, in request order; each chunk\n"
-	  "is read and decoded once, the chunks split over the reader's threads. The GIL is released\n"
-	  "while reading." },
+	  "is read and decoded once, every read of the call in one batched io_uring submission (a\n"
+	  "pread pool where io_uring is unavailable), the chunks decoded by the reader's threads.\n"
+	  "The GIL is released while reading." },
 	{ "info", (PyCFunction)reader_info, METH_NOARGS,
 	  "info() -> list[dict]: per file: path, records, chunks, group_size, first_record,\n"
 	  "file_size, compression, writer_options." },
@@ -341,7 +317,7 @@ PyTypeObject gristpy_ReaderType = {
 	.tp_basicsize = sizeof(ReaderObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
 	.tp_doc = "Reader(paths, threads=None): an ArrayRecord dataset (the files concatenated) read by\n"
-		  "global index; read() splits its chunks over `threads` threads (default 1).\n"
+		  "global index; read() decodes its chunks on `threads` threads (default 1).\n"
 		  "Thread-safe: calls from several threads take turns.",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)reader_init,

@@ -21,7 +21,8 @@
  * Thread-safety: an io object is driven by one thread at a time. The io_uring
  * backend goes further: from the first submit on, every call on the object
  * (add_file, submit, reap, destroy) must come from that same thread
- * (IORING_SETUP_SINGLE_ISSUER). Create it anywhere.
+ * (IORING_SETUP_SINGLE_ISSUER), unless it was created with cfg.any_thread.
+ * Create it anywhere.
  */
 
 #include <stdbool.h>
@@ -85,6 +86,9 @@ struct grist_io_config {
 	void *fixed_buf;              /* optional arena to register with io_uring */
 	size_t fixed_buf_len;
 	bool no_fixed_files;          /* io_uring: use plain fds */
+	bool any_thread;              /* io_uring: the object may pass between threads (one at a time):
+					 set up without SINGLE_ISSUER / DEFER_TASKRUN, which tie a
+					 ring to the first thread that submits */
 	struct {
 		enum grist_io_kind inner;            /* backend under the injector (not FAULT) */
 		const struct grist_io_fault *faults; /* copied at create */

@@ -248,7 +248,8 @@ static int setup_ring(struct uring_io *u, const struct grist_io_config *cfg)
 	unsigned i;
 	int ret = -EINVAL;
 
-	for (i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+	/* the first two tries tie the ring to one thread; any_thread starts after them */
+	for (i = cfg->any_thread ? 2 : 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
 		memset(&p, 0, sizeof(p));
 		p.flags = tries[i] | IORING_SETUP_CQSIZE;
 		/* Room for every owed CQE twice over, so the CQ cannot overflow in normal use. */

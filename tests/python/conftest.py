@@ -61,3 +61,16 @@ def cli():
         assert p.returncode == 0, p.stderr.decode()
         return p.stdout.decode()
     return run
+
+
+@pytest.fixture(scope="session")
+def xxh():
+    """XXH64 of bytes, as the CLI's --digest computes it (tests/interop/gristcli.py)."""
+    try:
+        from gristcli import XXH64, Skip
+    except ImportError:
+        pytest.skip("tests/interop/gristcli.py not found")
+    try:
+        return XXH64()
+    except Skip as e:
+        pytest.skip(str(e))

@@ -32,18 +32,6 @@ def py_batches(loader, xxh, mixed=False):
     return out
 
 
-@pytest.fixture(scope="module")
-def xxh():
-    try:
-        from gristcli import XXH64, Skip
-    except ImportError:
-        pytest.skip("tests/interop/gristcli.py not found")
-    try:
-        return XXH64()
-    except Skip as e:
-        pytest.skip(str(e))
-
-
 CASES = [
     (dict(seed=7, epochs=2), ["--seed", 7, "--epochs", 2]),
     (dict(seed=3, epochs=1, shard_index=1, shard_count=3, drop_remainder=True),

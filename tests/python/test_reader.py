@@ -111,6 +111,12 @@ def test_errors(tmp_path):
         r[20]
     assert e.value.errno == errno.EBADMSG
     assert "c.ar" in str(e.value) and "byte" in str(e.value)
+    # the same through read() (the batched fetcher) and the data source; other chunks still read
+    for read in (r.read, grist.ArrayRecordDataSource(path).__getitems__):
+        with pytest.raises(grist.Error) as e:
+            read([3, 20, 40])
+        assert e.value.errno == errno.EBADMSG and "c.ar" in str(e.value) and "byte" in str(e.value)
+        assert read([3, 40, 3]) == [record(3), record(40), record(3)]
 
 
 def test_official_reader_reads_grist_files_and_back(tmp_path, files, all_records):
