@@ -50,7 +50,10 @@ enum grist_engine_kind {
 
 /** How reads reach the disk. */
 enum grist_read_mode {
-	GRIST_READ_AUTO = 0, /* O_DIRECT when a file is large relative to RAM and its file system allows it */
+	GRIST_READ_AUTO = 0, /* per file: MMAP when the page cache holds it (mincore() on a sample of
+				its pages finds at least 95% cached), else O_DIRECT when it is large
+				relative to RAM and its file system allows it, else BUFFERED.
+				A mapped file has MMAP's caveat below */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
@@ -180,7 +183,7 @@ struct grist_loader_stats {
 	uint64_t records;               /* delivered */
 	uint64_t records_filtered;      /* dropped by the map */
 	uint64_t reads_issued;          /* read requests submitted (after coalescing) */
-	uint64_t bytes_read;
+	uint64_t bytes_read;             /* bytes the reads returned; with mmap, the bytes taken from the mapping */
 	uint64_t chunks_decoded;
 	uint64_t bytes_decoded;
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */

@@ -11,6 +11,7 @@
 #include "exec/loader_internal.h"
 #include "grist/format.h"
 #include "grist/loader.h"
+#include "io/io.h"
 
 /* ------------------------------------------------------------ datasets */
 
@@ -1481,6 +1482,7 @@ static void test_fault_injection(void **state)
 	c.epochs = 2;
 	c.batch_size = 7;
 	c.threads = 1;
+	c.read_mode = GRIST_READ_BUFFERED; /* faults hit reads: auto would map the cached files */
 	compare_engines(c, 0, sp.check, 0, 0, &ref);
 
 	/* EIO at request N: next() fails naming the file and offset, and never hangs */
@@ -1602,10 +1604,65 @@ static void test_stats(void **state)
 			fx.uring_why);
 }
 
+/* Drop every page of @d's files from the page cache; false when the file system keeps them. */
+static bool evict_dataset(const struct ds *d)
+{
+	bool all = true;
+
+	for (size_t i = 0; i < d->npaths; i++) {
+		int fd = open(d->paths[i], O_RDONLY | O_CLOEXEC);
+		double share = 1;
+
+		assert_true(fd >= 0);
+		assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+		assert_int_equal(grist_io_resident_share(fd, (uint64_t)lseek(fd, 0, SEEK_END), &share), 0);
+		all = all && share < 0.05;
+		close(fd);
+	}
+	return all;
+}
+
+/* --io auto maps files the page cache holds and reads the others; the bytes never change. */
+static void test_auto_maps_cached_files(void **state)
+{
+	struct grist_loader_config c = { 0 };
+	struct grist_loader_stats st;
+	struct grist_loader *l;
+	struct run ref, got;
+	struct specs sp;
+
+	(void)state;
+	spec1(&sp, &c, DS_ZSTD);
+	c.seed = 77;
+	c.epochs = 2;
+	c.batch_size = 13;
+	c.engine = GRIST_ENGINE_REF;
+	run_cfg(&c, NULL, 0, &ref, NULL); /* reads every file: all cached now */
+	c.engine = GRIST_ENGINE_URING;
+	c.threads = 2;
+	c.read_mode = GRIST_READ_AUTO;
+	for (int pass = 0; pass < 2; pass++) {
+		l = open_loader(&c, NULL);
+		memset(&got, 0, sizeof(got));
+		drain(l, &c, 0, &got, NULL);
+		grist_loader_stats(l, &st);
+		assert_string_equal(st.read_mode, pass == 0 ? "mmap" : "buffered");
+		grist_loader_destroy(l);
+		assert_same_runs(&ref, &got);
+		run_free(&got);
+		if (pass == 0 && !evict_dataset(&fx.ds[DS_ZSTD])) {
+			run_free(&ref);
+			skip(); /* the file system keeps its pages (tmpfs) */
+		}
+	}
+	run_free(&ref);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
+		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_repeatable),
 		cmocka_unit_test(test_stream_semantics),
 		cmocka_unit_test(test_shards),
