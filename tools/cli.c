@@ -187,6 +187,10 @@ int cli_loader_option(const char *name, const char *arg, struct grist_loader_con
 		if (!parse_in(arg, 1, (uint64_t)1 << 40, &v))
 			return cli_usage_error("--max-batch-bytes: '%s' is not a number in 1..2^40", arg);
 		c->max_batch_bytes = (size_t)v;
+	} else if (!strcmp(name, "read-ahead")) {
+		if (!parse_in(arg, 4096, (uint64_t)1 << 40, &v))
+			return cli_usage_error("--read-ahead: '%s' is not a number of bytes in 4096..2^40", arg);
+		c->read_ahead_bytes = (size_t)v;
 	} else if (!strcmp(name, "prefetch")) {
 		if (!parse_in(arg, 1, 64, &v))
 			return cli_usage_error("--prefetch: '%s' is not a number in 1..64", arg);

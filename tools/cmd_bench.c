@@ -32,6 +32,8 @@ static const char bench_usage[] =
 	"  --queue-depth Q       reads in flight per ring (default 64)\n"
 	"  --prefetch N          batches assembled ahead (default 4)\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
+	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
+	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
 	"  --io M                auto, direct, buffered or mmap (default auto; --cold forces direct)\n"
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
@@ -71,6 +73,7 @@ static const struct option bench_options[] = {
 	{ "queue-depth", required_argument, NULL, CLI_OPT_LOADER },
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
+	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
 	{ "io", required_argument, NULL, CLI_OPT_LOADER },
 	{ "granularity", required_argument, NULL, CLI_OPT_LOADER },
 	{ "window", required_argument, NULL, CLI_OPT_LOADER },

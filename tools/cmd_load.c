@@ -67,6 +67,8 @@ static const char load_usage[] =
 	"                        that are cached, reads large ones direct and the rest buffered\n"
 	"  --prefetch N          units assembled ahead (default 4)\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
+	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
+	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -98,6 +100,7 @@ static const struct option load_options[] = {
 	{ "io", required_argument, NULL, CLI_OPT_LOADER },
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
+	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, OPT_DROP },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
@@ -310,14 +313,16 @@ static void print_stats(const struct grist_loader_stats *s, double seconds)
 		"engine: %s (%s reads, %u threads)\n"
 		"batches: %llu\nrecords: %llu (filtered %llu)\nseconds: %.3f\nrecords/s: %.0f\n"
 		"reads issued: %llu\nbytes read: %llu\nchunks decoded: %llu\nbytes decoded: %llu\n"
-		"io wait: %.3f s\ndecode: %.3f s\nconsumer stall: %.3f s\nproducer stall: %.3f s\n"
+		"io wait: %.3f s\ndecode: %.3f s\nassemble: %.3f s\nconsumer stall: %.3f s\nproducer stall: %.3f s\n"
+		"reads in flight: mean %.1f, max %llu per ring\n"
 		"queue occupancy: %.2f units ready per next()\nmemory: %llu bytes (pinned: %s, registered buffers: %s)\n",
 		s->engine ? s->engine : "?", s->read_mode ? s->read_mode : "?", s->threads,
 		(unsigned long long)s->batches, (unsigned long long)s->records,
 		(unsigned long long)s->records_filtered, seconds, seconds > 0 ? (double)s->records / seconds : 0.0,
 		(unsigned long long)s->reads_issued, (unsigned long long)s->bytes_read,
 		(unsigned long long)s->chunks_decoded, (unsigned long long)s->bytes_decoded, s->io_wait_ns / 1e9,
-		s->decode_ns / 1e9, s->consumer_stall_ns / 1e9, s->producer_stall_ns / 1e9,
+		s->decode_ns / 1e9, s->assemble_ns / 1e9, s->consumer_stall_ns / 1e9, s->producer_stall_ns / 1e9,
+		s->reads_in_flight_mean, (unsigned long long)s->reads_in_flight_max,
 		(double)s->queue_occupancy_sum / b, (unsigned long long)s->memory_bytes, s->pinned ? "yes" : "no",
 		s->registered_buffers ? "yes" : "no");
 }

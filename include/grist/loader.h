@@ -140,6 +140,12 @@ struct grist_loader_config {
 	unsigned threads;               /* decode threads (default: online CPUs) */
 	unsigned queue_depth;           /* reads in flight per ring (default 64) */
 	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4) */
+	size_t read_ahead_bytes;        /* read buffers, all decode threads together: the bytes the
+					   engine may read ahead of decoding, whatever the batch size.
+					   Default per thread: 2 x queue_depth x the largest chunk extent,
+					   and at least two units' reads (each up to 8 MiB), at most
+					   64 MiB; a set value is split evenly over the threads (at least
+					   one chunk extent each) */
 	size_t max_batch_bytes;         /* no batch is larger (default 64 MiB): a larger one stops the
 					   loader with an error, and slot memory is bounded by it. For
 					   fixed/padded layouts batch_size x record_bytes must fit */
@@ -188,12 +194,15 @@ struct grist_loader_stats {
 	uint64_t bytes_decoded;
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
-	uint64_t assemble_ns;           /* copy into batch slots */
+	uint64_t assemble_ns;           /* copying records into batch slots (rows of decoded chunks,
+					   and rows packed into batches), summed over threads */
 	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
 	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */
 	uint64_t memory_bytes;          /* batch slots (index arrays and owned data) and registered read
 					   arenas held by the engine now; decoder scratch is not counted */
+	double reads_in_flight_mean;    /* read requests in flight per ring, averaged over time */
+	uint64_t reads_in_flight_max;   /* the most in flight on one ring at once */
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
 };

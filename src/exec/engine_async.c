@@ -5,26 +5,37 @@
  * The shard stream is cut into units of U consecutive positions (U = batch size for
  * record granularity; a multiple of it covering about one window of chunks for chunk
  * granularity, so each chunk of a window is read and decoded once per unit). Unit u is
- * a pure function of (configuration, u), so any worker can build it:
+ * a pure function of (configuration, u), so any worker can build it.
  *
- *   claim u -> plan its items (stream cursor, reader_locate) -> one batched submission
- *   of its coalesced chunk reads -> (meanwhile claim and submit u+1) -> reap -> read
- *   every chunk's record sizes and lay out the rows -> decompress each chunk once and
- *   copy its records to their rows (with a map: map every item in stream order).
+ * Read depth does not depend on U. Each worker keeps a pipeline of units:
  *
- * Each worker keeps two units in flight, so its reads overlap its decoding; N workers
- * give N rings (one per thread, SINGLE_ISSUER), which is also what parallelises the
- * kernel's copies on warm page-cache data.
+ *   claim u -> plan its items, chunks and coalesced regions -> admit: reserve its read
+ *   buffer in the worker's read-ahead arena -> its requests go out, oldest unit first,
+ *   whenever the ring has room -> ... -> the oldest unit takes a slot and is decoded as
+ *   its regions land (chunk sizes, then rows placed in stream order, then each chunk
+ *   decompressed once and copied to its rows; with a map: items mapped in stream order)
+ *   -> publish -> retire once none of its reads is in flight.
+ *
+ * A worker claims another unit while the ring is below queue_depth and everything
+ * planned has been submitted, so the ring stays full however small the units are; the
+ * arena (read_ahead_bytes) bounds how many bytes are read ahead of decoding. While it
+ * decodes, the worker polls the ring every few tens of microseconds, so landed reads are
+ * replaced at once. N workers give N rings (one per thread, SINGLE_ISSUER), which is also
+ * what parallelises the kernel's copies on warm page-cache data.
  *
  * The consumer takes units strictly in order. When U == batch size and nothing was
  * filtered, a unit's slot *is* the batch and is handed over without a copy; otherwise
  * a packer copies rows into batch slots. Either way a batch holds exactly the rows the
  * reference engine would put there, so the output never depends on thread count,
- * queue depth, backend or completion order.
+ * queue depth, read-ahead, backend or completion order.
  *
- * Memory is bounded by the configuration: at most `prefetch` units exist at once (a
- * worker may claim unit u only once unit u - prefetch has been consumed), each with
- * one slot and one read buffer, plus the batches the consumer holds.
+ * Memory is bounded by the configuration. At most nunits = assembly + works x workers
+ * units are claimed and not yet consumed (a worker may claim unit u only once unit
+ * u - nunits has been consumed), but only `assembly` = prefetch + 2 x workers of them
+ * hold a batch slot (a unit takes its slot when its decoding starts, and only once
+ * unit u - assembly has been consumed); read buffers are each worker's arena, plus one
+ * unit's reads in heap memory when a unit alone is larger than the arena. On top come
+ * the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -42,6 +53,10 @@
 
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
+
+#define MAX_WORKS 1024                   /* units one worker reads ahead, at most */
+#define DEFAULT_UNIT_READS (8u << 20)     /* default read-ahead: at least two units of up to this */
+#define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 
 /* ---- claiming and publishing units ---- */
 
@@ -75,33 +90,55 @@ fixed:
 	return end > len || end < first ? len : end;
 }
 
-/* Claim the next unit if the prefetch window allows; wait for it when @wait. */
-static struct unit *claim_unit(struct worker *wk, bool wait)
+/* Wait on claim_cv (e->lock held): producer stall, timed from the first wait (*@t0 = 0 before). */
+static void stall_wait(struct async_engine *e, uint64_t *t0)
+{
+	if (!*t0)
+		*t0 = grist_now_ns();
+	pthread_cond_wait(&e->claim_cv, &e->lock);
+}
+
+static void stall_end(struct worker *wk, uint64_t t0)
+{
+	if (t0)
+		add_relaxed(&wk->producer_stall_ns, grist_now_ns() - t0);
+}
+
+/*
+ * Claim the next unit if the claim window allows; wait for room when @wait. NULL with
+ * *@ended set: the stream is over, or the loader stops or failed (no unit will come).
+ */
+static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 {
 	struct async_engine *e = wk->e;
 	uint64_t t0 = 0, u_no, len = grist_stream_length(e->l->stream);
 	struct unit *u = NULL;
 
+	*ended = false;
 	pthread_mutex_lock(&e->lock);
 	for (;;) {
-		if (e->stop || e->failed)
+		if (e->stop || e->failed) {
+			*ended = true;
 			break;
+		}
 		if (e->next_first_j >= len) {
 			/* the end of a finite stream: now the consumer knows how many units there are */
 			if (e->total_units == UINT64_MAX) {
 				e->total_units = e->next_unit;
 				pthread_cond_broadcast(&e->done_cv);
 			}
+			*ended = true;
 			break;
 		}
-		if (e->next_unit < e->consumed_units + e->prefetch) {
+		if (e->next_unit < e->consumed_units + e->nunits) {
 			u_no = e->next_unit++;
-			u = &e->units[u_no % e->prefetch];
+			u = &e->units[u_no % e->nunits];
 			u->number = u_no;
 			u->state = UNIT_BUSY;
 			u->error = 0;
 			u->errmsg[0] = '\0';
 			u->next_row = 0;
+			u->slot = NULL;
 			u->first_j = e->next_first_j;
 			u->end_j = unit_end_locked(e, u->first_j, len);
 			e->next_first_j = u->end_j;
@@ -109,17 +146,10 @@ static struct unit *claim_unit(struct worker *wk, bool wait)
 		}
 		if (!wait)
 			break;
-		if (!t0)
-			t0 = grist_now_ns();
-		pthread_cond_wait(&e->claim_cv, &e->lock);
+		stall_wait(e, &t0);
 	}
 	pthread_mutex_unlock(&e->lock);
-	if (t0)
-		add_relaxed(&wk->producer_stall_ns, grist_now_ns() - t0);
-	if (!u)
-		return NULL;
-	u->slot = NULL;
-	u->take_error = grist_async_slot_take(e, e->unit_items == e->l->cfg.batch_size && !e->plan_cursor, false, &u->slot);
+	stall_end(wk, t0);
 	return u;
 }
 
@@ -142,29 +172,133 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error)
 	pthread_mutex_unlock(&e->lock);
 }
 
-/* Plan and submit @u into @w; on failure the unit is published with the error. */
-static bool start_unit(struct worker *wk, struct work *w, struct unit *u)
+/*
+ * Before a unit takes a slot: wait until it is within the assembly window, so at most
+ * `assembly` units hold slots however far the reads run ahead (device mode sizes its
+ * slot ring by that). The oldest unconsumed unit is always inside it, so this cannot
+ * wait on itself. Returns 0, or -ECANCELED when the loader stops.
+ */
+static int wait_assembly(struct worker *wk, const struct unit *u)
 {
+	struct async_engine *e = wk->e;
+	uint64_t t0 = 0;
+	int ret = 0;
+
+	pthread_mutex_lock(&e->lock);
+	while (u->number >= e->consumed_units + e->assembly) {
+		if (e->stop) {
+			ret = -ECANCELED;
+			break;
+		}
+		stall_wait(e, &t0);
+	}
+	pthread_mutex_unlock(&e->lock);
+	stall_end(wk, t0);
+	return ret;
+}
+
+/* A work that failed: its error is published at once, and it retires once its reads are back. */
+static void fail_work(struct worker *wk, struct work *w, int error)
+{
+	grist_async_cancel_unsubmitted(w);
+	if (!w->published) {
+		publish_unit(wk->e, w->u, error);
+		w->published = true;
+	}
+	if (!w->error)
+		w->error = error;
+}
+
+/* Plan @u into a new work at the pipeline's tail and admit it if its reads fit. */
+static void start_unit(struct worker *wk, struct unit *u)
+{
+	struct work *w = pipeline_at(wk, wk->count++);
 	int ret;
 
-	w->u = u;
-	ret = u->take_error;
+	ret = grist_async_plan_unit(wk, w, u);
 	if (!ret)
-		ret = grist_async_plan_unit(wk, w, u);
-	if (!ret)
-		ret = grist_async_submit_unit(wk, w);
-	if (!ret)
-		ret = grist_async_push_requests(wk, w);
-	if (ret) {
-		/* requests already in flight must come back before the buffer is reused */
-		w->pending -= (unsigned)(w->nreqs - w->submitted);
-		w->nreqs = w->submitted;
-		grist_async_drain_unit(wk, w);
-		publish_unit(wk->e, u, ret);
-		w->u = NULL;
+		ret = grist_async_admit(wk, w);
+	if (ret)
+		fail_work(wk, w, ret);
+}
+
+/* The newest work waits for arena space: take it as soon as older works have freed enough. */
+static void admit_tail(struct worker *wk)
+{
+	struct work *w = pipeline_at(wk, wk->count - 1);
+	int ret;
+
+	if (w->admitted || w->published)
+		return;
+	ret = grist_async_admit(wk, w);
+	if (ret)
+		fail_work(wk, w, ret);
+}
+
+/*
+ * Whether to read further ahead: room in the pipeline, the newest work admitted (its
+ * reads fit the arena) and pushed, and the ring not full. So the requests queued
+ * beyond the ring stay under one unit's worth, and the arena bounds the bytes.
+ */
+static bool wants_more(struct worker *wk)
+{
+	const struct work *last;
+
+	if (!wk->count)
+		return true;
+	if (wk->count == wk->works_cap)
 		return false;
+	last = pipeline_at(wk, wk->count - 1);
+	if (!last->admitted && !last->error)
+		return false;
+	return last->submitted == last->nreqs && wk->io->inflight < wk->e->queue_depth;
+}
+
+/*
+ * Move the head work along: retire it when it is done, otherwise decode what has
+ * landed. Returns 1 when it retired (call again), 0 when it waits for reads.
+ */
+static int step_head(struct worker *wk, bool stopping)
+{
+	struct work *w = pipeline_at(wk, 0);
+	int ret;
+
+	if (stopping && !w->published)
+		fail_work(wk, w, -ECANCELED);
+	if (!w->published && !w->admitted) {
+		ret = grist_async_admit(wk, w); /* alone now, it always gets a buffer */
+		if (ret)
+			fail_work(wk, w, ret);
 	}
-	return true;
+	if (!w->published) {
+		if (!w->decoding) {
+			ret = wait_assembly(wk, w->u);
+			if (!ret)
+				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->l->cfg.batch_size &&
+								   !wk->e->plan_cursor, false, &w->u->slot);
+			if (ret) {
+				fail_work(wk, w, ret);
+				return 0;
+			}
+			w->decoding = true;
+			wk->generation++; /* the decoder cache holds this unit's chunks from now on */
+		}
+		ret = grist_async_advance(wk, w);
+		if (ret < 0) {
+			fail_work(wk, w, ret);
+		} else if (ret == 1) {
+			publish_unit(wk->e, w->u, 0);
+			w->published = true;
+		}
+	}
+	if (!w->published || w->pending)
+		return 0;
+	/* retire: its buffer and requests are free again */
+	w->u = NULL;
+	w->arena_len = 0;
+	wk->head = (wk->head + 1) % wk->works_cap;
+	wk->count--;
+	return 1;
 }
 
 static void pin_worker(struct worker *wk)
@@ -192,38 +326,72 @@ static void pin_worker(struct worker *wk)
 	}
 }
 
+/*
+ * A worker's loop: keep reading ahead (claim, plan, admit and push units while the ring
+ * and the read-ahead arena have room), decode the oldest unit as its reads land, and
+ * wait for completions only when the oldest unit has nothing left to decode.
+ */
 static void *worker_main(void *arg)
 {
 	struct worker *wk = arg;
-	struct work *cur = &wk->work[0], *nxt = &wk->work[1], *tmp;
+	struct async_engine *e = wk->e;
+	bool more = true, stopping = false, broken = false, ended;
 	struct unit *u;
+	uint64_t t0;
 	int ret;
 
 	pin_worker(wk);
 	for (;;) {
-		if (!cur->u) {
-			u = claim_unit(wk, true);
-			if (!u)
+		while (more && wants_more(wk)) {
+			u = claim_unit(wk, wk->count == 0, &ended);
+			if (!u) {
+				more = !ended;
 				break;
-			if (!start_unit(wk, cur, u))
-				continue;
+			}
+			start_unit(wk, u);
 		}
-		/* Overlap: get the next unit's reads going before decoding this one. */
-		if (!nxt->u) {
-			u = claim_unit(wk, false);
-			if (u)
-				start_unit(wk, nxt, u);
+		if (!wk->count) {
+			if (!more)
+				break;
+			continue;
 		}
-		ret = grist_async_wait_unit(wk, cur);
-		if (!ret)
-			ret = grist_async_decode_unit(wk, cur);
-		publish_unit(wk->e, cur->u, ret);
-		cur->u = NULL;
-		tmp = cur;
-		cur = nxt;
-		nxt = tmp;
+		stopping = stopping || __atomic_load_n(&e->stop, __ATOMIC_RELAXED);
+		ret = 0;
+		if (!broken) {
+			admit_tail(wk);
+			ret = grist_async_push(wk);
+			if (!ret)
+				ret = grist_async_reap(wk, 0);
+		}
+		if (ret < 0) {
+			/* the io backend failed: no read will come back (destroy() waits for them) */
+			for (unsigned k = 0; k < wk->count; k++) {
+				struct work *w = pipeline_at(wk, k);
+
+				fail_work(wk, w, ret);
+				w->pending = 0;
+			}
+			broken = true;
+			more = false;
+			continue;
+		}
+		if (step_head(wk, stopping) || broken)
+			continue;
+		/* the oldest unit waits for a read: nothing to do until one comes back */
+		t0 = grist_now_ns();
+		ret = grist_async_reap(wk, 1);
+		add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
+		if (ret < 0) {
+			for (unsigned k = 0; k < wk->count; k++) {
+				struct work *w = pipeline_at(wk, k);
+
+				fail_work(wk, w, ret);
+				w->pending = 0;
+			}
+			broken = true;
+			more = false;
+		}
 	}
-	/* The loop only ends with no unit in hand: both works are idle here. */
 	/* io_uring rings are single-issuer: the thread that used the ring frees it */
 	grist_io_destroy(wk->io);
 	wk->io = NULL;
@@ -345,7 +513,7 @@ static size_t row_bytes_estimate(struct grist_loader *l)
 	return best > (1u << 20) ? 0 : (size_t)best;
 }
 
-static int setup_worker(struct async_engine *e, struct worker *wk, size_t arena_half)
+static int setup_worker(struct async_engine *e, struct worker *wk)
 {
 	struct grist_loader *l = e->l;
 	struct grist_io_config ioc;
@@ -355,22 +523,20 @@ static int setup_worker(struct async_engine *e, struct worker *wk, size_t arena_
 	memset(&ioc, 0, sizeof(ioc));
 	if (l->hooks.io_override)
 		ioc = l->hooks.io_config;
-	ioc.queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : 64;
+	ioc.queue_depth = e->queue_depth;
 	ioc.threads = 4;
-	wk->arena_len = arena_half * 2;
-	if (wk->arena_len) {
-		wk->arena = mmap(NULL, wk->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (wk->arena == MAP_FAILED) {
-			wk->arena = NULL;
-			wk->arena_len = 0;
-		} else {
-			ioc.fixed_buf = wk->arena;
-			ioc.fixed_buf_len = wk->arena_len;
-			wk->work[0].fixed = wk->arena;
-			wk->work[1].fixed = wk->arena + arena_half;
-			wk->work[0].fixed_cap = wk->work[1].fixed_cap = arena_half;
-		}
+	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
+	if (!wk->works)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	wk->arena_len = e->read_ahead;
+	wk->arena = mmap(NULL, wk->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (wk->arena == MAP_FAILED) {
+		wk->arena = NULL;
+		wk->arena_len = 0;
+		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", e->read_ahead);
 	}
+	ioc.fixed_buf = wk->arena;
+	ioc.fixed_buf_len = wk->arena_len;
 	ret = grist_io_create(e->io_kind, &ioc, &wk->io);
 	if (ret)
 		return ret;
@@ -418,8 +584,9 @@ static void free_work(struct work *w)
 	free(w->order);
 	free(w->regions);
 	free(w->reqs);
-	if (w->buf_heap)
-		free(w->buf);
+	free(w->fill_order);
+	free(w->landed);
+	free(w->heap);
 }
 
 static void teardown_worker(struct async_engine *e, struct worker *wk)
@@ -436,8 +603,9 @@ static void teardown_worker(struct async_engine *e, struct worker *wk)
 	for (i = 0; i < wk->ndecoders; i++)
 		grist_chunk_decoder_destroy(wk->decoders[i].dec);
 	free(wk->decoders);
-	free_work(&wk->work[0]);
-	free_work(&wk->work[1]);
+	for (i = 0; wk->works && i < wk->works_cap; i++)
+		free_work(&wk->works[i]);
+	free(wk->works);
 	if (wk->arena)
 		munmap(wk->arena, wk->arena_len);
 }
@@ -448,7 +616,7 @@ static int async_start(struct grist_loader *l, void **engine)
 {
 	struct async_engine *e;
 	uint64_t max_extent, group = 1;
-	size_t arena_half, d, f;
+	size_t works, d, f;
 	char why[160];
 	unsigned i;
 	int ret;
@@ -525,16 +693,23 @@ static int async_start(struct grist_loader *l, void **engine)
 	e->total_units = UINT64_MAX;
 	e->next_first_j = l->start_position;
 	e->row_bytes_hint = row_bytes_estimate(l);
-	e->prefetch = l->cfg.prefetch;
 	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
 	if (e->nworkers < 1)
 		e->nworkers = 1;
+	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : 64;
 	/*
-	 * The window holds the batches ready ahead of the consumer plus the two units each
-	 * worker has in flight; without that slack a worker would wait for its neighbour.
+	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
+	 * for twice the queue depth even when a unit is one small batch, and the read-ahead
+	 * arena bounds the bytes. Slots are another window: the batches ready ahead of the
+	 * consumer plus two units per worker (one being decoded, one just published);
+	 * without that slack a worker would wait for its neighbour.
 	 */
-	e->prefetch += 2 * e->nworkers;
-	e->units = calloc(e->prefetch, sizeof(*e->units));
+	works = 2 + (2 * (size_t)e->queue_depth + e->unit_items - 1) / e->unit_items;
+	if (works > MAX_WORKS)
+		works = MAX_WORKS;
+	e->assembly = l->cfg.prefetch + 2 * e->nworkers;
+	e->nunits = e->assembly + (unsigned)works * e->nworkers;
+	e->units = calloc(e->nunits, sizeof(*e->units));
 	e->workers = calloc(e->nworkers, sizeof(*e->workers));
 	if (!e->units || !e->workers) {
 		ret = grist_fail(-ENOMEM, "async engine: out of memory");
@@ -544,15 +719,32 @@ static int async_start(struct grist_loader *l, void **engine)
 	if (ret)
 		goto fail;
 
-	/* Each work's part of the arena holds a whole unit's reads when extents are small. */
-	max_extent = largest_extent(l) + 2 * MEM_ALIGN;
-	arena_half = (size_t)align_up((size_t)(max_extent * (e->unit_items < 4096 ? e->unit_items : 4096)), MEM_ALIGN);
-	if (arena_half > (8u << 20))
-		arena_half = 8u << 20;
+	/*
+	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
+	 * extent, so the ring stays full while the landed half waits to be decoded, and at
+	 * least two units' reads (up to 8 MiB each), at most 64 MiB. A budget set in the
+	 * configuration is split over the workers as given.
+	 */
+	max_extent = align_up((size_t)largest_extent(l) + 2 * MEM_ALIGN, MEM_ALIGN);
+	if (l->cfg.read_ahead_bytes) {
+		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
+	} else {
+		uint64_t unit_reads = max_extent * (e->unit_items < 4096 ? e->unit_items : 4096);
+
+		if (unit_reads > DEFAULT_UNIT_READS)
+			unit_reads = DEFAULT_UNIT_READS;
+		e->read_ahead = 2 * e->queue_depth * max_extent;
+		if (e->read_ahead < 2 * unit_reads)
+			e->read_ahead = 2 * unit_reads;
+		if (e->read_ahead > DEFAULT_READ_AHEAD_MAX)
+			e->read_ahead = DEFAULT_READ_AHEAD_MAX;
+	}
+	e->read_ahead = align_up(e->read_ahead < max_extent ? max_extent : e->read_ahead, MEM_ALIGN);
 	for (i = 0; i < e->nworkers; i++) {
 		e->workers[i].e = e;
 		e->workers[i].id = i;
-		ret = setup_worker(e, &e->workers[i], arena_half);
+		e->workers[i].works_cap = (unsigned)works;
+		ret = setup_worker(e, &e->workers[i]);
 		if (ret)
 			goto fail;
 	}
@@ -574,6 +766,7 @@ fail:
 static void async_stats(void *engine, struct grist_loader_stats *out)
 {
 	struct async_engine *e = engine;
+	uint64_t area = 0, span = 0, most;
 	unsigned i;
 
 	out->engine = e->name;
@@ -590,12 +783,20 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 		out->bytes_decoded += load_relaxed(&wk->bytes_decoded);
 		out->io_wait_ns += load_relaxed(&wk->io_wait_ns);
 		out->decode_ns += load_relaxed(&wk->decode_ns);
+		out->assemble_ns += load_relaxed(&wk->assemble_ns);
 		out->producer_stall_ns += load_relaxed(&wk->producer_stall_ns);
+		area += load_relaxed(&wk->depth_area);
+		span += load_relaxed(&wk->depth_span);
+		most = load_relaxed(&wk->depth_max);
+		if (most > out->reads_in_flight_max)
+			out->reads_in_flight_max = most;
 		out->memory_bytes += wk->arena_len;
 		out->registered_buffers = out->registered_buffers || wk->fixed_buffers;
 	}
+	out->reads_in_flight_mean = span ? (double)area / (double)span : 0.0;
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
+	out->assemble_ns += e->pack_ns;
 	out->memory_bytes += load_relaxed(&e->slot_memory);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
@@ -609,7 +810,7 @@ static void async_abort(void *engine)
 
 	pthread_mutex_lock(&e->lock);
 	e->aborted = true;
-	e->stop = true;
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELAXED); /* also read without the lock by workers */
 	pthread_cond_broadcast(&e->claim_cv);
 	pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->lock);
@@ -624,7 +825,7 @@ static void async_stop(void *engine)
 	if (!e)
 		return;
 	pthread_mutex_lock(&e->lock);
-	e->stop = true;
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELAXED); /* also read without the lock by workers */
 	pthread_cond_broadcast(&e->claim_cv);
 	pthread_mutex_unlock(&e->lock);
 	for (i = 0; e->workers && i < e->nworkers; i++)
@@ -632,7 +833,7 @@ static void async_stop(void *engine)
 			pthread_join(e->workers[i].thread, NULL);
 	for (i = 0; e->workers && i < e->nworkers; i++)
 		teardown_worker(e, &e->workers[i]);
-	for (k = 0; e->units && k < e->prefetch; k++)
+	for (k = 0; e->units && k < e->nunits; k++)
 		if (e->units[k].slot)
 			grist_async_slot_discard_locked(e, e->units[k].slot);
 	if (e->pack)

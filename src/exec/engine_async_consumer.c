@@ -107,7 +107,7 @@ static struct unit *current_unit_locked(struct async_engine *e)
 {
 	struct unit *u;
 
-	u = &e->units[e->consumed_units % e->prefetch];
+	u = &e->units[e->consumed_units % e->nunits];
 	/* total_units becomes known only when a claimer reaches the end: re-check it on every wake-up */
 	while (!(u->state == UNIT_DONE && u->number == e->consumed_units)) {
 		if (e->aborted || e->consumed_units >= e->total_units)
@@ -136,6 +136,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 	size_t batch = e->l->cfg.batch_size;
 	struct grist_slot *pack;
 	struct unit *u;
+	uint64_t t0;
 	int ret;
 
 	*out = NULL;
@@ -196,6 +197,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 		/* the unit is done and only the consumer touches it now: copy without the lock */
 		if (u->next_row == 0)
 			pack->filtered += u->slot->filtered;
+		t0 = grist_now_ns();
 		while (u->next_row < u->slot->count && pack->count < batch) {
 			ret = grist_slot_copy_row(pack, &e->l->layout, u->slot, u->next_row);
 			if (ret)
@@ -203,7 +205,9 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			pack->stream_end = u->slot->positions[u->next_row] + 1;
 			u->next_row++;
 		}
+		t0 = grist_now_ns() - t0;
 		pthread_mutex_lock(&e->lock);
+		e->pack_ns += t0;
 		if (u->next_row == u->slot->count) {
 			/* dropped items after the last row belong to this batch only if it is not full */
 			if (pack->count < batch)

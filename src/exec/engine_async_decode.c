@@ -86,48 +86,65 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	return d;
 }
 
+/* Add the time since *@t to @counter and restart the clock there. */
+static void lap(uint64_t *t, uint64_t *counter)
+{
+	uint64_t now = grist_now_ns();
+
+	add_relaxed(counter, now - *t);
+	*t = now;
+}
+
 /*
  * With a map, rows are made in stream order: a map's output size is only known once it
  * has run, so every chunk of the unit stays decoded (in the decoder cache) until the
- * last of its records has been mapped.
+ * last of its records has been mapped. An item is mapped as soon as its chunk's read
+ * has landed and every item before it is done.
  */
-static int decode_unit_in_order(struct worker *wk, struct work *w)
+static int advance_in_order(struct worker *wk, struct work *w)
 {
 	struct grist_loader *l = wk->e->l;
-	struct unit *u = w->u;
 	struct grist_map_input in;
 	struct decoder_slot *d;
-	size_t i;
+	uint64_t t = grist_now_ns();
 	int ret = 0;
 
-	wk->generation++;
-	for (i = 0; i < w->nitems; i++) {
-		const struct item *it = &w->items[i];
+	while (w->shaped < w->nitems) {
+		const struct item *it = &w->items[w->shaped];
+		const uint64_t *off;
 
+		if (w->regions[w->chunks[it->chunk].region].pieces_left) {
+			lap(&t, &wk->decode_ns);
+			return 0; /* its read has not landed */
+		}
 		d = decoder_for(wk, w, it->chunk, &ret);
 		if (!d)
 			break;
-		grist_loader_map_input(l, &it->it, d->out.values + d->out.offsets[it->record_in_chunk],
-				       (size_t)(d->out.offsets[it->record_in_chunk + 1] - d->out.offsets[it->record_in_chunk]),
-				       &in);
-		ret = grist_slot_add(u->slot, &l->layout, &in, it->j);
+		off = d->out.offsets + it->record_in_chunk;
+		grist_loader_map_input(l, &it->it, d->out.values + off[0], (size_t)(off[1] - off[0]), &in);
+		ret = grist_slot_add(w->u->slot, &l->layout, &in, it->j);
 		if (ret < 0) {
 			ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
 			break;
 		}
-		ret = 0;
+		w->shaped++;
+		ret = grist_async_service(wk);
+		if (ret)
+			break;
 	}
-	return ret;
+	lap(&t, &wk->decode_ns);
+	return ret ? ret : 1;
 }
 
 /*
  * Without a map, a row is the record itself, so its place in the slot follows from the
- * record sizes alone. First every chunk's sizes section is read (small) and every row
- * laid out; then each chunk is checked and decompressed once, into one buffer that
- * stays in cache, and its records are copied straight to their rows. One decoded chunk
+ * record sizes alone. As each region lands, its chunks' sizes sections are read (small);
+ * rows get their places in stream order as far as the sizes before them are known; and
+ * a chunk whose rows all have places is checked and decompressed once, into one buffer
+ * that stays in cache, and its records copied straight to their rows. One decoded chunk
  * per worker, whatever the window.
  */
-static int decode_unit_by_chunk(struct worker *wk, struct work *w)
+static int advance_by_chunk(struct worker *wk, struct work *w)
 {
 	struct async_engine *e = wk->e;
 	struct grist_loader *l = e->l;
@@ -136,65 +153,86 @@ static int decode_unit_by_chunk(struct worker *wk, struct work *w)
 	struct grist_decoded_chunk out;
 	struct grist_map_input in;
 	struct chunk_row *row, *end;
-	size_t k, i;
-	uint32_t c;
-	int ret;
+	uint64_t t = grist_now_ns();
+	uint32_t c, k;
+	int ret = 0;
 
-	for (k = 0; k < w->nchunks; k++) {
-		c = w->order[k];
-		ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_sizes, &out);
-		if (ret)
-			return ret;
-		w->chunks[c].decoded_size = out.decoded_data_size;
-		end = w->rows + w->chunks[c].rows_end;
-		for (row = w->rows + w->chunks[c].rows_begin; row < end; row++) {
-			row->value_begin = out.offsets[row->record_in_chunk];
-			row->len = out.offsets[row->record_in_chunk + 1] - row->value_begin;
-			w->row_place[row->item] = row->len;
+	for (;;) {
+		while (w->nsized < w->nlanded) {
+			const struct region *r = &w->regions[w->landed[w->nsized++]];
+
+			for (k = r->order_begin; k < r->order_end; k++) {
+				c = w->order[k];
+				ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_sizes, &out);
+				if (ret)
+					goto out;
+				w->chunks[c].decoded_size = out.decoded_data_size;
+				end = w->rows + w->chunks[c].rows_end;
+				for (row = w->rows + w->chunks[c].rows_begin; row < end; row++) {
+					row->value_begin = out.offsets[row->record_in_chunk];
+					row->len = out.offsets[row->record_in_chunk + 1] - row->value_begin;
+					w->row_place[row->item] = row->len;
+				}
+			}
 		}
-	}
-	for (i = 0; i < w->nitems; i++) {
-		const struct item *it = &w->items[i];
-		size_t dst;
+		while (w->shaped < w->nitems && w->row_place[w->shaped] != ROW_UNKNOWN) {
+			const struct item *it = &w->items[w->shaped];
+			size_t dst;
 
-		in = (struct grist_map_input){ .len = (size_t)w->row_place[i], .index = it->it.record,
-					       .dataset = it->it.component, .epoch = it->it.epoch };
-		ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &dst);
-		if (ret)
-			return grist_loader_record_error(l, it->it.component, it->it.record, ret);
-		w->row_place[i] = dst;
-	}
-	for (i = 0; i < w->nitems; i++)
-		w->rows[i].dst = (size_t)w->row_place[w->rows[i].item];
-	for (k = 0; k < w->nchunks; k++) {
-		const struct chunk_ref *cr;
+			in = (struct grist_map_input){ .len = (size_t)w->row_place[w->shaped], .index = it->it.record,
+						       .dataset = it->it.component, .epoch = it->it.epoch };
+			ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &dst);
+			if (ret) {
+				ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
+				goto out;
+			}
+			w->row_place[w->shaped++] = dst;
+		}
+		while (w->nfilled < w->nchunks) {
+			const struct chunk_ref *cr;
 
-		c = w->order[k];
-		cr = &w->chunks[c];
-		ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_values, &out);
-		if (ret)
-			return ret;
-		if (out.decoded_data_size != cr->decoded_size)
-			return grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
-					     "chunk changed while it was read (%llu decoded bytes, then %llu)",
-					     (unsigned long long)cr->decoded_size,
-					     (unsigned long long)out.decoded_data_size);
-		add_relaxed(&wk->chunks_decoded, 1);
-		add_relaxed(&wk->bytes_decoded, out.decoded_data_size);
-		end = w->rows + cr->rows_end;
-		for (row = w->rows + cr->rows_begin; row < end; row++)
-			grist_slot_fill_row(slot, &l->layout, row->dst, out.values + row->value_begin,
-					    (size_t)row->len);
+			c = w->fill_order[w->nfilled];
+			cr = &w->chunks[c];
+			if (w->rows[cr->rows_end - 1].item >= w->shaped)
+				break; /* a row of it has no place yet */
+			ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_values, &out);
+			if (ret)
+				goto out;
+			if (out.decoded_data_size != cr->decoded_size) {
+				ret = grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
+						    "chunk changed while it was read (%llu decoded bytes, then %llu)",
+						    (unsigned long long)cr->decoded_size,
+						    (unsigned long long)out.decoded_data_size);
+				goto out;
+			}
+			add_relaxed(&wk->chunks_decoded, 1);
+			add_relaxed(&wk->bytes_decoded, out.decoded_data_size);
+			lap(&t, &wk->decode_ns);
+			end = w->rows + cr->rows_end;
+			for (row = w->rows + cr->rows_begin; row < end; row++)
+				grist_slot_fill_row(slot, &l->layout, (size_t)w->row_place[row->item],
+						    out.values + row->value_begin, (size_t)row->len);
+			lap(&t, &wk->assemble_ns);
+			w->nfilled++;
+			/* between chunks, reads that landed meanwhile are taken and the ring refilled */
+			ret = grist_async_service(wk);
+			if (ret)
+				goto out;
+		}
+		if (w->nfilled == w->nchunks) {
+			grist_slot_fill_done();
+			ret = 1;
+			break;
+		}
+		if (w->nsized == w->nlanded)
+			break; /* waits for a read */
 	}
-	grist_slot_fill_done();
-	return 0;
+out:
+	lap(&t, &wk->decode_ns);
+	return ret;
 }
 
-int grist_async_decode_unit(struct worker *wk, struct work *w)
+int grist_async_advance(struct worker *wk, struct work *w)
 {
-	uint64_t t0 = grist_now_ns();
-	int ret = wk->e->l->layout.map ? decode_unit_in_order(wk, w) : decode_unit_by_chunk(wk, w);
-
-	add_relaxed(&wk->decode_ns, grist_now_ns() - t0);
-	return ret;
+	return wk->e->l->layout.map ? advance_in_order(wk, w) : advance_by_chunk(wk, w);
 }

@@ -23,6 +23,7 @@
 #define READ_PIECE_MAX (8u << 20) /* bytes per io request; larger extents are split */
 #define MEM_ALIGN 4096u
 #define ERRMSG_MAX 512
+#define ROW_UNKNOWN UINT64_MAX    /* row_place: the record's size is not known yet */
 
 enum unit_state { UNIT_FREE = 0, UNIT_BUSY, UNIT_DONE };
 
@@ -30,9 +31,8 @@ struct unit {
 	uint64_t number;
 	enum unit_state state;
 	uint64_t first_j, end_j; /* shard positions [first_j, end_j) */
-	struct grist_slot *slot;
+	struct grist_slot *slot; /* taken when its decoding starts, not when it is claimed */
 	size_t next_row;         /* packer progress */
-	int take_error;          /* could not get a slot */
 	int error;
 	char errmsg[ERRMSG_MAX];
 };
@@ -62,7 +62,6 @@ struct item {
 struct chunk_row {
 	uint64_t value_begin;    /* where the record is in the chunk's values */
 	uint64_t len;
-	size_t dst;              /* where its bytes go in the slot */
 	uint64_t record_in_chunk;
 	uint32_t item;
 };
@@ -85,10 +84,18 @@ struct region {
 	size_t buf_off;        /* where in the work's read buffer */
 	const uint8_t *base;   /* the region's bytes: in the read buffer, or in the file's mapping */
 	uint64_t got;          /* bytes actually read (less only at EOF) */
+	uint32_t order_begin, order_end; /* its chunks: work.order[order_begin, order_end) */
+	unsigned pieces_left;  /* requests not yet back; 0 = landed (once the work is admitted) */
 	int error;
 };
 
-/* One unit being worked on by a worker: its plan, reads and buffer. */
+/*
+ * One unit in a worker's pipeline: its plan, its reads, and how far its decoding got.
+ *
+ * Life: planned -> admitted (read buffer reserved, requests built) -> requests pushed
+ * as the ring has room -> regions land one by one -> decoded (only at the head of the
+ * pipeline, as its regions land) -> published -> retired once no read is in flight.
+ */
 struct work {
 	struct unit *u;
 	struct item *items;
@@ -97,21 +104,33 @@ struct work {
 	size_t nchunks, chunks_cap;
 	struct chunk_row *rows; /* nitems, grouped by chunk (chunk-major decoding) */
 	size_t rows_cap;
-	uint64_t *row_place;    /* nitems: each item's size, then where its row goes (dense, cache-sized) */
+	uint64_t *row_place;    /* nitems: ROW_UNKNOWN, then each item's size, then where its row goes */
 	size_t row_place_cap;
 	uint32_t *chunk_hash; /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;
 	uint32_t *order;      /* chunk indices sorted by file position */
+	uint32_t *fill_order; /* chunk indices by their last item: the order their rows get places */
+	size_t fill_cap;
 	struct region *regions;
 	size_t nregions, regions_cap;
+	uint32_t *landed;     /* regions in the order their reads landed */
+	size_t nlanded, landed_cap;
 	struct grist_io_req *reqs;
 	size_t nreqs, reqs_cap, submitted;
-	unsigned pending;
-	uint8_t *buf;         /* read buffer: first the fixed part of the worker arena, else heap */
-	size_t buf_cap;
-	bool buf_heap;
-	uint8_t *fixed;       /* this work's part of the registered arena */
-	size_t fixed_cap;
+	unsigned pending;     /* requests built and not yet back (submitted or not) */
+	size_t buf_need;      /* bytes its regions need in a read buffer (mapped files: none) */
+	uint8_t *buf;         /* read buffer: a part of the worker's arena, or heap */
+	size_t arena_off, arena_len; /* its part of the arena (arena_len 0: none) */
+	uint8_t *heap;        /* a unit larger than the arena reads here */
+	size_t heap_cap;
+	bool admitted;        /* buffer reserved and requests built */
+	bool decoding;        /* slot taken, rows being made */
+	bool published;
+	int error;
+	/* decoding progress */
+	size_t nsized;        /* landed regions whose chunks' sizes were read */
+	size_t shaped;        /* items whose rows have their place (by chunk) or were made (with a map) */
+	size_t nfilled;       /* chunks of fill_order whose rows were filled */
 };
 
 struct decoder_slot {
@@ -140,14 +159,20 @@ struct worker {
 	struct decoder_slot *decoders;
 	size_t ndecoders;
 	uint64_t generation, use_clock;
-	struct work work[2];
-	uint8_t *arena;       /* registered with io_uring when memlock allows */
+	/* the pipeline: a ring of works, oldest (the only one being decoded) at head */
+	struct work *works;
+	unsigned works_cap, head, count;
+	uint8_t *arena;       /* read buffers, allocated in pipeline order; registered with io_uring when allowed */
 	size_t arena_len;
 	bool fixed_buffers;   /* the arena is registered */
+	uint64_t last_service_ns; /* when the ring was last polled while decoding */
+	uint64_t depth_t;     /* when the in-flight count last changed (for its time average) */
 
 	/* counters, read by stats() from another thread */
 	uint64_t reads, bytes_read, chunks_decoded, bytes_decoded;
-	uint64_t io_wait_ns, decode_ns, producer_stall_ns;
+	uint64_t io_wait_ns, decode_ns, assemble_ns, producer_stall_ns;
+	uint64_t depth_area, depth_span; /* reads in flight integrated over time (ns), and the time */
+	uint64_t depth_max;
 };
 
 struct async_engine {
@@ -160,9 +185,11 @@ struct async_engine {
 	bool any_direct, any_buffered, any_mapped;
 	size_t unit_items;          /* U */
 	size_t ncache;              /* decoders per worker */
+	unsigned queue_depth;       /* reads in flight per ring */
+	size_t read_ahead;          /* read buffer bytes per worker */
 
 	pthread_mutex_t lock;
-	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim */
+	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim or start decoding */
 	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
 	bool stop, failed, aborted;
 	uint64_t next_unit;         /* next unit to claim */
@@ -172,13 +199,15 @@ struct async_engine {
 	size_t row_bytes_hint;      /* expected bytes per row, to size slots once */
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
 	uint64_t consumed_units;    /* units the consumer has finished with */
-	unsigned prefetch;
-	struct unit *units;         /* ring of prefetch units, unit u at u % prefetch */
+	unsigned nunits;            /* claim window: unit u may be claimed once u - nunits is consumed */
+	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
+	struct unit *units;         /* ring of nunits units, unit u at u % nunits */
 
 	struct slot_pool host_pool, dev_pool;
 	struct grist_slot *pack;    /* the batch the packer is filling */
 	uint64_t slot_memory;       /* bytes all slots own, kept by the slots themselves */
 	uint64_t queue_occupancy;
+	uint64_t pack_ns;           /* the packer's row copies (under the lock when added) */
 };
 
 static inline uint64_t add_relaxed(uint64_t *p, uint64_t v)
@@ -210,22 +239,48 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u);
 
 /* ---- reading (engine_async_read.c) ---- */
 
-/* Turn @w's regions into io requests (mapped files need none). Returns 0 or -ENOMEM. */
-int grist_async_submit_unit(struct worker *wk, struct work *w);
+/* The @k-th oldest work of @wk's pipeline. */
+static inline struct work *pipeline_at(struct worker *wk, unsigned k)
+{
+	return &wk->works[(wk->head + k) % wk->works_cap];
+}
 
-/* Push as many queued requests of @w as the io caps take right now. Returns 0 or an io error. */
-int grist_async_push_requests(struct worker *wk, struct work *w);
+/*
+ * Admit @w (the newest work of the pipeline): reserve its read buffer in the arena and
+ * build its requests. A work whose reads do not fit stays unadmitted until older works
+ * retire; alone in the pipeline it reads into heap memory instead. Sets w->admitted.
+ * Returns 0 or -ENOMEM.
+ */
+int grist_async_admit(struct worker *wk, struct work *w);
 
-/* Reap until @w has no read pending, keeping the worker's other work fed. Returns 0 or an io error. */
-int grist_async_wait_unit(struct worker *wk, struct work *w);
+/* Push queued requests, oldest work first, as far as the ring's caps allow. Returns 0 or an io error. */
+int grist_async_push(struct worker *wk);
 
-/* Wait out whatever of @w is in flight, ignoring results (an error path). */
-void grist_async_drain_unit(struct worker *wk, struct work *w);
+/*
+ * Reap completions (waiting for at least @min_wait of them, when any are in flight)
+ * and account them to their regions. Returns how many came back, or an io error.
+ */
+int grist_async_reap(struct worker *wk, unsigned min_wait);
+
+/*
+ * While decoding: every few tens of microseconds, take what has landed and refill the
+ * ring, so reads never wait for a whole unit's decoding. Returns 0 or an io error.
+ */
+int grist_async_service(struct worker *wk);
+
+/* Drop @w's requests not yet submitted; what is in flight still comes back. */
+void grist_async_cancel_unsubmitted(struct work *w);
 
 /* ---- decoding (engine_async_decode.c) ---- */
 
-/* Decode @w's chunks (all read) into its unit's slot. Returns 0 or a negative errno code. */
-int grist_async_decode_unit(struct worker *wk, struct work *w);
+/*
+ * Make as many of @w's rows as its landed reads allow: chunk sizes as soon as a read
+ * lands, rows placed in stream order as the sizes before them are known, and each chunk
+ * decompressed and copied out once all its rows have a place (with a map: items mapped in
+ * stream order as their chunks land). Returns 1 when every row is made, 0 when it waits
+ * for reads, or a negative errno code.
+ */
+int grist_async_advance(struct worker *wk, struct work *w);
 
 /* ---- slots and the consumer (engine_async_consumer.c) ---- */
 

@@ -106,9 +106,11 @@ static int build_regions(struct async_engine *e, struct work *w)
 			if (ret)
 				return ret;
 			r = &w->regions[w->nregions++];
-			*r = (struct region){ .component = c->component, .file = c->file, .offset = off, .len = end - off };
+			*r = (struct region){ .component = c->component, .file = c->file, .offset = off, .len = end - off,
+					      .order_begin = (uint32_t)i };
 		}
 		c->region = (uint32_t)(w->nregions - 1);
+		r->order_end = (uint32_t)i + 1;
 	}
 	for (i = 0; i < w->nregions; i++) {
 		w->regions[i].buf_off = buf_need;
@@ -116,39 +118,27 @@ static int build_regions(struct async_engine *e, struct work *w)
 		if (!e->files[w->regions[i].component][w->regions[i].file].map)
 			buf_need = align_up(buf_need + w->regions[i].len, MEM_ALIGN);
 	}
-	if (buf_need <= w->fixed_cap) {
-		if (w->buf_heap)
-			free(w->buf);
-		w->buf = w->fixed;
-		w->buf_cap = w->fixed_cap;
-		w->buf_heap = false;
-	} else if (!w->buf_heap || buf_need > w->buf_cap) {
-		/* a unit larger than the registered arena reads into plain heap memory */
-		void *p = NULL;
-
-		if (w->buf_heap)
-			free(w->buf);
-		w->buf = NULL;
-		w->buf_cap = 0;
-		w->buf_heap = false;
-		if (posix_memalign(&p, MEM_ALIGN, buf_need))
-			return grist_fail(-ENOMEM, "async engine: cannot allocate a %zu-byte read buffer", buf_need);
-		w->buf = p;
-		w->buf_cap = buf_need;
-		w->buf_heap = true;
-	}
-	return 0;
+	/* the buffer itself is reserved when the work is admitted (grist_async_admit) */
+	w->buf_need = buf_need;
+	return grist_async_grow((void **)&w->landed, &w->landed_cap, w->nregions, sizeof(*w->landed));
 }
 
-/* Counting sort of the unit's items by chunk into w->rows (chunk rows_end holds counts on entry). */
+/*
+ * Counting sort of the unit's items by chunk into w->rows (chunk rows_end holds counts on
+ * entry), and the fill order: chunks by their last item. Rows get their places in stream
+ * order, so a chunk can be copied out once the row of its last item has a place; in this
+ * order each chunk becomes ready no later than the ones after it.
+ */
 static int group_rows(struct work *w)
 {
 	uint32_t at = 0, c, count;
-	size_t i;
+	size_t i, k = 0;
 	int ret = grist_async_grow((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
 
 	if (!ret)
 		ret = grist_async_grow((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
+	if (!ret)
+		ret = grist_async_grow((void **)&w->fill_order, &w->fill_cap, w->nchunks, sizeof(*w->fill_order));
 	if (ret)
 		return ret;
 	for (c = 0; c < w->nchunks; c++) {
@@ -161,6 +151,13 @@ static int group_rows(struct work *w)
 
 		w->rows[c->rows_end++] = (struct chunk_row){ .item = (uint32_t)i,
 							     .record_in_chunk = w->items[i].record_in_chunk };
+		w->row_place[i] = ROW_UNKNOWN;
+	}
+	for (i = 0; i < w->nitems; i++) {
+		const struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+
+		if (w->rows[c->rows_end - 1].item == i)
+			w->fill_order[k++] = w->items[i].chunk;
 	}
 	return 0;
 }
@@ -175,8 +172,14 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 	int ret;
 
 	w->u = u;
-	w->nitems = w->nchunks = w->nreqs = w->submitted = 0;
+	w->nitems = w->nchunks = w->nregions = w->nreqs = w->submitted = 0;
+	w->nlanded = w->nsized = w->shaped = w->nfilled = 0;
 	w->pending = 0;
+	w->buf_need = 0;
+	w->buf = NULL;
+	w->arena_len = 0;
+	w->admitted = w->decoding = w->published = false;
+	w->error = 0;
 	ret = grist_async_grow((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
 	if (ret)
 		return ret;

@@ -1,37 +1,122 @@
 /*
- * Async engine, reading: a unit's regions become io requests, pushed as the ring's caps
- * allow and reaped until the unit's reads are all back.
+ * Async engine, reading: admitted works' regions become io requests, pushed oldest work
+ * first whenever the ring has room, and completions are credited to their regions as
+ * they arrive, so the decoder can start on a chunk as soon as its region has landed.
+ *
+ * Read buffers come from the worker's arena (read-ahead bytes, registered with io_uring
+ * when allowed), allocated as a ring in pipeline order: works retire oldest first, so
+ * the live reservations always run from the oldest work's to the newest's, possibly
+ * wrapping once around the end. That ring is the read-ahead window's byte bound.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
 
-int grist_async_submit_unit(struct worker *wk, struct work *w)
+/* Reads in flight, integrated over time: called before every change of the count. */
+static void depth_account(struct worker *wk)
 {
-	size_t i, nreq = 0;
+	uint64_t now = grist_now_ns(), inflight = wk->io->inflight;
+
+	if (wk->depth_t) {
+		add_relaxed(&wk->depth_area, inflight * (now - wk->depth_t));
+		add_relaxed(&wk->depth_span, now - wk->depth_t);
+	}
+	wk->depth_t = now;
+}
+
+/*
+ * Reserve @n bytes of the arena after the newest reservation of the pipeline (whose
+ * newest work is the one asking). Returns the offset, or SIZE_MAX when it does not fit now.
+ */
+static size_t arena_reserve(struct worker *wk, size_t n)
+{
+	const struct work *first = NULL, *last = NULL;
+	size_t head, tail;
+	unsigned k;
+
+	if (n > wk->arena_len)
+		return SIZE_MAX;
+	for (k = 0; k + 1 < wk->count; k++) {
+		const struct work *w = pipeline_at(wk, k);
+
+		if (!w->arena_len)
+			continue;
+		if (!first)
+			first = w;
+		last = w;
+	}
+	if (!first)
+		return 0;
+	head = first->arena_off;
+	tail = last->arena_off + last->arena_len;
+	if (last->arena_off >= first->arena_off) {
+		/* live: [head, tail); free: [tail, end) and [0, head) */
+		if (wk->arena_len - tail >= n)
+			return tail;
+		return head >= n ? 0 : SIZE_MAX;
+	}
+	/* wrapped, live: [head, end) and [0, tail); free: [tail, head) */
+	return head - tail >= n ? tail : SIZE_MAX;
+}
+
+int grist_async_admit(struct worker *wk, struct work *w)
+{
+	const struct async_engine *e = wk->e;
+	size_t i, nreq = 0, off;
 	uint64_t done;
 	int ret;
 
+	w->buf = NULL;
+	w->arena_len = 0;
+	if (w->buf_need) {
+		off = arena_reserve(wk, w->buf_need);
+		if (off != SIZE_MAX) {
+			w->buf = wk->arena + off;
+			w->arena_off = off;
+			w->arena_len = w->buf_need;
+		} else if (wk->count == 1) {
+			/* alone and larger than the arena: plain heap memory, one unit at a time */
+			if (w->heap_cap < w->buf_need) {
+				void *p = NULL;
+
+				free(w->heap);
+				w->heap = NULL;
+				w->heap_cap = 0;
+				if (posix_memalign(&p, MEM_ALIGN, w->buf_need))
+					return grist_fail(-ENOMEM, "async engine: cannot allocate a %zu-byte read buffer",
+							  w->buf_need);
+				w->heap = p;
+				w->heap_cap = w->buf_need;
+			}
+			w->buf = w->heap;
+		} else {
+			return 0; /* waits for older works to retire */
+		}
+	}
 	for (i = 0; i < w->nregions; i++)
-		if (!wk->e->files[w->regions[i].component][w->regions[i].file].map)
+		if (!e->files[w->regions[i].component][w->regions[i].file].map)
 			nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
 	ret = grist_async_grow((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
 	if (ret)
 		return ret;
 	w->nreqs = 0;
+	w->nlanded = 0;
 	for (i = 0; i < w->nregions; i++) {
 		struct region *r = &w->regions[i];
-		const struct engine_file *f = &wk->e->files[r->component][r->file];
+		const struct engine_file *f = &e->files[r->component][r->file];
 
 		r->got = 0;
 		r->error = 0;
+		r->pieces_left = 0;
 		if (f->map) {
-			/* the page cache is the buffer: nothing to submit */
+			/* the page cache is the buffer: nothing to submit, landed already */
 			r->base = f->map + r->offset;
 			r->got = r->offset < f->size ? (f->size - r->offset < r->len ? f->size - r->offset : r->len) : 0;
 			add_relaxed(&wk->bytes_read, r->got); /* read by the decoder, through the mapping */
+			w->landed[w->nlanded++] = (uint32_t)i;
 			continue;
 		}
 		r->base = w->buf + r->buf_off;
@@ -44,16 +129,18 @@ int grist_async_submit_unit(struct worker *wk, struct work *w)
 			q->offset = r->offset + done;
 			q->len = (uint32_t)len;
 			q->buf = w->buf + r->buf_off + done;
-			q->user_data = ((uint64_t)(w - wk->work) << 32) | i;
+			q->user_data = ((uint64_t)(w - wk->works) << 32) | i;
+			r->pieces_left++;
 		}
 	}
 	w->submitted = 0;
 	w->pending = (unsigned)w->nreqs;
+	w->admitted = true;
 	return 0;
 }
 
-/* Push as many queued requests of @w as the io caps take right now. */
-int grist_async_push_requests(struct worker *wk, struct work *w)
+/* Push as many queued requests of @w as the io caps take right now; false when the ring is full. */
+static int push_work(struct worker *wk, struct work *w, bool *full)
 {
 	struct grist_io_req *batch[64];
 	int taken;
@@ -65,21 +152,45 @@ int grist_async_push_requests(struct worker *wk, struct work *w)
 			batch[n] = &w->reqs[w->submitted + n];
 			n++;
 		}
+		depth_account(wk);
 		taken = grist_io_submit(wk->io, batch, n);
 		if (taken < 0)
 			return taken;
 		add_relaxed(&wk->reads, (uint64_t)taken);
 		w->submitted += (size_t)taken;
-		if ((unsigned)taken < n)
-			break; /* caps reached: reap first */
+		if (wk->io->inflight > wk->depth_max)
+			__atomic_store_n(&wk->depth_max, (uint64_t)wk->io->inflight, __ATOMIC_RELAXED);
+		if ((unsigned)taken < n) {
+			*full = true; /* caps reached: reap first */
+			break;
+		}
+	}
+	return 0;
+}
+
+int grist_async_push(struct worker *wk)
+{
+	bool full = false;
+	unsigned k;
+	int ret;
+
+	for (k = 0; k < wk->count && !full; k++) {
+		struct work *w = pipeline_at(wk, k);
+
+		if (!w->admitted)
+			break; /* requests go out in pipeline order */
+		ret = push_work(wk, w, &full);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
 
 static void complete_request(struct worker *wk, struct grist_io_req *q)
 {
-	struct work *w = &wk->work[q->user_data >> 32];
-	struct region *r = &w->regions[q->user_data & 0xffffffffu];
+	struct work *w = &wk->works[q->user_data >> 32];
+	uint32_t ri = (uint32_t)(q->user_data & 0xffffffffu);
+	struct region *r = &w->regions[ri];
 
 	if (q->result < 0) {
 		if (!r->error) {
@@ -92,53 +203,48 @@ static void complete_request(struct worker *wk, struct grist_io_req *q)
 		add_relaxed(&wk->bytes_read, (uint64_t)q->result);
 	}
 	w->pending--;
+	if (--r->pieces_left == 0)
+		w->landed[w->nlanded++] = ri;
 }
 
-/* Reap until @w has no read pending, pushing its requests as the caps allow. */
-int grist_async_wait_unit(struct worker *wk, struct work *w)
-{
-	struct work *other = &wk->work[w == &wk->work[0]];
-	struct grist_io_req *done[64];
-	uint64_t t0 = grist_now_ns();
-	int n, i, ret = 0;
-
-	while (w->pending) {
-		ret = grist_async_push_requests(wk, w);
-		if (ret)
-			break;
-		n = grist_io_reap(wk->io, done, 64, 1);
-		if (n < 0) {
-			ret = n;
-			break;
-		}
-		/* completions of the worker's other unit may come back here too */
-		for (i = 0; i < n; i++)
-			complete_request(wk, done[i]);
-		/*
-		 * Keep the ring full: as this unit's last reads drain, the next unit's reads
-		 * take their place, so the queue depth does not sag at every unit boundary.
-		 */
-		if (other->u && other->submitted < other->nreqs) {
-			ret = grist_async_push_requests(wk, other);
-			if (ret)
-				break;
-		}
-	}
-	add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
-	return ret;
-}
-
-/* Wait out whatever of @w is in flight, ignoring results (an error path). */
-void grist_async_drain_unit(struct worker *wk, struct work *w)
+int grist_async_reap(struct worker *wk, unsigned min_wait)
 {
 	struct grist_io_req *done[64];
 	int n, i;
 
-	while (w->pending) {
-		n = grist_io_reap(wk->io, done, 64, 1);
-		if (n <= 0)
-			break; /* the backend failed: destroy() waits for what is left */
-		for (i = 0; i < n; i++)
-			complete_request(wk, done[i]);
-	}
+	if (!wk->io->inflight)
+		return 0;
+	depth_account(wk);
+	n = grist_io_reap(wk->io, done, 64, min_wait);
+	if (n < 0)
+		return n;
+	depth_account(wk);
+	for (i = 0; i < n; i++)
+		complete_request(wk, done[i]);
+	return n;
+}
+
+int grist_async_service(struct worker *wk)
+{
+	uint64_t now = grist_now_ns();
+	int ret;
+
+	/* a poll is a system call: often enough to keep the ring fed, not per record */
+	if (now - wk->last_service_ns < 20000)
+		return 0;
+	wk->last_service_ns = now;
+	ret = grist_async_reap(wk, 0);
+	if (ret < 0)
+		return ret;
+	return grist_async_push(wk);
+}
+
+void grist_async_cancel_unsubmitted(struct work *w)
+{
+	size_t k;
+
+	for (k = w->submitted; k < w->nreqs; k++)
+		w->regions[w->reqs[k].user_data & 0xffffffffu].pieces_left--;
+	w->pending -= (unsigned)(w->nreqs - w->submitted);
+	w->nreqs = w->submitted;
 }

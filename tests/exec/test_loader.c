@@ -19,6 +19,7 @@ enum len_kind {
 	LEN_BIG,   /* 0..5000 bytes, every 11th record empty */
 	LEN_SMALL, /* 0..40 bytes */
 	LEN_FIXED, /* exactly FIXED_BYTES */
+	LEN_LARGE, /* 20000..219999 bytes: records spanning several 64 KiB blocks */
 };
 
 #define FIXED_BYTES 16
@@ -42,6 +43,8 @@ static size_t rec_len(const struct ds *d, uint64_t i)
 		return (size_t)((i * 37 + d->seed) % 41);
 	case LEN_FIXED:
 		break;
+	case LEN_LARGE:
+		return (size_t)(20000 + (i * 7919 + d->seed * 104729) % 200000);
 	}
 	return FIXED_BYTES;
 }
@@ -54,7 +57,7 @@ static void rec_fill(const struct ds *d, uint64_t i, uint8_t *buf)
 static void make_ds(struct ds *d, const char *dir, const char *name, const char *options,
 		    const uint64_t *counts, size_t nfiles, uint64_t seed, enum len_kind kind)
 {
-	uint8_t buf[5001];
+	static uint8_t buf[220000];
 	uint64_t i = 0;
 	size_t f, k;
 
@@ -92,6 +95,8 @@ enum {
 	DS_BROTLI, /* brotli, group 7, one file */
 	DS_FIXED,  /* zstd, group 7, every record FIXED_BYTES */
 	DS_SMALL2, /* another small-record dataset, for mixing and staleness */
+	DS_LARGE,  /* uncompressed, group 1, large records (read depth) */
+	DS_LARGEZ, /* zstd, group 3, two files, large records (read depth) */
 	NUM_DS,
 };
 
@@ -106,7 +111,8 @@ static struct fixture {
 static int group_setup(void **state)
 {
 	static const uint64_t plain[] = { 150 }, zstd[] = { 100, 57, 43 }, snappy[] = { 400, 150 },
-			      brotli[] = { 120 }, fixed[] = { 130, 70 }, small2[] = { 90 };
+			      brotli[] = { 120 }, fixed[] = { 130, 70 }, small2[] = { 90 }, large[] = { 41 },
+			      largez[] = { 20, 13 };
 	int fd;
 
 	(void)state;
@@ -118,6 +124,8 @@ static int group_setup(void **state)
 	make_ds(&fx.ds[DS_BROTLI], fx.dir, "brotli", "group_size:7,brotli:4", brotli, 1, 4, LEN_BIG);
 	make_ds(&fx.ds[DS_FIXED], fx.dir, "fixed", "group_size:7,zstd:1", fixed, 2, 5, LEN_FIXED);
 	make_ds(&fx.ds[DS_SMALL2], fx.dir, "small2", "group_size:5,uncompressed", small2, 1, 6, LEN_SMALL);
+	make_ds(&fx.ds[DS_LARGE], fx.dir, "large", "group_size:1,uncompressed", large, 1, 7, LEN_LARGE);
+	make_ds(&fx.ds[DS_LARGEZ], fx.dir, "largez", "group_size:3,zstd:1", largez, 2, 8, LEN_LARGE);
 	fd = open(fx.ds[DS_PLAIN].paths[0], O_RDONLY | O_DIRECT);
 	fx.direct_ok = fd >= 0;
 	if (fd >= 0)
@@ -175,7 +183,7 @@ static void run_free(struct run *r)
 /* Check what every batch must satisfy and, when @check is set, each record's bytes. */
 static void check_batch(const struct grist_loader_config *c, const struct grist_batch *b, const struct ds *const *check)
 {
-	uint8_t want[5001];
+	static uint8_t want[220000]; /* the largest record (LEN_LARGE) */
 	size_t i, rb;
 
 	assert_true(b->num_records >= 1 && b->num_records <= c->batch_size);
@@ -1658,6 +1666,74 @@ static void test_auto_maps_cached_files(void **state)
 	run_free(&ref);
 }
 
+/*
+ * Read depth is its own quantity: tiny batches (1, 2, 3) of large records, queue depths
+ * 1 and 256, read-ahead budgets smaller than one record (one unit at a time, in heap
+ * memory), of a few records and the default, with a map and at chunk granularity: every
+ * run is byte-identical to the reference engine.
+ */
+static void test_read_depth(void **state)
+{
+	static const int sets[] = { DS_LARGE, DS_LARGEZ };
+	static const size_t budgets[] = { 4096, 0, 1u << 20 };
+	struct grist_loader_config c = { 0 };
+	struct grist_loader_stats st;
+	struct grist_loader *l;
+	struct specs sp;
+	struct run ref, got;
+
+	(void)state;
+	for (size_t s = 0; s < 2; s++) {
+		for (uint64_t b = 1; b <= 3; b++) {
+			for (int gran = 0; gran < 2; gran++) {
+				memset(&c, 0, sizeof(c));
+				spec1(&sp, &c, sets[s]);
+				c.seed = 700 + b;
+				c.epochs = 2;
+				c.batch_size = b;
+				c.granularity = gran ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+				c.window_chunks = 2;
+				c.map = b == 2 && gran == 0 ? map_reverse : NULL;
+				c.map_out_max = 220008;
+				c.engine = GRIST_ENGINE_REF;
+				run_cfg(&c, NULL, 0, &ref, c.map ? NULL : sp.check);
+				for (unsigned v = 0; v < 6; v++) {
+					struct variant var = { v % 3 == 2 ? GRIST_ENGINE_PREAD : GRIST_ENGINE_URING, 1 + v % 3,
+							       v % 2 ? 256 : 1, 1 + v % 2,
+							       v % 3 == 0 ? GRIST_READ_DIRECT
+							       : v % 3 == 1 ? GRIST_READ_MMAP : GRIST_READ_BUFFERED };
+
+					apply_variant(&c, &var);
+					c.read_ahead_bytes = budgets[(v + b) % 3];
+					run_cfg(&c, NULL, 0, &got, NULL);
+					assert_same_runs(&ref, &got);
+					run_free(&got);
+				}
+				run_free(&ref);
+			}
+		}
+	}
+
+	/* the depth is reached whatever the batch: one record per batch, queue depth 8 */
+	memset(&c, 0, sizeof(c));
+	spec1(&sp, &c, DS_LARGE);
+	c.seed = 9;
+	c.epochs = 1;
+	c.batch_size = 1;
+	c.threads = 1;
+	c.queue_depth = 8;
+	c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
+	l = open_loader(&c, NULL);
+	memset(&got, 0, sizeof(got));
+	drain(l, &c, 0, &got, sp.check);
+	grist_loader_stats(l, &st);
+	assert_true(st.reads_in_flight_max >= 2 && st.reads_in_flight_max <= 8);
+	assert_true(st.reads_in_flight_mean > 0 && st.reads_in_flight_mean <= 8);
+	assert_true(st.assemble_ns > 0);
+	grist_loader_destroy(l);
+	run_free(&got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1680,6 +1756,7 @@ int main(void)
 		cmocka_unit_test(test_fault_injection),
 		cmocka_unit_test(test_destroy_mid_epoch),
 		cmocka_unit_test(test_stats),
+		cmocka_unit_test(test_read_depth),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
