@@ -194,8 +194,10 @@ struct grist_loader_stats {
 	uint64_t bytes_decoded;
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
-	uint64_t assemble_ns;           /* copying records into batch slots (rows of decoded chunks,
-					   and rows packed into batches), summed over threads */
+	uint64_t assemble_ns;           /* laying rows out in batch slots and copying records into them
+					   (rows of decoded chunks, and rows packed into batches), summed
+					   over threads; values decoded straight into their rows count
+					   as decode */
 	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */
 	uint64_t queue_occupancy_sum;   /* ready batches seen at each next(), summed (divide by batches) */

@@ -97,6 +97,7 @@ enum {
 	DS_SMALL2, /* another small-record dataset, for mixing and staleness */
 	DS_LARGE,  /* uncompressed, group 1, large records (read depth) */
 	DS_LARGEZ, /* zstd, group 3, two files, large records (read depth) */
+	DS_ZSTD1,  /* zstd, group 1, two files: values decoded straight into the rows */
 	NUM_DS,
 };
 
@@ -112,7 +113,7 @@ static int group_setup(void **state)
 {
 	static const uint64_t plain[] = { 150 }, zstd[] = { 100, 57, 43 }, snappy[] = { 400, 150 },
 			      brotli[] = { 120 }, fixed[] = { 130, 70 }, small2[] = { 90 }, large[] = { 41 },
-			      largez[] = { 20, 13 };
+			      largez[] = { 20, 13 }, zstd1[] = { 120, 80 };
 	int fd;
 
 	(void)state;
@@ -126,6 +127,7 @@ static int group_setup(void **state)
 	make_ds(&fx.ds[DS_SMALL2], fx.dir, "small2", "group_size:5,uncompressed", small2, 1, 6, LEN_SMALL);
 	make_ds(&fx.ds[DS_LARGE], fx.dir, "large", "group_size:1,uncompressed", large, 1, 7, LEN_LARGE);
 	make_ds(&fx.ds[DS_LARGEZ], fx.dir, "largez", "group_size:3,zstd:1", largez, 2, 8, LEN_LARGE);
+	make_ds(&fx.ds[DS_ZSTD1], fx.dir, "zstd1", "group_size:1,zstd:3", zstd1, 2, 9, LEN_BIG);
 	fd = open(fx.ds[DS_PLAIN].paths[0], O_RDONLY | O_DIRECT);
 	fx.direct_ok = fd >= 0;
 	if (fd >= 0)
@@ -412,6 +414,8 @@ static const struct det_case det_cases[] = {
 	{ DS_BROTLI, GRIST_GRANULARITY_CHUNK, 1, 1, 1, 0, 0, 0, false, false, false, 0 },
 	{ DS_BROTLI, GRIST_GRANULARITY_CHUNK, 3, 0, 64, 0, 0, 0, false, false, false, 7 },
 	{ DS_FIXED, GRIST_GRANULARITY_CHUNK, 16, 3, 7, 4, 3, GRIST_SHARD_STRIDED, false, true, false, 0 },
+	{ DS_ZSTD1, GRIST_GRANULARITY_RECORD, 0, 3, 64, 0, 0, 0, false, false, false, 0 },
+	{ DS_ZSTD1, GRIST_GRANULARITY_RECORD, 0, 2, 7, 2, 1, GRIST_SHARD_STRIDED, false, true, false, 0 },
 };
 
 static void test_async_equals_ref(void **state)
