@@ -44,15 +44,21 @@ def prepare(args):
                 pass
 
 
+# CPU seconds (every thread of this process) of the run emit() reports, when known.
+_cpu_seconds = None
+
+
 def median_run(fn, runs):
     """Call fn() @runs times; returns (records of the median run, its seconds)."""
+    global _cpu_seconds
     results = []
     for _ in range(runs):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         n = fn()
-        results.append((time.perf_counter() - t0, n))
+        results.append((time.perf_counter() - t0, n, time.process_time() - c0))
     results.sort()
-    seconds, n = results[len(results) // 2]
+    seconds, n, _cpu_seconds = results[len(results) // 2]
     return n, seconds
 
 
@@ -69,8 +75,11 @@ def timed_run(step, seconds):
 
 
 def emit(name, records, seconds):
-    print(json.dumps({"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
-                      "records": records, "seconds": round(seconds, 6)}))
+    out = {"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
+           "records": records, "seconds": round(seconds, 6)}
+    if _cpu_seconds is not None:
+        out["cpu_seconds"] = round(_cpu_seconds, 6)
+    print(json.dumps(out))
 
 
 def quiet_absl():

@@ -19,7 +19,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     benchutil.add_common_args(ap)
     ap.add_argument("--limit", type=int, help="read at most this many records per run")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="passes over the records per run, each in its own order (1)")
     args = ap.parse_args()
+    if args.epochs < 1:
+        raise SystemExit("--epochs must be at least 1")
     if len(args.files) != 1:
         raise SystemExit("official_read.py reads one file")
     benchutil.quiet_absl()
@@ -31,11 +35,13 @@ def main():
     n = reader.num_records()
     if n == 0:
         raise SystemExit("%s: no records (or not a readable ArrayRecord file)" % path)
-    order = list(range(n))
-    random.Random(args.seed).shuffle(order)
-    if args.limit:
-        order = order[:args.limit]
-    batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
+    batches = []
+    for epoch in range(args.epochs):
+        order = list(range(n))
+        random.Random(args.seed + epoch).shuffle(order)
+        if args.limit:
+            order = order[:args.limit]
+        batches += [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
 
     def one_run():
         got = 0
