@@ -74,6 +74,35 @@ def timed_run(step, seconds):
     return records, elapsed
 
 
+def shuffled_batches(n, batch, seed, epochs, limit=None):
+    """Batches of @batch indices of 0..@n-1, epoch e shuffled with seed + e (at most @limit
+    indices per epoch)."""
+    batches = []
+    for epoch in range(epochs):
+        order = list(range(n))
+        random.Random(seed + epoch).shuffle(order)
+        if limit:
+            order = order[:limit]
+        batches += [order[i:i + batch] for i in range(0, len(order), batch)]
+    return batches
+
+
+def read_batches(read, batches, args):
+    """Time read(batch) (returns the records it got) over @batches: the median of
+    args.runs whole passes, or with args.seconds one time-limited run that wraps
+    around. Returns (records, seconds)."""
+    if args.seconds:
+        state = {"next": 0}
+
+        def one_batch():
+            b = batches[state["next"]]
+            state["next"] = (state["next"] + 1) % len(batches)
+            return len(read(b))
+
+        return timed_run(one_batch, args.seconds)
+    return median_run(lambda: sum(len(read(b)) for b in batches), args.runs)
+
+
 def emit(name, records, seconds):
     out = {"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
            "records": records, "seconds": round(seconds, 6)}

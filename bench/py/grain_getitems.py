@@ -12,7 +12,6 @@ Import, opening and the shuffles are not timed. Prints one JSON line
     bench/py/grain_getitems.py /tmp/data.array_record --epochs 2
 """
 import argparse
-import random
 
 import benchutil
 
@@ -32,30 +31,9 @@ def main():
     n = len(source)
     if n == 0:
         raise SystemExit("no records in %s" % " ".join(args.files))
-    batches = []
-    for epoch in range(args.epochs):
-        order = list(range(n))
-        random.Random(args.seed + epoch).shuffle(order)
-        batches += [order[i:i + args.batch] for i in range(0, n, args.batch)]
+    batches = benchutil.shuffled_batches(n, args.batch, args.seed, args.epochs)
     source.__getitems__(batches[0])  # open the readers before the clock starts
-
-    def one_run():
-        got = 0
-        for b in batches:
-            got += len(source.__getitems__(b))
-        return got
-
-    if args.seconds:
-        state = {"next": 0}
-
-        def one_batch():
-            b = batches[state["next"]]
-            state["next"] = (state["next"] + 1) % len(batches)
-            return len(source.__getitems__(b))
-
-        records, seconds = benchutil.timed_run(one_batch, args.seconds)
-    else:
-        records, seconds = benchutil.median_run(one_run, args.runs)
+    records, seconds = benchutil.read_batches(source.__getitems__, batches, args)
     benchutil.emit("grain_getitems", records, seconds)
 
 

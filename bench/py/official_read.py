@@ -10,7 +10,6 @@ median of 3 runs. Example, the 1M x 1 KiB, group_size:1 case:
     bench/py/official_read.py /tmp/1m.array_record --make 1000000
 """
 import argparse
-import random
 
 import benchutil
 
@@ -35,31 +34,8 @@ def main():
     n = reader.num_records()
     if n == 0:
         raise SystemExit("%s: no records (or not a readable ArrayRecord file)" % path)
-    batches = []
-    for epoch in range(args.epochs):
-        order = list(range(n))
-        random.Random(args.seed + epoch).shuffle(order)
-        if args.limit:
-            order = order[:args.limit]
-        batches += [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
-
-    def one_run():
-        got = 0
-        for b in batches:
-            got += len(reader.read(b))
-        return got
-
-    if args.seconds:
-        state = {"next": 0}
-
-        def one_batch():
-            b = batches[state["next"]]
-            state["next"] = (state["next"] + 1) % len(batches)
-            return len(reader.read(b))
-
-        records, seconds = benchutil.timed_run(one_batch, args.seconds)
-    else:
-        records, seconds = benchutil.median_run(one_run, args.runs)
+    batches = benchutil.shuffled_batches(n, args.batch, args.seed, args.epochs, args.limit)
+    records, seconds = benchutil.read_batches(reader.read, batches, args)
     reader.close()
     benchutil.emit("official_read", records, seconds)
 
