@@ -99,7 +99,12 @@ static int zstd_decompress(void *ctx, const uint8_t *src, size_t src_len, uint8_
 		return grist_fail(-EBADMSG, "zstd frame: %s", ZSTD_getErrorName(frame_len));
 	if (frame_len != src_len)
 		return grist_fail(-EBADMSG, "%zu bytes after the zstd frame", src_len - frame_len);
-	if (zstd_trivial_frame(src, src_len, dst, dst_len))
+	/*
+	 * Only a frame about as long as its content (raw) or a few bytes long (RLE: a header
+	 * of at most 18 bytes, a block header, one byte) can be trivial: compressed frames
+	 * skip the extra header parse.
+	 */
+	if ((src_len > dst_len || src_len <= 22) && zstd_trivial_frame(src, src_len, dst, dst_len))
 		return 0;
 	/*
 	 * The whole frame is here and the output has its exact size, so the one-shot call
