@@ -710,7 +710,9 @@ static int async_start(struct grist_loader *l, void **engine)
 	e->assembly = l->cfg.prefetch + 2 * e->nworkers;
 	e->nunits = e->assembly + (unsigned)works * e->nworkers;
 	e->units = calloc(e->nunits, sizeof(*e->units));
-	e->workers = calloc(e->nworkers, sizeof(*e->workers));
+	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
+	if (e->workers)
+		memset(e->workers, 0, e->nworkers * sizeof(*e->workers));
 	if (!e->units || !e->workers) {
 		ret = grist_fail(-ENOMEM, "async engine: out of memory");
 		goto fail;

@@ -120,12 +120,12 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	return d;
 }
 
-/* Add the time since *@t to @counter and restart the clock there. */
-static void lap(uint64_t *t, uint64_t *counter)
+/* Add the time since *@t to @sum (a local total: the shared counters take one atomic add per call) and restart the clock. */
+static void lap(uint64_t *t, uint64_t *sum)
 {
 	uint64_t now = grist_now_ns();
 
-	add_relaxed(counter, now - *t);
+	*sum += now - *t;
 	*t = now;
 }
 
@@ -140,17 +140,15 @@ static int advance_in_order(struct worker *wk, struct work *w)
 	struct grist_loader *l = wk->e->l;
 	struct grist_map_input in;
 	struct decoder_slot *d;
-	uint64_t t = grist_now_ns();
+	uint64_t t = grist_now_ns(), spent = 0;
 	int ret = 0;
 
 	while (w->shaped < w->nitems) {
 		const struct item *it = &w->items[w->shaped];
 		const uint64_t *off;
 
-		if (w->regions[w->chunks[it->chunk].region].pieces_left) {
-			lap(&t, &wk->decode_ns);
-			return 0; /* its read has not landed */
-		}
+		if (w->regions[w->chunks[it->chunk].region].pieces_left)
+			break; /* its read has not landed */
 		d = decoder_for(wk, w, it->chunk, &ret);
 		if (!d)
 			break;
@@ -162,12 +160,71 @@ static int advance_in_order(struct worker *wk, struct work *w)
 			break;
 		}
 		w->shaped++;
-		ret = grist_async_service(wk);
+		ret = grist_async_service(wk, grist_now_ns());
 		if (ret)
 			break;
 	}
-	lap(&t, &wk->decode_ns);
-	return ret ? ret : 1;
+	lap(&t, &spent);
+	add_relaxed(&wk->decode_ns, spent);
+	if (ret)
+		return ret;
+	return w->shaped == w->nitems;
+}
+
+/* What one advance call spent, added to the shared counters once at its end. */
+struct tally {
+	uint64_t t;              /* the clock at the last lap */
+	uint64_t decode, assemble, chunks, bytes;
+};
+
+/*
+ * Check and decompress chunk @c of @w, whose rows all have places: straight into them
+ * when they take it whole (direct_destination()), else into the decoder's buffer and
+ * then copied to them.
+ */
+static int fill_chunk(struct worker *wk, struct work *w, uint32_t c, struct tally *ty)
+{
+	struct async_engine *e = wk->e;
+	const struct grist_layout *L = &e->l->layout;
+	struct chunk_ref *cr = &w->chunks[c];
+	struct grist_decoded_chunk out;
+	const struct chunk_row *row, *end;
+	const struct region *r = NULL;
+	uint8_t *into = direct_destination(w, cr, w->u->slot, L);
+	int ret;
+
+	if (into) {
+		ret = chunk_bytes(wk, w, c, &r);
+		if (!ret)
+			ret = grist_chunk_decode_values_into(wk->decoders[0].dec, r->base, r->offset, (size_t)r->got,
+							     cr->begin, cr->end, e->files[cr->component][cr->file].path,
+							     into, (size_t)cr->decoded_size, &out);
+		if (!ret)
+			ret = chunk_records_check(wk, cr, &out);
+	} else {
+		ret = decode_chunk(wk, w, c, wk->decoders[0].dec, grist_chunk_decode_values, &out);
+	}
+	if (ret)
+		return ret;
+	if (out.decoded_data_size != cr->decoded_size)
+		return grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
+				     "chunk changed while it was read (%llu decoded bytes, then %llu)",
+				     (unsigned long long)cr->decoded_size, (unsigned long long)out.decoded_data_size);
+	ty->chunks++;
+	ty->bytes += out.decoded_data_size;
+	lap(&ty->t, &ty->decode);
+	if (!into) {
+		/* decoded into scratch: the copy into the rows is assembly time */
+		end = w->rows + cr->rows_end;
+		for (row = w->rows + cr->rows_begin; row < end; row++)
+			grist_slot_fill_row(w->u->slot, L, (size_t)w->row_place[row->item],
+					    out.values + row->value_begin, (size_t)row->len);
+		lap(&ty->t, &ty->assemble);
+	}
+	cr->filled = true;
+	w->nfilled++;
+	/* between chunks, reads that landed meanwhile are taken and the ring refilled */
+	return grist_async_service(wk, ty->t);
 }
 
 /*
@@ -201,6 +258,8 @@ static void prefetch_chunk(const struct work *w, uint32_t chunk)
 	const uint8_t *p = r->base + (c->begin - r->offset);
 	uint64_t n = c->end - c->begin < FILL_PREFETCH_MAX ? c->end - c->begin : FILL_PREFETCH_MAX, i;
 
+	if (r->pieces_left || c->filled)
+		return; /* not landed yet, or done */
 	for (i = 0; i < n; i += 64)
 		__builtin_prefetch(p + i);
 }
@@ -212,18 +271,19 @@ static void prefetch_chunk(const struct work *w, uint32_t chunk)
  * a chunk whose rows all have places is checked and decompressed once, into one buffer
  * that stays in cache, and its records copied straight to their rows. One decoded chunk
  * per worker, whatever the window.
+ *
+ * While reads are still landing, chunks are taken in the order their rows get places
+ * (fill_order); once every row has its place, the rest go in file order, front to back
+ * through the read buffer.
  */
 static int advance_by_chunk(struct worker *wk, struct work *w)
 {
-	struct async_engine *e = wk->e;
-	struct grist_loader *l = e->l;
-	struct grist_slot *slot = w->u->slot;
+	struct grist_loader *l = wk->e->l;
 	struct grist_chunk_decoder *dec = wk->decoders[0].dec;
+	struct tally ty = { .t = grist_now_ns() };
 	struct grist_decoded_chunk out;
 	struct grist_map_input in;
 	struct chunk_row *row, *end;
-	uint64_t t = grist_now_ns();
-	uint8_t *into;
 	uint32_t c, k;
 	bool shaping;
 	int ret = 0;
@@ -253,14 +313,14 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 		/* laying rows out is assembly, like copying them in */
 		shaping = w->shaped < w->nitems && w->row_place[w->shaped] != ROW_UNKNOWN;
 		if (shaping)
-			lap(&t, &wk->decode_ns);
+			lap(&ty.t, &ty.decode);
 		while (w->shaped < w->nitems && w->row_place[w->shaped] != ROW_UNKNOWN) {
 			const struct item *it = &w->items[w->shaped];
 			size_t dst;
 
 			in = (struct grist_map_input){ .len = (size_t)w->row_place[w->shaped], .index = it->it.record,
 						       .dataset = it->it.component, .epoch = it->it.epoch };
-			ret = grist_slot_shape_row(slot, &l->layout, &in, it->j, &dst);
+			ret = grist_slot_shape_row(w->u->slot, &l->layout, &in, it->j, &dst);
 			if (ret) {
 				ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
 				goto out;
@@ -268,54 +328,25 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 			w->row_place[w->shaped++] = dst;
 		}
 		if (shaping)
-			lap(&t, &wk->assemble_ns);
-		while (w->nfilled < w->nchunks) {
-			const struct chunk_ref *cr;
-
-			c = w->fill_order[w->nfilled];
-			cr = &w->chunks[c];
-			if (w->rows[cr->rows_end - 1].item >= w->shaped)
+			lap(&ty.t, &ty.assemble);
+		while (w->shaped < w->nitems && w->fill_next < w->nchunks) {
+			c = w->fill_order[w->fill_next];
+			if (w->rows[w->chunks[c].rows_end - 1].item >= w->shaped)
 				break; /* a row of it has no place yet */
-			if (w->nfilled + FILL_PREFETCH < w->nchunks &&
-			    !w->regions[w->chunks[w->fill_order[w->nfilled + FILL_PREFETCH]].region].pieces_left)
-				prefetch_chunk(w, w->fill_order[w->nfilled + FILL_PREFETCH]);
-			into = direct_destination(w, cr, slot, &l->layout);
-			if (into) {
-				const struct region *r = NULL;
-
-				ret = chunk_bytes(wk, w, c, &r);
-				if (!ret)
-					ret = grist_chunk_decode_values_into(dec, r->base, r->offset, (size_t)r->got, cr->begin,
-									     cr->end, e->files[cr->component][cr->file].path,
-									     into, (size_t)cr->decoded_size, &out);
-				if (!ret)
-					ret = chunk_records_check(wk, cr, &out);
-			} else {
-				ret = decode_chunk(wk, w, c, dec, grist_chunk_decode_values, &out);
-			}
+			w->fill_next++;
+			if (w->fill_next + FILL_PREFETCH < w->nchunks)
+				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH]);
+			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
-			if (out.decoded_data_size != cr->decoded_size) {
-				ret = grist_fail_at(-EBADMSG, e->files[cr->component][cr->file].path, cr->begin,
-						    "chunk changed while it was read (%llu decoded bytes, then %llu)",
-						    (unsigned long long)cr->decoded_size,
-						    (unsigned long long)out.decoded_data_size);
-				goto out;
-			}
-			add_relaxed(&wk->chunks_decoded, 1);
-			add_relaxed(&wk->bytes_decoded, out.decoded_data_size);
-			if (!into) {
-				/* decoded into scratch: the copy into the rows is assembly time */
-				lap(&t, &wk->decode_ns);
-				end = w->rows + cr->rows_end;
-				for (row = w->rows + cr->rows_begin; row < end; row++)
-					grist_slot_fill_row(slot, &l->layout, (size_t)w->row_place[row->item],
-							    out.values + row->value_begin, (size_t)row->len);
-				lap(&t, &wk->assemble_ns);
-			}
-			w->nfilled++;
-			/* between chunks, reads that landed meanwhile are taken and the ring refilled */
-			ret = grist_async_service(wk);
+		}
+		for (; w->shaped == w->nitems && w->file_next < w->nchunks; w->file_next++) {
+			c = w->order[w->file_next];
+			if (w->chunks[c].filled)
+				continue;
+			if (w->file_next + FILL_PREFETCH < w->nchunks)
+				prefetch_chunk(w, w->order[w->file_next + FILL_PREFETCH]);
+			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
 		}
@@ -328,7 +359,11 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 			break; /* waits for a read */
 	}
 out:
-	lap(&t, &wk->decode_ns);
+	lap(&ty.t, &ty.decode);
+	add_relaxed(&wk->decode_ns, ty.decode);
+	add_relaxed(&wk->assemble_ns, ty.assemble);
+	add_relaxed(&wk->chunks_decoded, ty.chunks);
+	add_relaxed(&wk->bytes_decoded, ty.bytes);
 	return ret;
 }
 

@@ -75,6 +75,7 @@ struct chunk_ref {
 	uint32_t region;       /* which read region holds it */
 	uint32_t rows_begin, rows_end; /* chunk-major decoding: its rows in work.rows */
 	uint64_t decoded_size; /* chunk-major decoding: the decoded size its sizes promised */
+	bool filled;           /* chunk-major decoding: its rows are copied */
 };
 
 /* A contiguous range of one file read into one place of the read buffer. */
@@ -130,7 +131,9 @@ struct work {
 	/* decoding progress */
 	size_t nsized;        /* landed regions whose chunks' sizes were read */
 	size_t shaped;        /* items whose rows have their place (by chunk) or were made (with a map) */
-	size_t nfilled;       /* chunks of fill_order whose rows were filled */
+	size_t nfilled;       /* chunks whose rows were filled */
+	size_t fill_next;     /* next chunk of fill_order to try while rows are being placed */
+	size_t file_next;     /* next chunk of order[] to fill once every row has its place */
 };
 
 struct decoder_slot {
@@ -173,7 +176,7 @@ struct worker {
 	uint64_t io_wait_ns, decode_ns, assemble_ns, producer_stall_ns;
 	uint64_t depth_area, depth_span; /* reads in flight integrated over time (ns), and the time */
 	uint64_t depth_max;
-};
+} __attribute__((aligned(128))); /* workers sit side by side: no cache line is shared between two of them */
 
 struct async_engine {
 	struct grist_loader *l;
@@ -263,10 +266,11 @@ int grist_async_push(struct worker *wk);
 int grist_async_reap(struct worker *wk, unsigned min_wait);
 
 /*
- * While decoding: every few tens of microseconds, take what has landed and refill the
- * ring, so reads never wait for a whole unit's decoding. Returns 0 or an io error.
+ * While decoding (@now: the clock, just read): every 50 microseconds, take what has
+ * landed and refill the ring, so reads never wait for a whole unit's decoding.
+ * Returns 0 or an io error.
  */
-int grist_async_service(struct worker *wk);
+int grist_async_service(struct worker *wk, uint64_t now);
 
 /* Drop @w's requests not yet submitted; what is in flight still comes back. */
 void grist_async_cancel_unsubmitted(struct work *w);

@@ -173,7 +173,7 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 
 	w->u = u;
 	w->nitems = w->nchunks = w->nregions = w->nreqs = w->submitted = 0;
-	w->nlanded = w->nsized = w->shaped = w->nfilled = 0;
+	w->nlanded = w->nsized = w->shaped = w->nfilled = w->fill_next = w->file_next = 0;
 	w->pending = 0;
 	w->buf_need = 0;
 	w->buf = NULL;

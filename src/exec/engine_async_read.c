@@ -15,6 +15,8 @@
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
 
+#define SERVICE_INTERVAL_NS 50000
+
 /* Reads in flight, integrated over time: called before every change of the count. */
 static void depth_account(struct worker *wk)
 {
@@ -224,13 +226,16 @@ int grist_async_reap(struct worker *wk, unsigned min_wait)
 	return n;
 }
 
-int grist_async_service(struct worker *wk)
+int grist_async_service(struct worker *wk, uint64_t now)
 {
-	uint64_t now = grist_now_ns();
 	int ret;
 
-	/* a poll is a system call: often enough to keep the ring fed, not per record */
-	if (now - wk->last_service_ns < 20000)
+	/*
+	 * A poll is a system call, and on cached data each one also does the page-cache
+	 * copies of the reads it pushes: every 50 us keeps a ring of cold reads (each taking
+	 * hundreds of microseconds) fed without breaking up the decoding of small records.
+	 */
+	if (now - wk->last_service_ns < SERVICE_INTERVAL_NS)
 		return 0;
 	wk->last_service_ns = now;
 	ret = grist_async_reap(wk, 0);
