@@ -329,10 +329,19 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 		}
 		if (shaping)
 			lap(&ty.t, &ty.assemble);
-		while (w->shaped < w->nitems && w->fill_next < w->nchunks) {
+		while (w->fill_next < w->nchunks) {
 			c = w->fill_order[w->fill_next];
 			if (w->rows[w->chunks[c].rows_end - 1].item >= w->shaped)
 				break; /* a row of it has no place yet */
+			/*
+			 * Once every row has its place, chunks in a read buffer go in file order
+			 * (below); mapped ones stay in stream order, which writes the slot front to
+			 * back (they lie scattered over the page cache either way). Measured at
+			 * group_size 1: stream order saves 3% of the CPU per record when mapped,
+			 * and costs 3% when read into a buffer.
+			 */
+			if (w->shaped == w->nitems && !wk->e->files[w->chunks[c].component][w->chunks[c].file].map)
+				break;
 			w->fill_next++;
 			if (w->fill_next + FILL_PREFETCH < w->nchunks)
 				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH]);
