@@ -106,9 +106,18 @@ void bench_run_baselines(const char *path, const struct bench_config *c, struct 
  */
 void bench_baseline_codec(const char *path, const struct bench_config *c, struct bench_baseline *b);
 
-/* The --sweep: one axis at a time around @base; CSV and PNG under @out_dir. 0 or exit status. */
+/* How to sweep: which axes, and what to run beside each point. */
+struct bench_sweep_opts {
+	const char *axes;          /* comma-separated axis names; NULL: all but batch_size */
+	const char *out_dir;       /* CSV and PNG go here */
+	bool json;
+	bool compare;              /* fio beside every point; plots show grist/fio */
+	unsigned repeat;           /* rounds per point (medians; with compare, alternating order) */
+};
+
+/* The --sweep: one axis at a time around @base; CSV and PNG under o->out_dir. 0 or exit status. */
 int bench_sweep(const char *const *paths, size_t num_paths, const struct bench_data *d,
-		const struct bench_config *base, const char *out_dir, bool json);
+		const struct bench_config *base, const struct bench_sweep_opts *o);
 
 /* The JSON object of one run on @f ("{...}", no newline). */
 void bench_print_result_json(FILE *f, const struct bench_result *r);

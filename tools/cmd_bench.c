@@ -47,8 +47,11 @@ static const char bench_usage[] =
 	"                        codec on one core for as long, each printed with grist's ratio to\n"
 	"                        it (and for the codec: grist decoded / (codec x decode threads))\n"
 	"  --baselines LIST      --compare with only these: fio,pread,official,grain,codec\n"
-	"  --sweep               vary threads, queue depth, record size, group size and prefetch one\n"
-	"                        at a time around this configuration; CSV and PNG plots into --out\n"
+	"  --sweep[=AXES]        vary threads, queue depth, record size, group size and prefetch one\n"
+	"                        at a time around this configuration; CSV and PNG plots into --out.\n"
+	"                        AXES picks some (comma-separated), batch_size (1 to 256) included.\n"
+	"                        With --compare each point also runs fio (only), alternating which\n"
+	"                        goes first over --repeat rounds, and the plots show grist/fio\n"
 	"  --out D               sweep output folder (default ./grist-bench-out)\n"
 	"\n"
 	"The Python baselines are found via GRIST_BENCH_PY (a folder), the source tree or the\n"
@@ -82,7 +85,7 @@ static const struct option bench_options[] = {
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "compare", no_argument, NULL, OPT_COMPARE },
 	{ "baselines", required_argument, NULL, OPT_BASELINES },
-	{ "sweep", no_argument, NULL, OPT_SWEEP },
+	{ "sweep", optional_argument, NULL, OPT_SWEEP },
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "repeat", required_argument, NULL, OPT_REPEAT },
@@ -93,6 +96,7 @@ struct bench_args {
 	struct bench_data data;
 	struct bench_config cfg;
 	bool json, compare, sweep, seconds_set;
+	const char *sweep_axes;    /* --sweep=LIST, or NULL */
 	unsigned repeat;
 	const char *out_dir;
 };
@@ -215,6 +219,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			break;
 		case OPT_SWEEP:
 			a->sweep = true;
+			a->sweep_axes = optarg;
 			break;
 		case OPT_OUT:
 			a->out_dir = optarg;
@@ -496,9 +501,12 @@ int cmd_bench(int argc, char **argv)
 		files = gen_argv;
 		nfiles = 1;
 	}
-	if (a.sweep)
-		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg,
-				   a.out_dir, a.json);
+	if (a.sweep) {
+		struct bench_sweep_opts so = { .axes = a.sweep_axes, .out_dir = a.out_dir, .json = a.json,
+					       .compare = a.compare, .repeat = a.repeat };
+
+		return bench_sweep((const char *const *)files, nfiles, optind < argc ? NULL : &a.data, &a.cfg, &so);
+	}
 	if (!a.repeat)
 		a.repeat = 1;
 	if (a.compare && nfiles > 1)

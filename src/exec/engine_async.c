@@ -29,13 +29,13 @@
  * reference engine would put there, so the output never depends on thread count,
  * queue depth, read-ahead, backend or completion order.
  *
- * Memory is bounded by the configuration. At most nunits = assembly + works x workers
- * units are claimed and not yet consumed (a worker may claim unit u only once unit
- * u - nunits has been consumed), but only `assembly` = prefetch + 2 x workers of them
- * hold a batch slot (a unit takes its slot when its decoding starts, and only once
- * unit u - assembly has been consumed); read buffers are each worker's arena, plus one
- * unit's reads in heap memory when a unit alone is larger than the arena. On top come
- * the batches the consumer holds.
+ * Memory is bounded by the configuration. At most nunits = prefetch + works x
+ * workers units are claimed and not yet consumed (a worker may claim unit u only once
+ * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U, so at most
+ * that many slots exist, each taken when its unit's decoding starts (with a device
+ * slot provider, only prefetch + 2 x workers units may hold one). Read buffers are each
+ * worker's arena, plus one unit's reads in heap memory when a unit alone is larger than
+ * the arena. On top come the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -55,7 +55,6 @@
 #include "exec/engine_async_internal.h"
 
 #define MAX_WORKS 1024                   /* units one worker reads ahead, at most */
-#define DEFAULT_UNIT_READS (8u << 20)     /* default read-ahead: at least two units of up to this */
 #define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 
 /* ---- claiming and publishing units ---- */
@@ -173,12 +172,13 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error)
 }
 
 /*
- * Before a unit takes a slot: wait until it is within the assembly window, so at most
+ * Before a unit takes a slot: it must be within the assembly window, so at most
  * `assembly` units hold slots however far the reads run ahead (device mode sizes its
  * slot ring by that). The oldest unconsumed unit is always inside it, so this cannot
- * wait on itself. Returns 0, or -ECANCELED when the loader stops.
+ * wait on itself. Without @wait it does not block (the worker has reads to tend).
+ * Returns 0, -EAGAIN (not yet, and not @wait), or -ECANCELED when the loader stops.
  */
-static int wait_assembly(struct worker *wk, const struct unit *u)
+static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 {
 	struct async_engine *e = wk->e;
 	uint64_t t0 = 0;
@@ -186,8 +186,8 @@ static int wait_assembly(struct worker *wk, const struct unit *u)
 
 	pthread_mutex_lock(&e->lock);
 	while (u->number >= e->consumed_units + e->assembly) {
-		if (e->stop) {
-			ret = -ECANCELED;
+		if (e->stop || !wait) {
+			ret = e->stop ? -ECANCELED : -EAGAIN;
 			break;
 		}
 		stall_wait(e, &t0);
@@ -272,7 +272,10 @@ static int step_head(struct worker *wk, bool stopping)
 	}
 	if (!w->published) {
 		if (!w->decoding) {
-			ret = wait_assembly(wk, w->u);
+			/* while reads are in flight the worker keeps tending them rather than sleep here */
+			ret = wait_assembly(wk, w->u, wk->io->inflight == 0);
+			if (ret == -EAGAIN)
+				return 0;
 			if (!ret)
 				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->l->cfg.batch_size &&
 								   !wk->e->plan_cursor, false, &w->u->slot);
@@ -489,6 +492,19 @@ static uint64_t largest_extent(struct grist_loader *l)
 	return best;
 }
 
+/* The fewest records per chunk of any file (chunk granularity: a unit reads about U / this chunks). */
+static uint64_t smallest_group(struct grist_loader *l)
+{
+	uint64_t best = UINT64_MAX;
+	size_t d, f;
+
+	for (d = 0; d < l->num_sources; d++)
+		for (f = 0; f < l->sources[d].num_files; f++)
+			if (l->sources[d].files[f].group_size && l->sources[d].files[f].group_size < best)
+				best = l->sources[d].files[f].group_size;
+	return best == UINT64_MAX ? 1 : best;
+}
+
 /* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
 static size_t row_bytes_estimate(struct grist_loader *l)
 {
@@ -700,15 +716,20 @@ static int async_start(struct grist_loader *l, void **engine)
 	/*
 	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
 	 * for twice the queue depth even when a unit is one small batch, and the read-ahead
-	 * arena bounds the bytes. Slots are another window: the batches ready ahead of the
-	 * consumer plus two units per worker (one being decoded, one just published);
-	 * without that slack a worker would wait for its neighbour.
+	 * arena bounds the bytes. The claim window holds the batches ready ahead of the
+	 * consumer and every worker's pipeline: at least two units each (one being decoded,
+	 * one just published; without that slack a worker would wait for its neighbour).
+	 *
+	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
+	 * can be far ahead of another's when units are small, and both must decode. Only a
+	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
+	 * two units per worker, gets that smaller assembly window.
 	 */
-	works = 2 + (2 * (size_t)e->queue_depth + e->unit_items - 1) / e->unit_items;
+	works = 2 + 2 * (size_t)e->queue_depth / e->unit_items;
 	if (works > MAX_WORKS)
 		works = MAX_WORKS;
-	e->assembly = l->cfg.prefetch + 2 * e->nworkers;
-	e->nunits = e->assembly + (unsigned)works * e->nworkers;
+	e->nunits = l->cfg.prefetch + (unsigned)works * e->nworkers;
+	e->assembly = l->provider ? l->cfg.prefetch + 2 * e->nworkers : e->nunits;
 	e->units = calloc(e->nunits, sizeof(*e->units));
 	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
 	if (e->workers)
@@ -723,18 +744,23 @@ static int async_start(struct grist_loader *l, void **engine)
 
 	/*
 	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
-	 * extent, so the ring stays full while the landed half waits to be decoded, and at
-	 * least two units' reads (up to 8 MiB each), at most 64 MiB. A budget set in the
-	 * configuration is split over the workers as given.
+	 * extent, so the ring stays full while as many landed reads wait to be decoded, and
+	 * at least two units' reads (a unit larger than the arena is read alone, so the ring
+	 * would drain at its end), at most 64 MiB. A budget set in the configuration is split
+	 * over the workers as given.
 	 */
-	max_extent = align_up((size_t)largest_extent(l) + 2 * MEM_ALIGN, MEM_ALIGN);
+	max_extent = largest_extent(l) + 2 * MEM_ALIGN; /* an extent rounded out to O_DIRECT pages */
 	if (l->cfg.read_ahead_bytes) {
 		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
 	} else {
-		uint64_t unit_reads = max_extent * (e->unit_items < 4096 ? e->unit_items : 4096);
+		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
+		uint64_t reads = e->plan_cursor || l->cfg.granularity == GRIST_GRANULARITY_CHUNK
+					 ? e->unit_items / smallest_group(l) + 2
+					 : e->unit_items;
+		uint64_t unit_reads = max_extent * reads;
 
-		if (unit_reads > DEFAULT_UNIT_READS)
-			unit_reads = DEFAULT_UNIT_READS;
+		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)
+			unit_reads = DEFAULT_READ_AHEAD_MAX / 2;
 		e->read_ahead = 2 * e->queue_depth * max_extent;
 		if (e->read_ahead < 2 * unit_reads)
 			e->read_ahead = 2 * unit_reads;

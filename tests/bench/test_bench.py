@@ -139,6 +139,30 @@ def main():
         check_codec_baseline(["--records", "4096", "--group-size", "64", "--granularity", "chunk", "--seconds", "0.3",
                               "--dir", "data"], tmp)
 
+        # --sweep=batch_size: one CSV row per batch size 1..256, each run at that batch size,
+        # with the ring's depth reported; an unknown axis is a usage error.
+        out = os.path.join(tmp, "sweep")
+        p = run([path, "--sweep=batch_size", "--seconds", "0.2", "--out", out], tmp)
+        if p.returncode != 0:
+            fail("--sweep=batch_size exited %d: %s" % (p.returncode, p.stderr))
+        with open(os.path.join(out, "batch_size.csv")) as f:
+            rows = [line.rstrip("\n").split(",") for line in f]
+        head, rows = rows[0], rows[1:]
+        col = {name: i for i, name in enumerate(head)}
+        sizes = [int(r[col["value"]]) for r in rows]
+        if sizes != [1, 2, 4, 8, 16, 32, 64, 128, 256]:
+            fail("batch_size sweep points %r" % sizes)
+        for r in rows:
+            if int(r[col["batch_size"]]) != int(r[col["value"]]) or not float(r[col["records_per_s"]]) > 0:
+                fail("batch_size sweep row %r" % r)
+            if not 0 < float(r[col["reads_in_flight_mean"]]) <= 64:
+                fail("batch_size sweep: reads in flight %r" % r[col["reads_in_flight_mean"]])
+        if os.path.exists(os.path.join(out, "threads.csv")):
+            fail("--sweep=batch_size also swept threads")
+        p = run([path, "--sweep=nope", "--out", out], tmp)
+        if p.returncode != 2:
+            fail("--sweep=nope exited %d, not 2" % p.returncode)
+
         for bad in (["--records", "0"], ["--seconds", "0"], ["--seconds", "-1"], ["--threads", "x"],
                     ["--engine", "nope"], ["--queue-depth", "0"], ["--bogus"], ["--cold", "--io", "buffered"],
                     ["--records"], ["--compression", "zstd:3,group_size:4"], ["--baselines", "nope"],
