@@ -140,9 +140,10 @@ def main():
                               "--dir", "data"], tmp)
 
         # --sweep=batch_size: one CSV row per batch size 1..256, each run at that batch size,
-        # with the ring's depth reported; an unknown axis is a usage error.
+        # with the ring's depth reported (buffered: --io auto would map the cached file and read
+        # nothing); an unknown axis is a usage error.
         out = os.path.join(tmp, "sweep")
-        p = run([path, "--sweep=batch_size", "--seconds", "0.2", "--out", out], tmp)
+        p = run([path, "--sweep=batch_size", "--seconds", "0.2", "--io", "buffered", "--out", out], tmp)
         if p.returncode != 0:
             fail("--sweep=batch_size exited %d: %s" % (p.returncode, p.stderr))
         with open(os.path.join(out, "batch_size.csv")) as f:
