@@ -168,6 +168,8 @@ static int group_rows(struct work *w)
 	return 0;
 }
 
+#define LOCATE_AHEAD 8
+
 int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 {
 	struct async_engine *e = wk->e;
@@ -215,6 +217,15 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 			return grist_fail(-EINVAL, "async engine: stream ended early at position %llu",
 					  (unsigned long long)(u->first_j + i));
 		item->j = u->first_j + i;
+	}
+	/* shuffled records: each one's chunk offsets are a cache miss, started a few items ahead */
+	for (i = 0; i < n && i < LOCATE_AHEAD; i++)
+		grist_reader_locate_prefetch(l->sources[w->items[i].it.component].reader, w->items[i].it.record);
+	for (i = 0; i < n; i++) {
+		item = &w->items[i];
+		if (i + LOCATE_AHEAD < n)
+			grist_reader_locate_prefetch(l->sources[item[LOCATE_AHEAD].it.component].reader,
+						     item[LOCATE_AHEAD].it.record);
 		ret = grist_reader_locate(l->sources[item->it.component].reader, item->it.record, &loc);
 		if (ret)
 			return ret;
