@@ -143,9 +143,9 @@ struct grist_loader_config {
 	size_t read_ahead_bytes;        /* read buffers, all decode threads together: the bytes the
 					   engine may read ahead of decoding, whatever the batch size.
 					   Default per thread: 2 x queue_depth x the largest chunk extent,
-					   and at least two units' reads (each up to 8 MiB), at most
-					   64 MiB; a set value is split evenly over the threads (at least
-					   one chunk extent each) */
+					   and at least two units' reads, at most 64 MiB; a set value is
+					   split evenly over the threads (at least one chunk extent each).
+					   Memory, not output: any value gives the same batches */
 	size_t max_batch_bytes;         /* no batch is larger (default 64 MiB): a larger one stops the
 					   loader with an error, and slot memory is bounded by it. For
 					   fixed/padded layouts batch_size x record_bytes must fit */

@@ -130,7 +130,8 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 			break;
 		}
 		if (e->next_unit < e->consumed_units + e->nunits) {
-			u_no = e->next_unit++;
+			u_no = e->next_unit;
+			__atomic_store_n(&e->next_unit, u_no + 1, __ATOMIC_RELAXED); /* also peeked at without the lock */
 			u = &e->units[u_no % e->nunits];
 			u->number = u_no;
 			u->state = UNIT_BUSY;
@@ -247,6 +248,10 @@ static bool wants_more(struct worker *wk)
 	if (!wk->count)
 		return true;
 	if (wk->count == wk->works_cap)
+		return false;
+	/* a peek without the lock: polled between reaps, the claim window is mostly full */
+	if (__atomic_load_n(&wk->e->next_unit, __ATOMIC_RELAXED) >=
+	    __atomic_load_n(&wk->e->consumed_units, __ATOMIC_RELAXED) + wk->e->nunits)
 		return false;
 	last = pipeline_at(wk, wk->count - 1);
 	if (!last->admitted && !last->error)

@@ -126,7 +126,7 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 		grist_async_slot_discard_locked(e, u->slot);
 	u->slot = NULL;
 	u->state = UNIT_FREE;
-	e->consumed_units++;
+	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELAXED); /* workers peek at it */
 	pthread_cond_broadcast(&e->claim_cv);
 }
 
