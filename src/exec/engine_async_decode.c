@@ -255,11 +255,12 @@ static void prefetch_chunk(const struct work *w, uint32_t chunk)
 {
 	const struct chunk_ref *c = &w->chunks[chunk];
 	const struct region *r = &w->regions[c->region];
-	const uint8_t *p = r->base + (c->begin - r->offset);
 	uint64_t n = c->end - c->begin < FILL_PREFETCH_MAX ? c->end - c->begin : FILL_PREFETCH_MAX, i;
+	const uint8_t *p;
 
-	if (r->pieces_left || c->filled)
+	if (r->pieces_left || c->filled || !r->base)
 		return; /* not landed yet, or done */
+	p = r->base + (c->begin - r->offset);
 	for (i = 0; i < n; i += 64)
 		__builtin_prefetch(p + i);
 }
