@@ -9,7 +9,7 @@ round (so drift on a shared machine does not favour one side):
     bench/py/official_read.py FILE --batch B --epochs E       (ArrayRecordReader.read(indices))
 
 every one reading every record E times in shuffled batches of B. The file is read
-once first so all of them see a warm page cache. Printed: each side's median
+before every run so all of them see a warm page cache. Printed: each side's median
 records/s over the rounds, and grist's ratio to each peer as the median of the
 per-round ratios (each ratio pairs runs made a minute apart at most). Also each
 side's records per CPU-second (user + system time: of the whole grist process; of
@@ -65,6 +65,14 @@ def python_side(script, args):
     return result["records_per_s"], result["records"], result.get("cpu_seconds", cpu), ""
 
 
+def warm(path):
+    """Read the file through the page cache before every run: on a shared machine
+    something may drop the cache at any time, and every side is measured warm."""
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file", help="an ArrayRecord file")
@@ -77,9 +85,6 @@ def main():
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
-    with open(args.file, "rb") as f:
-        while f.read(1 << 24):
-            pass
 
     sides = [("grist", lambda: grist_side(args)),
              ("grain __getitems__", lambda: python_side("grain_getitems.py", args)),
@@ -91,6 +96,7 @@ def main():
     for r in range(args.rounds):
         for k in range(len(sides)):
             name, fn = sides[(r + k) % len(sides)]
+            warm(args.file)
             rate, records, cpu, mode = fn()
             if counts.setdefault("records", records) != records:
                 raise SystemExit("%s read %d records, %s %d: not the same work" %
@@ -99,8 +105,8 @@ def main():
             rates[name].append(rate)
             per_cpu[name].append(records / cpu if cpu > 0 else 0.0)
             note = mode or note
-        print("round %d: %s" % (r + 1, ", ".join("%s %.0f/s" % (n, rates[n][-1]) for n, _ in sides)),
-              file=sys.stderr)
+        print("round %d: %s; grist: %s" % (r + 1, ", ".join("%s %.0f/s" % (n, rates[n][-1]) for n, _ in sides),
+                                           note), file=sys.stderr)
 
     result = {"file": args.file, "batch": args.batch, "epochs": args.epochs, "rounds": args.rounds,
               "records": counts["records"], "grist_engine": note, "sides": {}}
