@@ -82,7 +82,8 @@ static void csv_row(FILE *f, const struct axis *ax, uint64_t v, const struct ben
  * Write AXIS.gp and run gnuplot on it: records/s on the left, CPU cores on the right; with
  * fio beside each point, the grist/fio ratio on the left and both rates on the right.
  */
-static int plot_axis(const char *out_dir, const struct axis *ax, bool fio, const char *title, char *why, size_t cap)
+static int plot_axis(const char *out_dir, const struct axis *ax, bool fio, const char *title, char *why,
+		     size_t cap)
 {
 	char gp[4200], png[4200], csv[4200];
 	int status;
@@ -182,8 +183,8 @@ static bool axis_selected(const char *list, const struct axis *ax)
  * grist first in even rounds and fio first in odd ones (a disk that caches favours the
  * second reader), the page cache dropped before each when cold. *@r is the median round.
  */
-static int run_point(const char *const *paths, size_t n, const struct bench_config *c, unsigned repeat, bool fio,
-		     struct bench_result *r, struct point_fio *pf)
+static int run_point(const char *const *paths, size_t n, const struct bench_config *c, unsigned repeat,
+		     bool fio, struct bench_result *r, struct point_fio *pf)
 {
 	struct bench_result runs[99];
 	struct bench_baseline bl[BENCH_BASELINES];

@@ -120,7 +120,10 @@ static struct decoder_slot *decoder_for(struct worker *wk, struct work *w, uint3
 	return d;
 }
 
-/* Add the time since *@t to @sum (a local total: the shared counters take one atomic add per call) and restart the clock. */
+/*
+ * Add the time since *@t to @sum and restart the clock there. @sum is a local total: the
+ * shared counters take one atomic add per advance call, not one per chunk.
+ */
 static void lap(uint64_t *t, uint64_t *sum)
 {
 	uint64_t now = grist_now_ns();
