@@ -168,7 +168,13 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error)
 	if (u->slot)
 		u->slot->stream_end = u->end_j;
 	u->state = UNIT_DONE;
-	pthread_cond_broadcast(&e->done_cv);
+	/*
+	 * The consumer only ever waits for the oldest unconsumed unit (and re-checks under the
+	 * lock before it sleeps), so waking it for any other unit would only take a worker's
+	 * core from under it to go back to sleep.
+	 */
+	if (error || u->number == e->consumed_units)
+		pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->lock);
 }
 
