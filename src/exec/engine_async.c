@@ -725,35 +725,6 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->nworkers = 1;
 	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : 64;
 	/*
-	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
-	 * for twice the queue depth even when a unit is one small batch, and the read-ahead
-	 * arena bounds the bytes. The claim window holds the batches ready ahead of the
-	 * consumer and every worker's pipeline: at least two units each (one being decoded,
-	 * one just published; without that slack a worker would wait for its neighbour).
-	 *
-	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
-	 * can be far ahead of another's when units are small, and both must decode. Only a
-	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
-	 * two units per worker, gets that smaller assembly window.
-	 */
-	works = 2 + 2 * (size_t)e->queue_depth / e->unit_items;
-	if (works > MAX_WORKS)
-		works = MAX_WORKS;
-	e->nunits = l->cfg.prefetch + (unsigned)works * e->nworkers;
-	e->assembly = l->provider ? l->cfg.prefetch + 2 * e->nworkers : e->nunits;
-	e->units = calloc(e->nunits, sizeof(*e->units));
-	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
-	if (e->workers)
-		memset(e->workers, 0, e->nworkers * sizeof(*e->workers));
-	if (!e->units || !e->workers) {
-		ret = grist_fail(-ENOMEM, "async engine: out of memory");
-		goto fail;
-	}
-	ret = open_files(e);
-	if (ret)
-		goto fail;
-
-	/*
 	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
 	 * extent, so the ring stays full while as many landed reads wait to be decoded, and
 	 * at least two units' reads (a unit larger than the arena is read alone, so the ring
@@ -779,6 +750,40 @@ static int async_start(struct grist_loader *l, void **engine)
 			e->read_ahead = DEFAULT_READ_AHEAD_MAX;
 	}
 	e->read_ahead = align_up(e->read_ahead < max_extent ? max_extent : e->read_ahead, MEM_ALIGN);
+	/*
+	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
+	 * for twice the queue depth even when a unit is one small batch (and for the whole
+	 * read-ahead budget when one was set larger), and the read-ahead arena bounds the
+	 * bytes. The claim window holds the batches ready ahead of the consumer and every
+	 * worker's pipeline: at least two units each (one being decoded, one just published;
+	 * without that slack a worker would wait for its neighbour).
+	 *
+	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
+	 * can be far ahead of another's when units are small, and both must decode. Only a
+	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
+	 * two units per worker, gets that smaller assembly window.
+	 */
+	works = 2 + 2 * (size_t)e->queue_depth / e->unit_items;
+	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
+	if (l->cfg.granularity != GRIST_GRANULARITY_CHUNK &&
+	    e->read_ahead / (max_extent * e->unit_items) > works)
+		works = e->read_ahead / (max_extent * e->unit_items);
+	if (works > MAX_WORKS)
+		works = MAX_WORKS;
+	e->nunits = l->cfg.prefetch + (unsigned)works * e->nworkers;
+	e->assembly = l->provider ? l->cfg.prefetch + 2 * e->nworkers : e->nunits;
+	e->units = calloc(e->nunits, sizeof(*e->units));
+	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
+	if (e->workers)
+		memset(e->workers, 0, e->nworkers * sizeof(*e->workers));
+	if (!e->units || !e->workers) {
+		ret = grist_fail(-ENOMEM, "async engine: out of memory");
+		goto fail;
+	}
+	ret = open_files(e);
+	if (ret)
+		goto fail;
+
 	for (i = 0; i < e->nworkers; i++) {
 		e->workers[i].e = e;
 		e->workers[i].id = i;
