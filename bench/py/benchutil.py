@@ -44,15 +44,21 @@ def prepare(args):
                 pass
 
 
+# CPU seconds (every thread of this process) of the run emit() reports, when known.
+_cpu_seconds = None
+
+
 def median_run(fn, runs):
     """Call fn() @runs times; returns (records of the median run, its seconds)."""
+    global _cpu_seconds
     results = []
     for _ in range(runs):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         n = fn()
-        results.append((time.perf_counter() - t0, n))
+        results.append((time.perf_counter() - t0, n, time.process_time() - c0))
     results.sort()
-    seconds, n = results[len(results) // 2]
+    seconds, n, _cpu_seconds = results[len(results) // 2]
     return n, seconds
 
 
@@ -68,9 +74,41 @@ def timed_run(step, seconds):
     return records, elapsed
 
 
+def shuffled_batches(n, batch, seed, epochs, limit=None):
+    """Batches of @batch indices of 0..@n-1, epoch e shuffled with seed + e (at most @limit
+    indices per epoch)."""
+    batches = []
+    for epoch in range(epochs):
+        order = list(range(n))
+        random.Random(seed + epoch).shuffle(order)
+        if limit:
+            order = order[:limit]
+        batches += [order[i:i + batch] for i in range(0, len(order), batch)]
+    return batches
+
+
+def read_batches(read, batches, args):
+    """Time read(batch) (returns the records it got) over @batches: the median of
+    args.runs whole passes, or with args.seconds one time-limited run that wraps
+    around. Returns (records, seconds)."""
+    if args.seconds:
+        state = {"next": 0}
+
+        def one_batch():
+            b = batches[state["next"]]
+            state["next"] = (state["next"] + 1) % len(batches)
+            return len(read(b))
+
+        return timed_run(one_batch, args.seconds)
+    return median_run(lambda: sum(len(read(b)) for b in batches), args.runs)
+
+
 def emit(name, records, seconds):
-    print(json.dumps({"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
-                      "records": records, "seconds": round(seconds, 6)}))
+    out = {"name": name, "records_per_s": round(records / seconds, 1) if seconds else 0.0,
+           "records": records, "seconds": round(seconds, 6)}
+    if _cpu_seconds is not None:
+        out["cpu_seconds"] = round(_cpu_seconds, 6)
+    print(json.dumps(out))
 
 
 def quiet_absl():

@@ -10,7 +10,6 @@ median of 3 runs. Example, the 1M x 1 KiB, group_size:1 case:
     bench/py/official_read.py /tmp/1m.array_record --make 1000000
 """
 import argparse
-import random
 
 import benchutil
 
@@ -19,7 +18,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     benchutil.add_common_args(ap)
     ap.add_argument("--limit", type=int, help="read at most this many records per run")
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="passes over the records per run, each in its own order (1)")
     args = ap.parse_args()
+    if args.epochs < 1:
+        raise SystemExit("--epochs must be at least 1")
     if len(args.files) != 1:
         raise SystemExit("official_read.py reads one file")
     benchutil.quiet_absl()
@@ -31,29 +34,8 @@ def main():
     n = reader.num_records()
     if n == 0:
         raise SystemExit("%s: no records (or not a readable ArrayRecord file)" % path)
-    order = list(range(n))
-    random.Random(args.seed).shuffle(order)
-    if args.limit:
-        order = order[:args.limit]
-    batches = [order[i:i + args.batch] for i in range(0, len(order), args.batch)]
-
-    def one_run():
-        got = 0
-        for b in batches:
-            got += len(reader.read(b))
-        return got
-
-    if args.seconds:
-        state = {"next": 0}
-
-        def one_batch():
-            b = batches[state["next"]]
-            state["next"] = (state["next"] + 1) % len(batches)
-            return len(reader.read(b))
-
-        records, seconds = benchutil.timed_run(one_batch, args.seconds)
-    else:
-        records, seconds = benchutil.median_run(one_run, args.runs)
+    batches = benchutil.shuffled_batches(n, args.batch, args.seed, args.epochs, args.limit)
+    records, seconds = benchutil.read_batches(reader.read, batches, args)
     reader.close()
     benchutil.emit("official_read", records, seconds)
 

@@ -50,7 +50,10 @@ enum grist_engine_kind {
 
 /** How reads reach the disk. */
 enum grist_read_mode {
-	GRIST_READ_AUTO = 0, /* O_DIRECT when a file is large relative to RAM and its file system allows it */
+	GRIST_READ_AUTO = 0, /* per file: MMAP when the page cache holds it (mincore() on a sample of
+				its pages finds at least 95% cached), else O_DIRECT when it is large
+				relative to RAM and its file system allows it, else BUFFERED.
+				A mapped file has MMAP's caveat below */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
@@ -246,13 +249,15 @@ struct grist_loader_stats {
 	uint64_t records;               /* delivered (packing: rows delivered) */
 	uint64_t records_filtered;      /* dropped by the map */
 	uint64_t reads_issued;          /* read requests submitted (after coalescing) */
-	uint64_t bytes_read;
+	uint64_t bytes_read;             /* bytes the reads returned; with mmap, the bytes taken from the mapping */
 	uint64_t chunks_decoded;
 	uint64_t bytes_decoded;
 	uint64_t io_wait_ns;            /* time the I/O stage waited for completions */
 	uint64_t decode_ns;             /* summed decode + map time over the decode threads */
-	uint64_t assemble_ns;           /* copying records into batch slots (rows of decoded chunks,
-					   and rows packed into batches), summed over threads */
+	uint64_t assemble_ns;           /* laying rows out in batch slots and copying records into them
+					   (rows of decoded chunks, and rows packed into batches), summed
+					   over threads; values decoded straight into their rows count
+					   as decode */
 	uint64_t consumer_stall_ns;     /* time grist_loader_next() blocked (packing: the packer runs in
 					   next(), so its own work is counted here too) */
 	uint64_t producer_stall_ns;     /* time the engine waited for a free batch slot */

@@ -168,7 +168,13 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error)
 	if (u->slot)
 		u->slot->stream_end = u->end_j;
 	u->state = UNIT_DONE;
-	pthread_cond_broadcast(&e->done_cv);
+	/*
+	 * The consumer only ever waits for the oldest unconsumed unit (and re-checks under the
+	 * lock before it sleeps), so waking it for any other unit would only take a worker's
+	 * core from under it to go back to sleep.
+	 */
+	if (error || u->number == e->consumed_units)
+		pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -439,7 +445,8 @@ static int open_files(struct async_engine *e)
 				.fd = oi.fd, .direct = oi.direct, .align = oi.direct ? oi.offset_align : 1, .path = info.path,
 				.size = oi.size,
 			};
-			if (l->cfg.read_mode == GRIST_READ_MMAP && oi.size) {
+			/* auto maps a file the page cache already holds: no read copies, no syscalls */
+			if ((l->cfg.read_mode == GRIST_READ_MMAP || oi.resident) && oi.size) {
 				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
 
 				if (m == MAP_FAILED)
@@ -451,7 +458,7 @@ static int open_files(struct async_engine *e)
 				e->files[d][f].align = oi.mem_align;
 			if (oi.direct)
 				e->any_direct = true;
-			else
+			else if (!e->files[d][f].map)
 				e->any_buffered = true;
 		}
 	}
@@ -816,7 +823,9 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	unsigned i;
 
 	out->engine = e->name;
-	out->read_mode = e->any_mapped ? "mmap" : e->any_direct ? (e->any_buffered ? "mixed" : "direct") : "buffered";
+	/* auto chooses per file: more than one kind is "mixed" */
+	out->read_mode = e->any_mapped + e->any_direct + e->any_buffered > 1 ? "mixed"
+			 : e->any_mapped ? "mmap" : e->any_direct ? "direct" : "buffered";
 	out->threads = e->nworkers;
 	for (i = 0; i < e->nworkers; i++) {
 		struct worker *wk = &e->workers[i];

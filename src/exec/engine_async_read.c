@@ -117,6 +117,7 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			/* the page cache is the buffer: nothing to submit, landed already */
 			r->base = f->map + r->offset;
 			r->got = r->offset < f->size ? (f->size - r->offset < r->len ? f->size - r->offset : r->len) : 0;
+			add_relaxed(&wk->bytes_read, r->got); /* read by the decoder, through the mapping */
 			w->landed[w->nlanded++] = (uint32_t)i;
 			continue;
 		}

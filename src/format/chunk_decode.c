@@ -281,12 +281,13 @@ int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, 
 	return ret;
 }
 
-int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
-			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
-			      struct grist_decoded_chunk *out)
+/* The values half, into the decoder's scratch (@dst NULL) or into @dst of @dst_len bytes. */
+static int values_half(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset, size_t buf_len,
+		       uint64_t chunk_begin, uint64_t chunk_end, const char *path, uint8_t *dst, size_t dst_len,
+		       struct grist_decoded_chunk *out)
 {
 	struct open_chunk c;
-	const uint8_t *data, *values;
+	const uint8_t *data, *values = dst;
 	int ret;
 
 	ret = open_checked(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c, &data, out);
@@ -294,11 +295,33 @@ int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf,
 		return ret;
 	if (c.h.type != GRIST_CHUNK_SIMPLE)
 		return decode_recordless(&c, chunk_begin, path);
-	ret = grist_simple_chunk_decode_values(&d->simple, data, c.h.data_size, c.h.decoded_data_size, path,
-					       chunk_begin, &values);
+	if (dst)
+		ret = grist_simple_chunk_decode_values_into(&d->simple, data, c.h.data_size, c.h.decoded_data_size,
+							    path, chunk_begin, dst, dst_len);
+	else
+		ret = grist_simple_chunk_decode_values(&d->simple, data, c.h.data_size, c.h.decoded_data_size, path,
+						       chunk_begin, &values);
 	if (!ret)
 		fill_records(out, &c, values, NULL, data[0]);
 	return ret;
+}
+
+int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			      size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+			      struct grist_decoded_chunk *out)
+{
+	return values_half(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, NULL, 0, out);
+}
+
+int grist_chunk_decode_values_into(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+				   size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+				   uint8_t *dst, size_t dst_len, struct grist_decoded_chunk *out)
+{
+	static uint8_t none;
+
+	/* a chunk of empty records decodes into zero bytes: any non-NULL place will do */
+	return values_half(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, dst ? dst : &none,
+			   dst_len, out);
 }
 
 int grist_chunk_stored_values(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,

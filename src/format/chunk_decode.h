@@ -74,6 +74,21 @@ int grist_chunk_decode_values(struct grist_chunk_decoder *d, const uint8_t *buf,
 			      struct grist_decoded_chunk *out);
 
 /*
+ * grist_chunk_decode_values_into() - grist_chunk_decode_values() with the values
+ * decompressed straight into @dst, which must hold exactly the chunk's decoded size
+ * (@dst_len: the sum of the sizes grist_chunk_decode_sizes() gave). For a caller whose
+ * rows take a chunk's records back to back and in order, such as every chunk of a file
+ * written with group_size 1: no scratch buffer and no copy afterwards. out->values is
+ * @dst. Same checks and errors as grist_chunk_decode_values(); a @dst_len other than the
+ * chunk header's decoded size is -EBADMSG. @dst may be written even when it fails (a
+ * record-less chunk writes nothing); the caller must not deliver it then.
+ * Thread-safety: one thread per decoder at a time.
+ */
+int grist_chunk_decode_values_into(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+				   size_t buf_len, uint64_t chunk_begin, uint64_t chunk_end, const char *path,
+				   uint8_t *dst, size_t dst_len, struct grist_decoded_chunk *out);
+
+/*
  * grist_chunk_stored_values() - the codec's own stream of a simple chunk's values, as the
  * file stores it (the decoded-length varint in front of it left out; the values themselves
  * when the chunk is stored). For tools that study the codec on a file's real frames.

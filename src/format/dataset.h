@@ -38,6 +38,13 @@ const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *
 /* Locate @global_index. 0, or -ERANGE (message recorded) when past the end. Thread-safe. */
 int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, struct grist_record_loc *loc);
 
+/*
+ * Start loading the chunk offsets grist_reader_locate(@r, @global_index) will read: for
+ * shuffled records they are a cache miss each, which a caller locating many records can
+ * overlap by asking a few records ahead. Does nothing past the end. Thread-safe.
+ */
+void grist_reader_locate_prefetch(const struct grist_reader *r, uint64_t global_index);
+
 /* Records in chunk @chunk of @f: group_size for all but the last chunk. */
 static inline uint64_t grist_file_chunk_records(const struct grist_file_geom *f, uint64_t chunk)
 {

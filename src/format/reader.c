@@ -363,6 +363,16 @@ int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, str
 	return grist_check_chunk_extent(f->path, loc->chunk_begin, loc->chunk_end, r->opts.max_chunk_bytes);
 }
 
+void grist_reader_locate_prefetch(const struct grist_reader *r, uint64_t global_index)
+{
+	const struct grist_file_geom *f;
+
+	if (global_index >= r->num_records)
+		return;
+	f = &r->files[find_file(r, global_index)];
+	__builtin_prefetch(&f->chunk_offsets[(global_index - f->first_record) / f->group_size]);
+}
+
 GRIST_API int grist_reader_read(struct grist_reader *r, uint64_t index, const uint8_t **data, size_t *len)
 {
 	struct grist_record_loc loc;

@@ -10,6 +10,53 @@
 #include "format/varint.h"
 
 /*
+ * The decoded length a compressed section announces (its leading varint), which must
+ * equal @expect when that is not UINT64_MAX; *@stream is left at the codec's stream.
+ */
+static int section_length(const uint8_t *src, size_t src_len, uint64_t expect, const uint8_t **stream,
+			  uint64_t *raw_len, const char *what, const char *path, uint64_t chunk_begin)
+{
+	const uint8_t *p = src;
+
+	if (grist_varint_read(&p, src + src_len, raw_len) < 0)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%s section: bad decoded-length varint", what);
+	if (expect != UINT64_MAX && *raw_len != expect)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "%s section decodes to %llu bytes, the chunk header says %llu",
+				     what, (unsigned long long)*raw_len, (unsigned long long)expect);
+	if (*raw_len > grist_max_chunk_bytes())
+		return grist_fail_at(-EFBIG, path, chunk_begin,
+				     "%s section claims %llu decoded bytes, above the limit of %llu (GRIST_MAX_CHUNK_BYTES)",
+				     what, (unsigned long long)*raw_len, (unsigned long long)grist_max_chunk_bytes());
+	*stream = p;
+	return 0;
+}
+
+/* Run @codec on @stream into exactly @raw_len bytes at @dst, with this decoder's context. */
+static int section_decompress(struct grist_simple_decoder *d, const struct grist_codec_ops *codec,
+			      const uint8_t *stream, size_t stream_len, uint8_t *dst, uint64_t raw_len,
+			      const char *what, const char *path, uint64_t chunk_begin)
+{
+	char msg[256];
+	void *ctx;
+	int ret;
+
+	ret = grist_codec_set_get(&d->codecs, codec, &ctx);
+	if (ret)
+		return ret;
+	ret = codec->decompress(ctx, stream, stream_len, dst, (size_t)raw_len);
+	if (ret < 0) {
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+		return grist_fail_at(ret, path, chunk_begin, "%s section: %s", what, msg);
+	}
+	return 0;
+}
+
+/* Sections that announce at most this many decoded bytes skip the codec's bound check. */
+#define SECTION_UNCHECKED_MAX 4096
+
+/*
  * Decode one section: @src is the section as stored. Stored sections are used
  * in place; compressed ones carry a varint of their decoded length, which must
  * pass the codec's bound (and equal @expect when it is not UINT64_MAX) before
@@ -20,9 +67,8 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 			  const uint8_t **out, size_t *out_len, const char *what, const char *path,
 			  uint64_t chunk_begin)
 {
-	const uint8_t *p = src, *end = src + src_len;
+	const uint8_t *p, *end = src + src_len;
 	uint64_t raw_len, bound;
-	void *ctx;
 	int ret;
 
 	if (codec->type == GRIST_CODEC_NONE) {
@@ -30,18 +76,17 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 		*out_len = src_len;
 		return 0;
 	}
-	if (grist_varint_read(&p, end, &raw_len) < 0)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "%s section: bad decoded-length varint", what);
-	if (expect != UINT64_MAX && raw_len != expect)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "%s section decodes to %llu bytes, the chunk header says %llu",
-				     what, (unsigned long long)raw_len, (unsigned long long)expect);
-	if (raw_len > grist_max_chunk_bytes())
-		return grist_fail_at(-EFBIG, path, chunk_begin,
-				     "%s section claims %llu decoded bytes, above the limit of %llu (GRIST_MAX_CHUNK_BYTES)",
-				     what, (unsigned long long)raw_len, (unsigned long long)grist_max_chunk_bytes());
-	ret = codec->bound(p, (size_t)(end - p), &bound);
+	ret = section_length(src, src_len, expect, &p, &raw_len, what, path, chunk_begin);
+	if (ret)
+		return ret;
+	/*
+	 * A small section cannot make an absurd allocation, and the codec refuses a stream
+	 * that decodes to any other length: only larger ones need the bound first.
+	 */
+	if (raw_len <= SECTION_UNCHECKED_MAX)
+		bound = raw_len;
+	else
+		ret = codec->bound(p, (size_t)(end - p), &bound);
 	if (ret < 0 || raw_len > bound || raw_len > SIZE_MAX / 2) {
 		char msg[256];
 
@@ -56,16 +101,9 @@ static int decode_section(struct grist_simple_decoder *d, const struct grist_cod
 	if (ret)
 		return grist_fail_at(ret, path, chunk_begin, "%s section: cannot allocate %llu bytes to decode it",
 				     what, (unsigned long long)raw_len);
-	ret = grist_codec_set_get(&d->codecs, codec, &ctx);
+	ret = section_decompress(d, codec, p, (size_t)(end - p), dst->data, raw_len, what, path, chunk_begin);
 	if (ret)
 		return ret;
-	ret = codec->decompress(ctx, p, (size_t)(end - p), dst->data, raw_len);
-	if (ret < 0) {
-		char msg[256];
-
-		snprintf(msg, sizeof(msg), "%s", grist_last_error());
-		return grist_fail_at(ret, path, chunk_begin, "%s section: %s", what, msg);
-	}
 	dst->len = raw_len;
 	*out = dst->data;
 	*out_len = raw_len;
@@ -208,6 +246,45 @@ int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8
 				     "values section holds %zu bytes, the chunk header says %llu",
 				     values_len, (unsigned long long)decoded_data_size);
 	return 0;
+}
+
+int grist_simple_chunk_decode_values_into(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+					  uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
+					  uint8_t *dst, size_t dst_len)
+{
+	const struct grist_codec_ops *codec;
+	const uint8_t *section, *stream;
+	size_t section_len;
+	uint64_t raw_len;
+	int ret;
+
+	if (dst_len != decoded_data_size)
+		return grist_fail_at(-EBADMSG, path, chunk_begin,
+				     "values decode to %llu bytes (chunk header), the caller's rows hold %zu",
+				     (unsigned long long)decoded_data_size, dst_len);
+	ret = grist_simple_chunk_values_section(data, data_size, path, chunk_begin, &codec, &section, &section_len);
+	if (ret)
+		return ret;
+	if (codec->type == GRIST_CODEC_NONE) {
+		if (section_len != decoded_data_size)
+			return grist_fail_at(-EBADMSG, path, chunk_begin,
+					     "values section holds %zu bytes, the chunk header says %llu",
+					     section_len, (unsigned long long)decoded_data_size);
+		if (section_len)
+			memcpy(dst, section, section_len);
+		return 0;
+	}
+	/*
+	 * No bound check: nothing is allocated from the announced length, which must equal
+	 * the header's decoded size, which the caller's buffer already holds; the codec
+	 * refuses a stream that decodes to anything else.
+	 */
+	ret = section_length(section, section_len, decoded_data_size, &stream, &raw_len, "values", path,
+			     chunk_begin);
+	if (ret)
+		return ret;
+	return section_decompress(d, codec, stream, (size_t)(section + section_len - stream), dst, raw_len,
+				  "values", path, chunk_begin);
 }
 
 int grist_simple_chunk_decode(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,

@@ -61,6 +61,15 @@ int grist_simple_chunk_decode_values(struct grist_simple_decoder *d, const uint8
 				     const uint8_t **values);
 
 /*
+ * grist_simple_chunk_decode_values() into the caller's @dst of exactly @dst_len ==
+ * @decoded_data_size bytes: no scratch buffer, no copy after it. Same checks and errors
+ * (a @dst_len other than @decoded_data_size is -EBADMSG). @dst is written even on failure.
+ */
+int grist_simple_chunk_decode_values_into(struct grist_simple_decoder *d, const uint8_t *data, size_t data_size,
+					  uint64_t decoded_data_size, const char *path, uint64_t chunk_begin,
+					  uint8_t *dst, size_t dst_len);
+
+/*
  * The values section of simple chunk @data as it is stored: for a compressed chunk, a
  * varint of the decoded length followed by the codec's stream; for a stored one, the
  * values themselves. @codec is the chunk's codec. 0, -EBADMSG or -ENOTSUP.

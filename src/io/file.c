@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -111,6 +112,52 @@ static uint64_t ram_bytes(void)
 	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }
 
+#define RESIDENT_RUNS 256
+#define RESIDENT_RUN_PAGES 16
+
+int grist_io_resident_share(int fd, uint64_t size, double *share)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), pages, runs, run_pages, stride, r, cached = 0, seen = 0, i;
+	unsigned char vec[RESIDENT_RUN_PAGES * 64];
+	uint8_t *m;
+	int ret = 0;
+
+	*share = 1.0;
+	if (!size)
+		return 0;
+	if (size > SIZE_MAX)
+		return grist_fail(-EFBIG, "cannot map %llu bytes", (unsigned long long)size);
+	pages = (size + page - 1) / page;
+	if (pages <= RESIDENT_RUNS * RESIDENT_RUN_PAGES) {
+		/* a small file: every page, sizeof(vec) pages per call */
+		run_pages = stride = sizeof(vec);
+		runs = (pages + run_pages - 1) / run_pages;
+	} else {
+		/* a large one: evenly spread runs, the last ending at the last page */
+		run_pages = RESIDENT_RUN_PAGES;
+		runs = RESIDENT_RUNS;
+		stride = (pages - run_pages) / (runs - 1);
+	}
+	m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return grist_fail(-errno, "mmap for the page-cache probe: %s", strerror(errno));
+	for (r = 0; r < runs; r++) {
+		uint64_t first = r * stride, n = pages - first < run_pages ? pages - first : run_pages;
+
+		if (mincore(m + first * page, (size_t)(n * page), vec)) {
+			ret = grist_fail(-errno, "mincore: %s", strerror(errno));
+			break;
+		}
+		for (i = 0; i < n; i++)
+			cached += vec[i] & 1;
+		seen += n;
+	}
+	munmap(m, (size_t)size);
+	if (!ret)
+		*share = seen ? (double)cached / (double)seen : 1.0;
+	return ret;
+}
+
 int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_io_open_info *info)
 {
 	uint64_t ram;
@@ -130,6 +177,16 @@ int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_i
 	if (mode == GRIST_IO_MODE_BUFFERED)
 		goto buffered;
 	if (mode == GRIST_IO_MODE_AUTO) {
+		double share;
+
+		/* A probe that fails only costs the choice: the file is read as if not cached. */
+		if (info->size && !grist_io_resident_share(fd, info->size, &share) &&
+		    share >= GRIST_IO_RESIDENT_SHARE) {
+			info->resident = true;
+			snprintf(info->note, sizeof(info->note), "mmap: %.0f%% of the file's sampled pages are cached",
+				 share * 100);
+			goto buffered;
+		}
 		ram = ram_bytes();
 		/* Only a file that cannot stay cached is worth bypassing the page cache for. */
 		if (!ram || info->size <= ram / 2) {

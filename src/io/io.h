@@ -218,7 +218,8 @@ int grist_io_probe(char *why, size_t why_len);
 /* ---- opening files ---- */
 
 enum grist_io_mode {
-	GRIST_IO_MODE_AUTO = 0, /* direct when the file is > half of RAM and O_DIRECT works */
+	GRIST_IO_MODE_AUTO = 0, /* resident when the page cache holds the file; else direct when the
+				   file is > half of RAM and O_DIRECT works; else buffered */
 	GRIST_IO_MODE_DIRECT,
 	GRIST_IO_MODE_BUFFERED,
 };
@@ -229,16 +230,33 @@ struct grist_io_open_info {
 	uint32_t offset_align; /* 1 when buffered */
 	uint32_t mem_align;    /* 1 when buffered */
 	uint64_t size;
+	bool resident;         /* AUTO: the page cache holds the file (fd is buffered): map it, do not read it */
 	char note[160];        /* why AUTO chose what it chose, or "" */
 };
 
 /*
  * grist_io_open_file() - open @path read-only in @mode. DIRECT fails with
  * -ENOTSUP when the filesystem refuses O_DIRECT; AUTO then falls back to
- * buffered and says so in info->note.
+ * buffered and says so in info->note. AUTO first asks grist_io_resident_share(): a file
+ * of which at least GRIST_IO_RESIDENT_SHARE is cached is opened buffered with
+ * info->resident set, for the caller to map (decoding straight out of the page cache
+ * costs no read copies and no syscalls; a page evicted since costs a page fault).
  * Return: 0, or -errno from open/statx (-ENOENT, -EACCES, ...).
  */
 int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_io_open_info *info);
+
+/* The cached share from which AUTO treats a file as resident. */
+#define GRIST_IO_RESIDENT_SHARE 0.95
+
+/*
+ * grist_io_resident_share() - the share of the first @size bytes of open @fd that the
+ * page cache holds, from mincore() over a temporary read-only mapping: every page of a
+ * file up to 16 MiB, else 256 runs of 16 pages spread evenly over it (4096 pages, so a
+ * terabyte file costs the same as a 16 MiB one). Maps nothing in, reads nothing.
+ * Return: 0 with *@share in [0, 1] (1 for an empty file), or -errno from mmap/mincore
+ * (message recorded). Thread-safety: any thread.
+ */
+int grist_io_resident_share(int fd, uint64_t size, double *share);
 
 /*
  * grist_io_dio_alignment() - the O_DIRECT alignment of open @fd: statx

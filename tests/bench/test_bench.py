@@ -62,6 +62,38 @@ def check_codec_baseline(args, cwd):
         fail("codec baseline note names no codec or call: %r" % b["how"])
 
 
+def check_side_by_side(path, tmp):
+    """bench/py/side_by_side.py on a small file: every side ran on every record of every
+    epoch, and grist's ratios are its rate over each peer's. Skipped without the Python
+    stack (array_record, grain)."""
+    try:
+        import array_record.python.array_record_module  # noqa: F401
+        import grain  # noqa: F401
+    except ImportError as e:
+        print("skip side_by_side.py: %s" % e)
+        return
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "py",
+                          "side_by_side.py")
+    p = subprocess.run([sys.executable, script, path, "--grist", GRIST, "--rounds", "2", "--epochs", "2",
+                        "--batch", "64"], cwd=tmp, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        fail("side_by_side.py exited %d: %s" % (p.returncode, p.stderr))
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    sides = doc["sides"]
+    if doc["records"] != 2 * 2000:
+        fail("side_by_side.py: %r records per run, 2 epochs of 2000 expected" % doc["records"])
+    if sorted(sides) != ["grain __getitems__", "grist", "official read(indices)"]:
+        fail("side_by_side.py sides: %r" % sorted(sides))
+    g = sides["grist"]["all_records_per_s"]
+    for name, side in sides.items():
+        rates = side["all_records_per_s"]
+        if len(rates) != 2 or not all(r > 0 for r in rates) or not side["records_per_cpu_s"] > 0:
+            fail("side_by_side.py %s: %r" % (name, side))
+        want = sorted(a / b for a, b in zip(g, rates))
+        if abs(side["grist_ratio"] - (want[0] + want[1]) / 2) > 1e-6 * side["grist_ratio"]:
+            fail("side_by_side.py %s ratio %r, expected the median of %r" % (name, side["grist_ratio"], want))
+
+
 def main():
     if not GRIST:
         print("GRIST_CLI is not set")
@@ -100,15 +132,18 @@ def main():
         if res["batches"] != 3 or res["records"] != 300:
             fail("--batches 3 --batch-size 100 gave %d batches, %d records" % (res["batches"], res["records"]))
 
+        check_side_by_side(path, tmp)
+
         # The codec baseline on the group_size 1 file (a frame per record) and on a chunked one.
         check_codec_baseline([path, "--seconds", "0.3"], tmp)
         check_codec_baseline(["--records", "4096", "--group-size", "64", "--granularity", "chunk", "--seconds", "0.3",
                               "--dir", "data"], tmp)
 
         # --sweep=batch_size: one CSV row per batch size 1..256, each run at that batch size,
-        # with the ring's depth reported; an unknown axis is a usage error.
+        # with the ring's depth reported (buffered: --io auto would map the cached file and read
+        # nothing); an unknown axis is a usage error.
         out = os.path.join(tmp, "sweep")
-        p = run([path, "--sweep=batch_size", "--seconds", "0.2", "--out", out], tmp)
+        p = run([path, "--sweep=batch_size", "--seconds", "0.2", "--io", "buffered", "--out", out], tmp)
         if p.returncode != 0:
             fail("--sweep=batch_size exited %d: %s" % (p.returncode, p.stderr))
         with open(os.path.join(out, "batch_size.csv")) as f:

@@ -129,6 +129,61 @@ static void test_bounds_reject_absurd_sizes(void **state)
 	grist_codec_set_clear(&set);
 }
 
+/*
+ * zstd frames of one raw or one RLE block (what zstd writes for a chunk's few-byte sizes
+ * section) are copied without the library: same bytes, same refusals as the library's.
+ */
+static void test_zstd_trivial_frames(void **state)
+{
+	/* magic, single-segment descriptor, 1-byte content size 5, last raw block of 5 bytes */
+	const uint8_t raw[] = { 0x28, 0xb5, 0x2f, 0xfd, 0x20, 5, 5 << 3 | 0 << 1 | 1, 0, 0, 'h', 'e', 'l', 'l', 'o' };
+	/* the same with a last RLE block: 300 times 'q' (content size 300 takes 2 bytes, minus 256) */
+	const uint8_t rle[] = { 0x28, 0xb5, 0x2f, 0xfd, 0x60, 300 - 256, 0, (300 << 3 | 1 << 1 | 1) & 0xff,
+				(300 << 3) >> 8, 0, 'q' };
+	struct grist_codec_set set = { 0 };
+	struct grist_codec_params p = { 3, 0 };
+	struct grist_buf out = { 0 };
+	uint8_t back[400], frame[32], expect[300];
+	size_t i;
+	void *ctx;
+
+	(void)state;
+	assert_int_equal(grist_codec_set_get(&set, &grist_codec_zstd, &ctx), 0);
+	assert_int_equal(grist_codec_zstd.decompress(ctx, raw, sizeof(raw), back, 5), 0);
+	assert_memory_equal(back, "hello", 5);
+	memset(expect, 'q', sizeof(expect));
+	assert_int_equal(grist_codec_zstd.decompress(ctx, rle, sizeof(rle), back, 300), 0);
+	assert_memory_equal(back, expect, 300);
+	/* a size other than the block's, a cut frame, a byte after it: all refused */
+	assert_int_equal(grist_codec_zstd.decompress(ctx, raw, sizeof(raw), back, 4), -EBADMSG);
+	assert_int_equal(grist_codec_zstd.decompress(ctx, raw, sizeof(raw), back, 6), -EBADMSG);
+	assert_int_equal(grist_codec_zstd.decompress(ctx, rle, sizeof(rle), back, 299), -EBADMSG);
+	for (i = 0; i < sizeof(raw); i++)
+		assert_int_equal(grist_codec_zstd.decompress(ctx, raw, i, back, 5), -EBADMSG);
+	for (i = 0; i < sizeof(rle); i++)
+		assert_int_equal(grist_codec_zstd.decompress(ctx, rle, i, back, 300), -EBADMSG);
+	memcpy(frame, raw, sizeof(raw));
+	frame[sizeof(raw)] = 0;
+	assert_int_equal(grist_codec_zstd.decompress(ctx, frame, sizeof(raw) + 1, back, 5), -EBADMSG);
+	/* a block that is not the last, or a content size that disagrees with the block */
+	frame[6] &= (uint8_t)~1;
+	assert_int_equal(grist_codec_zstd.decompress(ctx, frame, sizeof(raw), back, 5), -EBADMSG);
+	memcpy(frame, raw, sizeof(raw));
+	frame[5] = 4;
+	assert_int_equal(grist_codec_zstd.decompress(ctx, frame, sizeof(raw), back, 5), -EBADMSG);
+	/* a reserved descriptor bit set */
+	memcpy(frame, raw, sizeof(raw));
+	frame[4] |= 0x08;
+	assert_int_equal(grist_codec_zstd.decompress(ctx, frame, sizeof(raw), back, 5), -EBADMSG);
+	/* what the writer's own zstd makes of a 2-byte sizes section is such a frame, and decodes */
+	assert_int_equal(grist_codec_zstd.compress(ctx, &p, (const uint8_t *)"\x80\x08", 2, &out), 0);
+	assert_int_equal(out.data[out.len - 5] >> 1 & 3, 0);
+	assert_int_equal(grist_codec_zstd.decompress(ctx, out.data, out.len, back, 2), 0);
+	assert_memory_equal(back, "\x80\x08", 2);
+	grist_buf_free(&out);
+	grist_codec_set_clear(&set);
+}
+
 static void test_large_window_brotli(void **state)
 {
 	struct grist_codec_params p = { 5, 26 };
@@ -152,6 +207,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_streams),
 		cmocka_unit_test(test_bounds_reject_absurd_sizes),
 		cmocka_unit_test(test_large_window_brotli),
+		cmocka_unit_test(test_zstd_trivial_frames),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 #include "exec/loader_internal.h"
 #include "grist/format.h"
 #include "grist/loader.h"
+#include "io/io.h"
 
 /* ------------------------------------------------------------ datasets */
 
@@ -96,6 +97,7 @@ enum {
 	DS_SMALL2, /* another small-record dataset, for mixing and staleness */
 	DS_LARGE,  /* uncompressed, group 1, large records (read depth) */
 	DS_LARGEZ, /* zstd, group 3, two files, large records (read depth) */
+	DS_ZSTD1,  /* zstd, group 1, two files: values decoded straight into the rows */
 	NUM_DS,
 };
 
@@ -111,7 +113,7 @@ static int group_setup(void **state)
 {
 	static const uint64_t plain[] = { 150 }, zstd[] = { 100, 57, 43 }, snappy[] = { 400, 150 },
 			      brotli[] = { 120 }, fixed[] = { 130, 70 }, small2[] = { 90 }, large[] = { 41 },
-			      largez[] = { 20, 13 };
+			      largez[] = { 20, 13 }, zstd1[] = { 120, 80 };
 	int fd;
 
 	(void)state;
@@ -125,6 +127,7 @@ static int group_setup(void **state)
 	make_ds(&fx.ds[DS_SMALL2], fx.dir, "small2", "group_size:5,uncompressed", small2, 1, 6, LEN_SMALL);
 	make_ds(&fx.ds[DS_LARGE], fx.dir, "large", "group_size:1,uncompressed", large, 1, 7, LEN_LARGE);
 	make_ds(&fx.ds[DS_LARGEZ], fx.dir, "largez", "group_size:3,zstd:1", largez, 2, 8, LEN_LARGE);
+	make_ds(&fx.ds[DS_ZSTD1], fx.dir, "zstd1", "group_size:1,zstd:3", zstd1, 2, 9, LEN_BIG);
 	fd = open(fx.ds[DS_PLAIN].paths[0], O_RDONLY | O_DIRECT);
 	fx.direct_ok = fd >= 0;
 	if (fd >= 0)
@@ -411,6 +414,8 @@ static const struct det_case det_cases[] = {
 	{ DS_BROTLI, GRIST_GRANULARITY_CHUNK, 1, 1, 1, 0, 0, 0, false, false, false, 0 },
 	{ DS_BROTLI, GRIST_GRANULARITY_CHUNK, 3, 0, 64, 0, 0, 0, false, false, false, 7 },
 	{ DS_FIXED, GRIST_GRANULARITY_CHUNK, 16, 3, 7, 4, 3, GRIST_SHARD_STRIDED, false, true, false, 0 },
+	{ DS_ZSTD1, GRIST_GRANULARITY_RECORD, 0, 3, 64, 0, 0, 0, false, false, false, 0 },
+	{ DS_ZSTD1, GRIST_GRANULARITY_RECORD, 0, 2, 7, 2, 1, GRIST_SHARD_STRIDED, false, true, false, 0 },
 };
 
 static void test_async_equals_ref(void **state)
@@ -1489,6 +1494,7 @@ static void test_fault_injection(void **state)
 	c.epochs = 2;
 	c.batch_size = 7;
 	c.threads = 1;
+	c.read_mode = GRIST_READ_BUFFERED; /* faults hit reads: auto would map the cached files */
 	compare_engines(c, 0, sp.check, 0, 0, &ref);
 
 	/* EIO at request N: next() fails naming the file and offset, and never hangs */
@@ -1610,6 +1616,59 @@ static void test_stats(void **state)
 			fx.uring_why);
 }
 
+/* Drop every page of @d's files from the page cache; false when the file system keeps them. */
+static bool evict_dataset(const struct ds *d)
+{
+	bool all = true;
+
+	for (size_t i = 0; i < d->npaths; i++) {
+		int fd = open(d->paths[i], O_RDONLY | O_CLOEXEC);
+		double share = 1;
+
+		assert_true(fd >= 0);
+		assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+		assert_int_equal(grist_io_resident_share(fd, (uint64_t)lseek(fd, 0, SEEK_END), &share), 0);
+		all = all && share < 0.05;
+		close(fd);
+	}
+	return all;
+}
+
+/* --io auto maps files the page cache holds and reads the others; the bytes never change. */
+static void test_auto_maps_cached_files(void **state)
+{
+	struct grist_loader_config c = { 0 };
+	struct grist_loader_stats st;
+	struct grist_loader *l;
+	struct run ref, got;
+	struct specs sp;
+
+	(void)state;
+	spec1(&sp, &c, DS_ZSTD);
+	c.seed = 77;
+	c.epochs = 2;
+	c.batch_size = 13;
+	c.engine = GRIST_ENGINE_REF;
+	run_cfg(&c, NULL, 0, &ref, NULL); /* reads every file: all cached now */
+	c.engine = GRIST_ENGINE_URING;
+	c.threads = 2;
+	c.read_mode = GRIST_READ_AUTO;
+	for (int pass = 0; pass < 2; pass++) {
+		l = open_loader(&c, NULL);
+		memset(&got, 0, sizeof(got));
+		drain(l, &c, 0, &got, NULL);
+		grist_loader_stats(l, &st);
+		assert_string_equal(st.read_mode, pass == 0 ? "mmap" : "buffered");
+		grist_loader_destroy(l);
+		assert_same_runs(&ref, &got);
+		run_free(&got);
+		if (pass == 0 && !evict_dataset(&fx.ds[DS_ZSTD])) {
+			run_free(&ref);
+			skip(); /* the file system keeps its pages (tmpfs) */
+		}
+	}
+	run_free(&ref);
+}
 
 /*
  * Read depth is its own quantity: tiny batches (1, 2, 3) of large records, queue depths
@@ -1694,6 +1753,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
+		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_repeatable),
 		cmocka_unit_test(test_stream_semantics),
 		cmocka_unit_test(test_shards),

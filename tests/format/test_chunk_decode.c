@@ -371,6 +371,88 @@ static void test_halves(void **state)
 	free(file);
 }
 
+/*
+ * Values decoded straight into the caller's rows equal the values half's, for every codec,
+ * one record or many, a chunk inside one block or across a boundary; nothing is written
+ * outside the row, and a wrong row size or a flipped byte is refused.
+ */
+static void test_values_into(void **state)
+{
+	const struct grist_codec_params params = { .level = 3 };
+	const uint8_t codecs[] = { GRIST_CODEC_NONE, GRIST_CODEC_ZSTD, GRIST_CODEC_SNAPPY, GRIST_CODEC_BROTLI };
+	const size_t counts[] = { 1, 40 };
+	const uint64_t begins[] = { 64, GRIST_BLOCK_SIZE - 30 };
+	size_t file_len = 3 * GRIST_BLOCK_SIZE, values_len, sizes_len, i, k, n, b;
+	uint8_t *file = calloc(1, file_len), *values = malloc(40 * 1500), *row = malloc(40 * 1500 + 64), sizes[80];
+	struct grist_buf scratch = { 0 }, data = { 0 };
+	struct grist_codec_set set = { 0 };
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	uint64_t end;
+	void *ctx;
+
+	(void)state;
+	assert_non_null(file);
+	assert_non_null(values);
+	assert_non_null(row);
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	for (k = 0; k < sizeof(codecs); k++) {
+		const struct grist_codec_ops *codec = grist_codec_find(codecs[k]);
+
+		assert_int_equal(grist_codec_set_get(&set, codec, &ctx), 0);
+		for (n = 0; n < 2; n++) {
+			values_len = sizes_len = 0;
+			for (i = 0; i < counts[n]; i++) {
+				size_t len = 1000 + (i * 37) % 500;
+
+				sizes_len += grist_varint_write(sizes + sizes_len, len);
+				t_fill(values + values_len, len, i + k);
+				values_len += len;
+			}
+			assert_int_equal(grist_simple_chunk_encode(codec, ctx, &params, sizes, sizes_len, values,
+								   values_len, &scratch, &data), 0);
+			for (b = 0; b < 2; b++) {
+				memset(file, 0, file_len);
+				end = make_chunk(file, begins[b], 'r', data.data, data.len, counts[n], values_len);
+				memset(row, 0xee, values_len + 64);
+				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
+										row + 32, values_len, &c), 0);
+				assert_ptr_equal(c.values, row + 32);
+				assert_int_equal(c.decoded_data_size, values_len);
+				assert_memory_equal(row + 32, values, values_len);
+				for (i = 0; i < 32; i++) {
+					assert_int_equal(row[i], 0xee);
+					assert_int_equal(row[32 + values_len + i], 0xee);
+				}
+				/* rows that do not hold exactly the chunk's values */
+				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
+										row, values_len - 1, &c), -EBADMSG);
+				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
+										row, values_len + 1, &c), -EBADMSG);
+				/* a flipped byte in the stored values: the hash catches it before any codec runs */
+				file[c.data_end - 2] ^= 0x10;
+				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
+										row, values_len, &c), -EBADMSG);
+				assert_non_null(strstr(grist_last_error(), "hash"));
+			}
+		}
+	}
+	/* record-less chunks are checked and write nothing */
+	memset(file, 0, file_len);
+	end = make_chunk(file, 64, 'p', values, 10, 0, 0);
+	memset(row, 0xee, 16);
+	assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, 64, end, "x", row, 0, &c), 0);
+	assert_int_equal(c.num_records, 0);
+	assert_int_equal(row[0], 0xee);
+	grist_chunk_decoder_destroy(d);
+	grist_codec_set_clear(&set);
+	grist_buf_free(&scratch);
+	grist_buf_free(&data);
+	free(values);
+	free(row);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -380,6 +462,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_types),
 		cmocka_unit_test(test_simple_chunk_checks),
 		cmocka_unit_test(test_halves),
+		cmocka_unit_test(test_values_into),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

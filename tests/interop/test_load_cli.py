@@ -275,7 +275,7 @@ def test_engines_threads_io_granularity():
         want = None
         for engine in ("ref", "uring", "pread"):
             for threads in (1, 2):
-                for io in ("buffered", "mmap"):
+                for io in ("buffered", "mmap", "auto"):
                     got = load([A, B], base + ["--engine", engine, "--threads", threads, "--io", io], [3, 1])
                     if want is None:
                         want = got
@@ -295,6 +295,16 @@ def test_stats_per_dataset():
     assert shown == counts and sum(counts) > 0, (shown, counts, err)
     rc, _, err = g.run(["load", path("b.ar"), "--stats"])
     assert rc == 0 and "dataset" not in err, err
+
+
+def test_auto_maps_cached_files():
+    # The default --io auto maps a file the page cache holds (all of b.ar once it was read).
+    with open(path("b.ar"), "rb") as f:
+        f.read()
+    rc, _, err = g.run(["load", path("b.ar"), "--stats"])
+    assert rc == 0 and re.search(r"^engine: \w+ \(mmap reads, ", err, re.M), err
+    rc, _, err = g.run(["load", path("b.ar"), "--stats", "--io", "buffered"])
+    assert rc == 0 and re.search(r"^engine: \w+ \(buffered reads, ", err, re.M), err
 
 
 def test_resume_mixed():
@@ -429,7 +439,8 @@ def main():
         setup()
         g.main([test_interleave_matches_grain, test_proportions_long_run, test_finite_epochs_and_index_order,
                 test_one_file_per_dataset_and_single_weight, test_order_matches_load,
-                test_engines_threads_io_granularity, test_stats_per_dataset, test_resume_mixed,
+                test_engines_threads_io_granularity, test_stats_per_dataset, test_auto_maps_cached_files,
+                test_resume_mixed,
                 test_fixed_layout, test_padded_layout, test_rows_that_do_not_fit, test_max_batch_bytes,
                 test_bad_options])
     finally:

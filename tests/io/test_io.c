@@ -755,11 +755,11 @@ static void test_open_and_align(void **state)
 	assert_int_equal(grist_io_align_extent(0, 1, 3000, &off, &len), -EINVAL);
 	assert_int_equal(grist_io_align_extent(UINT64_MAX - 10, 5, 4096, &off, &len), -EINVAL);
 
-	/* A 4 MiB file fits in half of RAM: AUTO stays buffered and says why. */
+	/* A 4 MiB file fits in half of RAM: AUTO never goes direct, and says why. */
 	assert_int_equal(grist_io_open_file(fx->path, GRIST_IO_MODE_AUTO, &info), 0);
 	assert_false(info.direct);
 	assert_int_equal(info.size, FILE_SIZE);
-	assert_non_null(strstr(info.note, "buffered"));
+	assert_non_null(strstr(info.note, info.resident ? "mmap" : "buffered"));
 	close(info.fd);
 	assert_int_equal(grist_io_open_file(fx->path, GRIST_IO_MODE_BUFFERED, &info), 0);
 	assert_false(info.direct);
@@ -768,6 +768,80 @@ static void test_open_and_align(void **state)
 	assert_int_equal(grist_io_open_file(t_path(fx->dir, "missing"), GRIST_IO_MODE_AUTO, &info),
 			 -ENOENT);
 	assert_non_null(strstr(grist_last_error(), "missing"));
+}
+
+/* Drop @fd's clean pages from the page cache; false when the file system keeps them (tmpfs). */
+static bool evict(int fd, uint64_t size)
+{
+	double share;
+
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	assert_int_equal(grist_io_resident_share(fd, size, &share), 0);
+	return share < 0.05;
+}
+
+/*
+ * The page-cache probe, on a small file (every page looked at) and a large one (a spread
+ * sample), and AUTO's choice from it: cached files are opened for mapping, evicted ones
+ * are read.
+ */
+static void test_resident_probe(void **state)
+{
+	struct fixture *fx = *state;
+	const uint64_t big = 64u << 20;
+	const char *path = t_path(fx->dir, "big.bin");
+	struct grist_io_open_info info;
+	uint8_t *buf = malloc(1u << 20);
+	double share;
+	uint64_t off;
+	int fd;
+
+	assert_non_null(buf);
+	assert_int_equal(grist_io_resident_share(fx->fd, 0, &share), 0);
+	assert_true(share == 1.0);
+	for (off = 0; off < FILE_SIZE; off += 1u << 20)
+		assert_int_equal(pread(fx->fd, buf, 1u << 20, (off_t)off), 1u << 20);
+	assert_int_equal(grist_io_resident_share(fx->fd, FILE_SIZE, &share), 0);
+	assert_true(share > 0.99);
+	assert_int_equal(grist_io_open_file(fx->path, GRIST_IO_MODE_AUTO, &info), 0);
+	assert_true(info.resident);
+	assert_false(info.direct);
+	assert_non_null(strstr(info.note, "mmap"));
+	close(info.fd);
+	/* explicit modes never probe */
+	assert_int_equal(grist_io_open_file(fx->path, GRIST_IO_MODE_BUFFERED, &info), 0);
+	assert_false(info.resident);
+	close(info.fd);
+
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	t_fill(buf, 1u << 20, 7);
+	for (off = 0; off < big; off += 1u << 20)
+		assert_int_equal(pwrite(fd, buf, 1u << 20, (off_t)off), 1u << 20);
+	assert_int_equal(grist_io_resident_share(fd, big, &share), 0);
+	assert_true(share > 0.99);
+	if (!evict(fd, big) || !evict(fx->fd, FILE_SIZE)) {
+		close(fd);
+		unlink(path);
+		free(buf);
+		skip(); /* the file system keeps its pages (tmpfs): nothing more to see */
+	}
+	assert_int_equal(grist_io_open_file(fx->path, GRIST_IO_MODE_AUTO, &info), 0);
+	assert_false(info.resident);
+	assert_non_null(strstr(info.note, "buffered"));
+	close(info.fd);
+	/* half of the large file read back: the sample sees about half */
+	for (off = 0; off < big / 2; off += 1u << 20)
+		assert_int_equal(pread(fd, buf, 1u << 20, (off_t)off), 1u << 20);
+	assert_int_equal(grist_io_resident_share(fd, big, &share), 0);
+	assert_true(share > 0.4 && share < 0.7);
+	assert_int_equal(grist_io_open_file(path, GRIST_IO_MODE_AUTO, &info), 0);
+	assert_false(info.resident);
+	close(info.fd);
+	close(fd);
+	unlink(path);
+	free(buf);
 }
 
 static void test_bad_config_and_files(void **state)
@@ -824,6 +898,7 @@ int main(void)
 		cmocka_unit_test(test_fixed_buffer_used),
 		cmocka_unit_test(test_auto_falls_back_without_uring),
 		cmocka_unit_test(test_open_and_align),
+		cmocka_unit_test(test_resident_probe),
 		cmocka_unit_test(test_bad_config_and_files),
 	};
 
