@@ -28,15 +28,8 @@ static int chunk_bytes(struct worker *wk, struct work *w, uint32_t chunk, const 
 /* The reader's check on a decoded chunk: a data chunk with exactly the records the footer implies. */
 static int chunk_records_check(struct worker *wk, const struct chunk_ref *c, const struct grist_decoded_chunk *out)
 {
-	const struct grist_file_geom *g = grist_reader_file_geom(wk->e->l->sources[c->component].reader, c->file);
-	uint64_t want = grist_file_chunk_records(g, c->chunk);
-
-	if (out->chunk_type != 'r' || out->num_records != want)
-		return grist_fail_at(-EBADMSG, wk->e->files[c->component][c->file].path, c->begin,
-				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
-				     (unsigned long long)c->chunk, (unsigned long long)out->num_records,
-				     out->chunk_type, (unsigned long long)want);
-	return 0;
+	return grist_file_check_chunk_records(grist_reader_file_geom(wk->e->l->sources[c->component].reader, c->file),
+					      c->chunk, out->chunk_type, out->num_records);
 }
 
 /* Run @fn (a whole decode or one of its halves) on chunk @chunk of @w, with both checks. */

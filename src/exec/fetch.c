@@ -446,7 +446,7 @@ static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fe
 	const struct region *rg = &f->regions[j->region];
 	const struct grist_file_geom *g = grist_reader_file_geom(f->r, j->file);
 	struct grist_decoded_chunk out;
-	uint64_t want_records, prev = UINT64_MAX;
+	uint64_t prev = UINT64_MAX;
 	size_t i, len = 0, off = 0;
 	int ret;
 
@@ -458,12 +458,9 @@ static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fe
 				 g->path, &out);
 	if (ret)
 		return ret;
-	want_records = grist_file_chunk_records(g, j->chunk);
-	if (out.chunk_type != 'r' || out.num_records != want_records)
-		return grist_fail_at(-EBADMSG, g->path, j->begin,
-				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
-				     (unsigned long long)j->chunk, (unsigned long long)out.num_records, out.chunk_type,
-				     (unsigned long long)want_records);
+	ret = grist_file_check_chunk_records(g, j->chunk, out.chunk_type, out.num_records);
+	if (ret)
+		return ret;
 	for (i = j->first; i < j->last; i++) {
 		const struct want *w = &f->wants[i];
 

@@ -52,4 +52,13 @@ static inline uint64_t grist_file_chunk_records(const struct grist_file_geom *f,
 					 : f->num_records - (f->num_chunks - 1) * f->group_size;
 }
 
+/*
+ * The reader's check on a decoded data chunk: a record chunk ('r') holding exactly the
+ * records the footer implies for chunk @chunk of @f. Every path that decodes chunks (the
+ * reader, the engine, the fetcher) makes it, so a footer and its chunks cannot disagree
+ * silently. Returns 0, or -EBADMSG naming the file and the chunk's offset.
+ */
+int grist_file_check_chunk_records(const struct grist_file_geom *f, uint64_t chunk, uint8_t chunk_type,
+				   uint64_t num_records);
+
 #endif

@@ -83,7 +83,6 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
 {
 	const struct grist_file_geom *f = &r->files[file];
-	uint64_t want;
 	int ret;
 
 	if (r->cur_file == file && r->cur_chunk == chunk)
@@ -95,14 +94,24 @@ static int load_chunk(struct grist_reader *r, size_t file, uint64_t chunk)
 	ret = load_extent(r, f, f->chunk_offsets[chunk], f->chunk_offsets[chunk + 1]);
 	if (ret)
 		return ret;
-	want = grist_file_chunk_records(f, chunk);
-	if (r->cur.chunk_type != 'r' || r->cur.num_records != want)
-		return grist_fail_at(-EBADMSG, f->path, f->chunk_offsets[chunk],
-				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
-				     (unsigned long long)chunk, (unsigned long long)r->cur.num_records,
-				     r->cur.chunk_type, (unsigned long long)want);
+	ret = grist_file_check_chunk_records(f, chunk, r->cur.chunk_type, r->cur.num_records);
+	if (ret)
+		return ret;
 	r->cur_file = file;
 	r->cur_chunk = chunk;
+	return 0;
+}
+
+int grist_file_check_chunk_records(const struct grist_file_geom *f, uint64_t chunk, uint8_t chunk_type,
+				   uint64_t num_records)
+{
+	uint64_t want = grist_file_chunk_records(f, chunk);
+
+	if (chunk_type != 'r' || num_records != want)
+		return grist_fail_at(-EBADMSG, f->path, f->chunk_offsets[chunk],
+				     "chunk %llu holds %llu records (type 0x%02x), the footer implies %llu",
+				     (unsigned long long)chunk, (unsigned long long)num_records, chunk_type,
+				     (unsigned long long)want);
 	return 0;
 }
 
