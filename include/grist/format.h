@@ -171,30 +171,6 @@ GRIST_API int grist_reader_read_batch(struct grist_reader *r, const uint64_t *in
 				      grist_record_fn fn, void *ctx);
 
 /**
- * grist_reader_read_batch_parallel() - grist_reader_read_batch() with the chunks split over threads.
- * @readers:  @nreaders readers (1..64) opened on the same files in the same order; during the
- *            call reader k is used by one thread only, so no two concurrent calls may share one.
- * @indices, @n, @fn, @ctx: as for grist_reader_read_batch().
- *
- * The request is sorted by index and cut into up to @nreaders shares of about equal size,
- * each boundary moved to a chunk boundary, so each chunk is still read and decoded once.
- * Share 0 runs on the calling thread, the others on threads started for the call and
- * joined before it returns (a request of fewer than 64 indices runs on the caller alone:
- * starting a thread costs more than it saves). Each position is delivered exactly once.
- *
- * @fn is called concurrently from up to @nreaders threads: it must be thread-safe, and a
- * negative value it returns stops only its own share.
- *
- * Return: 0; -EINVAL for bad arguments or readers over different datasets; -ERANGE when
- * an index >= num_records; -EBADMSG, -ENOTSUP, -EIO, -ENOMEM; or what @fn returned. When
- * several shares fail, the one with the lowest indices reports, and its message is moved to
- * the calling thread's grist_last_error().
- * Thread-safety: as grist_reader_read_batch(), for every reader in @readers.
- */
-GRIST_API int grist_reader_read_batch_parallel(struct grist_reader *const *readers, unsigned nreaders,
-					       const uint64_t *indices, size_t n, grist_record_fn fn, void *ctx);
-
-/**
  * grist_reader_seek() - make @index the next record grist_reader_read_next() returns.
  *
  * Return: 0, or -ERANGE when @index > num_records (num_records itself means "at the end").

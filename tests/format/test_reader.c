@@ -103,89 +103,6 @@ static void read_all_ways(const char *path, size_t n)
 	grist_reader_close(r);
 }
 
-/* ---- grist_reader_read_batch_parallel() ---- */
-
-#define PAR_REC 3000
-
-struct par_ctx {
-	const uint64_t *indices;
-	unsigned *seen;            /* per position; updated atomically (several threads call in) */
-	size_t fail_position;      /* return -EPIPE at this position (SIZE_MAX: never) */
-};
-
-static void par_record(size_t i, uint8_t *buf, size_t *n)
-{
-	*n = i % 50;
-	t_fill(buf, *n, i);
-}
-
-static int on_par_record(void *ctx, size_t position, uint64_t index, const uint8_t *data, size_t len)
-{
-	struct par_ctx *c = ctx;
-	uint8_t want[64];
-	size_t n;
-
-	if (position == c->fail_position)
-		return -EPIPE;
-	par_record(index, want, &n);
-	if (c->indices[position] != index || len != n || (n && memcmp(data, want, n)))
-		return -EBADMSG;
-	__atomic_add_fetch(&c->seen[position], 1, __ATOMIC_RELAXED);
-	return 0;
-}
-
-static void test_read_batch_parallel(void **state)
-{
-	char *dir = t_mkdtemp();
-	const char *path = t_path(dir, "par.ar"), *other = t_path(dir, "other.ar");
-	struct grist_reader *r[4], *small;
-	struct grist_writer *w;
-	uint64_t idx[700];
-	unsigned seen[700];
-	struct par_ctx c = { idx, seen, SIZE_MAX };
-	uint8_t buf[64];
-	size_t i, n, sizes[] = { 0, 1, 63, 64, 65, 300, 700 };
-	unsigned k, readers;
-
-	(void)state;
-	assert_int_equal(grist_writer_open(path, "group_size:4,zstd:1", &w), 0);
-	for (i = 0; i < PAR_REC; i++) {
-		par_record(i, buf, &n);
-		assert_int_equal(grist_writer_write(w, buf, n), 0);
-	}
-	assert_int_equal(grist_writer_close(w), 0);
-	for (k = 0; k < 4; k++)
-		assert_int_equal(grist_reader_open(&path, 1, NULL, &r[k]), 0);
-	/* Repeats, neighbours in one chunk and scattered chunks; every size around the cut-offs. */
-	for (i = 0; i < 700; i++)
-		idx[i] = i && i % 7 == 0 ? idx[i / 2] : (i * 2654435761u) % PAR_REC;
-	for (readers = 1; readers <= 4; readers++)
-		for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-			memset(seen, 0, sizeof(seen));
-			assert_int_equal(grist_reader_read_batch_parallel(r, readers, idx, sizes[k], on_par_record, &c), 0);
-			for (i = 0; i < sizes[k]; i++)
-				assert_int_equal(seen[i], 1); /* each position exactly once */
-		}
-	/* A failure in a share that runs on another thread comes back with its message. */
-	idx[650] = PAR_REC;
-	assert_int_equal(grist_reader_read_batch_parallel(r, 4, idx, 700, on_par_record, &c), -ERANGE);
-	assert_non_null(strstr(grist_last_error(), "past the end"));
-	idx[650] = 17;
-	c.fail_position = 600;
-	assert_int_equal(grist_reader_read_batch_parallel(r, 4, idx, 700, on_par_record, &c), -EPIPE);
-	/* Bad arguments: no readers, too many, and readers over different datasets. */
-	assert_int_equal(grist_reader_read_batch_parallel(r, 0, idx, 10, on_par_record, &c), -EINVAL);
-	assert_int_equal(grist_reader_read_batch_parallel(r, 65, idx, 10, on_par_record, &c), -EINVAL);
-	write_file(other, "uncompressed", 3);
-	assert_int_equal(grist_reader_open(&other, 1, NULL, &small), 0);
-	grist_reader_close(r[3]);
-	r[3] = small;
-	assert_int_equal(grist_reader_read_batch_parallel(r, 4, idx, 10, on_par_record, &c), -EINVAL);
-	for (k = 0; k < 4; k++)
-		grist_reader_close(r[k]);
-	t_rmtree(dir);
-}
-
 static void test_round_trips(void **state)
 {
 	static const char *const opts[] = {
@@ -445,7 +362,6 @@ int main(void)
 		cmocka_unit_test(test_flip_every_byte),
 		cmocka_unit_test(test_bad_arguments),
 		cmocka_unit_test(test_max_chunk_bytes),
-		cmocka_unit_test(test_read_batch_parallel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
