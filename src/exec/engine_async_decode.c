@@ -247,7 +247,30 @@ static void prefetch_region(const struct work *w, const struct region *r)
 #define FILL_PREFETCH 2
 #define FILL_PREFETCH_MAX 4096
 
-static void prefetch_chunk(const struct work *w, uint32_t chunk)
+/*
+ * A chunk decompressed straight into its rows (direct_destination()) has them written by
+ * the codec with plain stores, a line at a time; slot memory cycles through more than the
+ * core's cache, so each line would be fetched for ownership just as the codec stores to
+ * it. Such a chunk's rows are pulled in for writing meanwhile, up to FILL_PREFETCH_MAX
+ * bytes (measured at group_size 1: 3-4% less CPU per record). Rows copied out of a
+ * scratch buffer need none: those copies use streaming stores.
+ */
+static void prefetch_rows(const struct work *w, const struct chunk_ref *c, const struct grist_layout *L)
+{
+	const uint8_t *dst;
+	uint64_t n, i;
+
+	if (c->rows_end == c->rows_begin || w->rows[c->rows_end - 1].item >= w->shaped)
+		return; /* a row of it has no place yet */
+	dst = direct_destination(w, c, w->u->slot, L);
+	if (!dst)
+		return;
+	n = c->decoded_size < FILL_PREFETCH_MAX ? c->decoded_size : FILL_PREFETCH_MAX;
+	for (i = 0; i < n; i += 64)
+		__builtin_prefetch(dst + i, 1);
+}
+
+static void prefetch_chunk(const struct work *w, uint32_t chunk, const struct grist_layout *L)
 {
 	const struct chunk_ref *c = &w->chunks[chunk];
 	const struct region *r = &w->regions[c->region];
@@ -259,6 +282,7 @@ static void prefetch_chunk(const struct work *w, uint32_t chunk)
 	p = r->base + (c->begin - r->offset);
 	for (i = 0; i < n; i += 64)
 		__builtin_prefetch(p + i);
+	prefetch_rows(w, c, L);
 }
 
 /*
@@ -341,7 +365,7 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 				break;
 			w->fill_next++;
 			if (w->fill_next + FILL_PREFETCH < w->nchunks)
-				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH]);
+				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH], &l->layout);
 			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
@@ -351,7 +375,7 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 			if (w->chunks[c].filled)
 				continue;
 			if (w->file_next + FILL_PREFETCH < w->nchunks)
-				prefetch_chunk(w, w->order[w->file_next + FILL_PREFETCH]);
+				prefetch_chunk(w, w->order[w->file_next + FILL_PREFETCH], &l->layout);
 			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
