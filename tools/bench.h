@@ -85,6 +85,12 @@ struct bench_baseline {
 	 * bytes/s is compared with them, and divided by them x decode threads.
 	 */
 	bool decoded;
+	/*
+	 * The codec only: the same frames decoded in a shuffled order, as a globally shuffled
+	 * loader meets them (0 when not measured). The order alone costs the codec 10-20% on
+	 * small frames, so this is the ceiling a shuffled reader can reach.
+	 */
+	double shuffled_bytes_per_s;
 };
 
 enum { BENCH_BASELINES = 6 };

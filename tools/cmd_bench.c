@@ -331,6 +331,11 @@ static void print_baselines_text(const struct bench_result *r, const struct benc
 			       "threads) = %sB/s / (%sB/s x %u) = %.3f\n",
 			       "", human_rate(r->decoded_bytes_per_s, b1, sizeof(b1)),
 			       human_rate(bl[i].bytes_per_s, b2, sizeof(b2)), t, decode_efficiency(r, &bl[i], t));
+			if (bl[i].shuffled_bytes_per_s > 0)
+				printf("  %-16s   the codec on the same frames in a shuffled order: %sB/s on one core; "
+				       "against that: %.3f\n",
+				       "", human_rate(bl[i].shuffled_bytes_per_s, b2, sizeof(b2)),
+				       r->decoded_bytes_per_s / (bl[i].shuffled_bytes_per_s * t));
 		}
 	}
 }
@@ -399,6 +404,10 @@ static void print_json(const struct bench_args *a, char **files, size_t nfiles, 
 
 					printf(", \"bytes\": \"decoded\", \"decode_threads\": %u, "
 					       "\"decode_efficiency\": %.4f", t, decode_efficiency(r, &bl[i], t));
+					if (bl[i].shuffled_bytes_per_s > 0)
+						printf(", \"shuffled_bytes_per_s\": %.1f, \"decode_efficiency_shuffled\": %.4f",
+						       bl[i].shuffled_bytes_per_s,
+						       r->decoded_bytes_per_s / (bl[i].shuffled_bytes_per_s * t));
 				}
 				printf(", \"how\": ");
 				json_str(stdout, bl[i].note);
@@ -476,6 +485,21 @@ static struct bench_baseline median_baseline(struct bench_baseline (*runs)[BENCH
 	return ran[(m - 1) / 2];
 }
 
+/* The median of the codec's shuffled-order figure over the rounds that measured it (0: none). */
+static double median_shuffled(struct bench_baseline (*runs)[BENCH_BASELINES], unsigned n, size_t b)
+{
+	double v[99], t;
+	unsigned k, m = 0, i, j;
+
+	for (k = 0; k < n; k++)
+		if (runs[k][b].ran && runs[k][b].shuffled_bytes_per_s > 0)
+			v[m++] = runs[k][b].shuffled_bytes_per_s;
+	for (i = 1; i < m; i++)
+		for (j = i; j > 0 && v[j] < v[j - 1]; j--)
+			t = v[j], v[j] = v[j - 1], v[j - 1] = t;
+	return m ? v[(m - 1) / 2] : 0.0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
 	struct bench_baseline bl[BENCH_BASELINES];
@@ -540,8 +564,10 @@ int cmd_bench(int argc, char **argv)
 		}
 	}
 	r = runs[median_index(runs, a.repeat)];
-	for (size_t b = 0; b < nbl; b++)
+	for (size_t b = 0; b < nbl; b++) {
 		bl[b] = median_baseline(blruns, a.repeat, b);
+		bl[b].shuffled_bytes_per_s = median_shuffled(blruns, a.repeat, b);
+	}
 	if (a.repeat > 1 && !a.json)
 		fprintf(stderr, "%s: medians of %u rounds\n", cli_command_name, a.repeat);
 	if (a.json) {

@@ -48,6 +48,12 @@ def check_codec_baseline(args, cwd):
     want = doc["bytes_decoded_per_s"] / (b["bytes_per_s"] * threads)
     if abs(b["decode_efficiency"] - want) > 1e-3 * want + 1e-4:
         fail("decode_efficiency %r, expected %r" % (b["decode_efficiency"], want))
+    # The same frames in a shuffled order: measured, and grist's efficiency against it follows from it.
+    if not b.get("shuffled_bytes_per_s", 0) > 0:
+        fail("codec baseline: no shuffled-order rate: %r" % b)
+    want = doc["bytes_decoded_per_s"] / (b["shuffled_bytes_per_s"] * threads)
+    if abs(b["decode_efficiency_shuffled"] - want) > 1e-3 * want + 1e-4:
+        fail("decode_efficiency_shuffled %r, expected %r" % (b["decode_efficiency_shuffled"], want))
     if abs(b["ratio_bytes"] - doc["bytes_decoded_per_s"] / b["bytes_per_s"]) > 1e-3 * b["ratio_bytes"] + 1e-4:
         fail("ratio_bytes %r is not of decoded bytes" % b["ratio_bytes"])
     # Records and bytes are counted frame by frame: bytes/s over records/s is the record size (1 KiB here).
