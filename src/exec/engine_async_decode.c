@@ -252,8 +252,8 @@ static void prefetch_region(const struct work *w, const struct region *r)
  * the codec with plain stores, a line at a time; slot memory cycles through more than the
  * core's cache, so each line would be fetched for ownership just as the codec stores to
  * it. Such a chunk's rows are pulled in for writing meanwhile, up to FILL_PREFETCH_MAX
- * bytes (measured at group_size 1: 3-4% less CPU per record). Rows copied out of a
- * scratch buffer need none: those copies use streaming stores.
+ * bytes (at group_size 1: 1-4% less CPU per record, medians of alternating runs). Rows
+ * copied out of a scratch buffer need none: those copies use streaming stores.
  */
 static void prefetch_rows(const struct work *w, const struct chunk_ref *c, const struct grist_layout *L)
 {
