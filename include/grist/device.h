@@ -113,11 +113,34 @@ struct grist_device_batch {
 	const struct grist_device_part *parts;
 };
 
+/*
+ * Where the stage's time goes. Times are summed over the threads that made the
+ * calls; the occupancy figures are sampled at every submit (divide the sums by
+ * @batches for means).
+ */
 struct grist_device_stats {
 	uint64_t batches;		/* batches submitted */
 	uint64_t bytes;			/* payload bytes submitted */
-	uint64_t producer_wait_ns;	/* time acquire() waited for a free slot */
+	uint64_t producer_wait_ns;	/* time acquire() took in all (slot_wait_ns + fill_wait_ns + bookkeeping) */
 	uint64_t consumer_wait_ns;	/* time next() waited for a submitted batch */
+	uint64_t create_ns;		/* grist_device_stage_create(): platform, context, queues, slot memory */
+	uint64_t acquires;		/* slots handed out by acquire() */
+	uint64_t acquires_blocked;	/* of those, how many found no IDLE slot and waited for a release */
+	uint64_t slot_wait_ns;		/* time acquire() waited for an IDLE slot (the ring was full) */
+	uint64_t fill_wait_ns;		/* time acquire() waited before the slot could be written: its last
+					   transfer (staging), the consumer's events and the map (mapped) */
+	uint64_t commands;		/* OpenCL commands submit() enqueued (writes, unmaps, markers) */
+	uint64_t enqueue_ns;		/* time submit() spent in clEnqueue* calls */
+	uint64_t enqueue_max_ns;	/* the longest submit()'s clEnqueue* time */
+	uint64_t flush_ns;		/* time submit() spent in clFlush */
+	uint64_t flush_max_ns;		/* the longest submit()'s clFlush time */
+	uint64_t submit_gap_ns;		/* time between one submit() returning and the next starting: what
+					   the producer did in between (with one submitting thread) */
+	uint64_t hold_ns;		/* time the consumer held batches, next() to release(), summed */
+	uint64_t in_flight_sum;		/* submitted and not released (READY + HELD), at each submit */
+	uint64_t in_flight_max;
+	uint64_t filling_sum;		/* acquired and not yet submitted (FILLING), at each submit */
+	uint64_t filling_max;
 };
 
 struct grist_device_stage;

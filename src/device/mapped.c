@@ -46,11 +46,13 @@ static int mapped_begin_fill(struct grist_device_stage *s, struct grist_device_s
  */
 static int mapped_publish(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
+	uint64_t t0 = grist_device_now_ns(), t1;
 	cl_event unmap;
 	unsigned k;
 	cl_int err;
 	int ret = 0;
 
+	slot->commands++;
 	err = clEnqueueUnmapMemObject(s->queues[0], slot->shared, slot->host, 0, NULL, &unmap);
 	if (err != CL_SUCCESS)
 		return grist_cl_fail(err, "clEnqueueUnmapMemObject(batch)");
@@ -60,6 +62,7 @@ static int mapped_publish(struct grist_device_stage *s, struct grist_device_slot
 		cl_uint nwait = k ? 1 : 0;
 		cl_event ev;
 
+		slot->commands += p->row_offsets || k;
 		if (p->row_offsets) {
 			err = clEnqueueWriteBuffer(s->queues[k], slot->offsets_mem[k], CL_FALSE, 0,
 						   (p->rows + 1) * sizeof(uint64_t), p->row_offsets, nwait,
@@ -80,11 +83,14 @@ static int mapped_publish(struct grist_device_stage *s, struct grist_device_slot
 		p->data = slot->shared;
 	}
 	clReleaseEvent(unmap);
+	t1 = grist_device_now_ns();
+	slot->enqueue_ns += t1 - t0;
 	for (k = 0; k < s->num_devices; k++) {
 		err = clFlush(s->queues[k]);
 		if (err != CL_SUCCESS && !ret)
 			ret = grist_cl_fail(err, "clFlush(transfer queue)");
 	}
+	slot->flush_ns += grist_device_now_ns() - t1;
 	return ret;
 }
 

@@ -10,13 +10,7 @@
 
 #define GRIST_DEVICE_MAX_SLOTS 4096
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define now_ns grist_device_now_ns
 
 const char *grist_device_strategy_name(enum grist_device_strategy strategy)
 {
@@ -173,6 +167,7 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 {
 	enum grist_device_strategy strategy = GRIST_DEVICE_AUTO;
 	struct grist_device_stage *s;
+	uint64_t t0 = now_ns();
 	unsigned i;
 	cl_int err;
 	int ret;
@@ -186,6 +181,7 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->num_slots = cfg->slots;
+	s->in_state[GRIST_SLOT_IDLE] = cfg->slots;
 	s->slot_bytes = cfg->slot_bytes;
 	s->max_rows = cfg->max_rows;
 
@@ -232,6 +228,7 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 			goto fail;
 		}
 	}
+	s->stats.create_ns = now_ns() - t0;
 	*out = s;
 	return 0;
 fail:
@@ -257,6 +254,22 @@ cl_context grist_device_stage_context(const struct grist_device_stage *s)
 enum grist_device_strategy grist_device_stage_strategy(const struct grist_device_stage *s)
 {
 	return s->ops->strategy;
+}
+
+/* Called locked: move @slot to @state, keeping the per-state counts for the stats. */
+static void set_state_locked(struct grist_device_stage *s, struct grist_device_slot *slot,
+			     enum grist_slot_state state)
+{
+	s->in_state[slot->state]--;
+	s->in_state[state]++;
+	slot->state = state;
+}
+
+static void add_max(uint64_t *sum, uint64_t *max, uint64_t v)
+{
+	*sum += v;
+	if (v > *max)
+		*max = v;
 }
 
 /* Make the stage fail for every thread; keeps the first failure. Called unlocked. */
@@ -295,14 +308,17 @@ static struct grist_device_slot *oldest_idle_locked(struct grist_device_stage *s
 int grist_device_stage_acquire(struct grist_device_stage *s, unsigned *slot_out, void **host_ptr)
 {
 	struct grist_device_slot *slot;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), t1, t2;
+	bool blocked = false;
 	int ret;
 
 	if (!slot_out || !host_ptr)
 		return grist_fail(-EINVAL, "grist_device_stage_acquire: NULL output pointer");
 	pthread_mutex_lock(&s->lock);
-	while (!s->failed && !s->closed && !(slot = oldest_idle_locked(s)))
+	while (!s->failed && !s->closed && !(slot = oldest_idle_locked(s))) {
+		blocked = true;
 		pthread_cond_wait(&s->cond, &s->lock);
+	}
 	if (s->failed) {
 		ret = failed_locked(s);
 		pthread_mutex_unlock(&s->lock);
@@ -312,17 +328,24 @@ int grist_device_stage_acquire(struct grist_device_stage *s, unsigned *slot_out,
 		pthread_mutex_unlock(&s->lock);
 		return grist_fail(-ECANCELED, "device stage is closed: no more batches may be acquired");
 	}
-	slot->state = GRIST_SLOT_FILLING;
+	set_state_locked(s, slot, GRIST_SLOT_FILLING);
 	pthread_mutex_unlock(&s->lock);
 
 	/* FILLING: this thread alone touches the slot's events and memory now. */
+	t1 = now_ns();
 	ret = s->ops->begin_fill(s, slot);
 	if (ret)
 		return stage_fail(s, ret);
 	*slot_out = (unsigned)(slot - s->slots);
 	*host_ptr = slot->host;
+	t2 = now_ns();
 	pthread_mutex_lock(&s->lock);
-	s->stats.producer_wait_ns += now_ns() - t0;
+	s->stats.acquires++;
+	s->stats.acquires_blocked += blocked;
+	if (blocked)
+		s->stats.slot_wait_ns += t1 - t0;
+	s->stats.fill_wait_ns += t2 - t1;
+	s->stats.producer_wait_ns += t2 - t0;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -396,6 +419,7 @@ int grist_device_stage_submit(struct grist_device_stage *s, unsigned slot_index,
 			      const uint64_t *row_offsets)
 {
 	struct grist_device_slot *slot;
+	uint64_t t0 = now_ns();
 	int ret;
 
 	if (slot_index >= s->num_slots)
@@ -412,16 +436,27 @@ int grist_device_stage_submit(struct grist_device_stage *s, unsigned slot_index,
 	if (ret)
 		return ret;
 	split_batch(s, slot, bytes, rows, row_offsets);
+	slot->enqueue_ns = slot->flush_ns = 0;
+	slot->commands = 0;
 	ret = s->ops->publish(s, slot);
 	if (ret)
 		return stage_fail(s, ret);
 
 	pthread_mutex_lock(&s->lock);
-	slot->state = GRIST_SLOT_READY;
+	set_state_locked(s, slot, GRIST_SLOT_READY);
 	slot->seq = s->next_seq++;
 	s->fifo[(s->fifo_head + s->fifo_len++) % s->num_slots] = slot_index;
 	s->stats.batches++;
 	s->stats.bytes += bytes;
+	s->stats.commands += slot->commands;
+	add_max(&s->stats.enqueue_ns, &s->stats.enqueue_max_ns, slot->enqueue_ns);
+	add_max(&s->stats.flush_ns, &s->stats.flush_max_ns, slot->flush_ns);
+	add_max(&s->stats.in_flight_sum, &s->stats.in_flight_max,
+		s->in_state[GRIST_SLOT_READY] + s->in_state[GRIST_SLOT_HELD]);
+	add_max(&s->stats.filling_sum, &s->stats.filling_max, s->in_state[GRIST_SLOT_FILLING]);
+	if (s->last_submit_end)
+		s->stats.submit_gap_ns += t0 > s->last_submit_end ? t0 - s->last_submit_end : 0;
+	s->last_submit_end = now_ns();
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -446,7 +481,7 @@ int grist_device_stage_cancel(struct grist_device_stage *s, unsigned slot_index)
 	if (ret)
 		return stage_fail(s, ret);
 	pthread_mutex_lock(&s->lock);
-	slot->state = GRIST_SLOT_IDLE;
+	set_state_locked(s, slot, GRIST_SLOT_IDLE);
 	slot->idle_since = ++s->release_clock;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -487,7 +522,8 @@ int grist_device_stage_next(struct grist_device_stage *s, struct grist_device_ba
 	s->fifo_head = (s->fifo_head + 1) % s->num_slots;
 	s->fifo_len--;
 	slot = &s->slots[index];
-	slot->state = GRIST_SLOT_HELD;
+	set_state_locked(s, slot, GRIST_SLOT_HELD);
+	slot->held_since = now_ns();
 	out->slot = index;
 	out->seq = slot->seq;
 	out->bytes = slot->bytes;
@@ -536,8 +572,9 @@ int grist_device_stage_release(struct grist_device_stage *s, const struct grist_
 		clRetainEvent(done[i]);
 		slot->done[slot->num_done++] = done[i];
 	}
-	slot->state = GRIST_SLOT_IDLE;
+	set_state_locked(s, slot, GRIST_SLOT_IDLE);
 	slot->idle_since = ++s->release_clock;
+	s->stats.hold_ns += now_ns() - slot->held_since;
 	pthread_cond_broadcast(&s->cond);
 out:
 	pthread_mutex_unlock(&s->lock);

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "grist/device.h"
 
@@ -40,6 +41,10 @@ struct grist_device_slot {
 	unsigned num_done, cap_done;
 	struct grist_device_part *parts;
 	size_t bytes, rows;
+	/* publish() reports its OpenCL calls here (FILLING: the producer's alone) */
+	uint64_t enqueue_ns, flush_ns;
+	unsigned commands;
+	uint64_t held_since;	/* next() clock, for stats.hold_ns (under the stage lock) */
 };
 
 struct grist_device_ops {
@@ -78,11 +83,21 @@ struct grist_device_stage {
 	unsigned *fifo;			/* READY slots in submission order */
 	unsigned fifo_head, fifo_len;
 	uint64_t next_seq, release_clock;
+	unsigned in_state[4];		/* slots per enum grist_slot_state, for the occupancy stats */
+	uint64_t last_submit_end;	/* when the last submit() returned, for stats.submit_gap_ns */
 	bool closed;
 	int failed;			/* first OpenCL failure after create, sticky */
 	char failed_msg[256];
 	struct grist_device_stats stats;
 };
+
+static inline uint64_t grist_device_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Record "<what>: CL_NAME (n)" and return the negative errno that @err maps to. */
 int grist_cl_fail(cl_int err, const char *what);

@@ -39,6 +39,7 @@ static int staging_begin_fill(struct grist_device_stage *s, struct grist_device_
 
 static int staging_publish(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
+	uint64_t t0 = grist_device_now_ns(), t1;
 	unsigned k;
 	cl_int err;
 	int ret = 0;
@@ -48,6 +49,7 @@ static int staging_publish(struct grist_device_stage *s, struct grist_device_slo
 		const char *src = (const char *)slot->host + p->offset;
 		cl_event ev, oev;
 
+		slot->commands += p->row_offsets ? 2 : 1;
 		if (p->bytes)
 			err = clEnqueueWriteBuffer(s->queues[k], slot->data[k], CL_FALSE, 0, p->bytes, src,
 						   slot->num_done, slot->num_done ? slot->done : NULL, &ev);
@@ -73,11 +75,14 @@ static int staging_publish(struct grist_device_stage *s, struct grist_device_slo
 		p->data = slot->data[k];
 		p->offset = 0;
 	}
+	t1 = grist_device_now_ns();
+	slot->enqueue_ns += t1 - t0;
 	for (k = 0; k < s->num_devices; k++) {
 		err = clFlush(s->queues[k]);
 		if (err != CL_SUCCESS && !ret)
 			ret = grist_cl_fail(err, "clFlush(transfer queue)");
 	}
+	slot->flush_ns += grist_device_now_ns() - t1;
 	/* The enqueued writes hold their own references to the consumer's events. */
 	grist_cl_release_events(slot->done, slot->num_done);
 	slot->num_done = 0;
