@@ -330,17 +330,18 @@ static void print_device_stats(struct grist_device_stage *stage, double consumer
 		"device: %s strategy, %u device(s); stage created in %.3f s\n"
 		"device transfers: %llu batches, %llu bytes, %llu commands; enqueue %.3f s (max %.3f ms), "
 		"flush %.3f s (max %.3f ms)\n"
-		"device slots: in flight mean %.2f, max %llu; filling mean %.2f, max %llu; acquires %llu (%llu blocked), "
-		"slot wait %.3f s, fill wait %.3f s\n"
-		"device producer: %.3f s between submits; consumer: next() wait %.3f s, batches held %.3f s, "
-		"ready wait or read-back %.3f s\n",
+		"device slots: %llu in the ring, %llu with memory (%llu bytes host and device, made or grown %llu "
+		"times); in flight mean %.2f, max %llu; filling mean %.2f, max %llu\n"
+		"device waits: acquires %llu (%llu found the ring full), slot wait %.3f s, fill wait %.3f s; "
+		"next() wait %.3f s; batches held %.3f s, of which ready wait or read-back %.3f s\n",
 		grist_device_strategy_name(grist_device_stage_strategy(stage)), grist_device_stage_num_devices(stage),
 		d.create_ns / 1e9, (unsigned long long)d.batches, (unsigned long long)d.bytes,
 		(unsigned long long)d.commands, d.enqueue_ns / 1e9, d.enqueue_max_ns / 1e6, d.flush_ns / 1e9,
-		d.flush_max_ns / 1e6, (double)d.in_flight_sum / n, (unsigned long long)d.in_flight_max,
-		(double)d.filling_sum / n, (unsigned long long)d.filling_max, (unsigned long long)d.acquires,
-		(unsigned long long)d.acquires_blocked, d.slot_wait_ns / 1e9, d.fill_wait_ns / 1e9,
-		d.submit_gap_ns / 1e9, d.consumer_wait_ns / 1e9, d.hold_ns / 1e9, consumer_s);
+		d.flush_max_ns / 1e6, (unsigned long long)d.slots, (unsigned long long)d.slots_allocated,
+		(unsigned long long)d.memory_bytes, (unsigned long long)d.slots_grown, (double)d.in_flight_sum / n,
+		(unsigned long long)d.in_flight_max, (double)d.filling_sum / n, (unsigned long long)d.filling_max,
+		(unsigned long long)d.acquires, (unsigned long long)d.acquires_blocked, d.slot_wait_ns / 1e9,
+		d.fill_wait_ns / 1e9, d.consumer_wait_ns / 1e9, d.hold_ns / 1e9, consumer_s);
 }
 
 /* Copy every part of @db back, in row order; the read waits on the part's ready event. */
