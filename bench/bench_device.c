@@ -1,4 +1,4 @@
-/* Benchmark of the device stage: host->device bytes/s vs a plain pinned write loop, and consumer stall. */
+/* Benchmark of the device stage: per-call OpenCL costs, pageable writes, host->device bytes/s vs a plain pinned write loop, and consumer stall. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -281,6 +281,128 @@ static void run_stall(const char *selector, enum grist_device_strategy strategy,
 	grist_device_stage_destroy(s);
 }
 
+/*
+ * What each OpenCL call of the stage's per-batch path costs on this driver, one batch
+ * of @batch bytes at a time with @depth batches in flight: the data write, the row
+ * offsets write, clFlush, the status poll of a finished transfer and the wait for one.
+ * Prints the median and 99th percentile of each, in microseconds.
+ */
+static void run_calls(cl_context ctx, cl_device_id dev, size_t batch, unsigned depth, unsigned n)
+{
+	double *t[5];
+	const char *names[5] = { "write data", "write offsets", "clFlush", "status poll", "wait (done)" };
+	cl_event *ev = calloc(depth, sizeof(*ev));
+	cl_mem pinned, dst[16], offs[16];
+	cl_command_queue q;
+	void *host;
+	unsigned i, k;
+	cl_int err;
+
+	q = clCreateCommandQueue(ctx, dev, 0, &err);
+	CL_CHECK(err);
+	pinned = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, batch + 4096, NULL, &err);
+	CL_CHECK(err);
+	host = clEnqueueMapBuffer(q, pinned, CL_TRUE, CL_MAP_WRITE, 0, batch + 4096, 0, NULL, NULL, &err);
+	CL_CHECK(err);
+	memset(host, 3, batch + 4096);
+	for (i = 0; i < 16; i++) {
+		dst[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY, batch, NULL, &err);
+		CL_CHECK(err);
+		offs[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY, 4096, NULL, &err);
+		CL_CHECK(err);
+	}
+	for (k = 0; k < 5; k++)
+		t[k] = calloc(n, sizeof(double));
+	for (i = 0; i < n; i++) {
+		cl_event *e = &ev[i % depth], w;
+		cl_int status;
+		double a, b;
+
+		if (*e) {
+			a = bench_now();
+			CL_CHECK(clGetEventInfo(*e, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL));
+			b = bench_now();
+			t[3][i] = b - a;
+			CL_CHECK(clWaitForEvents(1, e));
+			t[4][i] = bench_now() - b;
+			clReleaseEvent(*e);
+		}
+		a = bench_now();
+		CL_CHECK(clEnqueueWriteBuffer(q, dst[i % 16], CL_FALSE, 0, batch, host, 0, NULL, &w));
+		b = bench_now();
+		t[0][i] = b - a;
+		CL_CHECK(clEnqueueWriteBuffer(q, offs[i % 16], CL_FALSE, 0, 2056, (char *)host + batch, 0, NULL, e));
+		a = bench_now();
+		t[1][i] = a - b;
+		clReleaseEvent(w);
+		CL_CHECK(clFlush(q));
+		t[2][i] = bench_now() - a;
+	}
+	CL_CHECK(clFinish(q));
+	printf("calls %zu KiB, %u in flight:", batch >> 10, depth);
+	for (k = 0; k < 5; k++) {
+		double p99;
+
+		qsort(t[k], n, sizeof(double), bench_cmp_double);
+		p99 = t[k][n * 99 / 100];
+		printf(" %s %.1f/%.1f us%s", names[k], t[k][n / 2] * 1e6, p99 * 1e6, k < 4 ? "," : "\n");
+		free(t[k]);
+	}
+	for (i = 0; i < depth; i++)
+		if (ev[i])
+			clReleaseEvent(ev[i]);
+	free(ev);
+	for (i = 0; i < 16; i++) {
+		clReleaseMemObject(dst[i]);
+		clReleaseMemObject(offs[i]);
+	}
+	clEnqueueUnmapMemObject(q, pinned, host, 0, NULL, NULL);
+	clFinish(q);
+	clReleaseMemObject(pinned);
+	clReleaseCommandQueue(q);
+}
+
+/*
+ * Writes from ordinary (malloc'd, not OpenCL-pinned) memory: bytes/s, and how long the
+ * enqueue call itself takes (a driver that stages pageable memory copies it on the
+ * calling thread).
+ */
+static void run_pageable(cl_context ctx, cl_device_id dev, size_t batch, unsigned nbatches)
+{
+	cl_command_queue q;
+	cl_mem dst[8];
+	void *host;
+	unsigned i;
+	cl_int err;
+	double t0, in_enqueue = 0, a;
+
+	q = clCreateCommandQueue(ctx, dev, 0, &err);
+	CL_CHECK(err);
+	if (posix_memalign(&host, 4096, batch))
+		die("posix_memalign", -ENOMEM);
+	memset(host, 5, batch);
+	for (i = 0; i < 8; i++) {
+		dst[i] = clCreateBuffer(ctx, CL_MEM_READ_ONLY, batch, NULL, &err);
+		CL_CHECK(err);
+	}
+	CL_CHECK(clEnqueueWriteBuffer(q, dst[0], CL_TRUE, 0, batch, host, 0, NULL, NULL));
+	t0 = bench_now();
+	for (i = 0; i < nbatches; i++) {
+		a = bench_now();
+		CL_CHECK(clEnqueueWriteBuffer(q, dst[i % 8], CL_FALSE, 0, batch, host, 0, NULL, NULL));
+		in_enqueue += bench_now() - a;
+		CL_CHECK(clFlush(q));
+	}
+	CL_CHECK(clFinish(q));
+	printf("pageable write %zu KiB x %u: %.2f GB/s, %.1f us per enqueue call (%.0f%% of the time)\n",
+	       batch >> 10, nbatches, (double)batch * nbatches / (bench_now() - t0) * 1e-9,
+	       in_enqueue / nbatches * 1e6, 100 * in_enqueue / (bench_now() - t0));
+	for (i = 0; i < 8; i++)
+		clReleaseMemObject(dst[i]);
+	free(host);
+	clReleaseCommandQueue(q);
+}
+
 int main(int argc, char **argv)
 {
 	const size_t sizes[] = { 256u << 10, 4u << 20, 32u << 20 };
@@ -290,6 +412,21 @@ int main(int argc, char **argv)
 	unsigned si, r;
 
 	printf("bench_device: selector %s, %u slots, median of %d runs\n", selector, slots, REPEATS);
+	{
+		/* The per-batch path's calls, timed alone: the floor for what the stage costs per batch. */
+		struct grist_device_config cfg = { .selector = selector, .slots = 2, .slot_bytes = 4096, .max_rows = 1 };
+		struct grist_device_stage *st;
+		int ret = grist_device_stage_create(&cfg, &st);
+
+		if (ret)
+			die("create", ret);
+		run_calls(grist_device_stage_context(st), grist_device_stage_device(st, 0), 256u << 10, 8, 4000);
+		run_calls(grist_device_stage_context(st), grist_device_stage_device(st, 0), 768u << 10, 8, 2000);
+		run_pageable(grist_device_stage_context(st), grist_device_stage_device(st, 0), 256u << 10, 4000);
+		run_pageable(grist_device_stage_context(st), grist_device_stage_device(st, 0), 768u << 10, 2000);
+		run_pageable(grist_device_stage_context(st), grist_device_stage_device(st, 0), 4u << 20, 256);
+		grist_device_stage_destroy(st);
+	}
 	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		size_t batch = sizes[si];
 		unsigned nbatches = (unsigned)((512u << 20) / batch);

@@ -311,6 +311,39 @@ static void device_reader_free(struct device_reader *r)
 	free(r->buf);
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static void print_device_stats(struct grist_device_stage *stage, double consumer_s)
+{
+	struct grist_device_stats d;
+	double n;
+
+	grist_device_stage_stats(stage, &d);
+	n = d.batches ? (double)d.batches : 1.0;
+	fprintf(stderr,
+		"device: %s strategy, %u device(s); stage created in %.3f s\n"
+		"device transfers: %llu batches, %llu bytes, %llu commands; enqueue %.3f s (max %.3f ms), "
+		"flush %.3f s (max %.3f ms)\n"
+		"device slots: %llu in the ring, %llu with memory (%llu bytes host and device, made or grown %llu "
+		"times); in flight mean %.2f, max %llu; filling mean %.2f, max %llu\n"
+		"device waits: acquires %llu (%llu found the ring full), slot wait %.3f s, fill wait %.3f s; "
+		"next() wait %.3f s; batches held %.3f s, of which ready wait or read-back %.3f s\n",
+		grist_device_strategy_name(grist_device_stage_strategy(stage)), grist_device_stage_num_devices(stage),
+		d.create_ns / 1e9, (unsigned long long)d.batches, (unsigned long long)d.bytes,
+		(unsigned long long)d.commands, d.enqueue_ns / 1e9, d.enqueue_max_ns / 1e6, d.flush_ns / 1e9,
+		d.flush_max_ns / 1e6, (unsigned long long)d.slots, (unsigned long long)d.slots_allocated,
+		(unsigned long long)d.memory_bytes, (unsigned long long)d.slots_grown, (double)d.in_flight_sum / n,
+		(unsigned long long)d.in_flight_max, (double)d.filling_sum / n, (unsigned long long)d.filling_max,
+		(unsigned long long)d.acquires, (unsigned long long)d.acquires_blocked, d.slot_wait_ns / 1e9,
+		d.fill_wait_ns / 1e9, d.consumer_wait_ns / 1e9, d.hold_ns / 1e9, consumer_s);
+}
+
 /* Copy every part of @db back, in row order; the read waits on the part's ready event. */
 static int device_read_back(struct device_reader *r, const struct grist_device_batch *db, size_t *len)
 {
@@ -497,6 +530,7 @@ int cmd_load(int argc, char **argv)
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
+	double first_batch_s = 0, consumer_s = 0;
 	uint64_t delivered = 0, mismatches = 0, digest = 0, *per_dataset = NULL;
 	size_t state_len, num_specs = 0, i, d;
 	ssize_t n;
@@ -553,10 +587,14 @@ int cmd_load(int argc, char **argv)
 		}
 		if (!b)
 			break;
+		if (!delivered)
+			first_batch_s = seconds_since(&t0);
 		if (b->device) {
 #if GRIST_HAVE_OPENCL
+			struct timespec tc;
 			size_t len = 0;
 
+			clock_gettime(CLOCK_MONOTONIC, &tc);
 			if (device_read_back(&dr, b->device, &len)) {
 				grist_loader_release(l, b);
 				rc = CLI_EXIT_DATA;
@@ -568,6 +606,7 @@ int cmd_load(int argc, char **argv)
 				fprintf(stderr, "%s: batch %llu: device bytes differ from the host bytes\n",
 					cli_command_name, (unsigned long long)b->sequence);
 			}
+			consumer_s += seconds_since(&tc);
 #endif
 		} else if (a.digest && b->segment_ids) {
 			if (packed_digest(b, cfg.pack_token_bytes, &digest)) {
@@ -611,6 +650,11 @@ int cmd_load(int argc, char **argv)
 	if (a.stats) {
 		grist_loader_stats(l, &st);
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, &cfg);
+		fprintf(stderr, "first batch: %.3f s after start\n", first_batch_s);
+#if GRIST_HAVE_OPENCL
+		if (cfg.device)
+			print_device_stats(grist_loader_device_stage(l), consumer_s);
+#endif
 		if (cfg.pack)
 			fprintf(stderr, "packed tokens: %llu of %llu\npacking efficiency: %.6f\n",
 				(unsigned long long)st.pack_tokens, (unsigned long long)st.pack_capacity,

@@ -12,7 +12,9 @@
  *     slot is IDLE and its earlier transfer has finished, so the host bytes
  *     are never overwritten while a copy still reads them.
  *   - submit() enqueues the transfer on a dedicated in-order transfer queue per
- *     device, flushes it and returns at once (no host wait).
+ *     device, flushes it and returns at once (no host wait). With one device
+ *     a ragged batch's row offsets travel in the same write as its rows (the
+ *     slot's buffer holds both), so a batch costs one command and one flush.
  *   - next() returns submitted batches in submission order, each with the
  *     cl_event the consumer's own queue must wait on before reading.
  *   - release() hands the batch back together with the consumer's completion
@@ -34,6 +36,12 @@
  *
  * Splitting: with N > 1 devices, device k receives rows
  * [k*rows/N, (k+1)*rows/N) of every batch, so rows must be a multiple of N.
+ *
+ * Memory: a slot gets its host and device buffers the first time it is
+ * acquired, and they only grow (to the largest batch asked for, at most
+ * slot_bytes); a released slot whose transfer finished is reused first. So a
+ * ring sized for the worst case costs only the slots a run keeps busy, and
+ * the steady state allocates nothing. stats.memory_bytes says what is held.
  *
  * Thread-safety: acquire/submit/close (producer) and next/release (consumer)
  * may run on different threads, and each may be called from several threads.
@@ -72,7 +80,7 @@ struct grist_device_config {
 	 * GRIST_OPENCL_DEVICE, or "0:0" when that is unset.
 	 */
 	const char *selector;
-	unsigned slots;		/* ring size, >= 2 (each slot has memory on every device) */
+	unsigned slots;		/* ring size, 2..4096 (each slot in use has memory on every device) */
 	size_t slot_bytes;	/* largest batch in bytes, > 0 */
 	size_t max_rows;	/* largest batch in rows (first axis), > 0 */
 	enum grist_device_strategy strategy;	/* GRIST_DEVICE_AUTO unless forcing one */
@@ -113,11 +121,36 @@ struct grist_device_batch {
 	const struct grist_device_part *parts;
 };
 
+/*
+ * Where the stage's time goes. Times are summed over the threads that made the
+ * calls; the occupancy figures are sampled at every submit (divide the sums by
+ * @batches for means).
+ */
 struct grist_device_stats {
 	uint64_t batches;		/* batches submitted */
 	uint64_t bytes;			/* payload bytes submitted */
-	uint64_t producer_wait_ns;	/* time acquire() waited for a free slot */
+	uint64_t producer_wait_ns;	/* time acquire() took in all (slot_wait_ns + fill_wait_ns + bookkeeping) */
 	uint64_t consumer_wait_ns;	/* time next() waited for a submitted batch */
+	uint64_t create_ns;		/* grist_device_stage_create(): platform, context, queues, slot memory */
+	uint64_t acquires;		/* slots handed out by acquire() */
+	uint64_t acquires_blocked;	/* of those, how many found no IDLE slot and waited for a release */
+	uint64_t slot_wait_ns;		/* time acquire() waited for an IDLE slot (the ring was full) */
+	uint64_t fill_wait_ns;		/* time acquire() waited before the slot could be written: its last
+					   transfer (staging), the consumer's events and the map (mapped) */
+	uint64_t commands;		/* OpenCL commands submit() enqueued (writes, unmaps, markers) */
+	uint64_t enqueue_ns;		/* time submit() spent in clEnqueue* calls */
+	uint64_t enqueue_max_ns;	/* the longest submit()'s clEnqueue* time */
+	uint64_t flush_ns;		/* time submit() spent in clFlush */
+	uint64_t flush_max_ns;		/* the longest submit()'s clFlush time */
+	uint64_t hold_ns;		/* time the consumer held batches, next() to release(), summed */
+	uint64_t in_flight_sum;		/* submitted and not released (READY + HELD), at each submit */
+	uint64_t in_flight_max;
+	uint64_t filling_sum;		/* acquired and not yet submitted (FILLING), at each submit */
+	uint64_t filling_max;
+	uint64_t slots;			/* the ring's size */
+	uint64_t slots_allocated;	/* slots that have their memory (made on first use) */
+	uint64_t memory_bytes;		/* host and device bytes the slots hold now */
+	uint64_t slots_grown;		/* times a slot's memory was made or remade larger */
 };
 
 struct grist_device_stage;
@@ -127,8 +160,9 @@ struct grist_device_stage;
  * @cfg: see struct grist_device_config.
  * @out: receives the stage.
  *
- * Creates one context over the selected devices, one in-order transfer queue
- * per device and all slot memory up front: nothing is allocated afterwards.
+ * Creates one context over the selected devices and one in-order transfer
+ * queue per device. Slot memory is made on first use (see Memory above);
+ * create checks that slot_bytes fits every device's largest buffer.
  *
  * Return: 0, or
  *   -ENODEV no OpenCL platform, or the selector names a platform or device
@@ -173,16 +207,31 @@ GRIST_API const char *grist_device_strategy_name(enum grist_device_strategy stra
  * @host_ptr: receives slot_bytes of writable host memory (pinned or mapped).
  *
  * Blocks until a slot is IDLE (released by the consumer) and its last transfer
- * finished; the slot released longest ago is taken first. With the mapped
- * strategy it also waits for the consumer's events of that slot, since the
- * producer is about to write the very memory the consumer read. With the
- * staging strategy those events are instead made prerequisites of the next
- * transfer into the slot, so the producer does not wait for the consumer.
+ * finished. A slot whose transfer is known to have finished is taken first
+ * (the one released last), then the one released longest ago, then one that
+ * has no memory yet. With the mapped strategy it also waits for the
+ * consumer's events of that slot, since the producer is about to write the
+ * very memory the consumer read. With the staging strategy those events are
+ * instead made prerequisites of the next transfer into the slot, so the
+ * producer does not wait for the consumer.
  *
  * Return: 0; -ECANCELED after grist_device_stage_close(); an earlier failure's
- * code if the stage failed; OpenCL failures mapped to negative codes.
+ * code if the stage failed; -ENOMEM when a slot's memory cannot be made (the
+ * stage fails); other OpenCL failures mapped to negative codes.
  */
 GRIST_API int grist_device_stage_acquire(struct grist_device_stage *s, unsigned *slot, void **host_ptr);
+
+/**
+ * grist_device_stage_acquire_bytes() - acquire() for a batch of at most @bytes.
+ * @bytes: 0..slot_bytes; @host_ptr gets at least this much writable memory.
+ *
+ * For producers that know a batch's size before they write it: slots then
+ * grow to the largest batch seen (plus a quarter) instead of slot_bytes.
+ *
+ * Return: as acquire(); -EINVAL when @bytes > slot_bytes.
+ */
+GRIST_API int grist_device_stage_acquire_bytes(struct grist_device_stage *s, size_t bytes, unsigned *slot,
+					       void **host_ptr);
 
 /**
  * grist_device_stage_submit() - the batch in @slot is complete; start its transfer.

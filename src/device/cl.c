@@ -106,6 +106,19 @@ int grist_cl_fail(cl_int err, const char *what)
 	return grist_fail(cl_errno(err), "%s: %s (%d)", what, grist_cl_error_name(err), (int)err);
 }
 
+int grist_cl_sub_buffer(cl_mem parent, size_t origin, size_t size, cl_mem *out)
+{
+	cl_buffer_region r = { .origin = origin, .size = size };
+	cl_int err;
+
+	*out = clCreateSubBuffer(parent, 0, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+	if (err != CL_SUCCESS) {
+		*out = NULL;
+		return grist_cl_fail(err, "clCreateSubBuffer");
+	}
+	return 0;
+}
+
 int grist_cl_wait_release(cl_event *ev, unsigned n)
 {
 	cl_event live[GRIST_SELECT_MAX_DEVICES];

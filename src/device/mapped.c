@@ -1,16 +1,38 @@
-/* Mapped strategy: the producer writes into the device buffer's own mapping; zero copy on host-unified devices. */
+/*
+ * Mapped strategy: the producer writes into the device buffer's own mapping; zero copy
+ * on host-unified devices. The buffer is [every device's row offsets | rows]: the
+ * offsets are copied into the mapping too, so a batch costs one unmap and no write.
+ */
+#include <string.h>
+
 #include "common/error.h"
 #include "device/stage.h"
 
+static uint64_t mapped_slot_memory(const struct grist_device_stage *s, size_t cap)
+{
+	return (uint64_t)(s->region + cap);
+}
+
 static int mapped_init_slot(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
+	unsigned k;
 	cl_int err;
+	int ret;
 
-	slot->shared = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, s->slot_bytes, NULL,
-				      &err);
-	if (err != CL_SUCCESS)
+	slot->whole[0] = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY | CL_MEM_ALLOC_HOST_PTR, s->region + slot->cap,
+					NULL, &err);
+	if (err != CL_SUCCESS) {
+		slot->whole[0] = NULL;
 		return grist_cl_fail(err, "clCreateBuffer(host-unified batch)");
-	return 0;
+	}
+	/* One rows sub-buffer read by every device (parts[k].offset says where its rows start). */
+	ret = grist_cl_sub_buffer(slot->whole[0], s->region, slot->cap, &slot->data[0]);
+	for (k = 0; !ret && k < s->num_devices; k++) {
+		slot->data[k] = slot->data[0];
+		ret = grist_cl_sub_buffer(slot->whole[0], k * s->stride, (s->max_rows + 1) * sizeof(uint64_t),
+					  &slot->offsets_mem[k]);
+	}
+	return ret;
 }
 
 /*
@@ -30,41 +52,46 @@ static int mapped_begin_fill(struct grist_device_stage *s, struct grist_device_s
 		ret = ret2;
 	if (ret)
 		return ret;
-	slot->host = clEnqueueMapBuffer(s->queues[0], slot->shared, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0,
-					s->slot_bytes, 0, NULL, NULL, &err);
+	slot->base = clEnqueueMapBuffer(s->queues[0], slot->whole[0], CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0,
+					s->region + slot->cap, 0, NULL, NULL, &err);
 	if (err != CL_SUCCESS) {
-		slot->host = NULL;
+		slot->base = NULL;
 		return grist_cl_fail(err, "clEnqueueMapBuffer(CL_MAP_WRITE_INVALIDATE_REGION)");
 	}
+	slot->host = (char *)slot->base + s->region;
 	return 0;
 }
 
 /*
- * Unmap on device 0's queue; every other device's ready event is a command on
- * its own queue that waits for that unmap, so each consumer waits on an event
- * of the device it runs on.
+ * Offsets into the mapping, then unmap on device 0's queue; every other device's
+ * ready event is a marker on its own queue that waits for that unmap, so each
+ * consumer waits on an event of the device it runs on.
  */
 static int mapped_publish(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
+	uint64_t t0 = grist_device_now_ns(), t1;
 	cl_event unmap;
 	unsigned k;
 	cl_int err;
 	int ret = 0;
 
-	err = clEnqueueUnmapMemObject(s->queues[0], slot->shared, slot->host, 0, NULL, &unmap);
+	for (k = 0; k < s->num_devices; k++) {
+		const struct grist_device_part *p = &slot->parts[k];
+
+		if (p->row_offsets)
+			memcpy((char *)slot->base + k * s->stride, p->row_offsets, (p->rows + 1) * sizeof(uint64_t));
+	}
+	slot->commands++;
+	err = clEnqueueUnmapMemObject(s->queues[0], slot->whole[0], slot->base, 0, NULL, &unmap);
 	if (err != CL_SUCCESS)
 		return grist_cl_fail(err, "clEnqueueUnmapMemObject(batch)");
-	slot->host = NULL;
+	slot->base = slot->host = NULL;
 	for (k = 0; k < s->num_devices; k++) {
 		struct grist_device_part *p = &slot->parts[k];
-		cl_uint nwait = k ? 1 : 0;
 		cl_event ev;
 
-		if (p->row_offsets) {
-			err = clEnqueueWriteBuffer(s->queues[k], slot->offsets_mem[k], CL_FALSE, 0,
-						   (p->rows + 1) * sizeof(uint64_t), p->row_offsets, nwait,
-						   nwait ? &unmap : NULL, &ev);
-		} else if (k) {
+		if (k) {
+			slot->commands++;
 			err = clEnqueueMarkerWithWaitList(s->queues[k], 1, &unmap, &ev);
 		} else {
 			clRetainEvent(unmap);
@@ -77,27 +104,43 @@ static int mapped_publish(struct grist_device_stage *s, struct grist_device_slot
 		}
 		slot->xfer[k] = ev;
 		p->ready = ev;
-		p->data = slot->shared;
+		p->data = slot->data[k];
 	}
 	clReleaseEvent(unmap);
+	t1 = grist_device_now_ns();
+	slot->enqueue_ns += t1 - t0;
 	for (k = 0; k < s->num_devices; k++) {
 		err = clFlush(s->queues[k]);
 		if (err != CL_SUCCESS && !ret)
 			ret = grist_cl_fail(err, "clFlush(transfer queue)");
 	}
+	slot->flush_ns += grist_device_now_ns() - t1;
 	return ret;
 }
 
 static void mapped_fini_slot(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
-	if (slot->host) {
-		/* Destroyed while the producer was filling: give the mapping back. */
-		clEnqueueUnmapMemObject(s->queues[0], slot->shared, slot->host, 0, NULL, NULL);
-		clFinish(s->queues[0]);
-		slot->host = NULL;
+	unsigned k;
+
+	if (slot->base) {
+		/* Freed while the producer was filling: give the mapping back. */
+		cl_event unmap;
+
+		if (clEnqueueUnmapMemObject(s->queues[0], slot->whole[0], slot->base, 0, NULL, &unmap) == CL_SUCCESS)
+			grist_cl_wait_release(&unmap, 1);
+		slot->base = slot->host = NULL;
 	}
-	if (slot->shared)
-		clReleaseMemObject(slot->shared);
+	/* sub-buffers first: the rows one is shared by every device, so released once */
+	if (slot->data[0])
+		clReleaseMemObject(slot->data[0]);
+	for (k = 0; k < s->num_devices; k++) {
+		if (slot->offsets_mem[k])
+			clReleaseMemObject(slot->offsets_mem[k]);
+		slot->data[k] = slot->offsets_mem[k] = NULL;
+	}
+	if (slot->whole[0])
+		clReleaseMemObject(slot->whole[0]);
+	slot->whole[0] = NULL;
 }
 
 /* The mapping must end before the slot can be mapped again; nothing reads it. */
@@ -106,10 +149,10 @@ static int mapped_abandon(struct grist_device_stage *s, struct grist_device_slot
 	cl_event unmap;
 	cl_int err;
 
-	err = clEnqueueUnmapMemObject(s->queues[0], slot->shared, slot->host, 0, NULL, &unmap);
+	err = clEnqueueUnmapMemObject(s->queues[0], slot->whole[0], slot->base, 0, NULL, &unmap);
 	if (err != CL_SUCCESS)
 		return grist_cl_fail(err, "clEnqueueUnmapMemObject(abandoned batch)");
-	slot->host = NULL;
+	slot->base = slot->host = NULL;
 	return grist_cl_wait_release(&unmap, 1);
 }
 
@@ -120,4 +163,5 @@ const struct grist_device_ops grist_device_mapped_ops = {
 	.publish = mapped_publish,
 	.abandon = mapped_abandon,
 	.fini_slot = mapped_fini_slot,
+	.slot_memory = mapped_slot_memory,
 };

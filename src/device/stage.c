@@ -10,13 +10,7 @@
 
 #define GRIST_DEVICE_MAX_SLOTS 4096
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define now_ns grist_device_now_ns
 
 const char *grist_device_strategy_name(enum grist_device_strategy strategy)
 {
@@ -81,6 +75,31 @@ static int check_config(const struct grist_device_config *cfg)
 	return 0;
 }
 
+/*
+ * The offsets region in front of the rows: each device's offsets start on the
+ * sub-buffer alignment every device asks for (CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+ * in bits), and so do the rows, which keeps the producer's pointer page-aligned.
+ */
+static int layout_region(struct grist_device_stage *s)
+{
+	size_t align = 4096, offsets = (s->max_rows + 1) * sizeof(uint64_t);
+	unsigned k;
+
+	for (k = 0; k < s->num_devices; k++) {
+		cl_uint bits = 0;
+		cl_int err;
+
+		err = clGetDeviceInfo(s->devices[k], CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof(bits), &bits, NULL);
+		if (err != CL_SUCCESS)
+			return grist_cl_fail(err, "clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)");
+		if (bits / 8 > align)
+			align = bits / 8;
+	}
+	s->stride = (offsets + align - 1) / align * align;
+	s->region = s->ops->strategy == GRIST_DEVICE_MAPPED ? s->num_devices * s->stride : s->stride;
+	return 0;
+}
+
 /* Every device must be able to hold a whole batch: one device may get all ragged bytes. */
 static int check_device_limits(struct grist_device_stage *s)
 {
@@ -94,7 +113,7 @@ static int check_device_limits(struct grist_device_stage *s)
 				      &max_alloc, NULL);
 		if (err != CL_SUCCESS)
 			return grist_cl_fail(err, "clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)");
-		if (s->slot_bytes > max_alloc || (s->max_rows + 1) * sizeof(uint64_t) > max_alloc)
+		if (s->slot_bytes > max_alloc || s->region > max_alloc - s->slot_bytes)
 			return grist_fail(-EINVAL, "device %u allocates at most %llu bytes per buffer; "
 					  "slot_bytes = %zu, max_rows = %zu do not fit", k,
 					  (unsigned long long)max_alloc, s->slot_bytes, s->max_rows);
@@ -102,44 +121,37 @@ static int check_device_limits(struct grist_device_stage *s)
 	return 0;
 }
 
+/* The host-side bookkeeping of a slot; its buffers come on first use (make_memory). */
 static int init_slot(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
 	unsigned n = s->num_devices, k;
-	cl_int err;
 
 	slot->parts = calloc(n, sizeof(*slot->parts));
+	slot->whole = calloc(n, sizeof(*slot->whole));
 	slot->data = calloc(n, sizeof(*slot->data));
 	slot->offsets_mem = calloc(n, sizeof(*slot->offsets_mem));
 	slot->xfer = calloc(n, sizeof(*slot->xfer));
 	slot->offsets_host = calloc((size_t)n * (s->max_rows + 1), sizeof(uint64_t));
 	slot->cap_done = 2 * n;
 	slot->done = calloc(slot->cap_done, sizeof(*slot->done));
-	if (!slot->parts || !slot->data || !slot->offsets_mem || !slot->xfer || !slot->offsets_host ||
-	    !slot->done)
+	if (!slot->parts || !slot->whole || !slot->data || !slot->offsets_mem || !slot->xfer ||
+	    !slot->offsets_host || !slot->done)
 		return grist_fail(-ENOMEM, "out of memory allocating device stage slots");
-	for (k = 0; k < n; k++) {
+	for (k = 0; k < n; k++)
 		slot->parts[k].device = s->devices[k];
-		slot->offsets_mem[k] = clCreateBuffer(s->ctx, CL_MEM_READ_ONLY,
-						      (s->max_rows + 1) * sizeof(uint64_t), NULL, &err);
-		if (err != CL_SUCCESS)
-			return grist_cl_fail(err, "clCreateBuffer(row offsets)");
-	}
-	return s->ops->init_slot(s, slot);
+	return 0;
 }
 
 static void fini_slot(struct grist_device_stage *s, struct grist_device_slot *slot)
 {
-	unsigned k;
-
 	if (slot->xfer)
 		grist_cl_wait_release(slot->xfer, s->num_devices);
 	if (slot->done)
 		grist_cl_wait_release(slot->done, slot->num_done);
-	s->ops->fini_slot(s, slot);
-	for (k = 0; slot->offsets_mem && k < s->num_devices; k++)
-		if (slot->offsets_mem[k])
-			clReleaseMemObject(slot->offsets_mem[k]);
+	if (slot->whole && slot->data && slot->offsets_mem)
+		s->ops->fini_slot(s, slot);
 	free(slot->parts);
+	free(slot->whole);
 	free(slot->data);
 	free(slot->offsets_mem);
 	free(slot->xfer);
@@ -173,6 +185,7 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 {
 	enum grist_device_strategy strategy = GRIST_DEVICE_AUTO;
 	struct grist_device_stage *s;
+	uint64_t t0 = now_ns();
 	unsigned i;
 	cl_int err;
 	int ret;
@@ -186,6 +199,7 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->num_slots = cfg->slots;
+	s->in_state[GRIST_SLOT_IDLE] = cfg->slots;
 	s->slot_bytes = cfg->slot_bytes;
 	s->max_rows = cfg->max_rows;
 
@@ -196,7 +210,9 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 	if (ret)
 		goto fail;
 	s->ops = strategy == GRIST_DEVICE_MAPPED ? &grist_device_mapped_ops : &grist_device_staging_ops;
-	ret = check_device_limits(s);
+	ret = layout_region(s);
+	if (!ret)
+		ret = check_device_limits(s);
 	if (ret)
 		goto fail;
 
@@ -226,12 +242,11 @@ int grist_device_stage_create(const struct grist_device_config *cfg, struct gris
 	}
 	for (i = 0; i < s->num_slots; i++) {
 		ret = init_slot(s, &s->slots[i]);
-		if (ret) {
-			grist_fail_prefix(ret, "device stage slot %u of %u (%zu bytes, %s strategy)", i,
-					  s->num_slots, s->slot_bytes, grist_device_strategy_name(strategy));
+		if (ret)
 			goto fail;
-		}
 	}
+	s->stats.slots = s->num_slots;
+	s->stats.create_ns = now_ns() - t0;
 	*out = s;
 	return 0;
 fail:
@@ -259,6 +274,50 @@ enum grist_device_strategy grist_device_stage_strategy(const struct grist_device
 	return s->ops->strategy;
 }
 
+/* Called locked: move @slot to @state, keeping the per-state counts for the stats. */
+static void set_state_locked(struct grist_device_stage *s, struct grist_device_slot *slot,
+			     enum grist_slot_state state)
+{
+	s->in_state[slot->state]--;
+	s->in_state[state]++;
+	slot->state = state;
+}
+
+static void add_max(uint64_t *sum, uint64_t *max, uint64_t v)
+{
+	*sum += v;
+	if (v > *max)
+		*max = v;
+}
+
+static bool no_events(cl_event *ev, unsigned n)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++)
+		if (ev[k])
+			return false;
+	return true;
+}
+
+/*
+ * Release @ev if every one of them completed; otherwise (or on a failed
+ * command, which the next wait reports) leave them all.
+ */
+static void retire_finished(cl_event *ev, unsigned n)
+{
+	unsigned k;
+
+	for (k = 0; k < n; k++) {
+		cl_int status = CL_QUEUED;
+
+		if (ev[k] && (clGetEventInfo(ev[k], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+					     NULL) != CL_SUCCESS || status != CL_COMPLETE))
+			return;
+	}
+	grist_cl_release_events(ev, n);
+}
+
 /* Make the stage fail for every thread; keeps the first failure. Called unlocked. */
 static int stage_fail(struct grist_device_stage *s, int code)
 {
@@ -278,31 +337,116 @@ static int failed_locked(struct grist_device_stage *s)
 	return grist_fail(s->failed, "device stage failed earlier: %s", s->failed_msg);
 }
 
-static struct grist_device_slot *oldest_idle_locked(struct grist_device_stage *s)
+/*
+ * Called locked: the IDLE slot to fill with a batch of @need bytes, or NULL.
+ * In this order: a clean slot (its transfer known finished, so no OpenCL call
+ * is needed before writing it), the one released last, so a run keeps reusing
+ * the few slots it needs and their memory stays warm; else the slot released
+ * longest ago, whose transfer most likely finished; else one whose memory
+ * must grow (remade larger, so the memory held stays what the batches in
+ * flight need); else one that has no memory yet.
+ */
+static struct grist_device_slot *pick_idle_locked(struct grist_device_stage *s, size_t need)
 {
-	struct grist_device_slot *best = NULL;
+	struct grist_device_slot *clean = NULL, *old = NULL, *fresh = NULL, *small = NULL;
 	unsigned i;
 
 	for (i = 0; i < s->num_slots; i++) {
 		struct grist_device_slot *slot = &s->slots[i];
 
-		if (slot->state == GRIST_SLOT_IDLE && (!best || slot->idle_since < best->idle_since))
-			best = slot;
+		if (slot->state != GRIST_SLOT_IDLE)
+			continue;
+		if (slot->cap == 0) {
+			if (!fresh)
+				fresh = slot;
+		} else if (slot->cap < need) {
+			if (!small || slot->idle_since < small->idle_since)
+				small = slot;
+		} else if (slot->clean) {
+			if (!clean || slot->idle_since > clean->idle_since)
+				clean = slot;
+		} else if (!old || slot->idle_since < old->idle_since) {
+			old = slot;
+		}
 	}
-	return best;
+	return clean ? clean : old ? old : small ? small : fresh;
+}
+
+/* Memory for @need bytes of rows: a quarter more, in 64 KiB steps, so a run of ragged batches grows it rarely. */
+static size_t grown_cap(const struct grist_device_stage *s, size_t need)
+{
+	size_t step = 64u << 10, cap;
+
+	if (need >= s->slot_bytes - s->slot_bytes / 5)
+		return s->slot_bytes;
+	cap = (need + need / 4 + step - 1) / step * step;
+	if (cap < step)
+		cap = step;
+	return cap < s->slot_bytes ? cap : s->slot_bytes;
+}
+
+/*
+ * FILLING, so this thread alone touches the slot: give it memory for @need
+ * bytes, freeing what it had once its last transfer and the consumer's
+ * events are done (the buffers are about to go).
+ */
+static int make_memory(struct grist_device_stage *s, struct grist_device_slot *slot, size_t need)
+{
+	size_t old = slot->cap;
+	int ret, ret2;
+
+	ret = grist_cl_wait_release(slot->xfer, s->num_devices);
+	ret2 = grist_cl_wait_release(slot->done, slot->num_done);
+	slot->num_done = 0;
+	if (ret || ret2)
+		return ret ? ret : ret2;
+	if (old)
+		s->ops->fini_slot(s, slot);
+	slot->cap = grown_cap(s, need);
+	ret = s->ops->init_slot(s, slot);
+	if (ret) {
+		grist_fail_prefix(ret, "device stage slot %u (%zu bytes, %s strategy)", (unsigned)(slot - s->slots),
+				  slot->cap, grist_device_strategy_name(s->ops->strategy));
+		s->ops->fini_slot(s, slot);
+		slot->cap = 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (old) {
+		s->stats.slots_allocated--;
+		s->stats.memory_bytes -= s->ops->slot_memory(s, old);
+	}
+	if (slot->cap) {
+		s->stats.slots_allocated++;
+		s->stats.memory_bytes += s->ops->slot_memory(s, slot->cap);
+		s->stats.slots_grown++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
 }
 
 int grist_device_stage_acquire(struct grist_device_stage *s, unsigned *slot_out, void **host_ptr)
 {
+	return grist_device_stage_acquire_bytes(s, s->slot_bytes, slot_out, host_ptr);
+}
+
+int grist_device_stage_acquire_bytes(struct grist_device_stage *s, size_t bytes, unsigned *slot_out,
+				     void **host_ptr)
+{
 	struct grist_device_slot *slot;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = now_ns(), t1, t2;
+	bool blocked = false;
 	int ret;
 
 	if (!slot_out || !host_ptr)
 		return grist_fail(-EINVAL, "grist_device_stage_acquire: NULL output pointer");
+	if (bytes > s->slot_bytes)
+		return grist_fail(-EINVAL, "a batch of %zu bytes asked for, more than slot_bytes (%zu)", bytes,
+				  s->slot_bytes);
 	pthread_mutex_lock(&s->lock);
-	while (!s->failed && !s->closed && !(slot = oldest_idle_locked(s)))
+	while (!s->failed && !s->closed && !(slot = pick_idle_locked(s, bytes))) {
+		blocked = true;
 		pthread_cond_wait(&s->cond, &s->lock);
+	}
 	if (s->failed) {
 		ret = failed_locked(s);
 		pthread_mutex_unlock(&s->lock);
@@ -312,17 +456,26 @@ int grist_device_stage_acquire(struct grist_device_stage *s, unsigned *slot_out,
 		pthread_mutex_unlock(&s->lock);
 		return grist_fail(-ECANCELED, "device stage is closed: no more batches may be acquired");
 	}
-	slot->state = GRIST_SLOT_FILLING;
+	set_state_locked(s, slot, GRIST_SLOT_FILLING);
 	pthread_mutex_unlock(&s->lock);
 
 	/* FILLING: this thread alone touches the slot's events and memory now. */
-	ret = s->ops->begin_fill(s, slot);
+	t1 = now_ns();
+	ret = slot->cap < (bytes ? bytes : 1) ? make_memory(s, slot, bytes) : 0;
+	if (!ret)
+		ret = s->ops->begin_fill(s, slot);
 	if (ret)
 		return stage_fail(s, ret);
 	*slot_out = (unsigned)(slot - s->slots);
 	*host_ptr = slot->host;
+	t2 = now_ns();
 	pthread_mutex_lock(&s->lock);
-	s->stats.producer_wait_ns += now_ns() - t0;
+	s->stats.acquires++;
+	s->stats.acquires_blocked += blocked;
+	if (blocked)
+		s->stats.slot_wait_ns += t1 - t0;
+	s->stats.fill_wait_ns += t2 - t1;
+	s->stats.producer_wait_ns += t2 - t0;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -412,16 +565,24 @@ int grist_device_stage_submit(struct grist_device_stage *s, unsigned slot_index,
 	if (ret)
 		return ret;
 	split_batch(s, slot, bytes, rows, row_offsets);
+	slot->enqueue_ns = slot->flush_ns = 0;
+	slot->commands = 0;
 	ret = s->ops->publish(s, slot);
 	if (ret)
 		return stage_fail(s, ret);
 
 	pthread_mutex_lock(&s->lock);
-	slot->state = GRIST_SLOT_READY;
+	set_state_locked(s, slot, GRIST_SLOT_READY);
 	slot->seq = s->next_seq++;
 	s->fifo[(s->fifo_head + s->fifo_len++) % s->num_slots] = slot_index;
 	s->stats.batches++;
 	s->stats.bytes += bytes;
+	s->stats.commands += slot->commands;
+	add_max(&s->stats.enqueue_ns, &s->stats.enqueue_max_ns, slot->enqueue_ns);
+	add_max(&s->stats.flush_ns, &s->stats.flush_max_ns, slot->flush_ns);
+	add_max(&s->stats.in_flight_sum, &s->stats.in_flight_max,
+		s->in_state[GRIST_SLOT_READY] + s->in_state[GRIST_SLOT_HELD]);
+	add_max(&s->stats.filling_sum, &s->stats.filling_max, s->in_state[GRIST_SLOT_FILLING]);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return 0;
@@ -446,7 +607,8 @@ int grist_device_stage_cancel(struct grist_device_stage *s, unsigned slot_index)
 	if (ret)
 		return stage_fail(s, ret);
 	pthread_mutex_lock(&s->lock);
-	slot->state = GRIST_SLOT_IDLE;
+	set_state_locked(s, slot, GRIST_SLOT_IDLE);
+	slot->clean = s->ops->strategy == GRIST_DEVICE_STAGING && no_events(slot->xfer, s->num_devices);
 	slot->idle_since = ++s->release_clock;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -487,7 +649,8 @@ int grist_device_stage_next(struct grist_device_stage *s, struct grist_device_ba
 	s->fifo_head = (s->fifo_head + 1) % s->num_slots;
 	s->fifo_len--;
 	slot = &s->slots[index];
-	slot->state = GRIST_SLOT_HELD;
+	set_state_locked(s, slot, GRIST_SLOT_HELD);
+	slot->held_since = now_ns();
 	out->slot = index;
 	out->seq = slot->seq;
 	out->bytes = slot->bytes;
@@ -516,7 +679,7 @@ int grist_device_stage_release(struct grist_device_stage *s, const struct grist_
 					  (unsigned long long)b->seq, i);
 	slot = &s->slots[b->slot];
 	pthread_mutex_lock(&s->lock);
-	if (slot->state != GRIST_SLOT_HELD || slot->seq != b->seq) {
+	if (slot->state != GRIST_SLOT_HELD || slot->releasing || slot->seq != b->seq) {
 		ret = grist_fail(-EINVAL, "batch %llu (slot %u) is not held by the consumer: released twice?",
 				 (unsigned long long)b->seq, b->slot);
 		goto out;
@@ -536,8 +699,23 @@ int grist_device_stage_release(struct grist_device_stage *s, const struct grist_
 		clRetainEvent(done[i]);
 		slot->done[slot->num_done++] = done[i];
 	}
-	slot->state = GRIST_SLOT_IDLE;
+	slot->releasing = true;
+	pthread_mutex_unlock(&s->lock);
+
+	/*
+	 * Still this consumer's slot: retire its transfer events if they finished, so
+	 * that acquire() can hand it out again without an OpenCL call on the
+	 * producer's thread (decode workers, which must not queue up on the driver).
+	 */
+	if (s->ops->strategy == GRIST_DEVICE_STAGING)
+		retire_finished(slot->xfer, s->num_devices);
+
+	pthread_mutex_lock(&s->lock);
+	slot->releasing = false;
+	set_state_locked(s, slot, GRIST_SLOT_IDLE);
+	slot->clean = s->ops->strategy == GRIST_DEVICE_STAGING && no_events(slot->xfer, s->num_devices);
 	slot->idle_since = ++s->release_clock;
+	s->stats.hold_ns += now_ns() - slot->held_since;
 	pthread_cond_broadcast(&s->cond);
 out:
 	pthread_mutex_unlock(&s->lock);

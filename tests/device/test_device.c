@@ -364,10 +364,124 @@ static void run_roundtrip(const char *selector, enum grist_device_strategy strat
 	assert_int_equal(want_seq, EPOCHS * PER_EPOCH);
 	grist_device_stage_stats(s, &st);
 	assert_int_equal(st.batches, EPOCHS * PER_EPOCH);
+	/* one device: a batch is one command, its row offsets riding with its rows */
+	if (grist_device_stage_num_devices(s) == 1)
+		assert_int_equal(st.commands, EPOCHS * PER_EPOCH);
+	assert_true(st.slots_allocated <= slots);
 	consumer_fini(c);
 	grist_device_stage_destroy(s);
 	free(c);
 	free(scratch);
+}
+
+/* Read part 0 of @b back (rows and, when ragged, offsets) and compare with what was written. */
+static void check_readback(cl_command_queue q, const struct grist_device_batch *b, const uint8_t *want,
+			   const uint64_t *offs)
+{
+	const struct grist_device_part *p = &b->parts[0];
+	uint8_t *got = malloc(p->bytes + 1);
+	uint64_t got_offs[MAX_ROWS + 1];
+
+	assert_non_null(got);
+	if (p->bytes)
+		assert_int_equal(clEnqueueReadBuffer(q, p->data, CL_TRUE, p->offset, p->bytes, got, 1, &p->ready, NULL),
+				 CL_SUCCESS);
+	assert_memory_equal(got, want, p->bytes);
+	if (offs) {
+		assert_int_equal(clEnqueueReadBuffer(q, p->row_offsets_mem, CL_TRUE, 0, (p->rows + 1) * 8, got_offs, 1,
+						     &p->ready, NULL), CL_SUCCESS);
+		assert_memory_equal(got_offs, offs, (p->rows + 1) * 8);
+	}
+	free(got);
+}
+
+/*
+ * Slots get memory on first use and keep reusing it: a producer/consumer in lockstep
+ * touches one slot of eight; a batch larger than a slot's memory grows it (and the bytes
+ * still arrive intact); one larger than slot_bytes is refused without failing the stage.
+ */
+static void run_memory_on_first_use(enum grist_device_strategy strategy)
+{
+	struct grist_device_config cfg = { .selector = "0:0", .slots = 8, .slot_bytes = 1u << 20,
+					   .max_rows = MAX_ROWS, .strategy = strategy };
+	struct grist_device_stage *s = open_or_skip(&cfg);
+	const size_t sizes[] = { 1000, 3000, 700u << 10, 20, 1u << 20 };
+	uint8_t *want = malloc(1u << 20);
+	uint64_t offs[5] = { 0 };
+	struct grist_device_stats st;
+	struct grist_device_batch b, held;
+	cl_command_queue q;
+	unsigned slot, slot2, i;
+	uint64_t mem_small;
+	cl_int err;
+	void *host;
+
+	assert_non_null(want);
+	q = clCreateCommandQueue(grist_device_stage_context(s), grist_device_stage_device(s, 0), 0, &err);
+	assert_int_equal(err, CL_SUCCESS);
+	grist_device_stage_stats(s, &st);
+	assert_int_equal(st.slots, 8);
+	assert_int_equal(st.slots_allocated, 0);
+	assert_int_equal(st.memory_bytes, 0);
+
+	for (i = 0; i < 20; i++) {
+		size_t n = i < 12 ? sizes[i % 2] : sizes[2 + i % 3];
+
+		assert_int_equal(grist_device_stage_acquire_bytes(s, n, &slot, &host), 0);
+		t_fill(want, n, i + 1);
+		memcpy(host, want, n);
+		offs[1] = n / 3;
+		offs[2] = n / 2;
+		offs[3] = n / 2;
+		offs[4] = n;
+		assert_int_equal(grist_device_stage_submit(s, slot, n, 4, i % 2 ? offs : NULL), n % 4 && i % 2 == 0
+				 ? -EINVAL : 0);
+		if (n % 4 && i % 2 == 0)	/* not whole fixed-size rows: submit it ragged instead */
+			assert_int_equal(grist_device_stage_submit(s, slot, n, 4, offs), 0);
+		assert_int_equal(grist_device_stage_next(s, &b), 1);
+		check_readback(q, &b, want, b.parts[0].row_offsets ? offs : NULL);
+		assert_int_equal(grist_device_stage_release(s, &b, 0, NULL), 0);
+		grist_device_stage_stats(s, &st);
+		if (i == 11) {
+			/* twelve small batches one at a time: one slot, made once, 64 KiB of rows */
+			assert_int_equal(st.slots_allocated, 1);
+			assert_int_equal(st.slots_grown, 1);
+			mem_small = st.memory_bytes;
+			assert_true(mem_small >= 64u << 10);
+			assert_true(mem_small < 2 * (64u << 10) + (64u << 10) * grist_device_stage_num_devices(s) + 65536);
+		}
+	}
+	/* 700 KiB grew it, 1 MiB grew it to slot_bytes; the others fit */
+	assert_int_equal(st.slots_allocated, 1);
+	assert_int_equal(st.slots_grown, 3);
+	assert_true(st.memory_bytes > mem_small);
+
+	/* a held batch makes the next acquire take a second slot, which gets memory then */
+	assert_int_equal(grist_device_stage_acquire_bytes(s, 100, &slot, &host), 0);
+	assert_int_equal(grist_device_stage_submit(s, slot, 100, 1, NULL), 0);
+	assert_int_equal(grist_device_stage_next(s, &held), 1);
+	assert_int_equal(grist_device_stage_acquire_bytes(s, 100, &slot2, &host), 0);
+	assert_int_not_equal(slot2, slot);
+	grist_device_stage_stats(s, &st);
+	assert_int_equal(st.slots_allocated, 2);
+
+	/* more than slot_bytes: refused, and the stage goes on */
+	assert_int_equal(grist_device_stage_acquire_bytes(s, (1u << 20) + 1, &slot, &host), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "slot_bytes"));
+	assert_int_equal(grist_device_stage_submit(s, slot2, 100, 1, NULL), 0);
+	assert_int_equal(grist_device_stage_next(s, &b), 1);
+	assert_int_equal(grist_device_stage_release(s, &b, 0, NULL), 0);
+	assert_int_equal(grist_device_stage_release(s, &held, 0, NULL), 0);
+	clReleaseCommandQueue(q);
+	grist_device_stage_destroy(s);
+	free(want);
+}
+
+static void test_memory_on_first_use(void **state)
+{
+	(void)state;
+	run_memory_on_first_use(GRIST_DEVICE_STAGING);
+	run_memory_on_first_use(GRIST_DEVICE_MAPPED);
 }
 
 static void test_staging_roundtrip(void **state)
@@ -495,7 +609,7 @@ static void test_bad_submit_and_release(void **state)
 	struct grist_device_batch b, stale;
 	struct grist_device_stage *s = open_or_skip(&cfg);
 	cl_event null_ev = NULL;
-	unsigned slot;
+	unsigned slot, other;
 	void *host;
 
 	(void)state;
@@ -527,13 +641,15 @@ static void test_bad_submit_and_release(void **state)
 	assert_int_equal(grist_device_stage_release(s, &b, 0, NULL), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "released twice"));
 	stale = b;
+	/* A released slot that has memory is reused before one that has none yet. */
+	assert_int_equal(grist_device_stage_acquire(s, &slot, &host), 0);
+	assert_int_equal(slot, stale.slot);
+	assert_int_equal(grist_device_stage_acquire(s, &other, &host), 0);
+	assert_int_not_equal(other, stale.slot);
 	/* A stale batch whose slot has been reused must not release the new one. */
-	assert_int_equal(grist_device_stage_acquire(s, &slot, &host), 0);
-	assert_int_equal(grist_device_stage_acquire(s, &slot, &host), 0);
 	assert_int_equal(grist_device_stage_submit(s, slot, 8, 8, NULL), 0);
 	assert_int_equal(grist_device_stage_next(s, &b), 1);
 	assert_int_equal(b.seq, 1);
-	/* Oldest released first: slot 1 (never used) went to the first acquire. */
 	assert_int_equal(b.slot, stale.slot);
 	assert_int_equal(grist_device_stage_release(s, &stale, 0, NULL), -EINVAL);
 	assert_int_equal(grist_device_stage_release(s, &b, 0, NULL), 0);
@@ -598,6 +714,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_mapped_roundtrip),
 		cmocka_unit_test(test_split_staging),
 		cmocka_unit_test(test_split_mapped),
+		cmocka_unit_test(test_memory_on_first_use),
 		cmocka_unit_test(test_auto_strategy_follows_device),
 		cmocka_unit_test(test_bad_selector),
 		cmocka_unit_test(test_bad_config),
