@@ -7,6 +7,7 @@ batch with the host bytes recorded before its transfer.
 """
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -67,9 +68,27 @@ def test_mapped_and_staging_strategies():
         env = {"GRIST_DEVICE_STRATEGY": strategy}
         same_as_host(["--batch-size", "16", "--epochs", "3", "--seed", "9", "--device", "opencl"], env)
         same_as_host(["--batch-size", "7", "--granularity", "chunk", "--window", "2", "--device", "opencl"], env)
+        # chunk granularity copies batches into device slots on helper threads (two with 8
+        # decode threads); they must still arrive in order
+        same_as_host(["--batch-size", "5", "--granularity", "chunk", "--window", "3", "--threads", "8",
+                      "--epochs", "2", "--device", "opencl"], env)
         same_as_host(["--batch-size", "16", "--engine", "ref", "--device", "opencl"], env)
         same_as_host(["--batch-size", "10", "--shard", "1/3", "--threads", "3", "--prefetch", "1",
                       "--device", "opencl"], env)
+
+
+def test_stats_one_command_per_batch():
+    """With one device a ragged batch is one OpenCL command (its row offsets ride with its rows)."""
+    for strategy in ("mapped", "staging"):
+        for extra in ([], ["--granularity", "chunk"]):
+            rc, _, err = run(["load"] + FILES + ["--batch-size", "16", "--epochs", "2", "--device", "opencl",
+                                                 "--stats"] + extra, {"GRIST_DEVICE_STRATEGY": strategy})
+            assert rc == 0, err
+            m = re.search(r"device transfers: (\d+) batches, \d+ bytes, (\d+) commands", err)
+            assert m, err
+            assert int(m.group(1)) > 10 and m.group(1) == m.group(2), (strategy, extra, m.group(0))
+            m = re.search(r"device slots: (\d+) in the ring, (\d+) with memory", err)
+            assert m and 1 <= int(m.group(2)) <= int(m.group(1)), err
 
 
 def test_split_across_two_devices():
@@ -116,7 +135,8 @@ if __name__ == "__main__":
         print("SKIP: %s" % e)
         sys.exit(gristcli.EXIT_SKIP)
     try:
-        gristcli.main([test_mapped_and_staging_strategies, test_split_across_two_devices,
+        gristcli.main([test_mapped_and_staging_strategies, test_stats_one_command_per_batch,
+                       test_split_across_two_devices,
                        test_checkpoint_resume_in_device_mode, test_bad_device_arguments,
                        test_no_platform_is_a_clear_error])
     finally:
