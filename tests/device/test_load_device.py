@@ -68,9 +68,9 @@ def test_mapped_and_staging_strategies():
         env = {"GRIST_DEVICE_STRATEGY": strategy}
         same_as_host(["--batch-size", "16", "--epochs", "3", "--seed", "9", "--device", "opencl"], env)
         same_as_host(["--batch-size", "7", "--granularity", "chunk", "--window", "2", "--device", "opencl"], env)
-        # chunk granularity copies batches into device slots on helper threads (two with 8
+        # chunk granularity copies batches into device slots on helper threads (two with 9
         # decode threads); they must still arrive in order
-        same_as_host(["--batch-size", "5", "--granularity", "chunk", "--window", "3", "--threads", "8",
+        same_as_host(["--batch-size", "5", "--granularity", "chunk", "--window", "3", "--threads", "9",
                       "--epochs", "2", "--device", "opencl"], env)
         same_as_host(["--batch-size", "16", "--engine", "ref", "--device", "opencl"], env)
         same_as_host(["--batch-size", "10", "--shard", "1/3", "--threads", "3", "--prefetch", "1",

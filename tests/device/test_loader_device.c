@@ -207,11 +207,11 @@ static void test_oversized_batch_after_the_others(void **state)
 	} cases[] = {
 		{ &path, 8, 16, GRIST_GRANULARITY_RECORD, 1, -ENOMEM },
 		{ &path, 8, 16, GRIST_GRANULARITY_CHUNK, 1, -EMSGSIZE },
-		{ &path, 8, 16, GRIST_GRANULARITY_CHUNK, 8, -EMSGSIZE }, /* two copy helpers */
+		{ &path, 8, 16, GRIST_GRANULARITY_CHUNK, 9, -EMSGSIZE }, /* two copy helpers */
 		/* larger batches: copies take long enough that batches are queued at the failure */
 		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_RECORD, 2, -ENOMEM },
 		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 1, -EMSGSIZE },
-		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 8, -EMSGSIZE },
+		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 9, -EMSGSIZE },
 	};
 	struct grist_loader_config c;
 	struct grist_dataset_spec ds;
