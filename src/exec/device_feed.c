@@ -208,9 +208,10 @@ int grist_loader_device_start(struct grist_loader *l)
 		 * The batches the consumer may hold (prefetch, see free_hold() in loader.c), two
 		 * jobs per helper (one copied, one queued), and as many batches queued or
 		 * submitted ahead as the engine's assembly window (prefetch + 2 per worker):
-		 * the feeder blocks on a full ring, and the engine's window with it. With
-		 * 18 slots at 16 threads on the H100 one acquire in eleven found the ring full
-		 * and the workers waited 9 s in all. Slots get memory only when used.
+		 * the feeder blocks on a full ring, and the engine's window with it (with 18
+		 * slots at 16 threads on the H100 one acquire in eleven found the ring full;
+		 * with this one in fifty, and twice as many slots did no better). Slots get
+		 * memory only when used.
 		 */
 		slots = 2ull * prefetch + 2ull * workers + 2ull * d->num_helpers + 2;
 	} else {

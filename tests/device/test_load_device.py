@@ -5,6 +5,7 @@ Every check compares the per-batch XXH64 digests computed from bytes read back f
 device with the digests of a host-only run, and asks --device-check to compare each device
 batch with the host bytes recorded before its transfer.
 """
+import json
 import os
 import random
 import re
@@ -91,6 +92,25 @@ def test_stats_one_command_per_batch():
             assert m and 1 <= int(m.group(2)) <= int(m.group(1)), err
 
 
+def test_device_vs_host_script():
+    """bench/py/device_vs_host.py (the H100 figures in docs/tuning.md) runs both modes, every round."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "py",
+                          "device_vs_host.py")
+    log = os.path.join(TMP, "dvh.jsonl")
+    grist = gristcli.grist_cli()
+    p = subprocess.run([sys.executable, script, "--threads", "2", "--rounds", "2", "--batch-size", "16",
+                        "--epochs", "20", "--args=--granularity,chunk", "--log", log] + FILES +
+                       ["host=" + grist, "dev=" + grist + "@device"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["host"]["ratio"] == 1.0 and out["dev"]["records_per_s"] > 0, out
+    assert out["dev"]["ratio_after_first"] is not None, out
+    rows = [json.loads(line) for line in open(log)]
+    assert sorted(r["label"] for r in rows) == ["dev", "dev", "host", "host"], rows
+    assert all(r["records"] == rows[0]["records"] for r in rows), rows
+    assert all(("--device opencl" in r["cmd"]) == (r["label"] == "dev") for r in rows), rows
+
+
 def test_split_across_two_devices():
     env = {"POCL_DEVICES": "pthread pthread"}
     same_as_host(["--batch-size", "16", "--epochs", "2", "--drop-remainder", "--device", "opencl:all"], env)
@@ -136,6 +156,7 @@ if __name__ == "__main__":
         sys.exit(gristcli.EXIT_SKIP)
     try:
         gristcli.main([test_mapped_and_staging_strategies, test_stats_one_command_per_batch,
+                       test_device_vs_host_script,
                        test_split_across_two_devices,
                        test_checkpoint_resume_in_device_mode, test_bad_device_arguments,
                        test_no_platform_is_a_clear_error])
