@@ -272,6 +272,14 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 	return 0;
 }
 
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 #if GRIST_HAVE_OPENCL
 /* Reads device batches back to the host, one in-order queue per device of the stage. */
 struct device_reader {
@@ -311,14 +319,6 @@ static void device_reader_free(struct device_reader *r)
 			clReleaseCommandQueue(r->queues[k]);
 	free(r->queues);
 	free(r->buf);
-}
-
-static double seconds_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 /*
@@ -553,13 +553,14 @@ int cmd_load(int argc, char **argv)
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	double first_batch_s = 0, consumer_s = 0;
+	double first_batch_s = 0;
 	uint64_t delivered = 0, mismatches = 0, digest = 0, *per_dataset = NULL;
 	size_t state_len, num_specs = 0, i, d;
 	ssize_t n;
 	int ret, rc = CLI_EXIT_OK;
 #if GRIST_HAVE_OPENCL
 	struct device_reader dr = { 0 };
+	double consumer_s = 0; /* waiting for device batches, or reading them back */
 #endif
 
 	ret = parse_load_args(argc, argv, &cfg, &a);
