@@ -1,18 +1,35 @@
 /*
- * The loader's device mode: batches are assembled straight into device-stage slots
- * (mapped device buffers on host-unified devices, pinned staging otherwise), and a
- * feeder thread submits each finished batch, in order, as soon as it is ready, so its
- * transfer runs ahead of the consumer (Grain's two-stage device_put, without Python).
+ * The loader's device mode: batches go into device-stage slots (mapped device buffers
+ * on host-unified devices, pinned staging otherwise), and each finished batch is
+ * submitted, in order, as soon as it is ready, so its transfer runs ahead of the
+ * consumer (Grain's two-stage device_put, without Python).
  *
- * Ownership of a device slot: a worker acquires it when it claims the unit that will
- * become the batch (or the consumer's packer does), the feeder submits it, the
- * consumer gets it from grist_device_stage_next() and releases it with its own
- * completion events; only then can a worker acquire it again. A unit whose rows are
- * copied elsewhere (a filter shifted the batch boundaries) cancels its slot.
+ * Two ways in, picked at start:
+ *  - provider: when the engine's units are batches (record granularity, the reference
+ *    engine), workers decode straight into stage slots, which they acquire when the
+ *    unit's decoding starts (the slot provider below). No byte is copied.
+ *  - copy: when units are larger than batches (chunk granularity), the engine hands
+ *    out views of its own slots, as in host mode, and helper threads copy each batch
+ *    into a stage slot sized to it. The engine's own copy into a stage slot would run
+ *    on the one thread that takes its batches in order, which on the H100 capped the
+ *    loader at 8.6 GB/s of copying, under host mode's rate.
  *
- * The feeder pulls with its own struct grist_pull (pull.c) and calls nothing in
- * loader.c: the consumer's position (consumed, batches) moves on the consumer's
- * thread alone, and the feeder's end position reaches it only through the join.
+ * Threads: one feeder pulls batches from the engine in order (with its own struct
+ * grist_pull, so it never touches the consumer's checkpoint position), publishes them
+ * and queues them as jobs; helpers copy (copy mode) and submit the jobs in queue order,
+ * whoever finishes the oldest one submitting it and every finished one behind it. So
+ * the feeder, whose pace moves the engine's in-order window, makes no OpenCL call: on
+ * a machine whose cores all decode, those calls take tens of microseconds each.
+ *
+ * Ownership of a device slot: provider mode, a worker acquires it (or the engine's
+ * consumer side, for a batch it packs), copy mode, the feeder does; a helper submits
+ * it; the consumer gets it from grist_device_stage_next() and releases it with its
+ * own completion events; only then can it be acquired again. A unit whose rows are
+ * copied elsewhere (a filter shifted the batch boundaries) cancels its device slot.
+ *
+ * The feeder's end position reaches the consumer only through the join: the feeder
+ * closes the stage after the last job is submitted, and the consumer joins it once
+ * next() reports the stage drained.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -30,18 +47,42 @@
 #include "format/dataset.h"
 #include "grist/device.h"
 
+#define MAX_HELPERS 2
+
+/* One batch between the feeder and its submission. */
+struct feed_job {
+	struct grist_slot *s;   /* the engine's batch (published) */
+	unsigned slot;          /* its stage slot */
+	void *host;             /* copy mode: the stage slot's memory */
+	bool ready;             /* copied (and digested): may be submitted */
+};
+
 struct grist_loader_device {
 	struct grist_device_stage *stage;
 	struct grist_slot_provider provider;
+	bool copy;                    /* copy mode (see above) */
 	struct grist_slot **by_slot;  /* stage slot -> the loader slot bound to it */
 	unsigned num_slots;
 	size_t slot_bytes;
 	pthread_t feeder;
 	bool feeder_started;
+	pthread_t helper[MAX_HELPERS];
+	unsigned num_helpers, helpers_started;
+
+	/*
+	 * The job queue, under @lock: jobs [head, tail) are live, [head, claimed) taken
+	 * by helpers, [head, tail) each hold a distinct stage slot, so the queue never
+	 * holds more than num_slots.
+	 */
 	pthread_mutex_t lock;
-	int error;                    /* the feeder's failure, reported after the batches before it */
+	pthread_cond_t cond;
+	struct feed_job *jobs;
+	uint64_t head, claimed, tail;
+	bool submitting;              /* a helper is submitting finished jobs in order */
+	bool feeding_done;            /* the feeder queues nothing more */
+	bool stop;                    /* a failure or a shutdown: helpers stop, jobs left are undone */
+	int error;                    /* the first failure, reported after the batches before it */
 	char errmsg[512];
-	bool stopping;
 
 	/*
 	 * The feeder's own state, set before it starts and then touched by the feeder
@@ -51,7 +92,7 @@ struct grist_loader_device {
 	 */
 	struct grist_pull pull;
 	const struct grist_layout *layout; /* immutable after create */
-	uint64_t seq;                       /* sequence number of the next batch it submits */
+	uint64_t seq;                       /* sequence number of the next batch it publishes */
 	bool host_digest;
 	uint64_t batch_size;
 };
@@ -135,27 +176,57 @@ int grist_loader_device_start(struct grist_loader *l)
 {
 	struct grist_device_config dc = { 0 };
 	struct grist_loader_device *d;
-	unsigned workers, ndev;
+	unsigned workers, ndev, prefetch = l->cfg.prefetch;
+	uint64_t slots;
 	int ret;
 
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return grist_fail(-ENOMEM, "loader: out of memory");
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_cond_init(&d->cond, NULL);
 	l->device = d;
 	ret = parse_device(l->cfg.device, &dc.selector);
 	if (!ret)
 		ret = slot_bytes_for(l, &dc.slot_bytes);
 	if (ret)
 		return ret;
-	/*
-	 * Enough slots that a worker never waits for one while the consumer waits for
-	 * that worker: the units in flight (prefetch + 2 per worker), the packer's batch,
-	 * the batches the consumer may hold (prefetch, see free_hold() in loader.c) and one
-	 * submitted ahead.
-	 */
 	workers = l->cfg.engine == GRIST_ENGINE_REF ? 1 : (l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs());
-	dc.slots = 2 * l->cfg.prefetch + 2 * workers + 2;
+	/* the async engine's units are whole batches only at record granularity */
+	d->copy = l->cfg.engine != GRIST_ENGINE_REF && l->cfg.granularity == GRIST_GRANULARITY_CHUNK;
+	if (d->copy) {
+		/*
+		 * One copier per eight decode threads: a copy is cheap next to decoding, and on
+		 * the H100 at 16 threads two helpers did as well as four (each extra thread
+		 * competes with the decode workers for the cores).
+		 */
+		d->num_helpers = (workers + 7) / 8 < MAX_HELPERS ? (workers + 7) / 8 : MAX_HELPERS;
+		/* batches are at most max_batch_bytes, and each slot grows only to the largest one */
+		if (l->cfg.max_batch_bytes && dc.slot_bytes > l->cfg.max_batch_bytes)
+			dc.slot_bytes = l->cfg.max_batch_bytes;
+		/*
+		 * The batches the consumer may hold (prefetch, see free_hold() in loader.c), two
+		 * jobs per helper (one copied, one queued), and as many batches queued or
+		 * submitted ahead as the engine's assembly window (prefetch + 2 per worker):
+		 * the feeder blocks on a full ring, and the engine's window with it (with 18
+		 * slots at 16 threads on the H100 one acquire in eleven found the ring full;
+		 * with this one in fifty, and twice as many slots did no better). Slots get
+		 * memory only when used.
+		 */
+		slots = 2ull * prefetch + 2ull * workers + 2ull * d->num_helpers + 2;
+	} else {
+		d->num_helpers = 1;
+		/*
+		 * The units that may hold a slot while they decode (prefetch + 2 per worker,
+		 * the engine's assembly window), the packer's batch, the batches the consumer
+		 * may hold (prefetch), and as many again as the assembly window queued for
+		 * submission or submitted ahead of the consumer: without that slack a consumer
+		 * a few batches behind takes slots from the workers (on the H100 one acquire in
+		 * six waited with 42 slots at 16 threads). Slots get memory only when used.
+		 */
+		slots = 2ull * (prefetch + 2ull * workers) + prefetch + 2;
+	}
+	dc.slots = slots < 4096 ? (unsigned)slots : 4096;
 	dc.max_rows = l->cfg.batch_size;
 	ret = grist_device_stage_create(&dc, &d->stage);
 	if (ret)
@@ -167,68 +238,218 @@ int grist_loader_device_start(struct grist_loader *l)
 	d->num_slots = dc.slots;
 	d->slot_bytes = dc.slot_bytes;
 	d->by_slot = calloc(dc.slots, sizeof(*d->by_slot));
-	if (!d->by_slot)
+	d->jobs = calloc(dc.slots, sizeof(*d->jobs));
+	if (!d->by_slot || !d->jobs)
 		return grist_fail(-ENOMEM, "loader: out of memory");
-	d->provider = (struct grist_slot_provider){ .acquire = provider_acquire, .cancel = provider_cancel, .ctx = d };
-	l->provider = &d->provider;
+	if (!d->copy) {
+		d->provider = (struct grist_slot_provider){ .acquire = provider_acquire, .cancel = provider_cancel,
+							    .ctx = d };
+		l->provider = &d->provider;
+	}
 	return 0;
 }
 
-static void feeder_fail(struct grist_loader_device *d, int code)
+/*
+ * Keep the first failure (its message too) and make everyone stop. Closing the stage
+ * wakes a feeder or worker blocked in acquire() while the jobs that hold the slots
+ * will never be submitted; the consumer still gets the batches submitted before, then
+ * the failure. Lock held (the stage's own lock is only ever taken inside it).
+ */
+static void fail_locked(struct grist_loader_device *d, int code)
 {
-	pthread_mutex_lock(&d->lock);
-	if (!d->error) {
+	if (!d->error && code != -ECANCELED) {
 		d->error = code;
 		snprintf(d->errmsg, sizeof(d->errmsg), "%s", grist_last_error());
 	}
-	pthread_mutex_unlock(&d->lock);
+	d->stop = true;
+	grist_device_stage_close(d->stage);
+	pthread_cond_broadcast(&d->cond);
 }
 
-/* Pull batches from the engine in order and start their transfers. */
+/* A job that will not be submitted: its stage slot goes back unsubmitted, its batch to the engine. */
+static void undo_job(struct grist_loader_device *d, const struct feed_job *j)
+{
+	if (d->copy)
+		grist_device_stage_cancel(d->stage, j->slot); /* a failure here fails the stage */
+	else
+		provider_cancel(d, j->s);
+	d->pull.ops->release(d->pull.engine, j->s);
+}
+
+/* Submit one job's batch; on failure the job is undone. */
+static int submit_job(struct grist_loader_device *d, const struct feed_job *j)
+{
+	struct grist_slot *s = j->s;
+	const uint64_t *offsets = d->layout->kind == GRIST_LAYOUT_RAGGED ? s->batch.offsets : NULL;
+	int ret;
+
+	d->by_slot[j->slot] = s;
+	ret = grist_device_stage_submit(d->stage, j->slot, s->batch.bytes, s->batch.num_rows, offsets);
+	/*
+	 * The stage's -EINVAL says this call's arguments were wrong; for the loader the
+	 * batch came from the data (how many records the files hold), so it is not.
+	 */
+	if (ret == -EINVAL && s->batch.num_rows < d->batch_size)
+		ret = grist_fail(-EMSGSIZE, "the final batch has %zu rows, which do not split evenly across %u "
+				 "devices; drop it (drop_remainder) or pick a batch count that divides",
+				 s->batch.num_rows, grist_device_stage_num_devices(d->stage));
+	else if (ret == -EINVAL)
+		ret = grist_fail_prefix(-EIO, "device stage refused batch %llu", (unsigned long long)s->batch.sequence);
+	if (ret) {
+		d->by_slot[j->slot] = NULL;
+		undo_job(d, j);
+	}
+	return ret;
+}
+
+/*
+ * Copy (copy mode) and digest jobs; submit them in queue order. A helper that finds
+ * the oldest job ready submits it and every ready one behind it; one still being
+ * copied stops it there, and its helper carries on once done, so no job waits for
+ * a helper that has gone back to sleep.
+ */
+static void *helper_main(void *arg)
+{
+	struct grist_loader_device *d = arg;
+	struct feed_job *j, job;
+	int ret;
+
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		while (!d->stop && d->claimed == d->tail && !d->feeding_done)
+			pthread_cond_wait(&d->cond, &d->lock);
+		if (d->stop || d->claimed == d->tail)
+			break;
+		j = &d->jobs[d->claimed++ % d->num_slots];
+		pthread_mutex_unlock(&d->lock);
+		/* [head, tail) are not reused before they are submitted: *j is this helper's */
+		if (d->copy)
+			memcpy(j->host, j->s->batch.data, j->s->batch.bytes);
+		if (d->host_digest)
+			j->s->host_digest = XXH64(d->copy ? j->host : j->s->batch.data, j->s->batch.bytes, 0);
+		pthread_mutex_lock(&d->lock);
+		j->ready = true;
+		if (d->submitting)
+			continue;
+		d->submitting = true;
+		while (!d->stop && d->head < d->claimed && d->jobs[d->head % d->num_slots].ready) {
+			job = d->jobs[d->head % d->num_slots];
+			pthread_mutex_unlock(&d->lock);
+			ret = submit_job(d, &job);
+			pthread_mutex_lock(&d->lock);
+			d->head++;
+			if (ret)
+				fail_locked(d, ret);
+		}
+		d->submitting = false;
+		pthread_cond_broadcast(&d->cond); /* the feeder may wait for the queue to drain */
+	}
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* Queue @s (published) with its stage slot; 0, or -ECANCELED when the helpers stopped. */
+static int queue_job(struct grist_loader_device *d, struct grist_slot *s, unsigned slot, void *host)
+{
+	struct feed_job *j;
+
+	pthread_mutex_lock(&d->lock);
+	if (d->stop) {
+		pthread_mutex_unlock(&d->lock);
+		return -ECANCELED;
+	}
+	/* each live job holds its own stage slot, so the queue (num_slots long) has room */
+	j = &d->jobs[d->tail++ % d->num_slots];
+	*j = (struct feed_job){ .s = s, .slot = slot, .host = host };
+	pthread_cond_signal(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+/* Take the next batch from the engine and queue it; 1 queued, 0 at the end, or an error. */
+static int feed_one(struct grist_loader_device *d)
+{
+	struct grist_slot *s;
+	unsigned slot;
+	void *host = NULL;
+	int ret;
+
+	ret = grist_pull_next(&d->pull, &s);
+	if (ret || !s)
+		return ret;
+	ret = grist_slot_publish(s, d->layout, d->seq++);
+	if (ret) {
+		if (!d->copy)
+			provider_cancel(d, s);
+		d->pull.ops->release(d->pull.engine, s);
+		return ret;
+	}
+	if (d->copy) {
+		ret = grist_device_stage_acquire_bytes(d->stage, s->batch.bytes, &slot, &host);
+		if (ret == -EINVAL)
+			ret = grist_fail(-EMSGSIZE, "batch %llu holds %zu bytes, more than a device slot's %zu; raise "
+					 "device_slot_bytes", (unsigned long long)s->batch.sequence, s->batch.bytes,
+					 d->slot_bytes);
+		if (ret) {
+			d->pull.ops->release(d->pull.engine, s);
+			return ret;
+		}
+	} else {
+		slot = s->handle;
+	}
+	ret = queue_job(d, s, slot, host);
+	if (ret) {
+		const struct feed_job j = { .s = s, .slot = slot };
+
+		undo_job(d, &j);
+		return ret;
+	}
+	return 1;
+}
+
+/* Pull batches from the engine in order and queue them for the helpers. */
 static void *feeder_main(void *arg)
 {
 	struct grist_loader_device *d = arg;
-	const uint64_t *offsets;
-	struct grist_slot *s;
 	int ret;
 
-	for (;;) {
-		ret = grist_pull_next(&d->pull, &s);
-		if (ret || !s)
-			break;
-		ret = grist_slot_publish(s, d->layout, d->seq++);
-		if (!ret && d->host_digest)
-			s->host_digest = XXH64(s->data, s->batch.bytes, 0);
-		offsets = d->layout->kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
-		d->by_slot[s->handle] = s;
-		if (!ret)
-			ret = grist_device_stage_submit(d->stage, s->handle, s->batch.bytes, s->batch.num_rows, offsets);
-		/*
-		 * The stage's -EINVAL says this call's arguments were wrong; for the loader the
-		 * batch came from the data (how many records the files hold), so it is not.
-		 */
-		if (ret == -EINVAL && s->batch.num_rows < d->batch_size)
-			ret = grist_fail(-EMSGSIZE, "the final batch has %zu rows, which do not split evenly across %u "
-					 "devices; drop it (drop_remainder) or pick a batch count that divides",
-					 s->batch.num_rows, grist_device_stage_num_devices(d->stage));
-		else if (ret == -EINVAL)
-			ret = grist_fail_prefix(-EIO, "device stage refused batch %llu", (unsigned long long)(d->seq - 1));
-		if (ret) {
-			d->by_slot[s->handle] = NULL;
-			provider_cancel(d, s);
-			d->pull.ops->release(d->pull.engine, s);
-			break;
-		}
-	}
-	if (ret && ret != -ECANCELED)
-		feeder_fail(d, ret);
+	while ((ret = feed_one(d)) == 1)
+		;
+	pthread_mutex_lock(&d->lock);
+	/* the batches queued before the end (or a failure) are submitted first, in order */
+	d->feeding_done = true;
+	pthread_cond_broadcast(&d->cond);
+	while (!d->stop && d->head < d->tail)
+		pthread_cond_wait(&d->cond, &d->lock);
+	if (ret)
+		fail_locked(d, ret);
+	pthread_mutex_unlock(&d->lock);
 	grist_device_stage_close(d->stage);
 	return NULL;
+}
+
+/* Join the helpers, then undo the jobs a stop left behind. Feeder joined or never started. */
+static void join_helpers(struct grist_loader_device *d)
+{
+	unsigned i;
+
+	pthread_mutex_lock(&d->lock);
+	d->stop = true;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
+	for (i = 0; i < d->helpers_started; i++)
+		pthread_join(d->helper[i], NULL);
+	d->helpers_started = 0;
+	while (d->head < d->tail)
+		undo_job(d, &d->jobs[d->head++ % d->num_slots]);
+	d->claimed = d->head;
 }
 
 int grist_loader_device_run(struct grist_loader *l)
 {
 	struct grist_loader_device *d = l->device;
+	unsigned i;
 	int ret;
 
 	d->pull = l->pull; /* a copy: from here on the feeder is the only puller */
@@ -236,6 +457,12 @@ int grist_loader_device_run(struct grist_loader *l)
 	d->seq = l->batches;
 	d->host_digest = l->cfg.device_host_digest;
 	d->batch_size = l->cfg.batch_size;
+	for (i = 0; i < d->num_helpers; i++) {
+		ret = -pthread_create(&d->helper[i], NULL, helper_main, d);
+		if (ret)
+			return grist_fail(ret, "loader: cannot start a device helper thread");
+		d->helpers_started++;
+	}
 	ret = -pthread_create(&d->feeder, NULL, feeder_main, d);
 	if (ret)
 		return grist_fail(ret, "loader: cannot start the device feeder thread");
@@ -259,6 +486,7 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, ui
 		/* drained: the feeder has stopped; report its failure if that is why */
 		pthread_join(d->feeder, NULL);
 		d->feeder_started = false;
+		join_helpers(d);
 		if (d->error)
 			return grist_fail(d->error, "%s", d->errmsg);
 		*end = d->pull.end; /* safe: the feeder has been joined */
@@ -278,12 +506,13 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, ui
 int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, unsigned n, void *const *events)
 {
 	struct grist_loader_device *d = l->device;
+	unsigned k = s->device_batch.slot;
 	int ret;
 
 	/* forget the binding first: once released, the slot may be bound to another batch at once */
-	d->by_slot[s->handle] = NULL;
+	d->by_slot[k] = NULL;
 	ret = grist_device_stage_release(d->stage, &s->device_batch, n, (const cl_event *)events);
-	l->ops->release(l->engine, s); /* the engine unbinds the slot from the stage's memory */
+	l->ops->release(l->engine, s); /* provider mode: the engine unbinds the slot from the stage's memory */
 	return ret;
 }
 
@@ -295,10 +524,16 @@ void grist_loader_device_quiesce(struct grist_loader *l)
 	if (!d)
 		return;
 	if (d->stage)
-		grist_device_stage_close(d->stage); /* workers blocked in acquire give up */
+		grist_device_stage_close(d->stage); /* workers and the feeder blocked in acquire give up */
+	pthread_mutex_lock(&d->lock);
+	d->stop = true;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
 	if (d->feeder_started)
 		pthread_join(d->feeder, NULL);
 	d->feeder_started = false;
+	if (d->jobs)
+		join_helpers(d);
 	/* batches submitted but never taken: their wrappers go back to the engine */
 	for (k = 0; d->by_slot && k < d->num_slots; k++) {
 		if (d->by_slot[k]) {
@@ -319,6 +554,8 @@ void grist_loader_device_stop(struct grist_loader *l)
 	l->provider = NULL;
 	grist_device_stage_destroy(d->stage);
 	free(d->by_slot);
+	free(d->jobs);
+	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	l->device = NULL;

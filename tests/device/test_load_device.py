@@ -5,8 +5,10 @@ Every check compares the per-batch XXH64 digests computed from bytes read back f
 device with the digests of a host-only run, and asks --device-check to compare each device
 batch with the host bytes recorded before its transfer.
 """
+import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -67,9 +69,46 @@ def test_mapped_and_staging_strategies():
         env = {"GRIST_DEVICE_STRATEGY": strategy}
         same_as_host(["--batch-size", "16", "--epochs", "3", "--seed", "9", "--device", "opencl"], env)
         same_as_host(["--batch-size", "7", "--granularity", "chunk", "--window", "2", "--device", "opencl"], env)
+        # chunk granularity copies batches into device slots on helper threads (two with 9
+        # decode threads); they must still arrive in order
+        same_as_host(["--batch-size", "5", "--granularity", "chunk", "--window", "3", "--threads", "9",
+                      "--epochs", "2", "--device", "opencl"], env)
         same_as_host(["--batch-size", "16", "--engine", "ref", "--device", "opencl"], env)
         same_as_host(["--batch-size", "10", "--shard", "1/3", "--threads", "3", "--prefetch", "1",
                       "--device", "opencl"], env)
+
+
+def test_stats_one_command_per_batch():
+    """With one device a ragged batch is one OpenCL command (its row offsets ride with its rows)."""
+    for strategy in ("mapped", "staging"):
+        for extra in ([], ["--granularity", "chunk"]):
+            rc, _, err = run(["load"] + FILES + ["--batch-size", "16", "--epochs", "2", "--device", "opencl",
+                                                 "--stats"] + extra, {"GRIST_DEVICE_STRATEGY": strategy})
+            assert rc == 0, err
+            m = re.search(r"device transfers: (\d+) batches, \d+ bytes, (\d+) commands", err)
+            assert m, err
+            assert int(m.group(1)) > 10 and m.group(1) == m.group(2), (strategy, extra, m.group(0))
+            m = re.search(r"device slots: (\d+) in the ring, (\d+) with memory", err)
+            assert m and 1 <= int(m.group(2)) <= int(m.group(1)), err
+
+
+def test_device_vs_host_script():
+    """bench/py/device_vs_host.py (the H100 figures in docs/tuning.md) runs both modes, every round."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "py",
+                          "device_vs_host.py")
+    log = os.path.join(TMP, "dvh.jsonl")
+    grist = gristcli.grist_cli()
+    p = subprocess.run([sys.executable, script, "--threads", "2", "--rounds", "2", "--batch-size", "16",
+                        "--epochs", "20", "--args=--granularity,chunk", "--log", log] + FILES +
+                       ["host=" + grist, "dev=" + grist + "@device"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["host"]["ratio"] == 1.0 and out["dev"]["records_per_s"] > 0, out
+    assert out["dev"]["ratio_after_first"] is not None, out
+    rows = [json.loads(line) for line in open(log)]
+    assert sorted(r["label"] for r in rows) == ["dev", "dev", "host", "host"], rows
+    assert all(r["records"] == rows[0]["records"] for r in rows), rows
+    assert all(("--device opencl" in r["cmd"]) == (r["label"] == "dev") for r in rows), rows
 
 
 def test_split_across_two_devices():
@@ -116,7 +155,9 @@ if __name__ == "__main__":
         print("SKIP: %s" % e)
         sys.exit(gristcli.EXIT_SKIP)
     try:
-        gristcli.main([test_mapped_and_staging_strategies, test_split_across_two_devices,
+        gristcli.main([test_mapped_and_staging_strategies, test_stats_one_command_per_batch,
+                       test_device_vs_host_script,
+                       test_split_across_two_devices,
                        test_checkpoint_resume_in_device_mode, test_bad_device_arguments,
                        test_no_platform_is_a_clear_error])
     finally:

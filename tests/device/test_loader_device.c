@@ -6,19 +6,25 @@
 #include <time.h>
 
 #include "helpers.h"
+#include "grist/device.h"
 #include "grist/error.h"
 #include "grist/format.h"
 #include "grist/loader.h"
 
 #define RECORDS 200
+#define BIG_RECORDS 512
+#define BIG_BYTES 1024
+
+#define MIXED_RECORDS 1500
+#define MIXED_BYTES 2048
 
 static char *dir;
-static const char *path;
+static const char *path, *big_path, *mixed_path;
 
 static void write_file(void)
 {
 	struct grist_writer *w;
-	char rec[16];
+	static char rec[32 << 10];
 	int i;
 
 	dir = t_mkdtemp();
@@ -28,6 +34,24 @@ static void write_file(void)
 		int n = snprintf(rec, sizeof(rec), "%d", i);
 
 		assert_int_equal(grist_writer_write(w, rec, (size_t)n), 0);
+	}
+	assert_int_equal(grist_writer_close(w), 0);
+	/* 1 KiB records in chunks of 64: a device slot sized from the footers would be 64x a batch */
+	big_path = strdup(t_path(dir, "big.array_record"));
+	assert_int_equal(grist_writer_open(big_path, "group_size:64,zstd:3", &w), 0);
+	for (i = 0; i < BIG_RECORDS; i++) {
+		t_fill(rec, BIG_BYTES, (uint64_t)i + 1);
+		assert_int_equal(grist_writer_write(w, rec, BIG_BYTES), 0);
+	}
+	assert_int_equal(grist_writer_close(w), 0);
+	/* 2 KiB records and two of 32 KiB: batches of 32 are 64 KiB, or 94 KiB with a large one */
+	mixed_path = strdup(t_path(dir, "mixed.array_record"));
+	assert_int_equal(grist_writer_open(mixed_path, "group_size:4,zstd:3", &w), 0);
+	for (i = 0; i < MIXED_RECORDS; i++) {
+		size_t n = i == 700 || i == 1400 ? sizeof(rec) : MIXED_BYTES;
+
+		t_fill(rec, n, (uint64_t)i + 7);
+		assert_int_equal(grist_writer_write(w, rec, n), 0);
 	}
 	assert_int_equal(grist_writer_close(w), 0);
 }
@@ -82,33 +106,38 @@ static void test_end_checkpoint(void **state)
 	struct grist_batch *b;
 	uint8_t st[256];
 	size_t len;
-	int n = 0;
+	int n = 0, g;
 
 	(void)state;
-	config(&c, &ds);
-	c.prefetch = 32; /* enough device slots that the feeder pulls every batch at once */
-	l = open_device(&c);
-	assert_int_equal(grist_loader_next(l, &b), 0);
-	assert_non_null(b);
-	grist_loader_release(l, b);
-	sleep_ms(300); /* let the feeder run to the end of the stream */
-	for (;;) {
+	/* record granularity (workers fill device slots) and chunk (helpers copy into them) */
+	for (g = 0; g < 2; g++) {
+		n = 0;
+		config(&c, &ds);
+		c.granularity = g ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+		c.prefetch = 32; /* enough device slots that the feeder pulls every batch at once */
+		l = open_device(&c);
 		assert_int_equal(grist_loader_next(l, &b), 0);
-		if (!b)
-			break;
-		n++;
+		assert_non_null(b);
 		grist_loader_release(l, b);
-	}
-	assert_int_equal(n, RECORDS / 8 - 1);
-	assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &len), 0);
-	grist_loader_destroy(l);
+		sleep_ms(300); /* let the feeder run to the end of the stream */
+		for (;;) {
+			assert_int_equal(grist_loader_next(l, &b), 0);
+			if (!b)
+				break;
+			n++;
+			grist_loader_release(l, b);
+		}
+		assert_int_equal(n, RECORDS / 8 - 1);
+		assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &len), 0);
+		grist_loader_destroy(l);
 
-	c.resume_state = st;
-	c.resume_state_len = len;
-	l = open_device(&c);
-	assert_int_equal(grist_loader_next(l, &b), 0);
-	assert_null(b);
-	grist_loader_destroy(l);
+		c.resume_state = st;
+		c.resume_state_len = len;
+		l = open_device(&c);
+		assert_int_equal(grist_loader_next(l, &b), 0);
+		assert_null(b);
+		grist_loader_destroy(l);
+	}
 }
 
 /*
@@ -161,11 +190,118 @@ static void test_hold_limit(void **state)
 	}
 }
 
+/*
+ * A batch that does not fit a device slot fails the loader only after every batch
+ * before it was delivered, in order: record granularity (workers decode into the
+ * slots: -ENOMEM from the engine) and chunk granularity (helpers copy into slots
+ * sized per batch: -EMSGSIZE), whatever ran ahead on the feeder and helper threads.
+ */
+static void test_oversized_batch_after_the_others(void **state)
+{
+	static const struct {
+		const char **file;
+		size_t batch, limit;
+		enum grist_granularity granularity;
+		unsigned threads;
+		int code;
+	} cases[] = {
+		{ &path, 8, 16, GRIST_GRANULARITY_RECORD, 1, -ENOMEM },
+		{ &path, 8, 16, GRIST_GRANULARITY_CHUNK, 1, -EMSGSIZE },
+		{ &path, 8, 16, GRIST_GRANULARITY_CHUNK, 9, -EMSGSIZE }, /* two copy helpers */
+		/* larger batches: copies take long enough that batches are queued at the failure */
+		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_RECORD, 2, -ENOMEM },
+		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 1, -EMSGSIZE },
+		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 9, -EMSGSIZE },
+	};
+	struct grist_loader_config c;
+	struct grist_dataset_spec ds;
+	struct grist_loader *l;
+	struct grist_batch *b;
+	unsigned i, good, k;
+	int ret;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		/* the host run says which batch is the first larger than the limit */
+		config(&c, &ds);
+		ds.paths = cases[i].file;
+		c.batch_size = cases[i].batch;
+		c.device = NULL;
+		c.granularity = cases[i].granularity;
+		c.threads = cases[i].threads;
+		c.prefetch = 8;
+		assert_int_equal(grist_loader_create(&c, &l), 0);
+		for (good = 0; grist_loader_next(l, &b) == 0 && b && b->bytes <= cases[i].limit; good++)
+			grist_loader_release(l, b);
+		assert_non_null(b); /* some batch is larger */
+		grist_loader_release(l, b);
+		grist_loader_destroy(l);
+
+		config(&c, &ds);
+		ds.paths = cases[i].file;
+		c.batch_size = cases[i].batch;
+		c.granularity = cases[i].granularity;
+		c.threads = cases[i].threads;
+		c.prefetch = 8;
+		c.device_slot_bytes = cases[i].limit;
+		l = open_device(&c);
+		for (k = 0; (ret = grist_loader_next(l, &b)) == 0 && b; k++) {
+			assert_true(b->bytes <= cases[i].limit);
+			assert_int_equal(b->sequence, k);
+			grist_loader_release(l, b);
+		}
+		if (ret != cases[i].code || k != good)
+			fail_msg("case %u: %u batches then %d (%s); the host run has %u batches before the large one",
+				 i, k, ret, grist_last_error(), good);
+		assert_non_null(strstr(grist_last_error(), "device slot"));
+		grist_loader_destroy(l);
+	}
+}
+
+/*
+ * At chunk granularity the device slots get memory for the batches that go through
+ * them, not for the bound the footers give (64 records of 1 KiB per chunk: 64x a
+ * batch), and only the slots a run keeps busy get any.
+ */
+static void test_chunk_slots_sized_to_batches(void **state)
+{
+	struct grist_loader_config c;
+	struct grist_dataset_spec ds;
+	struct grist_device_stats st;
+	struct grist_loader *l;
+	struct grist_batch *b;
+	uint64_t n = 0, per_slot_bound;
+
+	(void)state;
+	config(&c, &ds);
+	ds.paths = &big_path;
+	c.granularity = GRIST_GRANULARITY_CHUNK;
+	c.batch_size = 16;
+	c.epochs = 2;
+	c.threads = 2;
+	l = open_device(&c);
+	while (grist_loader_next(l, &b) == 0 && b) {
+		assert_int_equal(b->bytes, 16 * BIG_BYTES);
+		n += b->num_records;
+		grist_loader_release(l, b);
+	}
+	assert_int_equal(n, 2 * BIG_RECORDS);
+	grist_device_stage_stats(grist_loader_device_stage(l), &st);
+	assert_true(st.slots_allocated >= 1);
+	assert_true(st.slots_allocated <= st.slots);
+	/* each slot's rows fit 16 KiB + a quarter, rounded to 64 KiB; the footers' bound is 1 MiB */
+	per_slot_bound = (uint64_t)(64 << 10) * 2 * (1 + grist_device_stage_num_devices(grist_loader_device_stage(l)));
+	assert_true(st.memory_bytes <= st.slots_allocated * per_slot_bound);
+	grist_loader_destroy(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_end_checkpoint),
 		cmocka_unit_test(test_hold_limit),
+		cmocka_unit_test(test_oversized_batch_after_the_others),
+		cmocka_unit_test(test_chunk_slots_sized_to_batches),
 	};
 	int ret;
 
