@@ -216,6 +216,20 @@ static void fail_work(struct worker *wk, struct work *w, int error)
 		w->error = error;
 }
 
+/*
+ * The io backend failed: no read will come back (destroy() waits for them), so every
+ * work of the pipeline fails with @error and owes no more completions.
+ */
+static void fail_pipeline(struct worker *wk, int error)
+{
+	for (unsigned k = 0; k < wk->count; k++) {
+		struct work *w = pipeline_at(wk, k);
+
+		fail_work(wk, w, error);
+		w->pending = 0;
+	}
+}
+
 /* Plan @u into a new work at the pipeline's tail and admit it if its reads fit. */
 static void start_unit(struct worker *wk, struct unit *u)
 {
@@ -378,13 +392,7 @@ static void *worker_main(void *arg)
 				ret = grist_async_reap(wk, 0);
 		}
 		if (ret < 0) {
-			/* the io backend failed: no read will come back (destroy() waits for them) */
-			for (unsigned k = 0; k < wk->count; k++) {
-				struct work *w = pipeline_at(wk, k);
-
-				fail_work(wk, w, ret);
-				w->pending = 0;
-			}
+			fail_pipeline(wk, ret);
 			broken = true;
 			more = false;
 			continue;
@@ -396,12 +404,7 @@ static void *worker_main(void *arg)
 		ret = grist_async_reap(wk, 1);
 		add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
 		if (ret < 0) {
-			for (unsigned k = 0; k < wk->count; k++) {
-				struct work *w = pipeline_at(wk, k);
-
-				fail_work(wk, w, ret);
-				w->pending = 0;
-			}
+			fail_pipeline(wk, ret);
 			broken = true;
 			more = false;
 		}
