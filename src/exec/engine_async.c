@@ -713,8 +713,6 @@ static int async_start(struct grist_loader *l, void **engine)
 				most = need;
 		}
 		per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
-		if (per_unit > (1u << 20))
-			per_unit = 1u << 20;
 		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
 		if (per_unit > e->unit_items)
 			e->unit_items = (size_t)per_unit;
@@ -748,9 +746,8 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
 	} else {
 		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
-		uint64_t reads = e->plan_cursor || l->cfg.granularity == GRIST_GRANULARITY_CHUNK
-					 ? e->unit_items / smallest_group(l) + 2
-					 : e->unit_items;
+		uint64_t reads = l->cfg.granularity == GRIST_GRANULARITY_CHUNK ? e->unit_items / smallest_group(l) + 2
+									   : e->unit_items;
 		uint64_t unit_reads = max_extent * reads;
 
 		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)
