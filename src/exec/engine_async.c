@@ -31,11 +31,12 @@
  *
  * Memory is bounded by the configuration. At most nunits = prefetch + works x
  * workers units are claimed and not yet consumed (a worker may claim unit u only once
- * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U, so at most
- * that many slots exist, each taken when its unit's decoding starts (with a device
- * slot provider, only prefetch + 2 x workers units may hold one). Read buffers are each
- * worker's arena, plus one unit's reads in heap memory when a unit alone is larger than
- * the arena. On top come the batches the consumer holds.
+ * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
+ * granularity more when a larger read_ahead_bytes needs more units to fill it; at most
+ * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
+ * starts (with a device slot provider, only prefetch + 2 x workers units may hold one).
+ * Read buffers are each worker's arena, plus one unit's reads in heap memory when a
+ * unit alone is larger than the arena. On top come the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -716,7 +717,7 @@ static int async_start(struct grist_loader *l, void **engine)
 		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
 		if (per_unit > e->unit_items)
 			e->unit_items = (size_t)per_unit;
-		/* only a map keeps a window's chunks decoded at once (see decode_unit_in_order) */
+		/* only a map keeps a window's chunks decoded at once (see advance_in_order()) */
 		e->ncache = l->layout.map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
 		e->max_unit_items = 4 * e->unit_items;
 		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
