@@ -435,11 +435,13 @@ GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t co
  * j = 0.
  *
  * Return: 0, or
- *   -EBADMSG  corrupt or truncated state;
- *   -ESTALE   the fingerprint differs (other data or configuration), or the
- *             shard mode differs;
- *   -EINVAL   @cfg is invalid, or K differs and the save was contiguous or
- *             not lockstep (the message says which);
+ *   -EBADMSG  corrupt or truncated state, or a position past the end of the
+ *             shard that saved it;
+ *   -ESTALE   the fingerprint differs (other data or configuration), the
+ *             shard mode differs, another host restores a save that is not
+ *             lockstep, or K differs and the save was contiguous or not
+ *             lockstep (the message says which);
+ *   -EINVAL   @cfg is invalid (a shard index >= count, ...);
  *   -ENOMEM.
  */
 GRIST_API int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra,

@@ -31,11 +31,12 @@
  *
  * Memory is bounded by the configuration. At most nunits = prefetch + works x
  * workers units are claimed and not yet consumed (a worker may claim unit u only once
- * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U, so at most
- * that many slots exist, each taken when its unit's decoding starts (with a device
- * slot provider, only prefetch + 2 x workers units may hold one). Read buffers are each
- * worker's arena, plus one unit's reads in heap memory when a unit alone is larger than
- * the arena. On top come the batches the consumer holds.
+ * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
+ * granularity more when a larger read_ahead_bytes needs more units to fill it; at most
+ * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
+ * starts (with a device slot provider, only prefetch + 2 x workers units may hold one).
+ * Read buffers are each worker's arena, plus one unit's reads in heap memory when a
+ * unit alone is larger than the arena. On top come the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -216,6 +217,20 @@ static void fail_work(struct worker *wk, struct work *w, int error)
 		w->error = error;
 }
 
+/*
+ * The io backend failed: no read will come back (destroy() waits for them), so every
+ * work of the pipeline fails with @error and owes no more completions.
+ */
+static void fail_pipeline(struct worker *wk, int error)
+{
+	for (unsigned k = 0; k < wk->count; k++) {
+		struct work *w = pipeline_at(wk, k);
+
+		fail_work(wk, w, error);
+		w->pending = 0;
+	}
+}
+
 /* Plan @u into a new work at the pipeline's tail and admit it if its reads fit. */
 static void start_unit(struct worker *wk, struct unit *u)
 {
@@ -378,13 +393,7 @@ static void *worker_main(void *arg)
 				ret = grist_async_reap(wk, 0);
 		}
 		if (ret < 0) {
-			/* the io backend failed: no read will come back (destroy() waits for them) */
-			for (unsigned k = 0; k < wk->count; k++) {
-				struct work *w = pipeline_at(wk, k);
-
-				fail_work(wk, w, ret);
-				w->pending = 0;
-			}
+			fail_pipeline(wk, ret);
 			broken = true;
 			more = false;
 			continue;
@@ -396,12 +405,7 @@ static void *worker_main(void *arg)
 		ret = grist_async_reap(wk, 1);
 		add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
 		if (ret < 0) {
-			for (unsigned k = 0; k < wk->count; k++) {
-				struct work *w = pipeline_at(wk, k);
-
-				fail_work(wk, w, ret);
-				w->pending = 0;
-			}
+			fail_pipeline(wk, ret);
 			broken = true;
 			more = false;
 		}
@@ -710,12 +714,10 @@ static int async_start(struct grist_loader *l, void **engine)
 				most = need;
 		}
 		per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
-		if (per_unit > (1u << 20))
-			per_unit = 1u << 20;
 		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
 		if (per_unit > e->unit_items)
 			e->unit_items = (size_t)per_unit;
-		/* only a map keeps a window's chunks decoded at once (see decode_unit_in_order) */
+		/* only a map keeps a window's chunks decoded at once (see advance_in_order()) */
 		e->ncache = l->layout.map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
 		e->max_unit_items = 4 * e->unit_items;
 		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
@@ -745,9 +747,8 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
 	} else {
 		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
-		uint64_t reads = e->plan_cursor || l->cfg.granularity == GRIST_GRANULARITY_CHUNK
-					 ? e->unit_items / smallest_group(l) + 2
-					 : e->unit_items;
+		uint64_t reads = l->cfg.granularity == GRIST_GRANULARITY_CHUNK ? e->unit_items / smallest_group(l) + 2
+									   : e->unit_items;
 		uint64_t unit_reads = max_extent * reads;
 
 		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)

@@ -3,7 +3,8 @@
 #define GRIST_EXEC_ENGINE_ASYNC_INTERNAL_H
 
 /*
- * The async engine is four files around this header, one per stage of a unit's life:
+ * The async engine is five files around this header: its core, and one per stage of a
+ * unit's life:
  *
  *   engine_async.c           setup, workers, claiming and publishing units, stats, stop
  *   engine_async_plan.c      a unit's items, its chunks, coalesced read regions

@@ -68,7 +68,7 @@ int grist_async_admit(struct worker *wk, struct work *w)
 {
 	const struct async_engine *e = wk->e;
 	size_t i, nreq = 0, off;
-	uint64_t done;
+	uint64_t done, mapped = 0;
 	int ret;
 
 	w->buf = NULL;
@@ -117,7 +117,7 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			/* the page cache is the buffer: nothing to submit, landed already */
 			r->base = f->map + r->offset;
 			r->got = r->offset < f->size ? (f->size - r->offset < r->len ? f->size - r->offset : r->len) : 0;
-			add_relaxed(&wk->bytes_read, r->got); /* read by the decoder, through the mapping */
+			mapped += r->got;
 			w->landed[w->nlanded++] = (uint32_t)i;
 			continue;
 		}
@@ -135,6 +135,9 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			r->pieces_left++;
 		}
 	}
+	/* read by the decoder, through the mapping: one add for the unit, not one per region */
+	if (mapped)
+		add_relaxed(&wk->bytes_read, mapped);
 	w->submitted = 0;
 	w->pending = (unsigned)w->nreqs;
 	w->admitted = true;

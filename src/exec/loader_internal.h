@@ -92,8 +92,9 @@ struct grist_loader {
 	void *engine;
 	/*
 	 * Packing: the packer consumes the engine's record batches and delivers rows. The
-	 * engine then runs with a ragged layout, engine_batch records per batch and no
-	 * drop_remainder (cfg holds those); pack_params hold what the caller asked for.
+	 * engine then runs with a ragged layout, at least PACK_ENGINE_BATCH (loader.c)
+	 * records per batch and no drop_remainder (cfg holds those); pack_params hold what
+	 * the caller asked for.
 	 */
 	struct grist_packer *pack;
 	struct grist_pack_params pack_params;

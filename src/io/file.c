@@ -133,7 +133,7 @@ int grist_io_resident_share(int fd, uint64_t size, double *share)
 		run_pages = stride = sizeof(vec);
 		runs = (pages + run_pages - 1) / run_pages;
 	} else {
-		/* a large one: evenly spread runs, the last ending at the last page */
+		/* a large one: evenly spread runs, the last ending fewer than runs - 1 pages before the end */
 		run_pages = RESIDENT_RUN_PAGES;
 		runs = RESIDENT_RUNS;
 		stride = (pages - run_pages) / (runs - 1);

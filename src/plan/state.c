@@ -154,7 +154,7 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 	struct grist_plan_config probe = *cfg;
 	struct grist_stream *s;
 	struct grist_state st;
-	uint64_t fp, moved;
+	uint64_t fp, shard_len, moved;
 	int ret;
 
 	ret = grist_state_decode(buf, len, &st);
@@ -190,13 +190,13 @@ int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, co
 	if (ret < 0)
 		return grist_fail_prefix(-EBADMSG, "state: shard %u/%u at base %llu", st.shard_index, st.shard_count,
 					 (unsigned long long)st.base);
-	moved = grist_stream_length(s);
+	shard_len = grist_stream_length(s);
 	grist_stream_destroy(s);
-	if (st.consumed > moved)
+	if (st.consumed > shard_len)
 		return grist_fail_at(-EBADMSG, "state", 32,
 				     "position %llu is past the end of shard %u/%u (%llu positions)",
 				     (unsigned long long)st.consumed, st.shard_index, st.shard_count,
-				     (unsigned long long)moved);
+				     (unsigned long long)shard_len);
 	if (cfg->shard_count == st.shard_count) {
 		if (cfg->shard_index != st.shard_index && !(st.flags & GRIST_STATE_LOCKSTEP))
 			return grist_fail(-ESTALE, "checkpoint of shard %u/%u cannot restore shard "

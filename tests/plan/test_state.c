@@ -1,6 +1,7 @@
 /* Tests for checkpoint state: encoding, corruption, fingerprints, exact elastic restore. */
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "helpers.h"
 #include "grist/plan.h"
@@ -50,6 +51,15 @@ static void test_corruption(void **state)
 	assert_non_null(strstr(grist_last_error(), "state: byte"));
 }
 
+/* Give an edited state a valid crc again, so the decoder's later checks are what refuse it. */
+static void reseal(uint8_t *buf)
+{
+	uint32_t crc = (uint32_t)crc32(0, buf, 52);
+
+	for (int i = 0; i < 4; i++)
+		buf[52 + i] = (uint8_t)(crc >> (8 * i));
+}
+
 /*
  * Packed states are version 2 with pack_skip at byte 48; every other state stays version 1
  * byte for byte, so a reader from before packing still reads it. A version 1 state with a
@@ -94,6 +104,26 @@ static void test_packed_versions(void **state)
 	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
 	buf[4] = 3;
 	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG); /* the crc no longer matches */
+	reseal(buf);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -ENOTSUP);
+	assert_non_null(strstr(grist_last_error(), "newer"));
+	/* the decoder's side: a version 2 pack_skip without the flag */
+	buf[4] = 2;
+	buf[6] = 0;
+	reseal(buf);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "without the packed flag"));
+	/* version 1 knows neither the packed flag nor a pack_skip */
+	memcpy(buf, old, sizeof(buf));
+	buf[6] |= GRIST_STATE_PACKED;
+	reseal(buf);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "unknown flags"));
+	memcpy(buf, old, sizeof(buf));
+	buf[48] = 1;
+	reseal(buf);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "reserved"));
 }
 
 static void assert_same_item(const struct grist_stream_item *a, const struct grist_stream_item *b)
