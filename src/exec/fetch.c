@@ -136,6 +136,7 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 {
 	struct grist_fetcher_options o = { 0 };
 	struct grist_io_config ioc = { 0 };
+	struct grist_io_stats ios;
 	struct grist_fetcher *f;
 	enum grist_io_kind kind;
 	size_t i;
@@ -164,14 +165,15 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	ioc.max_files = f->nfiles > 256 ? (unsigned)f->nfiles : 0;
 	/* a Python reader passes its fetcher from thread to thread (one at a time) */
 	ioc.any_thread = true;
+	/* AUTO is the io core's own: io_uring when its probe succeeds, else the pread pool */
 	kind = o.io == GRIST_FETCH_IO_URING ? GRIST_IO_URING
 	       : o.io == GRIST_FETCH_IO_PREAD ? GRIST_IO_PREAD
-	       : grist_io_probe(NULL, 0) == 0 ? GRIST_IO_URING
-					      : GRIST_IO_PREAD;
+					      : GRIST_IO_AUTO;
 	ret = grist_io_create(kind, &ioc, &f->io);
 	if (ret)
 		goto fail;
-	f->st.backend = kind == GRIST_IO_URING ? "uring" : "pread";
+	grist_io_get_stats(f->io, &ios);
+	f->st.backend = ios.backend; /* the backend's static name: "uring" or "pread" */
 	for (i = 0; i < f->nfiles; i++) {
 		const struct grist_file_geom *g = grist_reader_file_geom(r, i);
 
