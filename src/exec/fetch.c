@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -52,8 +53,7 @@ struct decode_ctx {
 	struct grist_fetcher *f;
 	unsigned id;
 	struct grist_chunk_decoder *dec;
-	uint8_t *arena;
-	size_t used, cap;
+	struct grist_buf arena;  /* data NULL until a record of some length is copied */
 	pthread_t thread;
 	bool started;
 };
@@ -229,7 +229,7 @@ GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 				pthread_join(f->ctx[i].thread, NULL);
 		for (i = 0; i < f->nthreads; i++) {
 			grist_chunk_decoder_destroy(f->ctx[i].dec);
-			free(f->ctx[i].arena);
+			grist_buf_free(&f->ctx[i].arena);
 		}
 		pthread_mutex_destroy(&f->sh.lock);
 		pthread_cond_destroy(&f->sh.work_cv);
@@ -469,13 +469,11 @@ static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fe
 		/* wants are sorted by record: a repeated index shares the copy before it */
 		if (w->rec != prev) {
 			len = (size_t)(out.offsets[w->rec + 1] - out.offsets[w->rec]);
-			ret = grow((void **)&c->arena, &c->cap, c->used + len, 1);
+			off = c->arena.len;
+			/* an empty record may come with no values at all: nothing to point into */
+			ret = len ? grist_buf_append(&c->arena, out.values + out.offsets[w->rec], len) : 0;
 			if (ret)
 				return ret;
-			off = c->used;
-			if (len) /* an empty record may come with no arena and no values at all */
-				memcpy(c->arena + off, out.values + out.offsets[w->rec], len);
-			c->used += len;
 			prev = w->rec;
 		}
 		f->offs[w->pos] = off;
@@ -568,7 +566,7 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 		return grist_fail(-EINVAL, "fetcher: %zu indices and no %s", n, indices ? "output" : "indices");
 	f->st.requests++;
 	for (i = 0; i < f->nthreads; i++)
-		f->ctx[i].used = 0;
+		f->ctx[i].arena.len = 0;
 	if (!n)
 		return 0;
 	ret = grow((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
@@ -598,7 +596,7 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 	}
 	/* the arena may have moved while it grew: pointers are made only now */
 	for (i = 0; i < n; i++) {
-		const uint8_t *a = f->ctx[f->arena_of[i]].arena;
+		const uint8_t *a = f->ctx[f->arena_of[i]].arena.data;
 
 		out[i].data = a ? a + f->offs[i] : empty;
 	}
