@@ -114,23 +114,6 @@ struct grist_fetcher {
 static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fetch_record *res);
 static void *helper_main(void *arg);
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return grist_fail(-ENOMEM, "fetcher: cannot allocate %zu entries of %zu bytes", n, size);
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct grist_fetcher_options *opts,
 				   struct grist_fetcher **out)
 {
@@ -276,7 +259,7 @@ static int plan(struct grist_fetcher *f, const uint64_t *indices, size_t n, size
 	size_t i, nj = 0;
 	int ret;
 
-	ret = grow((void **)&f->wants, &f->wants_cap, n, sizeof(*f->wants));
+	ret = grist_array_reserve((void **)&f->wants, &f->wants_cap, n, sizeof(*f->wants));
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {
@@ -295,7 +278,7 @@ static int plan(struct grist_fetcher *f, const uint64_t *indices, size_t n, size
 			f->jobs[nj - 1].last = i + 1;
 			continue;
 		}
-		ret = grow((void **)&f->jobs, &f->jobs_cap, nj + 1, sizeof(*f->jobs));
+		ret = grist_array_reserve((void **)&f->jobs, &f->jobs_cap, nj + 1, sizeof(*f->jobs));
 		if (ret)
 			return ret;
 		g = grist_reader_file_geom(f->r, w->file);
@@ -321,7 +304,7 @@ static int build_regions(struct grist_fetcher *f, size_t njobs, size_t *nregions
 			if (j->end > rg->offset + rg->len)
 				rg->len = j->end - rg->offset;
 		} else {
-			ret = grow((void **)&f->regions, &f->regions_cap, nr + 1, sizeof(*f->regions));
+			ret = grist_array_reserve((void **)&f->regions, &f->regions_cap, nr + 1, sizeof(*f->regions));
 			if (ret)
 				return ret;
 			rg = &f->regions[nr++];
@@ -377,9 +360,9 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 			return grist_fail(-ENOMEM, "fetcher: cannot allocate a %zu-byte read buffer", buf_need);
 		f->buf_cap = buf_need;
 	}
-	ret = grow((void **)&f->reqs, &f->reqs_cap, nreq, sizeof(*f->reqs));
+	ret = grist_array_reserve((void **)&f->reqs, &f->reqs_cap, nreq, sizeof(*f->reqs));
 	if (!ret)
-		ret = grow((void **)&f->reqp, &f->reqp_cap, nreq, sizeof(*f->reqp));
+		ret = grist_array_reserve((void **)&f->reqp, &f->reqp_cap, nreq, sizeof(*f->reqp));
 	if (ret)
 		return ret;
 	nreq = 0;
@@ -569,9 +552,9 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 		f->ctx[i].arena.len = 0;
 	if (!n)
 		return 0;
-	ret = grow((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
+	ret = grist_array_reserve((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
 	if (!ret)
-		ret = grow((void **)&f->arena_of, &f->arena_of_cap, n, sizeof(*f->arena_of));
+		ret = grist_array_reserve((void **)&f->arena_of, &f->arena_of_cap, n, sizeof(*f->arena_of));
 	if (!ret)
 		ret = plan(f, indices, n, &njobs);
 	if (!ret)
