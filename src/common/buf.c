@@ -49,3 +49,22 @@ void grist_buf_free(struct grist_buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 }
+
+int grist_array_reserve(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t ncap = *cap ? *cap : 16;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+	if (elem && ncap > SIZE_MAX / elem)
+		return grist_fail(-ENOMEM, "cannot allocate %zu entries of %zu bytes", ncap, elem);
+	np = realloc(*p, ncap * elem);
+	if (!np)
+		return grist_fail(-ENOMEM, "cannot allocate %zu entries of %zu bytes", ncap, elem);
+	*p = np;
+	*cap = ncap;
+	return 0;
+}

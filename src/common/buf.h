@@ -18,4 +18,11 @@ int grist_buf_append(struct grist_buf *b, const void *p, size_t n);
 /* Free the memory and zero the struct. */
 void grist_buf_free(struct grist_buf *b);
 
+/*
+ * Make room for at least @need elements of @elem bytes in the array *@p of *@cap elements
+ * (capacity doubles from 16); keeps contents. For scratch arrays kept between calls, so
+ * steady state allocates nothing. 0 or -ENOMEM (message set).
+ */
+int grist_array_reserve(void **p, size_t *cap, size_t need, size_t elem);
+
 #endif

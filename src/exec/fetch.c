@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -52,8 +53,7 @@ struct decode_ctx {
 	struct grist_fetcher *f;
 	unsigned id;
 	struct grist_chunk_decoder *dec;
-	uint8_t *arena;
-	size_t used, cap;
+	struct grist_buf arena;  /* data NULL until a record of some length is copied */
 	pthread_t thread;
 	bool started;
 };
@@ -114,28 +114,12 @@ struct grist_fetcher {
 static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fetch_record *res);
 static void *helper_main(void *arg);
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-	size_t n = *cap ? *cap : 16;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*p, n * size);
-	if (!q)
-		return grist_fail(-ENOMEM, "fetcher: cannot allocate %zu entries of %zu bytes", n, size);
-	*p = q;
-	*cap = n;
-	return 0;
-}
-
 GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct grist_fetcher_options *opts,
 				   struct grist_fetcher **out)
 {
 	struct grist_fetcher_options o = { 0 };
 	struct grist_io_config ioc = { 0 };
+	struct grist_io_stats ios;
 	struct grist_fetcher *f;
 	enum grist_io_kind kind;
 	size_t i;
@@ -164,14 +148,15 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	ioc.max_files = f->nfiles > 256 ? (unsigned)f->nfiles : 0;
 	/* a Python reader passes its fetcher from thread to thread (one at a time) */
 	ioc.any_thread = true;
+	/* AUTO is the io core's own: io_uring when its probe succeeds, else the pread pool */
 	kind = o.io == GRIST_FETCH_IO_URING ? GRIST_IO_URING
 	       : o.io == GRIST_FETCH_IO_PREAD ? GRIST_IO_PREAD
-	       : grist_io_probe(NULL, 0) == 0 ? GRIST_IO_URING
-					      : GRIST_IO_PREAD;
+					      : GRIST_IO_AUTO;
 	ret = grist_io_create(kind, &ioc, &f->io);
 	if (ret)
 		goto fail;
-	f->st.backend = kind == GRIST_IO_URING ? "uring" : "pread";
+	grist_io_get_stats(f->io, &ios);
+	f->st.backend = ios.backend; /* the backend's static name: "uring" or "pread" */
 	for (i = 0; i < f->nfiles; i++) {
 		const struct grist_file_geom *g = grist_reader_file_geom(r, i);
 
@@ -227,7 +212,7 @@ GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 				pthread_join(f->ctx[i].thread, NULL);
 		for (i = 0; i < f->nthreads; i++) {
 			grist_chunk_decoder_destroy(f->ctx[i].dec);
-			free(f->ctx[i].arena);
+			grist_buf_free(&f->ctx[i].arena);
 		}
 		pthread_mutex_destroy(&f->sh.lock);
 		pthread_cond_destroy(&f->sh.work_cv);
@@ -274,7 +259,7 @@ static int plan(struct grist_fetcher *f, const uint64_t *indices, size_t n, size
 	size_t i, nj = 0;
 	int ret;
 
-	ret = grow((void **)&f->wants, &f->wants_cap, n, sizeof(*f->wants));
+	ret = grist_array_reserve((void **)&f->wants, &f->wants_cap, n, sizeof(*f->wants));
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {
@@ -293,7 +278,7 @@ static int plan(struct grist_fetcher *f, const uint64_t *indices, size_t n, size
 			f->jobs[nj - 1].last = i + 1;
 			continue;
 		}
-		ret = grow((void **)&f->jobs, &f->jobs_cap, nj + 1, sizeof(*f->jobs));
+		ret = grist_array_reserve((void **)&f->jobs, &f->jobs_cap, nj + 1, sizeof(*f->jobs));
 		if (ret)
 			return ret;
 		g = grist_reader_file_geom(f->r, w->file);
@@ -319,7 +304,7 @@ static int build_regions(struct grist_fetcher *f, size_t njobs, size_t *nregions
 			if (j->end > rg->offset + rg->len)
 				rg->len = j->end - rg->offset;
 		} else {
-			ret = grow((void **)&f->regions, &f->regions_cap, nr + 1, sizeof(*f->regions));
+			ret = grist_array_reserve((void **)&f->regions, &f->regions_cap, nr + 1, sizeof(*f->regions));
 			if (ret)
 				return ret;
 			rg = &f->regions[nr++];
@@ -375,9 +360,9 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 			return grist_fail(-ENOMEM, "fetcher: cannot allocate a %zu-byte read buffer", buf_need);
 		f->buf_cap = buf_need;
 	}
-	ret = grow((void **)&f->reqs, &f->reqs_cap, nreq, sizeof(*f->reqs));
+	ret = grist_array_reserve((void **)&f->reqs, &f->reqs_cap, nreq, sizeof(*f->reqs));
 	if (!ret)
-		ret = grow((void **)&f->reqp, &f->reqp_cap, nreq, sizeof(*f->reqp));
+		ret = grist_array_reserve((void **)&f->reqp, &f->reqp_cap, nreq, sizeof(*f->reqp));
 	if (ret)
 		return ret;
 	nreq = 0;
@@ -467,13 +452,11 @@ static int decode_job(struct decode_ctx *c, const struct job *j, struct grist_fe
 		/* wants are sorted by record: a repeated index shares the copy before it */
 		if (w->rec != prev) {
 			len = (size_t)(out.offsets[w->rec + 1] - out.offsets[w->rec]);
-			ret = grow((void **)&c->arena, &c->cap, c->used + len, 1);
+			off = c->arena.len;
+			/* an empty record may come with no values at all: nothing to point into */
+			ret = len ? grist_buf_append(&c->arena, out.values + out.offsets[w->rec], len) : 0;
 			if (ret)
 				return ret;
-			off = c->used;
-			if (len) /* an empty record may come with no arena and no values at all */
-				memcpy(c->arena + off, out.values + out.offsets[w->rec], len);
-			c->used += len;
 			prev = w->rec;
 		}
 		f->offs[w->pos] = off;
@@ -566,12 +549,12 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 		return grist_fail(-EINVAL, "fetcher: %zu indices and no %s", n, indices ? "output" : "indices");
 	f->st.requests++;
 	for (i = 0; i < f->nthreads; i++)
-		f->ctx[i].used = 0;
+		f->ctx[i].arena.len = 0;
 	if (!n)
 		return 0;
-	ret = grow((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
+	ret = grist_array_reserve((void **)&f->offs, &f->offs_cap, n, sizeof(*f->offs));
 	if (!ret)
-		ret = grow((void **)&f->arena_of, &f->arena_of_cap, n, sizeof(*f->arena_of));
+		ret = grist_array_reserve((void **)&f->arena_of, &f->arena_of_cap, n, sizeof(*f->arena_of));
 	if (!ret)
 		ret = plan(f, indices, n, &njobs);
 	if (!ret)
@@ -596,7 +579,7 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 	}
 	/* the arena may have moved while it grew: pointers are made only now */
 	for (i = 0; i < n; i++) {
-		const uint8_t *a = f->ctx[f->arena_of[i]].arena;
+		const uint8_t *a = f->ctx[f->arena_of[i]].arena.data;
 
 		out[i].data = a ? a + f->offs[i] : empty;
 	}

@@ -49,7 +49,8 @@ struct first_fit {
 	size_t rows;            /* bins holding anything: always a prefix */
 	bool open;              /* the round holds at least one sequence */
 	uint64_t start;         /* position of the round's first record */
-	uint8_t *scratch;       /* resume: rows of the first round that were delivered before */
+	uint8_t *scratch;       /* resume: rows of the first round that were delivered before (pk->skip of them;
+				   freed with that round) */
 };
 
 struct grist_packer {
@@ -293,6 +294,9 @@ static int ff_flush(struct grist_packer *pk, uint64_t next)
 			row_done(pk, &f->row[r], f->used[r], next, 0);
 	}
 	pk->skip = 0;
+	/* only the first round after a restore has rows delivered before: their scratch goes */
+	free(f->scratch);
+	f->scratch = NULL;
 	memset(f->used, 0, f->rows * sizeof(uint32_t));
 	memset(f->nseg, 0, f->rows * sizeof(uint32_t));
 	tree_reset(f, pk->p.bins, pk->p.length);

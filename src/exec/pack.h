@@ -56,7 +56,8 @@ int grist_packer_check(const struct grist_pack_params *p, size_t max_bytes);
 /*
  * grist_packer_create() - a packer whose source starts at shard position @position,
  * with @skip rows (first-fit) or tokens (concat-split) of it already delivered.
- * The source must stay valid until grist_packer_destroy(). 0, -EINVAL or -ENOMEM.
+ * The source must stay valid until grist_packer_destroy(). 0, -EINVAL (bad @p), -EBADMSG
+ * (first-fit: @skip is not below bins, so no state could hold it) or -ENOMEM.
  */
 int grist_packer_create(const struct grist_pack_params *p, const struct grist_pack_source *src,
 			uint64_t position, uint64_t skip, struct grist_packer **out);
@@ -64,9 +65,9 @@ int grist_packer_create(const struct grist_pack_params *p, const struct grist_pa
 /*
  * grist_packer_next() - the next batch of rows (batch_rows of them, or fewer only for
  * the last batch of the stream), or *out = NULL at the end. The slot's batch is filled
- * (sequence 0: the caller sets it). Return: 0, or the source's error, or -EINVAL for a
+ * (sequence 0: the caller sets it). Return: 0, or the source's error, or -EMSGSIZE for a
  * record whose length is not a multiple of the token width (named by the source's
- * record_error) or a resume position that does not match the records.
+ * record_error), or -EBADMSG for a resume position and count that do not match the records.
  * Thread-safety: one thread at a time.
  */
 int grist_packer_next(struct grist_packer *pk, struct grist_slot **out);

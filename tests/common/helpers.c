@@ -1,4 +1,5 @@
 /* Shared test helpers (see helpers.h). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,20 @@ const char *t_data(const char *name)
 
 	snprintf(b, 4096, "%s/%s", d ? d : "tests/data", name);
 	return b;
+}
+
+unsigned t_count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
 }
 
 uint8_t *t_read_file(const char *path, size_t *len)

@@ -18,6 +18,8 @@ const char *t_path(const char *dir, const char *name);
 const char *t_data(const char *name);
 /* Read a whole file into malloc'd memory; *len gets its size. NULL on failure. */
 uint8_t *t_read_file(const char *path, size_t *len);
+/* Entries of folder @dir other than "." and "..", hidden ones included (fails the test if it cannot be read). */
+unsigned t_count_entries(const char *dir);
 /* Write bytes to a file, replacing it. 0 on success. */
 int t_write_file(const char *path, const void *data, size_t len);
 /* Run a shell command, capture stdout into malloc'd memory; returns the exit status. */

@@ -274,6 +274,11 @@ static void test_uring_or_refusal(void **state)
 		assert_int_equal(ret, 0);
 		grist_fetcher_stats(f, &st);
 		assert_string_equal(st.backend, "uring");
+		/* and AUTO takes it too */
+		grist_fetcher_destroy(f);
+		assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
+		grist_fetcher_stats(f, &st);
+		assert_string_equal(st.backend, "uring");
 	} else {
 		/* where io_uring is unavailable, asking for it fails, and AUTO takes the pread pool */
 		assert_true(ret < 0);

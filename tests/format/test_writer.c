@@ -1,5 +1,4 @@
 /* Tests for the writer: exact bytes of a small file built by hand from the spec, crash safety, options. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,20 +111,6 @@ static void test_exact_bytes(void **state)
 	t_rmtree(dir);
 }
 
-static int count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			n++;
-	closedir(d);
-	return n;
-}
-
 static void test_crash_safety(void **state)
 {
 	struct grist_writer *w;
@@ -139,20 +124,20 @@ static void test_crash_safety(void **state)
 	assert_int_equal(grist_writer_write(w, rec, sizeof(rec)), 0);
 	/* While writing, only the hidden temporary exists. */
 	assert_int_equal(access(path, F_OK), -1);
-	assert_int_equal(count_entries(dir), 1);
+	assert_int_equal(t_count_entries(dir), 1);
 	grist_writer_abort(w);
-	assert_int_equal(count_entries(dir), 0);
+	assert_int_equal(t_count_entries(dir), 0);
 	/* A committed file replaces an old one atomically and leaves no temporary. */
 	assert_int_equal(t_write_file(path, "old", 3), 0);
 	assert_int_equal(grist_writer_open(path, NULL, &w), 0);
 	assert_int_equal(grist_writer_write(w, rec, 10), 0);
 	assert_int_equal(grist_writer_close(w), 0);
-	assert_int_equal(count_entries(dir), 1);
+	assert_int_equal(t_count_entries(dir), 1);
 	/* Failing options create nothing. */
 	assert_int_equal(grist_writer_open(path, "transpose:true", &w), -EINVAL);
 	assert_null(w);
 	assert_int_equal(grist_writer_open(t_path(dir, "nope/x.ar"), NULL, &w), -ENOENT);
-	assert_int_equal(count_entries(dir), 1);
+	assert_int_equal(t_count_entries(dir), 1);
 	t_rmtree(dir);
 }
 

@@ -1,5 +1,4 @@
 /* Tests for the parallel writer: the pool's order and memory bound, identical files at any parallelism, finish/commit/abort, temporaries. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,19 +163,6 @@ static void test_writer_parallel_identical(void **state)
 	t_rmtree(dir);
 }
 
-static unsigned count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	unsigned n = 0;
-
-	assert_non_null(d);
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
-	closedir(d);
-	return n;
-}
-
 /* finish keeps the temporary, commit renames it, abort after finish removes it. */
 static void test_finish_commit_abort(void **state)
 {
@@ -194,11 +180,11 @@ static void test_finish_commit_abort(void **state)
 	assert_int_equal(grist_writer_write(w1, "c", 1), -EINVAL);
 	assert_int_equal(grist_writer_finish(w2), 0);
 	assert_int_equal(stat(grist_writer_temp_path(w1), &st), 0);
-	assert_int_equal(count_entries(dir), 2);       /* two temporaries, no final names */
+	assert_int_equal(t_count_entries(dir), 2);       /* two temporaries, no final names */
 	assert_int_equal(grist_writer_commit(w1), 0);
 	assert_int_equal(stat(t_path(dir, "one"), &st), 0);
 	grist_writer_abort(w2);
-	assert_int_equal(count_entries(dir), 1);       /* only "one" */
+	assert_int_equal(t_count_entries(dir), 1);       /* only "one" */
 	t_rmtree(dir);
 }
 
@@ -221,16 +207,16 @@ static void test_remove_temporaries(void **state)
 	assert_int_equal(grist_writer_close(w[0]), 0);   /* committed: not touched */
 	grist_writer_abort(w[1]);                         /* gone already */
 	keep = strdup(t_path(dir, "f0"));
-	assert_int_equal(count_entries(dir), 4);
+	assert_int_equal(t_count_entries(dir), 4);
 	grist_writer_remove_temporaries();
-	assert_int_equal(count_entries(dir), 1);
+	assert_int_equal(t_count_entries(dir), 1);
 	assert_int_equal(access(keep, F_OK), 0);
 	/* Their writers can still be dropped (the unlink finds nothing) and entries are reused. */
 	for (i = 2; i < 5; i++)
 		grist_writer_abort(w[i]);
 	assert_int_equal(grist_writer_open(t_path(dir, "again"), NULL, &w[0]), 0);
 	grist_writer_remove_temporaries();
-	assert_int_equal(count_entries(dir), 1);
+	assert_int_equal(t_count_entries(dir), 1);
 	grist_writer_abort(w[0]);
 	free(keep);
 	t_rmtree(dir);
