@@ -58,6 +58,12 @@ int bench_run_loader(const char *const *paths, size_t num_paths, const struct be
 /* Monotonic seconds. */
 double bench_now(void);
 
+/*
+ * Index of the median of @v[0..n) (the lower middle one for an even count, the earliest
+ * of equal values), n >= 1; @v is left as is, so the caller can pick the run it belongs to.
+ */
+size_t bench_median_index(const double *v, unsigned n);
+
 /* A progress line on stderr, \r-updated; silent unless stderr is a terminal and it is enabled. */
 struct bench_progress {
 	bool on;

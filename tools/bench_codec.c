@@ -340,18 +340,60 @@ static void codec_label(const struct sample *s, char *buf, size_t cap)
 		snprintf(buf + n, cap - (size_t)n, ", window_log %d", s->opts.window_log);
 }
 
+/* What timed_passes() measured, and where it stopped when a frame failed. */
+struct pass_result {
+	uint64_t bytes, records;
+	unsigned passes;               /* whole passes over the sample */
+	double seconds;
+	size_t failed;                 /* frame index (in file order) that did not decode */
+};
+
+/*
+ * One thread, frame after frame into one buffer, in @order (NULL: file order), whole
+ * passes until @seconds are up (one pass at least). Return 0, or -EBADMSG when a frame
+ * does not decode to its size (r->failed and r->passes say which).
+ */
+static int timed_passes(const struct sample *s, const struct raw_decoder *rd, const size_t *order,
+			double seconds, struct pass_result *r)
+{
+	double t0 = bench_now();
+	size_t i;
+
+	*r = (struct pass_result){ 0 };
+	for (;;) {
+		for (i = 0; i < s->n; i++) {
+			size_t k = order ? order[i] : i;
+			const struct frame *f = &s->f[k];
+
+			if (raw_decode(rd, s->frames.data + f->off, f->len, s->out, s->out_cap) != f->decoded) {
+				r->failed = k;
+				return -EBADMSG;
+			}
+			r->bytes += f->decoded;
+			r->records += f->records;
+			/* After the first whole pass, stop as soon as the time is up. */
+			if (r->passes && (i & 63) == 63 && bench_now() - t0 >= seconds)
+				break;
+		}
+		r->seconds = bench_now() - t0;
+		if (i == s->n)
+			r->passes++;
+		if (r->seconds >= seconds)
+			return 0;
+	}
+}
+
 /*
  * The same frames in a shuffled order (a fixed seed), each from its own place in the
- * sample buffer, whole passes for @seconds (one at least): decoded bytes/s into @out.
- * This is how a globally shuffled loader meets them. Return 0, or -EBADMSG when a
- * frame does not decode to its size, -ENOMEM.
+ * sample buffer: how a globally shuffled loader meets them. Decoded bytes/s into @out;
+ * return 0, or -EBADMSG when a frame does not decode to its size, -ENOMEM.
  */
 static int shuffled_pass(const struct sample *s, const struct raw_decoder *rd, double seconds, double *out)
 {
-	uint64_t bytes = 0, x = 0x9e3779b97f4a7c15ull;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
 	size_t *order = malloc(s->n * sizeof(*order)), i, j, tmp;
-	unsigned passes = 0;
-	double t0, t;
+	struct pass_result r;
+	int ret;
 
 	*out = 0;
 	if (!order)
@@ -367,28 +409,11 @@ static int shuffled_pass(const struct sample *s, const struct raw_decoder *rd, d
 		order[i] = order[j];
 		order[j] = tmp;
 	}
-	t0 = bench_now();
-	for (;;) {
-		for (i = 0; i < s->n; i++) {
-			const struct frame *f = &s->f[order[i]];
-
-			if (raw_decode(rd, s->frames.data + f->off, f->len, s->out, s->out_cap) != f->decoded) {
-				free(order);
-				return -EBADMSG;
-			}
-			bytes += f->decoded;
-			if (passes && (i & 63) == 63 && bench_now() - t0 >= seconds)
-				break;
-		}
-		t = bench_now() - t0;
-		if (i == s->n)
-			passes++;
-		if (t >= seconds)
-			break;
-	}
+	ret = timed_passes(s, rd, order, seconds, &r);
 	free(order);
-	*out = (double)bytes / t;
-	return 0;
+	if (!ret)
+		*out = (double)r.bytes / r.seconds;
+	return ret;
 }
 
 void bench_baseline_codec(const char *path, const struct bench_config *c, struct bench_baseline *b)
@@ -397,10 +422,8 @@ void bench_baseline_codec(const char *path, const struct bench_config *c, struct
 	struct sample s = { 0 };
 	struct grist_file_info info;
 	struct grist_reader *r = NULL;
-	uint64_t bytes = 0, records = 0;
-	unsigned passes = 0;
+	struct pass_result pr;
 	char label[64];
-	double t0, t;
 	int ret;
 
 	b->name = "codec, one core";
@@ -424,34 +447,14 @@ void bench_baseline_codec(const char *path, const struct bench_config *c, struct
 	if (sample_build(&s, &rd, c->seconds > SAMPLE_BUILD_MIN_S ? c->seconds : SAMPLE_BUILD_MIN_S, b->why,
 			 sizeof(b->why)))
 		goto out;
-	/* One thread, frame after frame into one buffer, whole passes until the time is up. */
-	t0 = bench_now();
-	for (;;) {
-		size_t i;
-
-		for (i = 0; i < s.n; i++) {
-			const struct frame *f = &s.f[i];
-
-			if (raw_decode(&rd, s.frames.data + f->off, f->len, s.out, s.out_cap) != f->decoded) {
-				snprintf(b->why, sizeof(b->why), "%s failed on frame %zu in pass %u", raw_call(&rd), i,
-					 passes + 1);
-				goto out;
-			}
-			bytes += f->decoded;
-			records += f->records;
-			/* After the first whole pass, stop as soon as the time is up. */
-			if (passes && (i & 63) == 63 && bench_now() - t0 >= c->seconds)
-				break;
-		}
-		t = bench_now() - t0;
-		if (i == s.n)
-			passes++;
-		if (t >= c->seconds)
-			break;
+	if (timed_passes(&s, &rd, NULL, c->seconds, &pr)) {
+		snprintf(b->why, sizeof(b->why), "%s failed on frame %zu in pass %u", raw_call(&rd), pr.failed,
+			 pr.passes + 1);
+		goto out;
 	}
 	b->ran = true;
-	b->bytes_per_s = (double)bytes / t;
-	b->records_per_s = (double)records / t;
+	b->bytes_per_s = (double)pr.bytes / pr.seconds;
+	b->records_per_s = (double)pr.records / pr.seconds;
 	if (shuffled_pass(&s, &rd, c->seconds, &b->shuffled_bytes_per_s)) {
 		snprintf(b->why, sizeof(b->why), "%s failed in the shuffled passes", raw_call(&rd));
 		b->ran = false;
@@ -461,7 +464,7 @@ void bench_baseline_codec(const char *path, const struct bench_config *c, struct
 	snprintf(b->note, sizeof(b->note),
 		 "%s, %s, 1 thread, %u passes; %zu chunks of the file recompressed as the writer does, mean "
 		 "%.1f KiB decoded; %llu frames byte-identical to the file's, %.2f MiB of frames vs %.2f MiB stored",
-		 label, raw_call(&rd), passes, s.n, (double)s.decoded / (double)s.n / 1024,
+		 label, raw_call(&rd), pr.passes, s.n, (double)s.decoded / (double)s.n / 1024,
 		 (unsigned long long)s.identical, (double)s.frames.len / 1048576, (double)s.stored_bytes / 1048576);
 out:
 	ZSTD_freeDCtx(rd.zstd);

@@ -21,6 +21,25 @@ double bench_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+size_t bench_median_index(const double *v, unsigned n)
+{
+	size_t i, j, best = 0;
+
+	for (i = 0; i < n; i++) {
+		size_t below = 0, equal_before = 0;
+
+		for (j = 0; j < n; j++) {
+			if (v[j] < v[i])
+				below++;
+			else if (v[j] == v[i] && j < i)
+				equal_before++;
+		}
+		if (below + equal_before == (n - 1) / 2)
+			best = i;
+	}
+	return best;
+}
+
 void bench_progress_begin(struct bench_progress *p, bool enabled, const char *label)
 {
 	p->on = enabled && isatty(STDERR_FILENO);

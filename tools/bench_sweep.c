@@ -145,26 +145,6 @@ static int plot_axis(const char *out_dir, const struct axis *ax, bool fio, const
 	return 0;
 }
 
-/* Index of the median of @v[0..n) (the lower middle one for an even count); @v is left as is. */
-static size_t median_of(const double *v, unsigned n)
-{
-	size_t i, j, best = 0;
-
-	for (i = 0; i < n; i++) {
-		size_t below = 0, equal_before = 0;
-
-		for (j = 0; j < n; j++) {
-			if (v[j] < v[i])
-				below++;
-			else if (v[j] == v[i] && j < i)
-				equal_before++;
-		}
-		if (below + equal_before == (n - 1) / 2)
-			best = i;
-	}
-	return best;
-}
-
 /* Whether axis @name is in the comma-separated @list (NULL: the default axes, all but batch_size). */
 static bool axis_selected(const char *list, const struct axis *ax)
 {
@@ -222,14 +202,14 @@ static int run_point(const char *const *paths, size_t n, const struct bench_conf
 			nf++;
 		}
 	}
-	*r = runs[median_of(rate, repeat)];
+	*r = runs[bench_median_index(rate, repeat)];
 	if (nf) {
-		size_t m = median_of(fio_rate, nf);
+		size_t m = bench_median_index(fio_rate, nf);
 
 		pf->ran = true;
 		pf->records_per_s = fio_rate[m];
 		pf->bytes_per_s = fio_bytes[m];
-		pf->ratio = ratio[median_of(ratio, nf)];
+		pf->ratio = ratio[bench_median_index(ratio, nf)];
 	}
 	return 0;
 }

@@ -446,58 +446,37 @@ static void prepare_cache(char **files, size_t n, bool cold, char *note, size_t 
 /* The run with the median records/s (the lower middle one for an even count). */
 static size_t median_index(const struct bench_result *runs, unsigned n)
 {
-	size_t i, j, best = 0;
+	double rate[99];
+	unsigned k;
 
-	for (i = 0; i < n; i++) {
-		size_t below = 0, equal_before = 0;
-
-		for (j = 0; j < n; j++) {
-			if (runs[j].records_per_s < runs[i].records_per_s)
-				below++;
-			else if (runs[j].records_per_s == runs[i].records_per_s && j < i)
-				equal_before++;
-		}
-		if (below + equal_before == (n - 1) / 2)
-			best = i;
-	}
-	return best;
+	for (k = 0; k < n; k++)
+		rate[k] = runs[k].records_per_s;
+	return bench_median_index(rate, n);
 }
 
-/* Baseline @b's median over the rounds in which it ran (or its failure if it never ran). */
+/*
+ * Baseline @b's median over the rounds in which it ran (or its failure if it never ran),
+ * with the codec's shuffled-order figure the median of the rounds that measured it (0: none).
+ */
 static struct bench_baseline median_baseline(struct bench_baseline (*runs)[BENCH_BASELINES], unsigned n, size_t b)
 {
-	struct bench_baseline ran[99];
-	unsigned k, m = 0;
-	size_t i, j;
+	struct bench_baseline med;
+	double rate[99], shuffled[99];
+	unsigned k, m = 0, ms = 0, round[99];
 
-	for (k = 0; k < n; k++)
-		if (runs[k][b].ran)
-			ran[m++] = runs[k][b];
+	for (k = 0; k < n; k++) {
+		if (!runs[k][b].ran)
+			continue;
+		round[m] = k;
+		rate[m++] = runs[k][b].records_per_s;
+		if (runs[k][b].shuffled_bytes_per_s > 0)
+			shuffled[ms++] = runs[k][b].shuffled_bytes_per_s;
+	}
 	if (!m)
 		return runs[0][b];
-	for (i = 1; i < m; i++) /* insertion sort by records/s: m <= 99 */
-		for (j = i; j > 0 && ran[j].records_per_s < ran[j - 1].records_per_s; j--) {
-			struct bench_baseline t = ran[j];
-
-			ran[j] = ran[j - 1];
-			ran[j - 1] = t;
-		}
-	return ran[(m - 1) / 2];
-}
-
-/* The median of the codec's shuffled-order figure over the rounds that measured it (0: none). */
-static double median_shuffled(struct bench_baseline (*runs)[BENCH_BASELINES], unsigned n, size_t b)
-{
-	double v[99], t;
-	unsigned k, m = 0, i, j;
-
-	for (k = 0; k < n; k++)
-		if (runs[k][b].ran && runs[k][b].shuffled_bytes_per_s > 0)
-			v[m++] = runs[k][b].shuffled_bytes_per_s;
-	for (i = 1; i < m; i++)
-		for (j = i; j > 0 && v[j] < v[j - 1]; j--)
-			t = v[j], v[j] = v[j - 1], v[j - 1] = t;
-	return m ? v[(m - 1) / 2] : 0.0;
+	med = runs[round[bench_median_index(rate, m)]][b];
+	med.shuffled_bytes_per_s = ms ? shuffled[bench_median_index(shuffled, ms)] : 0.0;
+	return med;
 }
 
 int cmd_bench(int argc, char **argv)
@@ -564,10 +543,8 @@ int cmd_bench(int argc, char **argv)
 		}
 	}
 	r = runs[median_index(runs, a.repeat)];
-	for (size_t b = 0; b < nbl; b++) {
+	for (size_t b = 0; b < nbl; b++)
 		bl[b] = median_baseline(blruns, a.repeat, b);
-		bl[b].shuffled_bytes_per_s = median_shuffled(blruns, a.repeat, b);
-	}
 	if (a.repeat > 1 && !a.json)
 		fprintf(stderr, "%s: medians of %u rounds\n", cli_command_name, a.repeat);
 	if (a.json) {

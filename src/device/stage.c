@@ -290,12 +290,19 @@ static void add_max(uint64_t *sum, uint64_t *max, uint64_t v)
 		*max = v;
 }
 
-static bool no_events(cl_event *ev, unsigned n)
+/*
+ * An IDLE staging slot whose transfer events release() (or a cancel) found finished
+ * and retired: acquire() may reuse it without an OpenCL call. A mapped slot always
+ * maps again, so it is never clean. Called locked.
+ */
+static bool clean_locked(const struct grist_device_stage *s, const struct grist_device_slot *slot)
 {
 	unsigned k;
 
-	for (k = 0; k < n; k++)
-		if (ev[k])
+	if (s->ops->strategy != GRIST_DEVICE_STAGING)
+		return false;
+	for (k = 0; k < s->num_devices; k++)
+		if (slot->xfer[k])
 			return false;
 	return true;
 }
@@ -362,7 +369,7 @@ static struct grist_device_slot *pick_idle_locked(struct grist_device_stage *s, 
 		} else if (slot->cap < need) {
 			if (!small || slot->idle_since < small->idle_since)
 				small = slot;
-		} else if (slot->clean) {
+		} else if (clean_locked(s, slot)) {
 			if (!clean || slot->idle_since > clean->idle_since)
 				clean = slot;
 		} else if (!old || slot->idle_since < old->idle_since) {
@@ -608,7 +615,6 @@ int grist_device_stage_cancel(struct grist_device_stage *s, unsigned slot_index)
 		return stage_fail(s, ret);
 	pthread_mutex_lock(&s->lock);
 	set_state_locked(s, slot, GRIST_SLOT_IDLE);
-	slot->clean = s->ops->strategy == GRIST_DEVICE_STAGING && no_events(slot->xfer, s->num_devices);
 	slot->idle_since = ++s->release_clock;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -713,7 +719,6 @@ int grist_device_stage_release(struct grist_device_stage *s, const struct grist_
 	pthread_mutex_lock(&s->lock);
 	slot->releasing = false;
 	set_state_locked(s, slot, GRIST_SLOT_IDLE);
-	slot->clean = s->ops->strategy == GRIST_DEVICE_STAGING && no_events(slot->xfer, s->num_devices);
 	slot->idle_since = ++s->release_clock;
 	s->stats.hold_ns += now_ns() - slot->held_since;
 	pthread_cond_broadcast(&s->cond);

@@ -16,11 +16,12 @@ enum grist_slot_state {
 };
 
 /*
- * One ring entry. Ownership: state, releasing, clean, seq, idle_since and
- * held_since are guarded by the stage lock; everything else belongs to whoever
- * the state names (FILLING: the producer thread inside acquire/submit;
- * READY: nobody; HELD: the consumer, which reads parts and, inside release(),
- * retires the finished transfer events).
+ * One ring entry. Ownership: state, releasing, seq, idle_since and held_since
+ * are guarded by the stage lock; everything else belongs to whoever the state
+ * names (FILLING: the producer thread inside acquire/submit; READY: nobody;
+ * HELD: the consumer, which reads parts and, inside release(), retires the
+ * finished transfer events; IDLE: nobody, and acquire() reads xfer under the
+ * lock to prefer a slot with no transfer left).
  *
  * Memory is made on first use and only grows (to the largest batch asked for),
  * so a run allocates the slots it keeps busy, not the whole ring. Each buffer
@@ -30,7 +31,6 @@ enum grist_slot_state {
 struct grist_device_slot {
 	enum grist_slot_state state;
 	bool releasing;		/* HELD, inside release(): a second release of the batch is refused */
-	bool clean;		/* IDLE with no transfer event left: acquire() may reuse it without a wait */
 	uint64_t seq;
 	uint64_t idle_since;	/* release clock when it became IDLE */
 	size_t cap;		/* rows bytes the buffers hold; 0 until first acquired */
