@@ -85,9 +85,12 @@ struct input_ops {
 	 * with a pass of next().
 	 */
 	int (*count)(struct input *in, uint64_t *records);
-	/* Bytes of the input consumed so far and in all (0 when unknown), for --progress. */
+	/*
+	 * Bytes of the INPUT file consumed so far, for the --progress percentage
+	 * over the files' sizes. NULL for folders, whose size is not known before
+	 * they are listed: the progress line then shows no percentage.
+	 */
 	uint64_t (*done_bytes)(const struct input *in);
-	uint64_t (*total_bytes)(const struct input *in);
 	void (*close)(struct input *in);
 };
 

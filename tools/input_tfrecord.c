@@ -144,11 +144,6 @@ static uint64_t tf_done_bytes(const struct input *in)
 	return input_source_disk_offset(in->priv);
 }
 
-static uint64_t tf_total_bytes(const struct input *in)
-{
-	return ((const struct input_source *)in->priv)->file_size;
-}
-
 static void tf_close(struct input *in)
 {
 	if (in->priv)
@@ -163,6 +158,5 @@ const struct input_ops input_tfrecord_ops = {
 	.next = tf_next,
 	.count = tf_count,
 	.done_bytes = tf_done_bytes,
-	.total_bytes = tf_total_bytes,
 	.close = tf_close,
 };
