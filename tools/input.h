@@ -102,6 +102,15 @@ struct input {
 	void *priv;           /* the format's state */
 };
 
+/*
+ * A TFRecord record starts with a 12-byte header: u64 length (LE), then the
+ * masked CRC-32C of those 8 bytes. input_tfrecord_header() checks that CRC at
+ * @h; true and *@length set when it matches. Format detection and the
+ * TFRecord input share it.
+ */
+#define TFRECORD_HEADER 12
+bool input_tfrecord_header(const uint8_t *h, uint64_t *length);
+
 extern const struct input_ops input_tfrecord_ops;
 extern const struct input_ops input_lines_ops;
 extern const struct input_ops input_dir_ops;
