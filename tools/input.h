@@ -63,9 +63,6 @@ int64_t input_inflater_read(struct input_inflater *f, uint8_t *dst, size_t n, co
 uint64_t input_inflater_disk_offset(struct input_inflater *f);
 void input_inflater_stop(struct input_inflater *f);
 
-/* True when the first bytes of @path are the GZIP magic. 0/1, or a negative errno. */
-int input_is_gzip(const char *path);
-
 struct input;
 
 /* One input format. */
