@@ -9,6 +9,16 @@
 /* The signals that end a process by default and that a user or a supervisor sends. */
 static const int cleanup_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ };
 
+/* The set of cleanup_signals: blocked while the handler runs, and by cli_signals_hold(). */
+static void cleanup_set(sigset_t *set)
+{
+	size_t i;
+
+	sigemptyset(set);
+	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
+		sigaddset(set, cleanup_signals[i]);
+}
+
 static void on_signal(int sig)
 {
 	/* Async-signal-safe only: the library's unlink walk, then die of the same signal. */
@@ -25,9 +35,7 @@ void cli_cleanup_on_signals(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	/* Block the others during the handler, so two signals do not both run it halfway. */
-	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
-		sigaddset(&sa.sa_mask, cleanup_signals[i]);
+	cleanup_set(&sa.sa_mask);
 	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++) {
 		struct sigaction old;
 
@@ -41,11 +49,8 @@ void cli_cleanup_on_signals(void)
 void cli_signals_hold(sigset_t *old)
 {
 	sigset_t set;
-	size_t i;
 
-	sigemptyset(&set);
-	for (i = 0; i < sizeof(cleanup_signals) / sizeof(cleanup_signals[0]); i++)
-		sigaddset(&set, cleanup_signals[i]);
+	cleanup_set(&set);
 	pthread_sigmask(SIG_BLOCK, &set, old);
 }
 

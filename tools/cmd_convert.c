@@ -307,7 +307,7 @@ static int run_convert(struct convert *c)
 	for (i = 0; i < c->ninputs; i++) {
 		struct stat st;
 
-		if (stat(c->inputs[i], &st) || !S_ISREG(st.st_mode)) {
+		if (!c->ops[i]->done_bytes || stat(c->inputs[i], &st) || !S_ISREG(st.st_mode)) {
 			c->in_total = 0;
 			break;
 		}

@@ -63,9 +63,6 @@ int64_t input_inflater_read(struct input_inflater *f, uint8_t *dst, size_t n, co
 uint64_t input_inflater_disk_offset(struct input_inflater *f);
 void input_inflater_stop(struct input_inflater *f);
 
-/* True when the first bytes of @path are the GZIP magic. 0/1, or a negative errno. */
-int input_is_gzip(const char *path);
-
 struct input;
 
 /* One input format. */
@@ -85,9 +82,12 @@ struct input_ops {
 	 * with a pass of next().
 	 */
 	int (*count)(struct input *in, uint64_t *records);
-	/* Bytes of the input consumed so far and in all (0 when unknown), for --progress. */
+	/*
+	 * Bytes of the INPUT file consumed so far, for the --progress percentage
+	 * over the files' sizes. NULL for folders, whose size is not known before
+	 * they are listed: the progress line then shows no percentage.
+	 */
 	uint64_t (*done_bytes)(const struct input *in);
-	uint64_t (*total_bytes)(const struct input *in);
 	void (*close)(struct input *in);
 };
 
@@ -98,6 +98,15 @@ struct input {
 	uint64_t record;      /* records returned so far from this INPUT */
 	void *priv;           /* the format's state */
 };
+
+/*
+ * A TFRecord record starts with a 12-byte header: u64 length (LE), then the
+ * masked CRC-32C of those 8 bytes. input_tfrecord_header() checks that CRC at
+ * @h; true and *@length set when it matches. Format detection and the
+ * TFRecord input share it.
+ */
+#define TFRECORD_HEADER 12
+bool input_tfrecord_header(const uint8_t *h, uint64_t *length);
 
 extern const struct input_ops input_tfrecord_ops;
 extern const struct input_ops input_lines_ops;

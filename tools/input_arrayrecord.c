@@ -55,11 +55,6 @@ static uint64_t ar_done_bytes(const struct input *in)
 	return a->records ? (uint64_t)((double)a->size * (double)in->record / (double)a->records) : 0;
 }
 
-static uint64_t ar_total_bytes(const struct input *in)
-{
-	return ((const struct ar_input *)in->priv)->size;
-}
-
 static void ar_close(struct input *in)
 {
 	struct ar_input *a = in->priv;
@@ -76,6 +71,5 @@ const struct input_ops input_arrayrecord_ops = {
 	.next = ar_next,
 	.count = ar_count,
 	.done_bytes = ar_done_bytes,
-	.total_bytes = ar_total_bytes,
 	.close = ar_close,
 };

@@ -4,9 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "common/crc32c.h"
 #include "common/error.h"
-#include "format/le.h"
 #include "input.h"
 
 static const struct input_ops *const formats[] = {
@@ -60,6 +58,7 @@ int input_detect(const char *path, const struct input_ops **ops)
 	struct input_source s;
 	struct stat st;
 	const uint8_t *p;
+	uint64_t length;
 	int64_t have;
 	int ret, gz;
 
@@ -82,8 +81,7 @@ int input_detect(const char *path, const struct input_ops **ops)
 	p = s.buf + s.start;
 	if (!gz && have >= 64 && !memcmp(p, riegeli_signature, 64))
 		*ops = &input_arrayrecord_ops;
-	else if (have >= 12 && grist_crc32c_mask(grist_crc32c(0, p, 8)) ==
-				     ((uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24))
+	else if (have >= TFRECORD_HEADER && input_tfrecord_header(p, &length))
 		/* A chance match of a 32-bit CRC in text is one in four billion. */
 		*ops = &input_tfrecord_ops;
 	else if (have > 0 && looks_like_text(p, (size_t)have))

@@ -16,10 +16,8 @@
 
 struct dir_input {
 	char **rel;          /* relative paths of the regular files, sorted bytewise */
-	uint64_t *size;      /* their sizes when listed */
 	size_t n, cap;
 	size_t next;
-	uint64_t total, done;
 	uint8_t *buf;
 	size_t buf_cap;
 	char *full;          /* scratch: root/rel */
@@ -31,27 +29,21 @@ static int cmp_rel(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_file(struct dir_input *d, const char *rel, uint64_t size)
+static int add_file(struct dir_input *d, const char *rel)
 {
 	if (d->n == d->cap) {
 		size_t cap = d->cap ? 2 * d->cap : 256;
 		char **r = realloc(d->rel, cap * sizeof(*r));
-		uint64_t *s;
 
 		if (!r)
 			return -ENOMEM;
 		d->rel = r;
-		s = realloc(d->size, cap * sizeof(*s));
-		if (!s)
-			return -ENOMEM;
-		d->size = s;
 		d->cap = cap;
 	}
 	d->rel[d->n] = strdup(rel);
 	if (!d->rel[d->n])
 		return -ENOMEM;
-	d->size[d->n++] = size;
-	d->total += size;
+	d->n++;
 	return 0;
 }
 
@@ -96,7 +88,7 @@ static int walk(struct dir_input *d, const char *root, const char *rel)
 		}
 		if (S_ISDIR(st.st_mode))
 			ret = walk(d, root, child);
-		else if (add_file(d, child, (uint64_t)st.st_size))
+		else if (add_file(d, child))
 			ret = grist_fail(-ENOMEM, "cannot list %s", child);
 		free(child);
 	}
@@ -115,7 +107,6 @@ static void dir_close(struct input *in)
 	for (i = 0; i < d->n; i++)
 		free(d->rel[i]);
 	free(d->rel);
-	free(d->size);
 	free(d->buf);
 	free(d->full);
 	free(d);
@@ -143,7 +134,6 @@ static int dir_open(struct input *in, const char *path)
 	if (ret)
 		goto fail;
 	qsort(d->rel, d->n, sizeof(*d->rel), cmp_rel);
-	/* Sizes were listed in walk order; the progress total needs only their sum, so they are not re-sorted. */
 	return 0;
 fail:
 	dir_close(in);
@@ -209,7 +199,6 @@ static int dir_next(struct input *in, const uint8_t **data, size_t *len)
 	}
 	*data = d->buf;
 	*len = got;
-	d->done += d->size[d->next] <= got ? d->size[d->next] : got;
 	d->next++;
 	in->record++;
 	ret = 1;
@@ -224,22 +213,10 @@ static int dir_count(struct input *in, uint64_t *records)
 	return 0;
 }
 
-static uint64_t dir_done_bytes(const struct input *in)
-{
-	return ((const struct dir_input *)in->priv)->done;
-}
-
-static uint64_t dir_total_bytes(const struct input *in)
-{
-	return ((const struct dir_input *)in->priv)->total;
-}
-
 const struct input_ops input_dir_ops = {
 	.name = "dir",
 	.open = dir_open,
 	.next = dir_next,
 	.count = dir_count,
-	.done_bytes = dir_done_bytes,
-	.total_bytes = dir_total_bytes,
 	.close = dir_close,
 };

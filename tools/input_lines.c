@@ -73,11 +73,6 @@ static uint64_t lines_done_bytes(const struct input *in)
 	return input_source_disk_offset(&((const struct lines *)in->priv)->s);
 }
 
-static uint64_t lines_total_bytes(const struct input *in)
-{
-	return ((const struct lines *)in->priv)->s.file_size;
-}
-
 static void lines_close(struct input *in)
 {
 	struct lines *l = in->priv;
@@ -93,6 +88,5 @@ const struct input_ops input_lines_ops = {
 	.open = lines_open,
 	.next = lines_next,
 	.done_bytes = lines_done_bytes,
-	.total_bytes = lines_total_bytes,
 	.close = lines_close,
 };

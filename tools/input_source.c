@@ -12,18 +12,14 @@
 /* Reads go to the kernel (or zlib) in pieces of at least this size. */
 #define SOURCE_READ_SIZE (1u << 20)
 
-int input_is_gzip(const char *path)
+/* True when the first bytes of the source's file are the GZIP magic. 0/1, or a negative errno. */
+static int is_gzip(const struct input_source *s)
 {
 	uint8_t magic[2];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = pread(s->fd, magic, 2, 0);
 
-	if (fd < 0)
-		return grist_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
-	n = pread(fd, magic, 2, 0);
-	close(fd);
 	if (n < 0)
-		return grist_fail(-errno, "%s: byte 0: read failed: %s", path, strerror(errno));
+		return grist_fail(-errno, "%s: byte 0: read failed: %s", s->path, strerror(errno));
 	return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
@@ -46,7 +42,7 @@ int input_source_open(struct input_source *s, const char *path)
 		goto fail;
 	}
 	s->file_size = (uint64_t)st.st_size;
-	ret = input_is_gzip(path);
+	ret = is_gzip(s);
 	if (ret < 0)
 		goto fail;
 	if (ret) {

@@ -17,19 +17,32 @@
  * when the file can still hold it, so damage never leads to a huge allocation.
  * GZIP streams cannot say how much is left; their records are capped instead.
  */
-#define TFRECORD_HEADER 12
 #define TFRECORD_FOOTER 4
 #define TFRECORD_GZIP_MAX_RECORD ((uint64_t)1 << 31)
-
-/* Whether @length data bytes and the data CRC fit in @left bytes (no overflow for any length). */
-static bool fits(uint64_t length, uint64_t left)
-{
-	return left >= TFRECORD_FOOTER && length <= left - TFRECORD_FOOTER;
-}
 
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+bool input_tfrecord_header(const uint8_t *h, uint64_t *length)
+{
+	if (grist_crc32c_mask(grist_crc32c(0, h, 8)) != le32(h + 8))
+		return false;
+	*length = grist_le64_get(h);
+	return true;
+}
+
+/*
+ * Whether the record whose header is at @at, with @length data bytes and the
+ * data CRC, fits in the plain file. A file that shrank since it was opened
+ * leaves nothing (and must not wrap around); no overflow for any length.
+ */
+static bool fits_file(const struct input_source *s, uint64_t at, uint64_t length)
+{
+	uint64_t left = s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0;
+
+	return left >= TFRECORD_FOOTER && length <= left - TFRECORD_FOOTER;
 }
 
 static int tf_open(struct input *in, const char *path)
@@ -51,10 +64,9 @@ static int tf_open(struct input *in, const char *path)
 static int tf_next(struct input *in, const uint8_t **data, size_t *len)
 {
 	struct input_source *s = in->priv;
-	uint64_t at = s->offset, length, left;
+	uint64_t at = s->offset, length;
 	const uint8_t *p;
 	int64_t have;
-	uint32_t crc;
 
 	have = input_source_fill(s, TFRECORD_HEADER);
 	if (have < 0)
@@ -64,16 +76,10 @@ static int tf_next(struct input *in, const uint8_t **data, size_t *len)
 	if (have < TFRECORD_HEADER)
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%lld of %d bytes)",
 				     (unsigned long long)in->record, (long long)have, TFRECORD_HEADER);
-	p = s->buf + s->start;
-	length = grist_le64_get(p);
-	crc = le32(p + 8);
-	if (grist_crc32c_mask(grist_crc32c(0, p, 8)) != crc)
+	if (!input_tfrecord_header(s->buf + s->start, &length))
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
 				     (unsigned long long)in->record);
-	/* A plain file that shrank since it was opened leaves nothing (and must not wrap around). */
-	left = s->gz ? TFRECORD_GZIP_MAX_RECORD :
-	       s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0;
-	if (s->gz ? length > left : !fits(length, left))
+	if (s->gz ? length > TFRECORD_GZIP_MAX_RECORD : !fits_file(s, at, length))
 		return grist_fail_at(-EBADMSG, s->path, at, "record %llu: %s: the header says %llu bytes%s",
 				     (unsigned long long)in->record, s->gz ? "too large" : "truncated",
 				     (unsigned long long)length, s->gz ? "" : ", more than the file holds");
@@ -125,11 +131,10 @@ static int tf_count(struct input *in, uint64_t *records)
 		if ((size_t)got < sizeof(h))
 			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated header (%zd of %d bytes)",
 					     (unsigned long long)n, got, TFRECORD_HEADER);
-		if (grist_crc32c_mask(grist_crc32c(0, h, 8)) != le32(h + 8))
+		if (!input_tfrecord_header(h, &length))
 			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: length CRC mismatch (not TFRecord, or damaged)",
 					     (unsigned long long)n);
-		length = grist_le64_get(h);
-		if (!fits(length, s->file_size >= at + TFRECORD_HEADER ? s->file_size - at - TFRECORD_HEADER : 0))
+		if (!fits_file(s, at, length))
 			return grist_fail_at(-EBADMSG, s->path, at, "record %llu: truncated: the header says %llu bytes, more than the file holds",
 					     (unsigned long long)n, (unsigned long long)length);
 		at += TFRECORD_HEADER + length + TFRECORD_FOOTER;
@@ -142,11 +147,6 @@ static int tf_count(struct input *in, uint64_t *records)
 static uint64_t tf_done_bytes(const struct input *in)
 {
 	return input_source_disk_offset(in->priv);
-}
-
-static uint64_t tf_total_bytes(const struct input *in)
-{
-	return ((const struct input_source *)in->priv)->file_size;
 }
 
 static void tf_close(struct input *in)
@@ -163,6 +163,5 @@ const struct input_ops input_tfrecord_ops = {
 	.next = tf_next,
 	.count = tf_count,
 	.done_bytes = tf_done_bytes,
-	.total_bytes = tf_total_bytes,
 	.close = tf_close,
 };

@@ -21,6 +21,32 @@ static const char *token_format(unsigned token_bytes)
 	return token_bytes == 4 ? "I" : token_bytes == 2 ? "H" : "B";
 }
 
+/*
+ * The shape of .data, of its DLPack export and (packed) of the per-token arrays: packed,
+ * (rows, L) tokens; ragged, the bytes; fixed and padded, (rows, record_bytes). Returns ndim.
+ */
+static int data_shape(const BatchObject *self, const struct grist_batch *b, Py_ssize_t shape[2])
+{
+	if (self->token_bytes) {
+		shape[0] = (Py_ssize_t)b->num_rows;
+		shape[1] = (Py_ssize_t)(b->record_bytes / self->token_bytes);
+		return 2;
+	}
+	if (self->layout == GRIST_LAYOUT_RAGGED) {
+		shape[0] = (Py_ssize_t)b->bytes;
+		return 1;
+	}
+	shape[0] = (Py_ssize_t)b->num_rows;
+	shape[1] = (Py_ssize_t)b->record_bytes;
+	return 2;
+}
+
+/* Bytes of one element of .data: the token width when packing, else 1. */
+static unsigned data_item_bytes(const BatchObject *self)
+{
+	return self->token_bytes ? self->token_bytes : 1;
+}
+
 PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b)
 {
 	BatchObject *self = PyObject_New(BatchObject, &gristpy_BatchType);
@@ -80,23 +106,14 @@ static PyObject *batch_get_data(BatchObject *self, void *closure)
 {
 	struct grist_batch *b = batch_held(self);
 	Py_ssize_t shape[2];
+	int ndim;
 
 	(void)closure;
 	if (!b)
 		return NULL;
-	if (self->token_bytes) { /* packed: rows of L tokens */
-		shape[0] = (Py_ssize_t)b->num_rows;
-		shape[1] = (Py_ssize_t)(b->record_bytes / self->token_bytes);
-		return gristpy_view_array((PyObject *)self, b->data, 2, shape, token_format(self->token_bytes),
-					  (Py_ssize_t)self->token_bytes);
-	}
-	if (self->layout == GRIST_LAYOUT_RAGGED) {
-		shape[0] = (Py_ssize_t)b->bytes;
-		return gristpy_view_array((PyObject *)self, b->data, 1, shape, "B", 1);
-	}
-	shape[0] = (Py_ssize_t)b->num_rows;
-	shape[1] = (Py_ssize_t)b->record_bytes;
-	return gristpy_view_array((PyObject *)self, b->data, 2, shape, "B", 1);
+	ndim = data_shape(self, b, shape);
+	return gristpy_view_array((PyObject *)self, b->data, ndim, shape, token_format(self->token_bytes),
+				  (Py_ssize_t)data_item_bytes(self));
 }
 
 /*
@@ -118,9 +135,7 @@ static PyObject *batch_array(BatchObject *self, void *closure)
 		if (!v || !self->token_bytes)
 			Py_RETURN_NONE;
 		/* uint32 in C; int32 for the caller (values stay below 2^24, the longest row) */
-		shape[0] = (Py_ssize_t)b->num_rows;
-		shape[1] = (Py_ssize_t)(b->record_bytes / self->token_bytes);
-		return gristpy_view_array((PyObject *)self, v, 2, shape, "i", 4);
+		return gristpy_view_array((PyObject *)self, v, data_shape(self, b, shape), shape, "i", 4);
 	}
 	if ((which == 'd' && !b->datasets) || (which == 'i' && !b->indices))
 		Py_RETURN_NONE;
@@ -252,7 +267,9 @@ static PyObject *batch_dlpack(BatchObject *self, PyObject *args, PyObject *kwds)
 	PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
 	struct grist_batch *b = batch_held(self);
 	struct dl_export *e;
+	Py_ssize_t shape[2];
 	PyObject *capsule;
+	int i;
 
 	if (!b)
 		return NULL;
@@ -269,26 +286,17 @@ static PyObject *batch_dlpack(BatchObject *self, PyObject *args, PyObject *kwds)
 	e->managed.dl_tensor.data = (void *)b->data;
 	e->managed.dl_tensor.device.device_type = GRISTPY_DL_CPU;
 	e->managed.dl_tensor.dtype.code = GRISTPY_DL_UINT;
-	e->managed.dl_tensor.dtype.bits = (uint8_t)(8 * (self->token_bytes ? self->token_bytes : 1));
+	e->managed.dl_tensor.dtype.bits = (uint8_t)(8 * data_item_bytes(self));
 	e->managed.dl_tensor.dtype.lanes = 1;
-	if (self->token_bytes) {
-		e->managed.dl_tensor.ndim = 2;
-		e->shape[0] = (int64_t)b->num_rows;
-		e->shape[1] = (int64_t)(b->record_bytes / self->token_bytes);
-	} else if (self->layout == GRIST_LAYOUT_RAGGED) {
-		e->managed.dl_tensor.ndim = 1;
-		e->shape[0] = (int64_t)b->bytes;
-	} else {
-		e->managed.dl_tensor.ndim = 2;
-		e->shape[0] = (int64_t)b->num_rows;
-		e->shape[1] = (int64_t)b->record_bytes;
-	}
+	e->managed.dl_tensor.ndim = data_shape(self, b, shape);
+	for (i = 0; i < e->managed.dl_tensor.ndim; i++)
+		e->shape[i] = (int64_t)shape[i];
 	e->managed.dl_tensor.shape = e->shape;
 	e->managed.manager_ctx = e;
 	e->managed.deleter = dl_deleter;
 	Py_INCREF(self);
 	e->batch = (PyObject *)self;
-	self->exports++;
+	gristpy_batch_export_add((PyObject *)self);
 	capsule = PyCapsule_New(&e->managed, "dltensor", dl_capsule_destructor);
 	if (!capsule)
 		dl_deleter(&e->managed);

@@ -79,7 +79,9 @@ static int arg_bool(PyObject *v, bool *out)
 /* One of @words (NULL-terminated); the enum value is the word's position. */
 static int arg_word(PyObject *v, const char *name, const char *const *words, int *out)
 {
+	char list[256];
 	const char *s;
+	size_t k = 0;
 	int i;
 
 	if (!PyUnicode_Check(v) || !(s = PyUnicode_AsUTF8(v))) {
@@ -91,9 +93,10 @@ static int arg_word(PyObject *v, const char *name, const char *const *words, int
 			*out = i;
 			return 0;
 		}
-	PyErr_Format(PyExc_ValueError, "Loader: %s must be one of %s%s%s%s%s%s%s, not '%s'", name, words[0],
-		     words[1] ? ", " : "", words[1] ? words[1] : "", words[2] ? ", " : "", words[2] ? words[2] : "",
-		     words[2] && words[3] ? ", " : "", words[2] && words[3] ? words[3] : "", s);
+	list[0] = '\0';
+	for (i = 0; words[i] && k < sizeof(list); i++)
+		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", words[i]);
+	PyErr_Format(PyExc_ValueError, "Loader: %s must be one of %s, not '%s'", name, list, s);
 	return -1;
 }
 

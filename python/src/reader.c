@@ -110,15 +110,15 @@ static Py_ssize_t reader_len(ReaderObject *self)
 /* An index as Python sees it (negative counts from the end) -> a record index, or -1 raised. */
 static int reader_index(ReaderObject *self, PyObject *key, uint64_t *out)
 {
-	Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+	Py_ssize_t given = PyNumber_AsSsize_t(key, PyExc_IndexError), i = given;
 
 	if (i == -1 && PyErr_Occurred())
 		return -1;
 	if (i < 0)
 		i += (Py_ssize_t)self->num_records;
 	if (i < 0 || (uint64_t)i >= self->num_records) {
-		PyErr_Format(PyExc_IndexError, "grist.Reader: index %zd out of range for %llu records",
-			     PyNumber_AsSsize_t(key, NULL), (unsigned long long)self->num_records);
+		PyErr_Format(PyExc_IndexError, "grist.Reader: index %zd out of range for %llu records", given,
+			     (unsigned long long)self->num_records);
 		return -1;
 	}
 	*out = (uint64_t)i;
