@@ -231,9 +231,6 @@ static inline size_t align_up(size_t v, size_t a)
 
 /* ---- planning (engine_async_plan.c) ---- */
 
-/* Grow *p to hold @need elements of @elem bytes. Returns 0 or -ENOMEM. */
-int grist_async_grow(void **p, size_t *cap, size_t need, size_t elem);
-
 /*
  * Plan unit @u into @w: its items in stream order, the chunks they need, the read
  * regions (coalesced, aligned for O_DIRECT) and where each region lands in the read

@@ -5,26 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
-
-int grist_async_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 16;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
 
 static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin)
 {
@@ -53,7 +36,7 @@ static int find_or_add_chunk(struct work *w, uint32_t component, const struct gr
 			return 0;
 		}
 	}
-	ret = grist_async_grow((void **)&w->chunks, &w->chunks_cap, w->nchunks + 1, sizeof(*w->chunks));
+	ret = grist_array_reserve((void **)&w->chunks, &w->chunks_cap, w->nchunks + 1, sizeof(*w->chunks));
 	if (ret)
 		return ret;
 	c = &w->chunks[w->nchunks];
@@ -108,7 +91,7 @@ static int build_regions(struct async_engine *e, struct work *w)
 			if (end > r->offset + r->len)
 				r->len = end - r->offset;
 		} else {
-			ret = grist_async_grow((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
+			ret = grist_array_reserve((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
 			if (ret)
 				return ret;
 			r = &w->regions[w->nregions++];
@@ -126,7 +109,7 @@ static int build_regions(struct async_engine *e, struct work *w)
 	}
 	/* the buffer itself is reserved when the work is admitted (grist_async_admit) */
 	w->buf_need = buf_need;
-	return grist_async_grow((void **)&w->landed, &w->landed_cap, w->nregions, sizeof(*w->landed));
+	return grist_array_reserve((void **)&w->landed, &w->landed_cap, w->nregions, sizeof(*w->landed));
 }
 
 /*
@@ -139,12 +122,12 @@ static int group_rows(struct work *w)
 {
 	uint32_t at = 0, c, count;
 	size_t i, k = 0;
-	int ret = grist_async_grow((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
+	int ret = grist_array_reserve((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
 
 	if (!ret)
-		ret = grist_async_grow((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
+		ret = grist_array_reserve((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
 	if (!ret)
-		ret = grist_async_grow((void **)&w->fill_order, &w->fill_cap, w->nchunks, sizeof(*w->fill_order));
+		ret = grist_array_reserve((void **)&w->fill_order, &w->fill_cap, w->nchunks, sizeof(*w->fill_order));
 	if (ret)
 		return ret;
 	for (c = 0; c < w->nchunks; c++) {
@@ -188,7 +171,7 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 	w->arena_len = 0;
 	w->admitted = w->decoding = w->published = false;
 	w->error = 0;
-	ret = grist_async_grow((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
+	ret = grist_array_reserve((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
 	if (ret)
 		return ret;
 	if (w->hash_cap < 2 * n) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
 
@@ -101,7 +102,7 @@ int grist_async_admit(struct worker *wk, struct work *w)
 	for (i = 0; i < w->nregions; i++)
 		if (!e->files[w->regions[i].component][w->regions[i].file].map)
 			nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
-	ret = grist_async_grow((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
+	ret = grist_array_reserve((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
 	if (ret)
 		return ret;
 	w->nreqs = 0;
