@@ -6,12 +6,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "grist/error.h"
 #include "cli.h"
 
 const char *cli_command_name = "grist";
+
+double cli_seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
 
 int cli_usage_error(const char *fmt, ...)
 {

@@ -3,6 +3,7 @@
 #define GRIST_TOOLS_CLI_H
 
 #include <signal.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -113,6 +114,9 @@ void cli_cleanup_on_signals(void);
  */
 void cli_signals_hold(sigset_t *old);
 void cli_signals_release(const sigset_t *old);
+
+/* Seconds of CLOCK_MONOTONIC since *@t0 (progress lines, --stats). */
+double cli_seconds_since(const struct timespec *t0);
 
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);

@@ -60,14 +60,6 @@ struct convert {
 	uint64_t in_done_before;   /* input bytes of the INPUTs already finished */
 };
 
-static double seconds_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
-}
-
 static void human_bytes(char *out, size_t cap, double b)
 {
 	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
@@ -83,7 +75,7 @@ static void human_bytes(char *out, size_t cap, double b)
 /* One progress line: records, bytes, rate and, when the input size is known, percent and ETA. */
 static void show_progress(struct convert *c, const struct input *cur, bool final)
 {
-	double t = seconds_since(&c->start);
+	double t = cli_seconds_since(&c->start);
 	char done[32], rate[32], eta[48] = "";
 
 	human_bytes(done, sizeof(done), (double)c->bytes);
@@ -342,7 +334,7 @@ static int run_convert(struct convert *c)
 			in_shard++;
 			c->records++;
 			c->bytes += n;
-			if (c->progress && !(c->records & 1023) && seconds_since(&c->last) >= 0.2) {
+			if (c->progress && !(c->records & 1023) && cli_seconds_since(&c->last) >= 0.2) {
 				clock_gettime(CLOCK_MONOTONIC, &c->last);
 				show_progress(c, &in, false);
 			}

@@ -272,14 +272,6 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 	return 0;
 }
 
-static double seconds_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 #if GRIST_HAVE_OPENCL
 /* Reads device batches back to the host, one in-order queue per device of the stage. */
 struct device_reader {
@@ -612,7 +604,7 @@ int cmd_load(int argc, char **argv)
 		if (!b)
 			break;
 		if (!delivered)
-			first_batch_s = seconds_since(&t0);
+			first_batch_s = cli_seconds_since(&t0);
 		if (b->device) {
 #if GRIST_HAVE_OPENCL
 			struct timespec tc;
@@ -621,7 +613,7 @@ int cmd_load(int argc, char **argv)
 			clock_gettime(CLOCK_MONOTONIC, &tc);
 			if (!a.digest && !a.device_check) {
 				ret = device_wait_ready(b->device);
-				consumer_s += seconds_since(&tc);
+				consumer_s += cli_seconds_since(&tc);
 				if (ret) {
 					grist_loader_release(l, b);
 					rc = CLI_EXIT_DATA;
@@ -639,7 +631,7 @@ int cmd_load(int argc, char **argv)
 					fprintf(stderr, "%s: batch %llu: device bytes differ from the host bytes\n",
 						cli_command_name, (unsigned long long)b->sequence);
 				}
-				consumer_s += seconds_since(&tc);
+				consumer_s += cli_seconds_since(&tc);
 			}
 #endif
 		} else if (a.digest && b->segment_ids) {
