@@ -1,7 +1,6 @@
 /* loader.c - grist._grist.Loader: the C loader behind a Python iterator of grist.Batch objects. */
 #include "ext.h"
 
-#include <math.h>
 #include <string.h>
 
 typedef struct {
