@@ -93,8 +93,8 @@ struct bench_baseline {
 	bool decoded;
 	/*
 	 * The codec only: the same frames decoded in a shuffled order, as a globally shuffled
-	 * loader meets them (0 when not measured). The order alone costs the codec 10-20% on
-	 * small frames, so this is the ceiling a shuffled reader can reach.
+	 * loader meets them (0 when not measured). The order alone costs the codec 13-26% more
+	 * time on 1 KiB frames (docs/tuning.md), so this is the ceiling a shuffled reader can reach.
 	 */
 	double shuffled_bytes_per_s;
 };

@@ -11,8 +11,9 @@
  *  - copy: when units are larger than batches (chunk granularity), the engine hands
  *    out views of its own slots, as in host mode, and helper threads copy each batch
  *    into a stage slot sized to it. The engine's own copy into a stage slot would run
- *    on the one thread that takes its batches in order, which on the H100 capped the
- *    loader at 8.6 GB/s of copying, under host mode's rate.
+ *    on the one thread that takes its batches in order, which on the H100 held the
+ *    loader below host mode's rate (docs/tuning.md, "Chunk granularity copied on one
+ *    thread").
  *
  * Threads: one feeder pulls batches from the engine in order (with its own struct
  * grist_pull, so it never touches the consumer's checkpoint position), publishes them
@@ -208,10 +209,9 @@ int grist_loader_device_start(struct grist_loader *l)
 		 * The batches the consumer may hold (prefetch, see free_hold() in loader.c), two
 		 * jobs per helper (one copied, one queued), and as many batches queued or
 		 * submitted ahead as the engine's assembly window (prefetch + 2 per worker):
-		 * the feeder blocks on a full ring, and the engine's window with it (with 18
-		 * slots at 16 threads on the H100 one acquire in eleven found the ring full;
-		 * with this one in fifty, and twice as many slots did no better). Slots get
-		 * memory only when used.
+		 * the feeder blocks on a full ring, and the engine's window with it. `grist load
+		 * --device opencl --stats` counts the acquires that found the ring full. Slots
+		 * get memory only when used.
 		 */
 		slots = 2ull * prefetch + 2ull * workers + 2ull * d->num_helpers + 2;
 	} else {
@@ -221,8 +221,8 @@ int grist_loader_device_start(struct grist_loader *l)
 		 * the engine's assembly window), the packer's batch, the batches the consumer
 		 * may hold (prefetch), and as many again as the assembly window queued for
 		 * submission or submitted ahead of the consumer: without that slack a consumer
-		 * a few batches behind takes slots from the workers (on the H100 one acquire in
-		 * six waited with 42 slots at 16 threads). Slots get memory only when used.
+		 * a few batches behind takes slots from the workers (the acquires that waited
+		 * are counted in `--stats`). Slots get memory only when used.
 		 */
 		slots = 2ull * (prefetch + 2ull * workers) + prefetch + 2;
 	}
