@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "grist/error.h"
+#include "grist/remote.h"
 #include "grist/format.h"
 
 #ifdef __cplusplus
@@ -71,6 +72,7 @@ struct grist_fetcher_stats {
 	uint64_t reads;           /* read requests after coalescing (a read above 8 MiB is split) */
 	uint64_t submissions;     /* batched submissions to the io stage */
 	uint64_t bytes_read;
+	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h) */
 };
 
 /**

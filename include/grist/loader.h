@@ -34,6 +34,7 @@
 
 #include "grist/error.h"
 #include "grist/plan.h"
+#include "grist/remote.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -271,6 +272,7 @@ struct grist_loader_stats {
 	uint64_t reads_in_flight_max;   /* the most in flight on one ring at once */
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
+	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h); zero otherwise */
 };
 
 /**

@@ -54,6 +54,7 @@
 
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
+#include "io/remote.h"
 
 #define MAX_WORKS 1024                   /* units one worker reads ahead, at most */
 #define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
@@ -418,6 +419,17 @@ static void *worker_main(void *arg)
 
 /* ---- setup ---- */
 
+static bool any_url(struct grist_loader *l)
+{
+	size_t d, f;
+
+	for (d = 0; d < l->num_sources; d++)
+		for (f = 0; f < l->sources[d].num_files; f++)
+			if (grist_reader_file_geom(l->sources[d].reader, f)->remote)
+				return true;
+	return false;
+}
+
 static int open_files(struct async_engine *e)
 {
 	struct grist_loader *l = e->l;
@@ -442,6 +454,17 @@ static int open_files(struct async_engine *e)
 			ret = grist_reader_file_info(l->sources[d].reader, f, &info);
 			if (ret)
 				return ret;
+			{
+				const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
+
+				if (g->remote) {
+					/* a URL: no descriptor, no mapping; the reader already pinned it */
+					e->files[d][f] = (struct engine_file){ .fd = -1, .align = 1, .path = info.path,
+									     .size = g->size, .remote = g->remote };
+					e->any_remote = true;
+					continue;
+				}
+			}
 			ret = grist_io_open_file(info.path, mode, &oi);
 			if (ret)
 				return grist_fail(ret, "%s: cannot open for reading: %s", info.path, grist_strerror(ret));
@@ -565,6 +588,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 		ioc = l->hooks.io_config;
 	ioc.queue_depth = e->queue_depth;
 	ioc.threads = 4;
+	ioc.remote_counters = e->remote_ctr;
 	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
 	if (!wk->works)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
@@ -594,7 +618,10 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 		if (!wk->io_slot[d])
 			return grist_fail(-ENOMEM, "async engine: out of memory");
 		for (f = 0; f < l->sources[d].num_files; f++) {
-			ret = grist_io_add_file(wk->io, e->files[d][f].fd, e->files[d][f].path, &wk->io_slot[d][f]);
+			if (e->files[d][f].remote)
+				ret = grist_io_add_remote(wk->io, e->files[d][f].remote, &wk->io_slot[d][f]);
+			else
+				ret = grist_io_add_file(wk->io, e->files[d][f].fd, e->files[d][f].path, &wk->io_slot[d][f]);
 			if (ret)
 				return ret;
 		}
@@ -684,6 +711,14 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->name = "pread";
 		fprintf(stderr, "grist: io_uring unavailable (%s); using the pread thread pool\n", why);
 	}
+	if (!l->hooks.io_override && any_url(l)) {
+		/* URLs: ranged GETs on each worker's own multi handle (local files of the mix: pread) */
+		e->io_kind = GRIST_IO_HTTP;
+		e->name = "http";
+		e->remote_ctr = calloc(1, sizeof(*e->remote_ctr));
+		if (!e->remote_ctr)
+			return grist_fail(-ENOMEM, "async engine: out of memory");
+	}
 
 	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */
 	e->unit_items = l->cfg.batch_size;
@@ -734,7 +769,11 @@ static int async_start(struct grist_loader *l, void **engine)
 	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
 	if (e->nworkers < 1)
 		e->nworkers = 1;
-	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : 64;
+	/*
+	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
+	 * what waits, so the engine hands it more reads than a disk ring would take.
+	 */
+	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : e->remote_ctr ? 512 : 64;
 	/*
 	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
 	 * extent, so the ring stays full while as many landed reads wait to be decoded, and
@@ -848,6 +887,10 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 		out->registered_buffers = out->registered_buffers || wk->fixed_buffers;
 	}
 	out->reads_in_flight_mean = span ? (double)area / (double)span : 0.0;
+	if (e->remote_ctr) {
+		grist_remote_counters_read(e->remote_ctr, &out->remote);
+		out->read_mode = "remote";
+	}
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
 	out->assemble_ns += e->pack_ns;
@@ -895,6 +938,7 @@ static void async_stop(void *engine)
 	grist_async_pool_free(&e->host_pool);
 	grist_async_pool_free(&e->dev_pool);
 	close_files(e);
+	free(e->remote_ctr);
 	grist_stream_cursor_destroy(e->plan_cursor);
 	free(e->units);
 	free(e->workers);

@@ -46,6 +46,7 @@ struct engine_file {
 	const uint8_t *map;  /* read mode mmap: the whole file, read-only */
 	uint64_t size;
 	const char *path; /* owned by the reader's info */
+	struct grist_remote_object *remote; /* a URL (fd -1): read through the http backend */
 };
 
 struct item {
@@ -186,7 +187,8 @@ struct async_engine {
 	unsigned nworkers;
 	struct worker *workers;
 	struct engine_file **files; /* [component][file] */
-	bool any_direct, any_buffered, any_mapped;
+	bool any_direct, any_buffered, any_mapped, any_remote;
+	struct grist_remote_counters *remote_ctr; /* every worker's GETs, when any_remote */
 	size_t unit_items;          /* U */
 	size_t ncache;              /* decoders per worker */
 	unsigned queue_depth;       /* reads in flight per ring */

@@ -11,6 +11,7 @@
 #include "format/dataset.h"
 #include "grist/fetch.h"
 #include "io/io.h"
+#include "io/remote.h"
 
 #define DEFAULT_QUEUE_DEPTH 256
 #define DEFAULT_MAX_READ_BYTES ((size_t)64 << 20)
@@ -91,6 +92,7 @@ struct grist_fetcher {
 	uint64_t read_err_region;
 	char read_err_msg[1024];
 	struct grist_fetcher_stats st;
+	struct grist_remote_counters remote; /* the http backend's counters, when the dataset has URLs */
 
 	/* per-request scratch, kept between calls so steady state allocates nothing */
 	struct want *wants;
@@ -152,6 +154,10 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	kind = o.io == GRIST_FETCH_IO_URING ? GRIST_IO_URING
 	       : o.io == GRIST_FETCH_IO_PREAD ? GRIST_IO_PREAD
 					      : GRIST_IO_AUTO;
+	for (i = 0; i < f->nfiles; i++)
+		if (grist_reader_file_geom(r, i)->remote)
+			kind = GRIST_IO_HTTP; /* URLs: ranged GETs (local files of the dataset: pread) */
+	ioc.remote_counters = &f->remote;
 	ret = grist_io_create(kind, &ioc, &f->io);
 	if (ret)
 		goto fail;
@@ -160,7 +166,8 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	for (i = 0; i < f->nfiles; i++) {
 		const struct grist_file_geom *g = grist_reader_file_geom(r, i);
 
-		ret = grist_io_add_file(f->io, g->fd, g->path, &f->slot[i]);
+		ret = g->remote ? grist_io_add_remote(f->io, g->remote, &f->slot[i])
+				: grist_io_add_file(f->io, g->fd, g->path, &f->slot[i]);
 		if (ret)
 			goto fail;
 	}
@@ -234,6 +241,7 @@ GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 GRIST_API void grist_fetcher_stats(const struct grist_fetcher *f, struct grist_fetcher_stats *out)
 {
 	*out = f->st;
+	grist_remote_counters_read(&f->remote, &out->remote);
 }
 
 static int cmp_want(const void *a, const void *b)

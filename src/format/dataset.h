@@ -10,7 +10,8 @@
 /* One opened file of a dataset; owned by the reader, immutable after open. */
 struct grist_file_geom {
 	char *path;
-	int fd;                   /* O_RDONLY | O_CLOEXEC, open until grist_reader_close() */
+	int fd;                   /* O_RDONLY | O_CLOEXEC, open until grist_reader_close(); -1 for a URL */
+	struct grist_remote_object *remote; /* a URL: the object, pinned at open; else NULL */
 	uint64_t size;
 	uint64_t num_records;
 	uint64_t group_size;      /* 0 only when the file holds no records */

@@ -14,6 +14,8 @@
 #include "format/dataset.h"
 #include "format/footer.h"
 #include "format/limits.h"
+#include "io/remote.h"
+#include "io/url.h"
 
 struct batch_item {
 	uint64_t index;
@@ -37,12 +39,16 @@ struct grist_reader {
 	size_t items_cap;
 };
 
-/* Read exactly [off, off+len) of @f into @dst. */
-static int read_exact(int fd, const char *path, uint8_t *dst, uint64_t off, size_t len)
+/* Read exactly [off, off+len) of @f into @dst: pread for a file, ranged GETs for a URL. */
+static int read_exact(const struct grist_file_geom *f, uint8_t *dst, uint64_t off, size_t len)
 {
+	const char *path = f->path;
+	int fd = f->fd;
 	size_t done = 0;
 	ssize_t n;
 
+	if (f->remote)
+		return grist_remote_read(f->remote, dst, off, len);
 	while (done < len) {
 		n = pread(fd, dst + done, len - done, (off_t)(off + done));
 		if (n < 0) {
@@ -74,7 +80,7 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
 		return grist_fail_at(ret, f->path, begin, "cannot allocate %zu bytes to read the chunk", len);
-	ret = read_exact(f->fd, f->path, r->io.data, begin, len);
+	ret = read_exact(f, r->io.data, begin, len);
 	if (ret)
 		return ret;
 	return grist_chunk_decode(r->dec, r->io.data, begin, len, begin, end, f->path, &r->cur);
@@ -207,10 +213,17 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	f->path = strdup(path);
 	if (!f->path)
 		return grist_fail(-ENOMEM, "cannot copy a path");
-	f->fd = grist_open_regular(path, 0, &st);
-	if (f->fd < 0)
-		return f->fd;
-	f->size = (uint64_t)st.st_size;
+	if (grist_url_scheme(path) != GRIST_URL_LOCAL) {
+		ret = grist_remote_open(path, &f->remote);
+		if (ret)
+			return ret;
+		f->size = f->remote->size;
+	} else {
+		f->fd = grist_open_regular(path, 0, &st);
+		if (f->fd < 0)
+			return f->fd;
+		f->size = (uint64_t)st.st_size;
+	}
 	if (f->size < GRIST_BLOCK_SIZE + 64)
 		return grist_fail_at(-EBADMSG, path, f->size,
 				     "file is %llu bytes; an ArrayRecord file holds at least its 64-byte signature and a 64 KiB postscript block",
@@ -290,6 +303,7 @@ GRIST_API void grist_reader_close(struct grist_reader *r)
 	for (i = 0; r->files && i < r->num_files; i++) {
 		if (r->files[i].fd >= 0)
 			close(r->files[i].fd);
+		grist_remote_unref(r->files[i].remote);
 		free(r->files[i].path);
 		free(r->files[i].chunk_offsets);
 		free(r->files[i].writer_options);

@@ -12,6 +12,7 @@
 #include "format/chunk.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
+#include "io/remote.h"
 #include "format/footer.h"
 
 struct found_chunk {
@@ -169,7 +170,23 @@ GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *re
 	ret = grist_chunk_decoder_create(&dec);
 	if (ret)
 		goto out;
-	map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
+	if (g->remote) {
+		/*
+		 * A URL: the walk checks every byte in order, so fetch them all (coalesced ranged
+		 * GETs, pinned to the ETag taken at open) into memory the size of the object.
+		 */
+		map = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (map == MAP_FAILED) {
+			ret = grist_fail(-ENOMEM, "%s: cannot allocate %llu bytes to verify it", path,
+					 (unsigned long long)g->size);
+			goto out;
+		}
+		ret = grist_remote_read(g->remote, map, 0, g->size);
+		if (ret)
+			goto out;
+	} else {
+		map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
+	}
 	if (map == MAP_FAILED) {
 		ret = grist_fail(-errno, "%s: cannot map the file: %s", path, strerror(errno));
 		goto out;

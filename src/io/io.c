@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "io/io.h"
+#include "io/remote.h"
 
 #define DEFAULT_QUEUE_DEPTH 64
 #define DEFAULT_MAX_BYTES (64ull << 20)
@@ -80,6 +81,9 @@ int grist_io_create(enum grist_io_kind kind, const struct grist_io_config *cfg,
 	case GRIST_IO_FAULT:
 		ops = &grist_io_fault_ops;
 		break;
+	case GRIST_IO_HTTP:
+		ops = &grist_io_http_ops;
+		break;
 	default:
 		return grist_fail(-EINVAL, "unknown io backend kind %d", (int)kind);
 	}
@@ -138,6 +142,37 @@ fail:
 	free(f->path);
 	f->path = NULL;
 	return grist_fail_prefix(ret, "%s", path ? path : "(unnamed)");
+}
+
+int grist_io_add_remote(struct grist_io *io, struct grist_remote_object *obj, uint32_t *slot)
+{
+	struct grist_io_file *f;
+	int ret;
+
+	if (!io || !obj || !slot)
+		return grist_fail(-EINVAL, "grist_io_add_remote: bad argument");
+	if (io->ops != &grist_io_http_ops)
+		return grist_fail(-EINVAL, "%s: the %s io backend reads local files only", obj->url, io->ops->name);
+	if (io->nr_files >= io->cfg.max_files)
+		return grist_fail(-ENOSPC, "%s: io file table is full (%u files)", obj->url, io->cfg.max_files);
+	f = &io->files[io->nr_files];
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+	f->offset_align = 1;
+	f->mem_align = 1;
+	f->path = strdup(obj->url);
+	if (!f->path)
+		return grist_fail(-ENOMEM, "io file name");
+	f->remote = grist_remote_ref(obj);
+	ret = io->ops->add_file ? io->ops->add_file(io, io->nr_files) : 0;
+	if (ret) {
+		grist_remote_unref(f->remote);
+		free(f->path);
+		memset(f, 0, sizeof(*f));
+		return ret;
+	}
+	*slot = io->nr_files++;
+	return 0;
 }
 
 static int check_req(struct grist_io *io, const struct grist_io_req *r)
@@ -209,9 +244,13 @@ int grist_io_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
 int grist_io_req_error(struct grist_io *io, const struct grist_io_req *req)
 {
 	const char *path = req->file < io->nr_files ? io->files[req->file].path : NULL;
+	const char *detail = req->file < io->nr_files ? io->files[req->file].error : NULL;
 
 	if (req->result >= 0)
 		return req->result;
+	if (detail)
+		return grist_fail_at(req->result, path, req->offset, "read of %u bytes failed: %s", req->len,
+				     detail);
 	if (req->retries >= GRIST_IO_MAX_RETRIES &&
 	    (req->result == -EAGAIN || req->result == -EINTR))
 		return grist_fail_at(req->result, path, req->offset + req->done,
@@ -305,7 +344,10 @@ void grist_io_destroy(struct grist_io *io)
 	n = io->nr_files;
 	/* The backend waits for reads in flight first, so no buffer is written after we return. */
 	io->ops->destroy(io);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		free(files[i].path);
+		free(files[i].error);
+		grist_remote_unref(files[i].remote);
+	}
 	free(files);
 }

@@ -33,6 +33,7 @@
 #define GRIST_IO_MAX_RETRIES 32
 
 struct grist_io;
+struct grist_remote_counters;
 
 /*
  * One read. Owned by the caller until it comes back from grist_io_reap();
@@ -62,6 +63,8 @@ enum grist_io_kind {
 	GRIST_IO_URING,
 	GRIST_IO_PREAD,
 	GRIST_IO_FAULT,    /* the fault injector; wraps cfg->fault.inner */
+	GRIST_IO_HTTP,     /* ranged GETs of s3://, gs://, http(s):// objects (http.c); local files
+			      registered with it are read with pread at submit */
 };
 
 enum grist_io_fault_type {
@@ -89,6 +92,8 @@ struct grist_io_config {
 	bool any_thread;              /* io_uring: the object may pass between threads (one at a time):
 					 set up without SINGLE_ISSUER / DEFER_TASKRUN, which tie a
 					 ring to the first thread that submits */
+	/* http: counters to add to (shared by several io objects); NULL keeps its own */
+	struct grist_remote_counters *remote_counters;
 	struct {
 		enum grist_io_kind inner;            /* backend under the injector (not FAULT) */
 		const struct grist_io_fault *faults; /* copied at create */
@@ -142,6 +147,9 @@ struct grist_io_file {
 	uint32_t offset_align; /* O_DIRECT alignment of offset and length */
 	uint32_t mem_align;    /* O_DIRECT alignment of the buffer address */
 	char *path;            /* for messages */
+	struct grist_remote_object *remote; /* a URL (fd is -1), referenced while registered */
+	char *error;           /* the backend's last detailed failure on this file (URL, HTTP
+				  status, service code), used by grist_io_req_error(); or NULL */
 };
 
 /* The part every backend object starts with. Backends read it; the core writes it. */
@@ -173,6 +181,14 @@ int grist_io_create(enum grist_io_kind kind, const struct grist_io_config *cfg,
  * Return: 0 and the slot in *@slot, -EINVAL, -ENOSPC when max_files are used.
  */
 int grist_io_add_file(struct grist_io *io, int fd, const char *path, uint32_t *slot);
+
+/*
+ * grist_io_add_remote() - register an opened remote object (referenced until destroy);
+ * only the http backend reads them. Return: 0 and the slot, -EINVAL for another
+ * backend, -ENOSPC when max_files are used.
+ */
+struct grist_remote_object;
+int grist_io_add_remote(struct grist_io *io, struct grist_remote_object *obj, uint32_t *slot);
 
 /*
  * grist_io_submit() - hand over up to @n requests, in order. Takes as many as
@@ -335,6 +351,7 @@ static inline unsigned grist_io_queue_drain(struct grist_io_queue *q, struct gri
 extern const struct grist_io_ops grist_io_uring_ops;
 extern const struct grist_io_ops grist_io_pread_ops;
 extern const struct grist_io_ops grist_io_fault_ops;
+extern const struct grist_io_ops grist_io_http_ops;
 
 /* Resolve defaults and check limits; used by create and by the fault wrapper. */
 int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_config *out);

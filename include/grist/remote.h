@@ -1,0 +1,129 @@
+/*
+ * grist/remote.h - datasets in object storage: s3://, gs:// and http(s):// URLs.
+ *
+ * Wherever grist takes a dataset path (grist_reader_open(), the loader, the fetcher,
+ * grist_file_verify(), the CLI, Python) it also takes a URL:
+ *
+ *   s3://BUCKET/KEY     S3 or an S3-compatible server, signed with SigV4
+ *   gs://BUCKET/KEY     Google Cloud Storage's XML API with HMAC keys (SigV4 too)
+ *   http(s)://HOST/PATH any server that answers Range GETs
+ *
+ * Reads are ranged GETs over HTTP/1.1 keep-alive connections (libcurl's multi
+ * interface, driven by the thread that reads: no thread per request). Nearby chunk
+ * reads are coalesced into one GET, long ones split, failed ones retried with
+ * jittered exponential backoff (Retry-After honoured) on 500, 502, 503, 504, 429,
+ * SlowDown, connection resets, timeouts and short bodies. Every response's status,
+ * Content-Range and length are checked. An object is pinned at open: its ETag goes
+ * out as If-Match on every GET and comes back checked on every response, so an
+ * object replaced under a reader fails with -ESTALE naming it, never a mix of two
+ * versions. The record hashes are checked as for local files.
+ *
+ * The environment (read at first use, credentials again when a server says the
+ * session token expired):
+ *   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN  (none: unsigned requests)
+ *   AWS_REGION or AWS_DEFAULT_REGION                             (us-east-1; gs:// "auto")
+ *   AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL  a custom S3 endpoint; implies path-style URLs
+ *   GRIST_GS_ENDPOINT_URL                    a custom endpoint for gs:// (default
+ *                                            https://storage.googleapis.com)
+ *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text
+ *
+ * Errors name the URL, the HTTP status and the service's error code ("s3://b/k: HTTP
+ * 403 SignatureDoesNotMatch: ..."): -EACCES (401, 403), -ENOENT (404: no such key or
+ * bucket), -ESTALE (the object changed: 412, another ETag, another size), -EPROTO (400
+ * and other refusals, a server that ignores Range), -ETIMEDOUT, -ECONNRESET,
+ * -ECONNREFUSED, -EHOSTUNREACH, -EIO (5xx once the retries are spent).
+ */
+#ifndef GRIST_REMOTE_PUBLIC_H
+#define GRIST_REMOTE_PUBLIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Options of the remote backend. Sized: set size = sizeof(struct) (grist_remote_options_init() does). */
+struct grist_remote_options {
+	size_t size;
+	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
+	unsigned request_timeout_ms; /* one GET from start to last byte, per attempt (30000) */
+	unsigned retries;            /* attempts after the first (5) */
+	unsigned backoff_ms;         /* the first retry waits up to this (100), doubling per attempt */
+	unsigned backoff_max_ms;     /* the cap on one wait, Retry-After included (5000) */
+	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
+	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
+	unsigned max_inflight;       /* GETs in flight per reading thread (64) */
+};
+
+/** grist_remote_options_init() - the defaults, with size set. */
+GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
+
+/**
+ * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
+ * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
+ * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
+ * inflight. Sizes take K, M and G suffixes (powers of 1024).
+ * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
+ */
+GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);
+
+/**
+ * grist_remote_set_options() - the options of io objects created from now on, process-wide.
+ * NULL restores the defaults (and GRIST_REMOTE_OPTIONS). A shorter, older struct is
+ * accepted (the fields it lacks keep their defaults).
+ * Return: 0, or -EINVAL for a value out of bounds (the message says which and the bounds).
+ * Thread-safety: any thread.
+ */
+GRIST_API int grist_remote_set_options(const struct grist_remote_options *o);
+
+/** grist_remote_get_options() - the options in force. */
+GRIST_API void grist_remote_get_options(struct grist_remote_options *o);
+
+/* Why a GET was retried. */
+enum grist_remote_retry_cause {
+	GRIST_REMOTE_RETRY_5XX,       /* 500, 502, 504, or 503 without SlowDown */
+	GRIST_REMOTE_RETRY_SLOWDOWN,  /* 503 SlowDown, 429 */
+	GRIST_REMOTE_RETRY_RESET,     /* the connection was reset or closed early */
+	GRIST_REMOTE_RETRY_TIMEOUT,   /* connect or request timeout */
+	GRIST_REMOTE_RETRY_SHORT,     /* fewer body bytes than announced or asked */
+	GRIST_REMOTE_RETRY_TOKEN,     /* an expired session token: credentials re-read */
+	GRIST_REMOTE_RETRY_CAUSES
+};
+
+/** grist_remote_retry_cause_name() - "5xx", "slowdown", "reset", "timeout", "short", "token". */
+GRIST_API const char *grist_remote_retry_cause_name(int cause);
+
+/* What the remote reads of a loader (or fetcher) did. All zero when it read no URL. */
+struct grist_remote_stats {
+	uint64_t requests;          /* GETs completed (each attempt counts) */
+	uint64_t bytes;             /* body bytes received */
+	uint64_t retries[GRIST_REMOTE_RETRY_CAUSES];
+	uint64_t errors;            /* GETs that failed for good */
+	double inflight_mean;       /* GETs in flight per reading thread, averaged over time */
+	uint64_t inflight_max;      /* the most GETs in flight on one thread at once */
+	uint64_t latency_p50_us;    /* GET latency, first byte asked to last byte in */
+	uint64_t latency_p99_us;
+};
+
+/** grist_path_is_url() - true when @path is an s3://, gs://, http:// or https:// URL. */
+GRIST_API bool grist_path_is_url(const char *path);
+
+/**
+ * grist_remote_glob() - expand @pattern, an s3:// or gs:// URL whose key holds * ? or
+ * [...] (in the last segments, as for a local glob: '*' does not cross '/'), with
+ * ListObjectsV2 under the prefix before the first glob character. The matches come
+ * sorted bytewise, as a sorted local glob.
+ * Return: 0 with *@urls (malloc'd strings, free with grist_remote_glob_free()) and
+ * *@n (0 when nothing matches), or a negative error naming the URL and HTTP status.
+ */
+GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n);
+GRIST_API void grist_remote_glob_free(char **urls, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,500 @@
+/*
+ * The remote io backend: ranged GETs on one libcurl multi handle, driven by the thread
+ * that submits and reaps (no thread per request, no thread of its own).
+ *
+ * Requests wait in submission order until a GET slot is free (at most max_inflight GETs
+ * per io object, each slot keeping its easy handle and, in the multi's cache, its
+ * keep-alive connection). When slots free up, the waiting pieces are sorted by object
+ * and offset and neighbours closer than coalesce_bytes are joined into one GET of at
+ * most split_bytes (a longer request was already cut into pieces at submit); the GETs
+ * go out oldest piece first, so the engine's pipeline order holds. A GET's body is
+ * scattered into its pieces' buffers; the gaps between them are dropped.
+ *
+ * A failed attempt waits its backoff in the waiting list and goes out again; a final
+ * failure fails every piece of the GET and leaves its message (URL, HTTP status,
+ * service code) on the file for grist_io_req_error().
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "io/io.h"
+#include "io/remote.h"
+
+enum { GET_FREE, GET_ACTIVE, GET_WAITING };
+
+struct get {
+	struct grist_remote_xfer x;
+	struct grist_remote_seg *segs;
+	struct grist_io_req **owners; /* owners[i]: the request segs[i] belongs to */
+	unsigned nsegs, cap;
+	uint64_t due_ns;
+	int state;
+	struct get *next;
+};
+
+/* A piece of a request waiting for a GET. */
+struct piece {
+	struct grist_io_req *req;
+	uint64_t off;
+	uint64_t len;
+	uint8_t *buf;
+	uint64_t seq;
+	uint32_t file;
+};
+
+struct http_io {
+	struct grist_io io;
+	CURLM *multi;
+	struct grist_remote_options opt;
+	struct grist_remote_counters own;
+	struct grist_remote_counters *ctr;
+	struct get *gets;
+	unsigned ngets;
+	unsigned active;  /* GETs in the multi */
+	unsigned waiting; /* GETs waiting out a backoff */
+	struct piece *pending;
+	size_t npending, pending_cap;
+	struct piece *sorted;
+	size_t sorted_cap;
+	uint64_t seq;
+	struct grist_io_queue done;
+	uint64_t depth_t;
+};
+
+static struct http_io *to_http(struct grist_io *io)
+{
+	return (struct http_io *)io;
+}
+
+static void depth_account(struct http_io *h)
+{
+	uint64_t now = grist_remote_now_ns();
+
+	if (h->depth_t) {
+		__atomic_fetch_add(&h->ctr->inflight_area, (uint64_t)h->active * (now - h->depth_t), __ATOMIC_RELAXED);
+		__atomic_fetch_add(&h->ctr->inflight_span, now - h->depth_t, __ATOMIC_RELAXED);
+	}
+	h->depth_t = now;
+}
+
+static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
+{
+	struct http_io *h;
+	unsigned i;
+	int ret;
+
+	ret = grist_remote_global_init();
+	if (ret)
+		return ret;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return grist_fail(-ENOMEM, "http io: out of memory");
+	grist_remote_options_current(&h->opt);
+	h->ctr = cfg->remote_counters ? cfg->remote_counters : &h->own;
+	h->multi = curl_multi_init();
+	h->ngets = h->opt.max_inflight;
+	h->gets = calloc(h->ngets, sizeof(*h->gets));
+	if (!h->multi || !h->gets) {
+		ret = grist_fail(-ENOMEM, "http io: out of memory");
+		goto fail;
+	}
+	/* HTTP/1.1 keep-alive, one request per connection at a time, a pool as large as the budget */
+	curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
+	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)h->ngets);
+	curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->ngets);
+	for (i = 0; i < h->ngets; i++) {
+		h->gets[i].x.easy = curl_easy_init();
+		if (!h->gets[i].x.easy) {
+			ret = grist_fail(-ENOMEM, "http io: cannot make a libcurl handle");
+			goto fail;
+		}
+	}
+	*out = &h->io;
+	return 0;
+fail:
+	if (h->gets)
+		for (i = 0; i < h->ngets; i++)
+			if (h->gets[i].x.easy)
+				curl_easy_cleanup(h->gets[i].x.easy);
+	free(h->gets);
+	if (h->multi)
+		curl_multi_cleanup(h->multi);
+	free(h);
+	return ret;
+}
+
+static void http_destroy(struct grist_io *io)
+{
+	struct http_io *h = to_http(io);
+	unsigned i;
+
+	/* callbacks run only inside curl_multi_perform: once removed, no buffer is written */
+	for (i = 0; i < h->ngets; i++) {
+		struct get *g = &h->gets[i];
+
+		if (g->state == GET_ACTIVE)
+			curl_multi_remove_handle(h->multi, g->x.easy);
+		curl_easy_cleanup(g->x.easy);
+		grist_remote_xfer_release(&g->x);
+		free(g->segs);
+		free(g->owners);
+	}
+	if (h->ctr != &h->own)
+		depth_account(h);
+	curl_multi_cleanup(h->multi);
+	free(h->gets);
+	free(h->pending);
+	free(h->sorted);
+	free(h);
+}
+
+/* Bytes of @r that exist: a read past the object's end stops there, as at a file's EOF. */
+static uint64_t avail(struct http_io *h, const struct grist_io_req *r)
+{
+	const struct grist_remote_object *o = h->io.files[r->file].remote;
+
+	if (r->offset >= o->size)
+		return 0;
+	return o->size - r->offset < r->len ? o->size - r->offset : r->len;
+}
+
+static void complete(struct http_io *h, struct grist_io_req *r)
+{
+	if (r->result >= 0)
+		r->result = (int32_t)r->done;
+	grist_io_queue_push(&h->done, r);
+}
+
+/* Local files: read now (a mixed dataset's local part costs no GET slot). */
+static void read_local(struct grist_io *io, struct grist_io_req *r)
+{
+	int fd = io->files[r->file].fd;
+
+	for (;;) {
+		ssize_t n = pread(fd, r->buf + r->done, r->len - r->done, (off_t)(r->offset + r->done));
+
+		if (grist_io_req_step(r, n < 0 ? -errno : (int)n) == GRIST_IO_STEP_DONE)
+			break;
+	}
+}
+
+static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
+{
+	struct http_io *h = to_http(io);
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		struct grist_io_req *r = reqs[i];
+		uint64_t a, k;
+
+		if (!io->files[r->file].remote) {
+			read_local(io, r);
+			grist_io_queue_push(&h->done, r);
+			continue;
+		}
+		a = avail(h, r);
+		if (!a) {
+			complete(h, r);
+			continue;
+		}
+		for (k = 0; k < a; k += h->opt.split_bytes) {
+			struct piece *p;
+
+			if (grist_array_reserve((void **)&h->pending, &h->pending_cap, h->npending + 1, sizeof(*p)))
+				return -ENOMEM;
+			p = &h->pending[h->npending++];
+			p->req = r;
+			p->off = r->offset + k;
+			p->len = a - k < h->opt.split_bytes ? a - k : h->opt.split_bytes;
+			p->buf = r->buf + k;
+			p->seq = h->seq++;
+			p->file = r->file;
+		}
+	}
+	return 0;
+}
+
+static int cmp_piece(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int cmp_seq(const void *a, const void *b)
+{
+	const struct piece *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* A group of sorted pieces [first, first + n) that become one GET. */
+struct group {
+	size_t first, n;
+	uint64_t seq; /* the oldest piece's */
+};
+
+static int cmp_group(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void fail_get(struct http_io *h, struct get *g)
+{
+	struct grist_io_file *f = &h->io.files[g->owners[0]->file];
+	unsigned i;
+
+	free(f->error);
+	f->error = strdup(g->x.msg);
+	__atomic_fetch_add(&h->ctr->errors, 1, __ATOMIC_RELAXED);
+	for (i = 0; i < g->nsegs; i++) {
+		struct grist_io_req *r = g->owners[i];
+
+		if (r->result >= 0)
+			r->result = g->x.error;
+		r->done += (uint32_t)g->segs[i].len;
+		if (r->done >= avail(h, r))
+			complete(h, r);
+	}
+	g->state = GET_FREE;
+}
+
+static void start_get(struct http_io *h, struct get *g)
+{
+	if (grist_remote_xfer_setup(&g->x)) {
+		snprintf(g->x.msg, sizeof(g->x.msg), "%s", grist_last_error());
+		g->x.error = -ENOMEM;
+		fail_get(h, g);
+		return;
+	}
+	depth_account(h);
+	curl_multi_add_handle(h->multi, g->x.easy);
+	h->active++;
+	if (h->active > __atomic_load_n(&h->ctr->inflight_max, __ATOMIC_RELAXED))
+		__atomic_store_n(&h->ctr->inflight_max, (uint64_t)h->active, __ATOMIC_RELAXED);
+}
+
+static struct get *free_get(struct http_io *h)
+{
+	unsigned i;
+
+	for (i = 0; i < h->ngets; i++)
+		if (h->gets[i].state == GET_FREE)
+			return &h->gets[i];
+	return NULL;
+}
+
+/* Turn waiting pieces into GETs while slots are free. */
+static int launch(struct http_io *h)
+{
+	unsigned slots = h->ngets - h->active - h->waiting;
+	struct group *groups = NULL;
+	size_t i, ngroups = 0, k, kept;
+	int ret = 0;
+
+	if (!h->npending || !slots)
+		return 0;
+	if (grist_array_reserve((void **)&h->sorted, &h->sorted_cap, h->npending, sizeof(*h->sorted)))
+		return -ENOMEM;
+	memcpy(h->sorted, h->pending, h->npending * sizeof(*h->sorted));
+	qsort(h->sorted, h->npending, sizeof(*h->sorted), cmp_piece);
+	groups = malloc(h->npending * sizeof(*groups));
+	if (!groups)
+		return -ENOMEM;
+	for (i = 0; i < h->npending;) {
+		uint64_t start = h->sorted[i].off, end = start + h->sorted[i].len, seq = h->sorted[i].seq;
+		size_t j = i + 1;
+
+		while (j < h->npending && h->sorted[j].file == h->sorted[i].file &&
+		       h->sorted[j].off <= end + h->opt.coalesce_bytes &&
+		       (h->sorted[j].off + h->sorted[j].len > end ? h->sorted[j].off + h->sorted[j].len : end) - start <=
+			       h->opt.split_bytes) {
+			if (h->sorted[j].off + h->sorted[j].len > end)
+				end = h->sorted[j].off + h->sorted[j].len;
+			if (h->sorted[j].seq < seq)
+				seq = h->sorted[j].seq;
+			j++;
+		}
+		groups[ngroups++] = (struct group){ i, j - i, seq };
+		i = j;
+	}
+	qsort(groups, ngroups, sizeof(*groups), cmp_group);
+	for (k = 0; k < ngroups && k < slots; k++) {
+		struct group *gr = &groups[k];
+		struct get *g = free_get(h);
+		struct grist_remote_object *o = h->io.files[h->sorted[gr->first].file].remote;
+		uint64_t start = h->sorted[gr->first].off, end = start;
+
+		if (!g)
+			break;
+		if (gr->n > g->cap) {
+			void *s = realloc(g->segs, gr->n * sizeof(*g->segs)), *w;
+
+			if (s)
+				g->segs = s;
+			w = s ? realloc(g->owners, gr->n * sizeof(*g->owners)) : NULL;
+			if (!w) {
+				ret = -ENOMEM;
+				break;
+			}
+			g->owners = w;
+			g->cap = (unsigned)gr->n;
+		}
+		for (i = 0; i < gr->n; i++) {
+			const struct piece *p = &h->sorted[gr->first + i];
+
+			g->segs[i] = (struct grist_remote_seg){ p->off, p->len, p->buf };
+			g->owners[i] = p->req;
+			if (p->off + p->len > end)
+				end = p->off + p->len;
+		}
+		for (i = 0; i < gr->n; i++)
+			h->sorted[gr->first + i].req = NULL; /* taken */
+		g->nsegs = (unsigned)gr->n;
+		g->x.attempt = 0;
+		g->x.obj = o;
+		g->x.u = &o->u;
+		g->x.display = o->url;
+		g->x.query = NULL;
+		g->x.nquery = 0;
+		g->x.suffix = false;
+		g->x.off = start;
+		g->x.len = end - start;
+		g->x.segs = g->segs;
+		g->x.nsegs = g->nsegs;
+		g->x.keep = NULL;
+		g->x.opt = &h->opt;
+		g->state = GET_ACTIVE;
+		start_get(h, g);
+	}
+	/* keep the untaken pieces, back in submission order */
+	if (k) {
+		for (i = 0, kept = 0; i < h->npending; i++)
+			if (h->sorted[i].req)
+				h->pending[kept++] = h->sorted[i];
+		h->npending = kept;
+		qsort(h->pending, h->npending, sizeof(*h->pending), cmp_seq);
+	}
+	free(groups);
+	return ret;
+}
+
+/* Reap finished transfers, start retries that are due, launch waiting pieces. */
+static int progress(struct http_io *h)
+{
+	uint64_t now;
+	CURLMsg *msg;
+	int running, left, ret, pass;
+	unsigned i;
+
+	for (pass = 0; pass < 2; pass++) {
+		curl_multi_perform(h->multi, &running);
+		while ((msg = curl_multi_info_read(h->multi, &left))) {
+			struct grist_remote_xfer *x = NULL;
+			struct get *g;
+			enum grist_remote_outcome o;
+
+			if (msg->msg != CURLMSG_DONE)
+				continue;
+			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+			g = (struct get *)x;
+			depth_account(h);
+			curl_multi_remove_handle(h->multi, g->x.easy);
+			h->active--;
+			o = grist_remote_xfer_finish(&g->x, msg->data.result);
+			__atomic_fetch_add(&h->ctr->requests, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&h->ctr->bytes, g->x.got, __ATOMIC_RELAXED);
+			grist_remote_counters_add_latency(h->ctr, grist_remote_now_ns() - g->x.start_ns);
+			if (o == GRIST_REMOTE_RETRY) {
+				__atomic_fetch_add(&h->ctr->retries[g->x.cause], 1, __ATOMIC_RELAXED);
+				g->due_ns = grist_remote_now_ns() + g->x.delay_ns;
+				g->state = GET_WAITING;
+				h->waiting++;
+			} else if (g->x.error) {
+				fail_get(h, g);
+			} else {
+				for (i = 0; i < g->nsegs; i++) {
+					struct grist_io_req *r = g->owners[i];
+
+					r->done += (uint32_t)g->segs[i].len;
+					if (r->done >= avail(h, r))
+						complete(h, r);
+				}
+				g->state = GET_FREE;
+			}
+		}
+		now = grist_remote_now_ns();
+		for (i = 0; i < h->ngets; i++) {
+			struct get *g = &h->gets[i];
+
+			if (g->state == GET_WAITING && g->due_ns <= now) {
+				h->waiting--;
+				g->state = GET_ACTIVE;
+				start_get(h, g);
+			}
+		}
+		ret = launch(h);
+		if (ret)
+			return grist_fail(ret, "http io: out of memory");
+	}
+	return 0;
+}
+
+/* How long to sleep in poll: until the next retry is due, at most 100 ms. */
+static int poll_ms(struct http_io *h)
+{
+	uint64_t now = grist_remote_now_ns(), best = 100000000ull;
+	unsigned i;
+
+	for (i = 0; i < h->ngets; i++)
+		if (h->gets[i].state == GET_WAITING)
+			best = h->gets[i].due_ns <= now ? 0 : h->gets[i].due_ns - now < best ? h->gets[i].due_ns - now : best;
+	return (int)((best + 999999) / 1000000);
+}
+
+static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned max, unsigned min_wait)
+{
+	struct http_io *h = to_http(io);
+	unsigned n;
+	int ret;
+
+	ret = progress(h);
+	if (ret)
+		return ret;
+	n = grist_io_queue_drain(&h->done, done, max);
+	/* bounded: every GET ends within its timeouts, and its retries are counted */
+	while (n < min_wait) {
+		curl_multi_poll(h->multi, NULL, 0, poll_ms(h), NULL);
+		ret = progress(h);
+		if (ret)
+			return ret;
+		n += grist_io_queue_drain(&h->done, done + n, max - n);
+	}
+	for (unsigned i = 0; i < n; i++)
+		done[i]->retries = 0; /* remote retries are counted by cause in the counters */
+	return (int)n;
+}
+
+static void http_stats(struct grist_io *io, struct grist_io_stats *st)
+{
+	(void)io;
+	(void)st;
+}
+
+const struct grist_io_ops grist_io_http_ops = {
+	.name = "http",
+	.create = http_create,
+	.submit = http_submit,
+	.reap = http_reap,
+	.destroy = http_destroy,
+	.stats = http_stats,
+};

@@ -1,0 +1,1048 @@
+/*
+ * The remote backend's shared parts: its options, the credentials from the environment,
+ * the latency histogram, opening (pinning) an object, and one GET's life from setup to
+ * verdict. http.c drives many GETs on one multi handle; the blocking calls here drive one.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "io/io.h"
+#include "io/remote.h"
+#include "io/s3_sign.h"
+
+#define TAIL_BYTES 65536
+#define ERRBODY_MAX 16384
+
+uint64_t grist_remote_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- process-wide state: curl, options, credentials ---- */
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static int global_ret;
+
+static void global_init_once(void)
+{
+	global_ret = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
+}
+
+int grist_remote_global_init(void)
+{
+	pthread_once(&global_once, global_init_once);
+	return global_ret ? grist_fail(global_ret, "cannot initialise libcurl") : 0;
+}
+
+static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool opt_set;
+static struct grist_remote_options opt_cur;
+
+GRIST_API void grist_remote_options_init(struct grist_remote_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+	o->connect_timeout_ms = 5000;
+	o->request_timeout_ms = 30000;
+	o->retries = 5;
+	o->backoff_ms = 100;
+	o->backoff_max_ms = 5000;
+	o->coalesce_bytes = 1u << 20;
+	o->split_bytes = 8u << 20;
+	o->max_inflight = 64;
+}
+
+/* The bounds of every option, checked in this one place. */
+static int check_options(const struct grist_remote_options *o)
+{
+	if (o->connect_timeout_ms < 1 || o->connect_timeout_ms > 600000)
+		return grist_fail(-EINVAL, "remote option connect_timeout_ms=%u is outside [1, 600000]",
+				  o->connect_timeout_ms);
+	if (o->request_timeout_ms < 1 || o->request_timeout_ms > 3600000)
+		return grist_fail(-EINVAL, "remote option timeout_ms=%u is outside [1, 3600000]",
+				  o->request_timeout_ms);
+	if (o->retries > 100)
+		return grist_fail(-EINVAL, "remote option retries=%u is outside [0, 100]", o->retries);
+	if (o->backoff_ms < 1 || o->backoff_ms > 600000 || o->backoff_max_ms < o->backoff_ms ||
+	    o->backoff_max_ms > 600000)
+		return grist_fail(-EINVAL, "remote options backoff_ms=%u, backoff_max_ms=%u: need 1 <= backoff_ms "
+				  "<= backoff_max_ms <= 600000", o->backoff_ms, o->backoff_max_ms);
+	if (o->split_bytes < 4096 || o->split_bytes > (1u << 30))
+		return grist_fail(-EINVAL, "remote option split=%" PRIu64 " is outside [4 KiB, 1 GiB]",
+				  o->split_bytes);
+	if (o->coalesce_bytes > o->split_bytes)
+		return grist_fail(-EINVAL, "remote option coalesce=%" PRIu64 " is above split=%" PRIu64,
+				  o->coalesce_bytes, o->split_bytes);
+	if (o->max_inflight < 1 || o->max_inflight > 4096)
+		return grist_fail(-EINVAL, "remote option inflight=%u is outside [1, 4096]", o->max_inflight);
+	return 0;
+}
+
+static int parse_u64(const char *name, const char *v, size_t n, bool size, uint64_t *out)
+{
+	char tmp[32], *end;
+	unsigned long long x;
+	uint64_t mul = 1;
+
+	if (!n || n >= sizeof(tmp))
+		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number", name, (int)n, v);
+	memcpy(tmp, v, n);
+	tmp[n] = '\0';
+	if (size && n > 1) {
+		char s = (char)toupper((unsigned char)tmp[n - 1]);
+
+		mul = s == 'K' ? 1024ull : s == 'M' ? 1ull << 20 : s == 'G' ? 1ull << 30 : 1;
+		if (mul > 1)
+			tmp[n - 1] = '\0';
+	}
+	if (!isdigit((unsigned char)tmp[0]))
+		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number", name, (int)n, v);
+	errno = 0;
+	x = strtoull(tmp, &end, 10);
+	if (errno || *end || x > UINT64_MAX / mul)
+		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number%s", name, (int)n, v,
+				  size ? " (with an optional K, M or G)" : "");
+	*out = x * mul;
+	return 0;
+}
+
+GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		bool wide;
+		bool size;
+	} table[] = {
+		{ "connect_timeout_ms", offsetof(struct grist_remote_options, connect_timeout_ms), false, false },
+		{ "timeout_ms", offsetof(struct grist_remote_options, request_timeout_ms), false, false },
+		{ "retries", offsetof(struct grist_remote_options, retries), false, false },
+		{ "backoff_ms", offsetof(struct grist_remote_options, backoff_ms), false, false },
+		{ "backoff_max_ms", offsetof(struct grist_remote_options, backoff_max_ms), false, false },
+		{ "coalesce", offsetof(struct grist_remote_options, coalesce_bytes), true, true },
+		{ "split", offsetof(struct grist_remote_options, split_bytes), true, true },
+		{ "inflight", offsetof(struct grist_remote_options, max_inflight), false, false },
+	};
+	struct grist_remote_options t;
+	const char *p = text;
+	int ret;
+
+	if (!o || !text)
+		return grist_fail(-EINVAL, "grist_remote_options_parse: NULL argument");
+	if (o->size != sizeof(*o))
+		return grist_fail(-EINVAL, "grist_remote_options_parse: options not initialised "
+				  "(size %zu, expected %zu)", o->size, sizeof(*o));
+	t = *o;
+	while (*p) {
+		const char *comma = p + strcspn(p, ","), *colon = memchr(p, ':', (size_t)(comma - p));
+		size_t k, nlen;
+		uint64_t v = 0;
+
+		if (!colon)
+			return grist_fail(-EINVAL, "remote option '%.*s': expected name:value", (int)(comma - p), p);
+		nlen = (size_t)(colon - p);
+		for (k = 0; k < sizeof(table) / sizeof(table[0]); k++)
+			if (strlen(table[k].name) == nlen && !memcmp(table[k].name, p, nlen))
+				break;
+		if (k == sizeof(table) / sizeof(table[0]))
+			return grist_fail(-EINVAL, "unknown remote option '%.*s' (known: connect_timeout_ms, "
+					  "timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split, "
+					  "inflight)", (int)nlen, p);
+		ret = parse_u64(table[k].name, colon + 1, (size_t)(comma - colon - 1), table[k].size, &v);
+		if (ret)
+			return ret;
+		if (table[k].wide) {
+			memcpy((char *)&t + table[k].off, &v, sizeof(v));
+		} else {
+			unsigned u = (unsigned)v;
+
+			if (v > UINT32_MAX)
+				return grist_fail(-EINVAL, "remote option %s=%" PRIu64 " is too large",
+						  table[k].name, v);
+			memcpy((char *)&t + table[k].off, &u, sizeof(u));
+		}
+		p = *comma ? comma + 1 : comma;
+	}
+	ret = check_options(&t);
+	if (ret)
+		return ret;
+	*o = t;
+	return 0;
+}
+
+/* The defaults with GRIST_REMOTE_OPTIONS applied; a bad variable leaves the defaults. */
+static void env_defaults(struct grist_remote_options *o)
+{
+	const char *env = getenv("GRIST_REMOTE_OPTIONS");
+	struct grist_remote_options t;
+
+	grist_remote_options_init(o);
+	t = *o;
+	if (env && *env && grist_remote_options_parse(env, &t) == 0)
+		*o = t;
+}
+
+GRIST_API int grist_remote_set_options(const struct grist_remote_options *o)
+{
+	struct grist_remote_options t;
+	int ret;
+
+	if (!o) {
+		pthread_mutex_lock(&opt_lock);
+		opt_set = false;
+		pthread_mutex_unlock(&opt_lock);
+		return 0;
+	}
+	if (o->size < offsetof(struct grist_remote_options, connect_timeout_ms) || o->size > sizeof(t))
+		return grist_fail(-EINVAL, "grist_remote_set_options: size %zu is not a grist_remote_options", o->size);
+	env_defaults(&t);
+	memcpy(&t, o, o->size);
+	t.size = sizeof(t);
+	ret = check_options(&t);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&opt_lock);
+	opt_cur = t;
+	opt_set = true;
+	pthread_mutex_unlock(&opt_lock);
+	return 0;
+}
+
+void grist_remote_options_current(struct grist_remote_options *o)
+{
+	pthread_mutex_lock(&opt_lock);
+	if (opt_set)
+		*o = opt_cur;
+	else
+		env_defaults(o);
+	pthread_mutex_unlock(&opt_lock);
+}
+
+GRIST_API void grist_remote_get_options(struct grist_remote_options *o)
+{
+	grist_remote_options_current(o);
+}
+
+GRIST_API const char *grist_remote_retry_cause_name(int cause)
+{
+	static const char *const names[GRIST_REMOTE_RETRY_CAUSES] = { "5xx", "slowdown", "reset",
+								       "timeout", "short", "token" };
+
+	return cause >= 0 && cause < GRIST_REMOTE_RETRY_CAUSES ? names[cause] : "unknown";
+}
+
+GRIST_API bool grist_path_is_url(const char *path)
+{
+	return grist_url_scheme(path) != GRIST_URL_LOCAL;
+}
+
+/* Credentials: read from the environment once, again when a server says the token expired. */
+struct creds {
+	char ak[256], sk[256], region[64];
+	char token[4096];
+	bool loaded;
+};
+
+static pthread_mutex_t creds_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct creds creds_cur;
+
+static void copy_env(char *dst, size_t cap, const char *a, const char *b)
+{
+	const char *v = getenv(a);
+
+	if ((!v || !*v) && b)
+		v = getenv(b);
+	snprintf(dst, cap, "%s", v ? v : "");
+}
+
+static void creds_load_locked(void)
+{
+	copy_env(creds_cur.ak, sizeof(creds_cur.ak), "AWS_ACCESS_KEY_ID", NULL);
+	copy_env(creds_cur.sk, sizeof(creds_cur.sk), "AWS_SECRET_ACCESS_KEY", NULL);
+	copy_env(creds_cur.token, sizeof(creds_cur.token), "AWS_SESSION_TOKEN", NULL);
+	copy_env(creds_cur.region, sizeof(creds_cur.region), "AWS_REGION", "AWS_DEFAULT_REGION");
+	creds_cur.loaded = true;
+}
+
+static void creds_get(struct creds *c, bool reload)
+{
+	pthread_mutex_lock(&creds_lock);
+	if (!creds_cur.loaded || reload)
+		creds_load_locked();
+	*c = creds_cur;
+	pthread_mutex_unlock(&creds_lock);
+}
+
+static void region_for(enum grist_url_scheme s, char *out, size_t cap)
+{
+	struct creds c;
+
+	creds_get(&c, false);
+	snprintf(out, cap, "%s", c.region[0] ? c.region : s == GRIST_URL_GS ? "auto" : "us-east-1");
+	memset(&c, 0, sizeof(c));
+}
+
+/* ---- counters ---- */
+
+static unsigned lat_bucket(uint64_t us)
+{
+	unsigned b, sub;
+
+	if (us < 8)
+		return (unsigned)us;
+	b = 63u - (unsigned)__builtin_clzll(us); /* us in [2^b, 2^(b+1)), b >= 3 */
+	sub = (unsigned)((us >> (b - 3)) & 7u);
+	b = (b - 2) * 8 + sub;
+	return b < GRIST_REMOTE_LAT_BUCKETS ? b : GRIST_REMOTE_LAT_BUCKETS - 1;
+}
+
+/* The upper edge of bucket @b in microseconds. */
+static uint64_t lat_edge(unsigned b)
+{
+	unsigned e, sub;
+
+	if (b < 8)
+		return b + 1;
+	e = b / 8 + 2;
+	sub = b % 8;
+	return ((8ull + sub + 1) << (e - 3));
+}
+
+void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns)
+{
+	__atomic_fetch_add(&c->latency[lat_bucket(ns / 1000)], 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static uint64_t percentile(const uint64_t *h, uint64_t total, double q)
+{
+	uint64_t want = (uint64_t)((double)total * q + 0.999999), seen = 0;
+	unsigned b;
+
+	if (!total)
+		return 0;
+	if (!want)
+		want = 1;
+	for (b = 0; b < GRIST_REMOTE_LAT_BUCKETS; b++) {
+		seen += h[b];
+		if (seen >= want)
+			return lat_edge(b);
+	}
+	return lat_edge(GRIST_REMOTE_LAT_BUCKETS - 1);
+}
+
+void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st)
+{
+	uint64_t h[GRIST_REMOTE_LAT_BUCKETS], total = 0, span;
+	unsigned i;
+
+	memset(st, 0, sizeof(*st));
+	st->requests = ld(&c->requests);
+	st->bytes = ld(&c->bytes);
+	st->errors = ld(&c->errors);
+	for (i = 0; i < GRIST_REMOTE_RETRY_CAUSES; i++)
+		st->retries[i] = ld(&c->retries[i]);
+	span = ld(&c->inflight_span);
+	st->inflight_mean = span ? (double)ld(&c->inflight_area) / (double)span : 0;
+	st->inflight_max = ld(&c->inflight_max);
+	for (i = 0; i < GRIST_REMOTE_LAT_BUCKETS; i++) {
+		h[i] = ld(&c->latency[i]);
+		total += h[i];
+	}
+	st->latency_p50_us = percentile(h, total, 0.50);
+	st->latency_p99_us = percentile(h, total, 0.99);
+}
+
+void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from)
+{
+	uint64_t m = ld(&from->inflight_max);
+	unsigned i;
+
+	__atomic_fetch_add(&to->requests, ld(&from->requests), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&to->bytes, ld(&from->bytes), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&to->errors, ld(&from->errors), __ATOMIC_RELAXED);
+	for (i = 0; i < GRIST_REMOTE_RETRY_CAUSES; i++)
+		__atomic_fetch_add(&to->retries[i], ld(&from->retries[i]), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&to->inflight_area, ld(&from->inflight_area), __ATOMIC_RELAXED);
+	__atomic_fetch_add(&to->inflight_span, ld(&from->inflight_span), __ATOMIC_RELAXED);
+	if (m > ld(&to->inflight_max))
+		__atomic_store_n(&to->inflight_max, m, __ATOMIC_RELAXED);
+	for (i = 0; i < GRIST_REMOTE_LAT_BUCKETS; i++)
+		__atomic_fetch_add(&to->latency[i], ld(&from->latency[i]), __ATOMIC_RELAXED);
+}
+
+/* ---- one GET ---- */
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct grist_remote_xfer *x = ud;
+	size_t len = size * n, nl;
+	char line[512];
+
+	line[0] = 0;
+
+	nl = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
+	memcpy(line, p, nl);
+	line[nl] = '\0';
+	while (nl && (line[nl - 1] == '\r' || line[nl - 1] == '\n'))
+		line[--nl] = '\0';
+	if (!strncmp(line, "HTTP/", 5)) {
+		/* a new response (after a 100 Continue, say): forget the last one's headers */
+		x->has_range = false;
+		x->etag[0] = '\0';
+		x->retry_after_s = -1;
+		return len;
+	}
+	if (!strncasecmp(line, "content-range:", 14)) {
+		unsigned long long a, b, t;
+		const char *v = line + 14;
+
+		while (v && *v == ' ')
+			v++;
+		if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
+			x->has_range = true;
+			x->cr_start = a;
+			x->cr_end = b;
+			x->cr_total = t;
+		}
+	} else if (!strncasecmp(line, "etag:", 5)) {
+		const char *v = line + 5;
+
+		while (*v == ' ')
+			v++;
+		snprintf(x->etag, sizeof(x->etag), "%.255s", v);
+	} else if (!strncasecmp(line, "retry-after:", 12)) {
+		const char *v = line + 12;
+
+		while (*v == ' ')
+			v++;
+		if (isdigit((unsigned char)*v))
+			x->retry_after_s = strtol(v, NULL, 10);
+	}
+	return len;
+}
+
+static size_t refuse(struct grist_remote_xfer *x, int code, const char *fmt, ...) GRIST_PRINTF(3, 4);
+static size_t refuse(struct grist_remote_xfer *x, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(x->bad, sizeof(x->bad), fmt, ap);
+	va_end(ap);
+	x->bad_code = code;
+	return 0; /* curl aborts the transfer with CURLE_WRITE_ERROR */
+}
+
+/* The body's first bytes: decide where they go, before any lands in a caller's buffer. */
+static size_t body_start(struct grist_remote_xfer *x)
+{
+	long status = 0;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	x->status = status;
+	x->body_started = true;
+	if (status < 200 || status > 299)
+		return 1; /* an error body: kept for its code */
+	if (x->has_range) {
+		/* 206, or 200 with Content-Range as rclone answers: the range must be the one asked */
+		if (x->obj && x->obj->size && x->cr_total != x->obj->size)
+			return refuse(x, -ESTALE, "the object changed under the reader: its size is now %llu, "
+				      "it was %llu when opened", (unsigned long long)x->cr_total,
+				      (unsigned long long)x->obj->size);
+		if (!x->suffix && x->len && (x->cr_start != x->off || x->cr_end != x->off + x->len - 1))
+			return refuse(x, -EPROTO, "asked for bytes %llu-%llu, the server sent %llu-%llu",
+				      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1),
+				      (unsigned long long)x->cr_start, (unsigned long long)x->cr_end);
+		x->base = x->cr_start;
+	} else {
+		if (status == 206)
+			return refuse(x, -EPROTO, "a 206 answer without a Content-Range header");
+		/* 200 and the whole object: fine only when the whole object was asked for */
+		if (x->len && !x->suffix && x->off != 0)
+			return refuse(x, -EPROTO, "the server ignored the Range header (200 without "
+				      "Content-Range); grist needs ranged reads");
+		x->base = 0;
+	}
+	return 1;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct grist_remote_xfer *x = ud;
+	size_t len = size * n;
+	uint64_t at, end;
+
+	if (!x->body_started && !body_start(x))
+		return 0;
+	if (x->status < 200 || x->status > 299) {
+		if (x->errbody.len < ERRBODY_MAX)
+			grist_buf_append(&x->errbody, p, len < ERRBODY_MAX - x->errbody.len ? len : ERRBODY_MAX - x->errbody.len);
+		return len;
+	}
+	at = x->base + x->got;
+	end = at + len;
+	if (x->keep) {
+		if (x->keep->len + len > x->keep_max)
+			return refuse(x, -EPROTO, "the answer is longer than the %zu bytes expected%s", x->keep_max,
+				      x->suffix ? " (does the server ignore Range?)" : "");
+		if (grist_buf_append(x->keep, p, len))
+			return refuse(x, -ENOMEM, "out of memory keeping the answer");
+	}
+	if (x->len && !x->suffix && end > x->off + x->len)
+		return refuse(x, -EPROTO, "the body runs past the %llu bytes asked for",
+			      (unsigned long long)x->len);
+	/*
+	 * Scatter into the segments, sorted by offset (they may overlap: two reads of the same
+	 * bytes); the bytes between them are the coalescing's gaps and are dropped.
+	 */
+	{
+		unsigned k;
+
+		for (k = x->seg_at; k < x->nsegs && x->segs[k].off < end; k++) {
+			const struct grist_remote_seg *s = &x->segs[k];
+			uint64_t a = s->off > at ? s->off : at, b = s->off + s->len < end ? s->off + s->len : end;
+
+			if (a < b)
+				memcpy(s->buf + (a - s->off), p + (a - at), (size_t)(b - a));
+		}
+		while (x->seg_at < x->nsegs && x->segs[x->seg_at].off + x->segs[x->seg_at].len <= end)
+			x->seg_at++;
+	}
+	x->got += len;
+	return len;
+}
+
+static int add_header(struct grist_remote_xfer *x, const char *name, const char *value)
+{
+	char line[8192];
+	struct curl_slist *l;
+
+	snprintf(line, sizeof(line), "%s: %s", name, value);
+	l = curl_slist_append(x->headers, line);
+	if (!l)
+		return -ENOMEM;
+	x->headers = l;
+	return 0;
+}
+
+void grist_remote_xfer_release(struct grist_remote_xfer *x)
+{
+	curl_slist_free_all(x->headers);
+	x->headers = NULL;
+	grist_buf_free(&x->errbody);
+}
+
+int grist_remote_xfer_setup(struct grist_remote_xfer *x)
+{
+	const struct grist_url *u = x->u;
+	struct grist_buf url = { 0 }, query = { 0 }, authz = { 0 };
+	char range[64], date[17], region[64];
+	struct creds c;
+	int ret = -ENOMEM;
+
+	curl_slist_free_all(x->headers);
+	x->headers = NULL;
+	x->errbody.len = 0;
+	x->status = 0;
+	x->has_range = false;
+	x->etag[0] = '\0';
+	x->retry_after_s = -1;
+	x->got = 0;
+	x->base = 0;
+	x->seg_at = 0;
+	x->body_started = false;
+	x->bad[0] = '\0';
+	x->bad_code = 0;
+	x->curl_err[0] = '\0';
+	if (x->keep)
+		x->keep->len = 0;
+	if (!x->rng)
+		x->rng = grist_remote_now_ns() ^ (uintptr_t)x;
+	if (grist_sigv4_query(&query, x->query, x->nquery))
+		goto out;
+	if (grist_buf_append(&url, u->endpoint, strlen(u->endpoint)) ||
+	    grist_buf_append(&url, u->path, strlen(u->path)) ||
+	    (query.len && (grist_buf_append(&url, "?", 1) || grist_buf_append(&url, query.data, query.len))) ||
+	    grist_buf_append(&url, "", 1))
+		goto out;
+	curl_easy_reset(x->easy);
+	curl_easy_setopt(x->easy, CURLOPT_URL, (const char *)url.data);
+	/* the path is signed as sent: curl must not squash "/./" or "//" in a key */
+	curl_easy_setopt(x->easy, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->opt->connect_timeout_ms);
+	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms);
+	curl_easy_setopt(x->easy, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->curl_err);
+	curl_easy_setopt(x->easy, CURLOPT_PRIVATE, x);
+	/* no Accept-Encoding: a compressed answer would not be the bytes of the range */
+	if (x->suffix)
+		snprintf(range, sizeof(range), "bytes=-%llu", (unsigned long long)x->len);
+	else if (x->len)
+		snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)x->off,
+			 (unsigned long long)(x->off + x->len - 1));
+	if ((x->suffix || x->len) && add_header(x, "Range", range))
+		goto out;
+	if (x->obj && x->obj->etag[0] && add_header(x, "If-Match", x->obj->etag))
+		goto out;
+	if (u->scheme != GRIST_URL_HTTP) {
+		time_t now = time(NULL);
+		struct tm tm;
+
+		creds_get(&c, false);
+		snprintf(region, sizeof(region), "%s", c.region[0] ? c.region : u->scheme == GRIST_URL_GS ? "auto" : "us-east-1");
+		gmtime_r(&now, &tm);
+		strftime(date, sizeof(date), "%Y%m%dT%H%M%SZ", &tm);
+		if (add_header(x, "Host", u->host))
+			goto out;
+		if (c.ak[0] && c.sk[0]) {
+			struct grist_sigv4_pair h[4] = {
+				{ "host", u->host },
+				{ "x-amz-content-sha256", "UNSIGNED-PAYLOAD" },
+				{ "x-amz-date", date },
+				{ "x-amz-security-token", c.token },
+			};
+			struct grist_sigv4 in = {
+				.method = "GET", .canonical_uri = u->path, .query = x->query, .nquery = x->nquery,
+				.headers = h, .nheaders = c.token[0] ? 4 : 3, .payload_hash = "UNSIGNED-PAYLOAD",
+				.amz_date = date, .region = region, .service = "s3",
+				.access_key = c.ak, .secret_key = c.sk,
+			};
+
+			ret = grist_sigv4_sign(&in, NULL, NULL, NULL, &authz);
+			if (ret)
+				goto out;
+			ret = -ENOMEM;
+			if (add_header(x, "x-amz-content-sha256", "UNSIGNED-PAYLOAD") ||
+			    add_header(x, "x-amz-date", date) ||
+			    (c.token[0] && add_header(x, "x-amz-security-token", c.token)) ||
+			    add_header(x, "Authorization", (const char *)authz.data))
+				goto out;
+		}
+		memset(&c, 0, sizeof(c));
+	}
+	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+	x->start_ns = grist_remote_now_ns();
+	ret = 0;
+out:
+	grist_buf_free(&url);
+	grist_buf_free(&query);
+	grist_buf_free(&authz);
+	return ret ? grist_fail(ret, "%s: cannot prepare a request: out of memory", x->display) : 0;
+}
+
+/* The text between <Tag> and </Tag> in an XML body, or "". */
+static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
+{
+	char open[64], close[64];
+	const char *s, *e;
+
+	out[0] = '\0';
+	if (!b->len || !b->data)
+		return;
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	s = memmem(b->data, b->len, open, strlen(open));
+	if (!s)
+		return;
+	s += strlen(open);
+	e = memmem(s, b->len - (size_t)(s - (const char *)b->data), close, strlen(close));
+	if (!e)
+		return;
+	snprintf(out, cap, "%.*s", (int)(e - s), s);
+}
+
+static void backoff(struct grist_remote_xfer *x, int cause)
+{
+	uint64_t cap = (uint64_t)x->opt->backoff_ms * 1000000ull, max = (uint64_t)x->opt->backoff_max_ms * 1000000ull;
+	unsigned k;
+
+	for (k = 0; k < x->attempt && cap < max; k++)
+		cap *= 2;
+	if (cap > max)
+		cap = max;
+	/* full jitter: a crowd of clients told to slow down does not come back in step */
+	x->rng ^= x->rng << 13;
+	x->rng ^= x->rng >> 7;
+	x->rng ^= x->rng << 17;
+	x->delay_ns = cap ? x->rng % cap : 0;
+	if (x->retry_after_s >= 0) {
+		uint64_t ra = (uint64_t)x->retry_after_s * 1000000000ull;
+
+		x->delay_ns = ra < max ? ra : max;
+	}
+	x->cause = cause;
+}
+
+static enum grist_remote_outcome fail(struct grist_remote_xfer *x, int code, const char *fmt, ...)
+	GRIST_PRINTF(3, 4);
+static enum grist_remote_outcome fail(struct grist_remote_xfer *x, int code, const char *fmt, ...)
+{
+	char body[sizeof(((struct grist_remote_xfer *)0)->msg)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(body, sizeof(body), fmt, ap);
+	va_end(ap);
+	snprintf(x->msg, sizeof(x->msg), "%s", body);
+	x->error = code;
+	return GRIST_REMOTE_DONE;
+}
+
+/* Retry while attempts remain, else fail with what the last attempt said. */
+static enum grist_remote_outcome retry_or_fail(struct grist_remote_xfer *x, int cause, int code, const char *what)
+{
+	if (x->attempt < x->opt->retries) {
+		backoff(x, cause);
+		x->attempt++;
+		return GRIST_REMOTE_RETRY;
+	}
+	return fail(x, code, "%s (after %u attempts)", what, x->attempt + 1);
+}
+
+enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, CURLcode rc)
+{
+	char code[128], message[256], what[512];
+	long status = 0;
+	uint64_t want;
+
+	x->error = 0;
+	x->msg[0] = '\0';
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	x->status = status;
+	if (x->bad[0])
+		return fail(x, x->bad_code, "HTTP %ld: %s", status, x->bad);
+	if (rc != CURLE_OK) {
+		snprintf(what, sizeof(what), "%s", x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc));
+		switch (rc) {
+		case CURLE_OPERATION_TIMEDOUT:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_TIMEOUT, -ETIMEDOUT, what);
+		case CURLE_COULDNT_CONNECT:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_RESET, -ECONNREFUSED, what);
+		case CURLE_RECV_ERROR:
+		case CURLE_SEND_ERROR:
+		case CURLE_GOT_NOTHING:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_RESET, -ECONNRESET, what);
+		case CURLE_PARTIAL_FILE:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_SHORT, -EIO, what);
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+			return fail(x, -EHOSTUNREACH, "%s", what);
+		default:
+			return fail(x, -EIO, "%s", what);
+		}
+	}
+	if (status >= 200 && status <= 299) {
+		if (x->obj && x->obj->etag[0] && x->etag[0] && strcmp(x->obj->etag, x->etag))
+			return fail(x, -ESTALE, "HTTP %ld: the object changed under the reader (ETag %s when "
+				    "opened, now %s)", status, x->obj->etag, x->etag);
+		want = x->suffix ? 0 : x->len;
+		if (!x->body_started && !want && !x->keep)
+			return GRIST_REMOTE_DONE;
+		if (want && x->got < want) {
+			/* the server promised less than we asked? only past the object's end */
+			if (x->has_range && x->cr_end + 1 == x->cr_total && x->got == x->cr_end + 1 - x->off)
+				return fail(x, -EBADMSG, "HTTP %ld: bytes %llu-%llu asked, the object ends at %llu",
+					    status, (unsigned long long)x->off,
+					    (unsigned long long)(x->off + x->len - 1), (unsigned long long)x->cr_total);
+			snprintf(what, sizeof(what), "HTTP %ld: a short body: %llu of %llu bytes", status,
+				 (unsigned long long)x->got, (unsigned long long)want);
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_SHORT, -EIO, what);
+		}
+		return GRIST_REMOTE_DONE;
+	}
+	xml_field(&x->errbody, "Code", code, sizeof(code));
+	xml_field(&x->errbody, "Message", message, sizeof(message));
+	snprintf(what, sizeof(what), "HTTP %ld%s%s%s%s", status, code[0] ? " " : "", code,
+		 message[0] ? ": " : "", message);
+	if (!strcmp(code, "ExpiredToken") || !strcmp(code, "TokenRefreshRequired") ||
+	    !strcmp(code, "ExpiredTokenException")) {
+		struct creds c;
+
+		creds_get(&c, true); /* re-read the environment: a refreshed token may be there */
+		memset(&c, 0, sizeof(c));
+		return retry_or_fail(x, GRIST_REMOTE_RETRY_TOKEN, -EACCES, what);
+	}
+	switch (status) {
+	case 503:
+	case 429:
+		return retry_or_fail(x, !strcmp(code, "SlowDown") || status == 429 ? GRIST_REMOTE_RETRY_SLOWDOWN
+										 : GRIST_REMOTE_RETRY_5XX,
+				     -EIO, what);
+	case 500:
+	case 502:
+	case 504:
+		return retry_or_fail(x, GRIST_REMOTE_RETRY_5XX, -EIO, what);
+	case 401:
+	case 403:
+		return fail(x, -EACCES, "%s", what);
+	case 404:
+		return fail(x, -ENOENT, "%s", what);
+	case 412:
+		return fail(x, -ESTALE, "%s: the object changed under the reader (it was ETag %s when opened)",
+			    what, x->obj ? x->obj->etag : "?");
+	default:
+		return fail(x, -EPROTO, "%s", what);
+	}
+}
+
+int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c)
+{
+	CURLM *m = curl_multi_init();
+	int ret = 0, running;
+
+	if (!m)
+		return grist_fail(-ENOMEM, "%s: cannot make a libcurl multi handle", x->display);
+	for (;;) {
+		enum grist_remote_outcome o;
+		CURLMsg *msg;
+		int left;
+		CURLcode rc = CURLE_OK;
+		bool done = false;
+
+		ret = grist_remote_xfer_setup(x);
+		if (ret)
+			break;
+		curl_multi_add_handle(m, x->easy);
+		/* bounded: curl ends the attempt by CURLOPT_TIMEOUT_MS at the latest */
+		while (!done) {
+			curl_multi_perform(m, &running);
+			while ((msg = curl_multi_info_read(m, &left))) {
+				if (msg->msg == CURLMSG_DONE) {
+					rc = msg->data.result;
+					done = true;
+				}
+			}
+			if (!done)
+				curl_multi_poll(m, NULL, 0, 100, NULL);
+		}
+		curl_multi_remove_handle(m, x->easy);
+		o = grist_remote_xfer_finish(x, rc);
+		if (c) {
+			__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
+			grist_remote_counters_add_latency(c, grist_remote_now_ns() - x->start_ns);
+		}
+		if (o == GRIST_REMOTE_DONE) {
+			ret = x->error ? grist_fail(x->error, "%s: %s", x->display, x->msg) : 0;
+			if (ret && c)
+				__atomic_fetch_add(&c->errors, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		if (c)
+			__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
+		{
+			struct timespec ts = { (time_t)(x->delay_ns / 1000000000ull), (long)(x->delay_ns % 1000000000ull) };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	curl_multi_cleanup(m);
+	return ret;
+}
+
+/* ---- objects ---- */
+
+int grist_remote_open(const char *url, struct grist_remote_object **out)
+{
+	struct grist_remote_options opt;
+	struct grist_remote_object *o;
+	struct grist_remote_xfer x;
+	struct grist_buf keep = { 0 };
+	char region[64];
+	int ret;
+
+	*out = NULL;
+	ret = grist_remote_global_init();
+	if (ret)
+		return ret;
+	o = calloc(1, sizeof(*o));
+	if (!o)
+		return grist_fail(-ENOMEM, "%s: out of memory", url);
+	o->refs = 1;
+	pthread_mutex_init(&o->sync_lock, NULL);
+	o->url = strdup(url);
+	if (!o->url) {
+		ret = grist_fail(-ENOMEM, "%s: out of memory", url);
+		goto fail;
+	}
+	region_for(grist_url_scheme(url), region, sizeof(region));
+	ret = grist_url_parse(url, region, true, &o->u);
+	if (ret)
+		goto fail;
+	grist_remote_options_current(&opt);
+	memset(&x, 0, sizeof(x));
+	x.easy = curl_easy_init();
+	if (!x.easy) {
+		ret = grist_fail(-ENOMEM, "%s: cannot make a libcurl handle", url);
+		goto fail;
+	}
+	x.u = &o->u;
+	x.display = o->url;
+	x.suffix = true;
+	x.len = TAIL_BYTES;
+	x.keep = &keep;
+	x.keep_max = TAIL_BYTES;
+	x.opt = &opt;
+	ret = grist_remote_xfer_run(&x, NULL);
+	if (ret && x.status == 416) {
+		/* an empty object has no last bytes to send: its size is 0 */
+		ret = 0;
+		keep.len = 0;
+		x.has_range = false;
+	}
+	curl_easy_cleanup(x.easy);
+	grist_remote_xfer_release(&x);
+	if (ret)
+		goto fail;
+	if (x.has_range) {
+		if (x.cr_end + 1 != x.cr_total || x.cr_end + 1 - x.cr_start != keep.len) {
+			ret = grist_fail(-EPROTO, "%s: the server sent bytes %llu-%llu/%llu for the last %d bytes "
+					 "(%zu in the body)", url, (unsigned long long)x.cr_start,
+					 (unsigned long long)x.cr_end, (unsigned long long)x.cr_total, TAIL_BYTES, keep.len);
+			goto fail;
+		}
+		o->size = x.cr_total;
+		o->tail_off = x.cr_start;
+	} else {
+		o->size = keep.len;
+		o->tail_off = 0;
+	}
+	snprintf(o->etag, sizeof(o->etag), "%s", x.etag);
+	o->tail = keep.data;
+	*out = o;
+	return 0;
+fail:
+	grist_buf_free(&keep);
+	grist_remote_unref(o);
+	return ret;
+}
+
+struct grist_remote_object *grist_remote_ref(struct grist_remote_object *o)
+{
+	if (o)
+		__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
+	return o;
+}
+
+void grist_remote_unref(struct grist_remote_object *o)
+{
+	if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	grist_io_destroy(o->sync_io);
+	pthread_mutex_destroy(&o->sync_lock);
+	grist_url_free(&o->u);
+	free(o->tail);
+	free(o->url);
+	free(o);
+}
+
+int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off, uint64_t len)
+{
+	struct grist_io_req *reqs = NULL, **ptrs = NULL, *done[64];
+	struct grist_remote_options opt;
+	uint64_t piece, k, n, sent = 0, got = 0;
+	int ret = 0;
+
+	if (off > o->size || len > o->size - off)
+		return grist_fail_at(-EBADMSG, o->url, off, "read of %llu bytes runs past the object's end (%llu "
+				     "bytes; was it truncated?)", (unsigned long long)len,
+				     (unsigned long long)o->size);
+	if (!len)
+		return 0;
+	if (off >= o->tail_off) {
+		/* the opening GET already brought these bytes (the postscript, small footers) */
+		memcpy(dst, o->tail + (off - o->tail_off), (size_t)len);
+		return 0;
+	}
+	grist_remote_options_current(&opt);
+	piece = opt.split_bytes;
+	n = (len + piece - 1) / piece;
+	reqs = calloc(n, sizeof(*reqs));
+	ptrs = calloc(n, sizeof(*ptrs));
+	if (!reqs || !ptrs) {
+		ret = grist_fail(-ENOMEM, "%s: out of memory for a read of %llu bytes", o->url, (unsigned long long)len);
+		goto out;
+	}
+	for (k = 0; k < n; k++) {
+		reqs[k].offset = off + k * piece;
+		reqs[k].len = (uint32_t)(len - k * piece < piece ? len - k * piece : piece);
+		reqs[k].buf = dst + k * piece;
+		ptrs[k] = &reqs[k];
+	}
+	pthread_mutex_lock(&o->sync_lock);
+	if (!o->sync_io) {
+		struct grist_io_config cfg = { .queue_depth = 1024, .max_bytes_in_flight = 1ull << 30, .any_thread = true };
+
+		ret = grist_io_create(GRIST_IO_HTTP, &cfg, &o->sync_io);
+		if (!ret)
+			ret = grist_io_add_remote(o->sync_io, o, &o->sync_slot);
+		if (ret) {
+			grist_io_destroy(o->sync_io);
+			o->sync_io = NULL;
+		}
+	}
+	for (k = 0; !ret && k < n; k++)
+		reqs[k].file = o->sync_slot;
+	/* bounded: every request comes back (done or failed) within its timeouts and retries */
+	while (!ret && got < n) {
+		int r;
+
+		if (sent < n) {
+			r = grist_io_submit(o->sync_io, ptrs + sent, (unsigned)(n - sent > 1024 ? 1024 : n - sent));
+			if (r < 0) {
+				ret = r;
+				break;
+			}
+			sent += (uint64_t)r;
+		}
+		r = grist_io_reap(o->sync_io, done, 64, 1);
+		if (r < 0) {
+			ret = r;
+			break;
+		}
+		for (k = 0; k < (uint64_t)r; k++) {
+			if (done[k]->result < 0 && !ret)
+				ret = grist_io_req_error(o->sync_io, done[k]);
+			else if (!ret && done[k]->result != (int32_t)done[k]->len)
+				ret = grist_fail_at(-EBADMSG, o->url, done[k]->offset + (uint64_t)done[k]->result,
+						    "the object ends early (was it truncated?)");
+		}
+		got += (uint64_t)r;
+	}
+	/* after an error, wait for the rest so that no GET writes into @dst after we return */
+	while (got < sent) {
+		int r = grist_io_reap(o->sync_io, done, 64, 1);
+
+		if (r <= 0)
+			break;
+		got += (uint64_t)r;
+	}
+	pthread_mutex_unlock(&o->sync_lock);
+out:
+	free(reqs);
+	free(ptrs);
+	return ret;
+}

@@ -1,0 +1,149 @@
+/* The remote backend's shared parts: options, credentials, pinned objects, one GET's life. */
+#ifndef GRIST_IO_REMOTE_H
+#define GRIST_IO_REMOTE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "common/buf.h"
+#include "grist/remote.h"
+#include "io/url.h"
+
+struct grist_io;
+
+/*
+ * Counters that several io objects (one per engine thread) add to with relaxed atomics,
+ * and a stats call reads while they run. Latency is a histogram of 8 buckets per power
+ * of two of microseconds, so p50/p99 cost no allocation and no lock.
+ */
+#define GRIST_REMOTE_LAT_BUCKETS 320
+struct grist_remote_counters {
+	uint64_t requests;
+	uint64_t bytes;
+	uint64_t errors;
+	uint64_t retries[GRIST_REMOTE_RETRY_CAUSES];
+	uint64_t inflight_area; /* GETs in flight x ns, summed */
+	uint64_t inflight_span; /* ns over which the area was taken */
+	uint64_t inflight_max;
+	uint64_t latency[GRIST_REMOTE_LAT_BUCKETS];
+};
+
+void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns);
+void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st);
+/* Add @from's counts to @to (both may be live: relaxed atomic reads and adds). */
+void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from);
+
+/*
+ * One object, opened (and pinned) once and then shared read-only by every thread that
+ * reads it. Its size and ETag come from the first GET (the last 64 KiB, which the
+ * reader wants first anyway: the postscript), kept in tail[].
+ */
+struct grist_remote_object {
+	char *url;                 /* as given, for messages */
+	struct grist_url u;
+	uint64_t size;
+	char etag[256];            /* as the server sent it, quotes included; "" when none */
+	uint8_t *tail;             /* the bytes [tail_off, size) */
+	uint64_t tail_off;
+	/* Blocking reads (the reader's footers and chunks): one io object, one at a time. */
+	pthread_mutex_t sync_lock;
+	struct grist_io *sync_io;
+	uint32_t sync_slot;
+	int refs;                  /* atomic */
+};
+
+/*
+ * grist_remote_open() - open @url: one GET of its last 64 KiB, which gives its size,
+ * its ETag and those bytes. Return: 0, or an error naming the URL and the status.
+ */
+int grist_remote_open(const char *url, struct grist_remote_object **out);
+struct grist_remote_object *grist_remote_ref(struct grist_remote_object *o);
+void grist_remote_unref(struct grist_remote_object *o);
+
+/*
+ * grist_remote_read() - read exactly [@off, @off + @len) of @o into @dst, blocking
+ * (coalesced, split and retried as any read). Bytes past the object's end are an
+ * -EBADMSG error, as a local file that ends early. Thread-safety: any thread.
+ */
+int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off, uint64_t len);
+
+/* Where one stretch of a GET's body goes. */
+struct grist_remote_seg {
+	uint64_t off;  /* object offset of the first byte */
+	uint64_t len;
+	uint8_t *buf;
+};
+
+enum grist_remote_outcome {
+	GRIST_REMOTE_DONE,  /* x->error is 0 or the final error (message in x->msg) */
+	GRIST_REMOTE_RETRY, /* wait x->delay_ns and start again; x->cause says why */
+};
+
+/*
+ * One GET through its attempts: a ranged read of an object into segments, or a
+ * request whose body is kept (the opening GET, listings). The caller owns the easy
+ * handle's place in a multi; these calls only set it up and judge its outcome.
+ */
+struct grist_remote_xfer {
+	CURL *easy;
+	struct grist_remote_object *obj; /* NULL for a listing */
+	const struct grist_url *u;       /* obj->u, or the listing's */
+	const char *display;             /* the URL in messages */
+	/* the request */
+	const struct grist_sigv4_pair *query; /* listing parameters (raw), else NULL */
+	size_t nquery;
+	bool suffix;                     /* Range: bytes=-len (the opening GET) */
+	uint64_t off, len;               /* the range (len 0 with !suffix: no Range header) */
+	const struct grist_remote_seg *segs; /* sorted, inside [off, off + len) */
+	unsigned nsegs;
+	struct grist_buf *keep;          /* keep the body here (at most keep_max bytes) */
+	size_t keep_max;
+	const struct grist_remote_options *opt;
+	/* per attempt */
+	unsigned attempt;
+	uint64_t start_ns;
+	long status;
+	bool has_range;
+	uint64_t cr_start, cr_end, cr_total;
+	char etag[256];
+	long retry_after_s;
+	uint64_t got;                    /* body bytes so far */
+	uint64_t base;                   /* object offset of the body's first byte */
+	unsigned seg_at;
+	bool body_started;
+	char bad[256];                   /* a body the write callback refused, and why */
+	int bad_code;
+	struct grist_buf errbody;        /* a refusal's body (service error code), bounded */
+	struct curl_slist *headers;
+	char curl_err[CURL_ERROR_SIZE];
+	uint64_t rng;
+	/* outcome */
+	int error;
+	int cause;
+	uint64_t delay_ns;
+	char msg[512];
+};
+
+/* Set up @x's easy handle for its next attempt (signing with the current credentials). 0 or -errno. */
+int grist_remote_xfer_setup(struct grist_remote_xfer *x);
+/* Judge an attempt that ended with @rc. */
+enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, CURLcode rc);
+/* Free the headers and error body (not the easy handle). */
+void grist_remote_xfer_release(struct grist_remote_xfer *x);
+/* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
+int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c);
+
+/* The options in force (process-wide), resolved. */
+void grist_remote_options_current(struct grist_remote_options *o);
+
+/* curl_global_init once for the process. 0 or -ENOMEM. */
+int grist_remote_global_init(void);
+
+uint64_t grist_remote_now_ns(void);
+
+extern const struct grist_io_ops grist_io_http_ops;
+
+#endif

@@ -1,0 +1,250 @@
+/* Glob expansion for s3:// and gs:// URLs: ListObjectsV2 under the pattern's literal prefix. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "io/remote.h"
+#include "io/s3_sign.h"
+#include "io/url.h"
+
+#define LIST_BODY_MAX (64u << 20)
+#define MAX_PAGES 100000
+
+/* Decode the XML entities ListObjectsV2 uses in keys, in place. 0, or -EPROTO for a bad one. */
+static int xml_unescape(char *s)
+{
+	static const struct {
+		const char *ent;
+		char c;
+	} ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' } };
+	char *w = s;
+	size_t k;
+
+	while (*s) {
+		if (*s != '&') {
+			*w++ = *s++;
+			continue;
+		}
+		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++)
+			if (!strncmp(s, ents[k].ent, strlen(ents[k].ent)))
+				break;
+		if (k < sizeof(ents) / sizeof(ents[0])) {
+			*w++ = ents[k].c;
+			s += strlen(ents[k].ent);
+			continue;
+		}
+		if (s[1] == '#') {
+			char *end;
+			unsigned long cp = s[2] == 'x' ? strtoul(s + 3, &end, 16) : strtoul(s + 2, &end, 10);
+
+			if (*end != ';' || cp == 0 || cp > 0x10ffff)
+				return -EPROTO;
+			/* UTF-8 encode the code point */
+			if (cp < 0x80) {
+				*w++ = (char)cp;
+			} else if (cp < 0x800) {
+				*w++ = (char)(0xc0 | (cp >> 6));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else if (cp < 0x10000) {
+				*w++ = (char)(0xe0 | (cp >> 12));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else {
+				*w++ = (char)(0xf0 | (cp >> 18));
+				*w++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			}
+			s = end + 1;
+			continue;
+		}
+		return -EPROTO;
+	}
+	*w = '\0';
+	return 0;
+}
+
+/* The text of every <tag>...</tag> in [p, end), in order, through @fn. */
+static const char *next_field(const char *p, const char *end, const char *tag, const char **val, size_t *len)
+{
+	char open[32], close[32];
+	const char *s, *e;
+
+	snprintf(open, sizeof(open), "<%s>", tag);
+	snprintf(close, sizeof(close), "</%s>", tag);
+	s = memmem(p, (size_t)(end - p), open, strlen(open));
+	if (!s)
+		return NULL;
+	s += strlen(open);
+	e = memmem(s, (size_t)(end - s), close, strlen(close));
+	if (!e)
+		return NULL;
+	*val = s;
+	*len = (size_t)(e - s);
+	return e + strlen(close);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+GRIST_API void grist_remote_glob_free(char **urls, size_t n)
+{
+	size_t i;
+
+	for (i = 0; urls && i < n; i++)
+		free(urls[i]);
+	free(urls);
+}
+
+GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
+{
+	struct grist_remote_options opt;
+	struct grist_url u = { 0 };
+	struct grist_remote_xfer x;
+	struct grist_buf body = { 0 };
+	char **out = NULL, *prefix = NULL, *token = NULL, region[64], *bucket_path = NULL;
+	size_t nout = 0, cap = 0, plen, pages;
+	const char *env_region;
+	int ret;
+
+	if (!pattern || !urls || !n)
+		return grist_fail(-EINVAL, "grist_remote_glob: NULL argument");
+	*urls = NULL;
+	*n = 0;
+	if (grist_url_scheme(pattern) != GRIST_URL_S3 && grist_url_scheme(pattern) != GRIST_URL_GS)
+		return grist_fail(-EINVAL, "%s: only s3:// and gs:// URLs can hold a glob (http has no listing)",
+				  pattern);
+	ret = grist_remote_global_init();
+	if (ret)
+		return ret;
+	env_region = getenv("AWS_REGION");
+	if (!env_region || !*env_region)
+		env_region = getenv("AWS_DEFAULT_REGION");
+	snprintf(region, sizeof(region), "%s",
+		 env_region && *env_region ? env_region : grist_url_scheme(pattern) == GRIST_URL_GS ? "auto" : "us-east-1");
+	ret = grist_url_parse(pattern, region, false, &u);
+	if (ret)
+		return ret;
+	if (grist_url_has_glob(u.bucket)) {
+		ret = grist_fail(-EINVAL, "%s: a glob in the bucket name is not supported", pattern);
+		goto out;
+	}
+	plen = strcspn(u.key, "*?[");
+	prefix = strndup(u.key, plen);
+	/* listing: the bucket itself, path style or virtual-hosted */
+	bucket_path = u.path_style ? malloc(strlen(u.bucket) * 3 + 2) : strdup("/");
+	if (!prefix || !bucket_path) {
+		ret = grist_fail(-ENOMEM, "%s: out of memory", pattern);
+		goto out;
+	}
+	if (u.path_style) {
+		struct grist_buf bp = { 0 };
+
+		if (grist_buf_append(&bp, "/", 1) || grist_uri_encode(&bp, u.bucket, strlen(u.bucket), false) ||
+		    grist_buf_append(&bp, "", 1)) {
+			grist_buf_free(&bp);
+			ret = grist_fail(-ENOMEM, "%s: out of memory", pattern);
+			goto out;
+		}
+		free(bucket_path);
+		bucket_path = (char *)bp.data;
+	}
+	free(u.path);
+	u.path = bucket_path;
+	bucket_path = NULL;
+	grist_remote_options_current(&opt);
+	memset(&x, 0, sizeof(x));
+	x.easy = curl_easy_init();
+	if (!x.easy) {
+		ret = grist_fail(-ENOMEM, "%s: cannot make a libcurl handle", pattern);
+		goto out;
+	}
+	x.u = &u;
+	x.display = pattern;
+	x.keep = &body;
+	x.keep_max = LIST_BODY_MAX;
+	x.opt = &opt;
+	/* bounded: each page is a GET with its timeouts; a listing ends or hits MAX_PAGES */
+	for (pages = 0; pages < MAX_PAGES; pages++) {
+		struct grist_sigv4_pair q[3] = { { "list-type", "2" }, { "prefix", prefix }, { "continuation-token", token } };
+		const char *p, *end, *v;
+		size_t vlen;
+		char trunc[8] = "";
+
+		x.query = q;
+		x.nquery = token ? 3 : 2;
+		x.attempt = 0;
+		ret = grist_remote_xfer_run(&x, NULL);
+		if (ret)
+			break;
+		p = (const char *)body.data;
+		end = p + body.len;
+		while (p && (p = next_field(p, end, "Contents", &v, &vlen))) {
+			const char *kv;
+			size_t klen;
+			char *key, *url;
+
+			if (!next_field(v, v + vlen, "Key", &kv, &klen))
+				continue;
+			key = strndup(kv, klen);
+			if (!key || xml_unescape(key)) {
+				ret = key ? grist_fail(-EPROTO, "%s: a listed key has a bad XML entity", pattern)
+					  : grist_fail(-ENOMEM, "%s: out of memory", pattern);
+				free(key);
+				goto listed;
+			}
+			/* as a local glob: '*' and '?' do not match '/' */
+			if (fnmatch(u.key, key, FNM_PATHNAME) == 0) {
+				url = malloc(strlen(key) + strlen(u.bucket) + 8);
+				if (!url || grist_array_reserve((void **)&out, &cap, nout + 1, sizeof(*out))) {
+					free(url);
+					free(key);
+					ret = grist_fail(-ENOMEM, "%s: out of memory", pattern);
+					goto listed;
+				}
+				sprintf(url, "%.2s://%s/%s", pattern, u.bucket, key);
+				out[nout++] = url;
+			}
+			free(key);
+		}
+		free(token);
+		token = NULL;
+		if ((p = next_field((const char *)body.data, end, "IsTruncated", &v, &vlen)))
+			snprintf(trunc, sizeof(trunc), "%.*s", (int)(vlen < 7 ? vlen : 7), v);
+		if (strcmp(trunc, "true"))
+			break;
+		if (!next_field((const char *)body.data, end, "NextContinuationToken", &v, &vlen)) {
+			ret = grist_fail(-EPROTO, "%s: a truncated listing without NextContinuationToken", pattern);
+			break;
+		}
+		token = strndup(v, vlen);
+		if (!token || xml_unescape(token)) {
+			ret = grist_fail(-EPROTO, "%s: a bad continuation token", pattern);
+			break;
+		}
+	}
+listed:
+	curl_easy_cleanup(x.easy);
+	grist_remote_xfer_release(&x);
+	if (!ret && pages == MAX_PAGES)
+		ret = grist_fail(-EPROTO, "%s: the listing did not end after %d pages", pattern, MAX_PAGES);
+	if (!ret) {
+		qsort(out, nout, sizeof(*out), cmp_str);
+		*urls = out;
+		*n = nout;
+		out = NULL;
+		nout = 0;
+	}
+out:
+	grist_remote_glob_free(out, nout);
+	grist_buf_free(&body);
+	free(token);
+	free(prefix);
+	free(bucket_path);
+	grist_url_free(&u);
+	return ret;
+}
