@@ -121,6 +121,13 @@ double cli_seconds_since(const struct timespec *t0);
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 
+/*
+ * Take the global --remote OPTS out of @argv (it sets the remote options for the run) and
+ * expand s3:// and gs:// arguments holding * ? [ into the sorted objects they match
+ * (grist_remote_glob()). 0, or an exit status after printing why.
+ */
+int cli_remote_args(int *argc, char ***argv);
+
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
 int cmd_order(int argc, char **argv);
 int cmd_info(int argc, char **argv);

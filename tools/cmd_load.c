@@ -463,6 +463,19 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		s->reads_in_flight_mean, (unsigned long long)s->reads_in_flight_max,
 		(double)s->queue_occupancy_sum / b, (unsigned long long)s->memory_bytes, s->pinned ? "yes" : "no",
 		s->registered_buffers ? "yes" : "no");
+	if (s->remote.requests) {
+		int k;
+
+		fprintf(stderr, "remote: %llu GETs, %llu bytes, in flight mean %.1f max %llu, latency p50 %.3f ms "
+			"p99 %.3f ms, errors %llu\nremote retries:", (unsigned long long)s->remote.requests,
+			(unsigned long long)s->remote.bytes, s->remote.inflight_mean,
+			(unsigned long long)s->remote.inflight_max, s->remote.latency_p50_us / 1e3,
+			s->remote.latency_p99_us / 1e3, (unsigned long long)s->remote.errors);
+		for (k = 0; k < GRIST_REMOTE_RETRY_CAUSES; k++)
+			fprintf(stderr, " %s %llu", grist_remote_retry_cause_name(k),
+				(unsigned long long)s->remote.retries[k]);
+		fprintf(stderr, "\n");
+	}
 	if (c->engine == GRIST_ENGINE_REF && (c->read_mode == GRIST_READ_DIRECT || c->read_mode == GRIST_READ_MMAP))
 		fprintf(stderr, "note: --io %s does not apply to --engine ref, which reads with pread through the "
 			"page cache\n", c->read_mode == GRIST_READ_DIRECT ? "direct" : "mmap");

@@ -59,9 +59,15 @@ int main(int argc, char **argv)
 	for (i = 0; commands[i].name; i++) {
 		if (strcmp(argv[1], commands[i].name))
 			continue;
+		int sub_argc = argc - 1, ret;
+		char **sub_argv = argv + 1;
+
 		snprintf(name, sizeof(name), "grist %s", commands[i].name);
 		cli_command_name = name;
-		return cli_finish_stdout(commands[i].run(argc - 1, argv + 1));
+		ret = cli_remote_args(&sub_argc, &sub_argv);
+		if (ret)
+			return ret;
+		return cli_finish_stdout(commands[i].run(sub_argc, sub_argv));
 	}
 	fprintf(stderr, "grist: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);

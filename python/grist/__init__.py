@@ -14,9 +14,28 @@ from ._grist import Batch, Error
 
 __version__ = _grist.__version__
 
-__all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error"]
+__all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error",
+           "set_remote_options"]
 
 _GLOB_CHARS = frozenset("*?[")
+_URL_PREFIXES = ("s3://", "gs://", "http://", "https://")
+
+
+def set_remote_options(**options):
+    """Set the remote backend's options for readers and loaders opened from now on.
+
+    Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
+    backoff_max_ms, coalesce (bytes), split (bytes), inflight. The C library parses and
+    bounds them (the same text as the CLI's --remote); no keywords restores the defaults.
+    """
+    if not options:
+        _grist.set_remote_options(None)
+        return
+    _grist.set_remote_options(",".join(f"{k}:{int(v)}" for k, v in options.items()))
+
+
+def _is_url(p):
+    return p.lower().startswith(_URL_PREFIXES)
 
 
 def _expand(paths):
@@ -30,7 +49,16 @@ def _expand(paths):
     out = []
     for p in paths:
         p = _os.fsdecode(_os.fspath(p))
-        if not _os.path.exists(p) and _GLOB_CHARS.intersection(p):
+        if _is_url(p):
+            # URLs go to the C library as they are; an s3:// or gs:// glob is listed there
+            if p.startswith(("s3://", "gs://")) and _GLOB_CHARS.intersection(p):
+                matches = _grist.remote_glob(p)
+                if not matches:
+                    raise ValueError(f"grist: no object matches {p!r}")
+                out.extend(matches)
+            else:
+                out.append(p)
+        elif not _os.path.exists(p) and _GLOB_CHARS.intersection(p):
             matches = sorted(_glob.glob(p))
             if not matches:
                 raise ValueError(f"grist: no file matches {p!r}")

@@ -24,6 +24,9 @@ extern PyTypeObject gristpy_ViewType;
  * data or I/O error: grist.Error with errno set. Returns NULL for `return gristpy_raise(...)`.
  */
 PyObject *gristpy_raise(int code, const char *msg);
+/* The remote part of a stats dict (grist/remote.h); a new reference or NULL with an exception. */
+struct grist_remote_stats;
+PyObject *gristpy_remote_stats(const struct grist_remote_stats *r);
 
 /*
  * Every grist object that C calls reach with the GIL released has one lock, because the

@@ -592,6 +592,8 @@ static PyObject *loader_get_state(LoaderObject *self, PyObject *unused)
 	return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
 }
 
+static PyObject *loader_stats_dict(const struct grist_loader_stats *sp);
+
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
 	struct grist_loader_stats st;
@@ -602,7 +604,15 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	gristpy_lock(self->lock);
 	grist_loader_stats(self->l, &st);
 	PyThread_release_lock(self->lock);
-	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
+	return loader_stats_dict(&st);
+}
+
+static PyObject *loader_stats_dict(const struct grist_loader_stats *sp)
+{
+	struct grist_loader_stats st = *sp;
+	PyObject *d, *r;
+
+	d = Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
 			     "engine", st.engine, "read_mode", st.read_mode, "threads", st.threads,
 			     "batches", (unsigned long long)st.batches, "records", (unsigned long long)st.records,
 			     "records_filtered", (unsigned long long)st.records_filtered,
@@ -620,6 +630,14 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 			     "pack_capacity", (unsigned long long)st.pack_capacity,
 			     "registered_buffers", st.registered_buffers ? Py_True : Py_False,
 			     "pinned", st.pinned ? Py_True : Py_False);
+	r = d ? gristpy_remote_stats(&st.remote) : NULL;
+	if (!r || PyDict_SetItemString(d, "remote", r)) {
+		Py_XDECREF(r);
+		Py_XDECREF(d);
+		return NULL;
+	}
+	Py_DECREF(r);
+	return d;
 }
 
 static PyObject *loader_num_records(LoaderObject *self, PyObject *arg)

@@ -103,11 +103,101 @@ void gristpy_paths_free(struct gristpy_paths *p)
 	p->n = 0;
 }
 
+/* remote_glob(pattern) -> list[str]: grist_remote_glob(), the GIL released while it lists. */
+static PyObject *module_remote_glob(PyObject *self, PyObject *arg)
+{
+	const char *pattern = PyUnicode_AsUTF8(arg);
+	PyObject *list;
+	char **urls = NULL;
+	size_t n = 0, i;
+	int ret;
+
+	(void)self;
+	if (!pattern)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_remote_glob(pattern, &urls, &n);
+	Py_END_ALLOW_THREADS
+	if (ret)
+		return gristpy_raise(ret, grist_last_error());
+	list = PyList_New((Py_ssize_t)n);
+	for (i = 0; list && i < n; i++) {
+		PyObject *u = PyUnicode_FromString(urls[i]);
+
+		if (!u) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, u);
+	}
+	grist_remote_glob_free(urls, n);
+	return list;
+}
+
+/* set_remote_options(text or None): grist_remote_options_parse() over the defaults, then set. */
+static PyObject *module_set_remote_options(PyObject *self, PyObject *arg)
+{
+	struct grist_remote_options o;
+	const char *text;
+	int ret;
+
+	(void)self;
+	if (arg == Py_None) {
+		grist_remote_set_options(NULL);
+		Py_RETURN_NONE;
+	}
+	text = PyUnicode_AsUTF8(arg);
+	if (!text)
+		return NULL;
+	grist_remote_set_options(NULL);
+	grist_remote_get_options(&o);
+	ret = grist_remote_options_parse(text, &o);
+	if (!ret)
+		ret = grist_remote_set_options(&o);
+	if (ret)
+		return gristpy_raise(ret, grist_last_error());
+	Py_RETURN_NONE;
+}
+
+PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
+{
+	PyObject *retries = PyDict_New(), *d;
+	int k;
+
+	if (!retries)
+		return NULL;
+	for (k = 0; k < GRIST_REMOTE_RETRY_CAUSES; k++) {
+		PyObject *v = PyLong_FromUnsignedLongLong(r->retries[k]);
+
+		if (!v || PyDict_SetItemString(retries, grist_remote_retry_cause_name(k), v)) {
+			Py_XDECREF(v);
+			Py_DECREF(retries);
+			return NULL;
+		}
+		Py_DECREF(v);
+	}
+	d = Py_BuildValue("{s:K,s:K,s:N,s:K,s:d,s:K,s:K,s:K}", "requests", (unsigned long long)r->requests,
+			  "bytes", (unsigned long long)r->bytes, "retries", retries,
+			  "errors", (unsigned long long)r->errors, "inflight_mean", r->inflight_mean,
+			  "inflight_max", (unsigned long long)r->inflight_max,
+			  "latency_p50_us", (unsigned long long)r->latency_p50_us,
+			  "latency_p99_us", (unsigned long long)r->latency_p99_us);
+	return d;
+}
+
+static PyMethodDef module_methods[] = {
+	{ "remote_glob", module_remote_glob, METH_O, "remote_glob(pattern): the sorted URLs an s3:// or gs:// glob matches" },
+	{ "set_remote_options", module_set_remote_options, METH_O,
+	  "set_remote_options(text or None): the remote backend's options, process-wide" },
+	{ NULL, NULL, 0, NULL },
+};
+
 static struct PyModuleDef grist_module = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "grist._grist",
 	.m_doc = "The C extension behind the grist package; use the names `grist` exports.",
 	.m_size = -1,
+	.m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__grist(void)
