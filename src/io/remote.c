@@ -799,6 +799,10 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	case 403:
 		return fail(x, -EACCES, "%s", what);
 	case 404:
+		/* an object that was there at open and is gone now was changed under the reader too */
+		if (x->obj)
+			return fail(x, -ESTALE, "%s: the object changed under the reader (gone since it was opened)",
+				    what);
 		return fail(x, -ENOENT, "%s", what);
 	case 412:
 		return fail(x, -ESTALE, "%s: the object changed under the reader (it was ETag %s when opened)",

@@ -197,7 +197,7 @@ def test_object_replaced_mid_read():
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)
         # same records, another codec: another ETag (and size) under the same key
-        tmp = local(name) + ".new"
+        tmp = os.path.join(TMP, name + ".new")
         g.write_records(tmp, "group_size:1,snappy", [rec(i) for i in range(2000)])
         os.replace(tmp, local(name))
         try:
