@@ -10,6 +10,10 @@
  * go out oldest piece first, so the engine's pipeline order holds. A GET's body is
  * scattered into its pieces' buffers; the gaps between them are dropped.
  *
+ * The multi handle runs on libcurl's socket API: curl says which sockets to watch
+ * (on_socket) and when to call back (on_timer); reap waits in epoll_wait on this object's
+ * own epoll set, so the cost of a wait does not grow with the GETs in flight.
+ *
  * A failed attempt waits its backoff in the waiting list and goes out again; a final
  * failure fails every piece of the GET and leaves its message (URL, HTTP status,
  * service code) on the file for grist_io_req_error().
@@ -17,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -62,7 +67,36 @@ struct http_io {
 	uint64_t seq;
 	struct grist_io_queue done;
 	uint64_t depth_t;
+	int epfd;          /* the sockets curl asked us to watch */
+	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	struct http_io *h = userp;
+	struct epoll_event ev = { 0 };
+
+	(void)easy;
+	(void)socketp;
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(h->epfd, EPOLL_CTL_DEL, s, NULL);
+		return 0;
+	}
+	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
+	ev.data.fd = s;
+	if (epoll_ctl(h->epfd, EPOLL_CTL_MOD, s, &ev) && errno == ENOENT)
+		epoll_ctl(h->epfd, EPOLL_CTL_ADD, s, &ev);
+	return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct http_io *h = userp;
+
+	(void)multi;
+	h->timer_due = timeout_ms < 0 ? UINT64_MAX : grist_remote_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	return 0;
+}
 
 static struct http_io *to_http(struct grist_io *io)
 {
@@ -94,6 +128,13 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 		return grist_fail(-ENOMEM, "http io: out of memory");
 	grist_remote_options_current(&h->opt);
 	h->ctr = cfg->remote_counters ? cfg->remote_counters : &h->own;
+	h->timer_due = UINT64_MAX;
+	h->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (h->epfd < 0) {
+		ret = grist_fail(-errno, "http io: epoll_create1: %s", strerror(errno));
+		h->epfd = -1;
+		goto fail;
+	}
 	h->multi = curl_multi_init();
 	h->ngets = h->opt.max_inflight;
 	h->gets = calloc(h->ngets, sizeof(*h->gets));
@@ -101,6 +142,10 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 		ret = grist_fail(-ENOMEM, "http io: out of memory");
 		goto fail;
 	}
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
 	/* HTTP/1.1 keep-alive, one request per connection at a time, a pool as large as the budget */
 	curl_multi_setopt(h->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_NOTHING);
 	curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)h->ngets);
@@ -122,6 +167,8 @@ fail:
 	free(h->gets);
 	if (h->multi)
 		curl_multi_cleanup(h->multi);
+	if (h->epfd >= 0)
+		close(h->epfd);
 	free(h);
 	return ret;
 }
@@ -131,7 +178,7 @@ static void http_destroy(struct grist_io *io)
 	struct http_io *h = to_http(io);
 	unsigned i;
 
-	/* callbacks run only inside curl_multi_perform: once removed, no buffer is written */
+	/* callbacks run only inside curl_multi_socket_action: once removed, no buffer is written */
 	for (i = 0; i < h->ngets; i++) {
 		struct get *g = &h->gets[i];
 
@@ -145,6 +192,7 @@ static void http_destroy(struct grist_io *io)
 	if (h->ctr != &h->own)
 		depth_account(h);
 	curl_multi_cleanup(h->multi);
+	close(h->epfd);
 	free(h->gets);
 	free(h->pending);
 	free(h->sorted);
@@ -398,16 +446,37 @@ static int launch(struct http_io *h)
 	return ret;
 }
 
-/* Reap finished transfers, start retries that are due, launch waiting pieces. */
-static int progress(struct http_io *h)
+/* Hand curl the sockets epoll found ready (waiting up to @wait_ms), and its timer when due. */
+static void drive(struct http_io *h, int wait_ms)
+{
+	struct epoll_event ev[64];
+	int n, i, running;
+
+	n = epoll_wait(h->epfd, ev, 64, wait_ms);
+	for (i = 0; i < n; i++) {
+		int flags = (ev[i].events & EPOLLIN ? CURL_CSELECT_IN : 0) |
+			    (ev[i].events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+			    (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+
+		curl_multi_socket_action(h->multi, ev[i].data.fd, flags, &running);
+	}
+	if (h->timer_due <= grist_remote_now_ns()) {
+		h->timer_due = UINT64_MAX;
+		curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	}
+}
+
+/* Judge finished transfers, start retries that are due, launch waiting pieces. */
+static int progress(struct http_io *h, int wait_ms)
 {
 	uint64_t now;
 	CURLMsg *msg;
-	int running, left, ret, pass;
+	int left, ret, pass;
 	unsigned i;
 
 	for (pass = 0; pass < 2; pass++) {
-		curl_multi_perform(h->multi, &running);
+		/* the second pass starts what the first one added (curl's timer fires at 0) */
+		drive(h, pass ? 0 : wait_ms);
 		while ((msg = curl_multi_info_read(h->multi, &left))) {
 			struct grist_remote_xfer *x = NULL;
 			struct get *g;
@@ -418,9 +487,10 @@ static int progress(struct http_io *h)
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 			g = (struct get *)x;
 			depth_account(h);
+			/* finish reads msg->data before the removal frees it */
+			o = grist_remote_xfer_finish(&g->x, msg->data.result);
 			curl_multi_remove_handle(h->multi, g->x.easy);
 			h->active--;
-			o = grist_remote_xfer_finish(&g->x, msg->data.result);
 			__atomic_fetch_add(&h->ctr->requests, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&h->ctr->bytes, g->x.got, __ATOMIC_RELAXED);
 			grist_remote_counters_add_latency(h->ctr, grist_remote_now_ns() - g->x.start_ns);
@@ -459,12 +529,14 @@ static int progress(struct http_io *h)
 	return 0;
 }
 
-/* How long to sleep in poll: until the next retry is due, at most 100 ms. */
-static int poll_ms(struct http_io *h)
+/* How long a wait may last: until curl's timer or the next retry is due, at most 100 ms. */
+static int wait_ms(struct http_io *h)
 {
 	uint64_t now = grist_remote_now_ns(), best = 100000000ull;
 	unsigned i;
 
+	if (h->timer_due != UINT64_MAX)
+		best = h->timer_due <= now ? 0 : h->timer_due - now < best ? h->timer_due - now : best;
 	for (i = 0; i < h->ngets; i++)
 		if (h->gets[i].state == GET_WAITING)
 			best = h->gets[i].due_ns <= now ? 0 : h->gets[i].due_ns - now < best ? h->gets[i].due_ns - now : best;
@@ -477,14 +549,13 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 	unsigned n;
 	int ret;
 
-	ret = progress(h);
+	ret = progress(h, 0);
 	if (ret)
 		return ret;
 	n = grist_io_queue_drain(&h->done, done, max);
 	/* bounded: every GET ends within its timeouts, and its retries are counted */
 	while (n < min_wait) {
-		curl_multi_poll(h->multi, NULL, 0, poll_ms(h), NULL);
-		ret = progress(h);
+		ret = progress(h, wait_ms(h));
 		if (ret)
 			return ret;
 		n += grist_io_queue_drain(&h->done, done + n, max - n);
