@@ -11,21 +11,40 @@ static bool is_url_glob(const char *a)
 	return (!strncmp(a, "s3://", 5) || !strncmp(a, "gs://", 5)) && strpbrk(a, "*?[");
 }
 
+/* Free what cli_remote_args() built before it failed: the array and the URLs it listed. */
+static int give_up(char **out, size_t n, const bool *owned, int rc)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (owned[k])
+			free(out[k]);
+	free(out);
+	free((void *)owned);
+	return rc;
+}
+
 int cli_remote_args(int *argc, char ***argv)
 {
 	char **in = *argv, **out;
 	size_t n = 0, cap = (size_t)*argc + 1;
+	bool *owned;
 	int i, ret;
 
 	out = calloc(cap, sizeof(*out));
-	if (!out)
+	owned = calloc(cap, sizeof(*owned));
+	if (!out || !owned) {
+		free(out);
+		free(owned);
 		return cli_library_error(-ENOMEM);
+	}
 	for (i = 0; i < *argc; i++) {
 		const char *a = in[i], *opts = NULL;
 
 		if (!strcmp(a, "--remote")) {
 			if (i + 1 >= *argc)
-				return cli_usage_error("--remote needs OPTS (e.g. timeout_ms:5000,retries:3,inflight:32)");
+				return give_up(out, n, owned, cli_usage_error("--remote needs OPTS (e.g. "
+									    "timeout_ms:5000,retries:3,inflight:32)"));
 			opts = in[++i];
 		} else if (!strncmp(a, "--remote=", 9)) {
 			opts = a + 9;
@@ -39,30 +58,43 @@ int cli_remote_args(int *argc, char ***argv)
 			if (!ret)
 				ret = grist_remote_set_options(&o);
 			if (ret)
-				return cli_library_error(ret);
+				return give_up(out, n, owned, cli_library_error(ret));
 			continue;
 		}
 		if (i > 0 && is_url_glob(a)) {
-			char **urls;
+			char **urls, **grown;
+			bool *grown_owned;
 			size_t k, m;
 
 			ret = grist_remote_glob(a, &urls, &m);
 			if (ret)
-				return cli_library_error(ret);
-			if (!m)
-				return cli_usage_error("no object matches %s", a);
+				return give_up(out, n, owned, cli_library_error(ret));
+			if (!m) {
+				grist_remote_glob_free(urls, m);
+				return give_up(out, n, owned, cli_usage_error("no object matches %s", a));
+			}
 			cap += m;
-			out = realloc(out, cap * sizeof(*out));
-			if (!out)
-				return cli_library_error(-ENOMEM);
-			for (k = 0; k < m; k++)
+			grown = realloc(out, cap * sizeof(*out));
+			if (grown)
+				out = grown;
+			grown_owned = grown ? realloc(owned, cap * sizeof(*owned)) : NULL;
+			if (!grown_owned) {
+				grist_remote_glob_free(urls, m);
+				return give_up(out, n, owned, cli_library_error(-ENOMEM));
+			}
+			owned = grown_owned;
+			for (k = 0; k < m; k++) {
+				owned[n] = true;
 				out[n++] = urls[k]; /* kept for the process's life, as argv is */
+			}
 			free(urls);
 			continue;
 		}
+		owned[n] = false;
 		out[n++] = in[i];
 	}
 	out[n] = NULL;
+	free(owned);
 	*argc = (int)n;
 	*argv = out;
 	return 0;

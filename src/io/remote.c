@@ -955,7 +955,10 @@ void grist_remote_unref(struct grist_remote_object *o)
 {
 	if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	grist_io_destroy(o->sync_io);
+	if (o->sync_io) {
+		o->sync_io->files[o->sync_slot].remote = NULL; /* its uncounted reference, see grist_remote_read() */
+		grist_io_destroy(o->sync_io);
+	}
 	pthread_mutex_destroy(&o->sync_lock);
 	grist_url_free(&o->u);
 	free(o->tail);
@@ -1003,6 +1006,9 @@ int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off,
 		ret = grist_io_create(GRIST_IO_HTTP, &cfg, &o->sync_io);
 		if (!ret)
 			ret = grist_io_add_remote(o->sync_io, o, &o->sync_slot);
+		if (!ret)
+			/* the object owns its io object: the io's reference back would be a cycle */
+			__atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL);
 		if (ret) {
 			grist_io_destroy(o->sync_io);
 			o->sync_io = NULL;

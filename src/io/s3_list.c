@@ -233,7 +233,8 @@ listed:
 	if (!ret && pages == MAX_PAGES)
 		ret = grist_fail(-EPROTO, "%s: the listing did not end after %d pages", pattern, MAX_PAGES);
 	if (!ret) {
-		qsort(out, nout, sizeof(*out), cmp_str);
+		if (nout)
+			qsort(out, nout, sizeof(*out), cmp_str);
 		*urls = out;
 		*n = nout;
 		out = NULL;
