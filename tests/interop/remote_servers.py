@@ -131,7 +131,8 @@ http {
 class FaultProxy:
     """An HTTP/1.1 proxy on its own thread. Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
-    mode is one of None, "slowdown", "reset", "truncate"; @delay (seconds) applies to all."""
+    mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate";
+    @delay (seconds) applies to all."""
 
     def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0):
         self.upstream = upstream_port
@@ -187,6 +188,13 @@ class FaultProxy:
                             b'<Message>Please reduce your request rate.</Message></Error>')
                     writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %d\r\nContent-Type: application/xml\r\n"
                                  b"Content-Length: %d\r\n\r\n" % (self.retry_after, len(body)) + body)
+                    await writer.drain()
+                    continue
+                if fault == "expired":
+                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code>'
+                            b'<Message>The provided token has expired.</Message></Error>')
+                    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
                     await writer.drain()
                     continue
                 if fault == "reset":

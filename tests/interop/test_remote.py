@@ -100,6 +100,17 @@ def test_glob_and_odd_keys():
     assert rc == 2 and "no object matches" in err, (rc, err)
 
 
+def test_gs_urls():
+    """gs:// through the same signer (the GCS XML API with HMAC keys), pointed at rclone."""
+    os.environ["GRIST_GS_ENDPOINT_URL"] = SERVERS["rclone"].endpoint
+    try:
+        same(["cat", "--hex", "gs://%s/*.ar" % BUCKET], ["cat", "--hex", local("a.ar"), local("b.ar")])
+        a = ["--batch-size", 64, "--seed", 4, "--digest"]
+        same(["load", "gs://%s/b.ar" % BUCKET] + a, ["load", local("b.ar")] + a)
+    finally:
+        os.environ.pop("GRIST_GS_ENDPOINT_URL", None)
+
+
 def test_python_paths():
     """The C API through Python when the package is importable: Reader, data source, Loader."""
     try:
@@ -139,11 +150,13 @@ def with_proxy(mode, every=3, delay=0.0, cause=None):
 
 
 def test_faults_give_identical_bytes():
-    """Delay, 503 SlowDown with Retry-After, resets and truncated bodies: retried, same bytes."""
+    """Delay, 503 SlowDown with Retry-After, resets, truncated bodies and an expired token:
+    retried, the same bytes, and --stats counts the retries by cause."""
     with_proxy(None, delay=0.005)
     with_proxy("slowdown", every=4, cause="slowdown")
     with_proxy("reset", every=5, cause="reset")
     with_proxy("truncate", every=5, cause="short")
+    with_proxy("expired", every=6, cause="token")  # credentials re-read, the request signed again
 
 
 def expect_error(args, words, timeout=30):
@@ -242,7 +255,7 @@ def main():
         except Skip as e:
             print("SKIP all: %s" % e)
             sys.exit(g.EXIT_SKIP)
-        g.main([test_every_command_matches_local, test_glob_and_odd_keys, test_python_paths,
+        g.main([test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
                 test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
                 test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
                 test_http_through_nginx])
