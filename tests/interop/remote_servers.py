@@ -63,11 +63,11 @@ def rclone_binary():
 class Rclone:
     """rclone serve s3 over @root: each top-level folder is a bucket."""
 
-    def __init__(self, root):
+    def __init__(self, root, extra=()):
         self.port = free_port()
         self.proc = subprocess.Popen(
             [rclone_binary(), "serve", "s3", "--auth-key", "%s,%s" % (ACCESS_KEY, SECRET_KEY),
-             "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s", root],
+             "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + list(extra) + [root],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_port(self.port, self.proc, "rclone serve s3")
@@ -211,13 +211,22 @@ class FaultProxy:
                 for line in rhead.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
-                body = await up_r.readexactly(length) if length else b""
+                # stream the body (a client may stop reading a long range early)
+                send = length // 2 if fault == "truncate" and length > 1 else length
+                writer.write(rhead)
+                left = length
+                while left:
+                    piece = await up_r.read(min(left, 1 << 16))
+                    if not piece:
+                        raise asyncio.IncompleteReadError(b"", left)
+                    left -= len(piece)
+                    if send:
+                        writer.write(piece[:send])
+                        send -= min(send, len(piece))
+                        await writer.drain()
                 if fault == "truncate" and length > 1:
-                    writer.write(rhead + body[:length // 2])
-                    await writer.drain()
                     writer.transport.abort()
                     return
-                writer.write(rhead + body)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
             pass
