@@ -360,22 +360,17 @@ static int launch(struct http_io *h)
 		return -ENOMEM;
 	for (i = 0; i < h->npending;) {
 		uint64_t start = h->sorted[i].off, end = start + h->sorted[i].len, seq = h->sorted[i].seq;
-		uint64_t useful = h->sorted[i].len, gaps = 0;
 		size_t j = i + 1;
 
 		/*
-		 * Join a neighbour when the gap is below coalesce_bytes and the gaps read so far stay
-		 * below the bytes wanted: sparse random reads of a large object then stay one GET each
-		 * instead of fetching the whole object, while nearby ones share a round trip.
+		 * Join a neighbour when the gap is below coalesce_bytes: a round trip costs more
+		 * than that many bytes at object-store bandwidths, and a server's requests per
+		 * second, not its bytes, are what runs out first. Never past split_bytes.
 		 */
 		while (j < h->npending && h->sorted[j].file == h->sorted[i].file &&
 		       h->sorted[j].off <= end + h->opt.coalesce_bytes &&
-		       gaps + (h->sorted[j].off > end ? h->sorted[j].off - end : 0) <= useful + h->sorted[j].len &&
 		       (h->sorted[j].off + h->sorted[j].len > end ? h->sorted[j].off + h->sorted[j].len : end) - start <=
 			       h->opt.split_bytes) {
-			if (h->sorted[j].off > end)
-				gaps += h->sorted[j].off - end;
-			useful += h->sorted[j].len;
 			if (h->sorted[j].off + h->sorted[j].len > end)
 				end = h->sorted[j].off + h->sorted[j].len;
 			if (h->sorted[j].seq < seq)
