@@ -37,6 +37,7 @@ struct get {
 	unsigned nsegs, cap;
 	uint64_t due_ns;
 	int state;
+	uint32_t file;   /* the io file slot the GET reads */
 	struct get *next;
 };
 
@@ -341,14 +342,93 @@ static struct get *free_get(struct http_io *h)
 	return NULL;
 }
 
+/* Make room for @n segments in @g. 0 or -ENOMEM. */
+static int get_reserve(struct get *g, unsigned n)
+{
+	void *s, *w;
+
+	if (n <= g->cap)
+		return 0;
+	if (n < 2 * g->cap)
+		n = 2 * g->cap;
+	s = realloc(g->segs, n * sizeof(*g->segs));
+	if (!s)
+		return -ENOMEM;
+	g->segs = s;
+	w = realloc(g->owners, n * sizeof(*g->owners));
+	if (!w)
+		return -ENOMEM;
+	g->owners = w;
+	g->cap = n;
+	g->x.segs = g->segs;
+	return 0;
+}
+
+/*
+ * Let waiting pieces ride on GETs already out whose body has not reached them yet:
+ * with reads a few units apart landing in one region (chunk windows, dense batches), a
+ * piece would otherwise fetch bytes another GET is about to bring anyway. Body bytes
+ * reach the segments only inside curl_multi_socket_action on this thread, so adding a
+ * segment past the body's current position is safe; a retried GET brings it again.
+ */
+static int ride(struct http_io *h)
+{
+	size_t i, kept = 0;
+	int ret = 0;
+
+	if (!h->active && !h->waiting)
+		return 0;
+	for (i = 0; i < h->npending; i++) {
+		struct piece *p = &h->pending[i];
+		struct get *g = NULL;
+		unsigned k, at, low;
+
+		for (k = 0; !ret && k < h->ngets; k++) {
+			struct get *c = &h->gets[k];
+			uint64_t next;
+
+			if ((c->state != GET_ACTIVE && c->state != GET_WAITING) || c->file != p->file)
+				continue;
+			next = c->state == GET_ACTIVE && c->x.body_started ? c->x.base + c->x.got : c->x.off;
+			if (c->state == GET_ACTIVE && c->x.body_started && (c->x.status < 200 || c->x.status > 299))
+				continue; /* an error answer: this attempt brings no bytes */
+			if (p->off >= next && p->off + p->len <= c->x.off + c->x.len) {
+				g = c;
+				break;
+			}
+		}
+		if (g && get_reserve(g, g->nsegs + 1))
+			ret = -ENOMEM;
+		if (!g || ret) {
+			h->pending[kept++] = *p;
+			continue;
+		}
+		/* keep the segments sorted by offset: the new one goes after every one that starts before it */
+		low = g->state == GET_ACTIVE ? g->x.seg_at : 0; /* a waiting GET starts its body over */
+		for (at = g->nsegs; at > low && g->segs[at - 1].off > p->off; at--) {
+			g->segs[at] = g->segs[at - 1];
+			g->owners[at] = g->owners[at - 1];
+		}
+		g->segs[at] = (struct grist_remote_seg){ p->off, p->len, p->buf };
+		g->owners[at] = p->req;
+		g->nsegs++;
+		g->x.nsegs = g->nsegs;
+	}
+	h->npending = kept;
+	return ret;
+}
+
 /* Turn waiting pieces into GETs while slots are free. */
 static int launch(struct http_io *h)
 {
 	unsigned slots = h->ngets - h->active - h->waiting;
 	struct group *groups = NULL;
 	size_t i, ngroups = 0, k, kept;
-	int ret = 0;
+	int ret = ride(h);
 
+	if (ret)
+		return ret;
+	slots = h->ngets - h->active - h->waiting;
 	if (!h->npending || !slots)
 		return 0;
 	if (grist_array_reserve((void **)&h->sorted, &h->sorted_cap, h->npending, sizeof(*h->sorted)))
@@ -389,18 +469,9 @@ static int launch(struct http_io *h)
 
 		if (!g)
 			break;
-		if (gr->n > g->cap) {
-			void *s = realloc(g->segs, gr->n * sizeof(*g->segs)), *w;
-
-			if (s)
-				g->segs = s;
-			w = s ? realloc(g->owners, gr->n * sizeof(*g->owners)) : NULL;
-			if (!w) {
-				ret = -ENOMEM;
-				break;
-			}
-			g->owners = w;
-			g->cap = (unsigned)gr->n;
+		if (get_reserve(g, (unsigned)gr->n)) {
+			ret = -ENOMEM;
+			break;
 		}
 		for (i = 0; i < gr->n; i++) {
 			const struct piece *p = &h->sorted[gr->first + i];
@@ -413,6 +484,7 @@ static int launch(struct http_io *h)
 		for (i = 0; i < gr->n; i++)
 			h->sorted[gr->first + i].req = NULL; /* taken */
 		g->nsegs = (unsigned)gr->n;
+		g->file = h->sorted[gr->first].file;
 		g->x.attempt = 0;
 		g->x.obj = o;
 		g->x.u = &o->u;
