@@ -233,8 +233,15 @@ static void read_local(struct grist_io *io, struct grist_io_req *r)
 static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
 {
 	struct http_io *h = to_http(io);
+	size_t need = h->npending;
 	unsigned i;
 
+	/* room for every piece first: a failed submit must leave nothing queued */
+	for (i = 0; i < n; i++)
+		if (io->files[reqs[i]->file].remote)
+			need += (avail(h, reqs[i]) + h->opt.split_bytes - 1) / h->opt.split_bytes;
+	if (grist_array_reserve((void **)&h->pending, &h->pending_cap, need, sizeof(*h->pending)))
+		return -ENOMEM;
 	for (i = 0; i < n; i++) {
 		struct grist_io_req *r = reqs[i];
 		uint64_t a, k;
@@ -250,11 +257,8 @@ static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 			continue;
 		}
 		for (k = 0; k < a; k += h->opt.split_bytes) {
-			struct piece *p;
+			struct piece *p = &h->pending[h->npending++];
 
-			if (grist_array_reserve((void **)&h->pending, &h->pending_cap, h->npending + 1, sizeof(*p)))
-				return -ENOMEM;
-			p = &h->pending[h->npending++];
 			p->req = r;
 			p->off = r->offset + k;
 			p->len = a - k < h->opt.split_bytes ? a - k : h->opt.split_bytes;
