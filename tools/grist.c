@@ -34,7 +34,10 @@ static void usage(FILE *out)
 		     "commands:\n", grist_version());
 	for (i = 0; commands[i].name; i++)
 		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nRun 'grist <command> --help' for a command's options.\n"
+	fprintf(out, "\nA FILE may be an s3://, gs:// or http(s):// URL (s3:// and gs:// globs are listed);\n"
+		     "any command takes --remote OPTS, e.g. timeout_ms:5000,retries:3,inflight:32,coalesce:1M\n"
+		     "(see include/grist/remote.h).\n"
+		     "\nRun 'grist <command> --help' for a command's options.\n"
 		     "Exit status: 0 ok, 1 data or I/O error, 2 usage error.\n");
 }
 
