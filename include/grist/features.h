@@ -129,9 +129,13 @@ enum grist_dtype {
  * (grayscale), 2 (gray+alpha, PNG only), 3 (RGB) or 4 (RGBA, PNG only) and must be
  * the image's own channel count: a PNG palette counts as 3, or 4 with a tRNS chunk;
  * no silent conversion between gray and color. 8-bit samples only: a 16-bit PNG
- * fails with -ENOTSUP. The image header is checked against the shape before a byte
- * of the row is written. JPEG decodes with TurboJPEG's default (accurate) IDCT and
- * fancy upsampling, as PIL and TensorFlow do.
+ * fails with -ENOTSUP, as do PNGs of 1, 2 or 4-bit gray and CMYK JPEGs. The image
+ * header is checked against the shape before a byte of the row is written. JPEG
+ * decodes with TurboJPEG's default (accurate) IDCT and fancy upsampling, as PIL and
+ * OpenCV do (the golden tests find all three equal to the level), and a libjpeg
+ * warning (a truncated or damaged stream, which libjpeg would fill with gray) is an
+ * error. PNG chunk CRCs and the zlib checksum are checked. Interlaced PNGs decode
+ * (libspng de-interlaces) but no golden image covers them yet.
  */
 enum grist_decode {
 	GRIST_DECODE_VALUES = 0,
