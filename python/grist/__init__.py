@@ -8,6 +8,7 @@ the C engine in pinned memory and handed to Python without a copy.
 import glob as _glob
 import os as _os
 import threading as _threading
+from typing import TYPE_CHECKING
 
 from . import _grist
 from ._grist import Batch, Error
@@ -17,6 +18,12 @@ __version__ = _grist.__version__
 __all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error", "convert"]
 
 _GLOB_CHARS = frozenset("*?[")
+
+if TYPE_CHECKING:  # names for the annotations only
+    import os
+    from typing import Callable, Sequence, Union
+
+    _Paths = Union[str, bytes, "os.PathLike[str]", Sequence[Union[str, bytes, "os.PathLike[str]"]]]
 
 
 def _expand(paths):
@@ -42,7 +49,9 @@ def _expand(paths):
     return out
 
 
-def convert(inputs, output, *, format=None, options="", shards=None, check=True, progress=None):
+def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str | None" = None,
+            options: str = "", shards: "int | None" = None, check: bool = True,
+            progress: "Callable[[dict], object] | None" = None) -> "list[str]":
     """Convert TFRecord, text lines, folders or ArrayRecord files into ArrayRecord: `grist convert`.
 
     inputs is a path, a glob pattern or a list of them, read in order (a folder is one record
