@@ -387,8 +387,9 @@ GRIST_API int grist_features_decode_batch(const struct grist_features_decoder *d
  * feature @i over @n rows: n x column.bytes for NONE and PAD features, the sum of the
  * rows' values for RAGGED ones.
  * @rows, @offsets: the batch: offsets NULL for rows of row_bytes() back to back (a
- *            FIXED batch), else the start of each row (a RAGGED loader batch's offsets,
- *            or decode_batch's).
+ *            FIXED batch), else @n + 1 entries, row i being [offsets[i], offsets[i + 1])
+ *            (a RAGGED loader batch's offsets, or decode_batch's); a ragged spec needs
+ *            them.
  * Return: 0 or -EINVAL (@i out of range) / -EBADMSG (a ragged row that is not one
  * this spec wrote).
  */
@@ -398,7 +399,7 @@ GRIST_API int grist_features_gather_bytes(const struct grist_features *f, size_t
 /**
  * grist_features_gather() - copy feature @i of @n rows into one array.
  * @values:   @cap bytes: the rows' values back to back (for RAGGED features, each
- *            record's values in C order, concatenated).
+ *            record's values in C order, concatenated); NULL with @cap 0 to get only @dims.
  * @dims:     NULL, or n x ndim int64: each record's real shape (row i's at i x ndim);
  *            for a RAGGED feature with one -1 dimension, that dimension's entries are
  *            the row lengths.

@@ -1258,6 +1258,46 @@ static void test_loader_rows(void **state)
 	free(one);
 	free(two);
 
+	/* a checkpoint taken with one spec is refused with another: the map id is the spec's */
+	{
+		struct grist_features *fa = mnist_spec(), *fb = spec_new();
+		struct grist_dataset_spec ds = { .paths = paths, .num_paths = 2 };
+		struct grist_features_decoder *da;
+		struct grist_loader_config cfg = { 0 };
+		struct grist_loader *l;
+		struct grist_batch *b;
+		uint8_t st[GRIST_STATE_MAX];
+		size_t st_len;
+
+		set(fb, add(fb, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 3, (int64_t)28, (int64_t)28, (int64_t)1),
+		    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+		add(fb, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT32, 0);
+		assert_int_equal(grist_features_finish(fb), 0);
+		assert_int_equal(grist_features_decoder_create(fa, &ds, 1, &da), 0);
+		cfg.datasets = &ds;
+		cfg.num_datasets = 1;
+		cfg.batch_size = 16;
+		cfg.layout = GRIST_LAYOUT_FIXED;
+		cfg.record_bytes = grist_features_row_bytes(fa);
+		cfg.map = grist_features_map;
+		cfg.map_ctx = da;
+		cfg.map_id = grist_features_id(fa);
+		assert_int_equal(grist_loader_create(&cfg, &l), 0);
+		assert_int_equal(grist_loader_next(l, &b), 0);
+		grist_loader_release(l, b);
+		assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &st_len), 0);
+		grist_loader_destroy(l);
+		cfg.resume_state = st;
+		cfg.resume_state_len = st_len;
+		assert_int_equal(grist_loader_create(&cfg, &l), 0); /* the same spec resumes */
+		grist_loader_destroy(l);
+		cfg.map_id = grist_features_id(fb);
+		assert_int_equal(grist_loader_create(&cfg, &l), -ESTALE);
+		grist_features_decoder_destroy(da);
+		grist_features_destroy(fa);
+		grist_features_destroy(fb);
+	}
+
 	/* a bad record stops the loader with an error naming its file, record and feature */
 	write_mnist_file(bpath, 37, 50, 5);
 	one = run_loader(paths, 2, 2, &n1, &err);
