@@ -24,6 +24,8 @@ MANIFEST.txt says what each record holds, as the oracles read it:
                                              array's little-endian bytes
   image FILE H W C RAW                       the pixels as PIL decodes them (RAW, HWC)
   image FILE unsupported                     an image grist refuses (16-bit, 1-bit)
+  cast RECORD KEY DTYPE N HEX                the record's values (one float_list or int64_list)
+                                             cast to DTYPE by numpy's astype, as TFDS casts them
   jpeg_tolerance N                           the largest difference between PIL's and
                                              OpenCV's decode of the JPEGs here
   absent RECORD KEY                          a key the record does not hold
@@ -127,6 +129,26 @@ def varint(v):
 def ld(field, body):
     """A length-delimited field."""
     return varint(field << 3 | 2) + varint(len(body)) + body
+
+
+def interlaced_png(rgb):
+    """An Adam7-interlaced 8-bit RGB PNG (PIL and OpenCV write none; PIL reads them)."""
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    h, w, _ = rgb.shape
+    raw = bytearray()
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+                           (0, 1, 1, 2)):
+        sub = rgb[y0::dy, x0::dx]
+        if sub.shape[0] and sub.shape[1]:
+            for row in sub:
+                raw += b"\0" + row.tobytes()
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(bytes(raw))) +
+            chunk(b"IEND", b""))
 
 
 def entry(key, feature):
@@ -258,6 +280,20 @@ def main():
         ex.ParseFromString(data)
         manifest += [f"absent {name} {k}" for k in "ab" if k not in ex.features.feature]
 
+    # --- narrowing and float16 rounding, against numpy's astype
+    specials = np.array([0, 1, -1, 0.1, 1 / 3, 65504, 65505, 65519, 65520, 1e6, -1e6, 6e-5, 6.1e-5, 5.96e-8, 2.98e-8,
+                         2.99e-8, 1e-9, 2049, 2051, 4097, -0.0, np.inf, -np.inf, np.nan, 1.00048828125,
+                         1.0009765625, 1.00146484375], np.float32)
+    ints = np.array([0, 1, -1, 127, 128, 255, 256, -128, -129, 32767, 32768, 65535, 65536, 2**31 - 1, 2**31,
+                     2**32 - 1, 2**32, -2**31 - 1, 2**62, -2**63], np.int64)
+    cast = pb({"f": ("float_list", specials.tolist()), "i": ("int64_list", ints.tolist())})
+    write("cast.pb", cast)
+    with np.errstate(all="ignore"):
+        for dt in ("float16", "float32", "float64"):
+            manifest.append(f"cast cast.pb f {dt} {len(specials)} {specials.astype(dt).tobytes().hex()}")
+        for dt in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"):
+            manifest.append(f"cast cast.pb i {dt} {len(ints)} {ints.astype(dt).tobytes().hex()}")
+
     # --- images: PIL writes and decodes them; OpenCV checks the JPEG tolerance
     def image_case(name, data, mode=None):
         write(name, data)
@@ -277,6 +313,7 @@ def main():
     image_case("rgb.png", png_bytes(Image.fromarray(rgb, "RGB")))
     image_case("rgba.png", png_bytes(Image.fromarray(rgba, "RGBA")))
     image_case("rgb-cv2.png", cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes())
+    image_case("interlaced.png", interlaced_png(rgb))
     pal = Image.fromarray(rgb, "RGB").quantize(colors=16)
     image_case("palette.png", png_bytes(pal), "RGB")
     pal_t = pal.copy()

@@ -472,6 +472,66 @@ static void test_tfds_typed_padded(void **state)
 	check_typed(true);
 }
 
+static enum grist_dtype dtype_named(const char *name)
+{
+	for (int t = GRIST_DTYPE_UINT8; t <= GRIST_DTYPE_BOOL; t++)
+		if (!strcmp(dtype_np((enum grist_dtype)t), name))
+			return (enum grist_dtype)t;
+	fail_msg("unknown dtype %s", name);
+	return GRIST_DTYPE_UINT8;
+}
+
+/* Narrowing (two's complement, bool as != 0) and float16 rounding, byte for byte as numpy's astype. */
+static void test_casts(void **state)
+{
+	int checked = 0;
+
+	(void)state;
+	for (int k = 0; k < num_lines; k++) {
+		struct line *l = &lines[k];
+		struct grist_features *f;
+		struct grist_features_decoder *d;
+		enum grist_dtype t;
+		uint8_t *rec, *row, *want;
+		size_t len, row_len, wl;
+		int64_t n;
+		int ret;
+
+		if (strcmp(l->tok[0], "cast"))
+			continue;
+		t = dtype_named(l->tok[3]);
+		n = atoll(l->tok[4]);
+		f = spec_new();
+		add(f, l->tok[2], !strcmp(l->tok[2], "f") ? GRIST_WIRE_FLOAT : GRIST_WIRE_INT64, t, 1, n);
+		d = decoder(f);
+		rec = read_rec(l->tok[1], &len);
+		row = decode1(d, rec, len, &row_len, &ret);
+		assert_int_equal(ret, 0);
+		want = malloc(strlen(l->tok[5]) / 2 + 1);
+		wl = unhex(l->tok[5], want, strlen(l->tok[5]) / 2 + 1);
+		{
+			struct grist_feature_column c;
+
+			grist_feature_column_init(&c);
+			assert_int_equal(grist_feature_column(f, 0, &c), 0);
+			assert_int_equal(wl, (size_t)n * c.elem_bytes);
+		}
+		for (int64_t j = 0; j < n; j++) {
+			size_t e = wl / (size_t)n;
+
+			if (memcmp(row + (size_t)j * e, want + (size_t)j * e, e))
+				fail_msg("%s as %s, value %" PRId64 ": differs from numpy", l->tok[2], l->tok[3], j);
+		}
+		free(want);
+		free(row);
+		free(rec);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		checked++;
+	}
+	assert_int_equal(checked, 12);
+}
+
 /* The fixed row of MNIST: image at 0, label after it, and the pixels TFDS decodes. */
 static void test_mnist_layout(void **state)
 {
@@ -694,7 +754,7 @@ static void test_images(void **state)
 		free(rec);
 		free(img);
 	}
-	assert_int_equal(checked, 11);
+	assert_int_equal(checked, 12);
 	assert_int_equal(refused, 2);
 	grist_example_encoder_destroy(e);
 }
@@ -1392,6 +1452,7 @@ int main(void)
 		cmocka_unit_test(test_tfds_typed_ragged),
 		cmocka_unit_test(test_tfds_typed_padded),
 		cmocka_unit_test(test_mnist_layout),
+		cmocka_unit_test(test_casts),
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_encoder_matches_protobuf),
 		cmocka_unit_test(test_bad_specs),
