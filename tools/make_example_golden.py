@@ -22,8 +22,9 @@ MANIFEST.txt says what each record holds, as the oracles read it:
                                              bits, bytes hex ('-' for empty)
   tfds RECORD KEY DTYPE NDIM D... HEX        TFDS's deserialize_example_np decode: the
                                              array's little-endian bytes
-  image FILE H W C RAW                       the pixels as PIL decodes them (RAW, HWC)
-  image FILE unsupported                     an image grist refuses (16-bit, 1-bit)
+  image FILE H W C RAW [uint16]              the pixels as PIL decodes them (RAW, HWC; 16-bit
+                                             color as OpenCV decodes it, PIL cannot)
+  image FILE unsupported                     an image grist refuses (1-bit)
   cast RECORD KEY DTYPE N HEX                the record's values (one float_list or int64_list)
                                              cast to DTYPE by numpy's astype, as TFDS casts them
   jpeg_tolerance N                           the largest difference between PIL's and
@@ -332,8 +333,17 @@ def main():
         cv = cv[:, :, None] if cv.ndim == 2 else cv[:, :, ::-1]
         tol = max(tol, int(np.abs(cv.astype(int) - px.astype(int)).max()))
     manifest.append(f"jpeg_tolerance {tol}")
-    write("gray16.png", cv2.imencode(".png", (gray.astype(np.uint16) * 257))[1].tobytes())
-    manifest.append("image gray16.png unsupported")
+    # 16-bit PNGs (TFDS's Image(dtype=uint16)): PIL reads 16-bit gray, OpenCV (TFDS's decoder) 16-bit color
+    gray16 = gray.astype(np.uint16) * 257 + np.arange(37, dtype=np.uint16)
+    g16 = cv2.imencode(".png", gray16)[1].tobytes()
+    write("gray16.png", g16)
+    write("gray16.png.raw", np.asarray(Image.open(io.BytesIO(g16))).astype(np.uint16).tobytes())
+    manifest.append("image gray16.png 23 37 1 gray16.png.raw uint16")
+    rgb16 = rgb.astype(np.uint16) * 251 + 3
+    c16 = cv2.imencode(".png", rgb16[:, :, ::-1])[1].tobytes()
+    write("rgb16.png", c16)
+    write("rgb16.png.raw", cv2.imdecode(np.frombuffer(c16, np.uint8), cv2.IMREAD_UNCHANGED)[:, :, ::-1].tobytes())
+    manifest.append("image rgb16.png 23 37 3 rgb16.png.raw uint16")
     write("bilevel.png", png_bytes(Image.fromarray(gray > 128)))
     manifest.append("image bilevel.png unsupported")
 

@@ -121,15 +121,17 @@ enum grist_dtype {
  * GRIST_DECODE_RAW     bytes_list holding one value: the little-endian bytes of a dense
  *                      array of the column's dtype and shape (TFDS's Tensor with
  *                      encoding=bytes). Its length must be a whole number of elements.
- * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded with libspng into uint8 (H, W, C).
+ * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded with libspng into uint8 (H, W, C),
+ *                      or uint16 for a 16-bit PNG (TFDS's Image(dtype=uint16)), host-endian.
  * GRIST_DECODE_JPEG    ... one JPEG, decoded with libjpeg-turbo (TurboJPEG) into uint8 (H, W, C).
  * GRIST_DECODE_IMAGE   ... one PNG or JPEG, told by its first bytes.
  *
  * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), C is 1
  * (grayscale), 2 (gray+alpha, PNG only), 3 (RGB) or 4 (RGBA, PNG only) and must be
  * the image's own channel count: a PNG palette counts as 3, or 4 with a tRNS chunk;
- * no silent conversion between gray and color. 8-bit samples only: a 16-bit PNG
- * fails with -ENOTSUP, as do PNGs of 1, 2 or 4-bit gray and CMYK JPEGs. The image
+ * no silent conversion between gray and color. The sample width must be the dtype's
+ * (-EBADMSG otherwise): 8-bit into uint8, 16-bit PNG into uint16. PNGs of 1, 2 or 4-bit
+ * gray and CMYK JPEGs fail with -ENOTSUP. The image
  * header is checked against the shape before a byte of the row is written. JPEG
  * decodes with TurboJPEG's default (accurate) IDCT and fancy upsampling, as PIL and
  * OpenCV do (the golden tests find all three equal to the level), and a libjpeg

@@ -205,18 +205,23 @@ static int decode_image(const struct gf_feature *ft, struct place *pl, const uin
 					  dims[1], dims[2], ft->varlen == GRIST_VARLEN_NONE ? "" : "at most ", want);
 		}
 	}
+	if (img.sample_bytes != ft->elem_bytes) {
+		gf_image_close(&img);
+		return grist_fail(-EBADMSG, "feature '%s': the image has %u-bit samples, the spec says %s", ft->key,
+				  8 * img.sample_bytes, ft->elem_bytes == 1 ? "uint8" : "uint16");
+	}
 	put_dims(ft, pl->row, dims);
-	bytes = (size_t)(dims[0] * dims[1] * dims[2]);
+	bytes = (size_t)(dims[0] * dims[1] * dims[2]) * ft->elem_bytes;
 	if (ft->varlen == GRIST_VARLEN_RAGGED) {
 		ret = reserve_ragged(ft, pl, bytes, &dst);
 		if (ret) {
 			gf_image_close(&img);
 			return ret;
 		}
-		pitch = (size_t)(dims[1] * dims[2]);
+		pitch = (size_t)(dims[1] * dims[2]) * ft->elem_bytes;
 	} else {
 		dst = pl->row + ft->offset;
-		pitch = (size_t)(ft->row_shape[1] * ft->row_shape[2]);
+		pitch = (size_t)(ft->row_shape[1] * ft->row_shape[2]) * ft->elem_bytes;
 		if (ft->varlen == GRIST_VARLEN_PAD && bytes != ft->bytes)
 			fill(dst, ft, 0, ft->bytes);
 	}

@@ -84,6 +84,7 @@ int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum
 struct gf_image {
 	enum grist_decode kind; /* PNG or JPEG */
 	uint32_t width, height, channels;
+	uint32_t sample_bytes;  /* 1, or 2 for a 16-bit PNG (decoded host-endian) */
 	const uint8_t *p;
 	size_t len;
 	void *spng;             /* spng_ctx, PNG only */

@@ -594,12 +594,14 @@ static uint8_t *image_record(struct grist_example_encoder *e, const uint8_t *img
 	return copy;
 }
 
+static enum grist_dtype image_dtype = GRIST_DTYPE_UINT8;
+
 static struct grist_features_decoder *image_decoder(enum grist_decode kind, int64_t h, int64_t w, int64_t c,
 						    enum grist_varlen vl, const int64_t *max)
 {
 	struct grist_features *f = spec_new();
 	struct grist_features_decoder *d;
-	int i = add(f, "img", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 3, h, w, c);
+	int i = add(f, "img", GRIST_WIRE_BYTES, image_dtype, 3, h, w, c);
 
 	set(f, i, GRIST_FEATURE_DECODE, kind);
 	set(f, i, GRIST_FEATURE_VARLEN, vl);
@@ -629,6 +631,7 @@ static void test_images(void **state)
 		uint8_t *img, *rec, *row, *want;
 		size_t len, rlen, row_len, wlen;
 		int64_t h, w, c;
+		size_t es;
 		bool jpeg;
 		int ret, maxdiff = 0;
 
@@ -638,6 +641,7 @@ static void test_images(void **state)
 		rec = image_record(e, img, len, &rlen);
 		jpeg = strstr(l->tok[1], ".jpg") != NULL;
 		if (!strcmp(l->tok[2], "unsupported")) {
+			image_dtype = GRIST_DTYPE_UINT8;
 			d = image_decoder(GRIST_DECODE_IMAGE, 23, 37, 1, GRIST_VARLEN_NONE, NULL);
 			row = decode1(d, rec, rlen, &row_len, &ret);
 			assert_int_equal(ret, -ENOTSUP);
@@ -652,10 +656,12 @@ static void test_images(void **state)
 		h = atoll(l->tok[2]);
 		w = atoll(l->tok[3]);
 		c = atoll(l->tok[4]);
+		es = l->n > 6 && !strcmp(l->tok[6], "uint16") ? 2 : 1;
+		image_dtype = es == 2 ? GRIST_DTYPE_UINT16 : GRIST_DTYPE_UINT8;
 		want = read_rec(l->tok[5], &wlen);
-		assert_int_equal(wlen, (size_t)(h * w * c));
+		assert_int_equal(wlen, (size_t)(h * w * c) * es);
 
-		/* exact shape, told by kind and by magic */
+		/* exact shape, told by kind and by magic (PNG exact, JPEG within what PIL and OpenCV differ by) */
 		for (int auto_kind = 0; auto_kind < 2; auto_kind++) {
 			d = image_decoder(auto_kind ? GRIST_DECODE_IMAGE : jpeg ? GRIST_DECODE_JPEG : GRIST_DECODE_PNG, h, w,
 					  c, GRIST_VARLEN_NONE, NULL);
@@ -680,12 +686,15 @@ static void test_images(void **state)
 		assert_int_equal(ret, 0);
 		for (int64_t y = 0; y < 30; y++)
 			for (int64_t x = 0; x < 40 * c; x++) {
-				uint8_t got = row[y * 40 * c + x];
+				unsigned got = 0, exp = 0;
 
-				if (y < h && x < w * c)
-					assert_true(abs((int)got - want[(y * w * c) + x]) <= (jpeg ? tolerance : 0));
-				else
+				memcpy(&got, row + (size_t)(y * 40 * c + x) * es, es);
+				if (y < h && x < w * c) {
+					memcpy(&exp, want + (size_t)(y * w * c + x) * es, es);
+					assert_true(abs((int)got - (int)exp) <= (jpeg ? tolerance : 0));
+				} else {
 					assert_int_equal(got, 7);
+				}
 			}
 		{
 			int64_t dims[3];
@@ -717,7 +726,20 @@ static void test_images(void **state)
 		assert_int_equal(ret, -EMSGSIZE);
 		free(row);
 		grist_features_decoder_destroy(d);
+		/* the other sample width */
+		if (!jpeg) {
+			image_dtype = es == 2 ? GRIST_DTYPE_UINT8 : GRIST_DTYPE_UINT16;
+			d = image_decoder(GRIST_DECODE_PNG, h, w, c, GRIST_VARLEN_NONE, NULL);
+			row = decode1(d, rec, rlen, &row_len, &ret);
+			assert_int_equal(ret, -EBADMSG);
+			assert_non_null(strstr(grist_last_error(), es == 2 ? "16-bit samples" : "8-bit samples"));
+			free(row);
+			grist_features_decoder_destroy(d);
+			image_dtype = es == 2 ? GRIST_DTYPE_UINT16 : GRIST_DTYPE_UINT8;
+		}
 		/* the other format asked for */
+		if (es == 2)
+			goto damaged;
 		d = image_decoder(jpeg ? GRIST_DECODE_PNG : GRIST_DECODE_JPEG, h, w, c == 1 || c == 3 ? c : 3,
 				  GRIST_VARLEN_NONE, NULL);
 		row = decode1(d, rec, rlen, &row_len, &ret);
@@ -726,6 +748,7 @@ static void test_images(void **state)
 		free(row);
 		grist_features_decoder_destroy(d);
 
+damaged:
 		/* damaged: cut short, and a flipped byte in the middle */
 		for (int cut = 0; cut < 2; cut++) {
 			uint8_t *bad = malloc(len), *brec;
@@ -754,8 +777,9 @@ static void test_images(void **state)
 		free(rec);
 		free(img);
 	}
-	assert_int_equal(checked, 12);
-	assert_int_equal(refused, 2);
+	assert_int_equal(checked, 14);
+	assert_int_equal(refused, 1);
+	image_dtype = GRIST_DTYPE_UINT8;
 	grist_example_encoder_destroy(e);
 }
 
@@ -901,11 +925,13 @@ static void test_bad_specs(void **state)
 	assert_int_equal(grist_features_add(f, "late", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0), -EINVAL);
 	grist_features_destroy(f);
 
-	f = spec_new(); /* an image that is not uint8 HWC */
-	set(f, add(f, "im", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT16, 3, (int64_t)2, (int64_t)2, (int64_t)1),
-	    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
-	assert_int_equal(grist_features_finish(f), -EINVAL);
-	grist_features_destroy(f);
+	for (int k = 0; k < 3; k++) { /* images are uint8 HWC, or uint16 for PNG */
+		f = spec_new();
+		set(f, add(f, "im", GRIST_WIRE_BYTES, k == 0 ? GRIST_DTYPE_INT16 : GRIST_DTYPE_UINT16, k == 2 ? 2 : 3,
+			   (int64_t)2, (int64_t)2, (int64_t)1), GRIST_FEATURE_DECODE, k == 1 ? GRIST_DECODE_JPEG : GRIST_DECODE_PNG);
+		assert_int_equal(grist_features_finish(f), -EINVAL);
+		grist_features_destroy(f);
+	}
 	f = spec_new(); /* two varying dims of plain values cannot be told apart */
 	i = add(f, "m", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, 2, (int64_t)-1, (int64_t)-1);
 	set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
