@@ -33,11 +33,15 @@
  *                        grist_features_gather() turns a batch of such rows into
  *                        one values array plus the per-record dims.
  *
- * Parsing follows protobuf's semantics for tf.train.Example exactly: fields in any
- * order, unknown fields skipped, packed and unpacked repeated values, a key given
- * twice takes its last value (as a map does), a Feature's list given twice is merged
- * (as protobuf merges a repeated message field). No record is copied and no protobuf
- * runtime runs. Every length is checked against the bytes that hold it.
+ * Parsing follows protobuf's semantics for tf.train.Example: fields in any order,
+ * unknown fields skipped, packed and unpacked repeated values, a key given twice takes
+ * its last value (as a map does), a Feature's list given twice is merged (as protobuf
+ * merges a message field), a oneof keeps the kind set last. Where protobuf's
+ * implementations differ, grist reads as protobuf's Python parser (upb, what TFDS
+ * decodes with) does: a map entry holding an unknown field is dropped whole. The
+ * tests check all of these against protobuf's ParseFromString. No record is copied
+ * and no protobuf runtime runs. Every length is checked against the bytes that hold it;
+ * entries whose keys the spec does not ask for are skipped by length, unparsed.
  *
  * Errors. A record that does not match the spec (a missing key, another list kind,
  * another number of values, an image that does not decode or has another shape, a
