@@ -69,6 +69,12 @@ static tjhandle tj_handle(void)
 	return h;
 }
 
+/*
+ * A libspng context per image: 0.7 has no way to reset one for the next image (its
+ * zlib stream and chunk state live inside), so unlike TurboJPEG's it cannot be kept per
+ * thread. Creating and freeing one (malloc, free, spng_ctx_free) took about 4% of the
+ * samples in `perf record` of bench_features on 28x28 PNGs.
+ */
 static int png_open(struct gf_image *img)
 {
 	struct spng_ihdr ihdr;
