@@ -7,6 +7,8 @@ Every record is serialized by a peer, never by grist:
   - typed-N.pb: one record per TFDS feature type (Image png/jpeg, ClassLabel, Tensor of
     every dtype with fixed and None dims, Tensor with encoding=bytes, Scalar, Text,
     nested FeaturesDict, Sequence), serialized by TFDS;
+  - texts-N.pb: lists of strings (Sequence(Text), a string Tensor of shape (2,), a
+    Sequence of a dict holding Text), serialized by TFDS;
   - wire-*.pb: records that exercise protobuf's parsing rules (unpacked values, packed
     and unpacked mixed, a key given twice, a Feature's value given twice, a oneof that
     changes kind, unknown fields at every level, Features given twice, a key field
@@ -22,6 +24,7 @@ MANIFEST.txt says what each record holds, as the oracles read it:
                                              bits, bytes hex ('-' for empty)
   tfds RECORD KEY DTYPE NDIM D... HEX        TFDS's deserialize_example_np decode: the
                                              array's little-endian bytes
+  strings RECORD KEY N HEX...                ... of a list of strings (hex, '-' for empty)
   image FILE H W C RAW [uint16]              the pixels as PIL decodes them (RAW, HWC; 16-bit
                                              color as OpenCV decodes it, PIL cannot)
   image FILE unsupported                     an image grist refuses (1-bit)
@@ -78,6 +81,10 @@ def tfds_lines(name, decoded, prefix=""):
             continue
         if isinstance(v, bytes):
             out.append(f"tfds {name} {prefix}{key} bytes 1 {len(v)} {hexb(v)}")
+            continue
+        if (isinstance(v, list) and v and all(isinstance(x, bytes) for x in v)) or \
+                (isinstance(v, np.ndarray) and v.dtype == object):
+            out.append(f"strings {name} {prefix}{key} {len(v)} {' '.join(hexb(x) for x in v)}".rstrip())
             continue
         a = np.asarray(v)
         if a.dtype == object:
@@ -238,6 +245,21 @@ def main():
         write_det(name, data)
         manifest += wire_lines(name, data, example_pb2)
         manifest += tfds_lines(name, typed.deserialize_example_np(data))
+
+    # --- lists of strings, serialized and decoded by TFDS
+    texts = F.FeaturesDict({"tags": F.Sequence(F.Text()), "names": F.Tensor(shape=(2,), dtype=np.str_),
+                            "answers": F.Sequence({"text": F.Text(), "start": F.Scalar(dtype=np.int32)})})
+    for i, ex in enumerate([
+        {"tags": ["a", "", "héllo"], "names": ["x", "yz"], "answers": [{"text": "t1", "start": 3},
+                                                                       {"text": "", "start": 0}]},
+        {"tags": [], "names": ["", "long " * 20], "answers": []},
+        {"tags": ["only"], "names": ["p", "q"], "answers": [{"text": "☃", "start": -1}]},
+    ]):
+        name = f"texts-{i}.pb"
+        data = texts.serialize_example(ex)
+        write(name, data)
+        manifest += wire_lines(name, data, example_pb2)
+        manifest += tfds_lines(name, texts.deserialize_example_np(data))
 
     # --- protobuf's parsing rules
     def pb(feats):

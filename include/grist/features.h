@@ -129,6 +129,12 @@ enum grist_dtype {
  *                      or uint16 for a 16-bit PNG (TFDS's Image(dtype=uint16)), host-endian.
  * GRIST_DECODE_JPEG    ... one JPEG, decoded with libjpeg-turbo (TurboJPEG) into uint8 (H, W, C).
  * GRIST_DECODE_IMAGE   ... one PNG or JPEG, told by its first bytes.
+ * GRIST_DECODE_STRINGS bytes_list of any number of values, each a string (TFDS's
+ *                      Sequence(Text) and string Tensors of shape (N,) or (None,)): the
+ *                      shape (N,) or (-1,) counts strings, the dtype is uint8, and the
+ *                      feature must be GRIST_VARLEN_RAGGED (strings vary in bytes).
+ *                      gather() gives the strings' bytes back to back and dims their count
+ *                      per record; grist_features_gather_lengths() each string's length.
  *
  * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), C is 1
  * (grayscale), 2 (gray+alpha, PNG only), 3 (RGB) or 4 (RGBA, PNG only) and must be
@@ -140,7 +146,8 @@ enum grist_dtype {
  * decodes with TurboJPEG's default (accurate) IDCT and fancy upsampling, as PIL and
  * OpenCV do (the golden tests find all three equal to the level), and a libjpeg
  * warning (a truncated or damaged stream, which libjpeg would fill with gray) is an
- * error. PNG chunk CRCs and the zlib checksum are checked. Interlaced PNGs decode
+ * error. A PNG's zlib checksum and the CRCs of the chunks up to its image data are
+ * checked (what follows the image data, IEND included, is not read). Interlaced PNGs decode
  * (libspng de-interlaces) but no golden image covers them yet.
  */
 enum grist_decode {
@@ -150,6 +157,7 @@ enum grist_decode {
 	GRIST_DECODE_PNG,
 	GRIST_DECODE_JPEG,
 	GRIST_DECODE_IMAGE,
+	GRIST_DECODE_STRINGS,
 };
 
 /** What a -1 dimension does (see the overview). */
@@ -413,6 +421,18 @@ GRIST_API int grist_features_gather_bytes(const struct grist_features *f, size_t
  */
 GRIST_API int grist_features_gather(const struct grist_features *f, size_t i, const uint8_t *rows,
 				    const uint64_t *offsets, size_t n, void *values, size_t cap, int64_t *dims);
+
+/**
+ * grist_features_gather_lengths() - a GRIST_DECODE_STRINGS feature's string lengths
+ * over @n rows, in order (record by record, string by string).
+ * @lengths:  @cap entries, or NULL to count only.
+ * @count:    set to the number of strings in the @n rows.
+ * Return: 0, -EINVAL (not a strings feature, @cap too small) or -EBADMSG (a row this
+ * spec did not write).
+ */
+GRIST_API int grist_features_gather_lengths(const struct grist_features *f, size_t i, const uint8_t *rows,
+					    const uint64_t *offsets, size_t n, uint64_t *lengths, size_t cap,
+					    size_t *count);
 
 /* ------------------------------------------------------------------ encoding */
 

@@ -229,6 +229,31 @@ static int decode_image(const struct gf_feature *ft, struct place *pl, const uin
 	return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
 }
 
+/* A list of strings into the ragged part: their lengths (uint64), then their bytes. */
+static int decode_strings(const struct gf_feature *ft, const struct gf_span *entry, const struct gf_values *v,
+			  struct place *pl)
+{
+	int64_t dims[1] = { (int64_t)v->count };
+	uint64_t total;
+	uint8_t *dst;
+	int ret;
+
+	if ((ft->shape[0] >= 0 && v->count != (uint64_t)ft->shape[0]) ||
+	    (ft->has_max && v->count > (uint64_t)ft->max_shape[0]))
+		return grist_fail(-EMSGSIZE, "feature '%s': %" PRIu64 " strings, the spec says %s%" PRId64, ft->key,
+				  v->count, ft->shape[0] >= 0 ? "" : "at most ",
+				  ft->shape[0] >= 0 ? ft->shape[0] : ft->max_shape[0]);
+	ret = gf_values_strings(entry, v, NULL, NULL, &total);
+	if (!ret)
+		ret = reserve_ragged(ft, pl, (size_t)(8 * v->count + total), &dst);
+	if (!ret)
+		ret = gf_values_strings(entry, v, dst, dst + 8 * v->count, &total);
+	if (ret)
+		return grist_fail_prefix(ret, "feature '%s'", ft->key);
+	put_dims(ft, pl->row, dims);
+	return 0;
+}
+
 static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl)
 {
 	struct gf_values v;
@@ -246,6 +271,8 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 			ret = gf_values_write(entry, &v, ft->dtype, dst);
 		return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
 	}
+	if (ft->decode == GRIST_DECODE_STRINGS)
+		return decode_strings(ft, entry, &v, pl);
 	if (v.count != 1)
 		return grist_fail(-EMSGSIZE, "feature '%s': a bytes_list of %" PRIu64 " values, one expected", ft->key,
 				  v.count);

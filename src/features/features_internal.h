@@ -75,6 +75,13 @@ struct gf_values {
 	size_t first_len;
 };
 int gf_values_scan(const struct gf_span *entry, struct gf_values *v);
+/*
+ * The strings of a bytes_list (v->count of them, as scanned): their lengths into @lens
+ * (uint64, may be NULL), their bytes back to back into @bytes (may be NULL); *total gets
+ * the sum of the lengths.
+ */
+int gf_values_strings(const struct gf_span *entry, const struct gf_values *v, uint8_t *lens, uint8_t *bytes,
+		      uint64_t *total);
 /* Write the int64 or float values (v->count of them, as scanned) into @dst as @dtype. */
 int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum grist_dtype dtype, uint8_t *dst);
 

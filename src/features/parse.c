@@ -375,3 +375,46 @@ int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum
 		return bad_values("Feature");
 	return 0;
 }
+
+int gf_values_strings(const struct gf_span *entry, const struct gf_values *v, uint8_t *lens, uint8_t *bytes,
+		      uint64_t *total)
+{
+	struct list_iter it = { .ep = entry->p, .eend = entry->p + entry->len };
+	const uint8_t *at, *body;
+	uint64_t i = 0, sum = 0;
+	size_t blen;
+	int kind, r;
+
+	while ((r = next_list(&it, &kind, &at, &body, &blen)) == 1) {
+		const uint8_t *p = body, *end = body + blen;
+
+		if (at < v->start || kind != v->kind)
+			continue;
+		while (p < end) {
+			const uint8_t *s;
+			size_t slen;
+			uint32_t field;
+			unsigned wt;
+
+			if (rd_tag(&p, end, &field, &wt))
+				return bad_values("bytes_list");
+			if (field != 1 || wt != WT_LEN) {
+				if (skip(&p, end, wt))
+					return bad_values("bytes_list");
+				continue;
+			}
+			if (rd_len(&p, end, &s, &slen) || i >= v->count)
+				return bad_values("bytes_list");
+			if (lens)
+				memcpy(lens + 8 * i, &(uint64_t){ slen }, 8);
+			if (bytes)
+				memcpy(bytes + sum, s, slen);
+			sum += slen;
+			i++;
+		}
+	}
+	if (r < 0 || i != v->count)
+		return bad_values("Feature");
+	*total = sum;
+	return 0;
+}

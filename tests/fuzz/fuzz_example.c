@@ -60,6 +60,9 @@ static struct grist_features_decoder *make(int which)
 		    (int64_t[]){ 40 });
 		add(f, "rawt", GRIST_WIRE_BYTES, GRIST_DTYPE_INT16, (int64_t[]){ -1, 2 }, 2, GRIST_DECODE_RAW, vl,
 		    (int64_t[]){ 4, 2 });
+		if (ragged)
+			add(f, "tags", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1 }, 1, GRIST_DECODE_STRINGS, vl,
+			    NULL);
 		add(f, "photo", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3, GRIST_DECODE_JPEG, vl,
 		    (int64_t[]){ 16, 16, 3 });
 	}
@@ -110,6 +113,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!v || grist_features_gather(f, i, row, offs, 1, v, bytes, dims))
 				abort();
 			free(v);
+			if (i == (size_t)grist_features_find(f, "tags")) {
+				size_t count;
+
+				if (grist_features_gather_lengths(f, i, row, offs, 1, NULL, 0, &count))
+					abort();
+			}
 		}
 	}
 	free(row);

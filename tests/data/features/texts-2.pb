@@ -1,0 +1,19 @@
+
+_
+
+names
+
+p
+q
+
+tags
+
+only
+
+answers/text
+
+â˜ƒ
+
+answers/start
+
+ÿÿÿÿÿÿÿÿÿ
