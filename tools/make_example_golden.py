@@ -7,6 +7,8 @@ Every record is serialized by a peer, never by grist:
   - typed-N.pb: one record per TFDS feature type (Image png/jpeg, ClassLabel, Tensor of
     every dtype with fixed and None dims, Tensor with encoding=bytes, Scalar, Text,
     nested FeaturesDict, Sequence), serialized by TFDS;
+  - video-N.pb: sequences of images (Video of PNG frames, Sequence(Image) of a fixed
+    length, Sequence of JPEG images of any size), serialized and decoded by TFDS;
   - texts-N.pb: lists of strings (Sequence(Text), a string Tensor of shape (2,), a
     Sequence of a dict holding Text), serialized by TFDS;
   - wire-*.pb: records that exercise protobuf's parsing rules (unpacked values, packed
@@ -245,6 +247,20 @@ def main():
         write_det(name, data)
         manifest += wire_lines(name, data, example_pb2)
         manifest += tfds_lines(name, typed.deserialize_example_np(data))
+
+    # --- sequences of images, serialized and decoded by TFDS
+    video = F.FeaturesDict({"video": F.Video(shape=(None, 8, 10, 3), encoding_format="png"),
+                            "clip": F.Sequence(F.Image(shape=(6, 6, 1)), length=2),
+                            "frames": F.Sequence(F.Image(shape=(None, None, 3), encoding_format="jpeg"))})
+    for i, (t, hw) in enumerate([(3, (9, 7)), (1, (16, 5)), (2, (4, 4))]):
+        ex = {"video": rng.integers(0, 256, (t, 8, 10, 3), dtype=np.uint8),
+              "clip": [rng.integers(0, 256, (6, 6, 1), dtype=np.uint8) for _ in range(2)],
+              "frames": [rng.integers(0, 256, hw + (3,), dtype=np.uint8) for _ in range(t)]}
+        name = f"video-{i}.pb"
+        data = video.serialize_example(ex)
+        write(name, data)
+        manifest += wire_lines(name, data, example_pb2)
+        manifest += tfds_lines(name, {k: np.stack(v) for k, v in video.deserialize_example_np(data).items()})
 
     # --- lists of strings, serialized and decoded by TFDS
     texts = F.FeaturesDict({"tags": F.Sequence(F.Text()), "names": F.Tensor(shape=(2,), dtype=np.str_),

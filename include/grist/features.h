@@ -136,7 +136,9 @@ enum grist_dtype {
  *                      gather() gives the strings' bytes back to back and dims their count
  *                      per record; grist_features_gather_lengths() each string's length.
  *
- * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), C is 1
+ * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), or (T, H, W, C)
+ * for a bytes_list of T images (TFDS's Video and Sequence(Image); T may be -1 too, and
+ * a record's images must share one H x W x C, which its dims column gives). C is 1
  * (grayscale), 2 (gray+alpha, PNG only), 3 (RGB) or 4 (RGBA, PNG only) and must be
  * the image's own channel count: a PNG palette counts as 3, or 4 with a tRNS chunk;
  * no silent conversion between gray and color. The sample width must be the dtype's

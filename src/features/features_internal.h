@@ -75,6 +75,15 @@ struct gf_values {
 	size_t first_len;
 };
 int gf_values_scan(const struct gf_span *entry, struct gf_values *v);
+/* The values of a bytes_list one by one (those that count, as scanned), without copying. */
+struct gf_bytes_iter {
+	const uint8_t *ep, *eend, *fp, *fend, *lp, *lend, *start;
+	int kind;
+};
+void gf_bytes_iter_init(struct gf_bytes_iter *bi, const struct gf_span *entry, const struct gf_values *v);
+/* 1 and the next value, 0 at the end, or -EBADMSG + message. */
+int gf_bytes_iter_next(struct gf_bytes_iter *bi, const uint8_t **p, size_t *len);
+
 /*
  * The strings of a bytes_list (v->count of them, as scanned): their lengths into @lens
  * (uint64, may be NULL), their bytes back to back into @bytes (may be NULL); *total gets

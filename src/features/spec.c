@@ -250,11 +250,13 @@ static int check_and_size(struct gf_feature *ft)
 		if (ft->shape[d] < 0 && !vars++)
 			ft->var_dim = (int)d;
 	if (is_image(ft->decode)) {
+		int64_t c = ft->ndim ? ft->shape[ft->ndim - 1] : 0;
+
 		if ((ft->dtype != GRIST_DTYPE_UINT8 && (ft->dtype != GRIST_DTYPE_UINT16 || ft->decode == GRIST_DECODE_JPEG)) ||
-		    ft->ndim != 3 || ft->shape[2] < 1 || ft->shape[2] > 4)
-			return grist_fail(-EINVAL, "feature '%s': an image is uint8 (or uint16 for PNG) of shape (H, W, C), "
-					  "C 1 to 4", ft->key);
-		if (ft->decode == GRIST_DECODE_JPEG && ft->shape[2] != 1 && ft->shape[2] != 3)
+		    (ft->ndim != 3 && ft->ndim != 4) || c < 1 || c > 4)
+			return grist_fail(-EINVAL, "feature '%s': an image is uint8 (or uint16 for PNG) of shape (H, W, C) "
+					  "or, a sequence of them, (T, H, W, C), C 1 to 4", ft->key);
+		if (ft->decode == GRIST_DECODE_JPEG && c != 1 && c != 3)
 			return grist_fail(-EINVAL, "feature '%s': a JPEG has 1 or 3 channels", ft->key);
 	} else if (ft->decode == GRIST_DECODE_STRINGS) {
 		if (ft->dtype != GRIST_DTYPE_UINT8 || ft->ndim != 1 || ft->varlen != GRIST_VARLEN_RAGGED)

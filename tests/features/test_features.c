@@ -624,6 +624,156 @@ static void test_strings(void **state)
 	grist_features_destroy(f);
 }
 
+/* Sequences of images (Video, Sequence(Image)) as TFDS decodes them, ragged and padded. */
+static void check_video(bool pad)
+{
+	struct grist_features *f = spec_new();
+	struct grist_features_decoder *d;
+	int checked = 0, i;
+
+	set(f, add(f, "clip", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)2, (int64_t)6, (int64_t)6, (int64_t)1),
+	    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+	i = add(f, "video", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)8, (int64_t)10, (int64_t)3);
+	set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+	set(f, i, GRIST_FEATURE_VARLEN, pad ? GRIST_VARLEN_PAD : GRIST_VARLEN_RAGGED);
+	assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 4, 8, 10, 3 }, 4), 0);
+	i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+	set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+	set(f, i, GRIST_FEATURE_VARLEN, pad ? GRIST_VARLEN_PAD : GRIST_VARLEN_RAGGED);
+	assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 3, 16, 8, 3 }, 4), 0);
+	assert_int_equal(grist_features_set_pad_value(f, (size_t)i, 9), 0);
+	d = decoder(f);
+	for (int k = 0; k < num_lines; k++) {
+		struct line *l = &lines[k];
+		struct grist_feature_column col;
+		int64_t dims[4], t, h, w, c;
+		uint8_t *rec, *row, *got, *want;
+		size_t len, row_len, bytes, wl;
+		int ret;
+
+		if (strcmp(l->tok[0], "tfds") || strncmp(l->tok[1], "video-", 6))
+			continue;
+		rec = read_rec(l->tok[1], &len);
+		row = decode1(d, rec, len, &row_len, &ret);
+		if (ret)
+			fail_msg("%s: %s", l->tok[1], grist_last_error());
+		got = gather1(f, l->tok[2], row, row_len, &bytes, dims);
+		grist_feature_column_init(&col);
+		assert_int_equal(grist_feature_column(f, (size_t)grist_features_find(f, l->tok[2]), &col), 0);
+		t = atoll(l->tok[5]);
+		h = atoll(l->tok[6]);
+		w = atoll(l->tok[7]);
+		c = atoll(l->tok[8]);
+		if (col.varlen != GRIST_VARLEN_NONE) {
+			assert_int_equal(dims[0], t);
+			assert_int_equal(dims[1], h);
+			assert_int_equal(dims[2], w);
+			assert_int_equal(dims[3], c);
+		}
+		want = malloc(strlen(l->tok[9]) / 2 + 1);
+		wl = unhex(l->tok[9], want, strlen(l->tok[9]) / 2 + 1);
+		assert_int_equal(wl, (size_t)(t * h * w * c));
+		if (col.varlen != GRIST_VARLEN_PAD) {
+			assert_int_equal(bytes, wl);
+			assert_memory_equal(got, want, wl); /* TFDS decodes with OpenCV: PNG and JPEG exact */
+		} else {
+			int64_t mh = col.row_shape[1], mw = col.row_shape[2];
+			uint8_t pv = !strcmp(l->tok[2], "frames") ? 9 : 0;
+
+			assert_int_equal(bytes, col.bytes);
+			for (int64_t z = 0; z < col.row_shape[0]; z++)
+				for (int64_t y = 0; y < mh; y++)
+					for (int64_t x = 0; x < mw * c; x++) {
+						uint8_t g = got[(z * mh + y) * mw * c + x];
+
+						if (z < t && y < h && x < w * c)
+							assert_int_equal(g, want[((z * h) + y) * w * c + x]);
+						else
+							assert_int_equal(g, pv);
+					}
+		}
+		free(want);
+		free(got);
+		free(row);
+		free(rec);
+		checked++;
+	}
+	assert_int_equal(checked, 9);
+	/* more images than the max, images of two sizes in one record */
+	{
+		struct grist_example_encoder *e;
+		const uint8_t *data;
+		uint8_t *a, *b, *both, *row;
+		size_t al, bl, dl, row_len;
+		int ret;
+
+		a = read_rec("rgb.png", &al);
+		b = read_rec("rgb420.jpg", &bl);
+		both = malloc(al + bl);
+		memcpy(both, a, al);
+		memcpy(both + al, b, bl);
+		assert_int_equal(grist_example_encoder_create(&e), 0);
+		grist_example_begin(e);
+		assert_int_equal(grist_example_add_bytes(e, "frames", both, (uint64_t[]){ 0, al, al + bl }, 2), 0);
+		assert_int_equal(grist_example_add_bytes(e, "clip", both, (uint64_t[]){ 0, al, al + bl }, 2), 0);
+		assert_int_equal(grist_example_add_bytes(e, "video", both, (uint64_t[]){ 0, 0 }, 1), 0);
+		assert_int_equal(grist_example_finish(e, &data, &dl), 0);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EMSGSIZE); /* clip: a 23x37x3 PNG, the spec says 6x6x1 */
+		assert_non_null(strstr(grist_last_error(), "feature 'clip': PNG is 23x37x3"));
+		free(row);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		f = spec_new();
+		i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+		set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+		set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_PAD);
+		assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 1, 32, 40, 3 }, 4), 0);
+		d = decoder(f);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EMSGSIZE);
+		assert_non_null(strstr(grist_last_error(), "feature 'frames': 2 images, the spec says at most 1"));
+		free(row);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		f = spec_new();
+		i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+		set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+		set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
+		assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 4, 32, 40, 3 }, 4), 0);
+		d = decoder(f);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, 0); /* both are 23x37x3: a PNG then a JPEG, one sequence */
+		free(row);
+		grist_example_begin(e);
+		memcpy(both + al, a, 40); /* a second image cut short */
+		assert_int_equal(grist_example_add_bytes(e, "frames", both, (uint64_t[]){ 0, al, al + 40 }, 2), 0);
+		assert_int_equal(grist_example_finish(e, &data, &dl), 0);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "feature 'frames': image 1: "));
+		free(row);
+		grist_example_encoder_destroy(e);
+		free(both);
+		free(a);
+		free(b);
+	}
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+}
+
+static void test_video_ragged(void **state)
+{
+	(void)state;
+	check_video(false);
+}
+
+static void test_video_padded(void **state)
+{
+	(void)state;
+	check_video(true);
+}
+
 /* The fixed row of MNIST: image at 0, label after it, and the pixels TFDS decodes. */
 static void test_mnist_layout(void **state)
 {
@@ -1572,6 +1722,8 @@ int main(void)
 		cmocka_unit_test(test_mnist_layout),
 		cmocka_unit_test(test_casts),
 		cmocka_unit_test(test_strings),
+		cmocka_unit_test(test_video_ragged),
+		cmocka_unit_test(test_video_padded),
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_encoder_matches_protobuf),
 		cmocka_unit_test(test_bad_specs),

@@ -63,6 +63,8 @@ static struct grist_features_decoder *make(int which)
 		if (ragged)
 			add(f, "tags", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1 }, 1, GRIST_DECODE_STRINGS, vl,
 			    NULL);
+		add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, -1, 3 }, 4, GRIST_DECODE_IMAGE,
+		    vl, (int64_t[]){ 3, 16, 16, 3 });
 		add(f, "photo", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3, GRIST_DECODE_JPEG, vl,
 		    (int64_t[]){ 16, 16, 3 });
 	}

@@ -1,19 +1,19 @@
 
 _
+
+answers/start
+
+ÿÿÿÿÿÿÿÿÿ
 
 names
 
 p
 q
-
-tags
-
-only
 
 answers/text
 
 â˜ƒ
-
-answers/start
-
-ÿÿÿÿÿÿÿÿÿ
+
+tags
+
+only
