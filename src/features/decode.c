@@ -212,7 +212,9 @@ static int decode_images(const struct gf_feature *ft, const struct gf_span *entr
 	for (size_t d = lead; d < ft->ndim; d++) /* what an empty sequence reports */
 		dims[d] = ft->shape[d] >= 0 ? ft->shape[d] : 0;
 	gf_bytes_iter_init(&bi, entry, v);
-	while ((r = gf_bytes_iter_next(&bi, &p, &len)) == 1) {
+	/* one image (the usual case): the scan already found it, no second walk */
+	while ((r = v->count == 1 ? (k == 0 ? (p = v->first, len = v->first_len, 1) : 0) :
+		    gf_bytes_iter_next(&bi, &p, &len)) == 1) {
 		int64_t got[3];
 
 		ret = gf_image_open(&img, ft->decode, p, len);
