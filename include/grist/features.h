@@ -47,8 +47,9 @@
  * another number of values, an image that does not decode or has another shape, a
  * value that does not fit) fails with a negative code and a message naming the file,
  * the record index within that file and the feature, e.g.
- *   "train.array_record-00003-of-00008: record 1207: feature 'image': PNG is 32x28x1, the spec says 28x28x1"
- * Never a zero-filled row. Codes: -EBADMSG for bytes that are not a well-formed
+ *   "train.array_record-00003-of-00008: record 1207: feature 'image': PNG is 32x28x1, the spec says (28, 28, 1)"
+ * (the loader puts its own "file: chunk at byte N: map failed on dataset D record I: "
+ * before it). Never a zero-filled row. Codes: -EBADMSG for bytes that are not a well-formed
  * Example or image and for a record that does not match the spec (a missing key,
  * another list kind), -EMSGSIZE for values that do not fit the spec's shape or a
  * row's room, -ENOTSUP for an image kind or depth not supported, -EINVAL for a bad
