@@ -51,8 +51,13 @@ def _expand(paths):
 
 def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str | None" = None,
             options: str = "", shards: "int | None" = None, check: bool = True,
-            progress: "Callable[[dict], object] | None" = None) -> "list[str]":
+            progress: "Callable[[dict], object] | None" = None, features: "str | None" = None) -> "list[str]":
     """Convert TFRecord, text lines, folders or ArrayRecord files into ArrayRecord: `grist convert`.
+
+    format="csv" with features="age:int64,score:float32,name:text,tags:text[]" writes one
+    tf.train.Example per CSV row (the header names the columns); format="imagefolder" reads
+    ROOT/<split>/<label>/<image> (inputs=ROOT) into a TFDS dataset folder at output
+    (e.g. "data/flowers/1.0.0") that tfds.builder_from_directory opens; see grist/convert.h.
 
     inputs is a path, a glob pattern or a list of them, read in order (a folder is one record
     per regular file under it, in bytewise order of relative path). format is "tfrecord"
@@ -76,7 +81,7 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
 
     Returns the list of files written.
     """
-    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress)
+    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress, features)
 
 
 class Reader(_grist.Reader):
