@@ -344,6 +344,19 @@ static int bad_cell(struct csv *c, const struct csv_col *col, const char *text)
 			  col->type == CSV_INT64 ? "an int64" : "a float32");
 }
 
+/* @s whole as value @i of @vals (int64 or float): false when it is not one, or out of range. */
+static bool parse_number(enum csv_type type, const char *s, void *vals, size_t i)
+{
+	char *end;
+
+	errno = 0;
+	if (type == CSV_INT64)
+		((int64_t *)vals)[i] = strtoll(s, &end, 10);
+	else
+		((float *)vals)[i] = strtof(s, &end);
+	return end != s && !*end && !(errno && type == CSV_INT64) && !space(*s);
+}
+
 /* One spec column's cell into the encoder. */
 static int encode_cell(struct csv *c, const struct csv_col *col)
 {
@@ -381,20 +394,22 @@ static int encode_cell(struct csv *c, const struct csv_col *col)
 	}
 	if ((ret = grist_array_reserve(&c->vals, &c->vals_cap, cap_need, 8)))
 		return ret;
-	while ((tok = token(&p))) {
-		char *end;
-
-		errno = 0;
-		if (col->type == CSV_INT64)
-			((int64_t *)c->vals)[n] = strtoll(tok, &end, 10);
-		else
-			((float *)c->vals)[n] = strtof(tok, &end);
-		if (end == tok || *end || (errno && col->type == CSV_INT64))
-			return bad_cell(c, col, tok);
-		n++;
+	if (!col->list) {
+		/* one number, spaces around it allowed: the cell whole is what an error quotes */
+		while (space(*p))
+			p++;
+		for (size_t e = strlen(p); e && space(p[e - 1]); e--)
+			p[e - 1] = '\0';
+		if (!parse_number(col->type, p, c->vals, 0))
+			return bad_cell(c, col, p);
+		n = 1;
+	} else {
+		while ((tok = token(&p))) {
+			if (!parse_number(col->type, tok, c->vals, n))
+				return bad_cell(c, col, tok);
+			n++;
+		}
 	}
-	if (!col->list && n != 1)
-		return bad_cell(c, col, n ? cell : "");
 	if (col->type == CSV_INT64)
 		return grist_example_add_int64s(c->enc, col->name, c->vals, n);
 	return grist_example_add_floats(c->enc, col->name, c->vals, n);
