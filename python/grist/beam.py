@@ -19,6 +19,7 @@ This module imports apache_beam; `import grist` alone never does.
 import os
 import shutil
 import tempfile
+import weakref
 
 import apache_beam as beam
 from apache_beam import coders
@@ -53,20 +54,31 @@ class _RemoteShard:
 
     def __init__(self, path, options):
         self._path = path
-        self._dir = tempfile.mkdtemp(prefix="grist-beam-")
-        self._writer = grist.Writer(os.path.join(self._dir, "shard"), options)
-        self.write = self._writer.write
+        d = tempfile.mkdtemp(prefix="grist-beam-")
+        self._local = os.path.join(d, "shard")
+        try:
+            w = grist.Writer(self._local, options)
+        except BaseException:
+            os.rmdir(d)
+            raise
+        self.write = w.write
+        # A bundle that fails drops its writer without close(): the local copy goes then.
+        self._cleanup = weakref.finalize(self, _drop_local, w, d)
 
     def close(self):
         try:
-            self._writer.close()
-            with open(os.path.join(self._dir, "shard"), "rb") as src, \
+            self.write.__self__.close()
+            with open(self._local, "rb") as src, \
                     FileSystems.create(self._path, "application/octet-stream",
                                        CompressionTypes.UNCOMPRESSED) as dst:
                 shutil.copyfileobj(src, dst, _COPY_BYTES)
         finally:
-            self._writer.abort()
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self._cleanup()
+
+
+def _drop_local(writer, folder):
+    writer.abort()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class _ArrayRecordSink(filebasedsink.FileBasedSink):
