@@ -2,8 +2,8 @@
 """One Beam pipeline, TFRecord in, ArrayRecord out, with grist's sink or the official one.
 
 The pipeline is ReadFromTFRecord(INPUT) | SINK(num_shards=--shards) on the DirectRunner.
-SINK is grist.beam.WriteToArrayRecord (options "group_size:1", the official sink's fixed
-options), array_record.beam.arrayrecordio.WriteToArrayRecord (the official package's only
+SINK is grist.beam.WriteToArrayRecord (--options, by default "group_size:1", the official
+sink's fixed options), array_record.beam.arrayrecordio.WriteToArrayRecord (the official package's only
 Beam sink), or "none" (the records are dropped: what reading and Beam cost without a sink).
 
 Without --sink, makes INPUT (--records serialized tf.train.Examples of about --record-size
@@ -48,7 +48,7 @@ def run_pipeline(args):
         recs = p | beam.io.ReadFromTFRecord(args.input)
         if args.sink == "grist":
             import grist.beam
-            _ = recs | grist.beam.WriteToArrayRecord(prefix, num_shards=args.shards)
+            _ = recs | grist.beam.WriteToArrayRecord(prefix, num_shards=args.shards, options=args.options)
         elif args.sink == "official":
             from apache_beam.coders import coders
             from array_record.beam.arrayrecordio import WriteToArrayRecord
@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--mode", default="in_memory", choices=["in_memory", "multi_threading", "multi_processing"])
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--options", default="group_size:1",
+                    help="grist's writer options (group_size:1, the official sink's fixed options)")
     ap.add_argument("--sink", choices=SINKS, help="run this one pipeline once")
     args = ap.parse_args()
 
@@ -85,7 +87,8 @@ def main():
     size = os.path.getsize(args.input)
     times = {s: [] for s in SINKS}
     base = [sys.executable, os.path.abspath(__file__), "--input", args.input, "--out", args.out,
-            "--shards", str(args.shards), "--mode", args.mode, "--workers", str(args.workers)]
+            "--shards", str(args.shards), "--mode", args.mode, "--workers", str(args.workers),
+            "--options", args.options]
     for r in range(args.rounds):
         order = SINKS[r % len(SINKS):] + SINKS[:r % len(SINKS)]
         for s in order:

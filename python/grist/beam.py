@@ -222,10 +222,12 @@ class _ArrayRecordSource(iobase.BoundedSource):
 
     def _file_sources(self):
         if self._files is None:
-            paths = self._match()
-            with grist.Reader(paths) as r:
-                self._files = [_FileSource(i["path"], i["records"], i["chunks"], i["group_size"],
-                                           i["file_size"]) for i in r.info()]
+            files = []
+            for p in self._match():  # one at a time: a dataset of many shards never holds many fds
+                with grist.Reader(p) as r:
+                    i = r.info()[0]
+                files.append(_FileSource(i["path"], i["records"], i["chunks"], i["group_size"], i["file_size"]))
+            self._files = files
         return self._files
 
     def estimate_size(self):

@@ -142,6 +142,18 @@ def test_template_and_suffix(tmp_path):
     assert sorted(official_records(str(tmp_path / "one.ar"))) == [b"a", b"b"]
 
 
+def test_empty_input_gives_empty_shards(tmp_path):
+    prefix = str(tmp_path / "e.array_record")
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = (p | beam.Create([], reshuffle=False).with_output_types(bytes)
+             | gbeam.WriteToArrayRecord(prefix, num_shards=2))
+    files = sorted(glob.glob(prefix + "-*"))
+    assert [os.path.basename(f) for f in files] == ["e.array_record-00000-of-00002", "e.array_record-00001-of-00002"]
+    assert [official_records(f) for f in files] == [[], []]
+    with beam.Pipeline(options=options(multi=False)) as p:
+        assert_that(p | gbeam.ReadFromArrayRecord(prefix + "-*"), equal_to([]))
+
+
 def test_bad_arguments_fail_at_construction():
     with pytest.raises(ValueError, match="group_size"):
         gbeam.WriteToArrayRecord("/tmp/x", options="group_size:0")
