@@ -49,8 +49,9 @@ def _is_local(path):
 
 
 class _RemoteShard:
-    """A shard bound for a non-local file system: written by grist to a local temporary,
-    copied to @path only when it is complete, so a failure leaves nothing there."""
+    """A shard bound for a non-local file system: written by grist to a local temporary and
+    copied to @path (one of Beam's temporary names) only once it is complete; Beam renames it
+    to its final name only if the bundle succeeds."""
 
     def __init__(self, path, options):
         self._path = path
@@ -61,13 +62,14 @@ class _RemoteShard:
         except BaseException:
             os.rmdir(d)
             raise
+        self._writer = w
         self.write = w.write
         # A bundle that fails drops its writer without close(): the local copy goes then.
         self._cleanup = weakref.finalize(self, _drop_local, w, d)
 
     def close(self):
         try:
-            self.write.__self__.close()
+            self._writer.close()
             with open(self._local, "rb") as src, \
                     FileSystems.create(self._path, "application/octet-stream",
                                        CompressionTypes.UNCOMPRESSED) as dst:
