@@ -1,7 +1,8 @@
 """grist.beam: the ArrayRecord sink and source in real Beam pipelines, against the official
 array_record reader and writer and a real TFRecord writer (the pip package tfrecord).
 
-The pipelines run on the DirectRunner, in-process. The main ones run again with
+The pipelines run on the DirectRunner, in-process, and one round trip on the PortableRunner
+(an embedded job service, the SDK worker over the Fn API). The main ones run again with
 GRIST_TEST_BEAM_MULTIPROCESS=1 on the multi-process DirectRunner (direct_num_workers=2,
 direct_running_mode="multi_processing"), workers in other processes as on a cluster: 3 to
 15 s each on 2 busy cores, so they stay out of the default run.
@@ -366,6 +367,20 @@ def test_shard_bound_for_s3_is_copied_when_complete(s3_server, tmp_path, monkeyp
         assert os.listdir(local) == []  # the local copies are gone, the dropped one's too
     finally:
         FileSystems.set_options(None)
+
+
+def test_portable_runner_round_trip(tmp_path):
+    """The same transforms through Beam's portable path (what Flink and Spark run): the Job
+    API to an embedded job service, and an SDK worker over the Fn API (LOOPBACK)."""
+    opts = PipelineOptions(flags=[], runner="PortableRunner", job_endpoint="embed", environment_type="LOOPBACK")
+    records = make_records(40, 300)
+    prefix = str(tmp_path / "p.array_record")
+    with beam.Pipeline(options=opts) as p:
+        names = p | beam.Create(records) | gbeam.WriteToArrayRecord(prefix, num_shards=3)
+        assert_that(names, equal_to(["%s-%05d-of-00003" % (prefix, i) for i in range(3)]))
+    assert sorted(r for f in glob.glob(prefix + "-*") for r in official_records(f)) == sorted(records)
+    with beam.Pipeline(options=opts) as p:
+        assert_that(p | gbeam.ReadFromArrayRecord(prefix + "-*"), equal_to(records))
 
 
 def test_import_grist_does_not_import_beam():
