@@ -19,7 +19,7 @@ import weakref
 import jax
 import numpy as np
 
-from ._grist import Batch
+from ._grist import Batch, _View
 from ._held import CopiedBatch, next_keeping_a_slot
 
 __all__ = ["device_put", "device_prefetch", "DevicePutIterator"]
@@ -49,17 +49,26 @@ def _aliases_host_memory(target):
     return any(getattr(d, "platform", "") == "cpu" for d in devices)
 
 
+def _on_a_slot(a):
+    """True for a numpy array over a grist batch slot (its base chain ends in a grist _View)."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    if isinstance(a, memoryview):
+        a = a.obj
+    return isinstance(a, _View)
+
+
 def _transfer(item, target, copy_first):
     """item with every array leaf put on target in one jax.device_put call; other leaves
     (bytes, strings, ints: a checkpoint travelling with its batch) as they are. copy_first:
-    numpy leaves are copied first, so that no device array lives on a grist slot (which the
-    loader could then never get back while the array is kept)."""
+    numpy leaves over a grist slot are copied first, so that no device array lives on a slot
+    (which the loader could then not get back while the array is kept)."""
     leaves, treedef = jax.tree_util.tree_flatten(_as_tree(item))
     where = [i for i, x in enumerate(leaves) if isinstance(x, _ARRAY_TYPES)]
     if where:
         host = [leaves[i] for i in where]
         if copy_first:
-            host = [np.array(x, copy=True) if isinstance(x, np.ndarray) else x for x in host]
+            host = [np.array(x, copy=True) if _on_a_slot(x) else x for x in host]
         put = jax.device_put(host, target)
         del host
         jax.block_until_ready(put)  # the device buffer holds finished transfers only
@@ -263,7 +272,7 @@ def device_put(iterator, device_or_sharding=None, *, cpu_buffer_size=4, device_b
 
     Slots. A grist Batch's arrays keep its pinned slot lent until they are gone. No device
     array is left on host memory of the source (the CPU backend would alias aligned numpy
-    arrays, so there the leaves are copied first), so an item's slot goes back once it is on
+    arrays, so there the leaves over a slot are copied first), so an item's slot goes back once it is on
     the device, and the pipeline holds at most cpu_buffer_size
     + 2 items of the source (the host buffer, one being taken, one being transferred). Given a
     grist.Loader (or a LoaderDataset's iterator), an item that takes the loader's last free
