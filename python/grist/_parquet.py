@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ import time
 import numpy as np
 
 from . import Writer, _expand
+from ._grist import encode_examples
 
 __all__ = ["from_parquet", "ConversionError"]
 
@@ -29,48 +29,6 @@ _READ_ROWS = 4096  # rows per record batch read from a file: bounds memory whate
 class ConversionError(ValueError):
     """A row that does not fit its feature, or a file whose schema does not fit the first's;
     the message names the file, the row (counted from 0 in that file) and the column."""
-
-
-# ---- tf.train.Example wire format (what protobuf's SerializeToString(deterministic=True) writes:
-# features sorted by key, every feature written, an empty list too, numeric lists packed) ----
-
-def _varint(n):
-    n &= 0xFFFFFFFFFFFFFFFF  # negative int64 values are written as their two's complement
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _field(tag, payload):
-    """A length-delimited field: tag byte, length, payload."""
-    return tag + _varint(len(payload)) + payload
-
-
-def _int64_feature(values):
-    packed = b"".join(map(_varint, values))
-    return _field(b"\x1a", _field(b"\x0a", packed) if packed else b"")
-
-
-def _float_feature(values):
-    packed = np.asarray(values, dtype="<f4").tobytes()
-    return _field(b"\x12", _field(b"\x0a", packed) if packed else b"")
-
-
-def _bytes_feature(values):
-    return _field(b"\x0a", b"".join(_field(b"\x0a", v) for v in values))
-
-
-def _entry(key, feature):
-    """One entry of Features.feature (map<string, Feature>): key = 1, value = 2."""
-    return _field(b"\x0a", _field(b"\x0a", key) + _field(b"\x12", feature))
-
-
-def _example(entries):
-    """An Example from its features' entries, already in key order."""
-    return _field(b"\x0a", b"".join(entries))
 
 
 # ---- the features: one _Column per Parquet column ----
@@ -93,7 +51,6 @@ class _Column:
         import pyarrow as pa
 
         self.name = name
-        self.key = name.encode()
         self.arrow_type = arrow_type
         t, self.ragged, self.fixed = arrow_type, False, []
         if pa.types.is_dictionary(t):
@@ -165,8 +122,9 @@ class _Column:
 
     # -- one record batch of this column -> each row's feature entry --
 
-    def entries(self, arr, where):
-        """The encoded entry of each row of @arr (a pyarrow Array); @where(row) names a row."""
+    def encoded(self, arr, where):
+        """@arr (a pyarrow Array, one record batch of the column) as a column of
+        encode_examples(): (key, kind, values, row bounds[, offsets]); @where(row) names a row."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -200,7 +158,6 @@ class _Column:
             bounds = np.arange(len(arr) + 1, dtype=np.int64) * per_row
         else:
             bounds = np.concatenate([[0], np.cumsum(counts * per_row)])
-        key = self.key
         if self.kind in ("int", "class_label"):
             v = values.to_numpy(zero_copy_only=False)
             if v.dtype == np.uint64:
@@ -211,31 +168,24 @@ class _Column:
                     r = int(np.searchsorted(bounds, bad[0], side="right") - 1)
                     raise ConversionError(f"{where(r)}, column {self.name!r}: uint64 value {v[bad[0]]} is 2^63 "
                                           "or more, which TFDS's reader cannot read back")
-            v = v.astype(np.int64)
+            v = np.ascontiguousarray(v, dtype=np.int64)
             if self.kind == "class_label":
                 bad = np.flatnonzero((v < 0) | (v >= self.num_classes))
                 if len(bad):
                     r = int(np.searchsorted(bounds, bad[0], side="right") - 1)
                     raise ConversionError(f"{where(r)}, column {self.name!r}: label {v[bad[0]]} is not in "
                                           f"0..{self.num_classes - 1} (class_label:{self.num_classes})")
-            if per_row == 1 and counts is None:  # scalars: one varint each
-                return [_entry(key, _field(b"\x1a", _field(b"\x0a", _varint(x)))) for x in v.tolist()]
-            vl = v.tolist()
-            return [_entry(key, _int64_feature(vl[bounds[i]:bounds[i + 1]])) for i in range(len(arr))]
+            return (self.name, "int64", v, bounds)
         if self.kind == "float":
-            v = values.to_numpy(zero_copy_only=False).astype("<f4")
-            raw = v.tobytes()
-            return [_entry(key, _field(b"\x12", _field(b"\x0a", raw[4 * bounds[i]:4 * bounds[i + 1]])
-                                       if bounds[i + 1] > bounds[i] else b""))
-                    for i in range(len(arr))]
-        py = values.to_pylist()
-        if self.kind == "text":
-            return [_entry(key, _bytes_feature([s.encode()])) for s in py]
+            # float16 widens exactly; float64 rounds to nearest, as protobuf's FloatList holds
+            return (self.name, "float", np.ascontiguousarray(values.to_numpy(zero_copy_only=False), "<f4"), bounds)
+        data, offsets = _binary_buffers(values)
         if self.kind == "image":
-            for i, b in enumerate(py):
-                self._check_image(b, where(i))
-        py = [s.encode() if isinstance(s, str) else s for s in py]
-        return [_entry(key, _bytes_feature(py[bounds[i]:bounds[i + 1]])) for i in range(len(arr))]
+            view = memoryview(data)
+            for i in range(len(offsets) - 1):
+                r = int(np.searchsorted(bounds, i, side="right") - 1)
+                self._check_image(bytes(view[offsets[i]:offsets[i + 1]]), where(r))
+        return (self.name, "bytes", data, bounds, offsets)
 
     def _check_image(self, data, where):
         """Decode the image fully (an undecodable one is an error here, not at training time) and
@@ -265,6 +215,21 @@ class _Column:
                                   f"first had {self.image_shape[2]}")
         elif self.image_shape[:2] != shape[:2]:
             self.image_shape = [-1, -1, channels]
+
+
+def _binary_buffers(arr):
+    """A binary or string Arrow array as (data, uint64 offsets of each value in data), no copy of
+    the data: Arrow's own buffers, offsets taken from its slice."""
+    import pyarrow as pa
+
+    bufs = arr.buffers()
+    data = bufs[-1] if bufs[-1] is not None else b""
+    if pa.types.is_fixed_size_binary(arr.type):
+        width = arr.type.byte_width
+        return data, (np.arange(len(arr) + 1, dtype=np.uint64) + arr.offset) * np.uint64(width)
+    wide = pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)
+    offsets = np.frombuffer(bufs[1], np.int64 if wide else np.int32)[arr.offset:arr.offset + len(arr) + 1]
+    return data, offsets.astype(np.uint64)
 
 
 def _check_nulls(arr, where, name, up):
@@ -345,7 +310,6 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     if unknown:
         raise ConversionError(f"{files[0]}: features= names columns the file does not have: {sorted(unknown)}")
     columns = [_Column(f.name, f.type, features.get(f.name)) for f in schema]
-    columns.sort(key=lambda c: c.key)  # the Example's order: features sorted by key
     for path, pf in zip(files[1:], metas[1:]):
         if not pf.schema_arrow.equals(schema):
             raise ConversionError(f"{path}: its schema differs from {files[0]}'s:\n{pf.schema_arrow}\n"
@@ -376,14 +340,15 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
             for batch in pf.iter_batches(batch_size=_READ_ROWS, use_threads=False):
                 def where(r, first=first, path=path):
                     return f"{path}: row {first + r}"
-                per_column = [c.entries(batch.column(c.name), where) for c in columns]
-                for parts in zip(*per_column):
+                records = encode_examples([c.encoded(batch.column(c.name), where) for c in columns],
+                                          batch.num_rows)
+                for record in records:
                     while left == 0:
                         writer.close()
                         shard += 1
                         left = quota[shard]
                         writer = Writer(os.path.join(tmp, names[shard]), options)
-                    writer.write(_example(parts))
+                    writer.write(record)
                     left -= 1
                 first += batch.num_rows
                 done += batch.num_rows

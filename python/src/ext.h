@@ -40,6 +40,9 @@ struct gristpy_paths {
 int gristpy_paths_from(PyObject *obj, struct gristpy_paths *out);
 void gristpy_paths_free(struct gristpy_paths *p);
 
+/* example.c: encode_examples(columns, n) -> list[bytes], tf.train.Example records (module function). */
+PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
+
 /* batch.c: wrap a delivered batch (owned by @loader, a LoaderObject). */
 PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
 

@@ -103,8 +103,18 @@ void gristpy_paths_free(struct gristpy_paths *p)
 	p->n = 0;
 }
 
+static PyMethodDef module_functions[] = {
+	{ "encode_examples", gristpy_encode_examples, METH_VARARGS,
+	  "encode_examples(columns, n) -> list[bytes]: n tf.train.Example records, features sorted by key.\n"
+	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
+	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
+	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
+	{ NULL, NULL, 0, NULL },
+};
+
 static struct PyModuleDef grist_module = {
 	PyModuleDef_HEAD_INIT,
+	.m_methods = module_functions,
 	.m_name = "grist._grist",
 	.m_doc = "The C extension behind the grist package; use the names `grist` exports.",
 	.m_size = -1,

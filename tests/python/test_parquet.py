@@ -303,3 +303,24 @@ def test_declaration_errors(tmp_path):
     with pytest.raises(ConversionError, match="'when'.*timestamp"):
         from_parquet(str(tmp_path / "ts.parquet"), str(tmp_path / "o"))
     assert not (tmp_path / "o").exists()
+
+
+def test_encode_examples_checks_its_columns():
+    from grist._grist import encode_examples
+    rows = np.array([0, 1, 3], np.int64)
+    recs = encode_examples([("b", "int64", np.array([7, -1, 2**62], np.int64), rows),
+                            ("a", "bytes", b"xyz", np.array([0, 2, 3], np.int64), np.array([0, 0, 1, 3], np.uint64)),
+                            ("c", "float", np.array([0.5], np.float32), np.array([0, 0, 1], np.int64))], 2)
+    assert [parse(r) for r in recs] == [{"a": [b"", b"x"], "b": [7], "c": []},
+                                        {"a": [b"yz"], "b": [-1, 2**62], "c": [0.5]}]
+    assert [list(parse_keys(r)) for r in recs] == [["a", "b", "c"]] * 2
+    bad = [([("k", "int64", np.zeros(2, np.int64), np.array([0, 2, 1], np.int64))], "decrease"),
+           ([("k", "int64", np.zeros(2, np.int64), np.array([0, 3, 3], np.int64))], "pass the end"),
+           ([("k", "int64", np.zeros(2, np.int32), np.array([0, 1, 2], np.int64))], "8-byte"),
+           ([("k", "bytes", b"ab", np.array([0, 1, 1], np.int64), np.array([0, 3], np.uint64))], "offsets"),
+           ([("k\0x", "float", np.zeros(2, np.float32), np.array([0, 1, 2], np.int64))], "NUL"),
+           ([("k", "text", np.zeros(2, np.float32), np.array([0, 1, 2], np.int64))], "kind"),
+           ([("", "float", np.zeros(2, np.float32), np.array([0, 1, 2], np.int64))], "key")]
+    for cols, text in bad:
+        with pytest.raises(ValueError, match=text):
+            encode_examples(cols, 2)
