@@ -7,11 +7,9 @@ the wrappers take a batch, and when it was the last free slot they hand out a co
 memory and give the slot back at once. The loader then never runs dry under a full buffer.
 """
 
-import errno
-
 import numpy as np
 
-from ._grist import Batch, Error
+from ._grist import Batch, _View
 
 _ARRAYS = ("data", "offsets", "indices", "datasets", "segment_ids", "positions")
 
@@ -72,9 +70,19 @@ class CopiedBatch:
         return f"grist.CopiedBatch(num_records={self.num_records}, sequence={self.sequence})"
 
 
+def on_a_slot(a):
+    """True for a numpy array over a grist batch slot (its base chain ends in a grist _View)."""
+    while isinstance(a, np.ndarray):
+        a = a.base
+    if isinstance(a, memoryview):
+        a = a.obj
+    return isinstance(a, _View)
+
+
 def copy_item(item):
     """A copy of what a loader yielded that holds no slot: a CopiedBatch for a Batch; for a dict
-    (or list, tuple) of arrays, the same structure with every numpy array copied."""
+    (or list, tuple) of arrays, the same structure with every array over a slot copied (the
+    others, e.g. a batch_map's results, are kept as they are)."""
     if isinstance(item, Batch):
         out = CopiedBatch(item)
         item.release()  # the slot goes back now (no view was taken from it)
@@ -83,7 +91,7 @@ def copy_item(item):
         return type(item)((k, copy_item(v)) for k, v in item.items())
     if isinstance(item, (list, tuple)) and not hasattr(item, "_fields"):
         return type(item)(copy_item(v) for v in item)
-    if isinstance(item, np.ndarray):
+    if isinstance(item, np.ndarray) and on_a_slot(item):
         return np.array(item, copy=True)
     return item
 
@@ -99,7 +107,3 @@ def next_keeping_a_slot(loader):
         item = copy_item(item)
     return item
 
-
-def is_busy(exc):
-    """True for the loader's refusal of one more batch than prefetch (grist.Error, EBUSY)."""
-    return isinstance(exc, Error) and exc.errno == errno.EBUSY

@@ -19,8 +19,8 @@ import weakref
 import jax
 import numpy as np
 
-from ._grist import Batch, _View
-from ._held import CopiedBatch, next_keeping_a_slot
+from ._grist import Batch
+from ._held import CopiedBatch, next_keeping_a_slot, on_a_slot
 
 __all__ = ["device_put", "device_prefetch", "DevicePutIterator"]
 
@@ -49,15 +49,6 @@ def _aliases_host_memory(target):
     return any(getattr(d, "platform", "") == "cpu" for d in devices)
 
 
-def _on_a_slot(a):
-    """True for a numpy array over a grist batch slot (its base chain ends in a grist _View)."""
-    while isinstance(a, np.ndarray):
-        a = a.base
-    if isinstance(a, memoryview):
-        a = a.obj
-    return isinstance(a, _View)
-
-
 def _transfer(item, target, copy_first):
     """item with every array leaf put on target in one jax.device_put call; other leaves
     (bytes, strings, ints: a checkpoint travelling with its batch) as they are. copy_first:
@@ -68,7 +59,7 @@ def _transfer(item, target, copy_first):
     if where:
         host = [leaves[i] for i in where]
         if copy_first:
-            host = [np.array(x, copy=True) if _on_a_slot(x) else x for x in host]
+            host = [np.array(x, copy=True) if on_a_slot(x) else x for x in host]
         put = jax.device_put(host, target)
         del host
         jax.block_until_ready(put)  # the device buffer holds finished transfers only

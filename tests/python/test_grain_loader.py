@@ -139,7 +139,9 @@ def test_copy_item_releases_the_slot(files):
         assert isinstance(c, CopiedBatch) and loader.held == 1 and a.released
         assert c.records() == records and np.array_equal(c.data, data)
         assert np.asarray(np.from_dlpack(c)).tobytes() == data.tobytes()
-        d = copy_item({"x": b.data, "y": [b.indices]})
+        own = np.arange(3)
+        d = copy_item({"x": b.data, "y": [b.indices], "own": own})
         del b
         assert loader.held == 0 and isinstance(d["y"], list)
+        assert d["own"] is own  # not over a slot: kept as it is
         next(loader)
