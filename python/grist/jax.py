@@ -252,7 +252,8 @@ def device_put(iterator, device_or_sharding=None, *, cpu_buffer_size=4, device_b
     NamedSharding(mesh, P("data")) splits the leading axis across the mesh's devices, so
     that axis must divide evenly: use the padded or fixed layout, or a packing loader) or on
     the one device given (None: the default device); other leaves (bytes, str, int) pass
-    through unchanged. Items keep their order.
+    through unchanged. Items keep their order. As with jax.device_put, 64-bit arrays (a Batch's
+    indices and offsets are uint64) become 32-bit unless jax_enable_x64 is set.
 
     The caller's thread never runs a transfer: a host thread fills a buffer of
     cpu_buffer_size items from the iterator, a device thread puts them on the device and
