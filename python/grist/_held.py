@@ -12,6 +12,18 @@ import numpy as np
 from ._grist import Batch, _View
 
 _ARRAYS = ("data", "offsets", "indices", "datasets", "segment_ids", "positions")
+_ALIGN = 64  # bytes: what XLA's CPU client needs to use host memory without copying it again
+
+
+def copy_array(a):
+    """A copy of numpy array @a in memory of its own, aligned to 64 bytes as grist's slots are,
+    so a CPU jax.device_put of it can alias it instead of copying a second time."""
+    a = np.asarray(a)
+    raw = np.empty(a.nbytes + _ALIGN, np.uint8)
+    skip = -raw.ctypes.data % _ALIGN
+    out = raw[skip:skip + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
 
 
 class CopiedBatch:
@@ -27,7 +39,7 @@ class CopiedBatch:
     def __init__(self, batch):
         for name in _ARRAYS:
             a = getattr(batch, name)
-            setattr(self, name, None if a is None else np.array(a, copy=True))
+            setattr(self, name, None if a is None else copy_array(a))
         self.num_records = batch.num_records
         self.sequence = batch.sequence
         self._released = False
@@ -92,7 +104,7 @@ def copy_item(item):
     if isinstance(item, (list, tuple)) and not hasattr(item, "_fields"):
         return type(item)(copy_item(v) for v in item)
     if isinstance(item, np.ndarray) and on_a_slot(item):
-        return np.array(item, copy=True)
+        return copy_array(item)
     return item
 
 

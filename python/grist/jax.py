@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from ._grist import Batch
-from ._held import CopiedBatch, next_keeping_a_slot, on_a_slot
+from ._held import CopiedBatch, copy_array, next_keeping_a_slot, on_a_slot
 
 __all__ = ["device_put", "device_prefetch", "DevicePutIterator"]
 
@@ -59,7 +59,7 @@ def _transfer(item, target, copy_first):
     if where:
         host = [leaves[i] for i in where]
         if copy_first:
-            host = [np.array(x, copy=True) if on_a_slot(x) else x for x in host]
+            host = [copy_array(x) if on_a_slot(x) else x for x in host]
         put = jax.device_put(host, target)
         del host
         jax.block_until_ready(put)  # the device buffer holds finished transfers only
