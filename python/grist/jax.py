@@ -197,7 +197,10 @@ class DevicePutIterator:
         if self._done:
             raise StopIteration
         self._p.start()
-        item, state, err = self._p.device.get()
+        entry = self._p.get(self._p.device)
+        if entry is None:  # close() from another thread while this one waited
+            raise ValueError("grist.jax.device_put: the iterator was closed")
+        item, state, err = entry
         if err is not None:
             self._done = True
             self._p.halt()

@@ -130,6 +130,25 @@ def check_close_early():
         raise AssertionError("the loader was not closed")
     except ValueError:
         pass
+    # close() from another thread while the caller waits in next() on a stalled source.
+    stall = threading.Event()
+
+    def slow():
+        yield np.zeros((2, 1))
+        stall.wait(30)
+        yield np.ones((2, 1))
+    it = grist.jax.device_put(slow(), SHARDED)
+    next(it)
+    threading.Timer(0.2, it.close).start()
+    try:
+        next(it)
+        raise AssertionError("no error")
+    except ValueError as e:
+        assert "closed" in str(e)
+    stall.set()
+    for t in threads_alive():
+        t.join(5)
+    assert not threads_alive()
     # Dropped without close(): the threads stop when the iterator is collected.
     it = grist.jax.device_put(grist.Loader(DATA, 32, seed=0, epochs=None, layout="padded", record_bytes=256),
                               SHARDED)
