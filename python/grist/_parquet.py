@@ -259,9 +259,45 @@ def _shard_name(name, split, k, n):
     return f"{name}-{split}.array_record-{k:05d}-of-{n:05d}"
 
 
+def _leaves(fields, prefix=""):
+    """(name, Arrow type) of every leaf column, a struct's fields named parent/child: TFDS
+    flattens a nested FeaturesDict into Example keys the same way."""
+    import pyarrow as pa
+
+    for f in fields:
+        name = prefix + f.name
+        if "/" in f.name:
+            raise ConversionError(f"column {name!r}: '/' joins nested keys in TFDS; rename the column")
+        if pa.types.is_struct(f.type):
+            yield from _leaves(list(f.type), name + "/")
+        else:
+            yield name, f.type
+
+
+def _leaf_array(batch, name, where):
+    """The values of leaf column parent/child/... of a record batch; a null struct is an error."""
+    parts = name.split("/")
+    arr = batch.column(parts[0])
+    for depth, part in enumerate(parts[1:], 1):
+        _check_nulls(arr, where, "/".join(parts[:depth]), [])
+        arr = arr.field(part)
+    return arr
+
+
 def _features_json(columns):
-    return {"featuresDict": {"features": {c.name: c.feature_json() for c in columns}},
-            "pythonClassName": _TFDS + "features_dict.FeaturesDict"}
+    """features.json: a FeaturesDict, nested where the columns were structs."""
+    def node(tree):
+        return {"featuresDict": {"features": {k: node(v) if isinstance(v, dict) else v.feature_json()
+                                              for k, v in tree.items()}},
+                "pythonClassName": _TFDS + "features_dict.FeaturesDict"}
+    tree = {}
+    for c in columns:
+        *parents, leaf = c.name.split("/")
+        t = tree
+        for p in parents:
+            t = t.setdefault(p, {})
+        t[leaf] = c
+    return node(tree)
 
 
 def _dump(obj, path, indent):
@@ -306,10 +342,11 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
 
     metas = [pq.ParquetFile(f) for f in files]
     schema = metas[0].schema_arrow
-    unknown = set(features) - set(schema.names)
+    leaves = list(_leaves(schema))
+    unknown = set(features) - {name for name, _ in leaves}
     if unknown:
         raise ConversionError(f"{files[0]}: features= names columns the file does not have: {sorted(unknown)}")
-    columns = [_Column(f.name, f.type, features.get(f.name)) for f in schema]
+    columns = [_Column(name, t, features.get(name)) for name, t in leaves]
     for path, pf in zip(files[1:], metas[1:]):
         if not pf.schema_arrow.equals(schema):
             raise ConversionError(f"{path}: its schema differs from {files[0]}'s:\n{pf.schema_arrow}\n"
@@ -340,7 +377,7 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
             for batch in pf.iter_batches(batch_size=_READ_ROWS, use_threads=False):
                 def where(r, first=first, path=path):
                     return f"{path}: row {first + r}"
-                records = encode_examples([c.encoded(batch.column(c.name), where) for c in columns],
+                records = encode_examples([c.encoded(_leaf_array(batch, c.name, where), where) for c in columns],
                                           batch.num_rows)
                 for record in records:
                     while left == 0:

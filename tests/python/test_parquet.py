@@ -324,3 +324,31 @@ def test_encode_examples_checks_its_columns():
     for cols, text in bad:
         with pytest.raises(ValueError, match=text):
             encode_examples(cols, 2)
+
+
+def test_struct_columns_become_nested_features(tmp_path):
+    meta = pa.array([{"source": "s%d" % i, "year": 1990 + i, "inner": {"score": i / 4, "img": png(
+        np.full((2, 3, 1), i, np.uint8))}} for i in range(9)],
+        pa.struct([("source", pa.string()), ("year", pa.int32()),
+                   ("inner", pa.struct([("score", pa.float32()), ("img", pa.binary())]))]))
+    t = pa.table({"id": pa.array(range(9)), "meta": meta})
+    files = write_files(tmp_path, t, cuts=(0, 4))
+    out = str(tmp_path / "nest" / "1.0.0")
+    from_parquet(files, out, features={"meta/inner/img": "image"})
+    feats = json.load(open(os.path.join(out, "features.json")))["featuresDict"]["features"]
+    inner = feats["meta"]["featuresDict"]["features"]["inner"]["featuresDict"]["features"]
+    assert inner["img"]["image"]["shape"] == {"dimensions": ["2", "3", "1"]}
+    assert sorted(parse(records(out)[5])) == ["id", "meta/inner/img", "meta/inner/score", "meta/source",
+                                             "meta/year"]
+    tfds = pytest.importorskip("tensorflow_datasets")
+    src = tfds.builder_from_directory(out).as_data_source("train")
+    got = src[7]
+    assert got["id"] == 7 and got["meta"]["source"] == b"s7" and got["meta"]["year"] == 1997
+    assert got["meta"]["inner"]["score"] == 1.75 and got["meta"]["inner"]["img"].tolist() == \
+        np.full((2, 3, 1), 7, np.uint8).tolist()
+    # A null struct is a null value of that column.
+    vals = meta.to_pylist()
+    vals[6] = None
+    t = pa.table({"id": pa.array(range(9)), "meta": pa.array(vals, meta.type)})
+    with pytest.raises(ConversionError, match=r"part-1.parquet: row 2, column 'meta'"):
+        from_parquet(write_files(tmp_path, t, cuts=(0, 4)), str(tmp_path / "o2"))
