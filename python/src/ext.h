@@ -43,6 +43,9 @@ void gristpy_paths_free(struct gristpy_paths *p);
 /* example.c: encode_examples(columns, n) -> list[bytes], tf.train.Example records (module function). */
 PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
 
+/* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
+PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* batch.c: wrap a delivered batch (owned by @loader, a LoaderObject). */
 PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
 

@@ -103,7 +103,10 @@ void gristpy_paths_free(struct gristpy_paths *p)
 	p->n = 0;
 }
 
-static PyMethodDef module_functions[] = {
+static PyMethodDef grist_functions[] = {
+	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
+	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
+	  "grist_convert(); use grist.convert()." },
 	{ "encode_examples", gristpy_encode_examples, METH_VARARGS,
 	  "encode_examples(columns, n) -> list[bytes]: n tf.train.Example records, features sorted by key.\n"
 	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
@@ -114,10 +117,10 @@ static PyMethodDef module_functions[] = {
 
 static struct PyModuleDef grist_module = {
 	PyModuleDef_HEAD_INIT,
-	.m_methods = module_functions,
 	.m_name = "grist._grist",
 	.m_doc = "The C extension behind the grist package; use the names `grist` exports.",
 	.m_size = -1,
+	.m_methods = grist_functions,
 };
 
 PyMODINIT_FUNC PyInit__grist(void)
