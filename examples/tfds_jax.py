@@ -45,7 +45,7 @@ def main():
     classes = 10
     pixels = int(np.prod(image.shape))
     loader = grist.Loader(src, args.batch_size, seed=42, epochs=None, drop_remainder=True,
-                          batch_map=normalize, map_threads=2)
+                          batch_map=normalize)
 
     params = {"w": jnp.zeros((pixels, classes), jnp.float32), "b": jnp.zeros(classes, jnp.float32)}
 

@@ -251,7 +251,7 @@ class Loader(_grist.Loader):
     A feature whose shape varies is an error unless pad={key: max shape} pads it (its real
     shape is then '<name>_shape', int64 (B, ndim)). layout and record_bytes are the source's.
 
-    batch_map=fn: fn(batch) runs on map_threads background threads (default 2), ahead of the
+    batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
     loop, and the loop receives its results in order; get_state() counts the results received.
     numpy arrays in the result (in dicts, lists, tuples) that view the batch are copied out of
     it, so results hold no slot; batches waiting for fn count against prefetch.
@@ -286,7 +286,9 @@ class Loader(_grist.Loader):
         if batch_map is not None:
             if not callable(batch_map):
                 raise TypeError("grist.Loader: batch_map must be callable")
-            threads = 2 if map_threads is None else int(map_threads)
+            # One thread by default: on 2 cores a second one costs more in GIL hand-offs
+            # than it overlaps (bench/README.md).
+            threads = 1 if map_threads is None else int(map_threads)
             if threads < 1:
                 raise ValueError("grist.Loader: map_threads must be >= 1")
             prefetch = options.get("prefetch") or 4

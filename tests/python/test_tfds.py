@@ -459,3 +459,10 @@ def test_example_trains():
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["steps"] == 60 and out["last_loss"] < 0.7 * out["first_loss"]
+
+
+def test_getitems_releases_the_gil():
+    """Reading and decoding run without the GIL (test_gil.py's probe)."""
+    from test_gil import runs_during
+    src = grist.tfds.data_source("grist_features", "train", data_dir=DATA, threads=0)
+    assert runs_during(lambda: src.__getitems__(range(60)))
