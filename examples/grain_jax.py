@@ -36,10 +36,7 @@ import grist
 import grist.grain
 import grist.jax
 
-try:
-    from grist.tfds import from_parquet
-except ImportError:  # before grist.tfds exists on this branch
-    from grist._parquet import from_parquet
+from grist.tfds import from_parquet
 
 from train_jax import FEATURES, make_train_step, true_rule  # the same model and rule, beside this file
 

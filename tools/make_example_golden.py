@@ -13,6 +13,9 @@ Every record is serialized by a peer, never by grist:
     given twice), made from pieces serialized by protobuf and joined the way protobuf
     defines merging, or hand-written where protobuf cannot write it (unpacked lists).
 
+RECORD.det (mnist and typed records): the same Example as protobuf's
+SerializeToString(deterministic=True) writes it, for the encoder's byte-for-byte test.
+
 MANIFEST.txt says what each record holds, as the oracles read it:
   wire RECORD KEY int64|float|bytes N V...   protobuf's ParseFromString (tf.train.Example):
                                              int64 decimal, float the 8 hex digits of its
@@ -152,12 +155,18 @@ def main():
         with open(os.path.join(out, name), "wb") as fh:
             fh.write(data)
 
+    def write_det(name, data):
+        ex = example_pb2.Example()
+        ex.ParseFromString(data)
+        write(name.replace(".pb", ".det"), ex.SerializeToString(deterministic=True))
+
     # --- MNIST-like records, serialized by TFDS
     mnist = F.FeaturesDict({"image": F.Image(shape=(28, 28, 1)), "label": F.ClassLabel(num_classes=10)})
     for i in range(32):
         name = f"mnist-{i:02d}.pb"
         data = mnist.serialize_example({"image": digit(rng), "label": int(rng.integers(0, 10))})
         write(name, data)
+        write_det(name, data)
         manifest += wire_lines(name, data, example_pb2)
         manifest += tfds_lines(name, mnist.deserialize_example_np(data))
 
@@ -203,6 +212,7 @@ def main():
         name = f"typed-{i}.pb"
         data = typed.serialize_example(ex)
         write(name, data)
+        write_det(name, data)
         manifest += wire_lines(name, data, example_pb2)
         manifest += tfds_lines(name, typed.deserialize_example_np(data))
 

@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-from . import Writer, _expand
-from ._grist import encode_examples
+from ._grist import Writer, encode_examples
 
 __all__ = ["from_parquet", "ConversionError"]
 
@@ -331,6 +330,8 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     and rows/s to stderr. Returns {"rows": n, "shards": [file names], "out_dir": out_dir}.
     """
     import pyarrow.parquet as pq
+
+    from . import _expand  # here: grist/__init__ imports grist.tfds, which imports this module
 
     files = _expand(paths)
     features = dict(features or {})

@@ -126,7 +126,8 @@ static struct PyModuleDef grist_module = {
 PyMODINIT_FUNC PyInit__grist(void)
 {
 	PyTypeObject *types[] = { &gristpy_ReaderType, &gristpy_WriterType, &gristpy_LoaderType,
-				  &gristpy_BatchType, &gristpy_ViewType };
+				  &gristpy_BatchType, &gristpy_ViewType,
+				  &gristpy_FeaturesType };
 	PyObject *m;
 	size_t i;
 
@@ -152,7 +153,7 @@ PyMODINIT_FUNC PyInit__grist(void)
 		}
 	}
 	if (PyModule_AddStringConstant(m, "__version__", grist_version()) < 0 ||
-	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0)
+	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0 || gristpy_features_add_constants(m) < 0)
 		goto fail;
 	return m;
 fail:
