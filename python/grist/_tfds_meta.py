@@ -307,8 +307,9 @@ def _leaves(node, path, out, seq):
         body = node.get("image") or {}
         shape = _dims(body, where)
         dtype = body.get("dtype", "uint8")
-        enc = body.get("encodingFormat") or "png"
-        if dtype != "uint8" or enc not in ("png", "jpeg") or len(shape) != 3 or shape[2] is None:
+        # no encodingFormat (ImageFolder's Image()): TFDS decodes PNG or JPEG, told by the bytes
+        enc = body.get("encodingFormat") or "any"
+        if dtype != "uint8" or enc not in ("png", "jpeg", "any") or len(shape) != 3 or shape[2] is None:
             raise ValueError(f"grist.tfds: image feature {where!r} ({dtype}, {enc}, shape {shape}) is not "
                              "one grist.tfds decodes (uint8 PNG or JPEG with a known channel count)")
         out.append(Leaf(path, "image", np.uint8, shape, cls, encoding=enc, seq=seq))

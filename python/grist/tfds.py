@@ -59,7 +59,7 @@ def _column(leaf, varlen=None, max_shape=None, pad_value=0.0):
     """One grist._grist.Features column for @leaf: (key, wire, dtype, shape, decode, varlen, max, pad)."""
     shape = _c_shape(leaf)
     if leaf.kind == "image":
-        decode = _grist.DECODE_PNG if leaf.encoding == "png" else _grist.DECODE_JPEG
+        decode = {"png": _grist.DECODE_PNG, "jpeg": _grist.DECODE_JPEG}.get(leaf.encoding, _grist.DECODE_IMAGE)
     elif leaf.kind == _meta.BYTES:
         decode = _grist.DECODE_BYTES
     else:
