@@ -2,11 +2,11 @@
 """Seed corpora for the libFuzzer harnesses, from the golden files in tests/data.
 
 Usage: make_seeds.py OUT_DIR GRIST_CLI
-Writes OUT_DIR/{reader,chunk,footer,state,example}: whole files; each chunk with its file
+Writes OUT_DIR/{reader,chunk,footer,state,example,csv}: whole files; each chunk with its file
 offset; the postscript, footer records and writer options of the uncompressed files;
 checkpoints `grist load` saves on the file fuzz_state opens, under each of its configs; and
 the golden tf.train.Example records (TFDS's and protobuf's) behind each of fuzz_example's
-three spec bytes.
+three spec bytes; small CSV texts, good and bad, behind fuzz_csv's spec bytes.
 """
 import glob
 import os
@@ -72,6 +72,13 @@ def main():
         put(os.path.join(out, "example"), "%d.%s" % (spec, name), bytes([spec]) + rec)
         if spec:
             put(os.path.join(out, "example"), "2.%s" % name, b"\x02" + rec)
+    # fuzz_csv: a spec byte (bit 0: lists, bit 1: two shards), then CSV text
+    csv_seeds = [b'a,b,c\r\n1,0.5,x\r\n\r\n-2,1e3,"q ""u"" ,\nz"\n',
+                 b'\xef\xbb\xbfc,b,a,extra\n"t1 t2",1 2 3,4 5,\n,,,\n',
+                 b'a,b,c\n1,2\n', b'a,b,c\n"1"x,2,3\n', b'a,b,c\n1,2,"open\n']
+    for i, text in enumerate(csv_seeds):
+        for spec in (0, 1, 2, 3):
+            put(os.path.join(out, "csv"), "%d.%d" % (spec, i), bytes([spec]) + text)
     # fuzz_state: config byte, flags byte (0), then a state saved with that config
     target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
     tmp = os.path.join(out, "state.tmp")
