@@ -95,8 +95,8 @@ fail:
 }
 
 /* Decode @n records and gather them into @g. No GIL needed. Return: 0 or a negative code. */
-static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
-			  const uint64_t *indices, struct gathered *g)
+static int decode_group(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
+			const uint64_t *indices, struct gathered *g)
 {
 	bool ragged = grist_features_is_ragged(self->spec);
 	size_t cap = grist_features_batch_bound(self->spec, lens, n);
@@ -113,6 +113,87 @@ static int decode_records(FeaturesObject *self, const uint8_t *const *recs, cons
 	}
 	free(rows);
 	free(offsets);
+	return code;
+}
+
+/* Appends @part's features to @all (an empty @all takes @part whole). Frees @part. */
+static int gathered_append(struct gathered *all, struct gathered *part)
+{
+	struct gathered m;
+	size_t i, total = 0, at = 0;
+
+	if (!all->arena) {
+		*all = *part;
+		memset(part, 0, sizeof(*part));
+		return 0;
+	}
+	m = *all;
+	m.n = all->n + part->n;
+	for (i = 0; i < all->nf; i++)
+		total += ((all->bytes[i] + part->bytes[i] + 7) & ~(size_t)7) + m.n * all->ndim[i] * sizeof(int64_t);
+	m.arena = malloc(total ? total : 8);
+	if (!m.arena) {
+		gathered_free(part);
+		return -ENOMEM;
+	}
+	for (i = 0; i < all->nf; i++) {
+		uint8_t *v = (uint8_t *)m.arena + at;
+
+		memcpy(v, all->values[i], all->bytes[i]);
+		memcpy(v + all->bytes[i], part->values[i], part->bytes[i]);
+		m.values[i] = v;           /* also all->values[i]: the arrays are shared */
+		m.bytes[i] += part->bytes[i];
+		at += (m.bytes[i] + 7) & ~(size_t)7;
+		if (all->ndim[i]) {
+			size_t a = all->n * all->ndim[i], b = part->n * all->ndim[i];
+			int64_t *old = all->dims[i]; /* m shares all's arrays: read before writing */
+
+			m.dims[i] = (int64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.dims[i], old, a * sizeof(int64_t));
+			memcpy(m.dims[i] + a, part->dims[i], b * sizeof(int64_t));
+			at += (a + b) * sizeof(int64_t);
+		}
+	}
+	free(all->arena);
+	*all = m;
+	gathered_free(part);
+	return 0;
+}
+
+/*
+ * Decode @n records and gather them into @g, without the GIL. Records whose rows could be
+ * large (images of unknown size are bounded by their largest shape, not their bytes) go in
+ * groups of at most GROUP_BYTES of rows, so a request never reserves more than that at once
+ * besides one record's bound. Return: 0 or a negative code.
+ */
+#define GROUP_BYTES ((size_t)256 << 20)
+static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
+			  const uint64_t *indices, struct gathered *g)
+{
+	size_t a = 0, b;
+	int code = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (grist_features_batch_bound(self->spec, lens, n) <= GROUP_BYTES)
+		return decode_group(self, recs, lens, n, indices, g);
+	while (!code && a < n) {
+		struct gathered part;
+		size_t bytes = grist_features_row_bound(self->spec, lens[a]);
+
+		for (b = a + 1; b < n; b++) {
+			size_t next = grist_features_row_bound(self->spec, lens[b]);
+
+			if (bytes + next > GROUP_BYTES)
+				break;
+			bytes += next;
+		}
+		code = decode_group(self, recs + a, lens + a, b - a, indices ? indices + a : NULL, &part);
+		if (!code)
+			code = gathered_append(g, &part);
+		a = b;
+	}
+	if (code)
+		gathered_free(g);
 	return code;
 }
 
