@@ -242,8 +242,8 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None):
-        """(Features, columns, extra outputs) for a Loader: every feature a column of fixed size.
+    def _loader_features(self, pad=None, datasets=None):
+        """(Features, columns) for a Loader: every feature a column of fixed size.
 
         @pad maps a feature key ('image', 'meta/source') to the shape its values are padded
         to; its real shape goes to '<name>_shape' beside it. A feature whose shape varies and
@@ -272,6 +272,8 @@ class DataSource:
         for leaf in self.leaves:
             if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in {x.path for x in self.leaves}:
                 raise ValueError(f"grist.Loader: feature {leaf.key!r}_shape exists: cannot pad {leaf.key!r}")
+        if datasets is not None:  # a mixture: messages name each dataset's files
+            return _grist.Features(cols, threads=0, datasets=datasets), cols
         return _grist.Features(cols, self.files, 0), cols
 
 

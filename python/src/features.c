@@ -307,17 +307,19 @@ static void features_free(FeaturesObject *self)
 }
 
 /*
- * Features(columns, paths=None, threads=0): @paths are the files of the one dataset the
- * records come from (for messages naming file and record); @threads the pool's workers
- * beside the calling thread (0: none).
+ * Features(columns, paths=None, threads=0, datasets=None): @paths are the files of the one
+ * dataset the records come from (for messages naming file and record, and for fetch());
+ * @datasets instead, a list of such lists for a loader that mixes datasets (messages only);
+ * @threads the pool's workers beside the calling thread (0: none).
  */
 static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "columns", "paths", "threads", NULL };
-	PyObject *columns, *paths = Py_None, *seq = NULL;
+	static char *kwlist[] = { "columns", "paths", "threads", "datasets", NULL };
+	PyObject *columns, *paths = Py_None, *datasets = Py_None, *seq = NULL, *dseq = NULL;
 	struct grist_features *f = NULL;
-	struct gristpy_paths p = { 0 };
-	struct grist_dataset_spec ds = { 0 };
+	struct gristpy_paths *p = NULL;
+	struct grist_dataset_spec *ds = NULL;
+	size_t nd = 0, d;
 	unsigned threads = 0;
 	char msg[1024] = "";
 	Py_ssize_t i;
@@ -327,8 +329,12 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_ValueError, "Features: already initialised");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OI:Features", kwlist, &columns, &paths, &threads))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO:Features", kwlist, &columns, &paths, &threads, &datasets))
 		return -1;
+	if (paths != Py_None && datasets != Py_None) {
+		PyErr_SetString(PyExc_ValueError, "Features: paths or datasets, not both");
+		return -1;
+	}
 	if (threads > 256) {
 		PyErr_Format(PyExc_ValueError, "Features: threads must be in 0..256, not %u", threads);
 		return -1;
@@ -347,12 +353,25 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_Format(PyExc_ValueError, "Features: %s", grist_last_error());
 		goto out;
 	}
-	if (paths != Py_None) {
-		if (gristpy_paths_from(paths, &p) || gristpy_paths_from(paths, &self->paths))
+	if (paths != Py_None || datasets != Py_None) {
+		if (datasets != Py_None && !(dseq = PySequence_Fast(datasets, "Features: datasets must be a list")))
 			goto out;
-		ds.paths = (const char *const *)p.v;
-		ds.num_paths = p.n;
-		ds.weight = 1.0;
+		nd = dseq ? (size_t)PySequence_Fast_GET_SIZE(dseq) : 1;
+		p = calloc(nd + 1, sizeof(*p));
+		ds = calloc(nd + 1, sizeof(*ds));
+		if (!p || !ds) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (d = 0; d < nd; d++) {
+			if (gristpy_paths_from(dseq ? PySequence_Fast_GET_ITEM(dseq, (Py_ssize_t)d) : paths, &p[d]))
+				goto out;
+			ds[d].paths = (const char *const *)p[d].v;
+			ds[d].num_paths = p[d].n;
+			ds[d].weight = 1.0;
+		}
+		if (!dseq && gristpy_paths_from(paths, &self->paths))
+			goto out;
 	}
 	if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
 		PyErr_NoMemory();
@@ -360,7 +379,7 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 	}
 	/* Opening the files to count their records is I/O: without the GIL. */
 	Py_BEGIN_ALLOW_THREADS
-	code = grist_features_decoder_create(f, p.n ? &ds : NULL, p.n ? 1 : 0, &self->dec);
+	code = grist_features_decoder_create(f, nd ? ds : NULL, nd, &self->dec);
 	if (!code && threads)
 		code = grist_features_pool_create(threads, &self->pool);
 	if (code)
@@ -377,8 +396,12 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 	self->map.id = grist_features_id(self->spec);
 	ret = 0;
 out:
-	gristpy_paths_free(&p);
+	for (d = 0; p && d < nd; d++)
+		gristpy_paths_free(&p[d]);
+	free(p);
+	free(ds);
 	grist_features_destroy(f);
+	Py_XDECREF(dseq);
 	Py_XDECREF(seq);
 	return ret;
 }

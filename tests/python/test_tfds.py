@@ -466,3 +466,22 @@ def test_getitems_releases_the_gil():
     from test_gil import runs_during
     src = grist.tfds.data_source("grist_features", "train", data_dir=DATA, threads=0)
     assert runs_during(lambda: src.__getitems__(range(60)))
+
+
+def test_loader_mixes_tfds_sources(mnist_copy):
+    train = grist.tfds.data_source("grist_mnist", "train", data_dir=DATA)
+    test = grist.tfds.data_source("grist_mnist", "test", data_dir=DATA)
+    want = [EXPECTED["grist_mnist"]["splits"]["train"], EXPECTED["grist_mnist"]["splits"]["test"]]
+    opts = dict(seed=2, epochs=1, weights=[3, 1])
+    got = take(grist.Loader([train, test], 40, **opts))
+    ref = [(b.datasets.tolist(), b.indices.tolist()) for b in grist.Loader([train.files, test.files], 40, **opts)]
+    assert len(got) == len(ref) > 0
+    for d, (ds, idx) in zip(got, ref):
+        assert set(ds) == {0, 1}
+        np.testing.assert_array_equal(d["label"], [want[k][i]["label"] for k, i in zip(ds, idx)])
+        np.testing.assert_array_equal(d["image"], np.stack([want[k][i]["image"] for k, i in zip(ds, idx)]))
+    path = mnist_copy / "features.json"
+    path.write_text(path.read_text().replace('"28",\n                            "28"', '"32",\n                            "28"'))
+    other = grist.tfds.data_source(str(mnist_copy), "train")
+    with pytest.raises(ValueError, match="same features"):
+        grist.Loader([train, other], 8, weights=[1, 1])
