@@ -7,6 +7,10 @@ Every record is serialized by a peer, never by grist:
   - typed-N.pb: one record per TFDS feature type (Image png/jpeg, ClassLabel, Tensor of
     every dtype with fixed and None dims, Tensor with encoding=bytes, Scalar, Text,
     nested FeaturesDict, Sequence), serialized by TFDS;
+  - video-N.pb: sequences of images (Video of PNG frames, Sequence(Image) of a fixed
+    length, Sequence of JPEG images of any size), serialized and decoded by TFDS;
+  - texts-N.pb: lists of strings (Sequence(Text), a string Tensor of shape (2,), a
+    Sequence of a dict holding Text), serialized by TFDS;
   - wire-*.pb: records that exercise protobuf's parsing rules (unpacked values, packed
     and unpacked mixed, a key given twice, a Feature's value given twice, a oneof that
     changes kind, unknown fields at every level, Features given twice, a key field
@@ -22,8 +26,12 @@ MANIFEST.txt says what each record holds, as the oracles read it:
                                              bits, bytes hex ('-' for empty)
   tfds RECORD KEY DTYPE NDIM D... HEX        TFDS's deserialize_example_np decode: the
                                              array's little-endian bytes
-  image FILE H W C RAW                       the pixels as PIL decodes them (RAW, HWC)
-  image FILE unsupported                     an image grist refuses (16-bit, 1-bit)
+  strings RECORD KEY N HEX...                ... of a list of strings (hex, '-' for empty)
+  image FILE H W C RAW [uint16]              the pixels as PIL decodes them (RAW, HWC; 16-bit
+                                             color as OpenCV decodes it, PIL cannot)
+  image FILE unsupported                     an image grist refuses (1-bit)
+  cast RECORD KEY DTYPE N HEX                the record's values (one float_list or int64_list)
+                                             cast to DTYPE by numpy's astype, as TFDS casts them
   jpeg_tolerance N                           the largest difference between PIL's and
                                              OpenCV's decode of the JPEGs here
   absent RECORD KEY                          a key the record does not hold
@@ -76,6 +84,10 @@ def tfds_lines(name, decoded, prefix=""):
         if isinstance(v, bytes):
             out.append(f"tfds {name} {prefix}{key} bytes 1 {len(v)} {hexb(v)}")
             continue
+        if (isinstance(v, list) and v and all(isinstance(x, bytes) for x in v)) or \
+                (isinstance(v, np.ndarray) and v.dtype == object):
+            out.append(f"strings {name} {prefix}{key} {len(v)} {' '.join(hexb(x) for x in v)}".rstrip())
+            continue
         a = np.asarray(v)
         if a.dtype == object:
             raise SystemExit(f"{key}: unexpected object array")
@@ -127,6 +139,26 @@ def varint(v):
 def ld(field, body):
     """A length-delimited field."""
     return varint(field << 3 | 2) + varint(len(body)) + body
+
+
+def interlaced_png(rgb):
+    """An Adam7-interlaced 8-bit RGB PNG (PIL and OpenCV write none; PIL reads them)."""
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    h, w, _ = rgb.shape
+    raw = bytearray()
+    for x0, y0, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+                           (0, 1, 1, 2)):
+        sub = rgb[y0::dy, x0::dx]
+        if sub.shape[0] and sub.shape[1]:
+            for row in sub:
+                raw += b"\0" + row.tobytes()
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(bytes(raw))) +
+            chunk(b"IEND", b""))
 
 
 def entry(key, feature):
@@ -216,6 +248,35 @@ def main():
         manifest += wire_lines(name, data, example_pb2)
         manifest += tfds_lines(name, typed.deserialize_example_np(data))
 
+    # --- sequences of images, serialized and decoded by TFDS
+    video = F.FeaturesDict({"video": F.Video(shape=(None, 8, 10, 3), encoding_format="png"),
+                            "clip": F.Sequence(F.Image(shape=(6, 6, 1)), length=2),
+                            "frames": F.Sequence(F.Image(shape=(None, None, 3), encoding_format="jpeg"))})
+    for i, (t, hw) in enumerate([(3, (9, 7)), (1, (16, 5)), (2, (4, 4))]):
+        ex = {"video": rng.integers(0, 256, (t, 8, 10, 3), dtype=np.uint8),
+              "clip": [rng.integers(0, 256, (6, 6, 1), dtype=np.uint8) for _ in range(2)],
+              "frames": [rng.integers(0, 256, hw + (3,), dtype=np.uint8) for _ in range(t)]}
+        name = f"video-{i}.pb"
+        data = video.serialize_example(ex)
+        write(name, data)
+        manifest += wire_lines(name, data, example_pb2)
+        manifest += tfds_lines(name, {k: np.stack(v) for k, v in video.deserialize_example_np(data).items()})
+
+    # --- lists of strings, serialized and decoded by TFDS
+    texts = F.FeaturesDict({"tags": F.Sequence(F.Text()), "names": F.Tensor(shape=(2,), dtype=np.str_),
+                            "answers": F.Sequence({"text": F.Text(), "start": F.Scalar(dtype=np.int32)})})
+    for i, ex in enumerate([
+        {"tags": ["a", "", "héllo"], "names": ["x", "yz"], "answers": [{"text": "t1", "start": 3},
+                                                                       {"text": "", "start": 0}]},
+        {"tags": [], "names": ["", "long " * 20], "answers": []},
+        {"tags": ["only"], "names": ["p", "q"], "answers": [{"text": "☃", "start": -1}]},
+    ]):
+        name = f"texts-{i}.pb"
+        data = texts.serialize_example(ex)
+        write(name, data)
+        manifest += wire_lines(name, data, example_pb2)
+        manifest += tfds_lines(name, texts.deserialize_example_np(data))
+
     # --- protobuf's parsing rules
     def pb(feats):
         ex = example_pb2.Example()
@@ -258,6 +319,20 @@ def main():
         ex.ParseFromString(data)
         manifest += [f"absent {name} {k}" for k in "ab" if k not in ex.features.feature]
 
+    # --- narrowing and float16 rounding, against numpy's astype
+    specials = np.array([0, 1, -1, 0.1, 1 / 3, 65504, 65505, 65519, 65520, 1e6, -1e6, 6e-5, 6.1e-5, 5.96e-8, 2.98e-8,
+                         2.99e-8, 1e-9, 2049, 2051, 4097, -0.0, np.inf, -np.inf, np.nan, 1.00048828125,
+                         1.0009765625, 1.00146484375], np.float32)
+    ints = np.array([0, 1, -1, 127, 128, 255, 256, -128, -129, 32767, 32768, 65535, 65536, 2**31 - 1, 2**31,
+                     2**32 - 1, 2**32, -2**31 - 1, 2**62, -2**63], np.int64)
+    cast = pb({"f": ("float_list", specials.tolist()), "i": ("int64_list", ints.tolist())})
+    write("cast.pb", cast)
+    with np.errstate(all="ignore"):
+        for dt in ("float16", "float32", "float64"):
+            manifest.append(f"cast cast.pb f {dt} {len(specials)} {specials.astype(dt).tobytes().hex()}")
+        for dt in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "bool"):
+            manifest.append(f"cast cast.pb i {dt} {len(ints)} {ints.astype(dt).tobytes().hex()}")
+
     # --- images: PIL writes and decodes them; OpenCV checks the JPEG tolerance
     def image_case(name, data, mode=None):
         write(name, data)
@@ -277,6 +352,7 @@ def main():
     image_case("rgb.png", png_bytes(Image.fromarray(rgb, "RGB")))
     image_case("rgba.png", png_bytes(Image.fromarray(rgba, "RGBA")))
     image_case("rgb-cv2.png", cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes())
+    image_case("interlaced.png", interlaced_png(rgb))
     pal = Image.fromarray(rgb, "RGB").quantize(colors=16)
     image_case("palette.png", png_bytes(pal), "RGB")
     pal_t = pal.copy()
@@ -295,8 +371,17 @@ def main():
         cv = cv[:, :, None] if cv.ndim == 2 else cv[:, :, ::-1]
         tol = max(tol, int(np.abs(cv.astype(int) - px.astype(int)).max()))
     manifest.append(f"jpeg_tolerance {tol}")
-    write("gray16.png", cv2.imencode(".png", (gray.astype(np.uint16) * 257))[1].tobytes())
-    manifest.append("image gray16.png unsupported")
+    # 16-bit PNGs (TFDS's Image(dtype=uint16)): PIL reads 16-bit gray, OpenCV (TFDS's decoder) 16-bit color
+    gray16 = gray.astype(np.uint16) * 257 + np.arange(37, dtype=np.uint16)
+    g16 = cv2.imencode(".png", gray16)[1].tobytes()
+    write("gray16.png", g16)
+    write("gray16.png.raw", np.asarray(Image.open(io.BytesIO(g16))).astype(np.uint16).tobytes())
+    manifest.append("image gray16.png 23 37 1 gray16.png.raw uint16")
+    rgb16 = rgb.astype(np.uint16) * 251 + 3
+    c16 = cv2.imencode(".png", rgb16[:, :, ::-1])[1].tobytes()
+    write("rgb16.png", c16)
+    write("rgb16.png.raw", cv2.imdecode(np.frombuffer(c16, np.uint8), cv2.IMREAD_UNCHANGED)[:, :, ::-1].tobytes())
+    manifest.append("image rgb16.png 23 37 3 rgb16.png.raw uint16")
     write("bilevel.png", png_bytes(Image.fromarray(gray > 128)))
     manifest.append("image bilevel.png unsupported")
 

@@ -33,18 +33,23 @@
  *                        grist_features_gather() turns a batch of such rows into
  *                        one values array plus the per-record dims.
  *
- * Parsing follows protobuf's semantics for tf.train.Example exactly: fields in any
- * order, unknown fields skipped, packed and unpacked repeated values, a key given
- * twice takes its last value (as a map does), a Feature's list given twice is merged
- * (as protobuf merges a repeated message field). No record is copied and no protobuf
- * runtime runs. Every length is checked against the bytes that hold it.
+ * Parsing follows protobuf's semantics for tf.train.Example: fields in any order,
+ * unknown fields skipped, packed and unpacked repeated values, a key given twice takes
+ * its last value (as a map does), a Feature's list given twice is merged (as protobuf
+ * merges a message field), a oneof keeps the kind set last. Where protobuf's
+ * implementations differ, grist reads as protobuf's Python parser (upb, what TFDS
+ * decodes with) does: a map entry holding an unknown field is dropped whole. The
+ * tests check all of these against protobuf's ParseFromString. No record is copied
+ * and no protobuf runtime runs. Every length is checked against the bytes that hold it;
+ * entries whose keys the spec does not ask for are skipped by length, unparsed.
  *
  * Errors. A record that does not match the spec (a missing key, another list kind,
  * another number of values, an image that does not decode or has another shape, a
  * value that does not fit) fails with a negative code and a message naming the file,
  * the record index within that file and the feature, e.g.
- *   "train.array_record-00003-of-00008: record 1207: feature 'image': PNG is 32x28x1, the spec says 28x28x1"
- * Never a zero-filled row. Codes: -EBADMSG for bytes that are not a well-formed
+ *   "train.array_record-00003-of-00008: record 1207: feature 'image': PNG is 32x28x1, the spec says (28, 28, 1)"
+ * (the loader puts its own "file: chunk at byte N: map failed on dataset D record I: "
+ * before it). Never a zero-filled row. Codes: -EBADMSG for bytes that are not a well-formed
  * Example or image and for a record that does not match the spec (a missing key,
  * another list kind), -EMSGSIZE for values that do not fit the spec's shape or a
  * row's room, -ENOTSUP for an image kind or depth not supported, -EINVAL for a bad
@@ -121,17 +126,32 @@ enum grist_dtype {
  * GRIST_DECODE_RAW     bytes_list holding one value: the little-endian bytes of a dense
  *                      array of the column's dtype and shape (TFDS's Tensor with
  *                      encoding=bytes). Its length must be a whole number of elements.
- * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded with libspng into uint8 (H, W, C).
+ * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded with libspng into uint8 (H, W, C),
+ *                      or uint16 for a 16-bit PNG (TFDS's Image(dtype=uint16)), host-endian.
  * GRIST_DECODE_JPEG    ... one JPEG, decoded with libjpeg-turbo (TurboJPEG) into uint8 (H, W, C).
  * GRIST_DECODE_IMAGE   ... one PNG or JPEG, told by its first bytes.
+ * GRIST_DECODE_STRINGS bytes_list of any number of values, each a string (TFDS's
+ *                      Sequence(Text) and string Tensors of shape (N,) or (None,)): the
+ *                      shape (N,) or (-1,) counts strings, the dtype is uint8, and the
+ *                      feature must be GRIST_VARLEN_RAGGED (strings vary in bytes).
+ *                      gather() gives the strings' bytes back to back and dims their count
+ *                      per record; grist_features_gather_lengths() each string's length.
  *
- * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), C is 1
+ * Images: the shape is (H, W, C) (H and W may be -1 with pad or ragged), or (T, H, W, C)
+ * for a bytes_list of T images (TFDS's Video and Sequence(Image); T may be -1 too, and
+ * a record's images must share one H x W x C, which its dims column gives). C is 1
  * (grayscale), 2 (gray+alpha, PNG only), 3 (RGB) or 4 (RGBA, PNG only) and must be
  * the image's own channel count: a PNG palette counts as 3, or 4 with a tRNS chunk;
- * no silent conversion between gray and color. 8-bit samples only: a 16-bit PNG
- * fails with -ENOTSUP. The image header is checked against the shape before a byte
- * of the row is written. JPEG decodes with TurboJPEG's default (accurate) IDCT and
- * fancy upsampling, as PIL and TensorFlow do.
+ * no silent conversion between gray and color. The sample width must be the dtype's
+ * (-EBADMSG otherwise): 8-bit into uint8, 16-bit PNG into uint16. PNGs of 1, 2 or 4-bit
+ * gray and CMYK JPEGs fail with -ENOTSUP. The image
+ * header is checked against the shape before a byte of the row is written. JPEG
+ * decodes with TurboJPEG's default (accurate) IDCT and fancy upsampling, as PIL and
+ * OpenCV do (the golden tests find all three equal to the level), and a libjpeg
+ * warning (a truncated or damaged stream, which libjpeg would fill with gray) is an
+ * error. A PNG's zlib checksum and the CRCs of the chunks up to its image data are
+ * checked (what follows the image data, IEND included, is not read). Interlaced PNGs decode
+ * (libspng de-interlaces) but no golden image covers them yet.
  */
 enum grist_decode {
 	GRIST_DECODE_VALUES = 0,
@@ -140,6 +160,7 @@ enum grist_decode {
 	GRIST_DECODE_PNG,
 	GRIST_DECODE_JPEG,
 	GRIST_DECODE_IMAGE,
+	GRIST_DECODE_STRINGS,
 };
 
 /** What a -1 dimension does (see the overview). */
@@ -383,8 +404,9 @@ GRIST_API int grist_features_decode_batch(const struct grist_features_decoder *d
  * feature @i over @n rows: n x column.bytes for NONE and PAD features, the sum of the
  * rows' values for RAGGED ones.
  * @rows, @offsets: the batch: offsets NULL for rows of row_bytes() back to back (a
- *            FIXED batch), else the start of each row (a RAGGED loader batch's offsets,
- *            or decode_batch's).
+ *            FIXED batch), else @n + 1 entries, row i being [offsets[i], offsets[i + 1])
+ *            (a RAGGED loader batch's offsets, or decode_batch's); a ragged spec needs
+ *            them.
  * Return: 0 or -EINVAL (@i out of range) / -EBADMSG (a ragged row that is not one
  * this spec wrote).
  */
@@ -394,7 +416,7 @@ GRIST_API int grist_features_gather_bytes(const struct grist_features *f, size_t
 /**
  * grist_features_gather() - copy feature @i of @n rows into one array.
  * @values:   @cap bytes: the rows' values back to back (for RAGGED features, each
- *            record's values in C order, concatenated).
+ *            record's values in C order, concatenated); NULL with @cap 0 to get only @dims.
  * @dims:     NULL, or n x ndim int64: each record's real shape (row i's at i x ndim);
  *            for a RAGGED feature with one -1 dimension, that dimension's entries are
  *            the row lengths.
@@ -402,6 +424,18 @@ GRIST_API int grist_features_gather_bytes(const struct grist_features *f, size_t
  */
 GRIST_API int grist_features_gather(const struct grist_features *f, size_t i, const uint8_t *rows,
 				    const uint64_t *offsets, size_t n, void *values, size_t cap, int64_t *dims);
+
+/**
+ * grist_features_gather_lengths() - a GRIST_DECODE_STRINGS feature's string lengths
+ * over @n rows, in order (record by record, string by string).
+ * @lengths:  @cap entries, or NULL to count only.
+ * @count:    set to the number of strings in the @n rows.
+ * Return: 0, -EINVAL (not a strings feature, @cap too small) or -EBADMSG (a row this
+ * spec did not write).
+ */
+GRIST_API int grist_features_gather_lengths(const struct grist_features *f, size_t i, const uint8_t *rows,
+					    const uint64_t *offsets, size_t n, uint64_t *lengths, size_t cap,
+					    size_t *count);
 
 /* ------------------------------------------------------------------ encoding */
 

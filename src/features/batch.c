@@ -227,6 +227,24 @@ static int ragged_values(const struct grist_features *f, const struct gf_feature
 				  room, f->row_bytes);
 	memcpy(&p, r + ft->offset, 8);
 	memcpy(dims, r + ft->dims_offset, 8 * ft->ndim);
+	if (ft->decode == GRIST_DECODE_STRINGS) {
+		/* the strings' lengths, then their bytes */
+		uint64_t sum = 0, len;
+
+		if (dims[0] < 0 || p < f->row_bytes || p > room || (uint64_t)dims[0] > (room - p) / 8)
+			return grist_fail(-EBADMSG, "features: gather: row %zu: feature '%s' lies outside its row", i,
+					  ft->key);
+		for (int64_t k = 0; k < dims[0]; k++) {
+			memcpy(&len, r + p + 8 * (uint64_t)k, 8);
+			if (len > room - p - 8 * (uint64_t)dims[0] - sum)
+				return grist_fail(-EBADMSG, "features: gather: row %zu: feature '%s' lies outside its row",
+						  i, ft->key);
+			sum += len;
+		}
+		*pos = (size_t)(p + 8 * (uint64_t)dims[0]);
+		*bytes = (size_t)sum;
+		return 0;
+	}
 	for (size_t d = 0; d < ft->ndim; d++) {
 		if (dims[d] < 0 || (dims[d] && count > GF_ROW_MAX / (uint64_t)dims[d]))
 			return grist_fail(-EBADMSG, "features: gather: row %zu: feature '%s' has a bad shape", i, ft->key);
@@ -302,4 +320,34 @@ int grist_features_gather(const struct grist_features *f, size_t i, const uint8_
 	if (!values && cap)
 		return grist_fail(-EINVAL, "features: gather: NULL values");
 	return gather(f, i, rows, offsets, n, values, cap, dims, &total);
+}
+
+int grist_features_gather_lengths(const struct grist_features *f, size_t fi, const uint8_t *rows,
+				  const uint64_t *offsets, size_t n, uint64_t *lengths, size_t cap, size_t *count)
+{
+	const struct gf_feature *ft;
+	size_t total = 0;
+
+	if (!f || !f->finished || fi >= f->n || !count || (n && (!rows || !offsets)) ||
+	    f->feat[fi].decode != GRIST_DECODE_STRINGS)
+		return grist_fail(-EINVAL, "features: gather_lengths: not a strings feature of a finished spec, or no rows");
+	ft = &f->feat[fi];
+	for (size_t i = 0; i < n; i++) {
+		size_t room, pos, bytes;
+		const uint8_t *r = row_at(f, rows, offsets, i, &room);
+		int64_t dims[GRIST_FEATURE_MAX_DIMS];
+		int ret = ragged_values(f, ft, r, room, i, &pos, &bytes, dims);
+
+		if (ret)
+			return ret;
+		if (lengths) {
+			if ((size_t)dims[0] > cap - total)
+				return grist_fail(-EINVAL, "features: gather_lengths: feature '%s' has more than the %zu "
+						  "strings room was given for", ft->key, cap);
+			memcpy(lengths + total, r + pos - 8 * (size_t)dims[0], 8 * (size_t)dims[0]);
+		}
+		total += (size_t)dims[0];
+	}
+	*count = total;
+	return 0;
 }

@@ -180,48 +180,137 @@ mismatch:
 			  "elements of raw bytes" : "bytes", want);
 }
 
-static int decode_image(const struct gf_feature *ft, struct place *pl, const uint8_t *p, size_t len)
+/*
+ * An image, or a sequence of @frames images (shape (T, H, W, C): TFDS's Video and
+ * Sequence(Image)), each header checked before its pixels are written. The frames of a
+ * record share one H x W x C; they sit one after another, each in a frame of the
+ * column's shape (padded) or of the record's (ragged).
+ */
+static int decode_images(const struct gf_feature *ft, const struct gf_span *entry, const struct gf_values *v,
+			 struct place *pl)
 {
+	size_t lead = ft->ndim == 4, pitch = 0, frame = 0;
+	int64_t dims[4] = { 0 };
+	struct gf_bytes_iter bi;
 	struct gf_image img;
-	int64_t dims[3];
-	size_t pitch, bytes;
-	uint8_t *dst;
+	const uint8_t *p;
+	uint8_t *dst = NULL;
+	uint64_t k = 0;
+	size_t len;
 	char want[96];
-	int ret = gf_image_open(&img, ft->decode, p, len);
+	int ret, r;
 
-	if (ret)
-		return grist_fail_prefix(ret, "feature '%s'", ft->key);
-	dims[0] = img.height;
-	dims[1] = img.width;
-	dims[2] = img.channels;
-	for (int d = 0; d < 3; d++) {
-		int64_t lim = ft->shape[d] >= 0 ? ft->shape[d] : ft->has_max ? ft->max_shape[d] : INT64_MAX;
+	if (!lead && v->count != 1)
+		return grist_fail(-EMSGSIZE, "feature '%s': a bytes_list of %" PRIu64 " values, one expected", ft->key,
+				  v->count);
+	if (lead && ((ft->shape[0] >= 0 && v->count != (uint64_t)ft->shape[0]) ||
+		     (ft->has_max && v->count > (uint64_t)ft->max_shape[0])))
+		return grist_fail(-EMSGSIZE, "feature '%s': %" PRIu64 " images, the spec says %s%" PRId64, ft->key,
+				  v->count, ft->shape[0] >= 0 ? "" : "at most ",
+				  ft->shape[0] >= 0 ? ft->shape[0] : ft->max_shape[0]);
+	dims[0] = (int64_t)v->count;
+	for (size_t d = lead; d < ft->ndim; d++) /* what an empty sequence reports */
+		dims[d] = ft->shape[d] >= 0 ? ft->shape[d] : 0;
+	gf_bytes_iter_init(&bi, entry, v);
+	/* one image (the usual case): the scan already found it, no second walk */
+	while ((r = v->count == 1 ? (k == 0 ? (p = v->first, len = v->first_len, 1) : 0) :
+		    gf_bytes_iter_next(&bi, &p, &len)) == 1) {
+		int64_t got[3];
 
-		if ((ft->shape[d] >= 0 && dims[d] != ft->shape[d]) || dims[d] > lim) {
+		ret = gf_image_open(&img, ft->decode, p, len);
+		if (ret)
+			return lead ? grist_fail_prefix(ret, "feature '%s': image %" PRIu64, ft->key, k) :
+				      grist_fail_prefix(ret, "feature '%s'", ft->key);
+		got[0] = img.height;
+		got[1] = img.width;
+		got[2] = img.channels;
+		if (k && (got[0] != dims[lead] || got[1] != dims[lead + 1] || got[2] != dims[lead + 2])) {
 			gf_image_close(&img);
-			fmt_shape(want, sizeof(want), ft->has_max ? ft->max_shape : ft->shape, 3);
-			return grist_fail(-EMSGSIZE, "feature '%s': %s is %" PRId64 "x%" PRId64 "x%" PRId64 ", the spec "
-					  "says %s%s", ft->key, img.kind == GRIST_DECODE_PNG ? "PNG" : "JPEG", dims[0],
-					  dims[1], dims[2], ft->varlen == GRIST_VARLEN_NONE ? "" : "at most ", want);
+			return grist_fail(-EMSGSIZE, "feature '%s': image %" PRIu64 " is %" PRId64 "x%" PRId64 "x%" PRId64
+					  ", image 0 is %" PRId64 "x%" PRId64 "x%" PRId64, ft->key, k, got[0], got[1],
+					  got[2], dims[lead], dims[lead + 1], dims[lead + 2]);
 		}
+		for (size_t d = 0; !k && d < 3; d++) {
+			int64_t decl = ft->shape[lead + d];
+			int64_t lim = decl >= 0 ? decl : ft->has_max ? ft->max_shape[lead + d] : INT64_MAX;
+
+			if ((decl >= 0 && got[d] != decl) || got[d] > lim) {
+				gf_image_close(&img);
+				fmt_shape(want, sizeof(want), (ft->has_max ? ft->max_shape : ft->shape) + lead, 3);
+				return grist_fail(-EMSGSIZE, "feature '%s': %s is %" PRId64 "x%" PRId64 "x%" PRId64 ", the "
+						  "spec says %s%s", ft->key, img.kind == GRIST_DECODE_PNG ? "PNG" : "JPEG",
+						  got[0], got[1], got[2], ft->varlen == GRIST_VARLEN_NONE ? "" : "at most ",
+						  want);
+			}
+		}
+		if (img.sample_bytes != ft->elem_bytes) {
+			gf_image_close(&img);
+			return grist_fail(-EBADMSG, "feature '%s': the image has %u-bit samples, the spec says %s", ft->key,
+					  8 * img.sample_bytes, ft->elem_bytes == 1 ? "uint8" : "uint16");
+		}
+		if (!k) {
+			/* the first image fixes the record's shape, and so its place */
+			size_t bytes = (size_t)(got[0] * got[1] * got[2]) * ft->elem_bytes;
+
+			memcpy(dims + lead, got, sizeof(got));
+			if (ft->varlen == GRIST_VARLEN_RAGGED) {
+				ret = reserve_ragged(ft, pl, bytes * v->count, &dst);
+				if (ret) {
+					gf_image_close(&img);
+					return ret;
+				}
+				pitch = (size_t)(got[1] * got[2]) * ft->elem_bytes;
+				frame = bytes;
+			} else {
+				dst = pl->row + ft->offset;
+				pitch = (size_t)(ft->row_shape[lead + 1] * ft->row_shape[lead + 2]) * ft->elem_bytes;
+				frame = (size_t)ft->row_shape[lead] * pitch;
+				if (ft->varlen == GRIST_VARLEN_PAD && bytes * v->count != ft->bytes)
+					fill(dst, ft, 0, ft->bytes);
+			}
+		}
+		ret = gf_image_decode(&img, dst + k * frame, pitch);
+		if (ret)
+			return lead ? grist_fail_prefix(ret, "feature '%s': image %" PRIu64, ft->key, k) :
+				      grist_fail_prefix(ret, "feature '%s'", ft->key);
+		k++;
+	}
+	if (r < 0)
+		return grist_fail_prefix(r, "feature '%s'", ft->key);
+	if (!k) {
+		/* no image: an empty sequence, its column all pad */
+		if (ft->varlen == GRIST_VARLEN_PAD)
+			fill(pl->row + ft->offset, ft, 0, ft->bytes);
+		else if (ft->varlen == GRIST_VARLEN_RAGGED && (ret = reserve_ragged(ft, pl, 0, &dst)))
+			return ret;
 	}
 	put_dims(ft, pl->row, dims);
-	bytes = (size_t)(dims[0] * dims[1] * dims[2]);
-	if (ft->varlen == GRIST_VARLEN_RAGGED) {
-		ret = reserve_ragged(ft, pl, bytes, &dst);
-		if (ret) {
-			gf_image_close(&img);
-			return ret;
-		}
-		pitch = (size_t)(dims[1] * dims[2]);
-	} else {
-		dst = pl->row + ft->offset;
-		pitch = (size_t)(ft->row_shape[1] * ft->row_shape[2]);
-		if (ft->varlen == GRIST_VARLEN_PAD && bytes != ft->bytes)
-			fill(dst, ft, 0, ft->bytes);
-	}
-	ret = gf_image_decode(&img, dst, pitch);
-	return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
+	return 0;
+}
+
+/* A list of strings into the ragged part: their lengths (uint64), then their bytes. */
+static int decode_strings(const struct gf_feature *ft, const struct gf_span *entry, const struct gf_values *v,
+			  struct place *pl)
+{
+	int64_t dims[1] = { (int64_t)v->count };
+	uint64_t total;
+	uint8_t *dst;
+	int ret;
+
+	if ((ft->shape[0] >= 0 && v->count != (uint64_t)ft->shape[0]) ||
+	    (ft->has_max && v->count > (uint64_t)ft->max_shape[0]))
+		return grist_fail(-EMSGSIZE, "feature '%s': %" PRIu64 " strings, the spec says %s%" PRId64, ft->key,
+				  v->count, ft->shape[0] >= 0 ? "" : "at most ",
+				  ft->shape[0] >= 0 ? ft->shape[0] : ft->max_shape[0]);
+	ret = gf_values_strings(entry, v, NULL, NULL, &total);
+	if (!ret)
+		ret = reserve_ragged(ft, pl, (size_t)(8 * v->count + total), &dst);
+	if (!ret)
+		ret = gf_values_strings(entry, v, dst, dst + 8 * v->count, &total);
+	if (ret)
+		return grist_fail_prefix(ret, "feature '%s'", ft->key);
+	put_dims(ft, pl->row, dims);
+	return 0;
 }
 
 static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl)
@@ -241,6 +330,10 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 			ret = gf_values_write(entry, &v, ft->dtype, dst);
 		return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
 	}
+	if (ft->decode == GRIST_DECODE_STRINGS)
+		return decode_strings(ft, entry, &v, pl);
+	if (ft->decode >= GRIST_DECODE_PNG && ft->decode <= GRIST_DECODE_IMAGE)
+		return decode_images(ft, entry, &v, pl);
 	if (v.count != 1)
 		return grist_fail(-EMSGSIZE, "feature '%s': a bytes_list of %" PRIu64 " values, one expected", ft->key,
 				  v.count);
@@ -259,7 +352,7 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 			memcpy(dst, v.first, v.first_len);
 		return ret;
 	default:
-		return decode_image(ft, pl, v.first, v.first_len);
+		return grist_fail(-EINVAL, "feature '%s': unknown decode kind %d", ft->key, (int)ft->decode);
 	}
 }
 

@@ -75,6 +75,22 @@ struct gf_values {
 	size_t first_len;
 };
 int gf_values_scan(const struct gf_span *entry, struct gf_values *v);
+/* The values of a bytes_list one by one (those that count, as scanned), without copying. */
+struct gf_bytes_iter {
+	const uint8_t *ep, *eend, *fp, *fend, *lp, *lend, *start;
+	int kind;
+};
+void gf_bytes_iter_init(struct gf_bytes_iter *bi, const struct gf_span *entry, const struct gf_values *v);
+/* 1 and the next value, 0 at the end, or -EBADMSG + message. */
+int gf_bytes_iter_next(struct gf_bytes_iter *bi, const uint8_t **p, size_t *len);
+
+/*
+ * The strings of a bytes_list (v->count of them, as scanned): their lengths into @lens
+ * (uint64, may be NULL), their bytes back to back into @bytes (may be NULL); *total gets
+ * the sum of the lengths.
+ */
+int gf_values_strings(const struct gf_span *entry, const struct gf_values *v, uint8_t *lens, uint8_t *bytes,
+		      uint64_t *total);
 /* Write the int64 or float values (v->count of them, as scanned) into @dst as @dtype. */
 int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum grist_dtype dtype, uint8_t *dst);
 
@@ -84,6 +100,7 @@ int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum
 struct gf_image {
 	enum grist_decode kind; /* PNG or JPEG */
 	uint32_t width, height, channels;
+	uint32_t sample_bytes;  /* 1, or 2 for a 16-bit PNG (decoded host-endian) */
 	const uint8_t *p;
 	size_t len;
 	void *spng;             /* spng_ctx, PNG only */

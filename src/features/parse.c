@@ -375,3 +375,67 @@ int gf_values_write(const struct gf_span *entry, const struct gf_values *v, enum
 		return bad_values("Feature");
 	return 0;
 }
+
+void gf_bytes_iter_init(struct gf_bytes_iter *bi, const struct gf_span *entry, const struct gf_values *v)
+{
+	*bi = (struct gf_bytes_iter){ .ep = entry->p, .eend = entry->p + entry->len, .start = v->start,
+				      .kind = v->kind };
+}
+
+int gf_bytes_iter_next(struct gf_bytes_iter *bi, const uint8_t **p, size_t *len)
+{
+	struct list_iter it = { .ep = bi->ep, .eend = bi->eend, .fp = bi->fp, .fend = bi->fend };
+	const uint8_t *at, *body;
+	size_t blen;
+	int kind, r;
+
+	for (;;) {
+		while (bi->lp < bi->lend) {
+			uint32_t field;
+			unsigned wt;
+
+			if (rd_tag(&bi->lp, bi->lend, &field, &wt))
+				return bad_values("bytes_list");
+			if (field == 1 && wt == WT_LEN)
+				return rd_len(&bi->lp, bi->lend, p, len) ? bad_values("bytes_list") : 1;
+			if (skip(&bi->lp, bi->lend, wt))
+				return bad_values("bytes_list");
+		}
+		r = next_list(&it, &kind, &at, &body, &blen);
+		bi->ep = it.ep;
+		bi->fp = it.fp;
+		bi->fend = it.fend;
+		if (r <= 0)
+			return r < 0 ? bad_values("Feature") : 0;
+		if (at >= bi->start && kind == bi->kind) {
+			bi->lp = body;
+			bi->lend = body + blen;
+		}
+	}
+}
+
+int gf_values_strings(const struct gf_span *entry, const struct gf_values *v, uint8_t *lens, uint8_t *bytes,
+		      uint64_t *total)
+{
+	struct gf_bytes_iter bi;
+	const uint8_t *s;
+	uint64_t i = 0, sum = 0;
+	size_t slen;
+	int r;
+
+	gf_bytes_iter_init(&bi, entry, v);
+	while ((r = gf_bytes_iter_next(&bi, &s, &slen)) == 1) {
+		if (i >= v->count)
+			return bad_values("bytes_list");
+		if (lens)
+			memcpy(lens + 8 * i, &(uint64_t){ slen }, 8);
+		if (bytes)
+			memcpy(bytes + sum, s, slen);
+		sum += slen;
+		i++;
+	}
+	if (r < 0 || i != v->count)
+		return r < 0 ? r : bad_values("Feature");
+	*total = sum;
+	return 0;
+}

@@ -166,7 +166,7 @@ int grist_features_set(struct grist_features *f, size_t i, enum grist_feature_pa
 		return ret;
 	switch (param) {
 	case GRIST_FEATURE_DECODE:
-		if (value < GRIST_DECODE_VALUES || value > GRIST_DECODE_IMAGE)
+		if (value < GRIST_DECODE_VALUES || value > GRIST_DECODE_STRINGS)
 			return grist_fail(-EINVAL, "feature '%s': unknown decode kind %lld", ft->key, (long long)value);
 		if ((value == GRIST_DECODE_VALUES) != (ft->wire != GRIST_WIRE_BYTES))
 			return grist_fail(-EINVAL, "feature '%s': %s", ft->key,
@@ -250,11 +250,18 @@ static int check_and_size(struct gf_feature *ft)
 		if (ft->shape[d] < 0 && !vars++)
 			ft->var_dim = (int)d;
 	if (is_image(ft->decode)) {
-		if (ft->dtype != GRIST_DTYPE_UINT8 || ft->ndim != 3 || ft->shape[2] < 1 || ft->shape[2] > 4)
-			return grist_fail(-EINVAL, "feature '%s': an image is uint8 of shape (H, W, C), C 1 to 4",
-					  ft->key);
-		if (ft->decode == GRIST_DECODE_JPEG && ft->shape[2] != 1 && ft->shape[2] != 3)
+		int64_t c = ft->ndim ? ft->shape[ft->ndim - 1] : 0;
+
+		if ((ft->dtype != GRIST_DTYPE_UINT8 && (ft->dtype != GRIST_DTYPE_UINT16 || ft->decode == GRIST_DECODE_JPEG)) ||
+		    (ft->ndim != 3 && ft->ndim != 4) || c < 1 || c > 4)
+			return grist_fail(-EINVAL, "feature '%s': an image is uint8 (or uint16 for PNG) of shape (H, W, C) "
+					  "or, a sequence of them, (T, H, W, C), C 1 to 4", ft->key);
+		if (ft->decode == GRIST_DECODE_JPEG && c != 1 && c != 3)
 			return grist_fail(-EINVAL, "feature '%s': a JPEG has 1 or 3 channels", ft->key);
+	} else if (ft->decode == GRIST_DECODE_STRINGS) {
+		if (ft->dtype != GRIST_DTYPE_UINT8 || ft->ndim != 1 || ft->varlen != GRIST_VARLEN_RAGGED)
+			return grist_fail(-EINVAL, "feature '%s': a list of strings is uint8 of shape (N,) or (-1,) and "
+					  "ragged (its strings vary in bytes)", ft->key);
 	} else if (ft->decode == GRIST_DECODE_BYTES) {
 		if (ft->dtype != GRIST_DTYPE_UINT8 || ft->ndim != 1)
 			return grist_fail(-EINVAL, "feature '%s': bytes are uint8 of shape (L,) (L = -1 for any length)",
@@ -470,6 +477,9 @@ static size_t ragged_bound(const struct gf_feature *ft, size_t len)
 		n = (ft->wire == GRIST_WIRE_FLOAT ? len / 4 : len) * (uint64_t)ft->elem_bytes;
 	else if (ft->decode == GRIST_DECODE_BYTES || ft->decode == GRIST_DECODE_RAW)
 		n = len;
+	else if (ft->decode == GRIST_DECODE_STRINGS)
+		/* a string takes at least 2 wire bytes (tag, length): 8-byte lengths, then the bytes */
+		n = (uint64_t)len / 2 * 8 + len, max = UINT64_MAX;
 	else
 		n = max;
 	if (n > max)

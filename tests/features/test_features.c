@@ -472,6 +472,308 @@ static void test_tfds_typed_padded(void **state)
 	check_typed(true);
 }
 
+static enum grist_dtype dtype_named(const char *name)
+{
+	for (int t = GRIST_DTYPE_UINT8; t <= GRIST_DTYPE_BOOL; t++)
+		if (!strcmp(dtype_np((enum grist_dtype)t), name))
+			return (enum grist_dtype)t;
+	fail_msg("unknown dtype %s", name);
+	return GRIST_DTYPE_UINT8;
+}
+
+/* Narrowing (two's complement, bool as != 0) and float16 rounding, byte for byte as numpy's astype. */
+static void test_casts(void **state)
+{
+	int checked = 0;
+
+	(void)state;
+	for (int k = 0; k < num_lines; k++) {
+		struct line *l = &lines[k];
+		struct grist_features *f;
+		struct grist_features_decoder *d;
+		enum grist_dtype t;
+		uint8_t *rec, *row, *want;
+		size_t len, row_len, wl;
+		int64_t n;
+		int ret;
+
+		if (strcmp(l->tok[0], "cast"))
+			continue;
+		t = dtype_named(l->tok[3]);
+		n = atoll(l->tok[4]);
+		f = spec_new();
+		add(f, l->tok[2], !strcmp(l->tok[2], "f") ? GRIST_WIRE_FLOAT : GRIST_WIRE_INT64, t, 1, n);
+		d = decoder(f);
+		rec = read_rec(l->tok[1], &len);
+		row = decode1(d, rec, len, &row_len, &ret);
+		assert_int_equal(ret, 0);
+		want = malloc(strlen(l->tok[5]) / 2 + 1);
+		wl = unhex(l->tok[5], want, strlen(l->tok[5]) / 2 + 1);
+		{
+			struct grist_feature_column c;
+
+			grist_feature_column_init(&c);
+			assert_int_equal(grist_feature_column(f, 0, &c), 0);
+			assert_int_equal(wl, (size_t)n * c.elem_bytes);
+		}
+		for (int64_t j = 0; j < n; j++) {
+			size_t e = wl / (size_t)n;
+
+			if (memcmp(row + (size_t)j * e, want + (size_t)j * e, e))
+				fail_msg("%s as %s, value %" PRId64 ": differs from numpy", l->tok[2], l->tok[3], j);
+		}
+		free(want);
+		free(row);
+		free(rec);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		checked++;
+	}
+	assert_int_equal(checked, 12);
+}
+
+/* Lists of strings (Sequence(Text), string Tensors) as TFDS decodes them: bytes back to back, lengths, counts. */
+static void test_strings(void **state)
+{
+	struct grist_features *f = spec_new();
+	struct grist_features_decoder *d;
+	const char *keys[] = { "tags", "names", "answers/text" };
+	int checked = 0, i;
+
+	(void)state;
+	for (int k = 0; k < 3; k++) {
+		i = add(f, keys[k], GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 1, (int64_t)(k == 1 ? 2 : -1));
+		set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_STRINGS);
+		set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
+	}
+	set(f, add(f, "answers/start", GRIST_WIRE_INT64, GRIST_DTYPE_INT32, 1, (int64_t)-1), GRIST_FEATURE_VARLEN,
+	    GRIST_VARLEN_RAGGED);
+	d = decoder(f);
+	for (int r = 0; r < 3; r++) {
+		char name[32];
+		uint8_t *rec, *row;
+		size_t len, row_len;
+		int ret;
+
+		snprintf(name, sizeof(name), "texts-%d.pb", r);
+		rec = read_rec(name, &len);
+		row = decode1(d, rec, len, &row_len, &ret);
+		if (ret)
+			fail_msg("%s: %s", name, grist_last_error());
+		for (int k = 0; k < 3; k++) {
+			uint64_t offs[2] = { 0, row_len }, lens[8];
+			size_t bytes, count, at = 0, want_n = 0;
+			int64_t dims[1];
+			uint8_t *got;
+			struct line *l = NULL;
+
+			for (int m = 0; m < num_lines; m++)
+				if ((!strcmp(lines[m].tok[0], "strings") || !strcmp(lines[m].tok[0], "tfds")) &&
+				    !strcmp(lines[m].tok[1], name) && !strcmp(lines[m].tok[2], keys[k]))
+					l = &lines[m];
+			assert_non_null(l);
+			if (!strcmp(l->tok[0], "strings"))
+				want_n = (size_t)atoll(l->tok[3]);
+			else
+				assert_string_equal(l->tok[6], "-"); /* TFDS's empty list */
+			got = gather1(f, keys[k], row, row_len, &bytes, dims);
+			assert_int_equal(dims[0], (int64_t)want_n);
+			assert_int_equal(grist_features_gather_lengths(f, (size_t)grist_features_find(f, keys[k]), row, offs, 1,
+								       lens, 8, &count), 0);
+			assert_int_equal(count, want_n);
+			for (size_t j = 0; j < want_n; j++) {
+				uint8_t want[256];
+				size_t wl = unhex(l->tok[4 + j], want, sizeof(want));
+
+				assert_int_equal(lens[j], wl);
+				assert_memory_equal(got + at, want, wl);
+				at += wl;
+			}
+			assert_int_equal(at, bytes);
+			free(got);
+			checked++;
+		}
+		free(row);
+		free(rec);
+	}
+	assert_int_equal(checked, 9);
+	/* another number of strings than a fixed shape says; strings that are not ragged */
+	{
+		struct grist_features *g = spec_new();
+		struct grist_features_decoder *dg;
+		uint8_t *rec, *row;
+		size_t len, row_len;
+		int ret;
+
+		i = add(g, "tags", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 1, (int64_t)2);
+		set(g, i, GRIST_FEATURE_DECODE, GRIST_DECODE_STRINGS);
+		assert_int_equal(grist_features_finish(g), -EINVAL);
+		set(g, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
+		dg = decoder(g);
+		rec = read_rec("texts-0.pb", &len);
+		row = decode1(dg, rec, len, &row_len, &ret);
+		assert_int_equal(ret, -EMSGSIZE);
+		assert_non_null(strstr(grist_last_error(), "feature 'tags': 3 strings, the spec says 2"));
+		assert_int_equal(grist_features_gather_lengths(f, 3, row, (uint64_t[]){ 0, 8 }, 1, NULL, 0, &len), -EINVAL);
+		free(row);
+		free(rec);
+		grist_features_decoder_destroy(dg);
+		grist_features_destroy(g);
+	}
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+}
+
+/* Sequences of images (Video, Sequence(Image)) as TFDS decodes them, ragged and padded. */
+static void check_video(bool pad)
+{
+	struct grist_features *f = spec_new();
+	struct grist_features_decoder *d;
+	int checked = 0, i;
+
+	set(f, add(f, "clip", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)2, (int64_t)6, (int64_t)6, (int64_t)1),
+	    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+	i = add(f, "video", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)8, (int64_t)10, (int64_t)3);
+	set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+	set(f, i, GRIST_FEATURE_VARLEN, pad ? GRIST_VARLEN_PAD : GRIST_VARLEN_RAGGED);
+	assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 4, 8, 10, 3 }, 4), 0);
+	i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+	set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+	set(f, i, GRIST_FEATURE_VARLEN, pad ? GRIST_VARLEN_PAD : GRIST_VARLEN_RAGGED);
+	assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 3, 16, 8, 3 }, 4), 0);
+	assert_int_equal(grist_features_set_pad_value(f, (size_t)i, 9), 0);
+	d = decoder(f);
+	for (int k = 0; k < num_lines; k++) {
+		struct line *l = &lines[k];
+		struct grist_feature_column col;
+		int64_t dims[4], t, h, w, c;
+		uint8_t *rec, *row, *got, *want;
+		size_t len, row_len, bytes, wl;
+		int ret;
+
+		if (strcmp(l->tok[0], "tfds") || strncmp(l->tok[1], "video-", 6))
+			continue;
+		rec = read_rec(l->tok[1], &len);
+		row = decode1(d, rec, len, &row_len, &ret);
+		if (ret)
+			fail_msg("%s: %s", l->tok[1], grist_last_error());
+		got = gather1(f, l->tok[2], row, row_len, &bytes, dims);
+		grist_feature_column_init(&col);
+		assert_int_equal(grist_feature_column(f, (size_t)grist_features_find(f, l->tok[2]), &col), 0);
+		t = atoll(l->tok[5]);
+		h = atoll(l->tok[6]);
+		w = atoll(l->tok[7]);
+		c = atoll(l->tok[8]);
+		if (col.varlen != GRIST_VARLEN_NONE) {
+			assert_int_equal(dims[0], t);
+			assert_int_equal(dims[1], h);
+			assert_int_equal(dims[2], w);
+			assert_int_equal(dims[3], c);
+		}
+		want = malloc(strlen(l->tok[9]) / 2 + 1);
+		wl = unhex(l->tok[9], want, strlen(l->tok[9]) / 2 + 1);
+		assert_int_equal(wl, (size_t)(t * h * w * c));
+		if (col.varlen != GRIST_VARLEN_PAD) {
+			assert_int_equal(bytes, wl);
+			assert_memory_equal(got, want, wl); /* TFDS decodes with OpenCV: PNG and JPEG exact */
+		} else {
+			int64_t mh = col.row_shape[1], mw = col.row_shape[2];
+			uint8_t pv = !strcmp(l->tok[2], "frames") ? 9 : 0;
+
+			assert_int_equal(bytes, col.bytes);
+			for (int64_t z = 0; z < col.row_shape[0]; z++)
+				for (int64_t y = 0; y < mh; y++)
+					for (int64_t x = 0; x < mw * c; x++) {
+						uint8_t g = got[(z * mh + y) * mw * c + x];
+
+						if (z < t && y < h && x < w * c)
+							assert_int_equal(g, want[((z * h) + y) * w * c + x]);
+						else
+							assert_int_equal(g, pv);
+					}
+		}
+		free(want);
+		free(got);
+		free(row);
+		free(rec);
+		checked++;
+	}
+	assert_int_equal(checked, 9);
+	/* more images than the max, images of two sizes in one record */
+	{
+		struct grist_example_encoder *e;
+		const uint8_t *data;
+		uint8_t *a, *b, *both, *row;
+		size_t al, bl, dl, row_len;
+		int ret;
+
+		a = read_rec("rgb.png", &al);
+		b = read_rec("rgb420.jpg", &bl);
+		both = malloc(al + bl);
+		memcpy(both, a, al);
+		memcpy(both + al, b, bl);
+		assert_int_equal(grist_example_encoder_create(&e), 0);
+		grist_example_begin(e);
+		assert_int_equal(grist_example_add_bytes(e, "frames", both, (uint64_t[]){ 0, al, al + bl }, 2), 0);
+		assert_int_equal(grist_example_add_bytes(e, "clip", both, (uint64_t[]){ 0, al, al + bl }, 2), 0);
+		assert_int_equal(grist_example_add_bytes(e, "video", both, (uint64_t[]){ 0, 0 }, 1), 0);
+		assert_int_equal(grist_example_finish(e, &data, &dl), 0);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EMSGSIZE); /* clip: a 23x37x3 PNG, the spec says 6x6x1 */
+		assert_non_null(strstr(grist_last_error(), "feature 'clip': PNG is 23x37x3"));
+		free(row);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		f = spec_new();
+		i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+		set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+		set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_PAD);
+		assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 1, 32, 40, 3 }, 4), 0);
+		d = decoder(f);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EMSGSIZE);
+		assert_non_null(strstr(grist_last_error(), "feature 'frames': 2 images, the spec says at most 1"));
+		free(row);
+		grist_features_decoder_destroy(d);
+		grist_features_destroy(f);
+		f = spec_new();
+		i = add(f, "frames", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 4, (int64_t)-1, (int64_t)-1, (int64_t)-1, (int64_t)3);
+		set(f, i, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE);
+		set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
+		assert_int_equal(grist_features_set_max_shape(f, (size_t)i, (int64_t[]){ 4, 32, 40, 3 }, 4), 0);
+		d = decoder(f);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, 0); /* both are 23x37x3: a PNG then a JPEG, one sequence */
+		free(row);
+		grist_example_begin(e);
+		memcpy(both + al, a, 40); /* a second image cut short */
+		assert_int_equal(grist_example_add_bytes(e, "frames", both, (uint64_t[]){ 0, al, al + 40 }, 2), 0);
+		assert_int_equal(grist_example_finish(e, &data, &dl), 0);
+		row = decode1(d, data, dl, &row_len, &ret);
+		assert_int_equal(ret, -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "feature 'frames': image 1: "));
+		free(row);
+		grist_example_encoder_destroy(e);
+		free(both);
+		free(a);
+		free(b);
+	}
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+}
+
+static void test_video_ragged(void **state)
+{
+	(void)state;
+	check_video(false);
+}
+
+static void test_video_padded(void **state)
+{
+	(void)state;
+	check_video(true);
+}
+
 /* The fixed row of MNIST: image at 0, label after it, and the pixels TFDS decodes. */
 static void test_mnist_layout(void **state)
 {
@@ -534,12 +836,14 @@ static uint8_t *image_record(struct grist_example_encoder *e, const uint8_t *img
 	return copy;
 }
 
+static enum grist_dtype image_dtype = GRIST_DTYPE_UINT8;
+
 static struct grist_features_decoder *image_decoder(enum grist_decode kind, int64_t h, int64_t w, int64_t c,
 						    enum grist_varlen vl, const int64_t *max)
 {
 	struct grist_features *f = spec_new();
 	struct grist_features_decoder *d;
-	int i = add(f, "img", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 3, h, w, c);
+	int i = add(f, "img", GRIST_WIRE_BYTES, image_dtype, 3, h, w, c);
 
 	set(f, i, GRIST_FEATURE_DECODE, kind);
 	set(f, i, GRIST_FEATURE_VARLEN, vl);
@@ -569,6 +873,7 @@ static void test_images(void **state)
 		uint8_t *img, *rec, *row, *want;
 		size_t len, rlen, row_len, wlen;
 		int64_t h, w, c;
+		size_t es;
 		bool jpeg;
 		int ret, maxdiff = 0;
 
@@ -578,6 +883,7 @@ static void test_images(void **state)
 		rec = image_record(e, img, len, &rlen);
 		jpeg = strstr(l->tok[1], ".jpg") != NULL;
 		if (!strcmp(l->tok[2], "unsupported")) {
+			image_dtype = GRIST_DTYPE_UINT8;
 			d = image_decoder(GRIST_DECODE_IMAGE, 23, 37, 1, GRIST_VARLEN_NONE, NULL);
 			row = decode1(d, rec, rlen, &row_len, &ret);
 			assert_int_equal(ret, -ENOTSUP);
@@ -592,10 +898,12 @@ static void test_images(void **state)
 		h = atoll(l->tok[2]);
 		w = atoll(l->tok[3]);
 		c = atoll(l->tok[4]);
+		es = l->n > 6 && !strcmp(l->tok[6], "uint16") ? 2 : 1;
+		image_dtype = es == 2 ? GRIST_DTYPE_UINT16 : GRIST_DTYPE_UINT8;
 		want = read_rec(l->tok[5], &wlen);
-		assert_int_equal(wlen, (size_t)(h * w * c));
+		assert_int_equal(wlen, (size_t)(h * w * c) * es);
 
-		/* exact shape, told by kind and by magic */
+		/* exact shape, told by kind and by magic (PNG exact, JPEG within what PIL and OpenCV differ by) */
 		for (int auto_kind = 0; auto_kind < 2; auto_kind++) {
 			d = image_decoder(auto_kind ? GRIST_DECODE_IMAGE : jpeg ? GRIST_DECODE_JPEG : GRIST_DECODE_PNG, h, w,
 					  c, GRIST_VARLEN_NONE, NULL);
@@ -620,12 +928,15 @@ static void test_images(void **state)
 		assert_int_equal(ret, 0);
 		for (int64_t y = 0; y < 30; y++)
 			for (int64_t x = 0; x < 40 * c; x++) {
-				uint8_t got = row[y * 40 * c + x];
+				unsigned got = 0, exp = 0;
 
-				if (y < h && x < w * c)
-					assert_true(abs((int)got - want[(y * w * c) + x]) <= (jpeg ? tolerance : 0));
-				else
+				memcpy(&got, row + (size_t)(y * 40 * c + x) * es, es);
+				if (y < h && x < w * c) {
+					memcpy(&exp, want + (size_t)(y * w * c + x) * es, es);
+					assert_true(abs((int)got - (int)exp) <= (jpeg ? tolerance : 0));
+				} else {
 					assert_int_equal(got, 7);
+				}
 			}
 		{
 			int64_t dims[3];
@@ -657,7 +968,20 @@ static void test_images(void **state)
 		assert_int_equal(ret, -EMSGSIZE);
 		free(row);
 		grist_features_decoder_destroy(d);
+		/* the other sample width */
+		if (!jpeg) {
+			image_dtype = es == 2 ? GRIST_DTYPE_UINT8 : GRIST_DTYPE_UINT16;
+			d = image_decoder(GRIST_DECODE_PNG, h, w, c, GRIST_VARLEN_NONE, NULL);
+			row = decode1(d, rec, rlen, &row_len, &ret);
+			assert_int_equal(ret, -EBADMSG);
+			assert_non_null(strstr(grist_last_error(), es == 2 ? "16-bit samples" : "8-bit samples"));
+			free(row);
+			grist_features_decoder_destroy(d);
+			image_dtype = es == 2 ? GRIST_DTYPE_UINT16 : GRIST_DTYPE_UINT8;
+		}
 		/* the other format asked for */
+		if (es == 2)
+			goto damaged;
 		d = image_decoder(jpeg ? GRIST_DECODE_PNG : GRIST_DECODE_JPEG, h, w, c == 1 || c == 3 ? c : 3,
 				  GRIST_VARLEN_NONE, NULL);
 		row = decode1(d, rec, rlen, &row_len, &ret);
@@ -666,6 +990,7 @@ static void test_images(void **state)
 		free(row);
 		grist_features_decoder_destroy(d);
 
+damaged:
 		/* damaged: cut short, and a flipped byte in the middle */
 		for (int cut = 0; cut < 2; cut++) {
 			uint8_t *bad = malloc(len), *brec;
@@ -694,8 +1019,9 @@ static void test_images(void **state)
 		free(rec);
 		free(img);
 	}
-	assert_int_equal(checked, 11);
-	assert_int_equal(refused, 2);
+	assert_int_equal(checked, 14);
+	assert_int_equal(refused, 1);
+	image_dtype = GRIST_DTYPE_UINT8;
 	grist_example_encoder_destroy(e);
 }
 
@@ -841,11 +1167,13 @@ static void test_bad_specs(void **state)
 	assert_int_equal(grist_features_add(f, "late", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0), -EINVAL);
 	grist_features_destroy(f);
 
-	f = spec_new(); /* an image that is not uint8 HWC */
-	set(f, add(f, "im", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT16, 3, (int64_t)2, (int64_t)2, (int64_t)1),
-	    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
-	assert_int_equal(grist_features_finish(f), -EINVAL);
-	grist_features_destroy(f);
+	for (int k = 0; k < 3; k++) { /* images are uint8 HWC, or uint16 for PNG */
+		f = spec_new();
+		set(f, add(f, "im", GRIST_WIRE_BYTES, k == 0 ? GRIST_DTYPE_INT16 : GRIST_DTYPE_UINT16, k == 2 ? 2 : 3,
+			   (int64_t)2, (int64_t)2, (int64_t)1), GRIST_FEATURE_DECODE, k == 1 ? GRIST_DECODE_JPEG : GRIST_DECODE_PNG);
+		assert_int_equal(grist_features_finish(f), -EINVAL);
+		grist_features_destroy(f);
+	}
 	f = spec_new(); /* two varying dims of plain values cannot be told apart */
 	i = add(f, "m", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, 2, (int64_t)-1, (int64_t)-1);
 	set(f, i, GRIST_FEATURE_VARLEN, GRIST_VARLEN_RAGGED);
@@ -1108,27 +1436,27 @@ static void write_mnist_file(const char *path, int n, int first, int bad)
 		snprintf(name, sizeof(name), "mnist-%02d.pb", (first + i) % 32);
 		rec = read_rec(name, &len);
 		if (i == bad) {
-			/* the PNG is the record's longest field; cut bytes from its IDAT by
-			   rewriting the record with the encoder from the decoded values */
+			/* the record rewritten with the encoder, its PNG cut inside IDAT */
 			struct grist_example_encoder *e;
 			const uint8_t *data;
 			size_t dl;
 			uint8_t png[2048];
 			size_t pl = 0;
 
-			/* find the PNG inside the record: it starts with its signature */
-			for (size_t k = 0; k + 8 < len; k++)
-				if (!memcmp(rec + k, "\x89PNG", 4)) {
-					pl = len - k;
-					if (pl > sizeof(png))
-						pl = sizeof(png);
-					memcpy(png, rec + k, pl);
-					break;
-				}
-			assert_true(pl > 40);
+			/* the PNG inside the record, from its signature to the end of IEND; keep half */
+			for (size_t k = 0; k + 8 < len && !pl; k++)
+				if (!memcmp(rec + k, "\x89PNG", 4))
+					for (size_t m = k; m + 8 <= len; m++)
+						if (!memcmp(rec + m, "IEND", 4)) {
+							pl = m + 8 - k;
+							assert_true(pl <= sizeof(png));
+							memcpy(png, rec + k, pl);
+							break;
+						}
+			assert_true(pl > 60);
 			assert_int_equal(grist_example_encoder_create(&e), 0);
 			grist_example_begin(e);
-			assert_int_equal(grist_example_add_bytes(e, "image", png, (uint64_t[]){ 0, pl - 30 }, 1), 0);
+			assert_int_equal(grist_example_add_bytes(e, "image", png, (uint64_t[]){ 0, pl / 2 }, 1), 0);
 			assert_int_equal(grist_example_add_int64s(e, "label", (int64_t[]){ 1 }, 1), 0);
 			assert_int_equal(grist_example_finish(e, &data, &dl), 0);
 			assert_int_equal(grist_writer_write(w, data, dl), 0);
@@ -1258,6 +1586,46 @@ static void test_loader_rows(void **state)
 	free(one);
 	free(two);
 
+	/* a checkpoint taken with one spec is refused with another: the map id is the spec's */
+	{
+		struct grist_features *fa = mnist_spec(), *fb = spec_new();
+		struct grist_dataset_spec ds = { .paths = paths, .num_paths = 2 };
+		struct grist_features_decoder *da;
+		struct grist_loader_config cfg = { 0 };
+		struct grist_loader *l;
+		struct grist_batch *b;
+		uint8_t st[GRIST_STATE_MAX];
+		size_t st_len;
+
+		set(fb, add(fb, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, 3, (int64_t)28, (int64_t)28, (int64_t)1),
+		    GRIST_FEATURE_DECODE, GRIST_DECODE_PNG);
+		add(fb, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT32, 0);
+		assert_int_equal(grist_features_finish(fb), 0);
+		assert_int_equal(grist_features_decoder_create(fa, &ds, 1, &da), 0);
+		cfg.datasets = &ds;
+		cfg.num_datasets = 1;
+		cfg.batch_size = 16;
+		cfg.layout = GRIST_LAYOUT_FIXED;
+		cfg.record_bytes = grist_features_row_bytes(fa);
+		cfg.map = grist_features_map;
+		cfg.map_ctx = da;
+		cfg.map_id = grist_features_id(fa);
+		assert_int_equal(grist_loader_create(&cfg, &l), 0);
+		assert_int_equal(grist_loader_next(l, &b), 0);
+		grist_loader_release(l, b);
+		assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &st_len), 0);
+		grist_loader_destroy(l);
+		cfg.resume_state = st;
+		cfg.resume_state_len = st_len;
+		assert_int_equal(grist_loader_create(&cfg, &l), 0); /* the same spec resumes */
+		grist_loader_destroy(l);
+		cfg.map_id = grist_features_id(fb);
+		assert_int_equal(grist_loader_create(&cfg, &l), -ESTALE);
+		grist_features_decoder_destroy(da);
+		grist_features_destroy(fa);
+		grist_features_destroy(fb);
+	}
+
 	/* a bad record stops the loader with an error naming its file, record and feature */
 	write_mnist_file(bpath, 37, 50, 5);
 	one = run_loader(paths, 2, 2, &n1, &err);
@@ -1268,6 +1636,83 @@ static void test_loader_rows(void **state)
 	t_rmtree(dir);
 }
 
+/* Ragged rows through the loader: typed records, GRIST_LAYOUT_RAGGED, split with gather. */
+static void test_loader_ragged(void **state)
+{
+	char *dir = t_mkdtemp();
+	char path[512];
+	const char *paths[1] = { path };
+	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
+	struct grist_features *f = typed_spec(false);
+	struct grist_features_decoder *d;
+	struct grist_loader_config cfg = { 0 };
+	struct grist_loader *l;
+	struct grist_batch *b;
+	struct grist_writer *w;
+	uint8_t *recs[3];
+	size_t lens[3], max_len = 0, seen = 0;
+	int ret, ids = grist_features_find(f, "ids");
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", t_path(dir, "typed.array_record"));
+	assert_int_equal(grist_writer_open(path, "group_size:2", &w), 0);
+	for (int r = 0; r < 3; r++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "typed-%d.pb", r);
+		recs[r] = read_rec(name, &lens[r]);
+		max_len = lens[r] > max_len ? lens[r] : max_len;
+	}
+	for (int i = 0; i < 30; i++)
+		assert_int_equal(grist_writer_write(w, recs[i % 3], lens[i % 3]), 0);
+	assert_int_equal(grist_writer_close(w), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
+	cfg.datasets = &ds;
+	cfg.num_datasets = 1;
+	cfg.seed = 3;
+	cfg.epochs = 1;
+	cfg.batch_size = 8;
+	cfg.layout = GRIST_LAYOUT_RAGGED;
+	cfg.map = grist_features_map;
+	cfg.map_ctx = d;
+	cfg.map_id = grist_features_id(f);
+	cfg.map_out_max = grist_features_row_bound(f, max_len);
+	cfg.threads = 2;
+	assert_int_equal(grist_loader_create(&cfg, &l), 0);
+	while ((ret = grist_loader_next(l, &b)) == 0 && b) {
+		size_t bytes;
+		int64_t *vals, *dims = calloc(b->num_records, 8);
+
+		assert_int_equal(grist_features_gather_bytes(f, (size_t)ids, b->data, b->offsets, b->num_records, &bytes), 0);
+		vals = malloc(bytes + 8);
+		assert_int_equal(grist_features_gather(f, (size_t)ids, b->data, b->offsets, b->num_records, vals, bytes,
+						       dims), 0);
+		for (size_t r = 0, at = 0; r < b->num_records; r++) {
+			/* typed-0 has 3 ids, typed-1 none, typed-2 five; each row starts 8-aligned */
+			int64_t want = (int64_t[]){ 3, 0, 5 }[b->indices[r] % 3];
+
+			assert_int_equal(b->offsets[r] % 8, 0);
+			assert_int_equal(dims[r], want);
+			if (want)
+				assert_int_equal(vals[at], 5);
+			at += (size_t)want;
+			seen++;
+		}
+		free(vals);
+		free(dims);
+		grist_loader_release(l, b);
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(seen, 30);
+	grist_loader_destroy(l);
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+	for (int r = 0; r < 3; r++)
+		free(recs[r]);
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1275,12 +1720,17 @@ int main(void)
 		cmocka_unit_test(test_tfds_typed_ragged),
 		cmocka_unit_test(test_tfds_typed_padded),
 		cmocka_unit_test(test_mnist_layout),
+		cmocka_unit_test(test_casts),
+		cmocka_unit_test(test_strings),
+		cmocka_unit_test(test_video_ragged),
+		cmocka_unit_test(test_video_padded),
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_encoder_matches_protobuf),
 		cmocka_unit_test(test_bad_specs),
 		cmocka_unit_test(test_bad_records),
 		cmocka_unit_test(test_decode_batch_pool),
 		cmocka_unit_test(test_loader_rows),
+		cmocka_unit_test(test_loader_ragged),
 	};
 
 	return cmocka_run_group_tests(tests, load_manifest, free_manifest);
