@@ -34,6 +34,9 @@ struct gathered {
 	size_t *bytes;
 	int64_t **dims;
 	size_t *ndim;
+	bool *strs;                 /* a GRIST_DECODE_STRINGS feature: */
+	uint64_t **lens;            /* each string's length */
+	size_t *nlens;              /* and how many strings */
 };
 
 static void gathered_free(struct gathered *g)
@@ -43,6 +46,9 @@ static void gathered_free(struct gathered *g)
 	free(g->bytes);
 	free(g->dims);
 	free(g->ndim);
+	free(g->strs);
+	free(g->lens);
+	free(g->nlens);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -60,7 +66,10 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 	g->bytes = calloc(g->nf + 1, sizeof(*g->bytes));
 	g->dims = calloc(g->nf + 1, sizeof(*g->dims));
 	g->ndim = calloc(g->nf + 1, sizeof(*g->ndim));
-	if (!g->values || !g->bytes || !g->dims || !g->ndim)
+	g->lens = calloc(g->nf + 1, sizeof(*g->lens));
+	g->nlens = calloc(g->nf + 1, sizeof(*g->nlens));
+	g->strs = calloc(g->nf + 1, sizeof(*g->strs));
+	if (!g->values || !g->bytes || !g->dims || !g->ndim || !g->lens || !g->nlens || !g->strs)
 		goto nomem;
 	for (i = 0; i < g->nf; i++) {
 		struct grist_feature_column c;
@@ -72,6 +81,12 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 		g->ndim[i] = c.varlen != GRIST_VARLEN_NONE ? c.ndim : 0;
 		total += (g->bytes[i] + 7) & ~(size_t)7;
 		total += n * g->ndim[i] * sizeof(int64_t);
+		if (c.decode == GRIST_DECODE_STRINGS) {
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, NULL, 0, &g->nlens[i])))
+				goto fail;
+			g->strs[i] = true;
+			total += g->nlens[i] * sizeof(uint64_t);
+		}
 	}
 	g->arena = malloc(total ? total : 8);
 	if (!g->arena)
@@ -85,6 +100,15 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 		}
 		if ((code = grist_features_gather(spec, i, rows, offsets, n, g->values[i], g->bytes[i], g->dims[i])))
 			goto fail;
+		if (g->strs[i]) {
+			size_t count = 0;
+
+			g->lens[i] = (uint64_t *)(void *)((uint8_t *)g->arena + at);
+			at += g->nlens[i] * sizeof(uint64_t);
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, g->lens[i], g->nlens[i],
+								  &count)))
+				goto fail;
+		}
 	}
 	return 0;
 nomem:
@@ -130,7 +154,8 @@ static int gathered_append(struct gathered *all, struct gathered *part)
 	m = *all;
 	m.n = all->n + part->n;
 	for (i = 0; i < all->nf; i++)
-		total += ((all->bytes[i] + part->bytes[i] + 7) & ~(size_t)7) + m.n * all->ndim[i] * sizeof(int64_t);
+		total += ((all->bytes[i] + part->bytes[i] + 7) & ~(size_t)7) + m.n * all->ndim[i] * sizeof(int64_t) +
+			 (all->nlens[i] + part->nlens[i]) * sizeof(uint64_t);
 	m.arena = malloc(total ? total : 8);
 	if (!m.arena) {
 		gathered_free(part);
@@ -152,6 +177,15 @@ static int gathered_append(struct gathered *all, struct gathered *part)
 			memcpy(m.dims[i], old, a * sizeof(int64_t));
 			memcpy(m.dims[i] + a, part->dims[i], b * sizeof(int64_t));
 			at += (a + b) * sizeof(int64_t);
+		}
+		if (all->strs[i]) {
+			uint64_t *old = all->lens[i];
+
+			m.lens[i] = (uint64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.lens[i], old, all->nlens[i] * sizeof(uint64_t));
+			memcpy(m.lens[i] + all->nlens[i], part->lens[i], part->nlens[i] * sizeof(uint64_t));
+			m.nlens[i] += part->nlens[i];
+			at += m.nlens[i] * sizeof(uint64_t);
 		}
 	}
 	free(all->arena);
@@ -197,27 +231,37 @@ static int decode_records(FeaturesObject *self, const uint8_t *const *recs, cons
 	return code;
 }
 
-/* @g as a list of (values bytearray, dims bytearray or None) per feature; frees @g. */
+/* A bytearray of @len bytes at @p, or None for a NULL @p. */
+static PyObject *bytearray_or_none(const void *p, size_t len)
+{
+	if (!p)
+		Py_RETURN_NONE;
+	return PyByteArray_FromStringAndSize((const char *)p, (Py_ssize_t)len);
+}
+
+/*
+ * @g as a list of (values, dims, lengths) per feature, each a bytearray: dims (int64, n x
+ * ndim) for a feature whose shape varies, lengths (uint64, one per string) for a strings
+ * feature, None otherwise. Frees @g.
+ */
 static PyObject *gathered_list(struct gathered *g)
 {
 	PyObject *out = PyList_New((Py_ssize_t)g->nf);
 	size_t i;
 
 	for (i = 0; out && i < g->nf; i++) {
-		PyObject *v = PyByteArray_FromStringAndSize((const char *)g->values[i], (Py_ssize_t)g->bytes[i]);
-		PyObject *d = NULL, *pair = NULL;
+		PyObject *v = bytearray_or_none(g->values[i], g->bytes[i]);
+		PyObject *d = v ? bytearray_or_none(g->dims[i], g->n * g->ndim[i] * sizeof(int64_t)) : NULL;
+		PyObject *l = d ? bytearray_or_none(g->strs[i] ? g->lens[i] : NULL, g->nlens[i] * sizeof(uint64_t)) : NULL;
+		PyObject *t = l ? PyTuple_Pack(3, v, d, l) : NULL;
 
-		if (v && g->dims[i])
-			d = PyByteArray_FromStringAndSize((const char *)g->dims[i],
-							  (Py_ssize_t)(g->n * g->ndim[i] * sizeof(int64_t)));
-		if (v && (d || !g->dims[i]))
-			pair = PyTuple_Pack(2, v, d ? d : Py_None);
 		Py_XDECREF(v);
 		Py_XDECREF(d);
-		if (!pair)
+		Py_XDECREF(l);
+		if (!t)
 			Py_CLEAR(out);
 		else
-			PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+			PyList_SET_ITEM(out, (Py_ssize_t)i, t);
 	}
 	gathered_free(g);
 	return out;
@@ -475,7 +519,7 @@ static PyObject *features_columns(FeaturesObject *self, PyObject *unused)
 }
 
 /*
- * Decode @n records into a list of (values, dims) per feature, the GIL released throughout:
+ * Decode @n records into a list of (values, dims, lengths) per feature, the GIL released throughout:
  * @recs and @lens given (decode()), or read here from the dataset's files at @indices
  * (fetch(): @recs NULL, @lens scratch for n entries).
  */
@@ -544,7 +588,7 @@ static uint64_t *indices_from(PyObject *seq, size_t n)
 }
 
 /*
- * decode(records, indices=None) -> [(values, dims or None)] per feature: @records (a
+ * decode(records, indices=None) -> [(values, dims, lengths)] per feature: @records (a
  * sequence of bytes-like) decoded on the pool with the GIL released, then each feature
  * gathered into one bytearray (rows back to back; ragged ones concatenated) with each
  * record's real shape (int64 x ndim) for the features whose shape varies.
@@ -604,7 +648,7 @@ out:
 }
 
 /*
- * fetch(indices) -> [(values, dims or None)] per feature: the records at @indices of the
+ * fetch(indices) -> [(values, dims, lengths)] per feature: the records at @indices of the
  * dataset's files read (one batched submission), decoded on the pool and gathered, all in
  * one stretch without the GIL.
  */
@@ -637,7 +681,7 @@ static PyObject *features_fetch(FeaturesObject *self, PyObject *arg)
 }
 
 /*
- * gather(rows, n, offsets=None) -> [(values, dims or None)] per feature, from @n rows a
+ * gather(rows, n, offsets=None) -> [(values, dims, lengths)] per feature, from @n rows a
  * loader delivered: a FIXED batch's data (offsets None) or a RAGGED batch's data and
  * offsets (uint64, n + 1).
  */
@@ -736,11 +780,11 @@ static PyMethodDef features_methods[] = {
 	{ "columns", (PyCFunction)features_columns, METH_NOARGS,
 	  "columns() -> list of dicts: each feature's key, offset, bytes, row_shape, dims_offset, elem_bytes." },
 	{ "decode", (PyCFunction)(void (*)(void))features_decode, METH_VARARGS | METH_KEYWORDS,
-	  "decode(records, indices=None) -> [(values, dims)] per feature, decoded without the GIL." },
+	  "decode(records, indices=None) -> [(values, dims, lengths)] per feature, decoded without the GIL." },
 	{ "fetch", (PyCFunction)features_fetch, METH_O,
-	  "fetch(indices) -> [(values, dims)] per feature: read, decoded and gathered without the GIL." },
+	  "fetch(indices) -> [(values, dims, lengths)] per feature: read, decoded and gathered without the GIL." },
 	{ "gather", (PyCFunction)features_gather, METH_VARARGS,
-	  "gather(rows, n, offsets=None) -> [(values, dims)] per feature of a loader batch." },
+	  "gather(rows, n, offsets=None) -> [(values, dims, lengths)] per feature of a loader batch." },
 	{ "map", (PyCFunction)features_map, METH_VARARGS, "map(out_max=0) -> capsule for Loader(_map=...)." },
 	{ "row_bound", (PyCFunction)features_row_bound, METH_O, "row_bound(record_len) -> most bytes of a row." },
 	{ NULL, NULL, 0, NULL },
@@ -769,6 +813,7 @@ int gristpy_features_add_constants(PyObject *m)
 		{ "DECODE_VALUES", GRIST_DECODE_VALUES }, { "DECODE_BYTES", GRIST_DECODE_BYTES },
 		{ "DECODE_RAW", GRIST_DECODE_RAW }, { "DECODE_PNG", GRIST_DECODE_PNG },
 		{ "DECODE_JPEG", GRIST_DECODE_JPEG }, { "DECODE_IMAGE", GRIST_DECODE_IMAGE },
+		{ "DECODE_STRINGS", GRIST_DECODE_STRINGS },
 		{ "VARLEN_NONE", GRIST_VARLEN_NONE }, { "VARLEN_PAD", GRIST_VARLEN_PAD },
 		{ "VARLEN_RAGGED", GRIST_VARLEN_RAGGED },
 	};

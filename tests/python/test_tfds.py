@@ -253,11 +253,14 @@ def test_loader_varying_shapes_need_pad():
         grist.Loader(src, 8)
     pad = {"png_gray_var": (19, 23, 1), "jpeg_var": (29, 29, 3), "ids": (5,), "points": (3, 2),
            "uid": (16,), "caption": (32,), "meta/source": (8,), "tokens": (6,)}
+    skip = ["names", "pair", "words"]
+    with pytest.raises(ValueError, match="'names'.*skip"):
+        grist.Loader(src, 8, pad=pad)
     with pytest.raises(ValueError, match="ids"):
-        grist.Loader(src, 8, pad={k: v for k, v in pad.items() if k != "ids"})
+        grist.Loader(src, 8, pad={k: v for k, v in pad.items() if k != "ids"}, skip=skip)
     want = EXPECTED["grist_features"]["splits"]["train"]
     ref = indices(grist.Loader(src.files, 8, seed=4, epochs=1))
-    got = take(grist.Loader(src, 8, seed=4, epochs=1, pad=pad))
+    got = take(grist.Loader(src, 8, seed=4, epochs=1, pad=pad, skip=skip))
     assert len(got) == len(ref)
     for d, idx in zip(got, ref):
         for j, i in enumerate(idx):
@@ -276,6 +279,8 @@ def test_loader_varying_shapes_need_pad():
             n = d["ids_shape"][j][0]
             np.testing.assert_array_equal(d["ids"][j][:n], w["ids"])
             assert not d["ids"][j][n:].any()
+            np.testing.assert_array_equal(d["depth"][j], w["depth"])
+            assert "names" not in d
 
 
 # ---- batch_map ----
