@@ -18,8 +18,9 @@ import numpy as _np
 
 from . import _grist
 from . import _tfds_meta as _meta
+from ._parquet import ConversionError, from_parquet  # noqa: F401  (Parquet in: grist.tfds.from_parquet)
 
-__all__ = ["data_source", "DataSource"]
+__all__ = ["data_source", "DataSource", "from_parquet", "ConversionError"]
 
 _NP_TO_GRIST = {
     _np.dtype(_np.uint8): _grist.DTYPE_UINT8, _np.dtype(_np.int8): _grist.DTYPE_INT8,

@@ -41,6 +41,9 @@ struct gristpy_paths {
 int gristpy_paths_from(PyObject *obj, struct gristpy_paths *out);
 void gristpy_paths_free(struct gristpy_paths *p);
 
+/* example.c: encode_examples(columns, n) -> list[bytes], tf.train.Example records (module function). */
+PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
+
 /* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
 

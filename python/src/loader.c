@@ -10,6 +10,7 @@ typedef struct {
 	enum grist_batch_layout layout;
 	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
+	unsigned prefetch;          /* the most batches the caller may hold (cfg.prefetch resolved) */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
 	PyObject *map_owner;        /* the _map capsule: its decoder outlives the engine */
@@ -498,6 +499,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	self->map_owner = a.map;
 	self->layout = a.cfg.layout;
 	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
+	/* 0 asks for the library's default, which loader.h documents as 4. */
+	self->prefetch = a.cfg.prefetch ? a.cfg.prefetch : 4;
 	ret = 0;
 out:
 	datasets_free(&ds);
@@ -694,6 +697,38 @@ static PyObject *loader_iter(PyObject *self)
 	return self;
 }
 
+/*
+ * held: the batches lent now (each alive until its arrays are gone). Wrappers that keep
+ * batches in buffers (grist.grain, grist.jax) read it with prefetch to know when the next
+ * batch would be the last free slot, and hand out a copy instead of blocking the loader.
+ */
+static PyObject *loader_get_held(LoaderObject *self, void *closure)
+{
+	Py_ssize_t n;
+
+	(void)closure;
+	if (!self->lock)
+		return PyLong_FromLong(0); /* not initialised: nothing was lent */
+	gristpy_lock(self->lock);
+	n = self->live;
+	PyThread_release_lock(self->lock);
+	return PyLong_FromSsize_t(n);
+}
+
+static PyObject *loader_get_prefetch(LoaderObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLong(self->prefetch);
+}
+
+static PyGetSetDef loader_getset[] = {
+	{ "held", (getter)loader_get_held, NULL,
+	  "batches lent to the caller now: given back when released or when their arrays are gone.", NULL },
+	{ "prefetch", (getter)loader_get_prefetch, NULL,
+	  "the most batches the caller may hold at once; next() refuses one more (grist.Error, EBUSY).", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyMethodDef loader_methods[] = {
 	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
 	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
@@ -720,4 +755,5 @@ PyTypeObject gristpy_LoaderType = {
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
 	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
 };

@@ -107,6 +107,11 @@ static PyMethodDef grist_functions[] = {
 	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
 	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
 	  "grist_convert(); use grist.convert()." },
+	{ "encode_examples", gristpy_encode_examples, METH_VARARGS,
+	  "encode_examples(columns, n) -> list[bytes]: n tf.train.Example records, features sorted by key.\n"
+	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
+	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
+	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
 	{ NULL, NULL, 0, NULL },
 };
 
