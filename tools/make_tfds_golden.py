@@ -106,6 +106,7 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
             "jpeg": f.Image(shape=(16, 16, 3), encoding_format="jpeg"),
             "jpeg_var": f.Image(shape=(None, None, 3), encoding_format="jpeg"),
             "jpeg_gray": f.Image(shape=(8, 8, 1), encoding_format="jpeg"),
+            "depth": f.Image(shape=(4, 5, 1), dtype=np.uint16, encoding_format="png"),
             "label": f.ClassLabel(names=["cat", "dog", "bird"]),
             "vec": f.Tensor(shape=(4,), dtype=np.float32),
             "mat": f.Tensor(shape=(2, 3), dtype=np.int32),
@@ -115,6 +116,8 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
             "ids": f.Tensor(shape=(None,), dtype=np.int64),
             "points": f.Tensor(shape=(None, 2), dtype=np.float32),
             "uid": f.Tensor(shape=(), dtype=np.str_),
+            "names": f.Tensor(shape=(None,), dtype=np.str_),
+            "pair": f.Tensor(shape=(2,), dtype=np.str_),
             "caption": f.Text(),
             "flag": f.Scalar(dtype=np.bool_),
             "weight": f.Scalar(dtype=np.float32),
@@ -126,6 +129,7 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
                 "inner": f.FeaturesDict({"score": f.Scalar(dtype=np.float32)}),
             }),
             "tokens": f.Sequence(f.Scalar(dtype=np.int64)),
+            "words": f.Sequence(f.Text()),
         }))
 
     def _split_generators(self, dl_manager):
@@ -150,6 +154,7 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
                 "jpeg": jpeg,
                 "jpeg_var": u8(int(rng.integers(1, 30)), int(rng.integers(1, 30)), 3),
                 "jpeg_gray": u8(8, 8, 1),
+                "depth": rng.integers(0, 2**16, (4, 5, 1), dtype=np.uint16),
                 "label": int(rng.integers(0, 3)),
                 "vec": rng.standard_normal(4).astype(np.float32),
                 "mat": rng.integers(-2**31, 2**31, (2, 3)).astype(np.int32),
@@ -159,6 +164,8 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
                 "ids": rng.integers(-2**62, 2**62, nids),
                 "points": rng.standard_normal((npts, 2)).astype(np.float32),
                 "uid": f"uid-{seed}-{i:04d}",
+                "names": [f"n{k}" * k for k in range(i % 4)],
+                "pair": [f"left{i}", "" if i % 2 else "right"],
                 "caption": ["a cat", "ein Hund \u00fcber", "", "\u9ce5"][i % 4] + "!" * (i % 3),
                 "flag": bool(i % 3 == 0),
                 "weight": float(rng.standard_normal()),
@@ -167,6 +174,7 @@ class GristFeatures(tfds.core.GeneratorBasedBuilder):
                 "meta": {"source": f"gen{seed}", "year": 1990 + i,
                          "inner": {"score": float(i) / 7}},
                 "tokens": [int(t) for t in rng.integers(0, 50000, ntok)],
+                "words": ["w\u00e9rd"[: k + 1] for k in range(i % 5)],
             }
 
 

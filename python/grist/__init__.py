@@ -182,13 +182,13 @@ class _Columns:
     feature also gives '<name>_shape': each record's real shape, int64 (rows, ndim).
     """
 
-    def __init__(self, src, features, cols):
+    def __init__(self, leaves, features):
         from .tfds import _c_dtype, _nest
 
         row = features.row_bytes
         layout = []
         paths = []
-        for leaf, col, c in zip(src.leaves, cols, features.columns()):
+        for leaf, c in zip(leaves, features.columns()):
             dtype = _c_dtype(leaf)
             shape = tuple(c["row_shape"])
             strides, step = [], dtype.itemsize
@@ -291,7 +291,9 @@ class Loader(_grist.Loader):
     threads straight into the batch slot (views of it, as batch.data is). The records of
     batch k are those the bytes Loader over src.files gives in batch k with the same options.
     A feature whose shape varies is an error unless pad={key: max shape} pads it (its real
-    shape is then '<name>_shape', int64 (B, ndim)). layout and record_bytes are the source's.
+    shape is then '<name>_shape', int64 (B, ndim)) or skip=[keys] leaves it out (lists of
+    strings cannot be batched: skip them). layout and record_bytes are the source's.
+    With weights, paths may be a list of grist.tfds sources with the same features.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
     loop, and the loop receives its results in order; get_state() counts the results received.
@@ -299,23 +301,32 @@ class Loader(_grist.Loader):
     it, so results hold no slot; batches waiting for fn count against prefetch.
     """
 
-    def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, **options):
+    def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, **options):
         self._columns = None
         self._ahead = None
-        if hasattr(paths, "_loader_features"):  # a grist.tfds source
-            src = paths
-            for k in ("layout", "record_bytes", "weights", "pack"):
+        mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
+        srcs = list(paths) if mixed else [paths]
+        if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
+            if not all(hasattr(s, "_loader_features") for s in srcs):
+                raise ValueError("grist.Loader: mix grist.tfds sources with grist.tfds sources only")
+            for k in ("layout", "record_bytes", "pack"):
                 if options.get(k) is not None:
                     raise ValueError(f"grist.Loader: {k}= does not apply to a grist.tfds source")
-            if not src.whole_splits:
-                raise ValueError(f"grist.Loader: split {src.split!r} slices a split; the Loader reads whole "
-                                 "splits (use shard_index/shard_count to divide one)")
-            features, cols = src._loader_features(pad)
+            for src in srcs:
+                if not src.whole_splits:
+                    raise ValueError(f"grist.Loader: split {src.split!r} slices a split; the Loader reads whole "
+                                     "splits (use shard_index/shard_count to divide one)")
+            src = srcs[0]
+            features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None)
+            for other in srcs[1:]:
+                if other._loader_features(pad, skip)[1] != cols:
+                    raise ValueError(f"grist.Loader: {other!r} has other features than {src!r}: mixed "
+                                     "grist.tfds sources need the same features")
             options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
-            self._columns = _Columns(src, features, cols)
-            paths = src.files
-        elif pad is not None:
-            raise ValueError("grist.Loader: pad= applies to a grist.tfds source")
+            self._columns = _Columns(leaves, features)
+            paths = [s.files for s in srcs] if mixed else src.files
+        elif pad is not None or skip is not None:
+            raise ValueError("grist.Loader: pad= and skip= apply to a grist.tfds source")
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")

@@ -309,10 +309,11 @@ def _leaves(node, path, out, seq):
         dtype = body.get("dtype", "uint8")
         # no encodingFormat (ImageFolder's Image()): TFDS decodes PNG or JPEG, told by the bytes
         enc = body.get("encodingFormat") or "any"
-        if dtype != "uint8" or enc not in ("png", "jpeg", "any") or len(shape) != 3 or shape[2] is None:
+        if (dtype, enc) not in (("uint8", "png"), ("uint8", "jpeg"), ("uint8", "any"), ("uint16", "png")) or \
+                len(shape) != 3 or shape[2] is None:
             raise ValueError(f"grist.tfds: image feature {where!r} ({dtype}, {enc}, shape {shape}) is not "
-                             "one grist.tfds decodes (uint8 PNG or JPEG with a known channel count)")
-        out.append(Leaf(path, "image", np.uint8, shape, cls, encoding=enc, seq=seq))
+                             "one grist.tfds decodes (uint8 PNG or JPEG, uint16 PNG, a known channel count)")
+        out.append(Leaf(path, "image", np.dtype(dtype), shape, cls, encoding=enc, seq=seq))
         return
     if kind == "class_label":
         out.append(Leaf(path, INT64, np.int64, (), cls, seq=seq))

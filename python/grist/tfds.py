@@ -39,19 +39,24 @@ IMAGE_MAX_HW = (8192, 8192)
 
 def _c_dtype(leaf):
     """The column's dtype in C: strings travel as uint8 bytes."""
-    return _np.dtype(_np.uint8) if leaf.kind in ("image", _meta.BYTES) else leaf.dtype
+    return _np.dtype(_np.uint8) if leaf.kind == _meta.BYTES else leaf.dtype
+
+
+def _strings(leaf):
+    """A list of strings per record (a string Tensor of shape (N,) or (None,), a Sequence of
+    Text): GRIST_DECODE_STRINGS; a scalar string is one value (GRIST_DECODE_BYTES)."""
+    return leaf.kind == _meta.BYTES and leaf.shape != ()
 
 
 def _c_shape(leaf):
     """The column's shape in C, -1 where it varies: a string is (-1,) bytes."""
     if leaf.kind == _meta.BYTES:
-        if leaf.shape not in ((), (None,)) or (leaf.shape == (None,) and not leaf.seq):
+        if len(leaf.shape) > 1:
             raise ValueError(f"grist.tfds: feature {leaf.key!r} is a string tensor of shape {leaf.shape}; "
-                             "grist.tfds decodes scalar strings and Text only")
-        if leaf.seq:
-            raise ValueError(f"grist.tfds: feature {leaf.key!r} is a Sequence of strings, which grist.tfds "
-                             "does not decode")
-        return (-1,)
+                             "grist.tfds decodes strings of shape (), (N,) and (None,)")
+        if _strings(leaf):  # a count of strings
+            return tuple(-1 if d is None else d for d in leaf.shape)
+        return (-1,)  # one string: its bytes
     return tuple(-1 if d is None else d for d in leaf.shape)
 
 
@@ -61,11 +66,15 @@ def _column(leaf, varlen=None, max_shape=None, pad_value=0.0):
     if leaf.kind == "image":
         decode = {"png": _grist.DECODE_PNG, "jpeg": _grist.DECODE_JPEG}.get(leaf.encoding, _grist.DECODE_IMAGE)
     elif leaf.kind == _meta.BYTES:
-        decode = _grist.DECODE_BYTES
+        decode = _grist.DECODE_STRINGS if _strings(leaf) else _grist.DECODE_BYTES
     else:
         decode = _grist.DECODE_VALUES
-    if varlen is None:
-        varlen = _grist.VARLEN_RAGGED if -1 in shape else _grist.VARLEN_NONE
+    if varlen is None:  # strings vary in bytes whatever their count
+        ragged = -1 in shape or decode == _grist.DECODE_STRINGS
+        varlen = _grist.VARLEN_RAGGED if ragged else _grist.VARLEN_NONE
+    if decode == _grist.DECODE_STRINGS and varlen != _grist.VARLEN_RAGGED:
+        raise ValueError(f"grist.Loader: feature {leaf.key!r} holds a list of strings, which cannot be "
+                         "padded into a batch (random access decodes it)")
     if varlen == _grist.VARLEN_RAGGED and leaf.kind == "image" and max_shape is None and -1 in shape:
         max_shape = tuple(IMAGE_MAX_HW[i] if d == -1 else d for i, d in enumerate(shape))
     wire = _grist.WIRE_BYTES if leaf.kind == "image" else _WIRE[leaf.kind]
@@ -91,25 +100,42 @@ def _nest(paths):
 
 
 def _converter(leaf):
-    """(many, one) for @leaf: many(values, dims, n) -> the n records' values as TFDS gives
-    them, one(values, dims) -> the one record's; @values and @dims as Features.decode gives
-    them (dims None unless the shape varies)."""
+    """(many, one) for @leaf: many(values, dims, lens, n) -> the n records' values as TFDS
+    gives them, one(values, dims, lens) -> the one record's; @values, @dims and @lens as
+    Features.fetch gives them (dims None unless the shape varies, lens None unless the
+    feature is a list of strings)."""
     cdt = _c_dtype(leaf)
     shape = tuple(leaf.shape)
+    if leaf.kind == _meta.BYTES and _strings(leaf):
+        def many(values, dims, lens, n):
+            mv = memoryview(values)
+            ends = _np.cumsum(_np.frombuffer(lens, _np.uint64)).tolist()
+            strings = [bytes(mv[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+            counts = _np.cumsum(_np.frombuffer(dims, _np.int64)).tolist()
+            per = [strings[a:b] for a, b in zip([0] + counts[:-1], counts)]
+            if leaf.seq:  # a Sequence(Text): TFDS maps Text over it, a list of bytes
+                return per
+            out = []
+            for p in per:  # a string Tensor: an object array of bytes
+                a = _np.empty(len(p), dtype=object)
+                a[:] = p
+                out.append(a)
+            return out
+        return many, lambda values, dims, lens: many(values, dims, lens, 1)[0]
     if leaf.kind == _meta.BYTES:
-        def many(values, dims, n):
+        def many(values, dims, lens, n):
             mv = memoryview(values)
             ends = _np.cumsum(_np.frombuffer(dims, _np.int64)).tolist()
             return [bytes(mv[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-        return many, lambda values, dims: bytes(values)
+        return many, lambda values, dims, lens: bytes(values)
     if leaf.fixed:
         if shape == ():  # int / float / bool, as TFDS's .item()
-            return (lambda values, dims, n: _np.frombuffer(values, cdt).tolist(),
-                    lambda values, dims: _np.frombuffer(values, cdt).item())
-        return (lambda values, dims, n: list(_np.frombuffer(values, cdt).reshape((n,) + shape)),
-                lambda values, dims: _np.frombuffer(values, cdt).reshape(shape))
+            return (lambda values, dims, lens, n: _np.frombuffer(values, cdt).tolist(),
+                    lambda values, dims, lens: _np.frombuffer(values, cdt).item())
+        return (lambda values, dims, lens, n: list(_np.frombuffer(values, cdt).reshape((n,) + shape)),
+                lambda values, dims, lens: _np.frombuffer(values, cdt).reshape(shape))
 
-    def many(values, dims, n):
+    def many(values, dims, lens, n):
         dims = _np.frombuffer(dims, _np.int64).reshape(n, -1)
         sizes = _np.prod(dims, axis=1)
         ends = _np.cumsum(sizes).tolist()
@@ -117,7 +143,7 @@ def _converter(leaf):
         parts = [flat[a:b].reshape(d) for a, b, d in zip([0] + ends[:-1], ends, dims.tolist())]
         return [list(p) for p in parts] if leaf.seq else parts  # TFDS maps over a Sequence
 
-    def one(values, dims):
+    def one(values, dims, lens):
         v = _np.frombuffer(values, cdt).reshape(_np.frombuffer(dims, _np.int64).tolist())
         return list(v) if leaf.seq else v
     return many, one
@@ -210,7 +236,7 @@ class DataSource:
                 raise TypeError(f"grist.tfds: indices must be integers, not {type(i).__name__}")
             i = int(i)
         cols = self._decoder().fetch((self._global(i),))
-        return self._nest([one(v, d) for one, (v, d) in zip(self._one, cols)])
+        return self._nest([one(v, d, ln) for one, (v, d, ln) in zip(self._one, cols)])
 
     def __getitems__(self, indices):
         g = [self._global(int(i)) for i in indices]
@@ -218,7 +244,7 @@ class DataSource:
             return []
         cols = self._decoder().fetch(g)
         n = len(g)
-        per_leaf = [many(v, d, n) for many, (v, d) in zip(self._many, cols)]
+        per_leaf = [many(v, d, ln, n) for many, (v, d, ln) in zip(self._many, cols)]
         nest = self._nest
         return [nest(vals) for vals in zip(*per_leaf)]
 
@@ -243,19 +269,23 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None):
-        """(Features, columns, extra outputs) for a Loader: every feature a column of fixed size.
+    def _loader_features(self, pad=None, skip=None, datasets=None):
+        """(Features, columns, leaves) for a Loader: every feature a column of fixed size.
 
         @pad maps a feature key ('image', 'meta/source') to the shape its values are padded
-        to; its real shape goes to '<name>_shape' beside it. A feature whose shape varies and
-        is not in @pad is an error naming it.
+        to; its real shape goes to '<name>_shape' beside it. @skip names features left out
+        (not parsed at all). A feature whose shape varies and is in neither is an error
+        naming it.
         """
-        pad = dict(pad or {})
-        unknown = set(pad) - {leaf.key for leaf in self.leaves}
+        pad, skip = dict(pad or {}), set(skip or ())
+        unknown = (set(pad) | skip) - {leaf.key for leaf in self.leaves}
         if unknown:
-            raise ValueError(f"grist.Loader: pad names no feature of {self.name}: {sorted(unknown)}")
+            raise ValueError(f"grist.Loader: pad or skip names no feature of {self.name}: {sorted(unknown)}")
+        leaves = [leaf for leaf in self.leaves if leaf.key not in skip]
+        if not leaves:
+            raise ValueError("grist.Loader: skip leaves no feature")
         cols = []
-        for leaf in self.leaves:
+        for leaf in leaves:
             shape = _c_shape(leaf)
             if leaf.key in pad:
                 max_shape = pad[leaf.key]
@@ -264,16 +294,23 @@ class DataSource:
                     raise ValueError(f"grist.Loader: pad[{leaf.key!r}] has {len(max_shape)} dimensions; "
                                      f"the feature has {len(shape)} {leaf.shape}")
                 cols.append(_column(leaf, _grist.VARLEN_PAD, max_shape))
+            elif _strings(leaf):
+                raise ValueError(f"grist.Loader: feature {leaf.key!r} holds a list of strings, which cannot "
+                                 f"be batched; leave it out (skip=[{leaf.key!r}])")
             elif -1 in shape:
                 what = "a string" if leaf.kind == _meta.BYTES else f"shape {leaf.shape}"
                 raise ValueError(f"grist.Loader: feature {leaf.key!r} ({what}) varies in shape between "
-                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}) to batch it")
+                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}) or leave it out "
+                                 f"(skip=[{leaf.key!r}]) to batch it")
             else:
                 cols.append(_column(leaf))
-        for leaf in self.leaves:
-            if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in {x.path for x in self.leaves}:
+        paths = {leaf.path for leaf in self.leaves}
+        for leaf in leaves:
+            if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in paths:
                 raise ValueError(f"grist.Loader: feature {leaf.key!r}_shape exists: cannot pad {leaf.key!r}")
-        return _grist.Features(cols, self.files, 0), cols
+        if datasets is not None:  # a mixture: messages name each dataset's files
+            return _grist.Features(cols, threads=0, datasets=datasets), cols, leaves
+        return _grist.Features(cols, self.files, 0), cols, leaves
 
 
 def data_source(name, split="train", *, data_dir=None, threads=None):

@@ -34,6 +34,9 @@ struct gathered {
 	size_t *bytes;
 	int64_t **dims;
 	size_t *ndim;
+	bool *strs;                 /* a GRIST_DECODE_STRINGS feature: */
+	uint64_t **lens;            /* each string's length */
+	size_t *nlens;              /* and how many strings */
 };
 
 static void gathered_free(struct gathered *g)
@@ -43,6 +46,9 @@ static void gathered_free(struct gathered *g)
 	free(g->bytes);
 	free(g->dims);
 	free(g->ndim);
+	free(g->strs);
+	free(g->lens);
+	free(g->nlens);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -60,7 +66,10 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 	g->bytes = calloc(g->nf + 1, sizeof(*g->bytes));
 	g->dims = calloc(g->nf + 1, sizeof(*g->dims));
 	g->ndim = calloc(g->nf + 1, sizeof(*g->ndim));
-	if (!g->values || !g->bytes || !g->dims || !g->ndim)
+	g->lens = calloc(g->nf + 1, sizeof(*g->lens));
+	g->nlens = calloc(g->nf + 1, sizeof(*g->nlens));
+	g->strs = calloc(g->nf + 1, sizeof(*g->strs));
+	if (!g->values || !g->bytes || !g->dims || !g->ndim || !g->lens || !g->nlens || !g->strs)
 		goto nomem;
 	for (i = 0; i < g->nf; i++) {
 		struct grist_feature_column c;
@@ -72,6 +81,12 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 		g->ndim[i] = c.varlen != GRIST_VARLEN_NONE ? c.ndim : 0;
 		total += (g->bytes[i] + 7) & ~(size_t)7;
 		total += n * g->ndim[i] * sizeof(int64_t);
+		if (c.decode == GRIST_DECODE_STRINGS) {
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, NULL, 0, &g->nlens[i])))
+				goto fail;
+			g->strs[i] = true;
+			total += g->nlens[i] * sizeof(uint64_t);
+		}
 	}
 	g->arena = malloc(total ? total : 8);
 	if (!g->arena)
@@ -85,6 +100,15 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 		}
 		if ((code = grist_features_gather(spec, i, rows, offsets, n, g->values[i], g->bytes[i], g->dims[i])))
 			goto fail;
+		if (g->strs[i]) {
+			size_t count = 0;
+
+			g->lens[i] = (uint64_t *)(void *)((uint8_t *)g->arena + at);
+			at += g->nlens[i] * sizeof(uint64_t);
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, g->lens[i], g->nlens[i],
+								  &count)))
+				goto fail;
+		}
 	}
 	return 0;
 nomem:
@@ -95,8 +119,8 @@ fail:
 }
 
 /* Decode @n records and gather them into @g. No GIL needed. Return: 0 or a negative code. */
-static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
-			  const uint64_t *indices, struct gathered *g)
+static int decode_group(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
+			const uint64_t *indices, struct gathered *g)
 {
 	bool ragged = grist_features_is_ragged(self->spec);
 	size_t cap = grist_features_batch_bound(self->spec, lens, n);
@@ -116,27 +140,128 @@ static int decode_records(FeaturesObject *self, const uint8_t *const *recs, cons
 	return code;
 }
 
-/* @g as a list of (values bytearray, dims bytearray or None) per feature; frees @g. */
+/* Appends @part's features to @all (an empty @all takes @part whole). Frees @part. */
+static int gathered_append(struct gathered *all, struct gathered *part)
+{
+	struct gathered m;
+	size_t i, total = 0, at = 0;
+
+	if (!all->arena) {
+		*all = *part;
+		memset(part, 0, sizeof(*part));
+		return 0;
+	}
+	m = *all;
+	m.n = all->n + part->n;
+	for (i = 0; i < all->nf; i++)
+		total += ((all->bytes[i] + part->bytes[i] + 7) & ~(size_t)7) + m.n * all->ndim[i] * sizeof(int64_t) +
+			 (all->nlens[i] + part->nlens[i]) * sizeof(uint64_t);
+	m.arena = malloc(total ? total : 8);
+	if (!m.arena) {
+		gathered_free(part);
+		return -ENOMEM;
+	}
+	for (i = 0; i < all->nf; i++) {
+		uint8_t *v = (uint8_t *)m.arena + at;
+
+		memcpy(v, all->values[i], all->bytes[i]);
+		memcpy(v + all->bytes[i], part->values[i], part->bytes[i]);
+		m.values[i] = v;           /* also all->values[i]: the arrays are shared */
+		m.bytes[i] += part->bytes[i];
+		at += (m.bytes[i] + 7) & ~(size_t)7;
+		if (all->ndim[i]) {
+			size_t a = all->n * all->ndim[i], b = part->n * all->ndim[i];
+			int64_t *old = all->dims[i]; /* m shares all's arrays: read before writing */
+
+			m.dims[i] = (int64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.dims[i], old, a * sizeof(int64_t));
+			memcpy(m.dims[i] + a, part->dims[i], b * sizeof(int64_t));
+			at += (a + b) * sizeof(int64_t);
+		}
+		if (all->strs[i]) {
+			uint64_t *old = all->lens[i];
+
+			m.lens[i] = (uint64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.lens[i], old, all->nlens[i] * sizeof(uint64_t));
+			memcpy(m.lens[i] + all->nlens[i], part->lens[i], part->nlens[i] * sizeof(uint64_t));
+			m.nlens[i] += part->nlens[i];
+			at += m.nlens[i] * sizeof(uint64_t);
+		}
+	}
+	free(all->arena);
+	*all = m;
+	gathered_free(part);
+	return 0;
+}
+
+/*
+ * Decode @n records and gather them into @g, without the GIL. Records whose rows could be
+ * large (images of unknown size are bounded by their largest shape, not their bytes) go in
+ * groups of at most GROUP_BYTES of rows, so a request never reserves more than that at once
+ * besides one record's bound. Return: 0 or a negative code.
+ */
+#define GROUP_BYTES ((size_t)256 << 20)
+static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
+			  const uint64_t *indices, struct gathered *g)
+{
+	size_t a = 0, b;
+	int code = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (grist_features_batch_bound(self->spec, lens, n) <= GROUP_BYTES)
+		return decode_group(self, recs, lens, n, indices, g);
+	while (!code && a < n) {
+		struct gathered part;
+		size_t bytes = grist_features_row_bound(self->spec, lens[a]);
+
+		for (b = a + 1; b < n; b++) {
+			size_t next = grist_features_row_bound(self->spec, lens[b]);
+
+			if (bytes + next > GROUP_BYTES)
+				break;
+			bytes += next;
+		}
+		code = decode_group(self, recs + a, lens + a, b - a, indices ? indices + a : NULL, &part);
+		if (!code)
+			code = gathered_append(g, &part);
+		a = b;
+	}
+	if (code)
+		gathered_free(g);
+	return code;
+}
+
+/* A bytearray of @len bytes at @p, or None for a NULL @p. */
+static PyObject *bytearray_or_none(const void *p, size_t len)
+{
+	if (!p)
+		Py_RETURN_NONE;
+	return PyByteArray_FromStringAndSize((const char *)p, (Py_ssize_t)len);
+}
+
+/*
+ * @g as a list of (values, dims, lengths) per feature, each a bytearray: dims (int64, n x
+ * ndim) for a feature whose shape varies, lengths (uint64, one per string) for a strings
+ * feature, None otherwise. Frees @g.
+ */
 static PyObject *gathered_list(struct gathered *g)
 {
 	PyObject *out = PyList_New((Py_ssize_t)g->nf);
 	size_t i;
 
 	for (i = 0; out && i < g->nf; i++) {
-		PyObject *v = PyByteArray_FromStringAndSize((const char *)g->values[i], (Py_ssize_t)g->bytes[i]);
-		PyObject *d = NULL, *pair = NULL;
+		PyObject *v = bytearray_or_none(g->values[i], g->bytes[i]);
+		PyObject *d = v ? bytearray_or_none(g->dims[i], g->n * g->ndim[i] * sizeof(int64_t)) : NULL;
+		PyObject *l = d ? bytearray_or_none(g->strs[i] ? g->lens[i] : NULL, g->nlens[i] * sizeof(uint64_t)) : NULL;
+		PyObject *t = l ? PyTuple_Pack(3, v, d, l) : NULL;
 
-		if (v && g->dims[i])
-			d = PyByteArray_FromStringAndSize((const char *)g->dims[i],
-							  (Py_ssize_t)(g->n * g->ndim[i] * sizeof(int64_t)));
-		if (v && (d || !g->dims[i]))
-			pair = PyTuple_Pack(2, v, d ? d : Py_None);
 		Py_XDECREF(v);
 		Py_XDECREF(d);
-		if (!pair)
+		Py_XDECREF(l);
+		if (!t)
 			Py_CLEAR(out);
 		else
-			PyList_SET_ITEM(out, (Py_ssize_t)i, pair);
+			PyList_SET_ITEM(out, (Py_ssize_t)i, t);
 	}
 	gathered_free(g);
 	return out;
@@ -226,17 +351,19 @@ static void features_free(FeaturesObject *self)
 }
 
 /*
- * Features(columns, paths=None, threads=0): @paths are the files of the one dataset the
- * records come from (for messages naming file and record); @threads the pool's workers
- * beside the calling thread (0: none).
+ * Features(columns, paths=None, threads=0, datasets=None): @paths are the files of the one
+ * dataset the records come from (for messages naming file and record, and for fetch());
+ * @datasets instead, a list of such lists for a loader that mixes datasets (messages only);
+ * @threads the pool's workers beside the calling thread (0: none).
  */
 static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "columns", "paths", "threads", NULL };
-	PyObject *columns, *paths = Py_None, *seq = NULL;
+	static char *kwlist[] = { "columns", "paths", "threads", "datasets", NULL };
+	PyObject *columns, *paths = Py_None, *datasets = Py_None, *seq = NULL, *dseq = NULL;
 	struct grist_features *f = NULL;
-	struct gristpy_paths p = { 0 };
-	struct grist_dataset_spec ds = { 0 };
+	struct gristpy_paths *p = NULL;
+	struct grist_dataset_spec *ds = NULL;
+	size_t nd = 0, d;
 	unsigned threads = 0;
 	char msg[1024] = "";
 	Py_ssize_t i;
@@ -246,8 +373,12 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_ValueError, "Features: already initialised");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OI:Features", kwlist, &columns, &paths, &threads))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO:Features", kwlist, &columns, &paths, &threads, &datasets))
 		return -1;
+	if (paths != Py_None && datasets != Py_None) {
+		PyErr_SetString(PyExc_ValueError, "Features: paths or datasets, not both");
+		return -1;
+	}
 	if (threads > 256) {
 		PyErr_Format(PyExc_ValueError, "Features: threads must be in 0..256, not %u", threads);
 		return -1;
@@ -266,12 +397,25 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_Format(PyExc_ValueError, "Features: %s", grist_last_error());
 		goto out;
 	}
-	if (paths != Py_None) {
-		if (gristpy_paths_from(paths, &p) || gristpy_paths_from(paths, &self->paths))
+	if (paths != Py_None || datasets != Py_None) {
+		if (datasets != Py_None && !(dseq = PySequence_Fast(datasets, "Features: datasets must be a list")))
 			goto out;
-		ds.paths = (const char *const *)p.v;
-		ds.num_paths = p.n;
-		ds.weight = 1.0;
+		nd = dseq ? (size_t)PySequence_Fast_GET_SIZE(dseq) : 1;
+		p = calloc(nd + 1, sizeof(*p));
+		ds = calloc(nd + 1, sizeof(*ds));
+		if (!p || !ds) {
+			PyErr_NoMemory();
+			goto out;
+		}
+		for (d = 0; d < nd; d++) {
+			if (gristpy_paths_from(dseq ? PySequence_Fast_GET_ITEM(dseq, (Py_ssize_t)d) : paths, &p[d]))
+				goto out;
+			ds[d].paths = (const char *const *)p[d].v;
+			ds[d].num_paths = p[d].n;
+			ds[d].weight = 1.0;
+		}
+		if (!dseq && gristpy_paths_from(paths, &self->paths))
+			goto out;
 	}
 	if (!self->lock && !(self->lock = PyThread_allocate_lock())) {
 		PyErr_NoMemory();
@@ -279,7 +423,7 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 	}
 	/* Opening the files to count their records is I/O: without the GIL. */
 	Py_BEGIN_ALLOW_THREADS
-	code = grist_features_decoder_create(f, p.n ? &ds : NULL, p.n ? 1 : 0, &self->dec);
+	code = grist_features_decoder_create(f, nd ? ds : NULL, nd, &self->dec);
 	if (!code && threads)
 		code = grist_features_pool_create(threads, &self->pool);
 	if (code)
@@ -296,8 +440,12 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 	self->map.id = grist_features_id(self->spec);
 	ret = 0;
 out:
-	gristpy_paths_free(&p);
+	for (d = 0; p && d < nd; d++)
+		gristpy_paths_free(&p[d]);
+	free(p);
+	free(ds);
 	grist_features_destroy(f);
+	Py_XDECREF(dseq);
 	Py_XDECREF(seq);
 	return ret;
 }
@@ -371,7 +519,7 @@ static PyObject *features_columns(FeaturesObject *self, PyObject *unused)
 }
 
 /*
- * Decode @n records into a list of (values, dims) per feature, the GIL released throughout:
+ * Decode @n records into a list of (values, dims, lengths) per feature, the GIL released throughout:
  * @recs and @lens given (decode()), or read here from the dataset's files at @indices
  * (fetch(): @recs NULL, @lens scratch for n entries).
  */
@@ -440,7 +588,7 @@ static uint64_t *indices_from(PyObject *seq, size_t n)
 }
 
 /*
- * decode(records, indices=None) -> [(values, dims or None)] per feature: @records (a
+ * decode(records, indices=None) -> [(values, dims, lengths)] per feature: @records (a
  * sequence of bytes-like) decoded on the pool with the GIL released, then each feature
  * gathered into one bytearray (rows back to back; ragged ones concatenated) with each
  * record's real shape (int64 x ndim) for the features whose shape varies.
@@ -500,7 +648,7 @@ out:
 }
 
 /*
- * fetch(indices) -> [(values, dims or None)] per feature: the records at @indices of the
+ * fetch(indices) -> [(values, dims, lengths)] per feature: the records at @indices of the
  * dataset's files read (one batched submission), decoded on the pool and gathered, all in
  * one stretch without the GIL.
  */
@@ -533,7 +681,7 @@ static PyObject *features_fetch(FeaturesObject *self, PyObject *arg)
 }
 
 /*
- * gather(rows, n, offsets=None) -> [(values, dims or None)] per feature, from @n rows a
+ * gather(rows, n, offsets=None) -> [(values, dims, lengths)] per feature, from @n rows a
  * loader delivered: a FIXED batch's data (offsets None) or a RAGGED batch's data and
  * offsets (uint64, n + 1).
  */
@@ -632,11 +780,11 @@ static PyMethodDef features_methods[] = {
 	{ "columns", (PyCFunction)features_columns, METH_NOARGS,
 	  "columns() -> list of dicts: each feature's key, offset, bytes, row_shape, dims_offset, elem_bytes." },
 	{ "decode", (PyCFunction)(void (*)(void))features_decode, METH_VARARGS | METH_KEYWORDS,
-	  "decode(records, indices=None) -> [(values, dims)] per feature, decoded without the GIL." },
+	  "decode(records, indices=None) -> [(values, dims, lengths)] per feature, decoded without the GIL." },
 	{ "fetch", (PyCFunction)features_fetch, METH_O,
-	  "fetch(indices) -> [(values, dims)] per feature: read, decoded and gathered without the GIL." },
+	  "fetch(indices) -> [(values, dims, lengths)] per feature: read, decoded and gathered without the GIL." },
 	{ "gather", (PyCFunction)features_gather, METH_VARARGS,
-	  "gather(rows, n, offsets=None) -> [(values, dims)] per feature of a loader batch." },
+	  "gather(rows, n, offsets=None) -> [(values, dims, lengths)] per feature of a loader batch." },
 	{ "map", (PyCFunction)features_map, METH_VARARGS, "map(out_max=0) -> capsule for Loader(_map=...)." },
 	{ "row_bound", (PyCFunction)features_row_bound, METH_O, "row_bound(record_len) -> most bytes of a row." },
 	{ NULL, NULL, 0, NULL },
@@ -665,6 +813,7 @@ int gristpy_features_add_constants(PyObject *m)
 		{ "DECODE_VALUES", GRIST_DECODE_VALUES }, { "DECODE_BYTES", GRIST_DECODE_BYTES },
 		{ "DECODE_RAW", GRIST_DECODE_RAW }, { "DECODE_PNG", GRIST_DECODE_PNG },
 		{ "DECODE_JPEG", GRIST_DECODE_JPEG }, { "DECODE_IMAGE", GRIST_DECODE_IMAGE },
+		{ "DECODE_STRINGS", GRIST_DECODE_STRINGS },
 		{ "VARLEN_NONE", GRIST_VARLEN_NONE }, { "VARLEN_PAD", GRIST_VARLEN_PAD },
 		{ "VARLEN_RAGGED", GRIST_VARLEN_RAGGED },
 	};

@@ -253,11 +253,14 @@ def test_loader_varying_shapes_need_pad():
         grist.Loader(src, 8)
     pad = {"png_gray_var": (19, 23, 1), "jpeg_var": (29, 29, 3), "ids": (5,), "points": (3, 2),
            "uid": (16,), "caption": (32,), "meta/source": (8,), "tokens": (6,)}
+    skip = ["names", "pair", "words"]
+    with pytest.raises(ValueError, match="'names'.*skip"):
+        grist.Loader(src, 8, pad=pad)
     with pytest.raises(ValueError, match="ids"):
-        grist.Loader(src, 8, pad={k: v for k, v in pad.items() if k != "ids"})
+        grist.Loader(src, 8, pad={k: v for k, v in pad.items() if k != "ids"}, skip=skip)
     want = EXPECTED["grist_features"]["splits"]["train"]
     ref = indices(grist.Loader(src.files, 8, seed=4, epochs=1))
-    got = take(grist.Loader(src, 8, seed=4, epochs=1, pad=pad))
+    got = take(grist.Loader(src, 8, seed=4, epochs=1, pad=pad, skip=skip))
     assert len(got) == len(ref)
     for d, idx in zip(got, ref):
         for j, i in enumerate(idx):
@@ -276,6 +279,8 @@ def test_loader_varying_shapes_need_pad():
             n = d["ids_shape"][j][0]
             np.testing.assert_array_equal(d["ids"][j][:n], w["ids"])
             assert not d["ids"][j][n:].any()
+            np.testing.assert_array_equal(d["depth"][j], w["depth"])
+            assert "names" not in d
 
 
 # ---- batch_map ----
@@ -466,3 +471,22 @@ def test_getitems_releases_the_gil():
     from test_gil import runs_during
     src = grist.tfds.data_source("grist_features", "train", data_dir=DATA, threads=0)
     assert runs_during(lambda: src.__getitems__(range(60)))
+
+
+def test_loader_mixes_tfds_sources(mnist_copy):
+    train = grist.tfds.data_source("grist_mnist", "train", data_dir=DATA)
+    test = grist.tfds.data_source("grist_mnist", "test", data_dir=DATA)
+    want = [EXPECTED["grist_mnist"]["splits"]["train"], EXPECTED["grist_mnist"]["splits"]["test"]]
+    opts = dict(seed=2, epochs=1, weights=[3, 1])
+    got = take(grist.Loader([train, test], 40, **opts))
+    ref = [(b.datasets.tolist(), b.indices.tolist()) for b in grist.Loader([train.files, test.files], 40, **opts)]
+    assert len(got) == len(ref) > 0
+    for d, (ds, idx) in zip(got, ref):
+        assert set(ds) == {0, 1}
+        np.testing.assert_array_equal(d["label"], [want[k][i]["label"] for k, i in zip(ds, idx)])
+        np.testing.assert_array_equal(d["image"], np.stack([want[k][i]["image"] for k, i in zip(ds, idx)]))
+    path = mnist_copy / "features.json"
+    path.write_text(path.read_text().replace('"28",\n                            "28"', '"32",\n                            "28"'))
+    other = grist.tfds.data_source(str(mnist_copy), "train")
+    with pytest.raises(ValueError, match="same features"):
+        grist.Loader([train, other], 8, weights=[1, 1])
