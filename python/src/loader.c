@@ -10,8 +10,10 @@ typedef struct {
 	enum grist_batch_layout layout;
 	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
+	unsigned prefetch;          /* the most batches the caller may hold (cfg.prefetch resolved) */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
+	PyObject *map_owner;        /* the _map capsule: its decoder outlives the engine */
 } LoaderObject;
 
 /* ---- keyword arguments: one converter per keyword, in one table (add a row to add one) ---- */
@@ -21,6 +23,7 @@ struct loader_args {
 	PyObject *paths;            /* borrowed */
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
+	PyObject *map;              /* borrowed: the _map capsule, or NULL */
 	bool pack_length_set, pack_bins_set, token_bytes_set;
 };
 
@@ -323,6 +326,24 @@ static int kw_state(PyObject *v, struct loader_args *a)
 	return 0;
 }
 
+/* _map: a per-record map from grist's own Python modules (grist.tfds' features decoder). */
+static int kw_map(PyObject *v, struct loader_args *a)
+{
+	const struct gristpy_map *m;
+
+	if (v == Py_None)
+		return 0;
+	m = PyCapsule_GetPointer(v, GRISTPY_MAP_CAPSULE);
+	if (!m)
+		return -1;
+	a->cfg.map = m->fn;
+	a->cfg.map_ctx = m->ctx;
+	a->cfg.map_id = m->id;
+	a->cfg.map_out_max = m->out_max;
+	a->map = v;
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*apply)(PyObject *v, struct loader_args *a);
@@ -334,7 +355,7 @@ static const struct {
 	{ "weights", kw_weights }, { "engine", kw_engine }, { "io", kw_io }, { "threads", kw_threads },
 	{ "queue_depth", kw_queue_depth }, { "prefetch", kw_prefetch }, { "state", kw_state },
 	{ "pack", kw_pack }, { "pack_length", kw_pack_length }, { "pack_bins", kw_pack_bins },
-	{ "token_bytes", kw_token_bytes },
+	{ "token_bytes", kw_token_bytes }, { "_map", kw_map },
 };
 
 static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
@@ -474,8 +495,12 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		goto out;
 	}
 	self->l = l;
+	Py_XINCREF(a.map);
+	self->map_owner = a.map;
 	self->layout = a.cfg.layout;
 	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
+	/* 0 asks for the library's default, which loader.h documents as 4. */
+	self->prefetch = a.cfg.prefetch ? a.cfg.prefetch : 4;
 	ret = 0;
 out:
 	datasets_free(&ds);
@@ -507,6 +532,7 @@ static void loader_dealloc(LoaderObject *self)
 	}
 	if (self->lock)
 		PyThread_free_lock(self->lock);
+	Py_XDECREF(self->map_owner);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -689,6 +715,38 @@ static PyObject *loader_iter(PyObject *self)
 	return self;
 }
 
+/*
+ * held: the batches lent now (each alive until its arrays are gone). Wrappers that keep
+ * batches in buffers (grist.grain, grist.jax) read it with prefetch to know when the next
+ * batch would be the last free slot, and hand out a copy instead of blocking the loader.
+ */
+static PyObject *loader_get_held(LoaderObject *self, void *closure)
+{
+	Py_ssize_t n;
+
+	(void)closure;
+	if (!self->lock)
+		return PyLong_FromLong(0); /* not initialised: nothing was lent */
+	gristpy_lock(self->lock);
+	n = self->live;
+	PyThread_release_lock(self->lock);
+	return PyLong_FromSsize_t(n);
+}
+
+static PyObject *loader_get_prefetch(LoaderObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLong(self->prefetch);
+}
+
+static PyGetSetDef loader_getset[] = {
+	{ "held", (getter)loader_get_held, NULL,
+	  "batches lent to the caller now: given back when released or when their arrays are gone.", NULL },
+	{ "prefetch", (getter)loader_get_prefetch, NULL,
+	  "the most batches the caller may hold at once; next() refuses one more (grist.Error, EBUSY).", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyMethodDef loader_methods[] = {
 	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
 	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
@@ -715,4 +773,5 @@ PyTypeObject gristpy_LoaderType = {
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
 	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
 };

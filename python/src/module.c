@@ -185,7 +185,15 @@ PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
 	return d;
 }
 
-static PyMethodDef module_methods[] = {
+static PyMethodDef grist_functions[] = {
+	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
+	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
+	  "grist_convert(); use grist.convert()." },
+	{ "encode_examples", gristpy_encode_examples, METH_VARARGS,
+	  "encode_examples(columns, n) -> list[bytes]: n tf.train.Example records, features sorted by key.\n"
+	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
+	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
+	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
 	{ "remote_glob", module_remote_glob, METH_O, "remote_glob(pattern): the sorted URLs an s3:// or gs:// glob matches" },
 	{ "set_remote_options", module_set_remote_options, METH_O,
 	  "set_remote_options(text or None): the remote backend's options, process-wide" },
@@ -197,13 +205,14 @@ static struct PyModuleDef grist_module = {
 	.m_name = "grist._grist",
 	.m_doc = "The C extension behind the grist package; use the names `grist` exports.",
 	.m_size = -1,
-	.m_methods = module_methods,
+	.m_methods = grist_functions,
 };
 
 PyMODINIT_FUNC PyInit__grist(void)
 {
 	PyTypeObject *types[] = { &gristpy_ReaderType, &gristpy_WriterType, &gristpy_LoaderType,
-				  &gristpy_BatchType, &gristpy_ViewType };
+				  &gristpy_BatchType, &gristpy_ViewType,
+				  &gristpy_FeaturesType };
 	PyObject *m;
 	size_t i;
 
@@ -229,7 +238,7 @@ PyMODINIT_FUNC PyInit__grist(void)
 		}
 	}
 	if (PyModule_AddStringConstant(m, "__version__", grist_version()) < 0 ||
-	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0)
+	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0 || gristpy_features_add_constants(m) < 0)
 		goto fail;
 	return m;
 fail:

@@ -33,6 +33,14 @@ struct grist_record_loc {
 	uint64_t chunk_end;       /* extent end: next chunk offset or the footer offset */
 };
 
+/*
+ * Read exactly [@off, @off + @len) of @f into @dst: pread for a local file, ranged GETs
+ * (pinned to the object's ETag) for a URL. The one way every reading path outside the
+ * engines' io objects gets file bytes. 0, or -EBADMSG when the file ends early, or the
+ * read's error (message names the file and offset).
+ */
+int grist_file_read(const struct grist_file_geom *f, uint8_t *dst, uint64_t off, size_t len);
+
 /* File @i of @r (0-based), or NULL when out of range. */
 const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *r, size_t i);
 

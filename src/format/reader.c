@@ -39,8 +39,7 @@ struct grist_reader {
 	size_t items_cap;
 };
 
-/* Read exactly [off, off+len) of @f into @dst: pread for a file, ranged GETs for a URL. */
-static int read_exact(const struct grist_file_geom *f, uint8_t *dst, uint64_t off, size_t len)
+int grist_file_read(const struct grist_file_geom *f, uint8_t *dst, uint64_t off, size_t len)
 {
 	const char *path = f->path;
 	int fd = f->fd;
@@ -80,7 +79,7 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
 		return grist_fail_at(ret, f->path, begin, "cannot allocate %zu bytes to read the chunk", len);
-	ret = read_exact(f, r->io.data, begin, len);
+	ret = grist_file_read(f, r->io.data, begin, len);
 	if (ret)
 		return ret;
 	return grist_chunk_decode(r->dec, r->io.data, begin, len, begin, end, f->path, &r->cur);

@@ -220,7 +220,9 @@ def test_object_replaced_mid_read():
             raise AssertionError("hang: the load went on past 60 s after the object changed")
         err = err.decode()
         assert proc.returncode == 1, (proc.returncode, err)
-        assert s3(name) in err and "changed under the reader" in err, err
+        # rclone's metadata cache (--dir-cache-time) can serve the new bytes under the old
+        # ETag and size for a moment; then the chunk hashes catch the mix, naming the URL too
+        assert s3(name) in err and ("changed under the reader" in err or "hash mismatch" in err), err
     finally:
         p.stop()
         setenv(SERVERS["rclone"].endpoint)
