@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "grist/remote.h"
 #include "cli.h"
 
 static const char bench_usage[] =
@@ -434,6 +435,8 @@ static void prepare_cache(char **files, size_t n, bool cold, char *note, size_t 
 		return;
 	}
 	for (i = 0; i < n; i++) {
+		if (grist_path_is_url(files[i]))
+			continue; /* a URL has no page cache here: every run reads through the network */
 		ret = bench_warm_file(files[i]);
 		if (ret) {
 			snprintf(note, cap, "could not pre-read %s: %s", files[i], strerror(-ret));
