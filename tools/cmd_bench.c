@@ -149,6 +149,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 
 	a->data = (struct bench_data){ .dir = "./grist-bench-data", .records = 262144, .record_size = 1024,
 				       .group_size = 1, .compression = "zstd:3" };
+	grist_loader_config_init(c);
 	a->cfg.seconds = 10;
 	a->cfg.baselines = (1u << BENCH_BASELINES) - 1;
 	a->out_dir = "./grist-bench-out";

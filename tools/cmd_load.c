@@ -537,7 +537,7 @@ static void print_index(const struct grist_batch *b, size_t i, size_t num_datase
 
 int cmd_load(int argc, char **argv)
 {
-	struct grist_loader_config cfg = { 0 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
 	struct grist_dataset_spec *specs = NULL;
 	struct load_args a = { 0 };
 	uint8_t state[GRIST_STATE_MAX];

@@ -434,6 +434,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	int ret = -1, code;
 
 	memset(&a, 0, sizeof(a));
+	grist_loader_config_init(&a.cfg);
 	if (self->l || self->closed) {
 		PyErr_SetString(PyExc_ValueError, "grist.Loader: already initialised");
 		return -1;

@@ -170,7 +170,7 @@ static PyObject *reader_read_fetch(ReaderObject *self, const uint64_t *indices, 
 	gristpy_lock(self->lock);
 	Py_BEGIN_ALLOW_THREADS
 	if (!self->fetcher) {
-		struct grist_fetcher_options o = { .decode_threads = self->threads };
+		struct grist_fetcher_options o = { .size = sizeof(o), .decode_threads = self->threads };
 
 		ret = grist_fetcher_create(self->r, &o, &self->fetcher);
 	}

@@ -380,15 +380,19 @@ int grist_loader_create(const struct grist_loader_config *cfg, struct grist_load
 	return grist_loader_create_hooked(cfg, NULL, out);
 }
 
-int grist_loader_create_hooked(const struct grist_loader_config *cfg, const struct grist_loader_hooks *hooks,
+int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, const struct grist_loader_hooks *hooks,
 			       struct grist_loader **out)
 {
+	struct grist_loader_config copy, *cfg = &copy;
 	struct grist_loader *l;
 	int ret;
 
 	*out = NULL;
-	if (!cfg)
+	if (!caller_cfg)
 		return grist_fail(-EINVAL, "loader: no configuration");
+	ret = grist_sized_in(&copy, sizeof(copy), caller_cfg, "grist_loader_config");
+	if (ret)
+		return ret;
 	ret = check_config(cfg);
 	if (ret)
 		return ret;
@@ -397,6 +401,7 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		return grist_fail(-ENOMEM, "loader: out of memory");
 	if (hooks)
 		l->hooks = *hooks;
+	l->pid = getpid();
 	ret = copy_config(l, cfg);
 	if (ret)
 		goto fail;
@@ -513,6 +518,17 @@ static int free_hold(struct grist_loader *l)
 	return free_at;
 }
 
+/*
+ * fork() copies the loader but not its engine threads: in the child nothing would ever
+ * fill a batch, and their locks may be held forever. So a child gets an error from
+ * next() and stats(), and release() and destroy() there touch nothing the threads share
+ * (destroy leaks the copy rather than join threads that do not exist).
+ */
+static bool forked(const struct grist_loader *l)
+{
+	return getpid() != l->pid;
+}
+
 int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 {
 	struct grist_slot *s = NULL;
@@ -520,6 +536,12 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	int ret, hold;
 
 	*out = NULL;
+	if (forked(l))
+		return grist_fail(-ENOTRECOVERABLE,
+				  "loader: created in process %d, used in process %d after fork(): its engine "
+				  "threads did not survive the fork; create the loader in the child (for "
+				  "example Loader(..., state=parent_loader.get_state()))",
+				  (int)l->pid, (int)getpid());
 	if (l->error)
 		return grist_fail(l->error, "loader: stopped by an earlier error");
 	if (l->ended)
@@ -580,6 +602,8 @@ int grist_loader_release_after(struct grist_loader *l, struct grist_batch *b, un
 {
 	struct grist_slot *s;
 
+	if (l && forked(l))
+		return 0; /* the engine that lent it is in the parent */
 	if (!l || !b || !(s = unhold(l, b)))
 		return grist_fail(-EINVAL, "loader: release of a batch that is not held");
 	if (l->device)
@@ -615,10 +639,12 @@ int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t c
 	return 0;
 }
 
-void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out)
+void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_stats *caller, size_t size)
 {
+	struct grist_loader_stats st, *out = &st;
+
 	memset(out, 0, sizeof(*out));
-	if (l->ops && l->ops->stats)
+	if (l->ops && l->ops->stats && !forked(l))
 		l->ops->stats(l->engine, out);
 	out->batches = l->counters.batches;
 	out->records = l->counters.records;
@@ -630,6 +656,7 @@ void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats 
 		out->pack_capacity = l->counters.pack_capacity;
 		out->memory_bytes += grist_packer_memory(l->pack);
 	}
+	grist_sized_out(caller, size, out, sizeof(*out));
 }
 
 uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d)
@@ -641,7 +668,7 @@ void grist_loader_destroy(struct grist_loader *l)
 {
 	size_t i;
 
-	if (!l)
+	if (!l || forked(l))
 		return;
 	if (l->device) {
 		/* the feeder thread may be waiting on the engine: wake it, then stop it */

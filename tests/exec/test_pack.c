@@ -463,7 +463,7 @@ static int map_filter_reverse(void *ctx, const struct grist_map_input *in, uint8
 
 static void loader_config(struct grist_loader_config *c, struct grist_dataset_spec *spec, enum grist_pack_mode mode)
 {
-	memset(c, 0, sizeof(*c));
+	grist_loader_config_init(c);
 	spec->paths = &file_path;
 	spec->num_paths = 1;
 	c->datasets = spec;
