@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "exec/loader_internal.h"
+#include "exec/options_table.h"
 #include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
@@ -82,6 +83,7 @@ static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 static int check_config(const struct grist_loader_config *c)
 {
 	size_t d;
+	int ret;
 
 	if (!c->datasets || c->num_datasets == 0)
 		return grist_fail(-EINVAL, "loader: no dataset given");
@@ -124,6 +126,12 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
 	if (c->threads > 256)
 		return grist_fail(-EINVAL, "loader: %u threads is above the limit 256", c->threads);
+	ret = grist_loader_options_check(c);
+	if (ret)
+		return ret;
+	/* a size without a pack mode would be ignored without a word */
+	if (c->pack == GRIST_PACK_NONE && (c->pack_length || c->pack_bins || c->pack_token_bytes))
+		return grist_fail(-EINVAL, "loader: pack_length, pack_bins and token_bytes need pack");
 	if (c->pack != GRIST_PACK_NONE) {
 		struct grist_pack_params pp = pack_params(c);
 

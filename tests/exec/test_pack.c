@@ -474,6 +474,8 @@ static void loader_config(struct grist_loader_config *c, struct grist_dataset_sp
 	c->map = map_filter_reverse;
 	c->map_id = 5;
 	c->pack = mode;
+	if (mode == GRIST_PACK_NONE)
+		return; /* pack sizes without a pack mode are refused */
 	c->pack_length = 64;
 	c->pack_bins = 7;
 	c->pack_token_bytes = 2;
