@@ -366,6 +366,16 @@ static inline void grist_loader_stats(const struct grist_loader *l, struct grist
 	grist_loader_stats_sized(l, out, sizeof(*out));
 }
 
+/**
+ * grist_loader_num_batches() - how many batches the loader delivers from its start (a
+ * resumed one: from its checkpoint) to the end, after sharding, epochs and drop_remainder.
+ * @out: set to the count (0 on error).
+ *
+ * Return: 0, or -EDOM when the count is not fixed in advance: unbounded epochs, a map
+ * (it may filter records) or packing (rows depend on the tokens).
+ */
+GRIST_API int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out);
+
 /** grist_loader_num_records() - records per epoch of dataset @d (before sharding). */
 GRIST_API uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d);
 

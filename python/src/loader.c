@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "grist/options.h"
+
 typedef struct {
 	PyObject_HEAD
 	struct grist_loader *l;     /* NULL before init and after the deferred destroy */
@@ -14,343 +16,93 @@ typedef struct {
 	bool ended;
 } LoaderObject;
 
-/* ---- keyword arguments: one converter per keyword, in one table (add a row to add one) ---- */
+/*
+ * ---- keyword arguments: parsed by the library's option table (grist/options.h), as `grist
+ * load` parses its options, so a value is accepted or refused with the same message. Only
+ * the keywords that are not loader options (paths, weights, state) are this file's.
+ */
 
 struct loader_args {
 	struct grist_loader_config cfg;
 	PyObject *paths;            /* borrowed */
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
-	bool pack_length_set, pack_bins_set, token_bytes_set;
 };
 
-static int arg_u64(PyObject *v, const char *name, uint64_t *out)
+/* A keyword's value as the table's text: an int in decimal, a bool as true/false, a str as is. */
+static int option_text(const char *name, PyObject *v, PyObject **text)
 {
-	unsigned long long x;
+	if (PyBool_Check(v)) {
+		*text = PyUnicode_FromString(v == Py_True ? "true" : "false");
+	} else if (PyLong_Check(v)) {
+		*text = PyObject_Str(v);
+	} else if (PyUnicode_Check(v)) {
+		Py_INCREF(v);
+		*text = v;
+	} else if (PyIndex_Check(v)) {
+		PyObject *i = PyNumber_Index(v);
 
-	if (PyBool_Check(v) || !PyIndex_Check(v)) {
-		PyErr_Format(PyExc_TypeError, "Loader: %s must be an integer", name);
+		*text = i ? PyObject_Str(i) : NULL;
+		Py_XDECREF(i);
+	} else {
+		PyErr_Format(PyExc_TypeError, "Loader: %s must be an int, a bool or a str, not %.100s", name,
+			     Py_TYPE(v)->tp_name);
 		return -1;
 	}
-	v = PyNumber_Index(v);
-	if (!v)
-		return -1;
-	x = PyLong_AsUnsignedLongLong(v);
-	Py_DECREF(v);
-	if (x == (unsigned long long)-1 && PyErr_Occurred()) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_ValueError, "Loader: %s must be an integer in 0..2^64-1", name);
-		return -1;
-	}
-	*out = x;
-	return 0;
+	return *text ? 0 : -1;
 }
 
-static int arg_uint(PyObject *v, const char *name, unsigned *out)
+static int set_option(struct loader_args *a, const char *name, PyObject *v)
 {
-	uint64_t x;
-
-	if (v == Py_None) {
-		*out = 0; /* the library's default */
-		return 0;
-	}
-	if (arg_u64(v, name, &x))
-		return -1;
-	if (x == 0 || x > 1u << 20) {
-		PyErr_Format(PyExc_ValueError, "Loader: %s must be None or in 1..%u, not %llu", name, 1u << 20,
-			     (unsigned long long)x);
-		return -1;
-	}
-	*out = (unsigned)x;
-	return 0;
-}
-
-static int arg_bool(PyObject *v, bool *out)
-{
-	int t = PyObject_IsTrue(v);
-
-	if (t < 0)
-		return -1;
-	*out = t;
-	return 0;
-}
-
-/* One of @words (NULL-terminated); the enum value is the word's position. */
-static int arg_word(PyObject *v, const char *name, const char *const *words, int *out)
-{
-	char list[256];
-	const char *s;
-	size_t k = 0;
-	int i;
-
-	if (!PyUnicode_Check(v) || !(s = PyUnicode_AsUTF8(v))) {
-		PyErr_Format(PyExc_TypeError, "Loader: %s must be a string", name);
-		return -1;
-	}
-	for (i = 0; words[i]; i++)
-		if (!strcmp(s, words[i])) {
-			*out = i;
-			return 0;
-		}
-	list[0] = '\0';
-	for (i = 0; words[i] && k < sizeof(list); i++)
-		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", words[i]);
-	PyErr_Format(PyExc_ValueError, "Loader: %s must be one of %s, not '%s'", name, list, s);
-	return -1;
-}
-
-static int kw_batch_size(PyObject *v, struct loader_args *a) { return arg_u64(v, "batch_size", &a->cfg.batch_size); }
-static int kw_seed(PyObject *v, struct loader_args *a) { return arg_u64(v, "seed", &a->cfg.seed); }
-static int kw_shard_index(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_index", &a->cfg.shard_index); }
-static int kw_shard_count(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_count", &a->cfg.shard_count); }
-static int kw_drop_remainder(PyObject *v, struct loader_args *a) { return arg_bool(v, &a->cfg.drop_remainder); }
-static int kw_threads(PyObject *v, struct loader_args *a) { return arg_uint(v, "threads", &a->cfg.threads); }
-static int kw_queue_depth(PyObject *v, struct loader_args *a) { return arg_uint(v, "queue_depth", &a->cfg.queue_depth); }
-static int kw_prefetch(PyObject *v, struct loader_args *a) { return arg_uint(v, "prefetch", &a->cfg.prefetch); }
-
-static int kw_epochs(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None) {
-		a->cfg.epochs = 0; /* unbounded */
-		return 0;
-	}
-	if (arg_u64(v, "epochs", &a->cfg.epochs))
-		return -1;
-	if (a->cfg.epochs == 0) {
-		PyErr_SetString(PyExc_ValueError, "Loader: epochs must be None (unbounded) or >= 1");
-		return -1;
-	}
-	return 0;
-}
-
-static int kw_shuffle(PyObject *v, struct loader_args *a)
-{
-	bool shuffle;
-
-	if (arg_bool(v, &shuffle))
-		return -1;
-	a->cfg.no_shuffle = !shuffle;
-	return 0;
-}
-
-static int kw_layout(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "ragged", "fixed", "padded", NULL };
-	int x;
-
-	if (arg_word(v, "layout", words, &x))
-		return -1;
-	a->cfg.layout = (enum grist_batch_layout)x; /* words are in enum order */
-	return 0;
-}
-
-static int kw_record_bytes(PyObject *v, struct loader_args *a)
-{
-	uint64_t x;
+	PyObject *text;
+	const char *t;
+	int ret;
 
 	if (v == Py_None)
-		return 0;
-	if (arg_u64(v, "record_bytes", &x))
+		return 0; /* the library's default (epochs=None: unbounded) */
+	if (option_text(name, v, &text))
 		return -1;
-	a->cfg.record_bytes = (size_t)x;
-	return 0;
-}
-
-static int kw_pad_value(PyObject *v, struct loader_args *a)
-{
-	uint64_t x;
-
-	if (arg_u64(v, "pad_value", &x))
+	t = PyUnicode_AsUTF8(text);
+	ret = t ? grist_loader_config_set(&a->cfg, name, t) : -1;
+	Py_DECREF(text);
+	if (!t)
 		return -1;
-	if (x > 255) {
-		PyErr_Format(PyExc_ValueError, "Loader: pad_value must be in 0..255, not %llu", (unsigned long long)x);
-		return -1;
-	}
-	a->cfg.pad_value = (uint8_t)x;
-	return 0;
-}
-
-static int kw_granularity(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "record", "chunk", NULL };
-	int x;
-
-	if (arg_word(v, "granularity", words, &x))
-		return -1;
-	a->cfg.granularity = x ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
-	return 0;
-}
-
-static int kw_window(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None)
-		return 0;
-	if (arg_u64(v, "window", &a->cfg.window_chunks))
-		return -1;
-	if (!a->cfg.window_chunks) {
-		PyErr_SetString(PyExc_ValueError, "Loader: window must be None or >= 1 chunks");
+	if (ret) {
+		PyErr_SetString(PyExc_ValueError, grist_last_error());
 		return -1;
 	}
 	return 0;
 }
-
-static int kw_weights(PyObject *v, struct loader_args *a)
-{
-	a->weights = v;
-	return 0;
-}
-
-static int kw_engine(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "uring", "pread", "ref", NULL };
-	static const enum grist_engine_kind kinds[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
-	int x;
-
-	if (arg_word(v, "engine", words, &x))
-		return -1;
-	a->cfg.engine = kinds[x];
-	return 0;
-}
-
-static int kw_io(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "auto", "buffered", "direct", "mmap", NULL };
-	int x;
-
-	if (arg_word(v, "io", words, &x))
-		return -1;
-	a->cfg.read_mode = (enum grist_read_mode)x; /* words are in enum order */
-	return 0;
-}
-
-static int kw_pack(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "first-fit", "concat-split", NULL };
-	int x;
-
-	if (v == Py_None) {
-		a->cfg.pack = GRIST_PACK_NONE;
-		return 0;
-	}
-	if (arg_word(v, "pack", words, &x))
-		return -1;
-	a->cfg.pack = x ? GRIST_PACK_CONCAT_SPLIT : GRIST_PACK_FIRST_FIT;
-	return 0;
-}
-
-/* The pack sizes: None leaves the field unset; their ranges are the library's to check. */
-static int arg_pack_size(PyObject *v, const char *name, uint64_t *out, bool *set)
-{
-	if (v == Py_None)
-		return 0;
-	if (arg_u64(v, name, out))
-		return -1;
-	*set = true;
-	return 0;
-}
-
-static int kw_pack_length(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "pack_length", &x, &a->pack_length_set))
-		return -1;
-	a->cfg.pack_length = (size_t)x;
-	return 0;
-}
-
-static int kw_pack_bins(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "pack_bins", &x, &a->pack_bins_set))
-		return -1;
-	if (a->pack_bins_set && x == 0) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins must be None (the batch size) or >= 1");
-		return -1;
-	}
-	a->cfg.pack_bins = (size_t)x;
-	return 0;
-}
-
-static int kw_token_bytes(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "token_bytes", &x, &a->token_bytes_set))
-		return -1;
-	if (a->token_bytes_set && x != 1 && x != 2 && x != 4) {
-		PyErr_Format(PyExc_ValueError, "Loader: token_bytes must be 1, 2 or 4, not %llu", (unsigned long long)x);
-		return -1;
-	}
-	a->cfg.pack_token_bytes = (unsigned)x;
-	return 0;
-}
-
-/*
- * The pack keywords go together: a size without pack= would be silently ignored, and pack=
- * without a row length or token width cannot mean anything (the CLI refuses the same).
- */
-static int check_pack_args(const struct loader_args *a)
-{
-	if (!a->cfg.pack) {
-		if (a->pack_length_set || a->pack_bins_set || a->token_bytes_set) {
-			PyErr_SetString(PyExc_ValueError, "Loader: pack_length, pack_bins and token_bytes need pack=");
-			return -1;
-		}
-		return 0;
-	}
-	if (!a->pack_length_set || !a->token_bytes_set) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack= needs pack_length= (tokens per row) and "
-				"token_bytes= (1, 2 or 4)");
-		return -1;
-	}
-	if (a->pack_bins_set && a->cfg.pack == GRIST_PACK_CONCAT_SPLIT) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins applies to pack='first-fit' only");
-		return -1;
-	}
-	return 0;
-}
-
-static int kw_state(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None)
-		return 0;
-	if (PyObject_GetBuffer(v, &a->state, PyBUF_SIMPLE) < 0)
-		return -1;
-	a->cfg.resume_state = a->state.buf;
-	a->cfg.resume_state_len = (size_t)a->state.len;
-	return 0;
-}
-
-static const struct {
-	const char *name;
-	int (*apply)(PyObject *v, struct loader_args *a);
-} loader_keywords[] = {
-	{ "batch_size", kw_batch_size }, { "seed", kw_seed }, { "epochs", kw_epochs },
-	{ "shuffle", kw_shuffle }, { "shard_index", kw_shard_index }, { "shard_count", kw_shard_count },
-	{ "drop_remainder", kw_drop_remainder }, { "layout", kw_layout }, { "record_bytes", kw_record_bytes },
-	{ "pad_value", kw_pad_value }, { "granularity", kw_granularity }, { "window", kw_window },
-	{ "weights", kw_weights }, { "engine", kw_engine }, { "io", kw_io }, { "threads", kw_threads },
-	{ "queue_depth", kw_queue_depth }, { "prefetch", kw_prefetch }, { "state", kw_state },
-	{ "pack", kw_pack }, { "pack_length", kw_pack_length }, { "pack_bins", kw_pack_bins },
-	{ "token_bytes", kw_token_bytes },
-};
 
 static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
 {
 	const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-	size_t i;
+	const struct grist_option *o;
 
 	if (!name) {
 		PyErr_SetString(PyExc_TypeError, "Loader: keywords must be strings");
 		return -1;
 	}
-	for (i = 0; i < sizeof(loader_keywords) / sizeof(loader_keywords[0]); i++)
-		if (!strcmp(name, loader_keywords[i].name))
-			return loader_keywords[i].apply(v, a);
-	PyErr_Format(PyExc_TypeError, "Loader() got an unexpected keyword argument '%s'", name);
-	return -1;
+	if (!strcmp(name, "weights")) {
+		a->weights = v;
+		return 0;
+	}
+	if (!strcmp(name, "state")) {
+		if (v == Py_None)
+			return 0;
+		if (PyObject_GetBuffer(v, &a->state, PyBUF_SIMPLE) < 0)
+			return -1;
+		a->cfg.resume_state = a->state.buf;
+		a->cfg.resume_state_len = (size_t)a->state.len;
+		return 0;
+	}
+	/* table names only, spelled as Python spells them (queue_depth, not queue-depth) */
+	o = grist_loader_option_find(name);
+	if (!o || strcmp(o->name, name)) {
+		PyErr_Format(PyExc_TypeError, "Loader() got an unexpected keyword argument '%s'", name);
+		return -1;
+	}
+	return set_option(a, name, v);
 }
 
 /* ---- datasets ---- */
@@ -445,7 +197,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		return -1;
 	}
 	a.paths = PyTuple_GET_ITEM(args, 0);
-	if (nargs == 2 && kw_batch_size(PyTuple_GET_ITEM(args, 1), &a))
+	if (nargs == 2 && set_option(&a, "batch_size", PyTuple_GET_ITEM(args, 1)))
 		goto out;
 	while (kwds && PyDict_Next(kwds, &pos, &key, &value))
 		if (apply_keyword(key, value, &a))
@@ -454,8 +206,13 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_TypeError, "Loader() missing required argument 'batch_size'");
 		goto out;
 	}
-	if (check_pack_args(&a))
-		goto out;
+	/*
+	 * prefetch is also the most batches a caller may hold, and a `for batch in loader` loop
+	 * still holds the previous batch (its variable) while it asks for the next: one more
+	 * is lent here, so prefetch=1 works in a loop as `grist load --prefetch 1` does.
+	 */
+	if (a.cfg.prefetch && a.cfg.prefetch < 64)
+		a.cfg.prefetch++;
 	if (datasets_from(a.paths, a.weights, &ds))
 		goto out;
 	a.cfg.datasets = ds.specs;

@@ -132,6 +132,8 @@ static int check_config(const struct grist_loader_config *c)
 	/* a size without a pack mode would be ignored without a word */
 	if (c->pack == GRIST_PACK_NONE && (c->pack_length || c->pack_bins || c->pack_token_bytes))
 		return grist_fail(-EINVAL, "loader: pack_length, pack_bins and token_bytes need pack");
+	if (c->pack == GRIST_PACK_CONCAT_SPLIT && c->pack_bins)
+		return grist_fail(-EINVAL, "loader: pack_bins applies to pack first-fit only");
 	if (c->pack != GRIST_PACK_NONE) {
 		struct grist_pack_params pp = pack_params(c);
 
@@ -665,6 +667,24 @@ void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_
 		out->memory_bytes += grist_packer_memory(l->pack);
 	}
 	grist_sized_out(caller, size, out, sizeof(*out));
+}
+
+int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out)
+{
+	uint64_t len = grist_stream_length(l->stream), left, b = l->cfg.batch_size;
+
+	*out = 0;
+	if (len == UINT64_MAX)
+		return grist_fail(-EDOM, "loader: an unbounded stream (epochs 0) has no batch count");
+	if (l->cfg.map)
+		return grist_fail(-EDOM, "loader: with a map (which may filter records) the batch count is not "
+				  "known in advance");
+	if (l->pack)
+		return grist_fail(-EDOM, "loader: packed rows depend on the tokens; their count is not known in "
+				  "advance");
+	left = len > l->start_position ? len - l->start_position : 0;
+	*out = l->cfg.drop_remainder ? left / b : left / b + (left % b != 0);
+	return 0;
 }
 
 uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d)

@@ -477,7 +477,7 @@ static void loader_config(struct grist_loader_config *c, struct grist_dataset_sp
 	if (mode == GRIST_PACK_NONE)
 		return; /* pack sizes without a pack mode are refused */
 	c->pack_length = 64;
-	c->pack_bins = 7;
+	c->pack_bins = mode == GRIST_PACK_FIRST_FIT ? 7 : 0; /* concat-split refuses bins */
 	c->pack_token_bytes = 2;
 }
 
