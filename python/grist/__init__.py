@@ -8,6 +8,7 @@ the C engine in pinned memory and handed to Python without a copy.
 import glob as _glob
 import os as _os
 import threading as _threading
+import typing as _typing
 
 from . import _grist
 from ._grist import Batch, Error
@@ -17,6 +18,12 @@ __version__ = _grist.__version__
 __all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error"]
 
 _GLOB_CHARS = frozenset("*?[")
+
+if _typing.TYPE_CHECKING:
+    import os
+
+    # What paths= takes: a path, a glob pattern, or a sequence of them (a list of datasets with weights=).
+    _Paths = _typing.Union[str, "os.PathLike[str]", _typing.Sequence[_typing.Any]]
 
 
 def _expand(paths):
@@ -53,7 +60,7 @@ class Reader(_grist.Reader):
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
-    def __init__(self, paths, threads=None):
+    def __init__(self, paths: "_Paths", threads: "int | None" = None) -> None:
         self.paths = _expand(paths)
         super().__init__(self.paths, threads)
 
@@ -66,7 +73,7 @@ class Writer(_grist.Writer):
     block by an exception drops the file.
     """
 
-    def __init__(self, path, options=""):
+    def __init__(self, path: "str | os.PathLike[str]", options: str = "") -> None:
         super().__init__(path, options)
 
 
@@ -132,23 +139,38 @@ class Loader(_grist.Loader):
     """Loader(paths, batch_size, *, seed=0, epochs=None, shuffle=True, shard_index=0,
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
-    threads=None, queue_depth=None, prefetch=None, state=None, pack=None, pack_length=None,
-    pack_bins=None, token_bytes=None)
+    threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
+    state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
-    the same settings. epochs=None is unbounded. With weights, paths is a list of datasets,
-    each a path, a glob pattern or a list of them, mixed by weight. layout is "ragged"
-    (records back to back, with offsets), "fixed" or "padded" (rows of record_bytes).
-    With pack="first-fit" or "concat-split" (and pack_length=L, token_bytes=1|2|4, first-fit's
-    pack_bins defaulting to batch_size) records are token sequences packed into rows of L
-    tokens, as Grain's FirstFitPackIterDataset / ConcatThenSplitIterDataset do: batch_size
-    counts rows, batch.data is (rows, L) of uint8/uint16/uint32 and batch.segment_ids and
-    batch.positions are int32 (rows, L). get_state() -> bytes is a checkpoint;
-    Loader(..., state=s) continues with exactly the next batch. For several hosts: shard_index=jax.process_index(),
-    shard_count=jax.process_count(). The GIL is released while waiting for a batch.
+    the same settings. Every option keyword is an option of libgrist's table (`grist load
+    --options` lists them with their bounds) and is parsed by it: an int, a bool or a str
+    (sizes may say "4M"), refused with the same message as `grist load` (ValueError); None
+    means the default. epochs=None (or 0) is unbounded. With weights, paths is a list of
+    datasets, each a path, a glob pattern or a list of them, mixed by weight. layout is
+    "ragged" (records back to back, with offsets), "fixed" or "padded" (rows of
+    record_bytes). With pack="first-fit" or "concat-split" (and pack_length=L,
+    token_bytes=1|2|4, first-fit's pack_bins defaulting to batch_size) records are token
+    sequences packed into rows of L tokens, as Grain's FirstFitPackIterDataset /
+    ConcatThenSplitIterDataset do: batch_size counts rows, batch.data is (rows, L) of
+    uint8/uint16/uint32 and batch.segment_ids and batch.positions are int32 (rows, L).
+
+    len(loader) is the number of batches it yields (after shards, epochs and
+    drop_remainder; a resumed loader counts from its state); an unbounded or packing
+    loader has no len() (TypeError), as an iterator of unknown length. get_state() -> bytes
+    is a checkpoint; Loader(..., state=s) continues with exactly the next batch. For several
+    hosts: shard_index=jax.process_index(), shard_count=jax.process_count(). The GIL is
+    released while waiting for a batch.
+
+    prefetch is also the most batches the caller may hold at once; a `for` loop holds the
+    previous batch while it asks for the next, so the loader lends one slot more than
+    prefetch. A loader does not survive os.fork(): iterating it in a child process (a
+    multiprocessing worker started by fork) raises grist.Error (errno ENOTRECOVERABLE)
+    instead of waiting forever; create the loader in the child, e.g. from the parent's
+    get_state().
     """
 
-    def __init__(self, paths, batch_size, **options):
+    def __init__(self, paths: "_Paths", batch_size: int, **options: "int | bool | str | bytes | None") -> None:
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")

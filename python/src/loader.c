@@ -2,6 +2,7 @@
 #include "ext.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "grist/options.h"
 
@@ -14,7 +15,21 @@ typedef struct {
 	Py_ssize_t live;            /* batches handed out and not yet given back */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
+	/* for repr() and stats(): what it was asked for, and what --stats measures */
+	uint64_t batch_size, epochs, shard_index, shard_count;
+	size_t num_datasets, num_files;
+	size_t record_bytes;
+	uint64_t t0_ns, first_batch_ns;  /* creation; the first batch's arrival (0: none yet) */
+	uint64_t *per_dataset;           /* records delivered per dataset, as --stats counts them */
 } LoaderObject;
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /*
  * ---- keyword arguments: parsed by the library's option table (grist/options.h), as `grist
@@ -234,6 +249,21 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	self->l = l;
 	self->layout = a.cfg.layout;
 	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
+	self->batch_size = a.cfg.batch_size;
+	self->epochs = a.cfg.epochs;
+	self->shard_index = a.cfg.shard_index;
+	self->shard_count = a.cfg.shard_count ? a.cfg.shard_count : 1;
+	self->num_datasets = ds.n;
+	self->record_bytes = a.cfg.record_bytes;
+	for (size_t d = 0; d < ds.n; d++)
+		self->num_files += ds.specs[d].num_paths;
+	self->t0_ns = now_ns();
+	PyMem_Free(self->per_dataset);
+	self->per_dataset = PyMem_Calloc(ds.n, sizeof(*self->per_dataset));
+	if (!self->per_dataset) {
+		PyErr_NoMemory();
+		goto out;
+	}
 	ret = 0;
 out:
 	datasets_free(&ds);
@@ -265,6 +295,7 @@ static void loader_dealloc(LoaderObject *self)
 	}
 	if (self->lock)
 		PyThread_free_lock(self->lock);
+	PyMem_Free(self->per_dataset);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -318,8 +349,14 @@ static PyObject *loader_iternext(LoaderObject *self)
 	if (ret)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
-	if (!ret && b)
+	if (!ret && b) {
 		self->live++;
+		if (!self->first_batch_ns)
+			self->first_batch_ns = now_ns();
+		for (size_t i = 0; b->datasets && i < b->num_records; i++)
+			if (b->datasets[i] < self->num_datasets)
+				self->per_dataset[b->datasets[i]]++;
+	}
 	PyThread_release_lock(self->lock);
 	if (ret)
 		return gristpy_raise(ret, msg);
@@ -350,9 +387,33 @@ static PyObject *loader_get_state(LoaderObject *self, PyObject *unused)
 	return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
 }
 
+/* Py_NewRef() of Python 3.10, for 3.9 */
+static PyObject *newref(PyObject *o)
+{
+	Py_INCREF(o);
+	return o;
+}
+
+/* Adds @key: @value to @d and drops the reference to @value; -1 on failure (either). */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+	int ret = value ? PyDict_SetItemString(d, key, value) : -1;
+
+	Py_XDECREF(value);
+	return ret;
+}
+
+/*
+ * Everything `grist load --stats` prints, by name: the library's counters, and what the
+ * CLI measures around them (seconds since creation, records/s, the first batch's arrival,
+ * queue occupancy per batch, packing efficiency, records per dataset).
+ */
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
 	struct grist_loader_stats st;
+	double seconds, batches;
+	PyObject *d, *per;
+	size_t i;
 
 	(void)unused;
 	if (loader_check(self))
@@ -360,36 +421,116 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	gristpy_lock(self->lock);
 	grist_loader_stats(self->l, &st);
 	PyThread_release_lock(self->lock);
-	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
-			     "engine", st.engine, "read_mode", st.read_mode, "threads", st.threads,
-			     "batches", (unsigned long long)st.batches, "records", (unsigned long long)st.records,
-			     "records_filtered", (unsigned long long)st.records_filtered,
-			     "reads_issued", (unsigned long long)st.reads_issued,
-			     "bytes_read", (unsigned long long)st.bytes_read,
-			     "chunks_decoded", (unsigned long long)st.chunks_decoded,
-			     "bytes_decoded", (unsigned long long)st.bytes_decoded,
-			     "io_wait_ns", (unsigned long long)st.io_wait_ns, "decode_ns", (unsigned long long)st.decode_ns,
-			     "assemble_ns", (unsigned long long)st.assemble_ns,
-			     "consumer_stall_ns", (unsigned long long)st.consumer_stall_ns,
-			     "producer_stall_ns", (unsigned long long)st.producer_stall_ns,
-			     "queue_occupancy_sum", (unsigned long long)st.queue_occupancy_sum,
-			     "memory_bytes", (unsigned long long)st.memory_bytes,
-			     "pack_tokens", (unsigned long long)st.pack_tokens,
-			     "pack_capacity", (unsigned long long)st.pack_capacity,
-			     "registered_buffers", st.registered_buffers ? Py_True : Py_False,
-			     "pinned", st.pinned ? Py_True : Py_False);
+	seconds = (double)(now_ns() - self->t0_ns) / 1e9;
+	batches = st.batches ? (double)st.batches : 1.0;
+	d = PyDict_New();
+	per = PyList_New((Py_ssize_t)self->num_datasets);
+	if (!d || !per)
+		goto fail;
+	for (i = 0; i < self->num_datasets; i++) {
+		PyObject *n = PyLong_FromUnsignedLongLong(self->per_dataset[i]);
+
+		if (!n)
+			goto fail;
+		PyList_SET_ITEM(per, (Py_ssize_t)i, n);
+	}
+#define U64(k, v) put(d, k, PyLong_FromUnsignedLongLong((unsigned long long)(v)))
+#define F64(k, v) put(d, k, PyFloat_FromDouble(v))
+	if (put(d, "engine", PyUnicode_FromString(st.engine ? st.engine : "?")) ||
+	    put(d, "read_mode", PyUnicode_FromString(st.read_mode ? st.read_mode : "?")) ||
+	    U64("threads", st.threads) || U64("batches", st.batches) || U64("records", st.records) ||
+	    U64("records_filtered", st.records_filtered) || F64("seconds", seconds) ||
+	    F64("records_per_second", seconds > 0 ? (double)st.records / seconds : 0.0) ||
+	    U64("reads_issued", st.reads_issued) || U64("bytes_read", st.bytes_read) ||
+	    U64("chunks_decoded", st.chunks_decoded) || U64("bytes_decoded", st.bytes_decoded) ||
+	    U64("io_wait_ns", st.io_wait_ns) || U64("decode_ns", st.decode_ns) || U64("assemble_ns", st.assemble_ns) ||
+	    U64("consumer_stall_ns", st.consumer_stall_ns) || U64("producer_stall_ns", st.producer_stall_ns) ||
+	    F64("reads_in_flight_mean", st.reads_in_flight_mean) || U64("reads_in_flight_max", st.reads_in_flight_max) ||
+	    U64("queue_occupancy_sum", st.queue_occupancy_sum) ||
+	    F64("queue_occupancy", (double)st.queue_occupancy_sum / batches) || U64("memory_bytes", st.memory_bytes) ||
+	    put(d, "pinned", PyBool_FromLong(st.pinned)) ||
+	    put(d, "registered_buffers", PyBool_FromLong(st.registered_buffers)) ||
+	    put(d, "first_batch_seconds",
+		self->first_batch_ns ? PyFloat_FromDouble((double)(self->first_batch_ns - self->t0_ns) / 1e9)
+				     : newref(Py_None)) ||
+	    U64("pack_tokens", st.pack_tokens) || U64("pack_capacity", st.pack_capacity) ||
+	    F64("pack_efficiency", st.pack_capacity ? (double)st.pack_tokens / (double)st.pack_capacity : 0.0) ||
+	    put(d, "dataset_records", newref(per)))
+		goto fail;
+#undef U64
+#undef F64
+	Py_DECREF(per);
+	return d;
+fail:
+	Py_XDECREF(per);
+	Py_XDECREF(d);
+	return NULL;
 }
 
-static PyObject *loader_num_records(LoaderObject *self, PyObject *arg)
+static PyObject *loader_num_records(LoaderObject *self, PyObject *args)
 {
-	Py_ssize_t d = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+	Py_ssize_t d = 0;
 
-	if (d == -1 && PyErr_Occurred())
+	if (!PyArg_ParseTuple(args, "|n:num_records", &d))
 		return NULL;
 	if (loader_check(self))
 		return NULL;
+	if (d < 0 || (size_t)d >= self->num_datasets) {
+		PyErr_Format(PyExc_IndexError, "grist.Loader.num_records: dataset %zd of %zu (0 .. %zu)", d,
+			     self->num_datasets, self->num_datasets - 1);
+		return NULL;
+	}
 	return PyLong_FromUnsignedLongLong(grist_loader_num_records(self->l, (size_t)d));
 }
+
+/* len(): the batches it yields from its start (or its resume state) to the end. */
+static Py_ssize_t loader_len(LoaderObject *self)
+{
+	uint64_t n;
+	int ret;
+
+	if (loader_check(self))
+		return -1;
+	ret = grist_loader_num_batches(self->l, &n);
+	if (ret) {
+		/* unbounded (epochs=None) or packed: no len(), as for any iterator of unknown length */
+		PyErr_Format(PyExc_TypeError, "grist.Loader has no len(): %s", grist_last_error());
+		return -1;
+	}
+	if (n > (uint64_t)PY_SSIZE_T_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "grist.Loader: more batches than sys.maxsize");
+		return -1;
+	}
+	return (Py_ssize_t)n;
+}
+
+/* A loader is always true, whatever len() says (an unbounded one has none). */
+static int loader_bool(PyObject *self)
+{
+	(void)self;
+	return 1;
+}
+
+static PyObject *loader_repr(LoaderObject *self)
+{
+	static const char *const layouts[] = { "ragged", "fixed", "padded" };
+	char epochs[32];
+
+	if (!self->l && !self->closed)
+		return PyUnicode_FromString("grist.Loader(<not initialised>)");
+	if (self->epochs)
+		snprintf(epochs, sizeof(epochs), "%llu", (unsigned long long)self->epochs);
+	else
+		snprintf(epochs, sizeof(epochs), "None");
+	return PyUnicode_FromFormat("grist.Loader(datasets=%zu, files=%zu, batch_size=%llu, epochs=%s, shard='%llu/%llu', "
+				    "layout='%s'%s)",
+				    self->num_datasets, self->num_files, (unsigned long long)self->batch_size, epochs,
+				    (unsigned long long)self->shard_index, (unsigned long long)self->shard_count,
+				    self->token_bytes ? "packed" : layouts[self->layout], self->closed ? ", closed" : "");
+}
+
+static PySequenceMethods loader_as_sequence = { .sq_length = (lenfunc)loader_len };
+static PyNumberMethods loader_as_number = { .nb_bool = loader_bool };
 
 /*
  * close() stops the loader. Batches still alive keep their memory: the engine is destroyed
@@ -433,9 +574,16 @@ static PyMethodDef loader_methods[] = {
 	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
 	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
 	  "continues with exactly the next batch." },
-	{ "stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict: the per-stage counters." },
-	{ "num_records", (PyCFunction)loader_num_records, METH_O,
-	  "num_records(d) -> int: records per epoch of dataset d (before sharding)." },
+	{ "stats", (PyCFunction)loader_stats, METH_NOARGS,
+	  "stats() -> dict: everything `grist load --stats` prints, by name: engine, read_mode, threads,\n"
+	  "batches, records, records_filtered, seconds (since creation), records_per_second, reads_issued,\n"
+	  "bytes_read, chunks_decoded, bytes_decoded, io_wait_ns, decode_ns, assemble_ns,\n"
+	  "consumer_stall_ns, producer_stall_ns, reads_in_flight_mean, reads_in_flight_max,\n"
+	  "queue_occupancy (and _sum), memory_bytes, pinned, registered_buffers, first_batch_seconds,\n"
+	  "pack_tokens, pack_capacity, pack_efficiency, dataset_records (delivered per dataset)." },
+	{ "num_records", (PyCFunction)loader_num_records, METH_VARARGS,
+	  "num_records(dataset=0) -> int: records per epoch of that dataset (before sharding);\n"
+	  "IndexError for a dataset that does not exist." },
 	{ "close", (PyCFunction)loader_close, METH_NOARGS,
 	  "close(): stop the loader; batches still alive stay valid until they are released." },
 	{ "__enter__", loader_enter, METH_NOARGS, NULL },
@@ -455,4 +603,7 @@ PyTypeObject gristpy_LoaderType = {
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
 	.tp_methods = loader_methods,
+	.tp_repr = (reprfunc)loader_repr,
+	.tp_as_sequence = &loader_as_sequence,
+	.tp_as_number = &loader_as_number,
 };
