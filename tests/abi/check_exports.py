@@ -1,0 +1,40 @@
+"""libgrist.so exports the public API only, under the soname its ABI version gives.
+
+Usage: check_exports.py LIBGRIST_SO SOVERSION. Every defined dynamic symbol must start with
+grist_ (the version script src/libgrist.map; its version node GRIST_1 aside), every
+function the public headers declare with GRIST_API must be there, and the soname must be
+libgrist.so.SOVERSION. Exit 77 (skip) without nm or objdump.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+
+def main():
+    lib, soversion = sys.argv[1], sys.argv[2]
+    if not shutil.which("nm") or not shutil.which("objdump"):
+        print("nm or objdump missing: skipped")
+        return 77
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True, capture_output=True, text=True).stdout
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+    stray = sorted(n for n in names if not n.startswith("grist_") and not n.startswith("GRIST_"))
+    assert not stray, "exported but not grist_*: %s" % stray[:20]
+    include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "grist")
+    declared = set()
+    for h in os.listdir(include):
+        text = open(os.path.join(include, h)).read()
+        declared |= set(re.findall(r"GRIST_API\s+[^;(]*?\b(grist_\w+)\s*\(", text))
+    missing = sorted(declared - names)
+    assert not missing, "declared GRIST_API but not exported: %s" % missing
+    dyn = subprocess.run(["objdump", "-p", lib], check=True, capture_output=True, text=True).stdout
+    soname = re.search(r"SONAME\s+(\S+)", dyn)
+    assert soname and soname.group(1) == "libgrist.so." + soversion, soname and soname.group(1)
+    print("%d symbols, all grist_*; %d declared, all exported; soname %s" % (len(names), len(declared),
+                                                                            soname.group(1)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
