@@ -59,20 +59,9 @@ static const char *file;
 
 static int setup(void **state)
 {
-	struct grist_writer *w;
-	char rec[64];
-	int i;
-
 	(void)state;
 	dir = t_mkdtemp();
-	file = strdup(t_path(dir, "abi.ar"));
-	assert_int_equal(grist_writer_open(file, "group_size:2,zstd:1", &w), 0);
-	for (i = 0; i < 300; i++) {
-		int n = snprintf(rec, sizeof(rec), "record %d of the abi test", i);
-
-		assert_int_equal(grist_writer_write(w, rec, (size_t)n), 0);
-	}
-	assert_int_equal(grist_writer_close(w), 0);
+	file = t_write_numbered(dir, "abi.ar", "group_size:2,zstd:1", 300);
 	return 0;
 }
 

@@ -26,17 +26,9 @@ static const char *file;
 
 static int setup(void **state)
 {
-	struct grist_writer *w;
-	char rec[32];
-	int i;
-
 	(void)state;
 	dir = t_mkdtemp();
-	file = strdup(t_path(dir, "log.ar"));
-	assert_int_equal(grist_writer_open(file, "group_size:4", &w), 0);
-	for (i = 0; i < 100; i++)
-		assert_int_equal(grist_writer_write(w, rec, (size_t)snprintf(rec, sizeof(rec), "r%d", i)), 0);
-	assert_int_equal(grist_writer_close(w), 0);
+	file = t_write_numbered(dir, "log.ar", "group_size:4", 100);
 	return 0;
 }
 
