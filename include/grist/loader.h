@@ -59,12 +59,13 @@ enum grist_read_mode {
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
 				copies, for data that is (mostly) cached; a page not in the cache is
-				read by a page fault in the decoding thread. Like every mapping, it
-				needs files that do not shrink while the loader runs: a truncated
-				mapping faults with SIGBUS, where reads would report an error, and
-				the default action kills the process. A program that cannot rule
-				that out installs a SIGBUS handler (the grist CLI names the file
-				from /proc/self/maps and exits 1) or reads buffered */
+				read by a page fault in the decoding thread. A file that shrinks (or
+				whose storage fails) while mapped faults with SIGBUS: the library
+				guards its decoding from mappings and turns that fault into -EIO
+				naming the file and byte, from grist_loader_next(), as a read error
+				would be. The guard's SIGBUS handler is installed the first time a
+				mapped file is decoded and passes every other SIGBUS to the handler
+				it replaced (docs/architecture.md, "Mapped files") */
 };
 /* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
