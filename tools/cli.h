@@ -54,7 +54,7 @@ void cli_install_sigbus(void);
 bool cli_parse_u64(const char *s, uint64_t *out);
 
 /*
- * The loader knobs that `load` and `bench` share. A command lists the ones it takes
+ * The loader knobs that `load` and grist-bench share. A command lists the ones it takes
  * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
  * by long name, so each knob is parsed, bounded and explained in one place.
  */
@@ -123,6 +123,5 @@ int cmd_verify(int argc, char **argv);
 int cmd_write(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_load(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 
 #endif

@@ -38,7 +38,7 @@ void grist_log(enum grist_log_level level, const char *fmt, ...) GRIST_PRINTF(2,
  * rule): copy what fits of @src into @dst (@dst_size bytes, the library's own struct),
  * zero the rest. A caller built against an older, shorter struct keeps working: its
  * missing fields read as 0, which is every field's default.
- * Return: 0; -EINVAL when src->size is smaller than the size field itself (the struct
+ * Return: 0; -EINVAL when @src is NULL or src->size is smaller than the size field itself (the struct
  * was not initialised with its _init()), or -E2BIG when the caller's struct is longer
  * than the library's and its extra bytes are not all zero (a newer caller asking for
  * something this library cannot do). @name goes into the message.

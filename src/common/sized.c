@@ -8,6 +8,8 @@ int grist_sized_in(void *dst, size_t dst_size, const void *src, const char *name
 	const unsigned char *s = src;
 	size_t size, i;
 
+	if (!src)
+		return grist_fail(-EINVAL, "struct %s: none given", name);
 	memcpy(&size, src, sizeof(size)); /* every sized struct starts with its size_t size */
 	if (size < sizeof(size_t))
 		return grist_fail(-EINVAL, "struct %s: size %zu: initialise it with %s_init() (it sets the size)", name,

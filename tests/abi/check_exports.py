@@ -23,7 +23,7 @@ def main():
     assert not stray, "exported but not grist_*: %s" % stray[:20]
     include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "grist")
     declared = set()
-    for h in os.listdir(include):
+    for h in sorted(f for f in os.listdir(include) if f.endswith(".h")):
         text = open(os.path.join(include, h)).read()
         declared |= set(re.findall(r"GRIST_API\s+[^;(]*?\b(grist_\w+)\s*\(", text))
     missing = sorted(declared - names)
