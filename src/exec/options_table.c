@@ -17,10 +17,11 @@ _Static_assert(sizeof(size_t) == sizeof(uint64_t), "sizes are stored as 64-bit f
 
 struct entry {
 	struct grist_option pub;
-	/* A plain field (UINT, SIZE, BOOL): where it lives and how wide it is; else an apply. */
+	/* A plain field (UINT, SIZE, BOOL, CHOICE with values): where it lives and how wide it is; else an apply. */
 	size_t offset, width;
 	int (*apply)(struct grist_loader_config *c, const struct entry *e, const char *v);
 	size_t end; /* the byte after the last field it sets: an older caller's struct must hold it */
+	const int *values; /* CHOICE without an apply: the value stored for each word, in order */
 };
 
 #define FIELD(f) offsetof(struct grist_loader_config, f), sizeof(((struct grist_loader_config *)0)->f)
@@ -28,19 +29,23 @@ struct entry {
 
 static int apply_shuffle(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_shard(struct grist_loader_config *c, const struct entry *e, const char *v);
-static int apply_shard_mode(struct grist_loader_config *c, const struct entry *e, const char *v);
-static int apply_granularity(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_layout(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_pack(struct grist_loader_config *c, const struct entry *e, const char *v);
-static int apply_token_bytes(struct grist_loader_config *c, const struct entry *e, const char *v);
-static int apply_engine(struct grist_loader_config *c, const struct entry *e, const char *v);
-static int apply_io(struct grist_loader_config *c, const struct entry *e, const char *v);
 
-#define U(n, lo, hi, f, def, h) { { n, GRIST_OPTION_UINT, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f) }
-#define SZ(n, lo, hi, f, def, h) { { n, GRIST_OPTION_SIZE, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f) }
-#define B(n, f, def, h) { { n, GRIST_OPTION_BOOL, 0, 1, NULL, def, h }, FIELD(f), NULL, END(f) }
-#define CH(n, words, fn, end, def, h) { { n, GRIST_OPTION_CHOICE, 0, 0, words, def, h }, 0, 0, fn, end }
-#define TX(n, grammar, fn, end, def, h) { { n, GRIST_OPTION_TEXT, 0, 0, grammar, def, h }, 0, 0, fn, end }
+#define U(n, lo, hi, f, def, h) { { n, GRIST_OPTION_UINT, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
+#define SZ(n, lo, hi, f, def, h) { { n, GRIST_OPTION_SIZE, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
+#define B(n, f, def, h) { { n, GRIST_OPTION_BOOL, 0, 1, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
+#define CH(n, words, fn, end, def, h) { { n, GRIST_OPTION_CHOICE, 0, 0, words, def, h }, 0, 0, fn, end, NULL }
+/* a word of @words stores the matching entry of @vals in field @f */
+#define WORD(n, words, vals, f, def, h) \
+	{ { n, GRIST_OPTION_CHOICE, 0, 0, words, def, h }, FIELD(f), NULL, END(f), vals }
+
+static const int shard_modes[] = { GRIST_SHARD_STRIDED, GRIST_SHARD_CONTIGUOUS };
+static const int granularities[] = { GRIST_GRANULARITY_RECORD, GRIST_GRANULARITY_CHUNK };
+static const int token_widths[] = { 1, 2, 4 };
+static const int engines[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
+static const int read_modes[] = { GRIST_READ_AUTO, GRIST_READ_BUFFERED, GRIST_READ_DIRECT, GRIST_READ_MMAP };
+#define TX(n, grammar, fn, end, def, h) { { n, GRIST_OPTION_TEXT, 0, 0, grammar, def, h }, 0, 0, fn, end, NULL }
 
 static const struct entry table[] = {
 	/* what is delivered */
@@ -48,15 +53,15 @@ static const struct entry table[] = {
 	U("seed", 0, UINT64_MAX, seed, "0", "the shuffle seed"),
 	U("epochs", 0, UINT64_MAX, epochs, "0", "passes over the data; 0 = unbounded"),
 	{ { "shuffle", GRIST_OPTION_BOOL, 0, 1, NULL, "true", "false: every epoch in index order" }, 0, 0,
-	  apply_shuffle, END(no_shuffle) },
+	  apply_shuffle, END(no_shuffle), NULL },
 	B("same_order", same_order_each_epoch, "false", "one permutation for every epoch"),
 	TX("shard", "I/K with 0 <= I < K", apply_shard, END(shard_count), "0/1",
 	   "deliver shard I of K (sets shard_index and shard_count)"),
 	U("shard_index", 0, UINT64_MAX - 1, shard_index, "0", "I of shard I/K"),
 	U("shard_count", 1, UINT64_MAX, shard_count, "1", "K of shard I/K"),
-	CH("shard_mode", "strided, contiguous", apply_shard_mode, END(shard_mode), "strided",
+	WORD("shard_mode", "strided, contiguous", shard_modes, shard_mode, "strided",
 	   "strided: positions I, I+K, ...; contiguous: Grain's split into K runs"),
-	CH("granularity", "record, chunk", apply_granularity, END(granularity), "record",
+	WORD("granularity", "record, chunk", granularities, granularity, "record",
 	   "shuffle records, or chunks (each chunk read and decoded once per epoch)"),
 	U("window", 1, 65536, window_chunks, "16", "chunk granularity: chunks shuffled together"),
 	B("drop_remainder", drop_remainder, "false", "drop a short final batch"),
@@ -68,12 +73,12 @@ static const struct entry table[] = {
 	   "none", "pack token records into rows of pack_length tokens (Grain's packers)"),
 	U("pack_length", 1, 1u << 24, pack_length, "", "packing: tokens per row"),
 	U("pack_bins", 1, 1u << 20, pack_bins, "batch_size", "first-fit packing: rows open at once"),
-	CH("token_bytes", "1, 2, 4", apply_token_bytes, END(pack_token_bytes), "",
+	WORD("token_bytes", "1, 2, 4", token_widths, pack_token_bytes, "",
 	   "packing: bytes per little-endian token"),
 	/* how it is executed (never changes the output) */
-	CH("engine", "uring, pread, ref", apply_engine, END(engine), "uring",
+	WORD("engine", "uring, pread, ref", engines, engine, "uring",
 	   "io_uring (falls back to pread), a pread pool, or the one-thread reference"),
-	CH("io", "auto, buffered, direct, mmap", apply_io, END(read_mode), "auto",
+	WORD("io", "auto, buffered, direct, mmap", read_modes, read_mode, "auto",
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
 	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
 	U("queue_depth", 1, 32768, queue_depth, "64", "reads in flight per ring"),
@@ -281,26 +286,6 @@ static int apply_shard(struct grist_loader_config *c, const struct entry *e, con
 	return 0;
 }
 
-static int apply_shard_mode(struct grist_loader_config *c, const struct entry *e, const char *v)
-{
-	int i = word_index(e->pub.choices, v);
-
-	if (i < 0)
-		return refuse(e, v);
-	c->shard_mode = i ? GRIST_SHARD_CONTIGUOUS : GRIST_SHARD_STRIDED;
-	return 0;
-}
-
-static int apply_granularity(struct grist_loader_config *c, const struct entry *e, const char *v)
-{
-	int i = word_index(e->pub.choices, v);
-
-	if (i < 0)
-		return refuse(e, v);
-	c->granularity = i ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
-	return 0;
-}
-
 /* "ragged", "fixed", "padded" (record_bytes apart), or "fixed:N" / "padded:N" (both at once). */
 static int apply_layout(struct grist_loader_config *c, const struct entry *e, const char *v)
 {
@@ -362,40 +347,6 @@ static int apply_pack(struct grist_loader_config *c, const struct entry *e, cons
 	return 0;
 }
 
-static int apply_token_bytes(struct grist_loader_config *c, const struct entry *e, const char *v)
-{
-	static const unsigned widths[] = { 1, 2, 4 };
-	int i = word_index(e->pub.choices, v);
-
-	if (i < 0)
-		return refuse(e, v);
-	c->pack_token_bytes = widths[i];
-	return 0;
-}
-
-static int apply_engine(struct grist_loader_config *c, const struct entry *e, const char *v)
-{
-	static const enum grist_engine_kind kinds[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
-	int i = word_index(e->pub.choices, v);
-
-	if (i < 0)
-		return refuse(e, v);
-	c->engine = kinds[i];
-	return 0;
-}
-
-static int apply_io(struct grist_loader_config *c, const struct entry *e, const char *v)
-{
-	static const enum grist_read_mode modes[] = { GRIST_READ_AUTO, GRIST_READ_BUFFERED, GRIST_READ_DIRECT,
-						      GRIST_READ_MMAP };
-	int i = word_index(e->pub.choices, v);
-
-	if (i < 0)
-		return refuse(e, v);
-	c->read_mode = modes[i];
-	return 0;
-}
-
 int grist_loader_config_set(struct grist_loader_config *cfg, const char *name, const char *value)
 {
 	const struct entry *e = find(name);
@@ -419,6 +370,12 @@ int grist_loader_config_set(struct grist_loader_config *cfg, const char *name, c
 		ret = e->apply(&full, e, value);
 		if (ret)
 			return ret;
+	} else if (e->values) {
+		int i = word_index(e->pub.choices, value);
+
+		if (i < 0)
+			return refuse(e, value);
+		store(&full, e->offset, e->width, (uint64_t)e->values[i]);
 	} else if (e->pub.type == GRIST_OPTION_BOOL) {
 		if (!parse_bool(value, &on))
 			return refuse(e, value);
@@ -443,7 +400,7 @@ int grist_loader_options_check(const struct grist_loader_config *c)
 		const struct entry *e = &table[i];
 		uint64_t x = 0;
 
-		if (e->apply || e->pub.type == GRIST_OPTION_BOOL || e->width == 1)
+		if (e->apply || e->values || e->pub.type == GRIST_OPTION_BOOL || e->width == 1)
 			continue;
 		if (e->width == sizeof(unsigned)) {
 			unsigned u;
