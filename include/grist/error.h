@@ -33,6 +33,10 @@
  *   -ESTALE    a checkpoint belongs to another dataset, configuration or
  *              sharding it cannot be restored on
  *   -EBUSY     the caller holds as many batches as it may (grist/loader.h)
+ *   -E2BIG     a sized struct from a newer caller sets a field this library does
+ *              not know (grist/version.h, docs/architecture.md "A stable ABI")
+ *   -EDOM      a count that is not known in advance (grist_loader_num_batches())
+ *   -ENOTRECOVERABLE  a loader used in a process fork()ed from the one that made it
  */
 #ifndef GRIST_ERROR_H
 #define GRIST_ERROR_H
