@@ -2,8 +2,8 @@
 
 Usage: check_exports.py LIBGRIST_SO SOVERSION. Every defined dynamic symbol must start with
 grist_ (the version script src/libgrist.map; its version node GRIST_1 aside), every
-function the public headers declare with GRIST_API must be there, and the soname must be
-libgrist.so.SOVERSION. Exit 77 (skip) without nm or objdump.
+function the public headers declare with GRIST_API must be there, the soname must be
+libgrist.so.SOVERSION, and the library must call nothing that prints (printf, fwrite, perror, ...). Exit 77 (skip) without nm or objdump.
 """
 import os
 import re
@@ -28,6 +28,15 @@ def main():
         declared |= set(re.findall(r"GRIST_API\s+[^;(]*?\b(grist_\w+)\s*\(", text))
     missing = sorted(declared - names)
     assert not missing, "declared GRIST_API but not exported: %s" % missing
+    # the library never prints: nothing it calls writes to a stream or the terminal
+    undef = subprocess.run(["nm", "-D", "--undefined-only", lib], check=True, capture_output=True,
+                           text=True).stdout
+    called = {line.split()[-1].split("@")[0] for line in undef.splitlines() if line.strip()}
+    printing = {"printf", "fprintf", "vprintf", "vfprintf", "dprintf", "vdprintf", "puts", "fputs", "putchar",
+                "fputc", "putc", "perror", "fwrite", "stderr", "stdout", "psignal", "psiginfo", "warn", "warnx",
+                "err", "errx", "error"}
+    printing |= {"__%s_chk" % n for n in printing}
+    assert not called & printing, "libgrist calls %s: the library must not print" % sorted(called & printing)
     dyn = subprocess.run(["objdump", "-p", lib], check=True, capture_output=True, text=True).stdout
     soname = re.search(r"SONAME\s+(\S+)", dyn)
     assert soname and soname.group(1) == "libgrist.so." + soversion, soname and soname.group(1)
