@@ -8,8 +8,12 @@
 #include "common/map_guard.h"
 
 static _Thread_local struct grist_map_guard *current;
-/* Guards armed in the whole process: a SIGBUS with none armed never touches thread-locals. */
-static int armed;
+/*
+ * Set once a guard was ever pushed: before that a SIGBUS never touches the thread-locals.
+ * Set once and never cleared, so pushing and popping write nothing that threads share (a
+ * counter here cost the decode threads a cache line bouncing between them per decode step).
+ */
+static int any_guard;
 static struct sigaction previous;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
@@ -41,7 +45,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	uintptr_t a = (uintptr_t)si->si_addr;
 	size_t i;
 
-	if (__atomic_load_n(&armed, __ATOMIC_ACQUIRE) && si->si_code > 0) {
+	if (__atomic_load_n(&any_guard, __ATOMIC_ACQUIRE) && si->si_code > 0) {
 		for (g = current; g; g = g->prev) {
 			for (i = 0; i < g->num_ranges; i++) {
 				uintptr_t lo = (uintptr_t)g->ranges[i].base;
@@ -78,7 +82,8 @@ void grist_map_guard_push(struct grist_map_guard *g, const struct grist_map_rang
 	g->fault_range = 0;
 	g->prev = current;
 	current = g;
-	__atomic_add_fetch(&armed, 1, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(&any_guard, __ATOMIC_RELAXED))
+		__atomic_store_n(&any_guard, 1, __ATOMIC_RELEASE);
 }
 
 void grist_map_guard_push_one(struct grist_map_guard *g, const void *base, size_t len, const char *path)
@@ -90,7 +95,6 @@ void grist_map_guard_push_one(struct grist_map_guard *g, const void *base, size_
 void grist_map_guard_pop(struct grist_map_guard *g)
 {
 	current = g->prev;
-	__atomic_sub_fetch(&armed, 1, __ATOMIC_RELEASE);
 }
 
 int grist_map_guard_fail(struct grist_map_guard *g)

@@ -1,5 +1,6 @@
 /* The loader: configuration checks, the shard stream, checkpoints, and the pull iterator over an engine. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -385,6 +386,20 @@ static int pack_record_error(void *ctx, uint32_t dataset, uint64_t record, int c
 	return grist_loader_record_error(ctx, dataset, record, code);
 }
 
+/* fork() children seen by this process: a loader made before the last one belongs to a parent. */
+static unsigned fork_generation;
+static pthread_once_t fork_watch_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+	__atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELEASE);
+}
+
+static void fork_watch(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
 int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out)
 {
 	return grist_loader_create_hooked(cfg, NULL, out);
@@ -411,7 +426,9 @@ int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, con
 		return grist_fail(-ENOMEM, "loader: out of memory");
 	if (hooks)
 		l->hooks = *hooks;
+	pthread_once(&fork_watch_once, fork_watch);
 	l->pid = getpid();
+	l->fork_generation = __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
 	ret = copy_config(l, cfg);
 	if (ret)
 		goto fail;
@@ -536,7 +553,8 @@ static int free_hold(struct grist_loader *l)
  */
 static bool forked(const struct grist_loader *l)
 {
-	return getpid() != l->pid;
+	/* a counter the child's atfork handler bumps: no getpid() syscall per batch */
+	return __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE) != l->fork_generation;
 }
 
 int grist_loader_next(struct grist_loader *l, struct grist_batch **out)

@@ -86,6 +86,7 @@ struct grist_loader {
 	bool ended;
 	int error;
 	pid_t pid;               /* the process that created it: its engine threads live there only */
+	unsigned fork_generation; /* fork() children seen when it was made (loader.c: forked()) */
 
 	struct grist_loader_hooks hooks;
 	const struct grist_slot_provider *provider; /* device mode: batches live in device-stage slots */
