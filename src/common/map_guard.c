@@ -39,6 +39,13 @@ static void chain(int sig, siginfo_t *si, void *uc)
 		raise(sig);
 }
 
+/*
+ * Only a fault (si_code > 0) in a guarded range jumps. Reading `current` here is the one
+ * thread-local access in a signal handler: in a thread that never pushed a guard it may
+ * make the thread-local block of a dlopen()ed libgrist (the Python module) first, which
+ * is not async-signal-safe; such a SIGBUS is not grist's, and was on its way to the
+ * previous handler or the default death anyway.
+ */
 static void on_sigbus(int sig, siginfo_t *si, void *uc)
 {
 	struct grist_map_guard *g;
