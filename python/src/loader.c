@@ -13,6 +13,7 @@ typedef struct {
 	enum grist_batch_layout layout;
 	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
+	unsigned prefetch;          /* the most batches the caller may hold (cfg.prefetch resolved) */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
 	/* for repr() and stats(): what it was asked for, and what --stats measures */
@@ -21,6 +22,7 @@ typedef struct {
 	size_t record_bytes;
 	uint64_t t0_ns, first_batch_ns;  /* creation; the first batch's arrival (0: none yet) */
 	uint64_t *per_dataset;           /* records delivered per dataset, as --stats counts them */
+	PyObject *map_owner;        /* the _map capsule: its decoder outlives the engine */
 } LoaderObject;
 
 static uint64_t now_ns(void)
@@ -42,6 +44,7 @@ struct loader_args {
 	PyObject *paths;            /* borrowed */
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
+	PyObject *map;              /* borrowed: the _map capsule, or NULL */
 };
 
 /* A keyword's value as the table's text: an int in decimal, a bool as true/false, a str as is. */
@@ -89,6 +92,24 @@ static int set_option(struct loader_args *a, const char *name, PyObject *v)
 	return 0;
 }
 
+/* _map: a per-record map from grist's own Python modules (grist.tfds' features decoder). */
+static int kw_map(PyObject *v, struct loader_args *a)
+{
+	const struct gristpy_map *m;
+
+	if (v == Py_None)
+		return 0;
+	m = PyCapsule_GetPointer(v, GRISTPY_MAP_CAPSULE);
+	if (!m)
+		return -1;
+	a->cfg.map = m->fn;
+	a->cfg.map_ctx = m->ctx;
+	a->cfg.map_id = m->id;
+	a->cfg.map_out_max = m->out_max;
+	a->map = v;
+	return 0;
+}
+
 static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
 {
 	const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
@@ -111,6 +132,8 @@ static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
 		a->cfg.resume_state_len = (size_t)a->state.len;
 		return 0;
 	}
+	if (!strcmp(name, "_map"))
+		return kw_map(v, a);
 	/* table names only, spelled as Python spells them (queue_depth, not queue-depth) */
 	o = grist_loader_option_find(name);
 	if (!o || strcmp(o->name, name)) {
@@ -247,6 +270,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		goto out;
 	}
 	self->l = l;
+	Py_XINCREF(a.map);
+	self->map_owner = a.map;
+	/* the library's hold limit: 0 asks for its default, which loader.h documents as 4 */
+	self->prefetch = a.cfg.prefetch ? a.cfg.prefetch : 4;
 	self->layout = a.cfg.layout;
 	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
 	self->batch_size = a.cfg.batch_size;
@@ -296,6 +323,7 @@ static void loader_dealloc(LoaderObject *self)
 	if (self->lock)
 		PyThread_free_lock(self->lock);
 	PyMem_Free(self->per_dataset);
+	Py_XDECREF(self->map_owner);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -570,6 +598,39 @@ static PyObject *loader_iter(PyObject *self)
 	return self;
 }
 
+/*
+ * held: the batches lent now (each alive until its arrays are gone). Wrappers that keep
+ * batches in buffers (grist.grain, grist.jax) read it with prefetch to know when the next
+ * batch would be the last free slot, and hand out a copy instead of blocking the loader.
+ */
+static PyObject *loader_get_held(LoaderObject *self, void *closure)
+{
+	Py_ssize_t n;
+
+	(void)closure;
+	if (!self->lock)
+		return PyLong_FromLong(0); /* not initialised: nothing was lent */
+	gristpy_lock(self->lock);
+	n = self->live;
+	PyThread_release_lock(self->lock);
+	return PyLong_FromSsize_t(n);
+}
+
+static PyObject *loader_get_prefetch(LoaderObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLong(self->prefetch);
+}
+
+static PyGetSetDef loader_getset[] = {
+	{ "held", (getter)loader_get_held, NULL,
+	  "batches lent to the caller now: given back when released or when their arrays are gone.", NULL },
+	{ "prefetch", (getter)loader_get_prefetch, NULL,
+	  "the most batches the caller may hold at once (one more than prefetch= asked for: a for loop\n"
+	  "holds the previous batch); next() refuses one more (grist.Error, EBUSY).", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyMethodDef loader_methods[] = {
 	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
 	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
@@ -603,6 +664,7 @@ PyTypeObject gristpy_LoaderType = {
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
 	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
 	.tp_repr = (reprfunc)loader_repr,
 	.tp_as_sequence = &loader_as_sequence,
 	.tp_as_number = &loader_as_number,

@@ -172,6 +172,9 @@ def test_stubs_match_the_extension():
                                "__dlpack__", "__dlpack_device__") if n in vars(getattr(grist._grist, name))}
         assert real | dunders <= stubbed, (name, sorted((real | dunders) - stubbed))
         assert {n for n in stubbed if not n.startswith("_")} <= real, (name, sorted(stubbed - real))
+    declared = set(re.findall(r"^(\w+)\s*:", stub, re.M)) | set(re.findall(r"^(?:def|class) (\w+)", stub, re.M))
+    public = {n for n in dir(grist._grist) if not n.startswith("_")}
+    assert public <= declared, "in grist._grist, not in _grist.pyi: %s" % sorted(public - declared)
 
 
 def test_help_shows_docstrings():
