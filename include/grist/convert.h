@@ -73,6 +73,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/error.h"
 
@@ -145,9 +146,21 @@ struct grist_convert_stats {
 	uint64_t shards;                   /* files written */
 };
 
-/* Defaults: every field zero, .size set. */
-GRIST_API void grist_convert_options_init(struct grist_convert_options *o);
-GRIST_API void grist_convert_stats_init(struct grist_convert_stats *s);
+/*
+ * Defaults: every field zero, .size set. Inline on purpose: the size is the one this caller
+ * was compiled with (docs/architecture.md, "A stable ABI").
+ */
+static inline void grist_convert_options_init(struct grist_convert_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+}
+
+static inline void grist_convert_stats_init(struct grist_convert_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
+}
 
 /**
  * grist_convert() - convert @inputs[0..@num_inputs) into @output (see the top of this file).

@@ -47,6 +47,8 @@ if TYPE_CHECKING:  # names for the annotations only
     from typing import Callable, Sequence, Union
 
     _Paths = Union[str, bytes, "os.PathLike[str]", Sequence[Union[str, bytes, "os.PathLike[str]"]]]
+    # Loader(paths=...): one dataset, or with weights= a list of them
+    _Datasets = Union[_Paths, Sequence[_Paths]]
 
 
 def _expand(paths):
@@ -127,7 +129,7 @@ class Reader(_grist.Reader):
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
-    def __init__(self, paths, threads=None):
+    def __init__(self, paths: "_Paths", threads: "int | None" = None) -> None:
         self.paths = _expand(paths)
         super().__init__(self.paths, threads)
 
@@ -140,7 +142,7 @@ class Writer(_grist.Writer):
     block by an exception drops the file.
     """
 
-    def __init__(self, path, options=""):
+    def __init__(self, path: "str | os.PathLike[str]", options: str = "") -> None:
         super().__init__(path, options)
 
 
@@ -298,20 +300,36 @@ class Loader(_grist.Loader):
     """Loader(paths, batch_size, *, seed=0, epochs=None, shuffle=True, shard_index=0,
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
-    threads=None, queue_depth=None, prefetch=None, state=None, pack=None, pack_length=None,
-    pack_bins=None, token_bytes=None, batch_map=None, map_threads=None, pad=None)
+    threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
+    state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, batch_map=None,
+    map_threads=None, pad=None, skip=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
-    the same settings. epochs=None is unbounded. With weights, paths is a list of datasets,
-    each a path, a glob pattern or a list of them, mixed by weight. layout is "ragged"
-    (records back to back, with offsets), "fixed" or "padded" (rows of record_bytes).
-    With pack="first-fit" or "concat-split" (and pack_length=L, token_bytes=1|2|4, first-fit's
-    pack_bins defaulting to batch_size) records are token sequences packed into rows of L
-    tokens, as Grain's FirstFitPackIterDataset / ConcatThenSplitIterDataset do: batch_size
-    counts rows, batch.data is (rows, L) of uint8/uint16/uint32 and batch.segment_ids and
-    batch.positions are int32 (rows, L). get_state() -> bytes is a checkpoint;
-    Loader(..., state=s) continues with exactly the next batch. For several hosts: shard_index=jax.process_index(),
-    shard_count=jax.process_count(). The GIL is released while waiting for a batch.
+    the same settings. Every option keyword is an option of libgrist's table (`grist load
+    --options` lists them with their bounds) and is parsed by it: an int, a bool or a str
+    (sizes may say "4M"), refused with the same message as `grist load` (ValueError); None
+    means the default. epochs=None (or 0) is unbounded. With weights, paths is a list of
+    datasets, each a path, a glob pattern or a list of them, mixed by weight. layout is
+    "ragged" (records back to back, with offsets), "fixed" or "padded" (rows of
+    record_bytes). With pack="first-fit" or "concat-split" (and pack_length=L,
+    token_bytes=1|2|4, first-fit's pack_bins defaulting to batch_size) records are token
+    sequences packed into rows of L tokens, as Grain's FirstFitPackIterDataset /
+    ConcatThenSplitIterDataset do: batch_size counts rows, batch.data is (rows, L) of
+    uint8/uint16/uint32 and batch.segment_ids and batch.positions are int32 (rows, L).
+
+    len(loader) is the number of batches it yields (after shards, epochs and
+    drop_remainder; a resumed loader counts from its state); an unbounded or packing
+    loader has no len() (TypeError), as an iterator of unknown length. get_state() -> bytes
+    is a checkpoint; Loader(..., state=s) continues with exactly the next batch. For several
+    hosts: shard_index=jax.process_index(), shard_count=jax.process_count(). The GIL is
+    released while waiting for a batch.
+
+    prefetch is also the most batches the caller may hold at once; a `for` loop holds the
+    previous batch while it asks for the next, so the loader lends one slot more than
+    prefetch. A loader does not survive os.fork(): iterating it in a child process (a
+    multiprocessing worker started by fork) raises grist.Error (errno ENOTRECOVERABLE)
+    instead of waiting forever; create the loader in the child, e.g. from the parent's
+    get_state().
 
     paths may also be a grist.tfds source of whole splits: the batches are then plain dicts
     of numpy arrays, nested as the dataset's features, each with a leading batch axis

@@ -37,22 +37,12 @@ static double seconds_since(const struct timespec *t0)
  */
 static int options_in(struct convert *c, const struct grist_convert_options *o)
 {
-	const unsigned char *b = (const unsigned char *)o;
-	size_t i;
+	int ret;
 
 	memset(&c->o, 0, sizeof(c->o));
-	if (o) {
-		if (o->size < sizeof(size_t))
-			return grist_fail(-EINVAL, "struct grist_convert_options: size %zu: set it up with "
-					  "grist_convert_options_init()", o->size);
-		for (i = sizeof(c->o); i < o->size; i++)
-			if (b[i])
-				return grist_fail(-E2BIG, "struct grist_convert_options: %zu bytes, this library knows "
-						  "%zu and byte %zu is set: it needs a newer libgrist", o->size,
-						  sizeof(c->o), i);
-		memcpy(&c->o, o, o->size < sizeof(c->o) ? o->size : sizeof(c->o));
-	}
 	c->o.size = sizeof(c->o);
+	if (o && (ret = grist_sized_in(&c->o, sizeof(c->o), o, "grist_convert_options")))
+		return ret;
 	c->shards = c->o.shards ? c->o.shards : 1;
 	if (c->shards > GRIST_CONVERT_SHARDS_MAX)
 		return grist_fail(-EINVAL, "shards: %llu, more than a shard name can number (%d)",
@@ -428,18 +418,6 @@ int grist_convert_report_done(struct convert *c)
 {
 	c->p.done = true;
 	return report(c, NULL, c->ninputs);
-}
-
-GRIST_API void grist_convert_options_init(struct grist_convert_options *o)
-{
-	memset(o, 0, sizeof(*o));
-	o->size = sizeof(*o);
-}
-
-GRIST_API void grist_convert_stats_init(struct grist_convert_stats *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->size = sizeof(*s);
 }
 
 GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const char *output,

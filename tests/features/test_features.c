@@ -1486,7 +1486,7 @@ static uint8_t *run_loader(const char *const *paths, size_t np, unsigned threads
 	struct grist_features *f = mnist_spec();
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = np };
 	struct grist_features_decoder *d;
-	struct grist_loader_config cfg = { 0 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint8_t *all = NULL;
@@ -1591,7 +1591,7 @@ static void test_loader_rows(void **state)
 		struct grist_features *fa = mnist_spec(), *fb = spec_new();
 		struct grist_dataset_spec ds = { .paths = paths, .num_paths = 2 };
 		struct grist_features_decoder *da;
-		struct grist_loader_config cfg = { 0 };
+		struct grist_loader_config cfg = { .size = sizeof(cfg) };
 		struct grist_loader *l;
 		struct grist_batch *b;
 		uint8_t st[GRIST_STATE_MAX];
@@ -1645,7 +1645,7 @@ static void test_loader_ragged(void **state)
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct grist_features *f = typed_spec(false);
 	struct grist_features_decoder *d;
-	struct grist_loader_config cfg = { 0 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
 	struct grist_loader *l;
 	struct grist_batch *b;
 	struct grist_writer *w;

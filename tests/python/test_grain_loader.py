@@ -128,7 +128,8 @@ def test_close_stops_and_errors_name_the_file(files, tmp_path):
 
 
 def test_copy_item_releases_the_slot(files):
-    with grist.Loader(files, 10, prefetch=2, **OPTS) as loader:
+    # prefetch=1 lends two slots: a for loop holds the previous batch while it asks for the next
+    with grist.Loader(files, 10, prefetch=1, **OPTS) as loader:
         a, b = next(loader), next(loader)
         assert loader.held == 2 == loader.prefetch
         with pytest.raises(grist.Error) as e:  # no free slot: the loader refuses
