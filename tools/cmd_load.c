@@ -90,6 +90,10 @@ static const char load_usage[] =
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
 	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
+	"  --remote-inflight N, --remote-coalesce BYTES, --remote-split BYTES, --remote-retries N,\n"
+	"  --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
+	"  --remote-backoff-max-ms T   this loader's GETs for URL FILEs (grist/remote.h); the global\n"
+	"                        --remote OPTS sets them for every command, footers included\n"
 	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"
 	"all powers of 1024: --read-ahead 4M is 4194304 bytes. Values and their bounds are the\n"
 	"library's option table, shared with Python ('grist load --options' lists it).\n"
@@ -127,6 +131,14 @@ static const struct option load_options[] = {
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-timeout-ms", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-connect-timeout-ms", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-retries", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-backoff-ms", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-backoff-max-ms", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-coalesce", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-split", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-inflight", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },

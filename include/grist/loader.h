@@ -223,6 +223,13 @@ struct grist_loader_config {
 					   and the largest record the files' footers announce) */
 	bool device_host_digest;        /* record each batch's XXH64 on the host before its transfer,
 					   in grist_batch.host_digest (for checking device copies) */
+
+	/* --- URLs (grist/remote.h) --- */
+	struct grist_remote_options remote; /* this loader's GETs: timeouts, retries, GET sizes, in
+					   flight. size 0 (the default) means the process-wide options
+					   (grist_remote_set_options()); the remote_* options set it, or
+					   grist_remote_options_init() and fields by hand. Opening the
+					   files (footers) uses the process-wide options */
 };
 
 /**

@@ -616,6 +616,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 	ioc.queue_depth = e->queue_depth;
 	ioc.threads = 4;
 	ioc.remote_counters = e->remote_ctr;
+	ioc.remote_options = l->cfg.remote.size ? &l->cfg.remote : NULL;
 	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
 	if (!wk->works)
 		return grist_fail(-ENOMEM, "async engine: out of memory");

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "exec/options_table.h"
 #include "grist/options.h"
+#include "grist/remote.h"
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "sizes are stored as 64-bit fields");
 
@@ -31,6 +32,7 @@ static int apply_shuffle(struct grist_loader_config *c, const struct entry *e, c
 static int apply_shard(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_layout(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_pack(struct grist_loader_config *c, const struct entry *e, const char *v);
+static int apply_remote(struct grist_loader_config *c, const struct entry *e, const char *v);
 
 #define U(n, lo, hi, f, def, h) { { n, GRIST_OPTION_UINT, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
 #define SZ(n, lo, hi, f, def, h) { { n, GRIST_OPTION_SIZE, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
@@ -45,6 +47,8 @@ static const int granularities[] = { GRIST_GRANULARITY_RECORD, GRIST_GRANULARITY
 static const int token_widths[] = { 1, 2, 4 };
 static const int engines[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
 static const int read_modes[] = { GRIST_READ_AUTO, GRIST_READ_BUFFERED, GRIST_READ_DIRECT, GRIST_READ_MMAP };
+/* a field of cfg.remote, parsed by grist_remote_options_parse() (grist/remote.h) under its own name */
+#define RM(n, type, lo, hi, def, h) { { n, type, lo, hi, NULL, def, h }, 0, 0, apply_remote, END(remote), NULL }
 #define TX(n, grammar, fn, end, def, h) { { n, GRIST_OPTION_TEXT, 0, 0, grammar, def, h }, 0, 0, fn, end, NULL }
 
 static const struct entry table[] = {
@@ -86,6 +90,16 @@ static const struct entry table[] = {
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "2 x queue_depth x largest chunk per thread",
 	   "read buffers of all threads: how far reads run ahead of decoding"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, "64MiB", "no batch may be larger"),
+	/* URLs (grist/remote.h): this loader's GETs; unset, the process-wide options */
+	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, "30000", "URLs: one GET's time limit, per attempt"),
+	RM("remote_connect_timeout_ms", GRIST_OPTION_UINT, 1, 600000, "5000", "URLs: connecting, per attempt"),
+	RM("remote_retries", GRIST_OPTION_UINT, 0, 100, "5", "URLs: attempts after the first"),
+	RM("remote_backoff_ms", GRIST_OPTION_UINT, 1, 600000, "100", "URLs: the first retry's wait cap, doubling"),
+	RM("remote_backoff_max_ms", GRIST_OPTION_UINT, 1, 600000, "5000", "URLs: the cap on one wait"),
+	RM("remote_coalesce", GRIST_OPTION_SIZE, 0, (uint64_t)1 << 30, "1MiB",
+	   "URLs: reads of one object closer than this share one GET"),
+	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, "8MiB", "URLs: no GET is longer"),
+	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, "64", "URLs: GETs in flight per reading thread"),
 };
 
 #define NUM_OPTIONS (sizeof(table) / sizeof(table[0]))
@@ -345,6 +359,24 @@ static int apply_pack(struct grist_loader_config *c, const struct entry *e, cons
 	if (n == 3)
 		c->pack_bins = (size_t)bins;
 	return 0;
+}
+
+/*
+ * The remote_* options: the first one fills cfg.remote with the options in force, then
+ * the value goes through grist_remote_options_parse(), the remote options' one parser.
+ */
+static int apply_remote(struct grist_loader_config *c, const struct entry *e, const char *v)
+{
+	char text[96];
+	uint64_t x;
+
+	if (!number(e, v, &x))
+		return refuse(e, v);
+	if (!c->remote.size)
+		grist_remote_get_options(&c->remote);
+	/* the remote grammar's names: timeout_ms (the request's), connect_timeout_ms, retries, ... */
+	snprintf(text, sizeof(text), "%s:%llu", e->pub.name + strlen("remote_"), (unsigned long long)x);
+	return grist_remote_options_parse(text, &c->remote);
 }
 
 int grist_loader_config_set(struct grist_loader_config *cfg, const char *name, const char *value)

@@ -127,7 +127,15 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return grist_fail(-ENOMEM, "http io: out of memory");
-	grist_remote_options_current(&h->opt);
+	if (cfg->remote_options) {
+		ret = grist_remote_options_resolve(cfg->remote_options, &h->opt);
+		if (ret) {
+			free(h);
+			return ret;
+		}
+	} else {
+		grist_remote_options_current(&h->opt);
+	}
 	h->ctr = cfg->remote_counters ? cfg->remote_counters : &h->own;
 	h->timer_due = UINT64_MAX;
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);

@@ -193,6 +193,23 @@ static void env_defaults(struct grist_remote_options *o)
 		*o = t;
 }
 
+int grist_remote_options_resolve(const struct grist_remote_options *in, struct grist_remote_options *out)
+{
+	struct grist_remote_options t;
+	int ret;
+
+	if (in->size < offsetof(struct grist_remote_options, connect_timeout_ms) || in->size > sizeof(t))
+		return grist_fail(-EINVAL, "remote options: size %zu is not a grist_remote_options", in->size);
+	env_defaults(&t);
+	memcpy(&t, in, in->size);
+	t.size = sizeof(t);
+	ret = check_options(&t);
+	if (ret)
+		return ret;
+	*out = t;
+	return 0;
+}
+
 GRIST_API int grist_remote_set_options(const struct grist_remote_options *o)
 {
 	struct grist_remote_options t;
@@ -204,12 +221,7 @@ GRIST_API int grist_remote_set_options(const struct grist_remote_options *o)
 		pthread_mutex_unlock(&opt_lock);
 		return 0;
 	}
-	if (o->size < offsetof(struct grist_remote_options, connect_timeout_ms) || o->size > sizeof(t))
-		return grist_fail(-EINVAL, "grist_remote_set_options: size %zu is not a grist_remote_options", o->size);
-	env_defaults(&t);
-	memcpy(&t, o, o->size);
-	t.size = sizeof(t);
-	ret = check_options(&t);
+	ret = grist_remote_options_resolve(o, &t);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&opt_lock);

@@ -136,6 +136,12 @@ void grist_remote_xfer_release(struct grist_remote_xfer *x);
 /* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
 int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c);
 
+/*
+ * grist_remote_options_resolve() - @in (a caller's sized struct, possibly older and shorter)
+ * over the defaults, checked against the bounds. 0 or -EINVAL naming the bad value.
+ */
+int grist_remote_options_resolve(const struct grist_remote_options *in, struct grist_remote_options *out);
+
 /* The options in force (process-wide), resolved. */
 void grist_remote_options_current(struct grist_remote_options *o);
 

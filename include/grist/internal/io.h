@@ -105,6 +105,8 @@ struct grist_io_config {
 	bool no_fixed_files;          /* io_uring: use plain fds */
 	/* http: counters to add to (shared by several io objects); NULL keeps its own */
 	struct grist_remote_counters *remote_counters;
+	/* http: options for this object (checked at create); NULL: the process-wide ones */
+	const struct grist_remote_options *remote_options;
 	bool any_thread;              /* io_uring: the object may pass between threads (one at a time):
 					 set up without SINGLE_ISSUER / DEFER_TASKRUN, which tie a
 					 ring to the first thread that submits */
