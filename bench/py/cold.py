@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Cold reads: grist against fio, alternating, on the real disk and on a tmpfs-backed loop device.
+
+For every record size and batch size, `grist load FILE --io direct` (one epoch) runs in
+pairs against two fio jobs that read the same bytes with O_DIRECT, io_uring and the same
+queue depth:
+
+  shape   fio --rw=randread --bs=<grist's mean request, rounded up to 4 KiB>
+          --blockalign=4k over the whole file (the issue's "68k" form);
+  replay  fio --read_iolog=<grist's own requests>, written by `grist load --iolog` in an
+          untimed run beforehand: the very extents grist reads, in its order.
+
+The three runs of a pair go in a rotating order and the page cache is dropped before
+each. Rates are bytes read over the reading time, without process start-up (see
+measure()); every pair is printed, and the summary is the median of the per-pair ratios,
+grist's bytes/s over fio's. CPU per GB is user + system time per 10^9 bytes read; work
+the kernel does in its own threads (a loop device's worker copying from tmpfs) counts
+for neither side.
+
+The loop device: an ext4 image in /dev/shm on /dev/loopN, mounted under a temporary
+folder, set up and torn down here. It reads at memory speed, so it shows the engine's
+own cost; the real disk of a VM is cached by its host and swings from run to run.
+
+Needs root (drop_caches, losetup, mount). Example:
+
+  bench/py/cold.py --grist build/release/tools/grist --pairs 6 \
+      --records 64k,1m --batch-sizes 1,16,256 --targets loop,disk
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# record size -> record count for a file of about 768 MiB
+RECORDS = {"64k": (65536, 12288), "1m": (1048576, 768)}
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def run_timed(argv):
+    """Run argv to completion: (wall seconds, CPU seconds from wait4(), stdout, stderr)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.monotonic() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        o, e = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if p.returncode != 0:
+        sys.exit("failed (%d): %s\n%s%s" % (p.returncode, " ".join(argv), o, e))
+    return wall, ru.ru_utime + ru.ru_stime, o, e
+
+
+def measure(kind, argv, nbytes):
+    """
+    One run: seconds, GB/s and CPU seconds per GB of its reading, not of its start-up.
+    fio spends about 0.3 s and 0.15 s of CPU starting (as much as a whole pass here), so
+    its own JSON report gives the run time and the job's CPU share; grist's --stats
+    'seconds' runs from before grist_loader_create() to the last batch, and its start-up
+    costs under 10 ms, so the process's CPU time stands for it.
+    """
+    wall, cpu, out, err = run_timed(argv)
+    if kind == "fio":
+        j = json.loads(out[out.index("{"):])["jobs"][0]
+        secs = j["read"]["runtime"] / 1e3
+        cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1e3
+        nbytes = j["read"]["io_bytes"]
+    else:
+        secs = float([ln.split()[1] for ln in err.splitlines() if ln.startswith("seconds:")][0])
+    return {"wall": secs, "process_wall": wall, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / (nbytes / 1e9)}
+
+
+def make_file(grist, folder, key):
+    size, n = RECORDS[key]
+    path = os.path.join(folder, "bench-n%d-s%d-g1-uncompressed.array_record" % (n, size))
+    if not os.path.exists(path):
+        subprocess.run([grist, "bench", "--dir", folder, "--records", str(n), "--record-size", str(size),
+                        "--compression", "uncompressed", "--batches", "1"], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return path
+
+
+class LoopDevice:
+    """ext4 on a /dev/shm image through losetup, mounted in a temporary folder."""
+
+    def __init__(self, size_bytes):
+        self.img = "/dev/shm/grist-cold-%d.img" % os.getpid()
+        self.dev = None
+        self.mnt = None
+        self.size = size_bytes
+
+    def __enter__(self):
+        with open(self.img, "wb") as f:
+            f.truncate(self.size)
+        subprocess.run(["mkfs.ext4", "-q", "-F", self.img], check=True)
+        self.dev = subprocess.run(["losetup", "-f", "--show", self.img], check=True,
+                                  capture_output=True, text=True).stdout.strip()
+        self.mnt = tempfile.mkdtemp(prefix="grist-cold-mnt-")
+        subprocess.run(["mount", self.dev, self.mnt], check=True)
+        return self
+
+    def __exit__(self, *exc):
+        if self.mnt:
+            subprocess.run(["umount", self.mnt])
+            os.rmdir(self.mnt)
+        if self.dev:
+            subprocess.run(["losetup", "-d", self.dev])
+        if os.path.exists(self.img):
+            os.unlink(self.img)
+
+
+def iolog_bytes(path):
+    total = n = 0
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 4 and parts[1] == "read":
+                total += int(parts[3])
+                n += 1
+    return total, n
+
+
+def bench_case(a, path, batch, where, tmp, results):
+    size = os.path.getsize(path)
+    grist_cmd = [a.grist, "load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
+                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1",
+                 "--stats"] + a.grist_arg
+    iolog = os.path.join(tmp, "grist.iolog")
+    drop_caches()
+    run_timed(grist_cmd + ["--iolog", iolog])
+    gbytes, nreq = iolog_bytes(iolog)
+    bs = -(-gbytes // nreq // 4096) * 4096
+    fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1", "--iodepth=%d" % a.queue_depth,
+                  "--output-format=json"]
+    cmds = {
+        "grist": (grist_cmd, gbytes),
+        "shape": (fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs, "--blockalign=4k",
+                                "--size=%d" % size, "--io_size=%d" % size, "--norandommap", "--randrepeat=0"], size),
+        "replay": (fio_common + ["--read_iolog=" + iolog], gbytes),
+    }
+    names = list(cmds)
+    print("\n== %s, %s, batch %d: grist reads %d requests, %d bytes (mean %.0f); fio shape bs=%dk blockalign=4k"
+          % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
+    print("   grist: %s" % " ".join(grist_cmd))
+    print("   %4s  %-26s %-26s %-26s %7s %7s %7s %7s  load" % ("pair", "grist s GB/s cpu/GB", "shape s GB/s cpu/GB",
+                                                              "replay s GB/s cpu/GB", "/shape", "/replay",
+                                                              "cpu/sh", "cpu/rp"))
+    pairs = []
+    for i in range(a.pairs):
+        order = names[i % 3:] + names[:i % 3]
+        got = {}
+        for name in order:
+            argv, nbytes = cmds[name]
+            drop_caches()
+            got[name] = measure("grist" if name == "grist" else "fio", argv, nbytes)
+        r = {"order": order, **got,
+             "ratio_shape": got["grist"]["gbps"] / got["shape"]["gbps"],
+             "ratio_replay": got["grist"]["gbps"] / got["replay"]["gbps"],
+             "cpu_ratio_shape": got["grist"]["cpu_per_gb"] / got["shape"]["cpu_per_gb"],
+             "cpu_ratio_replay": got["grist"]["cpu_per_gb"] / got["replay"]["cpu_per_gb"],
+             "load": os.getloadavg()[0]}
+        pairs.append(r)
+        cell = lambda g: "%5.3f %5.2f %6.3f" % (g["wall"], g["gbps"], g["cpu_per_gb"])
+        print("   %4d  %-26s %-26s %-26s %7.3f %7.3f %7.3f %7.3f  %.1f" % (
+            i + 1, cell(got["grist"]), cell(got["shape"]), cell(got["replay"]), r["ratio_shape"],
+            r["ratio_replay"], r["cpu_ratio_shape"], r["cpu_ratio_replay"], r["load"]), flush=True)
+    med = lambda k: statistics.median(p[k] for p in pairs)
+    medg = lambda who, k: statistics.median(p[who][k] for p in pairs)
+    summary = {"where": where, "file": os.path.basename(path), "batch": batch, "requests": nreq,
+               "bytes": gbytes, "shape_bs": bs, "pairs": pairs,
+               "median_ratio_shape": med("ratio_shape"), "median_ratio_replay": med("ratio_replay"),
+               "median_cpu_ratio_shape": med("cpu_ratio_shape"),
+               "median_cpu_ratio_replay": med("cpu_ratio_replay"),
+               "grist_cpu_per_gb": medg("grist", "cpu_per_gb"), "shape_cpu_per_gb": medg("shape", "cpu_per_gb"),
+               "replay_cpu_per_gb": medg("replay", "cpu_per_gb"), "grist_gbps": medg("grist", "gbps"),
+               "shape_gbps": medg("shape", "gbps"), "replay_gbps": medg("replay", "gbps")}
+    print("   median of %d pairs: grist/shape %.3f (%.3f-%.3f), grist/replay %.3f (%.3f-%.3f); "
+          "CPU per GB grist %.3f s, fio shape %.3f s, replay %.3f s (ratios %.2f, %.2f)" % (
+              len(pairs), summary["median_ratio_shape"], min(p["ratio_shape"] for p in pairs),
+              max(p["ratio_shape"] for p in pairs), summary["median_ratio_replay"],
+              min(p["ratio_replay"] for p in pairs), max(p["ratio_replay"] for p in pairs),
+              summary["grist_cpu_per_gb"], summary["shape_cpu_per_gb"], summary["replay_cpu_per_gb"],
+              summary["median_cpu_ratio_shape"], summary["median_cpu_ratio_replay"]), flush=True)
+    results.append(summary)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--grist", default="build/release/tools/grist")
+    ap.add_argument("--dir", default="/var/tmp/grist-cold", help="data files for the real disk (default %(default)s)")
+    ap.add_argument("--records", default="64k,1m", help="record sizes: 64k (12288 records), 1m (768)")
+    ap.add_argument("--batch-sizes", default="1,16,256")
+    ap.add_argument("--targets", default="loop,disk", help="loop and/or disk")
+    ap.add_argument("--pairs", type=int, default=6)
+    ap.add_argument("--queue-depth", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--grist-arg", action="append", default=[], help="extra argument for grist load (repeatable)")
+    ap.add_argument("--json", help="write every pair and summary to this file")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("cold.py needs root: it drops the page cache and sets up a loop device")
+    if not shutil.which("fio"):
+        sys.exit("fio is not installed")
+    a.grist = os.path.abspath(a.grist)
+    keys = a.records.split(",")
+    batches = [int(b) for b in a.batch_sizes.split(",")]
+    os.makedirs(a.dir, exist_ok=True)
+    files = [make_file(a.grist, a.dir, k) for k in keys]
+    results = []
+    print("cold.py: %s; load average %.2f %.2f %.2f" % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                                        *os.getloadavg()))
+    with tempfile.TemporaryDirectory(prefix="grist-cold-") as tmp:
+        for target in a.targets.split(","):
+            if target == "disk":
+                for path in files:
+                    for b in batches:
+                        bench_case(a, path, b, "disk", tmp, results)
+            elif target == "loop":
+                need = sum(os.path.getsize(p) for p in files)
+                with LoopDevice(need + need // 8 + (256 << 20)) as loop:
+                    copies = []
+                    for path in files:
+                        dst = os.path.join(loop.mnt, os.path.basename(path))
+                        shutil.copyfile(path, dst)
+                        copies.append(dst)
+                    for path in copies:
+                        for b in batches:
+                            bench_case(a, path, b, "loop", tmp, results)
+            else:
+                sys.exit("unknown target %r" % target)
+    print("\nsummary (median of per-pair ratios, grist bytes/s over fio's; CPU s per GB read):")
+    for s in results:
+        print("  %-4s %-45s batch %3d: /shape %.3f /replay %.3f | grist %.2f GB/s cpu %.3f s/GB | "
+              "fio shape %.2f GB/s %.3f | replay %.2f GB/s %.3f" % (
+                  s["where"], s["file"], s["batch"], s["median_ratio_shape"], s["median_ratio_replay"],
+                  s["grist_gbps"], s["grist_cpu_per_gb"], s["shape_gbps"], s["shape_cpu_per_gb"],
+                  s["replay_gbps"], s["replay_cpu_per_gb"]))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
