@@ -103,7 +103,10 @@ class LoopDevice:
     def __enter__(self):
         with open(self.img, "wb") as f:
             f.truncate(self.size)
-        subprocess.run(["mkfs.ext4", "-q", "-F", self.img], check=True)
+        # no lazy initialisation: a kernel thread would otherwise write the inode tables
+        # during the first minutes, beside the runs being timed
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", self.img],
+                       check=True)
         self.dev = subprocess.run(["losetup", "-f", "--show", self.img], check=True,
                                   capture_output=True, text=True).stdout.strip()
         self.mnt = tempfile.mkdtemp(prefix="grist-cold-mnt-")
@@ -112,7 +115,13 @@ class LoopDevice:
 
     def __exit__(self, *exc):
         if self.mnt:
-            subprocess.run(["umount", self.mnt])
+            # just after the last run the file system can still be busy for a moment
+            for _ in range(20):
+                if subprocess.run(["umount", self.mnt], stderr=subprocess.DEVNULL).returncode == 0:
+                    break
+                time.sleep(0.5)
+            else:
+                subprocess.run(["umount", "--lazy", self.mnt])
             os.rmdir(self.mnt)
         if self.dev:
             subprocess.run(["losetup", "-d", self.dev])
@@ -133,65 +142,65 @@ def iolog_bytes(path):
 
 def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
-    grist_cmd = [a.grist, "load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
-                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1",
-                 "--stats"] + a.grist_arg
+    load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
+                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1", "--stats"]
+    grist_cmd = [a.grist] + load_args + a.grist_arg
     iolog = os.path.join(tmp, "grist.iolog")
     drop_caches()
     run_timed(grist_cmd + ["--iolog", iolog])
     gbytes, nreq = iolog_bytes(iolog)
     bs = -(-gbytes // nreq // 4096) * 4096
-    fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1", "--iodepth=%d" % a.queue_depth,
-                  "--output-format=json"]
-    cmds = {
-        "grist": (grist_cmd, gbytes),
-        "shape": (fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs, "--blockalign=4k",
-                                "--size=%d" % size, "--io_size=%d" % size, "--norandommap", "--randrepeat=0"], size),
-        "replay": (fio_common + ["--read_iolog=" + iolog], gbytes),
-    }
+    fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1",
+                  "--iodepth=%d" % a.queue_depth, "--output-format=json"]
+    # name -> (kind, argv, bytes); grist's ratio is taken over each of the others
+    cmds = {"grist": ("grist", grist_cmd, gbytes)}
+    if a.vs_grist or a.vs_arg:
+        cmds["b"] = ("grist", [os.path.abspath(a.vs_grist or a.grist)] + load_args + a.vs_arg, gbytes)
+    if not a.no_fio:
+        cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
+                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % size,
+                                              "--norandommap", "--randrepeat=0"], size)
+        cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
     names = list(cmds)
+    others = names[1:]
     print("\n== %s, %s, batch %d: grist reads %d requests, %d bytes (mean %.0f); fio shape bs=%dk blockalign=4k"
           % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
-    print("   grist: %s" % " ".join(grist_cmd))
-    print("   %4s  %-26s %-26s %-26s %7s %7s %7s %7s  load" % ("pair", "grist s GB/s cpu/GB", "shape s GB/s cpu/GB",
-                                                              "replay s GB/s cpu/GB", "/shape", "/replay",
-                                                              "cpu/sh", "cpu/rp"))
+    for n in names:
+        if cmds[n][0] == "grist":
+            print("   %s: %s" % (n, " ".join(cmds[n][1])))
+    print("   %4s  %s %s %s load" % ("pair", " ".join("%-22s" % (n + " s GB/s cpu/GB") for n in names),
+                                   " ".join("%7s" % ("/" + n) for n in others),
+                                   " ".join("%7s" % ("cpu/" + n) for n in others)))
     pairs = []
     for i in range(a.pairs):
-        order = names[i % 3:] + names[:i % 3]
+        order = names[i % len(names):] + names[:i % len(names)]
         got = {}
         for name in order:
-            argv, nbytes = cmds[name]
+            kind, argv, nbytes = cmds[name]
             drop_caches()
-            got[name] = measure("grist" if name == "grist" else "fio", argv, nbytes)
-        r = {"order": order, **got,
-             "ratio_shape": got["grist"]["gbps"] / got["shape"]["gbps"],
-             "ratio_replay": got["grist"]["gbps"] / got["replay"]["gbps"],
-             "cpu_ratio_shape": got["grist"]["cpu_per_gb"] / got["shape"]["cpu_per_gb"],
-             "cpu_ratio_replay": got["grist"]["cpu_per_gb"] / got["replay"]["cpu_per_gb"],
-             "load": os.getloadavg()[0]}
+            got[name] = measure(kind, argv, nbytes)
+        r = {"order": order, **got, "load": os.getloadavg()[0]}
+        for n in others:
+            r["ratio_" + n] = got["grist"]["gbps"] / got[n]["gbps"]
+            r["cpu_ratio_" + n] = got["grist"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
         pairs.append(r)
-        cell = lambda g: "%5.3f %5.2f %6.3f" % (g["wall"], g["gbps"], g["cpu_per_gb"])
-        print("   %4d  %-26s %-26s %-26s %7.3f %7.3f %7.3f %7.3f  %.1f" % (
-            i + 1, cell(got["grist"]), cell(got["shape"]), cell(got["replay"]), r["ratio_shape"],
-            r["ratio_replay"], r["cpu_ratio_shape"], r["cpu_ratio_replay"], r["load"]), flush=True)
-    med = lambda k: statistics.median(p[k] for p in pairs)
-    medg = lambda who, k: statistics.median(p[who][k] for p in pairs)
+        print("   %4d  %s %s %s %.1f" % (
+            i + 1, " ".join("%5.3f %5.2f %6.3f    " % (got[n]["wall"], got[n]["gbps"], got[n]["cpu_per_gb"])
+                            for n in names),
+            " ".join("%7.3f" % r["ratio_" + n] for n in others),
+            " ".join("%7.3f" % r["cpu_ratio_" + n] for n in others), r["load"]), flush=True)
     summary = {"where": where, "file": os.path.basename(path), "batch": batch, "requests": nreq,
-               "bytes": gbytes, "shape_bs": bs, "pairs": pairs,
-               "median_ratio_shape": med("ratio_shape"), "median_ratio_replay": med("ratio_replay"),
-               "median_cpu_ratio_shape": med("cpu_ratio_shape"),
-               "median_cpu_ratio_replay": med("cpu_ratio_replay"),
-               "grist_cpu_per_gb": medg("grist", "cpu_per_gb"), "shape_cpu_per_gb": medg("shape", "cpu_per_gb"),
-               "replay_cpu_per_gb": medg("replay", "cpu_per_gb"), "grist_gbps": medg("grist", "gbps"),
-               "shape_gbps": medg("shape", "gbps"), "replay_gbps": medg("replay", "gbps")}
-    print("   median of %d pairs: grist/shape %.3f (%.3f-%.3f), grist/replay %.3f (%.3f-%.3f); "
-          "CPU per GB grist %.3f s, fio shape %.3f s, replay %.3f s (ratios %.2f, %.2f)" % (
-              len(pairs), summary["median_ratio_shape"], min(p["ratio_shape"] for p in pairs),
-              max(p["ratio_shape"] for p in pairs), summary["median_ratio_replay"],
-              min(p["ratio_replay"] for p in pairs), max(p["ratio_replay"] for p in pairs),
-              summary["grist_cpu_per_gb"], summary["shape_cpu_per_gb"], summary["replay_cpu_per_gb"],
-              summary["median_cpu_ratio_shape"], summary["median_cpu_ratio_replay"]), flush=True)
+               "bytes": gbytes, "shape_bs": bs, "pairs": pairs, "commands": {n: cmds[n][1] for n in names}}
+    for n in names:
+        summary[n + "_gbps"] = statistics.median(p[n]["gbps"] for p in pairs)
+        summary[n + "_cpu_per_gb"] = statistics.median(p[n]["cpu_per_gb"] for p in pairs)
+    for n in others:
+        for k in ("ratio_", "cpu_ratio_"):
+            summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
+        print("   median of %d pairs, grist / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s)"
+              % (len(pairs), n, summary["median_ratio_" + n], min(p["ratio_" + n] for p in pairs),
+                 max(p["ratio_" + n] for p in pairs), summary["median_cpu_ratio_" + n],
+                 summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"]), flush=True)
     results.append(summary)
 
 
@@ -207,6 +216,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--grist-arg", action="append", default=[], help="extra argument for grist load (repeatable)")
+    ap.add_argument("--vs-grist", help="also pair with this grist build (an A/B of two builds)")
+    ap.add_argument("--vs-arg", action="append", default=[],
+                    help="extra argument for that second grist (repeatable; alone: the same build)")
+    ap.add_argument("--no-fio", action="store_true", help="leave fio out (with --vs-grist)")
     ap.add_argument("--json", help="write every pair and summary to this file")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -240,13 +253,14 @@ def main():
                             bench_case(a, path, b, "loop", tmp, results)
             else:
                 sys.exit("unknown target %r" % target)
-    print("\nsummary (median of per-pair ratios, grist bytes/s over fio's; CPU s per GB read):")
+    print("\nsummary (median of per-pair ratios, grist bytes/s over the other's; CPU s per GB read):")
     for s in results:
-        print("  %-4s %-45s batch %3d: /shape %.3f /replay %.3f | grist %.2f GB/s cpu %.3f s/GB | "
-              "fio shape %.2f GB/s %.3f | replay %.2f GB/s %.3f" % (
-                  s["where"], s["file"], s["batch"], s["median_ratio_shape"], s["median_ratio_replay"],
-                  s["grist_gbps"], s["grist_cpu_per_gb"], s["shape_gbps"], s["shape_cpu_per_gb"],
-                  s["replay_gbps"], s["replay_cpu_per_gb"]))
+        others = [k[len("median_ratio_"):] for k in s if k.startswith("median_ratio_")]
+        print("  %-4s %-45s batch %3d: grist %.2f GB/s %.3f s/GB | %s" % (
+            s["where"], s["file"], s["batch"], s["grist_gbps"], s["grist_cpu_per_gb"],
+            " | ".join("/%s %.3f (cpu %.2f; %.2f GB/s %.3f s/GB)" % (n, s["median_ratio_" + n],
+                                                                     s["median_cpu_ratio_" + n], s[n + "_gbps"],
+                                                                     s[n + "_cpu_per_gb"]) for n in others)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
