@@ -118,6 +118,9 @@ void cli_signals_release(const sigset_t *old);
 /* Seconds of CLOCK_MONOTONIC since *@t0 (progress lines, --stats). */
 double cli_seconds_since(const struct timespec *t0);
 
+/* User + system CPU seconds of the process so far (getrusage). */
+double cli_cpu_seconds(void);
+
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 

@@ -553,7 +553,7 @@ int cmd_load(int argc, char **argv)
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	double first_batch_s = 0;
+	double first_batch_s = 0, create_s = 0, create_cpu_s = 0;
 	uint64_t delivered = 0, mismatches = 0, digest = 0, *per_dataset = NULL;
 	size_t state_len, num_specs = 0, i, d;
 	ssize_t n;
@@ -596,6 +596,8 @@ int cmd_load(int argc, char **argv)
 		rc = cli_library_error(ret);
 		goto out;
 	}
+	create_s = cli_seconds_since(&t0);
+	create_cpu_s = cli_cpu_seconds();
 #if GRIST_HAVE_OPENCL
 	if (cfg.device && device_reader_init(&dr, grist_loader_device_stage(l))) {
 		rc = CLI_EXIT_DATA;
@@ -687,6 +689,7 @@ int cmd_load(int argc, char **argv)
 		grist_loader_stats(l, &st);
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, &cfg);
 		fprintf(stderr, "first batch: %.3f s after start\n", first_batch_s);
+		fprintf(stderr, "start-up: %.3f s (%.3f s of CPU) in grist_loader_create()\n", create_s, create_cpu_s);
 #if GRIST_HAVE_OPENCL
 		if (cfg.device)
 			print_device_stats(grist_loader_device_stage(l), consumer_s);

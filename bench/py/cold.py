@@ -29,6 +29,7 @@ Needs root (drop_caches, losetup, mount). Example:
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -46,11 +47,11 @@ def drop_caches():
         f.write("3\n")
 
 
-def run_timed(argv):
+def run_timed(argv, env=None):
     """Run argv to completion: (wall seconds, CPU seconds from wait4(), stdout, stderr)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
-        p = subprocess.Popen(argv, stdout=out, stderr=err)
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.monotonic() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -62,23 +63,31 @@ def run_timed(argv):
     return wall, ru.ru_utime + ru.ru_stime, o, e
 
 
-def measure(kind, argv, nbytes):
+def measure(kind, argv, nbytes, env=None):
     """
     One run: seconds, GB/s and CPU seconds per GB of its reading, not of its start-up.
     fio spends about 0.3 s and 0.15 s of CPU starting (as much as a whole pass here), so
-    its own JSON report gives the run time and the job's CPU share; grist's --stats
-    'seconds' runs from before grist_loader_create() to the last batch, and its start-up
-    costs under 10 ms, so the process's CPU time stands for it.
+    its own JSON report gives the run time and the job's CPU share. grist's --stats give
+    'seconds' from before grist_loader_create() to the last batch and the 'start-up'
+    (create: opening, footers, and pinning and registering the read buffers, up to
+    0.1-0.3 s for 128 MiB of them on this VM) with its CPU; the reading phase is the
+    difference, as fio's run time is. Both are kept: 'startup' and 'startup_cpu'.
     """
-    wall, cpu, out, err = run_timed(argv)
+    wall, cpu, out, err = run_timed(argv, env)
     if kind == "fio":
         j = json.loads(out[out.index("{"):])["jobs"][0]
         secs = j["read"]["runtime"] / 1e3
         cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1e3
         nbytes = j["read"]["io_bytes"]
+        startup = startup_cpu = 0.0
     else:
         secs = float([ln.split()[1] for ln in err.splitlines() if ln.startswith("seconds:")][0])
-    return {"wall": secs, "process_wall": wall, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / (nbytes / 1e9)}
+        m = re.search(r"^start-up: ([0-9.]+) s \(([0-9.]+) s of CPU\)", err, re.M)
+        startup, startup_cpu = float(m.group(1)), float(m.group(2))
+        secs -= startup
+        cpu -= startup_cpu
+    return {"wall": secs, "process_wall": wall, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / (nbytes / 1e9),
+            "startup": startup, "startup_cpu": startup_cpu}
 
 
 def make_file(grist, folder, key):
@@ -140,6 +149,15 @@ def iolog_bytes(path):
     return total, n
 
 
+def environ(assignments):
+    """The environment with K=V @assignments added (experiment knobs of a patched build)."""
+    env = dict(os.environ)
+    for kv in assignments:
+        k, v = kv.split("=", 1)
+        env[k] = v
+    return env
+
+
 def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
     load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
@@ -147,15 +165,17 @@ def bench_case(a, path, batch, where, tmp, results):
     grist_cmd = [a.grist] + load_args + a.grist_arg
     iolog = os.path.join(tmp, "grist.iolog")
     drop_caches()
-    run_timed(grist_cmd + ["--iolog", iolog])
+    run_timed(grist_cmd + ["--iolog", iolog], environ(a.env))
     gbytes, nreq = iolog_bytes(iolog)
     bs = -(-gbytes // nreq // 4096) * 4096
     fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1",
                   "--iodepth=%d" % a.queue_depth, "--output-format=json"]
     # name -> (kind, argv, bytes); grist's ratio is taken over each of the others
     cmds = {"grist": ("grist", grist_cmd, gbytes)}
-    if a.vs_grist or a.vs_arg:
+    env = {"grist": environ(a.env)}
+    if a.vs_grist or a.vs_arg or a.vs_env:
         cmds["b"] = ("grist", [os.path.abspath(a.vs_grist or a.grist)] + load_args + a.vs_arg, gbytes)
+        env["b"] = environ(a.vs_env)
     if not a.no_fio:
         cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
                                               "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % size,
@@ -167,7 +187,8 @@ def bench_case(a, path, batch, where, tmp, results):
           % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
     for n in names:
         if cmds[n][0] == "grist":
-            print("   %s: %s" % (n, " ".join(cmds[n][1])))
+            print("   %s: %s%s" % (n, "".join(e + " " for e in (a.env if n == "grist" else a.vs_env)),
+                                   " ".join(cmds[n][1])))
     print("   %4s  %s %s %s load" % ("pair", " ".join("%-22s" % (n + " s GB/s cpu/GB") for n in names),
                                    " ".join("%7s" % ("/" + n) for n in others),
                                    " ".join("%7s" % ("cpu/" + n) for n in others)))
@@ -178,7 +199,7 @@ def bench_case(a, path, batch, where, tmp, results):
         for name in order:
             kind, argv, nbytes = cmds[name]
             drop_caches()
-            got[name] = measure(kind, argv, nbytes)
+            got[name] = measure(kind, argv, nbytes, env.get(name))
         r = {"order": order, **got, "load": os.getloadavg()[0]}
         for n in others:
             r["ratio_" + n] = got["grist"]["gbps"] / got[n]["gbps"]
@@ -191,6 +212,10 @@ def bench_case(a, path, batch, where, tmp, results):
             " ".join("%7.3f" % r["cpu_ratio_" + n] for n in others), r["load"]), flush=True)
     summary = {"where": where, "file": os.path.basename(path), "batch": batch, "requests": nreq,
                "bytes": gbytes, "shape_bs": bs, "pairs": pairs, "commands": {n: cmds[n][1] for n in names}}
+    summary["grist_startup"] = statistics.median(p["grist"]["startup"] for p in pairs)
+    summary["grist_startup_cpu"] = statistics.median(p["grist"]["startup_cpu"] for p in pairs)
+    print("   grist start-up (not in the rates): median %.3f s, %.3f s of CPU" % (summary["grist_startup"],
+                                                                                 summary["grist_startup_cpu"]))
     for n in names:
         summary[n + "_gbps"] = statistics.median(p[n]["gbps"] for p in pairs)
         summary[n + "_cpu_per_gb"] = statistics.median(p[n]["cpu_per_gb"] for p in pairs)
@@ -219,6 +244,8 @@ def main():
     ap.add_argument("--vs-grist", help="also pair with this grist build (an A/B of two builds)")
     ap.add_argument("--vs-arg", action="append", default=[],
                     help="extra argument for that second grist (repeatable; alone: the same build)")
+    ap.add_argument("--env", action="append", default=[], help="K=V in the environment of the grist under test")
+    ap.add_argument("--vs-env", action="append", default=[], help="K=V in the environment of the second grist")
     ap.add_argument("--no-fio", action="store_true", help="leave fio out (with --vs-grist)")
     ap.add_argument("--json", help="write every pair and summary to this file")
     a = ap.parse_args()

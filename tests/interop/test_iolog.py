@@ -56,6 +56,10 @@ def load_with_log(path, threads, io):
                         "--io", io, "--stats", "--iolog", log])
     assert rc == 0, err
     got = int(re.search(r"^bytes read: (\d+)", err, re.M).group(1))
+    # the reading phase that bench/py/cold.py sets beside fio's run time: seconds less start-up
+    secs = float(re.search(r"^seconds: ([0-9.]+)", err, re.M).group(1))
+    startup, startup_cpu = map(float, re.search(r"^start-up: ([0-9.]+) s \(([0-9.]+) s of CPU\)", err, re.M).groups())
+    assert 0 <= startup <= secs and startup_cpu >= 0, (startup, secs)
     with open(log) as f:
         return parse_iolog(f.read(), path), got, log
 
