@@ -162,6 +162,10 @@ def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
     load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
                  str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1", "--stats"]
+    record = int(re.search(r"-s(\d+)-", os.path.basename(path)).group(1))
+    if batch * record > (64 << 20):
+        # 256 records of 1 MiB: a batch above the default bound of 64 MiB
+        load_args += ["--max-batch-bytes", str(batch * record)]
     grist_cmd = [a.grist] + load_args + a.grist_arg
     iolog = os.path.join(tmp, "grist.iolog")
     drop_caches()
