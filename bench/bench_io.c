@@ -9,8 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/error.h"
-#include "io/io.h"
+#include "grist/error.h"
+#define GRIST_INTERNAL /* the io stage's callers' interface: see grist/internal/io.h */
+#include "grist/internal/io.h"
 #include "bench_util.h"
 
 struct opts {

@@ -8,11 +8,8 @@
 #include <unistd.h>
 
 #include "grist/format.h"
-#include "codec/codec.h"
-#include "common/buf.h"
-#include "format/options.h"
-#include "format/varint.h"
-#include "format/writer_pool.h"
+#define GRIST_INTERNAL /* the writer's chunk encoding on its own: see grist/internal/encode_pool.h */
+#include "grist/internal/encode_pool.h"
 #include "bench_util.h"
 
 /*
@@ -22,7 +19,7 @@
  * benchmark's). Its records are cut into chunks of group_size as the writer
  * cuts them, held in memory, and then:
  *   one core:  every chunk encoded on this thread with the writer's own code
- *              (grist_simple_chunk_encode + HighwayHash, through a 1-thread pool);
+ *              (grist_encode_pool: simple chunk + HighwayHash, serial);
  *   pool N:    the same chunks through the writer's pool at N threads, taken in order;
  *   writer N:  grist_writer with max_parallelism:N writing all records to --out
  *              (default: a temporary in /tmp), fsync and rename included.
@@ -33,9 +30,11 @@
  * parallel machinery costs in work, whatever else the machine is doing.
  */
 
+/* One chunk's records: lens[i] bytes each, back to back in values. */
 struct chunk_in {
-	struct grist_buf sizes, values;
-	uint64_t records;
+	uint8_t *values;
+	uint64_t *lens;
+	size_t bytes, records, cap_bytes;
 };
 
 /* CPU seconds (user + system) of every thread of the process so far. */
@@ -49,16 +48,14 @@ static double cpu_now(void)
 }
 
 /* Seconds to push every chunk through a pool of @threads (0: the caller's thread). */
-static double run_pool(const struct grist_writer_options *o, unsigned threads, const struct chunk_in *c,
-		       size_t n, size_t *out_bytes, double *cpu)
+static double run_pool(const char *opts, unsigned threads, const struct chunk_in *c, size_t n,
+		       size_t *out_bytes, double *cpu)
 {
-	struct grist_codec_params params = { .level = o->level, .window_log = o->window_log };
-	struct grist_chunk_pool *p;
-	struct grist_chunk_job *j;
-	size_t sent = 0, got = 0;
+	struct grist_encode_pool *p;
+	size_t sent = 0, got = 0, len;
 	double t0;
 
-	if (grist_chunk_pool_create(grist_codec_find(o->compression), &params, threads, &p)) {
+	if (grist_encode_pool_create(opts, threads, &p)) {
 		fprintf(stderr, "bench_write: %s\n", grist_last_error());
 		exit(1);
 	}
@@ -66,29 +63,25 @@ static double run_pool(const struct grist_writer_options *o, unsigned threads, c
 	*cpu = cpu_now();
 	t0 = bench_now();
 	while (got < n) {
-		if (sent < n && !grist_chunk_pool_full(p)) {
-			j = grist_chunk_pool_job(p);
+		if (sent < n && !grist_encode_pool_full(p)) {
 			/* Copying the records in is part of the caller's work in the writer too. */
-			grist_buf_append(&j->sizes, c[sent].sizes.data, c[sent].sizes.len);
-			grist_buf_append(&j->values, c[sent].values.data, c[sent].values.len);
-			j->num_records = c[sent].records;
-			grist_chunk_pool_submit(p);
+			if (grist_encode_pool_submit(p, c[sent].values, c[sent].lens, c[sent].records))
+				goto fail;
 			sent++;
 			continue;
 		}
-		j = grist_chunk_pool_oldest(p, true);
-		if (j->ret) {
-			fprintf(stderr, "bench_write: %s\n", j->msg);
-			exit(1);
-		}
-		*out_bytes += j->chunk.len;
-		grist_chunk_pool_retire(p);
+		if (grist_encode_pool_collect(p, &len))
+			goto fail;
+		*out_bytes += len;
 		got++;
 	}
 	t0 = bench_now() - t0;
 	*cpu = cpu_now() - *cpu;
-	grist_chunk_pool_destroy(p);
+	grist_encode_pool_destroy(p);
 	return t0;
+fail:
+	fprintf(stderr, "bench_write: %s\n", grist_last_error());
+	exit(1);
 }
 
 static double run_writer(const char *path, const char *opts, unsigned threads, const struct chunk_in *c, size_t n)
@@ -103,14 +96,12 @@ static double run_writer(const char *path, const char *opts, unsigned threads, c
 	if (grist_writer_open(path, text, &w))
 		goto fail;
 	for (i = 0; i < n; i++) {
-		const uint8_t *s = c[i].sizes.data, *v = c[i].values.data;
-		uint64_t k, len;
+		const uint8_t *v = c[i].values;
 
-		for (k = 0; k < c[i].records; k++) {
-			if (grist_varint_read(&s, c[i].sizes.data + c[i].sizes.len, &len) < 0 ||
-			    grist_writer_write(w, v, len))
+		for (size_t k = 0; k < c[i].records; k++) {
+			if (grist_writer_write(w, v, c[i].lens[k]))
 				goto fail_abort;
-			v += len;
+			v += c[i].lens[k];
 		}
 	}
 	if (grist_writer_close(w))
@@ -126,7 +117,8 @@ fail:
 int main(int argc, char **argv)
 {
 	const char *lines = NULL, *opts = "group_size:64,zstd:3", *threads_arg = "1,2", *out = NULL;
-	struct grist_writer_options o;
+	struct grist_encode_pool *probe;
+	uint64_t group_size;
 	struct chunk_in *c = NULL;
 	size_t n = 0, cap = 0, line_cap = 0, out_bytes = 0;
 	uint64_t bytes = 0, records = 0;
@@ -156,21 +148,23 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_write LINES [--options OPTS] [--threads N,N,...] [--runs R] [--out FILE]\n");
 		return 2;
 	}
-	if (grist_writer_options_parse(opts, &o)) {
+	if (grist_encode_pool_create(opts, 0, &probe)) {
 		fprintf(stderr, "bench_write: %s\n", grist_last_error());
 		return 2;
 	}
+	group_size = grist_encode_pool_group_size(probe);
+	grist_encode_pool_destroy(probe);
 	f = fopen(lines, "rb");
 	if (!f) {
 		perror(lines);
 		return 1;
 	}
 	while ((len = getline(&line, &line_cap, f)) >= 0) {
-		uint8_t v[GRIST_VARINT64_MAX];
+		struct chunk_in *ch;
 
 		if (len && line[len - 1] == '\n')
 			len--;
-		if (!n || c[n - 1].records == o.group_size) {
+		if (!n || c[n - 1].records == group_size) {
 			if (n == cap) {
 				cap = cap ? 2 * cap : 1024;
 				c = realloc(c, cap * sizeof(*c));
@@ -179,9 +173,25 @@ int main(int argc, char **argv)
 			}
 			memset(&c[n++], 0, sizeof(*c));
 		}
-		grist_buf_append(&c[n - 1].sizes, v, grist_varint_write(v, (uint64_t)len));
-		grist_buf_append(&c[n - 1].values, line, (size_t)len);
-		c[n - 1].records++;
+		ch = &c[n - 1];
+		if (ch->bytes + (size_t)len > ch->cap_bytes) {
+			size_t ncap = ch->cap_bytes ? 2 * ch->cap_bytes : 4096;
+
+			while (ncap < ch->bytes + (size_t)len)
+				ncap *= 2;
+			ch->values = realloc(ch->values, ncap);
+			if (!ch->values)
+				return 1;
+			ch->cap_bytes = ncap;
+		}
+		if (!(ch->records & (ch->records - 1))) { /* 0, 1, 2, 4, ...: lens is full */
+			ch->lens = realloc(ch->lens, (ch->records ? 2 * ch->records : 1) * sizeof(*ch->lens));
+			if (!ch->lens)
+				return 1;
+		}
+		memcpy(ch->values + ch->bytes, line, (size_t)len);
+		ch->lens[ch->records++] = (uint64_t)len;
+		ch->bytes += (size_t)len;
 		bytes += (uint64_t)len;
 		records++;
 	}
@@ -198,9 +208,9 @@ int main(int argc, char **argv)
 		out = tmp;
 	}
 	printf("input: %s: %llu records, %.1f MB in %zu chunks of %llu; options %s; %d runs, medians\n", lines,
-	       (unsigned long long)records, (double)bytes / 1e6, n, (unsigned long long)o.group_size, opts, runs);
+	       (unsigned long long)records, (double)bytes / 1e6, n, (unsigned long long)group_size, opts, runs);
 	for (r = 0; r < runs; r++)
-		one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
+		one[r] = run_pool(opts, 0, c, n, &out_bytes, &one_cpu[r]);
 	one_rate = (double)bytes / bench_median(one, runs) / 1e6;
 	printf("one core (caller's thread): %8.1f MB/s  (ratio %.3f)\n", one_rate, (double)out_bytes / (double)bytes);
 	list = strdup(threads_arg);
@@ -212,8 +222,8 @@ int main(int argc, char **argv)
 			continue;
 		/* Alternate with one-core runs so drift in the machine's speed hits both alike. */
 		for (r = 0; r < runs; r++) {
-			one[r] = run_pool(&o, 0, c, n, &out_bytes, &one_cpu[r]);
-			t[r] = run_pool(&o, k, c, n, &out_bytes, &t_cpu[r]);
+			one[r] = run_pool(opts, 0, c, n, &out_bytes, &one_cpu[r]);
+			t[r] = run_pool(opts, k, c, n, &out_bytes, &t_cpu[r]);
 		}
 		one_rate = (double)bytes / bench_median(one, runs) / 1e6;
 		rate = (double)bytes / bench_median(t, runs) / 1e6;
@@ -229,8 +239,8 @@ int main(int argc, char **argv)
 	if (out == tmp)
 		unlink(tmp);
 	for (i = 0; i < (int)n; i++) {
-		grist_buf_free(&c[i].sizes);
-		grist_buf_free(&c[i].values);
+		free(c[i].values);
+		free(c[i].lens);
 	}
 	free(c);
 	return 0;

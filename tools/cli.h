@@ -65,7 +65,7 @@ bool cli_parse_granularity(const char *s, enum grist_granularity *out);
 bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes);
 
 /*
- * The loader knobs that `load` and `bench` share. A command lists the ones it takes
+ * The loader knobs that `load` and grist-bench share. A command lists the ones it takes
  * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
  * by long name, so each knob is parsed, bounded and explained in one place.
  */
@@ -133,6 +133,5 @@ int cmd_verify(int argc, char **argv);
 int cmd_write(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_load(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 
 #endif

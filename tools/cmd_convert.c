@@ -1,21 +1,13 @@
-/* `grist convert`: TFRecord, text lines, folders or ArrayRecord files into (sharded) ArrayRecord files. */
+/* `grist convert`: the command line of grist_convert() (grist/convert.h), and its progress line. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "grist/format.h"
-#include "common/error.h"
-#include "format/options.h"
+#include "grist/convert.h"
 #include "cli.h"
-#include "input.h"
-
-/* TFDS names shards with five digits each, so this many is the most a name can say. */
-#define SHARDS_MAX 99999
 
 static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"
@@ -35,30 +27,9 @@ static const char convert_usage[] =
 	"  --no-check      TFRecord: do not check each record's data CRC (lengths are still checked)\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
+	"An OUT that is an INPUT (the same file by any name, or inside an INPUT folder) is refused.\n"
 	"Exit status: 0 done, 1 bad input or an I/O error (the message names the file and byte or record),\n"
 	"2 usage error.\n";
-
-struct convert {
-	const struct input_ops **ops;  /* per INPUT */
-	char **inputs;
-	int ninputs;
-	const char *out;
-	const char *options;
-	uint64_t shards;
-	bool check_data;
-	bool progress;
-
-	/* The outputs: every shard stays open (finished, not committed) until all are done. */
-	struct grist_writer **w;
-	char **names;
-	uint64_t *quota;           /* records per shard */
-
-	/* Progress. */
-	struct timespec start, last;
-	uint64_t records, bytes;   /* written so far */
-	uint64_t in_total;         /* input bytes on disk, 0 when unknown */
-	uint64_t in_done_before;   /* input bytes of the INPUTs already finished */
-};
 
 static void human_bytes(char *out, size_t cap, double b)
 {
@@ -73,31 +44,32 @@ static void human_bytes(char *out, size_t cap, double b)
 }
 
 /* One progress line: records, bytes, rate and, when the input size is known, percent and ETA. */
-static void show_progress(struct convert *c, const struct input *cur, bool final)
+static int show_progress(const struct grist_convert_progress *p, void *arg)
 {
-	double t = cli_seconds_since(&c->start);
+	double t = p->seconds;
 	char done[32], rate[32], eta[48] = "";
 
-	human_bytes(done, sizeof(done), (double)c->bytes);
-	human_bytes(rate, sizeof(rate), t > 0 ? (double)c->bytes / t : 0);
-	if (c->in_total) {
-		uint64_t in = c->in_done_before + (cur ? cur->ops->done_bytes(cur) : 0);
-		double f = (double)in / (double)c->in_total;
+	(void)arg;
+	human_bytes(done, sizeof(done), (double)p->bytes);
+	human_bytes(rate, sizeof(rate), t > 0 ? (double)p->bytes / t : 0);
+	if (p->input_bytes_total) {
+		double f = (double)p->input_bytes_done / (double)p->input_bytes_total;
 
 		if (f > 1)
 			f = 1;
-		if (final)
+		if (p->done)
 			snprintf(eta, sizeof(eta), "  100%%  %.1f s", t);
 		else if (f > 0)
 			snprintf(eta, sizeof(eta), "  %3.0f%%  ETA %.0f s", f * 100, t / f - t);
 	}
 	fprintf(stderr, "\r%s: %llu records  %s  %.0f records/s  %s/s%s\033[K%s", cli_command_name,
-		(unsigned long long)c->records, done, t > 0 ? (double)c->records / t : 0, rate, eta,
-		final ? "\n" : "");
+		(unsigned long long)p->records, done, t > 0 ? (double)p->records / t : 0, rate, eta,
+		p->done ? "\n" : "");
 	fflush(stderr);
+	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct convert *c)
+int cmd_convert(int argc, char **argv)
 {
 	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_HELP };
 	static const struct option longopts[] = {
@@ -110,288 +82,53 @@ static int parse_args(int argc, char **argv, struct convert *c)
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
-	const struct input_ops *from = NULL;
-	struct grist_writer_options wo;
-	int opt, i, ret, first = 0;
-	bool given;
+	struct grist_convert_options o;
+	bool progress = isatty(STDERR_FILENO);
+	int opt, ret;
 
-	c->shards = 1;
-	c->check_data = true;
-	c->progress = isatty(STDERR_FILENO);
+	grist_convert_options_init(&o);
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_FROM:
-			from = input_find(optarg);
-			if (!from)
+			if (!strcmp(optarg, "auto") || grist_convert_format_parse(optarg, &o.format))
 				return cli_usage_error("--from: unknown format '%s' (tfrecord, lines, dir, arrayrecord)", optarg);
 			break;
 		case OPT_OPTIONS:
-			c->options = optarg;
+			o.writer_options = optarg;
 			break;
 		case OPT_SHARDS:
-			if (!cli_parse_u64(optarg, &c->shards) || c->shards < 1 || c->shards > SHARDS_MAX)
-				return cli_usage_error("--shards: expected 1..%d, got '%s'", SHARDS_MAX, optarg);
+			if (!cli_parse_u64(optarg, &o.shards) || o.shards < 1 || o.shards > GRIST_CONVERT_SHARDS_MAX)
+				return cli_usage_error("--shards: expected 1..%d, got '%s'", GRIST_CONVERT_SHARDS_MAX, optarg);
 			break;
 		case OPT_PROGRESS:
-			c->progress = true;
+			progress = true;
 			break;
 		case OPT_NO_PROGRESS:
-			c->progress = false;
+			progress = false;
 			break;
 		case OPT_NO_CHECK:
-			c->check_data = false;
+			o.no_check = true;
 			break;
 		case 'h':
 		case OPT_HELP:
 			fputs(convert_usage, stdout);
-			return -1;
+			return CLI_EXIT_OK;
 		default:
 			return cli_usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
 		}
 	}
 	if (argc - optind < 2)
 		return cli_usage_error("need at least one INPUT and the OUT name");
-	c->inputs = argv + optind;
-	c->ninputs = argc - optind - 1;
-	c->out = argv[argc - 1];
-	/* Bad options are a usage error before any input is read. */
-	ret = grist_writer_options_parse(c->options, &wo);
-	if (ret)
-		return cli_library_error(ret);
-	c->ops = calloc((size_t)c->ninputs, sizeof(*c->ops));
-	if (!c->ops)
-		return cli_library_error(-ENOMEM);
-	given = from != NULL;
-	for (i = 0; i < c->ninputs; i++) {
-		if (given) {
-			c->ops[i] = from;
-			continue;
-		}
-		ret = input_detect(c->inputs[i], &c->ops[i]);
-		if (ret)
-			return cli_library_error(ret); /* unsure: 2, give --from; unreadable: 1 */
-		if (!c->ops[i])
-			continue; /* empty */
-		if (!from)
-			from = c->ops[i], first = i;
-		else if (c->ops[i] != from)
-			return cli_usage_error("%s holds %s, but %s holds %s: give inputs of one format, or --from",
-					       c->inputs[i], c->ops[i]->name, c->inputs[first], from->name);
-	}
-	/* Empty files take the others' format; all empty gives no records in any format. */
-	for (i = 0; i < c->ninputs; i++)
-		if (!c->ops[i])
-			c->ops[i] = from ? from : &input_lines_ops;
-	return 0;
-}
-
-static int input_open(struct convert *c, int i, struct input *in)
-{
-	memset(in, 0, sizeof(*in));
-	in->ops = c->ops[i];
-	in->path = c->inputs[i];
-	in->check_data = c->check_data;
-	return in->ops->open(in, in->path);
-}
-
-/* Count every INPUT's records, for the shard sizes: from footers or listings, else one pass of framing checks. */
-static int count_records(struct convert *c, uint64_t *total)
-{
-	struct input in;
-	const uint8_t *p;
-	size_t n;
-	int i, ret;
-
-	*total = 0;
-	for (i = 0; i < c->ninputs; i++) {
-		uint64_t k = 0;
-
-		ret = input_open(c, i, &in);
-		if (ret)
-			return ret;
-		/* The data CRCs are checked on the writing pass; counting needs the framing only. */
-		in.check_data = false;
-		if (in.ops->count)
-			ret = in.ops->count(&in, &k);
-		else
-			while ((ret = in.ops->next(&in, &p, &n)) > 0)
-				k++;
-		in.ops->close(&in);
-		if (ret < 0)
-			return ret;
-		*total += k;
-	}
-	return 0;
-}
-
-static int open_shard(struct convert *c, uint64_t s)
-{
-	int ret;
-
-	if (c->shards == 1)
-		c->names[s] = strdup(c->out);
-	else if (asprintf(&c->names[s], "%s-%05llu-of-%05llu", c->out, (unsigned long long)s,
-			  (unsigned long long)c->shards) < 0)
-		c->names[s] = NULL;
-	if (!c->names[s])
-		return grist_fail(-ENOMEM, "out of memory");
-	ret = grist_writer_open(c->names[s], c->options, &c->w[s]);
-	return ret;
-}
-
-/*
- * Rename every finished shard into place with the cleanup signals held, so
- * the set appears whole or (after a failed rename, whose predecessors are
- * removed again) not at all.
- */
-static int commit_all(struct convert *c)
-{
-	sigset_t old;
-	uint64_t s, k;
-	int ret = 0;
-
-	cli_signals_hold(&old);
-	for (s = 0; s < c->shards; s++) {
-		struct stat tmp, now;
-		bool have_tmp = stat(grist_writer_temp_path(c->w[s]), &tmp) == 0;
-
-		ret = grist_writer_commit(c->w[s]);
-		c->w[s] = NULL;
-		if (ret) {
-			for (k = 0; k < s; k++)
-				unlink(c->names[k]);
-			/* Failing after its rename (syncing the folder), this shard is ours too; never a file we did not make. */
-			if (have_tmp && stat(c->names[s], &now) == 0 && now.st_ino == tmp.st_ino && now.st_dev == tmp.st_dev)
-				unlink(c->names[s]);
-			break;
-		}
-	}
-	cli_signals_release(&old);
-	return ret;
-}
-
-static int run_convert(struct convert *c)
-{
-	struct input in = { 0 };
-	uint64_t total = 0, s = 0, in_shard = 0;
-	const uint8_t *p;
-	size_t n;
-	int i, ret;
-
-	c->w = calloc(c->shards, sizeof(*c->w));
-	c->names = calloc(c->shards, sizeof(*c->names));
-	c->quota = calloc(c->shards, sizeof(*c->quota));
-	if (!c->w || !c->names || !c->quota)
-		return grist_fail(-ENOMEM, "out of memory");
-	if (c->shards > 1) {
-		ret = count_records(c, &total);
-		if (ret)
-			return ret;
-		for (s = 0; s < c->shards; s++)
-			c->quota[s] = total / c->shards + (s < total % c->shards);
-		s = 0;
-	} else {
-		c->quota[0] = UINT64_MAX;
-	}
-	/* The ETA needs every input's size up front; a folder's is known only once listed. */
-	for (i = 0; i < c->ninputs; i++) {
-		struct stat st;
-
-		if (!c->ops[i]->done_bytes || stat(c->inputs[i], &st) || !S_ISREG(st.st_mode)) {
-			c->in_total = 0;
-			break;
-		}
-		c->in_total += (uint64_t)st.st_size;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &c->start);
-	c->last = c->start;
-	ret = open_shard(c, 0);
-	if (ret)
-		return ret;
-	for (i = 0; i < c->ninputs; i++) {
-		ret = input_open(c, i, &in);
-		if (ret)
-			return ret;
-		while ((ret = in.ops->next(&in, &p, &n)) > 0) {
-			while (in_shard == c->quota[s]) {
-				if (s + 1 == c->shards) {
-					ret = grist_fail(-EBADMSG, "%s: more records than the counting pass found (%llu): did the input change?",
-							 in.path, (unsigned long long)total);
-					goto close_input;
-				}
-				ret = grist_writer_finish(c->w[s]);
-				if (!ret)
-					ret = open_shard(c, ++s);
-				if (ret)
-					goto close_input;
-				in_shard = 0;
-			}
-			ret = grist_writer_write(c->w[s], p, n);
-			if (ret)
-				break;
-			in_shard++;
-			c->records++;
-			c->bytes += n;
-			if (c->progress && !(c->records & 1023) && cli_seconds_since(&c->last) >= 0.2) {
-				clock_gettime(CLOCK_MONOTONIC, &c->last);
-				show_progress(c, &in, false);
-			}
-		}
-		if (!ret && c->in_total)
-			c->in_done_before += in.ops->done_bytes(&in);
-close_input:
-		in.ops->close(&in);
-		if (ret < 0)
-			return ret;
-	}
-	if (c->shards > 1 && c->records != total)
-		return grist_fail(-EBADMSG, "%s: %llu records, but the counting pass found %llu: did the input change?",
-				  c->inputs[0], (unsigned long long)c->records, (unsigned long long)total);
-	/* Shards past the last record (fewer records than shards) are written empty. */
-	for (;;) {
-		ret = grist_writer_finish(c->w[s]);
-		if (ret || s + 1 == c->shards)
-			break;
-		ret = open_shard(c, ++s);
-		if (ret)
-			break;
-	}
-	if (!ret)
-		ret = commit_all(c);
-	if (!ret && c->progress)
-		show_progress(c, NULL, true);
-	return ret;
-}
-
-int cmd_convert(int argc, char **argv)
-{
-	struct convert c = { 0 };
-	uint64_t s;
-	int ret;
-
-	ret = parse_args(argc, argv, &c);
-	if (ret) {
-		free(c.ops);
-		return ret < 0 ? CLI_EXIT_OK : ret;
+	if (progress) {
+		o.progress = show_progress;
+		o.progress_interval = 0.2;
 	}
 	cli_cleanup_on_signals();
-	ret = run_convert(&c);
-	if (ret) {
-		if (c.progress)
-			fputc('\n', stderr);
-		/* Input, output and memory failures alike are data errors: the options were checked already. */
-		cli_library_error(ret);
-		ret = CLI_EXIT_DATA;
-	}
-	for (s = 0; c.w && s < c.shards; s++)
-		grist_writer_abort(c.w[s]);
-	for (s = 0; c.names && s < c.shards; s++)
-		free(c.names[s]);
-	free(c.w);
-	free(c.names);
-	free(c.quota);
-	free(c.ops);
-	return ret;
+	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, NULL);
+	if (ret && progress)
+		fputc('\n', stderr);
+	/* -EINVAL: the request itself (options, formats, an OUT that is an INPUT), before anything was written: 2. */
+	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 }

@@ -19,7 +19,7 @@ def add_common_args(ap):
                     help="writer options of a made file (group_size:1,uncompressed)")
     ap.add_argument("--seconds", type=float,
                     help="one time-limited run of this many seconds instead of median runs "
-                         "(how `grist bench --compare` calls it)")
+                         "(how `grist-bench --compare` calls it)")
     ap.add_argument("--cold", action="store_true",
                     help="do not read the files first (the caller dropped the page cache)")
 

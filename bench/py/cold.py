@@ -90,11 +90,11 @@ def measure(kind, argv, nbytes, env=None):
             "startup": startup, "startup_cpu": startup_cpu}
 
 
-def make_file(grist, folder, key):
+def make_file(grist_bench, folder, key):
     size, n = RECORDS[key]
     path = os.path.join(folder, "bench-n%d-s%d-g1-uncompressed.array_record" % (n, size))
     if not os.path.exists(path):
-        subprocess.run([grist, "bench", "--dir", folder, "--records", str(n), "--record-size", str(size),
+        subprocess.run([grist_bench, "--dir", folder, "--records", str(n), "--record-size", str(size),
                         "--compression", "uncompressed", "--batches", "1"], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return path
@@ -236,6 +236,7 @@ def bench_case(a, path, batch, where, tmp, results):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grist", default="build/release/tools/grist")
+    ap.add_argument("--grist-bench", help="writes the data files (default: bench/grist-bench beside tools/)")
     ap.add_argument("--dir", default="/var/tmp/grist-cold", help="data files for the real disk (default %(default)s)")
     ap.add_argument("--records", default="64k,1m", help="record sizes: 64k (12288 records), 1m (768)")
     ap.add_argument("--batch-sizes", default="1,16,256")
@@ -261,7 +262,10 @@ def main():
     keys = a.records.split(",")
     batches = [int(b) for b in a.batch_sizes.split(",")]
     os.makedirs(a.dir, exist_ok=True)
-    files = [make_file(a.grist, a.dir, k) for k in keys]
+    if not a.grist_bench:
+        # build/release/tools/grist -> build/release/bench/grist-bench
+        a.grist_bench = os.path.join(os.path.dirname(os.path.dirname(a.grist)), "bench", "grist-bench")
+    files = [make_file(a.grist_bench, a.dir, k) for k in keys]
     results = []
     print("cold.py: %s; load average %.2f %.2f %.2f" % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                                                         *os.getloadavg()))

@@ -4,9 +4,9 @@
     grist.Loader(FILES, batch, seed=seed, epochs=None, ...) -> per batch: batch.data and
     batch.offsets as numpy views (no copy), then release()
 
-Timed like `grist bench`: from the loader's creation. Prints one JSON line
+Timed like `grist-bench`: from the loader's creation. Prints one JSON line
 {"name", "records_per_s", "records", "seconds"}: the median of --runs runs over --batches
-batches (default one epoch), or one run of --seconds (how `grist bench --compare` calls it).
+batches (default one epoch), or one run of --seconds (how `grist-bench --compare` calls it).
 The same settings as `grist load FILE --batch-size 256 --seed 42 --epochs E`:
 
     bench/py/grist_loader.py FILE --epochs 5

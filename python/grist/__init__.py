@@ -8,15 +8,22 @@ the C engine in pinned memory and handed to Python without a copy.
 import glob as _glob
 import os as _os
 import threading as _threading
+from typing import TYPE_CHECKING
 
 from . import _grist
 from ._grist import Batch, Error
 
 __version__ = _grist.__version__
 
-__all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error"]
+__all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader", "Batch", "Error", "convert"]
 
 _GLOB_CHARS = frozenset("*?[")
+
+if TYPE_CHECKING:  # names for the annotations only
+    import os
+    from typing import Callable, Sequence, Union
+
+    _Paths = Union[str, bytes, "os.PathLike[str]", Sequence[Union[str, bytes, "os.PathLike[str]"]]]
 
 
 def _expand(paths):
@@ -40,6 +47,36 @@ def _expand(paths):
     if not out:
         raise ValueError("grist: no files given")
     return out
+
+
+def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str | None" = None,
+            options: str = "", shards: "int | None" = None, check: bool = True,
+            progress: "Callable[[dict], object] | None" = None) -> "list[str]":
+    """Convert TFRecord, text lines, folders or ArrayRecord files into ArrayRecord: `grist convert`.
+
+    inputs is a path, a glob pattern or a list of them, read in order (a folder is one record
+    per regular file under it, in bytewise order of relative path). format is "tfrecord"
+    (plain or GZIP), "lines" (plain or GZIP text, one record per line), "dir" or
+    "arrayrecord"; None tells each input's by its file type and first bytes. options are the
+    official writer options ("group_size:64,zstd:3,max_parallelism:4"). shards=N writes N
+    files, output-00000-of-0000N ..., contiguous runs whose counts differ by at most one.
+    check=False skips TFRecord data CRCs (lengths are still checked).
+
+    progress, when given, is called about ten times a second with a dict: records, bytes
+    (written so far), input_bytes_done, input_bytes_total (0 when unknown), seconds, input
+    (index of the input being read), counting (the counting pass of shards) and done (the
+    last call, once every output is in place).
+
+    The output is byte-identical to `grist convert` with the same arguments. The GIL is
+    released while converting. All or nothing: an error, an exception raised by progress or
+    Ctrl-C (KeyboardInterrupt) stops the conversion and leaves nothing at the output names;
+    that exception is raised. An output that is an input (the same file by any name, or a name
+    inside an input folder) is refused with ValueError before anything is written. Bad input
+    raises grist.Error naming the file and byte offset or record.
+
+    Returns the list of files written.
+    """
+    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress)
 
 
 class Reader(_grist.Reader):

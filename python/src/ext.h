@@ -40,6 +40,9 @@ struct gristpy_paths {
 int gristpy_paths_from(PyObject *obj, struct gristpy_paths *out);
 void gristpy_paths_free(struct gristpy_paths *p);
 
+/* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
+PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* batch.c: wrap a delivered batch (owned by @loader, a LoaderObject). */
 PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
 

@@ -103,11 +103,19 @@ void gristpy_paths_free(struct gristpy_paths *p)
 	p->n = 0;
 }
 
+static PyMethodDef grist_functions[] = {
+	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
+	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
+	  "grist_convert(); use grist.convert()." },
+	{ NULL, NULL, 0, NULL },
+};
+
 static struct PyModuleDef grist_module = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "grist._grist",
 	.m_doc = "The C extension behind the grist package; use the names `grist` exports.",
 	.m_size = -1,
+	.m_methods = grist_functions,
 };
 
 PyMODINIT_FUNC PyInit__grist(void)

@@ -9,7 +9,11 @@
 #include "common/error.h"
 #include "format/hash.h"
 #include "format/simple_chunk.h"
+#include "format/options.h"
+#include "format/varint.h"
 #include "format/writer_pool.h"
+#define GRIST_INTERNAL
+#include "grist/internal/encode_pool.h"
 
 /*
  * Jobs are numbered in submission order; job s lives in ring[s % njobs].
@@ -216,4 +220,88 @@ void grist_chunk_pool_retire(struct grist_chunk_pool *p)
 	j->num_records = 0;
 	j->done = false;
 	p->emitted++;
+}
+
+/* grist/internal/encode_pool.h: the pool behind a narrow interface, for bench/bench_write.c. */
+struct grist_encode_pool {
+	struct grist_chunk_pool *pool;
+	uint64_t group_size;
+	unsigned pending;  /* submitted, not collected */
+};
+
+int grist_encode_pool_create(const char *writer_options, unsigned threads, struct grist_encode_pool **out)
+{
+	struct grist_writer_options o;
+	struct grist_codec_params params;
+	struct grist_encode_pool *p;
+	int ret;
+
+	*out = NULL;
+	ret = grist_writer_options_parse(writer_options, &o);
+	if (ret)
+		return ret;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return grist_fail(-ENOMEM, "out of memory");
+	p->group_size = o.group_size;
+	params = (struct grist_codec_params){ .level = o.level, .window_log = o.window_log };
+	ret = grist_chunk_pool_create(grist_codec_find(o.compression), &params, threads, &p->pool);
+	if (ret) {
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+}
+
+void grist_encode_pool_destroy(struct grist_encode_pool *p)
+{
+	if (!p)
+		return;
+	grist_chunk_pool_destroy(p->pool);
+	free(p);
+}
+
+uint64_t grist_encode_pool_group_size(const struct grist_encode_pool *p)
+{
+	return p->group_size;
+}
+
+bool grist_encode_pool_full(const struct grist_encode_pool *p)
+{
+	return grist_chunk_pool_full(p->pool);
+}
+
+int grist_encode_pool_submit(struct grist_encode_pool *p, const void *values, const uint64_t *lens, size_t n)
+{
+	struct grist_chunk_job *j = grist_chunk_pool_job(p->pool);
+	const uint8_t *v = values;
+	uint8_t len[GRIST_VARINT64_MAX];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (grist_buf_append(&j->sizes, len, grist_varint_write(len, lens[i])) ||
+		    grist_buf_append(&j->values, v, lens[i]))
+			return grist_fail(-ENOMEM, "out of memory for a chunk of %zu records", n);
+		v += lens[i];
+	}
+	j->num_records = n;
+	grist_chunk_pool_submit(p->pool);
+	p->pending++;
+	return 0;
+}
+
+int grist_encode_pool_collect(struct grist_encode_pool *p, size_t *chunk_len)
+{
+	struct grist_chunk_job *j;
+	int ret;
+
+	if (!p->pending)
+		return grist_fail(-ENOENT, "no chunk was submitted");
+	j = grist_chunk_pool_oldest(p->pool, true);
+	ret = j->ret ? grist_fail(j->ret, "%s", j->msg) : 0;
+	*chunk_len = j->chunk.len;
+	grist_chunk_pool_retire(p->pool);
+	p->pending--;
+	return ret;
 }

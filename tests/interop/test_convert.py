@@ -11,7 +11,9 @@ is skipped (77) when that cannot be imported. Checks:
   - --shards: TFDS names, contiguous, counts within one record;
   - every bad input (CRC, truncation, GZIP damage, unreadable) exits 1 naming
     the file and byte, leaving nothing at the target and no temporary;
-  - usage errors exit 2; SIGTERM leaves nothing behind (convert and write).
+  - usage errors exit 2; SIGTERM leaves nothing behind (convert and write);
+  - an OUT that is an INPUT (same path, hard link, symbolic link, a shard name, a name
+    inside an input folder) is refused with exit 2 and the input is untouched.
 """
 import gzip
 import json
@@ -448,6 +450,39 @@ def test_signal_leaves_nothing():
         assert_clean(outdir)
 
 
+def test_output_that_is_an_input_is_refused():
+    """`grist convert --from lines data.txt data.txt` used to exit 0 having replaced the
+    input with its own conversion: the source data gone. Every way of naming an input as
+    the output is now refused before anything is written."""
+    with Workdir() as d:
+        data = os.path.join(d, "data.txt")
+        body = b"".join(b"line %d\n" % i for i in range(1000))
+        with open(data, "wb") as f:
+            f.write(body)
+        os.link(data, os.path.join(d, "hard.txt"))
+        os.symlink("data.txt", os.path.join(d, "soft.txt"))
+        os.symlink("data.txt", os.path.join(d, "o-00001-of-00002"))
+        folder = os.path.join(d, "folder")
+        os.makedirs(os.path.join(folder, "sub"))
+        with open(os.path.join(folder, "a"), "wb") as f:
+            f.write(b"a record")
+        before = sorted(os.listdir(d))
+        for args in (["--from", "lines", data, data], [data, data], [data, os.path.join(d, "hard.txt")],
+                     [data, os.path.join(d, "soft.txt")], [os.path.join(d, "soft.txt"), data],
+                     [os.path.join(d, ".", "data.txt"), data], ["--shards", "2", data, os.path.join(d, "o")],
+                     [folder, os.path.join(folder, "out.ar")], [folder, os.path.join(folder, "sub", "out.ar")]):
+            rc, _, err = g.run(["convert"] + args)
+            assert rc == 2, (args, rc, err)
+            assert "the output is" in err and args[-1].split("/")[-1] in err, (args, err)
+            with open(data, "rb") as f:
+                assert f.read() == body, args
+            assert sorted(os.listdir(d)) == before, (args, sorted(os.listdir(d)))
+            assert sorted(os.listdir(folder)) == ["a", "sub"] and os.listdir(os.path.join(folder, "sub")) == []
+        # A different file beside it is fine.
+        rc, _, err = g.run(["convert", data, os.path.join(d, "data.ar")])
+        assert rc == 0, err
+
+
 def test_progress_line():
     with Workdir() as d:
         out = os.path.join(d, "o.ar")
@@ -463,4 +498,4 @@ if __name__ == "__main__":
     g.main([test_golden_tfrecord, test_concatenated_inputs_in_order, test_parallel_writer_matches_serial_and_official,
             test_shards, test_lines, test_dir_order, test_arrayrecord_reencode, test_detection_errors,
             test_usage_errors, test_bad_inputs_leave_nothing, test_huge_length_with_valid_crc, test_unreadable_inputs, test_signal_leaves_nothing,
-            test_progress_line])
+            test_progress_line, test_output_that_is_an_input_is_refused])

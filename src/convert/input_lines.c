@@ -1,27 +1,27 @@
-/* `grist convert --from lines`: one record per line, without its newline; plain or GZIP text. */
+/* grist_convert() from lines: one record per line, without its newline; plain or GZIP text. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "input.h"
+#include "convert/input.h"
 
 /* A line longer than this is an error, not an allocation: no text dataset has one. */
 #define LINE_MAX_BYTES ((size_t)1 << 31)
 
 struct lines {
-	struct input_source s;
+	struct grist_input_source s;
 	size_t scanned;  /* bytes after s.start already known to hold no newline */
 };
 
-static int lines_open(struct input *in, const char *path)
+static int lines_open(struct grist_input *in, const char *path)
 {
 	struct lines *l = calloc(1, sizeof(*l));
 	int ret;
 
 	if (!l)
 		return grist_fail(-ENOMEM, "cannot allocate an input");
-	ret = input_source_open(&l->s, path);
+	ret = grist_input_source_open(&l->s, path);
 	if (ret) {
 		free(l);
 		return ret;
@@ -30,10 +30,10 @@ static int lines_open(struct input *in, const char *path)
 	return 0;
 }
 
-static int lines_next(struct input *in, const uint8_t **data, size_t *len)
+static int lines_next(struct grist_input *in, const uint8_t **data, size_t *len)
 {
 	struct lines *l = in->priv;
-	struct input_source *s = &l->s;
+	struct grist_input_source *s = &l->s;
 	int64_t have = (int64_t)(s->end - s->start);
 	const uint8_t *nl;
 
@@ -48,7 +48,7 @@ static int lines_next(struct input *in, const uint8_t **data, size_t *len)
 			/* A last line without a newline is still a record. */
 			*data = s->buf + s->start;
 			*len = (size_t)have;
-			input_source_consume(s, (size_t)have);
+			grist_input_source_consume(s, (size_t)have);
 			l->scanned = 0;
 			in->record++;
 			return 1;
@@ -56,34 +56,34 @@ static int lines_next(struct input *in, const uint8_t **data, size_t *len)
 		if ((size_t)have >= LINE_MAX_BYTES)
 			return grist_fail_at(-EBADMSG, s->path, s->offset, "line %llu is longer than %zu bytes",
 					     (unsigned long long)in->record + 1, LINE_MAX_BYTES);
-		have = input_source_fill(s, (size_t)have + 1);
+		have = grist_input_source_fill(s, (size_t)have + 1);
 		if (have < 0)
 			return (int)have;
 	}
 	*data = s->buf + s->start;
 	*len = (size_t)(nl - (s->buf + s->start));
-	input_source_consume(s, *len + 1);
+	grist_input_source_consume(s, *len + 1);
 	l->scanned = 0;
 	in->record++;
 	return 1;
 }
 
-static uint64_t lines_done_bytes(const struct input *in)
+static uint64_t lines_done_bytes(const struct grist_input *in)
 {
-	return input_source_disk_offset(&((const struct lines *)in->priv)->s);
+	return grist_input_source_disk_offset(&((const struct lines *)in->priv)->s);
 }
 
-static void lines_close(struct input *in)
+static void lines_close(struct grist_input *in)
 {
 	struct lines *l = in->priv;
 
 	if (l)
-		input_source_close(&l->s);
+		grist_input_source_close(&l->s);
 	free(l);
 	in->priv = NULL;
 }
 
-const struct input_ops input_lines_ops = {
+const struct grist_input_ops grist_input_lines_ops = {
 	.name = "lines",
 	.open = lines_open,
 	.next = lines_next,

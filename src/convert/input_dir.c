@@ -1,4 +1,4 @@
-/* `grist convert --from dir`: one record per regular file under a folder, in bytewise order of relative path. */
+/* grist_convert() from dir: one record per regular file under a folder, in bytewise order of relative path. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "input.h"
+#include "convert/input.h"
 
 /* One file is one record; a file larger than this is refused, not loaded. */
 #define DIR_FILE_MAX_BYTES ((uint64_t)1 << 31)
@@ -97,7 +97,7 @@ static int walk(struct dir_input *d, const char *root, const char *rel)
 	return ret;
 }
 
-static void dir_close(struct input *in)
+static void dir_close(struct grist_input *in)
 {
 	struct dir_input *d = in->priv;
 	size_t i;
@@ -113,7 +113,7 @@ static void dir_close(struct input *in)
 	in->priv = NULL;
 }
 
-static int dir_open(struct input *in, const char *path)
+static int dir_open(struct grist_input *in, const char *path)
 {
 	struct dir_input *d = calloc(1, sizeof(*d));
 	struct stat st;
@@ -127,7 +127,7 @@ static int dir_open(struct input *in, const char *path)
 		goto fail;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		ret = grist_fail(-EINVAL, "%s: not a folder (--from dir takes folders)", path);
+		ret = grist_fail(-ENOTDIR, "%s: not a folder (the dir format takes folders)", path);
 		goto fail;
 	}
 	ret = walk(d, path, "");
@@ -140,7 +140,7 @@ fail:
 	return ret;
 }
 
-static int dir_next(struct input *in, const uint8_t **data, size_t *len)
+static int dir_next(struct grist_input *in, const uint8_t **data, size_t *len)
 {
 	struct dir_input *d = in->priv;
 	struct stat st;
@@ -207,13 +207,13 @@ out:
 	return ret;
 }
 
-static int dir_count(struct input *in, uint64_t *records)
+static int dir_count(struct grist_input *in, uint64_t *records)
 {
 	*records = ((struct dir_input *)in->priv)->n;
 	return 0;
 }
 
-const struct input_ops input_dir_ops = {
+const struct grist_input_ops grist_input_dir_ops = {
 	.name = "dir",
 	.open = dir_open,
 	.next = dir_next,

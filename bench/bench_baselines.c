@@ -1,4 +1,4 @@
-/* `grist bench --compare`: fio, a pread loop and the official Python stack on the same file, for as long. */
+/* `grist-bench --compare`: fio, a pread loop and the official Python stack on the same file, for as long. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "grist/format.h"
-#include "format/dataset.h"
+#define GRIST_INTERNAL /* chunk extents from the footer: see grist/internal/chunks.h */
+#include "grist/internal/chunks.h"
 #include "bench.h"
 #include "cli.h"
 
@@ -168,37 +169,15 @@ static bool have_program(const char *prog)
 	return false;
 }
 
-/* Install a missing tool with apt-get as root; the installer's output goes to stderr. */
-static bool install_apt(const char *pkg, char *why, size_t cap)
-{
-	struct child_out *co;
-	bool ok;
-
-	if (geteuid()) {
-		snprintf(why, cap, "not installed, and not root to apt-get install %s", pkg);
-		return false;
-	}
-	co = malloc(sizeof(*co));
-	if (!co)
-		return false;
-	fprintf(stderr, "%s: installing %s (apt-get install -y %s)\n", cli_command_name, pkg, pkg);
-	run_child((char *const[]){ "apt-get", "install", "-y", "-q", (char *)pkg, NULL }, 300, co);
-	ok = co->status == 0;
-	if (!ok)
-		snprintf(why, cap, "apt-get install -y %s failed: %s", pkg, co->err_tail);
-	free(co);
-	return ok;
-}
-
-bool bench_ensure_program(const char *prog, const char *pkg, char *why, size_t cap)
+/*
+ * A benchmark never installs anything: tools/install-deps (which tools/bench-demo runs)
+ * installs fio and gnuplot, so a missing one is a skipped baseline or plot, said so.
+ */
+bool bench_have_program(const char *prog, const char *pkg, char *why, size_t cap)
 {
 	if (have_program(prog))
 		return true;
-	if (!install_apt(pkg, why, cap))
-		return false;
-	if (have_program(prog))
-		return true;
-	snprintf(why, cap, "%s installed but %s is still not on PATH", pkg, prog);
+	snprintf(why, cap, "%s is not on PATH (the Debian package %s; tools/install-deps installs it)", prog, pkg);
 	return false;
 }
 
@@ -222,24 +201,27 @@ static double json_number_after(const char *s, const char *key)
 static int file_geometry(const char *path, uint64_t *avg_extent, double *records_per_chunk, char *why,
 			 size_t cap)
 {
-	const struct grist_file_geom *g;
-	struct grist_reader *r = NULL;
+	const struct grist_chunk_file *f;
+	struct grist_chunk_walker *w;
+	struct grist_chunk_extent first, last;
 	int ret;
 
-	ret = grist_reader_open(&path, 1, NULL, &r);
+	ret = grist_chunk_walker_open(path, &w);
 	if (ret) {
 		snprintf(why, cap, "%s", grist_last_error());
 		return ret;
 	}
-	g = grist_reader_file_geom(r, 0);
-	if (!g || !g->num_chunks) {
+	f = grist_chunk_walker_file(w);
+	if (!f->num_chunks) {
 		snprintf(why, cap, "%s holds no records", path);
-		grist_reader_close(r);
+		grist_chunk_walker_close(w);
 		return -EINVAL;
 	}
-	*avg_extent = (g->chunk_offsets[g->num_chunks] - g->chunk_offsets[0]) / g->num_chunks;
-	*records_per_chunk = (double)g->num_records / (double)g->num_chunks;
-	grist_reader_close(r);
+	grist_chunk_walker_extent(w, 0, &first);
+	grist_chunk_walker_extent(w, f->num_chunks - 1, &last);
+	*avg_extent = (last.end - first.begin) / f->num_chunks;
+	*records_per_chunk = (double)f->num_records / (double)f->num_chunks;
+	grist_chunk_walker_close(w);
 	return 0;
 }
 
@@ -252,7 +234,7 @@ static void baseline_fio(const char *path, const struct bench_config *c, struct 
 	const char *rd;
 
 	b->name = "fio";
-	if (!bench_ensure_program("fio", "fio", b->why, sizeof(b->why)))
+	if (!bench_have_program("fio", "fio", b->why, sizeof(b->why)))
 		return;
 	if (file_geometry(path, &extent, &per_chunk, b->why, sizeof(b->why)))
 		return;
@@ -323,27 +305,28 @@ static uint64_t xorshift(uint64_t *s)
  */
 static void baseline_pread(const char *path, const struct bench_config *c, struct bench_baseline *b)
 {
-	const struct grist_file_geom *g;
-	struct grist_reader *r = NULL;
+	const struct grist_chunk_file *f;
+	struct grist_chunk_walker *w = NULL;
+	struct grist_chunk_extent e;
 	uint64_t s = 0x853C49E6748FEA9Bull ^ c->loader.seed, max_len = 0, chunks = 0, records = 0, bytes = 0;
 	uint8_t *buf = NULL;
 	double t0, t = 0;
 	int fd = -1, ret;
 
 	b->name = "pread loop";
-	ret = grist_reader_open(&path, 1, NULL, &r);
+	ret = grist_chunk_walker_open(path, &w);
 	if (ret) {
 		snprintf(b->why, sizeof(b->why), "%s", grist_last_error());
 		return;
 	}
-	g = grist_reader_file_geom(r, 0);
-	if (!g || !g->num_chunks) {
+	f = grist_chunk_walker_file(w);
+	if (!f->num_chunks) {
 		snprintf(b->why, sizeof(b->why), "%s holds no records", path);
 		goto out;
 	}
-	for (uint64_t i = 0; i < g->num_chunks; i++)
-		if (g->chunk_offsets[i + 1] - g->chunk_offsets[i] > max_len)
-			max_len = g->chunk_offsets[i + 1] - g->chunk_offsets[i];
+	for (uint64_t i = 0; i < f->num_chunks; i++)
+		if (!grist_chunk_walker_extent(w, i, &e) && e.end - e.begin > max_len)
+			max_len = e.end - e.begin;
 	if (max_len > ((uint64_t)1 << 30)) {
 		snprintf(b->why, sizeof(b->why), "a chunk of %llu bytes is larger than the loop's 1 GiB limit",
 			 (unsigned long long)max_len);
@@ -359,10 +342,12 @@ static void baseline_pread(const char *path, const struct bench_config *c, struc
 	}
 	t0 = bench_now();
 	do {
-		uint64_t k = xorshift(&s) % g->num_chunks;
-		uint64_t begin = g->chunk_offsets[k], end = g->chunk_offsets[k + 1];
+		uint64_t k = xorshift(&s) % f->num_chunks, begin, end;
 		ssize_t got;
 
+		grist_chunk_walker_extent(w, k, &e);
+		begin = e.begin;
+		end = e.end;
 		if (c->cold) {
 			begin &= ~(uint64_t)4095;
 			end = (end + 4095) & ~(uint64_t)4095;
@@ -376,7 +361,7 @@ static void baseline_pread(const char *path, const struct bench_config *c, struc
 		}
 		chunks++;
 		bytes += (uint64_t)got;
-		records += grist_file_chunk_records(g, k);
+		records += e.num_records;
 		if ((chunks & 63) == 0)
 			t = bench_now() - t0;
 	} while (t < c->seconds);
@@ -390,7 +375,7 @@ out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
-	grist_reader_close(r);
+	grist_chunk_walker_close(w);
 }
 
 /* The folder holding official_read.py: $GRIST_BENCH_PY, the source tree, then the installed copy. */
@@ -411,8 +396,8 @@ static bool find_py_dir(char *dir, size_t cap)
 	return false;
 }
 
-/* python3 can import the official packages, installing them with pip when it cannot. */
-static bool ensure_python_packages(char *why, size_t cap)
+/* python3 can import the official packages (tools/install-deps installs them; the bench installs nothing). */
+static bool have_python_packages(char *why, size_t cap)
 {
 	static char *const probe[] = { "python3", "-c", "import array_record.python.array_record_module, grain",
 				       NULL };
@@ -428,20 +413,10 @@ static bool ensure_python_packages(char *why, size_t cap)
 		goto out;
 	}
 	run_child(probe, 120, co);
-	if (co->status == 0) {
-		ok = true;
-		goto out;
-	}
-	fprintf(stderr, "%s: installing the Python baselines (pip install array-record grain)\n", cli_command_name);
-	run_child((char *const[]){ "python3", "-m", "pip", "install", "-q", "array-record", "grain", NULL }, 600, co);
-	if (co->status != 0) {
-		snprintf(why, cap, "pip install array-record grain failed: %s", co->err_tail);
-		goto out;
-	}
-	run_child(probe, 120, co);
 	ok = co->status == 0;
 	if (!ok)
-		snprintf(why, cap, "array_record/grain still not importable after pip install: %.150s", co->err_tail);
+		snprintf(why, cap, "array_record/grain not importable (pip install array-record grain, or "
+			 "tools/install-deps): %.150s", co->err_tail);
 out:
 	free(co);
 	return ok;
@@ -521,7 +496,7 @@ static void python_baselines(const char *path, const struct bench_config *c, con
 
 	if (!found)
 		snprintf(why, sizeof(why), "bench/py/official_read.py not found (set GRIST_BENCH_PY to its folder)");
-	if (!found || !ensure_python_packages(why, sizeof(why))) {
+	if (!found || !have_python_packages(why, sizeof(why))) {
 		snprintf(out[2].why, sizeof(out[2].why), "%s", why);
 		snprintf(out[3].why, sizeof(out[3].why), "%s", why);
 		return;

@@ -1,4 +1,4 @@
-/* `grist bench` measurement core: datasets made and cached, page cache control, one timed loader run. */
+/* grist-bench's measurement core: datasets made and cached, page cache control, one timed loader run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "input.h"
+#include "convert/input.h"
 
 /*
  * A ring of PIECES buffers of PIECE_SIZE bytes. The thread fills ring[tail %
@@ -21,7 +21,7 @@
 #define PIECES 4
 #define PIECE_SIZE (1u << 20)
 
-struct input_inflater {
+struct grist_inflater {
 	gzFile gz;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -38,7 +38,7 @@ struct input_inflater {
 
 static void *inflate_main(void *arg)
 {
-	struct input_inflater *f = arg;
+	struct grist_inflater *f = arg;
 
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
@@ -82,9 +82,9 @@ static void *inflate_main(void *arg)
 	return NULL;
 }
 
-int input_inflater_start(gzFile gz, const char *path, struct input_inflater **out)
+int grist_inflater_start(gzFile gz, const char *path, struct grist_inflater **out)
 {
-	struct input_inflater *f = calloc(1, sizeof(*f));
+	struct grist_inflater *f = calloc(1, sizeof(*f));
 	sigset_t all, old;
 	int i, ret;
 
@@ -122,7 +122,7 @@ nomem:
 	return grist_fail(-ENOMEM, "%s: cannot allocate GZIP buffers", path);
 }
 
-int64_t input_inflater_read(struct input_inflater *f, uint8_t *dst, size_t n, const char **why)
+int64_t grist_inflater_read(struct grist_inflater *f, uint8_t *dst, size_t n, const char **why)
 {
 	unsigned slot;
 	size_t take;
@@ -154,7 +154,7 @@ int64_t input_inflater_read(struct input_inflater *f, uint8_t *dst, size_t n, co
 	return (int64_t)take;
 }
 
-uint64_t input_inflater_disk_offset(struct input_inflater *f)
+uint64_t grist_inflater_disk_offset(struct grist_inflater *f)
 {
 	uint64_t off;
 
@@ -164,7 +164,7 @@ uint64_t input_inflater_disk_offset(struct input_inflater *f)
 	return off;
 }
 
-void input_inflater_stop(struct input_inflater *f)
+void grist_inflater_stop(struct grist_inflater *f)
 {
 	int i;
 

@@ -1,5 +1,5 @@
 /*
- * `grist bench --sweep`: one knob at a time around a base configuration, to CSV and gnuplot
+ * `grist-bench --sweep`: one knob at a time around a base configuration, to CSV and gnuplot
  * PNGs; with --compare, fio beside every point (alternating which runs first) and the ratio.
  */
 #include <errno.h>
@@ -120,7 +120,7 @@ static int plot_axis(const char *out_dir, const struct axis *ax, bool fio, const
 			"set output '%s'\n"
 			"set datafile separator ','\n"
 			"set key top left autotitle columnhead\n"
-			"set title 'grist bench --sweep: %s'\n"
+			"set title 'grist-bench --sweep: %s'\n"
 			"set xlabel '%s'\n%s"
 			"set ylabel 'records/s'\n"
 			"set y2label 'CPU cores'\n"
@@ -266,7 +266,7 @@ int bench_sweep(const char *const *paths, size_t num_paths, const struct bench_d
 		}
 		total += axes[i].n;
 	}
-	if (!bench_ensure_program("gnuplot", "gnuplot-nox", why, sizeof(why))) {
+	if (!bench_have_program("gnuplot", "gnuplot-nox", why, sizeof(why))) {
 		fprintf(stderr, "%s: sweep: no plots: %s; the CSV files are written anyway\n", cli_command_name, why);
 		plots = false;
 	}
@@ -349,7 +349,7 @@ int bench_sweep(const char *const *paths, size_t num_paths, const struct bench_d
 			fprintf(stderr, "%s: cannot write %s\n", cli_command_name, csv);
 			rc = CLI_EXIT_DATA;
 		}
-		snprintf(title, sizeof(title), "grist bench --sweep %s%s: %llu-byte records, queue depth %u, %u threads",
+		snprintf(title, sizeof(title), "grist-bench --sweep %s%s: %llu-byte records, queue depth %u, %u threads",
 			 ax->name, o->compare ? (base->cold ? " --cold --compare" : " --compare") : "",
 			 (unsigned long long)(d ? d->record_size : 0), base->loader.queue_depth, base->loader.threads);
 		if (rc == CLI_EXIT_OK && plots && plot_axis(o->out_dir, ax, o->compare, title, why, sizeof(why)))

@@ -1,4 +1,4 @@
-/* `grist bench`: measure the loader on generated or given files, beside fio, pread, Python and the codec. */
+/* grist-bench: measure the loader on generated or given files, beside fio, pread, Python and the codec. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include "cli.h"
 
 static const char bench_usage[] =
-	"usage: grist bench [FILE...] [options]\n"
+	"usage: grist-bench [FILE...] [options]\n"
 	"\n"
 	"Measure the loader: records/s, bytes/s read and decoded, CPU, batch-time percentiles,\n"
 	"time to first batch and where the time went. Without FILE a dataset is generated\n"
@@ -479,7 +479,7 @@ static struct bench_baseline median_baseline(struct bench_baseline (*runs)[BENCH
 	return med;
 }
 
-int cmd_bench(int argc, char **argv)
+static int bench_main(int argc, char **argv)
 {
 	struct bench_baseline bl[BENCH_BASELINES];
 	struct bench_args a = { 0 };
@@ -559,4 +559,12 @@ int cmd_bench(int argc, char **argv)
 			print_baselines_text(&r, &a.cfg, bl, nbl);
 	}
 	return CLI_EXIT_OK; /* main() checks that stdout was written */
+}
+
+int main(int argc, char **argv)
+{
+	cli_command_name = "grist-bench";
+	/* The loader may map the files (--io mmap/auto): a file shrinking under it is an error, not a death. */
+	cli_install_sigbus();
+	return cli_finish_stdout(bench_main(argc, argv));
 }

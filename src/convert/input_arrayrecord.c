@@ -1,17 +1,17 @@
-/* `grist convert --from arrayrecord`: the records of existing ArrayRecord files, to re-encode with other options. */
+/* grist_convert() from arrayrecord: the records of existing ArrayRecord files, to re-encode with other options. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "common/error.h"
 #include "grist/format.h"
-#include "input.h"
+#include "convert/input.h"
 
 struct ar_input {
 	struct grist_reader *r;
 	uint64_t records, size;
 };
 
-static int ar_open(struct input *in, const char *path)
+static int ar_open(struct grist_input *in, const char *path)
 {
 	struct ar_input *a = calloc(1, sizeof(*a));
 	struct grist_file_info fi;
@@ -31,7 +31,7 @@ static int ar_open(struct input *in, const char *path)
 	return 0;
 }
 
-static int ar_next(struct input *in, const uint8_t **data, size_t *len)
+static int ar_next(struct grist_input *in, const uint8_t **data, size_t *len)
 {
 	struct ar_input *a = in->priv;
 	int ret = grist_reader_read_next(a->r, data, len);
@@ -41,21 +41,21 @@ static int ar_next(struct input *in, const uint8_t **data, size_t *len)
 	return ret;
 }
 
-static int ar_count(struct input *in, uint64_t *records)
+static int ar_count(struct grist_input *in, uint64_t *records)
 {
 	*records = ((struct ar_input *)in->priv)->records;
 	return 0;
 }
 
 /* Progress by records: the file's bytes are not read in order of position alone. */
-static uint64_t ar_done_bytes(const struct input *in)
+static uint64_t ar_done_bytes(const struct grist_input *in)
 {
 	const struct ar_input *a = in->priv;
 
 	return a->records ? (uint64_t)((double)a->size * (double)in->record / (double)a->records) : 0;
 }
 
-static void ar_close(struct input *in)
+static void ar_close(struct grist_input *in)
 {
 	struct ar_input *a = in->priv;
 
@@ -65,7 +65,7 @@ static void ar_close(struct input *in)
 	in->priv = NULL;
 }
 
-const struct input_ops input_arrayrecord_ops = {
+const struct grist_input_ops grist_input_arrayrecord_ops = {
 	.name = "arrayrecord",
 	.open = ar_open,
 	.next = ar_next,

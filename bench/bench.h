@@ -1,4 +1,4 @@
-/* Internal interface between the pieces of `grist bench`: the run, its baselines and the sweep. */
+/* Internal interface between the pieces of grist-bench: the run, its baselines and the sweep. */
 #ifndef GRIST_TOOLS_BENCH_H
 #define GRIST_TOOLS_BENCH_H
 
@@ -104,8 +104,8 @@ enum { BENCH_BASELINES = 6 };
 /* The baselines' short names, in output order: fio, pread, official, grain, codec, pyloader. */
 extern const char *const bench_baseline_keys[BENCH_BASELINES];
 
-/* @prog is on PATH, or was installed (package @pkg) with apt-get as root; else @why says why not. */
-bool bench_ensure_program(const char *prog, const char *pkg, char *why, size_t cap);
+/* @prog is on PATH; else @why says so and that package @pkg (tools/install-deps) provides it. */
+bool bench_have_program(const char *prog, const char *pkg, char *why, size_t cap);
 
 /* Run the baselines @c->baselines selects on @path, for @c->seconds each. */
 void bench_run_baselines(const char *path, const struct bench_config *c, struct bench_baseline out[BENCH_BASELINES]);

@@ -7,13 +7,14 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "input.h"
+#include "common/open.h"
+#include "convert/input.h"
 
 /* Reads go to the kernel (or zlib) in pieces of at least this size. */
 #define SOURCE_READ_SIZE (1u << 20)
 
 /* True when the first bytes of the source's file are the GZIP magic. 0/1, or a negative errno. */
-static int is_gzip(const struct input_source *s)
+static int is_gzip(const struct grist_input_source *s)
 {
 	uint8_t magic[2];
 	ssize_t n = pread(s->fd, magic, 2, 0);
@@ -23,24 +24,20 @@ static int is_gzip(const struct input_source *s)
 	return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
-int input_source_open(struct input_source *s, const char *path)
+int grist_input_source_open(struct grist_input_source *s, const char *path)
 {
 	struct stat st;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->path = path;
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* A folder given as a file is bad input (the dir format reads folders), not a bad request. */
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		return grist_fail(-EISDIR, "%s: a folder, not a file (folders are the dir format)", path);
+	/* Never blocks on a FIFO without a writer: -EINVAL for anything but a regular file. */
+	s->fd = grist_open_regular(path, 0, &st);
 	if (s->fd < 0)
-		return grist_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(s->fd, &st) < 0) {
-		ret = grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ret = grist_fail(-EINVAL, "%s: not a regular file", path);
-		goto fail;
-	}
+		return s->fd;
 	s->file_size = (uint64_t)st.st_size;
 	ret = is_gzip(s);
 	if (ret < 0)
@@ -58,7 +55,7 @@ int input_source_open(struct input_source *s, const char *path)
 			goto fail;
 		}
 		gzbuffer(gz, SOURCE_READ_SIZE);
-		ret = input_inflater_start(gz, path, &s->gz);
+		ret = grist_inflater_start(gz, path, &s->gz);
 		if (ret) {
 			gzclose(gz);
 			goto fail;
@@ -72,13 +69,13 @@ int input_source_open(struct input_source *s, const char *path)
 	}
 	return 0;
 fail:
-	input_source_close(s);
+	grist_input_source_close(s);
 	return ret;
 }
 
-void input_source_close(struct input_source *s)
+void grist_input_source_close(struct grist_input_source *s)
 {
-	input_inflater_stop(s->gz);
+	grist_inflater_stop(s->gz);
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->buf);
@@ -88,7 +85,7 @@ void input_source_close(struct input_source *s)
 }
 
 /* One read of up to @n bytes into @dst: the count, 0 at the end, or a negative errno. */
-static int64_t read_some(struct input_source *s, uint8_t *dst, size_t n)
+static int64_t read_some(struct grist_input_source *s, uint8_t *dst, size_t n)
 {
 	uint64_t at = s->offset + (s->end - s->start);
 
@@ -96,7 +93,7 @@ static int64_t read_some(struct input_source *s, uint8_t *dst, size_t n)
 		n = 1u << 30;
 	if (s->gz) {
 		const char *why = "";
-		int64_t got = input_inflater_read(s->gz, dst, n, &why);
+		int64_t got = grist_inflater_read(s->gz, dst, n, &why);
 
 		if (got >= 0)
 			return got;
@@ -112,7 +109,7 @@ static int64_t read_some(struct input_source *s, uint8_t *dst, size_t n)
 	}
 }
 
-int64_t input_source_fill(struct input_source *s, size_t n)
+int64_t grist_input_source_fill(struct grist_input_source *s, size_t n)
 {
 	while (s->end - s->start < n && !s->eof) {
 		int64_t got;
@@ -144,9 +141,9 @@ int64_t input_source_fill(struct input_source *s, size_t n)
 	return (int64_t)(s->end - s->start);
 }
 
-uint64_t input_source_disk_offset(const struct input_source *s)
+uint64_t grist_input_source_disk_offset(const struct grist_input_source *s)
 {
 	if (s->gz)
-		return input_inflater_disk_offset(s->gz);
+		return grist_inflater_disk_offset(s->gz);
 	return s->offset;
 }

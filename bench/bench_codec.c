@@ -1,4 +1,4 @@
-/* `grist bench --compare`: one core's raw codec speed on the file's own chunks, the ceiling of decode. */
+/* `grist-bench --compare`: one core's raw codec speed on the file's own chunks, the ceiling of decode. */
 #include <brotli/decode.h>
 #include <brotli/encode.h> /* BROTLI_MAX_WINDOW_BITS: beyond it the writer makes large-window streams */
 #include <errno.h>
@@ -10,12 +10,8 @@
 #include <zstd.h>
 
 #include "grist/format.h"
-#include "codec/codec.h"
-#include "common/buf.h"
-#include "format/chunk.h"
-#include "format/chunk_decode.h"
-#include "format/dataset.h"
-#include "format/options.h"
+#define GRIST_INTERNAL /* the chunk walker and the writer's compression: see grist/internal/chunks.h */
+#include "grist/internal/chunks.h"
 #include "bench.h"
 
 /*
@@ -37,16 +33,18 @@ struct frame {
 	uint64_t records;
 };
 
+/* Every frame, back to back. */
+struct frames {
+	uint8_t *data;
+	size_t len, cap;
+};
+
 struct sample {
-	const struct grist_file_geom *g;
-	struct grist_writer_options opts;
-	const struct grist_codec_ops *codec;
-	struct grist_codec_params params;
-	struct grist_codec_set ctxs;   /* the writer's compression contexts */
-	struct grist_chunk_decoder *dec;
-	struct grist_buf extent;       /* one chunk's file bytes */
-	struct grist_buf stored;       /* its values section, as stored */
-	struct grist_buf frames;       /* every frame, back to back */
+	struct grist_chunk_walker *w;
+	const struct grist_chunk_file *file;
+	struct grist_values_compressor *comp; /* the writer's compression */
+	struct grist_values_codec opts;
+	struct frames frames;
 	uint8_t *out;                  /* the reused output buffer, max_decoded bytes */
 	size_t out_cap;
 	struct frame *f;
@@ -55,19 +53,22 @@ struct sample {
 	uint64_t decoded, records, stored_bytes, identical;
 };
 
+enum raw_codec { RAW_NONE, RAW_ZSTD, RAW_SNAPPY, RAW_BROTLI };
+
 /* The codec library called directly, with one context reused for every frame. */
 struct raw_decoder {
-	uint8_t codec;
+	enum raw_codec codec;
 	bool large_window;             /* brotli streams with windows beyond 2^24 */
 	ZSTD_DCtx *zstd;
 };
 
-static int raw_decoder_init(struct raw_decoder *d, const struct grist_writer_options *o)
+static int raw_decoder_init(struct raw_decoder *d, const struct grist_values_codec *o)
 {
-	d->codec = o->compression;
+	d->codec = !strcmp(o->codec, "zstd") ? RAW_ZSTD : !strcmp(o->codec, "snappy") ? RAW_SNAPPY
+		 : !strcmp(o->codec, "brotli") ? RAW_BROTLI : RAW_NONE;
 	d->large_window = o->window_log > BROTLI_MAX_WINDOW_BITS;
 	d->zstd = NULL;
-	if (d->codec != GRIST_CODEC_ZSTD)
+	if (d->codec != RAW_ZSTD)
 		return 0;
 	d->zstd = ZSTD_createDCtx();
 	if (!d->zstd)
@@ -99,12 +100,12 @@ static size_t raw_decode(const struct raw_decoder *d, const uint8_t *src, size_t
 	size_t n = cap;
 
 	switch (d->codec) {
-	case GRIST_CODEC_ZSTD:
+	case RAW_ZSTD:
 		n = ZSTD_decompressDCtx(d->zstd, dst, cap, src, len);
 		return ZSTD_isError(n) ? SIZE_MAX : n;
-	case GRIST_CODEC_SNAPPY:
+	case RAW_SNAPPY:
 		return snappy_uncompress((const char *)src, len, (char *)dst, &n) == SNAPPY_OK ? n : SIZE_MAX;
-	case GRIST_CODEC_BROTLI:
+	case RAW_BROTLI:
 		if (d->large_window)
 			return brotli_large(src, len, dst, cap);
 		return BrotliDecoderDecompress(len, src, &n, dst) == BROTLI_DECODER_RESULT_SUCCESS ? n : SIZE_MAX;
@@ -120,33 +121,33 @@ static size_t raw_decode(const struct raw_decoder *d, const uint8_t *src, size_t
 static const char *raw_call(const struct raw_decoder *d)
 {
 	switch (d->codec) {
-	case GRIST_CODEC_ZSTD:
+	case RAW_ZSTD:
 		return "ZSTD_decompressDCtx, one DCtx";
-	case GRIST_CODEC_SNAPPY:
+	case RAW_SNAPPY:
 		return "snappy_uncompress";
-	case GRIST_CODEC_BROTLI:
+	case RAW_BROTLI:
 		return d->large_window ? "BrotliDecoderDecompressStream, large window" : "BrotliDecoderDecompress";
 	default:
 		return "memcpy";
 	}
 }
 
-/* The values stream of the chunk held in s->extent, as the file stores it, into s->stored. */
-static int stored_values(struct sample *s, uint64_t begin, uint64_t end, char *why, size_t cap)
+static int frames_append(struct frames *f, const uint8_t *p, size_t n)
 {
-	const uint8_t *stream;
-	size_t len;
-	int ret = grist_chunk_stored_values(s->dec, s->extent.data, begin, s->extent.len, begin, end, s->g->path,
-					    &stream, &len);
+	if (f->len + n > f->cap) {
+		size_t ncap = f->cap ? f->cap : 1 << 20;
+		uint8_t *nd;
 
-	if (!ret)
-		ret = grist_buf_reserve(&s->stored, len ? len : 1);
-	if (ret) {
-		snprintf(why, cap, "%s", grist_last_error());
-		return ret;
+		while (ncap < f->len + n)
+			ncap *= 2;
+		nd = realloc(f->data, ncap);
+		if (!nd)
+			return -ENOMEM;
+		f->data = nd;
+		f->cap = ncap;
 	}
-	memcpy(s->stored.data, stream, len);
-	s->stored.len = len;
+	memcpy(f->data + f->len, p, n);
+	f->len += n;
 	return 0;
 }
 
@@ -157,44 +158,30 @@ static int stored_values(struct sample *s, uint64_t begin, uint64_t end, char *w
  */
 static int sample_add(struct sample *s, const struct raw_decoder *rd, uint64_t k, char *why, size_t cap)
 {
-	const struct grist_file_geom *g = s->g;
-	uint64_t begin = g->chunk_offsets[k], end = g->chunk_offsets[k + 1];
-	struct grist_decoded_chunk c;
+	struct grist_chunk_extent e;
+	struct grist_chunk_view c;
+	const uint8_t *stream;
 	struct frame *fr;
-	size_t off;
-	ssize_t got;
-	void *ctx;
+	size_t off, len;
 	int ret;
 
-	if (end - begin > CHUNK_EXTENT_MAX) {
+	grist_chunk_walker_extent(s->w, k, &e);
+	if (e.end - e.begin > CHUNK_EXTENT_MAX) {
 		snprintf(why, cap, "the chunk at byte %llu spans %llu bytes, beyond the baseline's %llu",
-			 (unsigned long long)begin, (unsigned long long)(end - begin),
+			 (unsigned long long)e.begin, (unsigned long long)(e.end - e.begin),
 			 (unsigned long long)CHUNK_EXTENT_MAX);
 		return -ENOMEM;
 	}
-	if (grist_buf_reserve(&s->extent, end - begin))
-		goto nomem;
-	got = pread(g->fd, s->extent.data, end - begin, (off_t)begin);
-	if (got != (ssize_t)(end - begin)) {
-		snprintf(why, cap, "pread of the chunk at byte %llu of %s: %s", (unsigned long long)begin, g->path,
-			 got < 0 ? strerror(errno) : "short read");
-		return got < 0 ? -errno : -EIO;
-	}
-	s->extent.len = end - begin;
-	/* first: the stream lives only until the decoder's next call */
-	ret = stored_values(s, begin, end, why, cap);
-	if (ret)
-		return ret;
-	ret = grist_chunk_decode(s->dec, s->extent.data, begin, s->extent.len, begin, end, g->path, &c);
+	ret = grist_chunk_walker_read(s->w, k, &c);
 	if (ret) {
 		snprintf(why, cap, "%s", grist_last_error());
 		return ret;
 	}
-	if (c.chunk_type != GRIST_CHUNK_SIMPLE || !c.num_records)
+	if (!c.simple)
 		return 0;
-	if (c.compression != s->opts.compression) {
-		snprintf(why, cap, "the chunk at byte %llu uses codec 0x%02x, the writer options say %s",
-			 (unsigned long long)begin, c.compression, s->codec->name);
+	if (strcmp(c.codec, s->opts.codec)) {
+		snprintf(why, cap, "the chunk at byte %llu uses %s, the writer options say %s",
+			 (unsigned long long)e.begin, c.codec, s->opts.codec);
 		return -EBADMSG;
 	}
 	if (s->n == s->cap) {
@@ -207,34 +194,33 @@ static int sample_add(struct sample *s, const struct raw_decoder *rd, uint64_t k
 		s->cap = ncap;
 	}
 	off = s->frames.len;
-	ret = grist_codec_set_get(&s->ctxs, s->codec, &ctx);
-	if (!ret)
-		ret = s->codec->compress(ctx, &s->params, c.values, c.decoded_data_size, &s->frames);
+	ret = grist_values_compress(s->comp, c.values, c.values_len, &stream, &len);
 	if (ret) {
-		snprintf(why, cap, "%s compression of the chunk at byte %llu failed: %s", s->codec->name,
-			 (unsigned long long)begin, grist_last_error());
+		snprintf(why, cap, "%s compression of the chunk at byte %llu failed: %s", s->opts.codec,
+			 (unsigned long long)e.begin, grist_last_error());
 		return ret;
 	}
-	if (c.decoded_data_size > s->out_cap) {
-		uint8_t *o = realloc(s->out, c.decoded_data_size);
+	if (frames_append(&s->frames, stream, len))
+		goto nomem;
+	if (c.values_len > s->out_cap) {
+		uint8_t *o = realloc(s->out, c.values_len);
 
 		if (!o)
 			goto nomem;
 		s->out = o;
-		s->out_cap = c.decoded_data_size;
+		s->out_cap = c.values_len;
 	}
 	fr = &s->f[s->n];
-	*fr = (struct frame){ .off = off, .len = s->frames.len - off, .decoded = c.decoded_data_size,
-			      .records = c.num_records };
+	*fr = (struct frame){ .off = off, .len = len, .decoded = c.values_len, .records = e.num_records };
 	if (raw_decode(rd, s->frames.data + off, fr->len, s->out, s->out_cap) != fr->decoded ||
 	    (fr->decoded && memcmp(s->out, c.values, fr->decoded))) {
 		snprintf(why, cap, "%s does not give back the %zu decoded bytes of the chunk at byte %llu",
-			 raw_call(rd), fr->decoded, (unsigned long long)begin);
+			 raw_call(rd), fr->decoded, (unsigned long long)e.begin);
 		return -EBADMSG;
 	}
-	if (fr->len == s->stored.len && !memcmp(s->frames.data + off, s->stored.data, fr->len))
+	if (fr->len == c.stored_len && !memcmp(s->frames.data + off, c.stored, fr->len))
 		s->identical++;
-	s->stored_bytes += s->stored.len;
+	s->stored_bytes += c.stored_len;
 	s->decoded += fr->decoded;
 	s->records += fr->records;
 	if (fr->decoded > s->max_decoded)
@@ -242,7 +228,7 @@ static int sample_add(struct sample *s, const struct raw_decoder *rd, uint64_t k
 	s->n++;
 	return 0;
 nomem:
-	snprintf(why, cap, "out of memory for the chunk at byte %llu", (unsigned long long)begin);
+	snprintf(why, cap, "out of memory for the chunk at byte %llu", (unsigned long long)e.begin);
 	return -ENOMEM;
 }
 
@@ -275,7 +261,7 @@ static uint64_t spread_step(uint64_t n)
 
 static int sample_build(struct sample *s, const struct raw_decoder *rd, double limit_s, char *why, size_t cap)
 {
-	uint64_t n = s->g->num_chunks, step = spread_step(n), k = 0, j;
+	uint64_t n = s->file->num_chunks, step = spread_step(n), k = 0, j;
 	double t0 = bench_now();
 	int ret;
 
@@ -288,43 +274,38 @@ static int sample_build(struct sample *s, const struct raw_decoder *rd, double l
 			return ret;
 	}
 	if (!s->n) {
-		snprintf(why, cap, "%s holds no records to decode", s->g->path);
+		snprintf(why, cap, "%s holds no records to decode", s->file->path);
 		return -EINVAL;
 	}
 	return 0;
 }
 
 /* The file's writer options; a file without them gets its codec's defaults. */
-static int sample_options(struct sample *s, const struct grist_file_info *info, char *why, size_t cap)
+static int sample_options(struct sample *s, char *why, size_t cap)
 {
-	const char *text = s->g->writer_options[0] ? s->g->writer_options : info->compression;
+	const char *text = s->file->writer_options[0] ? s->file->writer_options : s->file->codec;
 
-	if (grist_writer_options_parse(text, &s->opts)) {
+	if (grist_values_compressor_create(text, &s->comp, &s->opts)) {
 		snprintf(why, cap, "writer options '%s': %s", text, grist_last_error());
 		return -EINVAL;
 	}
-	if (s->opts.compression != s->g->compression) {
-		snprintf(why, cap, "the writer options '%s' disagree with the file's codec %s", text,
-			 info->compression);
+	if (strcmp(s->opts.codec, s->file->codec)) {
+		snprintf(why, cap, "the writer options '%s' disagree with the file's codec %s", text, s->file->codec);
 		return -EBADMSG;
 	}
-	if (s->g->max_chunk_decoded > CHUNK_DECODED_MAX) {
+	if (s->file->max_chunk_decoded > CHUNK_DECODED_MAX) {
 		snprintf(why, cap, "a chunk decodes to %llu bytes, beyond the baseline's %llu",
-			 (unsigned long long)s->g->max_chunk_decoded, (unsigned long long)CHUNK_DECODED_MAX);
+			 (unsigned long long)s->file->max_chunk_decoded, (unsigned long long)CHUNK_DECODED_MAX);
 		return -ENOMEM;
 	}
-	s->codec = grist_codec_find(s->opts.compression);
-	s->params = (struct grist_codec_params){ .level = s->opts.level, .window_log = s->opts.window_log };
-	return s->codec ? 0 : -ENOTSUP;
+	return 0;
 }
 
 static void sample_free(struct sample *s)
 {
-	grist_codec_set_clear(&s->ctxs);
-	grist_chunk_decoder_destroy(s->dec);
-	grist_buf_free(&s->extent);
-	grist_buf_free(&s->stored);
-	grist_buf_free(&s->frames);
+	grist_values_compressor_destroy(s->comp);
+	grist_chunk_walker_close(s->w);
+	free(s->frames.data);
 	free(s->out);
 	free(s->f);
 }
@@ -332,11 +313,11 @@ static void sample_free(struct sample *s)
 /* "zstd:3, window_log 20" and the like. */
 static void codec_label(const struct sample *s, char *buf, size_t cap)
 {
-	int n = snprintf(buf, cap, "%s", s->codec->name);
+	int n = snprintf(buf, cap, "%s", s->opts.codec);
 
-	if (s->opts.compression == GRIST_CODEC_ZSTD || s->opts.compression == GRIST_CODEC_BROTLI)
+	if (!strcmp(s->opts.codec, "zstd") || !strcmp(s->opts.codec, "brotli"))
 		n += snprintf(buf + n, cap - (size_t)n, ":%d", s->opts.level);
-	if (s->opts.window_log && s->opts.compression != GRIST_CODEC_NONE && (size_t)n < cap)
+	if (s->opts.window_log && strcmp(s->opts.codec, "uncompressed") && (size_t)n < cap)
 		snprintf(buf + n, cap - (size_t)n, ", window_log %d", s->opts.window_log);
 }
 
@@ -420,27 +401,23 @@ void bench_baseline_codec(const char *path, const struct bench_config *c, struct
 {
 	struct raw_decoder rd = { 0 };
 	struct sample s = { 0 };
-	struct grist_file_info info;
-	struct grist_reader *r = NULL;
 	struct pass_result pr;
 	char label[64];
-	int ret;
 
 	b->name = "codec, one core";
 	b->decoded = true;
-	ret = grist_reader_open(&path, 1, NULL, &r);
-	if (ret) {
+	if (grist_chunk_walker_open(path, &s.w)) {
 		snprintf(b->why, sizeof(b->why), "%s", grist_last_error());
 		return;
 	}
-	s.g = grist_reader_file_geom(r, 0);
-	if (!s.g || !s.g->num_chunks || grist_reader_file_info(r, 0, &info)) {
+	s.file = grist_chunk_walker_file(s.w);
+	if (!s.file->num_chunks) {
 		snprintf(b->why, sizeof(b->why), "%s holds no records", path);
 		goto out;
 	}
-	if (sample_options(&s, &info, b->why, sizeof(b->why)))
+	if (sample_options(&s, b->why, sizeof(b->why)))
 		goto out;
-	if (raw_decoder_init(&rd, &s.opts) || grist_chunk_decoder_create(&s.dec)) {
+	if (raw_decoder_init(&rd, &s.opts)) {
 		snprintf(b->why, sizeof(b->why), "out of memory for the decoders");
 		goto out;
 	}
@@ -469,5 +446,4 @@ void bench_baseline_codec(const char *path, const struct bench_config *c, struct
 out:
 	ZSTD_freeDCtx(rd.zstd);
 	sample_free(&s);
-	grist_reader_close(r);
 }

@@ -1,14 +1,14 @@
-/* Which input format a path holds, by file type and first bytes, for `grist convert` without --from. */
+/* Which input format a path holds, by file type and first bytes, for grist_convert() without a format. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "common/error.h"
-#include "input.h"
+#include "convert/input.h"
 
-static const struct input_ops *const formats[] = {
-	&input_tfrecord_ops, &input_lines_ops, &input_dir_ops, &input_arrayrecord_ops, NULL,
+static const struct grist_input_ops *const formats[] = {
+	&grist_input_tfrecord_ops, &grist_input_lines_ops, &grist_input_dir_ops, &grist_input_arrayrecord_ops, NULL,
 };
 
 /* The first 64 bytes of every Riegeli file, hence of every ArrayRecord file: block header, then an empty 's' chunk. */
@@ -22,7 +22,7 @@ static const uint8_t riegeli_signature[64] = {
 /* How much text is looked at before calling a file lines. */
 #define SNIFF_BYTES 4096
 
-const struct input_ops *input_find(const char *name)
+const struct grist_input_ops *grist_input_find(const char *name)
 {
 	size_t i;
 
@@ -53,9 +53,9 @@ static bool looks_like_text(const uint8_t *p, size_t n)
 	return true;
 }
 
-int input_detect(const char *path, const struct input_ops **ops)
+int grist_input_detect(const char *path, const struct grist_input_ops **ops)
 {
-	struct input_source s;
+	struct grist_input_source s;
 	struct stat st;
 	const uint8_t *p;
 	uint64_t length;
@@ -66,31 +66,31 @@ int input_detect(const char *path, const struct input_ops **ops)
 	if (stat(path, &st) < 0)
 		return grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
 	if (S_ISDIR(st.st_mode)) {
-		*ops = &input_dir_ops;
+		*ops = &grist_input_dir_ops;
 		return 0;
 	}
-	ret = input_source_open(&s, path);
+	ret = grist_input_source_open(&s, path);
 	if (ret)
 		return ret;
 	gz = s.gz != NULL;
-	have = input_source_fill(&s, SNIFF_BYTES);
+	have = grist_input_source_fill(&s, SNIFF_BYTES);
 	if (have < 0) {
 		ret = (int)have;
 		goto out;
 	}
 	p = s.buf + s.start;
 	if (!gz && have >= 64 && !memcmp(p, riegeli_signature, 64))
-		*ops = &input_arrayrecord_ops;
-	else if (have >= TFRECORD_HEADER && input_tfrecord_header(p, &length))
+		*ops = &grist_input_arrayrecord_ops;
+	else if (have >= GRIST_TFRECORD_HEADER && grist_tfrecord_header(p, &length))
 		/* A chance match of a 32-bit CRC in text is one in four billion. */
-		*ops = &input_tfrecord_ops;
+		*ops = &grist_input_tfrecord_ops;
 	else if (have > 0 && looks_like_text(p, (size_t)have))
-		*ops = &input_lines_ops;
+		*ops = &grist_input_lines_ops;
 	/* Empty: no records in any stream format; *ops stays NULL and the caller picks. */
 	if (!*ops && have)
 		ret = grist_fail(-EINVAL, "%s: cannot tell the input format (%snot ArrayRecord, TFRecord or UTF-8 text); "
-				 "give --from tfrecord|lines|dir|arrayrecord", path, gz ? "GZIP holding " : "");
+				 "name the format: --from (format= in Python) tfrecord|lines|dir|arrayrecord", path, gz ? "GZIP holding " : "");
 out:
-	input_source_close(&s);
+	grist_input_source_close(&s);
 	return ret;
 }

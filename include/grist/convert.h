@@ -1,0 +1,159 @@
+/*
+ * grist/convert.h - converting datasets into ArrayRecord files.
+ *
+ * grist_convert() reads INPUTs in order and writes their records, in that order, to one
+ * ArrayRecord file or to N shards:
+ *
+ *   TFRecord   plain or GZIP (told by its magic bytes), every length and data CRC-32C
+ *              checked (the data CRC can be skipped);
+ *   lines      text, one record per line without its newline, plain or GZIP;
+ *   dir        a folder: one record per regular file under it, in bytewise order of the
+ *              relative path (symbolic links and special files are skipped);
+ *   arrayrecord  ArrayRecord files, re-encoded with other writer options.
+ *
+ * Without a format, each INPUT's is told by its file type and first bytes; they must
+ * agree. With N shards the records are cut into N contiguous runs whose counts differ by
+ * at most one (the first ones hold the extra records), named OUT-00000-of-0000N as TFDS
+ * names them; their concatenation is the input. The output is the same, byte for byte,
+ * for any max_parallelism in the writer options.
+ *
+ * All or nothing. Every output is written under a temporary name in its folder and
+ * renamed into place only once all are complete and synced. A conversion that fails or
+ * is cancelled leaves nothing at the output names and no temporary (an existing file
+ * there is left as it was); one that succeeds replaces them all. An output that is one
+ * of the inputs (the same path, a hard link or a symbolic link to it; for a folder input,
+ * any name inside it) is refused before anything is read or written.
+ *
+ * The library prints nothing: a failure is a negative errno with grist_last_error()
+ * naming the file and the byte offset or record number (grist/error.h); progress goes to
+ * an optional callback, which can also cancel.
+ *
+ * Thread-safety: conversions on different threads are independent. One conversion
+ * runs on the calling thread (plus the writer's compression threads and a GZIP
+ * inflating thread, which never call back).
+ */
+#ifndef GRIST_CONVERT_PUBLIC_H
+#define GRIST_CONVERT_PUBLIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most shards a name can number: TFDS writes five digits. */
+#define GRIST_CONVERT_SHARDS_MAX 99999
+
+enum grist_convert_format {
+	GRIST_CONVERT_AUTO = 0,        /* each input's, by its file type and first bytes */
+	GRIST_CONVERT_TFRECORD,
+	GRIST_CONVERT_LINES,
+	GRIST_CONVERT_DIR,
+	GRIST_CONVERT_ARRAYRECORD,
+};
+
+/*
+ * Where a conversion is, handed to the progress callback. The library fills it (size =
+ * its sizeof): a caller built against an older, shorter struct reads the fields it knows.
+ */
+struct grist_convert_progress {
+	size_t size;
+	uint64_t records;              /* records written so far */
+	uint64_t bytes;                /* record bytes written so far */
+	uint64_t input_bytes_done;     /* input bytes on disk consumed (compressed bytes for GZIP) */
+	uint64_t input_bytes_total;    /* the inputs' sizes on disk; 0 when not known (a folder input) */
+	double seconds;                /* since the conversion started */
+	size_t input;                  /* index of the input being read (num_inputs once all are read) */
+	bool counting;                 /* shards > 1: the first pass, which counts the records */
+	bool done;                     /* the last call: every output is in place */
+};
+
+/*
+ * A progress callback: called on the converting thread before each input is opened,
+ * then at most every progress_interval seconds while records are written, and once
+ * with p->done set after the outputs are in place. Return 0 to go on; nonzero cancels
+ * the conversion, which then returns -ECANCELED and leaves nothing behind (the value
+ * returned from the done call is ignored: the outputs are already in place).
+ */
+typedef int (*grist_convert_progress_fn)(const struct grist_convert_progress *p, void *arg);
+
+/*
+ * How to convert. A sized struct: set it up with grist_convert_options_init(), which
+ * sets .size; every field's default is its zero value, so a caller built against an
+ * older, shorter struct keeps working.
+ */
+struct grist_convert_options {
+	size_t size;                       /* sizeof(struct grist_convert_options) */
+	enum grist_convert_format format;  /* GRIST_CONVERT_AUTO: told per input */
+	const char *writer_options;        /* the official writer option text ("group_size:64,zstd:3,
+					      max_parallelism:4"); NULL or "" for the defaults */
+	uint64_t shards;                   /* 0 or 1: one file named OUT; N: OUT-%05u-of-%05N, N up to
+					      GRIST_CONVERT_SHARDS_MAX */
+	bool no_check;                     /* TFRecord: skip each record's data CRC (lengths are still checked) */
+	grist_convert_progress_fn progress; /* NULL: none */
+	void *progress_arg;
+	double progress_interval;          /* seconds between progress calls while writing; 0: 0.1 */
+};
+
+/* What a finished conversion wrote (a sized struct too: set .size, or use grist_convert_stats_init()). */
+struct grist_convert_stats {
+	size_t size;
+	uint64_t records;                  /* in all outputs */
+	uint64_t bytes;                    /* record bytes in all outputs */
+	uint64_t shards;                   /* files written */
+};
+
+/* Defaults: every field zero, .size set. */
+GRIST_API void grist_convert_options_init(struct grist_convert_options *o);
+GRIST_API void grist_convert_stats_init(struct grist_convert_stats *s);
+
+/**
+ * grist_convert() - convert @inputs[0..@num_inputs) into @output (see the top of this file).
+ * @o:     options, or NULL for the defaults.
+ * @stats: filled on success (may be NULL).
+ *
+ * Return: 0; -EINVAL for a request that cannot work as asked, before anything is written
+ * (bad writer options or shard count, no inputs, inputs of different formats, an input
+ * whose format cannot be told, an output that is an input, a FIFO or device as input);
+ * -ECANCELED when the progress callback cancelled; another negative errno for bad or
+ * unreadable input or a failed write (-EBADMSG for damaged data, -ENOENT, -EISDIR,
+ * -ENOTDIR, -EFBIG, -ENOSPC, -ENOMEM, ...), the message naming the file and where.
+ * Thread-safety: see the top of this file.
+ */
+GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const char *output,
+			    const struct grist_convert_options *o, struct grist_convert_stats *stats);
+
+/**
+ * grist_convert_shard_name() - the name of shard @shard of @shards for @output:
+ * @output itself when @shards <= 1, else "<output>-%05llu-of-%05llu".
+ * Return: the length of the name (snprintf-like: at most @cap - 1 bytes are written),
+ * or -EINVAL when @shard >= @shards or @shards exceeds GRIST_CONVERT_SHARDS_MAX.
+ */
+GRIST_API int grist_convert_shard_name(const char *output, uint64_t shard, uint64_t shards, char *buf,
+				       size_t cap);
+
+/**
+ * grist_convert_format_parse() - the format that @name spells: "tfrecord", "lines",
+ * "dir", "arrayrecord" (or "auto"). Return: 0, or -EINVAL naming the choices.
+ */
+GRIST_API int grist_convert_format_parse(const char *name, enum grist_convert_format *out);
+
+/* The name of @f ("auto", "tfrecord", ...), or NULL for a value that is none of them. */
+GRIST_API const char *grist_convert_format_name(enum grist_convert_format f);
+
+/**
+ * grist_convert_detect() - the format of @path as GRIST_CONVERT_AUTO would tell it.
+ * Return: 0 with *@out set (GRIST_CONVERT_AUTO for an empty file, which holds no records
+ * in any format); -EINVAL when the bytes are none of the formats; -ENOENT and the like.
+ */
+GRIST_API int grist_convert_detect(const char *path, enum grist_convert_format *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
