@@ -82,19 +82,19 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			w->arena_len = w->buf_need;
 		} else if (wk->count == 1) {
 			/* alone and larger than the arena: plain heap memory, one unit at a time */
-			if (w->heap_cap < w->buf_need) {
+			if (wk->heap_cap < w->buf_need) {
 				void *p = NULL;
 
-				free(w->heap);
-				w->heap = NULL;
-				w->heap_cap = 0;
+				free(wk->heap);
+				wk->heap = NULL;
+				wk->heap_cap = 0;
 				if (posix_memalign(&p, MEM_ALIGN, w->buf_need))
 					return grist_fail(-ENOMEM, "async engine: cannot allocate a %zu-byte read buffer",
 							  w->buf_need);
-				w->heap = p;
-				w->heap_cap = w->buf_need;
+				wk->heap = p;
+				wk->heap_cap = w->buf_need;
 			}
-			w->buf = w->heap;
+			w->buf = wk->heap;
 		} else {
 			return 0; /* waits for older works to retire */
 		}
