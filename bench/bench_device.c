@@ -195,7 +195,7 @@ static double consume_step(cl_command_queue q, cl_kernel k, const struct grist_d
 static void run_stall(const char *selector, enum grist_device_strategy strategy, size_t batch, unsigned slots,
 		      double xfer_s)
 {
-	struct grist_device_config cfg = { .selector = selector, .slots = slots, .slot_bytes = batch,
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = selector, .slots = slots, .slot_bytes = batch,
 					   .max_rows = batch / 4, .strategy = strategy };
 	const unsigned warmup = 8, nbatches = 72;
 	struct grist_device_stats st0, st1;
@@ -414,7 +414,7 @@ int main(int argc, char **argv)
 	printf("bench_device: selector %s, %u slots, median of %d runs\n", selector, slots, REPEATS);
 	{
 		/* The per-batch path's calls, timed alone: the floor for what the stage costs per batch. */
-		struct grist_device_config cfg = { .selector = selector, .slots = 2, .slot_bytes = 4096, .max_rows = 1 };
+		struct grist_device_config cfg = { .size = sizeof(cfg), .selector = selector, .slots = 2, .slot_bytes = 4096, .max_rows = 1 };
 		struct grist_device_stage *st;
 		int ret = grist_device_stage_create(&cfg, &st);
 
@@ -430,7 +430,7 @@ int main(int argc, char **argv)
 	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 		size_t batch = sizes[si];
 		unsigned nbatches = (unsigned)((512u << 20) / batch);
-		struct grist_device_config cfg = { .selector = selector, .slots = slots, .slot_bytes = batch,
+		struct grist_device_config cfg = { .size = sizeof(cfg), .selector = selector, .slots = slots, .slot_bytes = batch,
 						   .max_rows = 1 };
 		double staged[REPEATS], mapped[REPEATS], plain[REPEATS], bounded[REPEATS];
 		struct grist_device_stage *st, *mp;

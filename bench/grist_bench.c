@@ -28,12 +28,14 @@ static const char bench_usage[] =
 	"  --batches N           run for N batches instead\n"
 	"  --batch-size B        records per batch (default 256)\n"
 	"  --engine E            uring (default), pread or ref\n"
-	"  --threads T           decode threads (default: online CPUs)\n"
-	"  --queue-depth Q       reads in flight per ring (default 64)\n"
-	"  --prefetch N          batches assembled ahead (default 4)\n"
+	"  --threads T           decode threads, 1..256 (default: online CPUs)\n"
+	"  --queue-depth Q       reads in flight per ring, 1..32768 (default 64)\n"
+	"  --prefetch N          batches assembled ahead, 1..64 (default 4)\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
-	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
+	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB);\n"
+	"                        sizes take K, M, G, T or KiB..TiB (powers of 1024); the loader's\n"
+	"                        options are the library's table (grist load --options)\n"
 	"  --io M                auto, direct, buffered or mmap (default auto; --cold forces direct)\n"
 	"  --granularity G       record (default) or chunk\n"
 	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
@@ -149,6 +151,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 
 	a->data = (struct bench_data){ .dir = "./grist-bench-data", .records = 262144, .record_size = 1024,
 				       .group_size = 1, .compression = "zstd:3" };
+	grist_loader_config_init(c);
 	a->cfg.seconds = 10;
 	a->cfg.baselines = (1u << BENCH_BASELINES) - 1;
 	a->out_dir = "./grist-bench-out";

@@ -48,6 +48,22 @@ def write_dataset(path):
             wr.write(row.tobytes())
 
 
+def make_train_step(lr):
+    """A jitted SGD step of the logistic regression: (params, x, y) -> (params, loss)."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss_fn(p, x, y):
+        logits = x @ p["w"] + p["b"]
+        return jnp.mean(jnp.logaddexp(0.0, logits) - y * logits)   # binary cross-entropy
+
+    @jax.jit
+    def train_step(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return jax.tree_util.tree_map(lambda a, d: a - lr * d, p, g), loss
+    return train_step
+
+
 def batches(loader):
     """(features, labels) numpy views of each batch, with the loader state taken right after it."""
     for batch in loader:
@@ -90,15 +106,7 @@ def main():
     loader = grist.Loader(path, args.batch_size, seed=args.seed, epochs=None, layout="fixed",
                           record_bytes=RECORD_BYTES, state=state, **shard)
 
-    def loss_fn(p, x, y):
-        logits = x @ p["w"] + p["b"]
-        return jnp.mean(jnp.logaddexp(0.0, logits) - y * logits)   # binary cross-entropy
-
-    @jax.jit
-    def train_step(p, x, y):
-        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
-        return jax.tree_util.tree_map(lambda a, d: a - args.lr * d, p, g), loss
-
+    train_step = make_train_step(args.lr)
     losses = []
     trace = open(args.trace, "a") if args.trace else None
     last_state = state

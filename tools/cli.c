@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "grist/error.h"
+#include "grist/options.h"
 #include "cli.h"
 
 const char *cli_command_name = "grist";
@@ -226,160 +227,52 @@ bool cli_parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count)
-{
-	const char *slash = strchr(s, '/');
-	char head[32];
-	size_t n;
-
-	if (!slash)
-		return false;
-	n = (size_t)(slash - s);
-	if (n == 0 || n >= sizeof(head))
-		return false;
-	memcpy(head, s, n);
-	head[n] = '\0';
-	if (!cli_parse_u64(head, index) || !cli_parse_u64(slash + 1, count))
-		return false;
-	return *count >= 1 && *index < *count;
-}
-
-bool cli_parse_engine(const char *s, enum grist_engine_kind *out)
-{
-	if (!strcmp(s, "uring"))
-		*out = GRIST_ENGINE_URING;
-	else if (!strcmp(s, "pread"))
-		*out = GRIST_ENGINE_PREAD;
-	else if (!strcmp(s, "ref"))
-		*out = GRIST_ENGINE_REF;
-	else
-		return false;
-	return true;
-}
-
-bool cli_parse_read_mode(const char *s, enum grist_read_mode *out)
-{
-	if (!strcmp(s, "auto"))
-		*out = GRIST_READ_AUTO;
-	else if (!strcmp(s, "direct"))
-		*out = GRIST_READ_DIRECT;
-	else if (!strcmp(s, "buffered"))
-		*out = GRIST_READ_BUFFERED;
-	else if (!strcmp(s, "mmap"))
-		*out = GRIST_READ_MMAP;
-	else
-		return false;
-	return true;
-}
-
-bool cli_parse_granularity(const char *s, enum grist_granularity *out)
-{
-	if (!strcmp(s, "record"))
-		*out = GRIST_GRANULARITY_RECORD;
-	else if (!strcmp(s, "chunk"))
-		*out = GRIST_GRANULARITY_CHUNK;
-	else
-		return false;
-	return true;
-}
-
-/* A whole number in [@lo, @hi]. */
-static bool parse_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	uint64_t v;
-
-	if (!cli_parse_u64(s, &v) || v < lo || v > hi)
-		return false;
-	*out = v;
-	return true;
-}
-
-bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes)
-{
-	uint64_t n;
-
-	if (!strcmp(s, "ragged")) {
-		*kind = GRIST_LAYOUT_RAGGED;
-		*record_bytes = 0;
-		return true;
-	}
-	if (!strncmp(s, "fixed:", 6) && parse_in(s + 6, 1, 1u << 30, &n))
-		*kind = GRIST_LAYOUT_FIXED;
-	else if (!strncmp(s, "padded:", 7) && parse_in(s + 7, 1, 1u << 30, &n))
-		*kind = GRIST_LAYOUT_PADDED;
-	else
-		return false;
-	*record_bytes = (size_t)n;
-	return true;
-}
-
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c)
 {
-	uint64_t v;
+	/* the CLI's flags are table options with a fixed value */
+	static const struct {
+		const char *flag, *option, *value;
+	} flags[] = {
+		{ "contiguous-shards", "shard_mode", "contiguous" },
+		{ "no-shuffle", "shuffle", "false" },
+		{ "no-reshuffle", "same_order", "true" },
+		{ "same-order", "same_order", "true" },
+		{ "drop-remainder", "drop_remainder", "true" },
+	};
+	size_t i;
 
-	/* Bounds are the loader's own limits, so a bad value is caught here, as a usage error. */
-	if (!strcmp(name, "batch-size")) {
-		if (!parse_in(arg, 1, 1u << 24, &c->batch_size))
-			return cli_usage_error("--batch-size: '%s' is not a number in 1..%u", arg, 1u << 24);
-	} else if (!strcmp(name, "seed")) {
-		if (!cli_parse_u64(arg, &c->seed))
-			return cli_usage_error("--seed: '%s' is not a number", arg);
-	} else if (!strcmp(name, "epochs")) {
-		if (!cli_parse_u64(arg, &c->epochs))
-			return cli_usage_error("--epochs: '%s' is not a number (0 = unbounded)", arg);
-	} else if (!strcmp(name, "shard")) {
-		if (!cli_parse_shard(arg, &c->shard_index, &c->shard_count))
-			return cli_usage_error("--shard: '%s' is not I/K with 0 <= I < K", arg);
-	} else if (!strcmp(name, "contiguous-shards")) {
-		c->shard_mode = GRIST_SHARD_CONTIGUOUS;
-	} else if (!strcmp(name, "no-shuffle")) {
-		c->no_shuffle = true;
-	} else if (!strcmp(name, "same-order")) {
-		c->same_order_each_epoch = true;
-	} else if (!strcmp(name, "granularity")) {
-		if (!cli_parse_granularity(arg, &c->granularity))
-			return cli_usage_error("--granularity: '%s' is not record or chunk", arg);
-	} else if (!strcmp(name, "window")) {
-		if (!parse_in(arg, 1, UINT64_MAX, &c->window_chunks))
-			return cli_usage_error("--window: '%s' is not a number >= 1", arg);
-	} else if (!strcmp(name, "layout")) {
-		if (!cli_parse_layout(arg, &c->layout, &c->record_bytes))
-			return cli_usage_error("--layout: '%s' is not ragged, fixed:N or padded:N with N in 1..%u",
-					       arg, 1u << 30);
-	} else if (!strcmp(name, "pad-value")) {
-		if (!parse_in(arg, 0, 255, &v))
-			return cli_usage_error("--pad-value: '%s' is not a number in 0..255", arg);
-		c->pad_value = (uint8_t)v;
-	} else if (!strcmp(name, "engine")) {
-		if (!cli_parse_engine(arg, &c->engine))
-			return cli_usage_error("--engine: '%s' is not uring, pread or ref", arg);
-	} else if (!strcmp(name, "threads")) {
-		if (!parse_in(arg, 1, 256, &v))
-			return cli_usage_error("--threads: '%s' is not a number in 1..256", arg);
-		c->threads = (unsigned)v;
-	} else if (!strcmp(name, "queue-depth")) {
-		if (!parse_in(arg, 1, 4096, &v))
-			return cli_usage_error("--queue-depth: '%s' is not a number in 1..4096", arg);
-		c->queue_depth = (unsigned)v;
-	} else if (!strcmp(name, "io")) {
-		if (!cli_parse_read_mode(arg, &c->read_mode))
-			return cli_usage_error("--io: '%s' is not auto, direct, buffered or mmap", arg);
-	} else if (!strcmp(name, "max-batch-bytes")) {
-		if (!parse_in(arg, 1, (uint64_t)1 << 40, &v))
-			return cli_usage_error("--max-batch-bytes: '%s' is not a number in 1..2^40", arg);
-		c->max_batch_bytes = (size_t)v;
-	} else if (!strcmp(name, "read-ahead")) {
-		if (!parse_in(arg, 4096, (uint64_t)1 << 40, &v))
-			return cli_usage_error("--read-ahead: '%s' is not a number of bytes in 4096..2^40", arg);
-		c->read_ahead_bytes = (size_t)v;
-	} else if (!strcmp(name, "prefetch")) {
-		if (!parse_in(arg, 1, 64, &v))
-			return cli_usage_error("--prefetch: '%s' is not a number in 1..64", arg);
-		c->prefetch = (unsigned)v;
-	} else {
-		return cli_usage_error("--%s is not a loader option", name);
+	for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
+		if (!strcmp(name, flags[i].flag)) {
+			name = flags[i].option;
+			arg = flags[i].value;
+			break;
+		}
 	}
+	/* The library's option table parses and bounds every value, with the message Python gives too. */
+	if (grist_loader_config_set(c, name, arg ? arg : ""))
+		return cli_usage_error("%s", grist_last_error());
 	return 0;
+}
+
+void cli_print_loader_options(FILE *out)
+{
+	static const char *const types[] = { "number", "size", "bool", "choice", "text" };
+	const struct grist_option *o;
+	char range[160];
+	size_t i;
+
+	fprintf(out, "The loader's options (the library's table; Python's grist.Loader takes the same names):\n");
+	for (i = 0; (o = grist_loader_option_at(i)); i++) {
+		if (o->type == GRIST_OPTION_UINT || o->type == GRIST_OPTION_SIZE)
+			snprintf(range, sizeof(range), "%s %llu..%llu", types[o->type], (unsigned long long)o->min,
+				 (unsigned long long)o->max);
+		else if (o->type == GRIST_OPTION_BOOL)
+			snprintf(range, sizeof(range), "true or false");
+		else
+			snprintf(range, sizeof(range), "%s", o->choices);
+		fprintf(out, "  %-16s %s%s%s\n  %-16s %s\n", o->name, range, o->default_value[0] ? "; default " : "",
+			o->default_value, "", o->help);
+	}
 }
 
 bool cli_is_help(const char *arg)

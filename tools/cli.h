@@ -3,6 +3,7 @@
 #define GRIST_TOOLS_CLI_H
 
 #include <signal.h>
+#include <stdio.h>
 #include <time.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,18 +53,6 @@ void cli_install_sigbus(void);
 /* Parse a whole decimal u64 (no sign, no junk, no overflow). */
 bool cli_parse_u64(const char *s, uint64_t *out);
 
-/* Parse "I/K" with K >= 1 and I < K. */
-bool cli_parse_shard(const char *s, uint64_t *index, uint64_t *count);
-
-/* The words of --engine (uring, pread, ref), --io (auto, direct, buffered) and
- * --granularity (record, chunk); false for any other word. */
-bool cli_parse_engine(const char *s, enum grist_engine_kind *out);
-bool cli_parse_read_mode(const char *s, enum grist_read_mode *out);
-bool cli_parse_granularity(const char *s, enum grist_granularity *out);
-
-/* --layout: "ragged", "fixed:N" or "padded:N" with N (bytes per row) in 1..2^30. */
-bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *record_bytes);
-
 /*
  * The loader knobs that `load` and grist-bench share. A command lists the ones it takes
  * in its getopt table with val CLI_OPT_LOADER and hands them to cli_loader_option()
@@ -72,10 +61,11 @@ bool cli_parse_layout(const char *s, enum grist_batch_layout *kind, size_t *reco
 enum { CLI_OPT_LOADER = 1000 };
 
 /*
- * cli_loader_option() - apply --NAME ARG to @c. NAME is one of batch-size, seed,
- * epochs, shard, contiguous-shards, no-shuffle, same-order, granularity, window,
- * layout, pad-value, engine, threads, queue-depth, io, prefetch, max-batch-bytes (ARG is NULL for the flags).
- * Return: 0, or CLI_EXIT_USAGE after printing what is wrong with the value.
+ * cli_loader_option() - apply --NAME ARG to @c through the library's option table
+ * (grist/options.h): NAME is a table option spelled with dashes (batch-size, queue-depth,
+ * read-ahead, ...) or one of the flags contiguous-shards, no-shuffle, no-reshuffle,
+ * same-order, drop-remainder (ARG is then NULL).
+ * Return: 0, or CLI_EXIT_USAGE after printing the table's message.
  */
 int cli_loader_option(const char *name, const char *arg, struct grist_loader_config *c);
 
@@ -117,6 +107,9 @@ void cli_signals_release(const sigset_t *old);
 
 /* Seconds of CLOCK_MONOTONIC since *@t0 (progress lines, --stats). */
 double cli_seconds_since(const struct timespec *t0);
+
+/* `grist load --options`: the library's option table, with bounds, defaults and help. */
+void cli_print_loader_options(FILE *out);
 
 /* User + system CPU seconds of the process so far (getrusage). */
 double cli_cpu_seconds(void);

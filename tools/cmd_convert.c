@@ -11,12 +11,17 @@
 
 static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"
-	"                     [--progress|--no-progress] [--no-check] INPUT... OUT\n\n"
+	"                     [--progress|--no-progress] [--no-check] INPUT... OUT\n"
+	"       grist convert --from csv --features SPEC [options] CSV... OUT\n"
+	"       grist convert --from imagefolder [options] ROOT OUT_VERSION_FOLDER\n\n"
 	"Write the records of every INPUT, in order, to the ArrayRecord file OUT (or to N shards).\n"
 	"  --from FORMAT   tfrecord: TFRecord files, plain or GZIP (every CRC-32C checked);\n"
 	"                  lines: one record per line, without the newline (plain or GZIP text);\n"
 	"                  dir: one record per regular file under each folder, sorted bytewise by relative path;\n"
-	"                  arrayrecord: re-encode ArrayRecord files with other options.\n"
+	"                  arrayrecord: re-encode ArrayRecord files with other options;\n"
+	"                  csv: one tf.train.Example per row (a header row names the columns; needs --features);\n"
+	"                  imagefolder: ROOT/<split>/<label>/<image> into a TFDS dataset folder (shards,\n"
+	"                  features.json, dataset_info.json) that tfds.builder_from_directory() opens.\n"
 	"                  Default: told by each INPUT's file type and first bytes.\n"
 	"  --options OPTS  writer options, e.g. 'group_size:64,zstd:3,max_parallelism:4'\n"
 	"                  (max_parallelism:N compresses N chunks at once; default: the official defaults)\n"
@@ -24,7 +29,10 @@ static const char convert_usage[] =
 	"                  at most one; their concatenation is the input\n"
 	"  --progress      a progress line on stderr (the default when stderr is a terminal)\n"
 	"  --no-progress   no progress line\n"
-	"  --no-check      TFRecord: do not check each record's data CRC (lengths are still checked)\n\n"
+	"  --no-check      TFRecord: do not check each record's data CRC (lengths are still checked)\n"
+	"  --features SPEC csv: the columns to write and their types, NAME:TYPE[,NAME:TYPE...] with TYPE\n"
+	"                  int64, float32 or text, and [] after it for a list split at spaces\n"
+	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
 	"An OUT that is an INPUT (the same file by any name, or inside an INPUT folder) is refused.\n"
@@ -71,7 +79,7 @@ static int show_progress(const struct grist_convert_progress *p, void *arg)
 
 int cmd_convert(int argc, char **argv)
 {
-	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_HELP };
+	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_HELP };
 	static const struct option longopts[] = {
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "options", required_argument, NULL, OPT_OPTIONS },
@@ -79,6 +87,7 @@ int cmd_convert(int argc, char **argv)
 		{ "progress", no_argument, NULL, OPT_PROGRESS },
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "no-check", no_argument, NULL, OPT_NO_CHECK },
+		{ "features", required_argument, NULL, OPT_FEATURES },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -93,7 +102,7 @@ int cmd_convert(int argc, char **argv)
 		switch (opt) {
 		case OPT_FROM:
 			if (!strcmp(optarg, "auto") || grist_convert_format_parse(optarg, &o.format))
-				return cli_usage_error("--from: unknown format '%s' (tfrecord, lines, dir, arrayrecord)", optarg);
+				return cli_usage_error("--from: unknown format '%s' (tfrecord, lines, dir, arrayrecord, csv, imagefolder)", optarg);
 			break;
 		case OPT_OPTIONS:
 			o.writer_options = optarg;
@@ -110,6 +119,9 @@ int cmd_convert(int argc, char **argv)
 			break;
 		case OPT_NO_CHECK:
 			o.no_check = true;
+			break;
+		case OPT_FEATURES:
+			o.features = optarg;
 			break;
 		case 'h':
 		case OPT_HELP:

@@ -80,19 +80,22 @@ static const char load_usage[] =
 	"  --resume F            continue from a state saved by --save-state\n"
 	"execution (never changes the output):\n"
 	"  --engine E            uring (default; falls back to pread), pread or ref\n"
-	"  --threads T           decode threads (default: online CPUs)\n"
-	"  --queue-depth Q       reads in flight per ring (default 64)\n"
+	"  --threads T           decode threads, 1..256 (default: online CPUs)\n"
+	"  --queue-depth Q       reads in flight per ring, 1..32768 (default 64)\n"
 	"  --io M                auto (default), direct, buffered or mmap (decode straight out of\n"
 	"                        the page cache: fastest when the data is cached; a FILE that\n"
 	"                        shrinks while mapped stops the run with exit 1 naming it);\n"
 	"                        auto maps files that are cached, reads large ones direct and\n"
 	"                        the rest buffered; uring and pread only: ref always reads\n"
 	"                        through the page cache\n"
-	"  --prefetch N          units assembled ahead (default 4), and the most batches a\n"
+	"  --prefetch N          units assembled ahead, 1..64 (default 4), and the most batches a\n"
 	"                        consumer may hold at once\n"
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
 	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
+	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"
+	"all powers of 1024: --read-ahead 4M is 4194304 bytes. Values and their bounds are the\n"
+	"library's option table, shared with Python ('grist load --options' lists it).\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -103,8 +106,8 @@ static const char load_usage[] =
 	"                        'mismatches: N' on stderr and exits 1 when N > 0\n";
 
 enum {
-	OPT_DROP = 256, OPT_DIGEST, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
-	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PACK, OPT_TOKEN_BYTES, OPT_PRINT_PACKED, OPT_IOLOG,
+	OPT_DIGEST = 256, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
+	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PRINT_PACKED, OPT_LIST_OPTIONS, OPT_IOLOG,
 };
 
 static const struct option load_options[] = {
@@ -127,7 +130,7 @@ static const struct option load_options[] = {
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
-	{ "drop-remainder", no_argument, NULL, OPT_DROP },
+	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
 	{ "stats", no_argument, NULL, OPT_STATS },
@@ -135,10 +138,11 @@ static const struct option load_options[] = {
 	{ "save-state", required_argument, NULL, OPT_SAVE },
 	{ "resume", required_argument, NULL, OPT_RESUME },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "options", no_argument, NULL, OPT_LIST_OPTIONS },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "device-check", no_argument, NULL, OPT_DEVICE_CHECK },
-	{ "pack", required_argument, NULL, OPT_PACK },
-	{ "token-bytes", required_argument, NULL, OPT_TOKEN_BYTES },
+	{ "pack", required_argument, NULL, CLI_OPT_LOADER },
+	{ "token-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "print-packed", no_argument, NULL, OPT_PRINT_PACKED },
 	{ "iolog", required_argument, NULL, OPT_IOLOG },
 	{ NULL, 0, NULL, 0 },
@@ -152,38 +156,8 @@ struct load_args {
 	size_t num_weights;
 };
 
-/* --pack first-fit:L[:BINS] | concat-split:L */
-static int parse_pack(const char *arg, struct grist_loader_config *c)
-{
-	char buf[128], *f[4], *save = NULL, *tok;
-	uint64_t length, bins = 0;
-	size_t n = 0;
-
-	if (snprintf(buf, sizeof(buf), "%s", arg) >= (int)sizeof(buf))
-		return cli_usage_error("--pack: '%s' is too long", arg);
-	for (tok = strtok_r(buf, ":", &save); tok && n < 4; tok = strtok_r(NULL, ":", &save))
-		f[n++] = tok;
-	if (n >= 2 && !strcmp(f[0], "first-fit") && n <= 3) {
-		c->pack = GRIST_PACK_FIRST_FIT;
-		if (n == 3 && (!cli_parse_u64(f[2], &bins) || bins == 0))
-			return cli_usage_error("--pack: BINS '%s' is not a number >= 1", f[2]);
-	} else if (n == 2 && !strcmp(f[0], "concat-split")) {
-		c->pack = GRIST_PACK_CONCAT_SPLIT;
-	} else {
-		return cli_usage_error("--pack: '%s' is not first-fit:L[:BINS] or concat-split:L", arg);
-	}
-	if (!cli_parse_u64(f[1], &length) || length == 0 || length > ((uint64_t)1 << 24))
-		return cli_usage_error("--pack: row length '%s' is not a number in 1 .. %u", f[1], 1u << 24);
-	if (bins > ((uint64_t)1 << 20))
-		return cli_usage_error("--pack: %llu bins is above the limit %u", (unsigned long long)bins, 1u << 20);
-	c->pack_length = (size_t)length;
-	c->pack_bins = (size_t)bins;
-	return 0;
-}
-
 static int parse_load_args(int argc, char **argv, struct grist_loader_config *c, struct load_args *a)
 {
-	uint64_t v;
 	int opt, idx, ret;
 
 	c->batch_size = 32;
@@ -204,9 +178,6 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			ret = cli_parse_weights(optarg, &a->weights, &a->num_weights);
 			if (ret)
 				return ret;
-			break;
-		case OPT_DROP:
-			c->drop_remainder = true;
 			break;
 		case OPT_DIGEST:
 			a->digest = true;
@@ -234,22 +205,15 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			a->device_check = true;
 			c->device_host_digest = true;
 			break;
-		case OPT_PACK:
-			ret = parse_pack(optarg, c);
-			if (ret)
-				return ret;
-			break;
-		case OPT_TOKEN_BYTES:
-			if (!cli_parse_u64(optarg, &v) || (v != 1 && v != 2 && v != 4))
-				return cli_usage_error("--token-bytes: '%s' is not 1, 2 or 4", optarg);
-			c->pack_token_bytes = (unsigned)v;
-			break;
 		case OPT_PRINT_PACKED:
 			a->print_packed = true;
 			break;
 		case OPT_IOLOG:
 			a->iolog = optarg;
 			break;
+		case OPT_LIST_OPTIONS:
+			cli_print_loader_options(stdout);
+			return -1;
 		case OPT_HELP:
 		case 'h':
 			fputs(load_usage, stdout);
@@ -544,7 +508,7 @@ static void print_index(const struct grist_batch *b, size_t i, size_t num_datase
 
 int cmd_load(int argc, char **argv)
 {
-	struct grist_loader_config cfg = { 0 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
 	struct grist_dataset_spec *specs = NULL;
 	struct load_args a = { 0 };
 	uint8_t state[GRIST_STATE_MAX];

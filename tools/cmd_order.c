@@ -114,6 +114,7 @@ int cmd_order(int argc, char **argv)
 	const char **paths = NULL;
 	bool have_group_size = false;
 	struct grist_plan_config cfg;
+	struct grist_loader_config lc;
 	struct grist_stream_cursor *cur = NULL;
 	struct grist_stream *s = NULL;
 	struct grist_stream_item it;
@@ -122,6 +123,8 @@ int cmd_order(int argc, char **argv)
 	int i, ret, status = CLI_EXIT_OK, nfiles = 0;
 
 	grist_plan_config_init(&cfg);
+	grist_loader_config_init(&lc);
+	lc.epochs = 1; /* order's default: one epoch */
 	paths = calloc((size_t)argc, sizeof(*paths));
 	if (!paths)
 		return cli_library_error(-ENOMEM);
@@ -136,32 +139,26 @@ int cmd_order(int argc, char **argv)
 			paths[nfiles++] = a;
 			continue;
 		}
-		if (!strcmp(a, "--no-shuffle")) {
-			cfg.shuffle = false;
-			continue;
-		}
-		if (!strcmp(a, "--no-reshuffle")) {
-			cfg.reshuffle = false;
+		if (!strcmp(a, "--no-shuffle") || !strcmp(a, "--no-reshuffle")) {
+			status = cli_loader_option(a + 2, NULL, &lc);
+			if (status)
+				goto out;
 			continue;
 		}
 		v = option_value(argc, argv, &i);
+		if (!v) {
+			status = cli_usage_error("%s needs a value", a);
+			goto out;
+		}
 		if (!strcmp(a, "--mix")) {
 			free(weights);
 			weights = NULL;
-			if (!v)
-				status = cli_usage_error("--mix needs a value");
-			else
-				status = cli_parse_weights(v, &weights, &num_weights);
+			status = cli_parse_weights(v, &weights, &num_weights);
 			if (status)
 				goto out;
-		} else if (!strcmp(a, "--records") || !strcmp(a, "--group-size") || !strcmp(a, "--seed") ||
-		    !strcmp(a, "--epochs") || !strcmp(a, "--window")) {
+		} else if (!strcmp(a, "--records") || !strcmp(a, "--group-size")) {
 			uint64_t x;
 
-			if (!v) {
-				status = cli_usage_error("%s needs a value", a);
-				goto out;
-			}
 			if (!cli_parse_u64(v, &x)) {
 				status = cli_usage_error("%s: '%s' is not a non-negative integer", a, v);
 				goto out;
@@ -169,49 +166,34 @@ int cmd_order(int argc, char **argv)
 			if (!strcmp(a, "--records")) {
 				file.num_records = x;
 				have_records = true;
-			} else if (!strcmp(a, "--group-size")) {
+			} else {
 				if (!x) {
 					status = cli_usage_error("--group-size must be >= 1");
 					goto out;
 				}
 				file.group_size = x;
 				have_group_size = true;
-			} else if (!strcmp(a, "--seed")) {
-				cfg.seed = x;
-			} else if (!strcmp(a, "--epochs")) {
-				cfg.epochs = x;
-			} else {
-				cfg.window = x;
 			}
-		} else if (!strcmp(a, "--shard")) {
-			if (!v || !cli_parse_shard(v, &cfg.shard_index, &cfg.shard_count)) {
-				status = cli_usage_error("--shard '%s': expected I/K with K >= 1 and 0 <= I < K",
-							 v ? v : "");
+		} else if (!strcmp(a, "--seed") || !strcmp(a, "--epochs") || !strcmp(a, "--window") ||
+			   !strcmp(a, "--shard") || !strcmp(a, "--shard-mode") || !strcmp(a, "--granularity")) {
+			/* the loader's options, parsed and bounded by the library's table as `load` does */
+			status = cli_loader_option(a + 2, v, &lc);
+			if (status)
 				goto out;
-			}
-		} else if (!strcmp(a, "--shard-mode")) {
-			if (v && !strcmp(v, "strided"))
-				cfg.shard_mode = GRIST_SHARD_STRIDED;
-			else if (v && !strcmp(v, "contiguous"))
-				cfg.shard_mode = GRIST_SHARD_CONTIGUOUS;
-			else {
-				status = cli_usage_error("--shard-mode: expected strided or contiguous");
-				goto out;
-			}
-		} else if (!strcmp(a, "--granularity")) {
-			if (v && !strcmp(v, "record"))
-				cfg.granularity = GRIST_GRANULARITY_RECORD;
-			else if (v && !strcmp(v, "chunk"))
-				cfg.granularity = GRIST_GRANULARITY_CHUNK;
-			else {
-				status = cli_usage_error("--granularity: expected record or chunk");
-				goto out;
-			}
 		} else {
 			status = cli_usage_error("unknown option '%s'", a);
 			goto out;
 		}
 	}
+	cfg.seed = lc.seed;
+	cfg.epochs = lc.epochs;
+	cfg.shuffle = !lc.no_shuffle;
+	cfg.reshuffle = !lc.same_order_each_epoch;
+	cfg.granularity = lc.granularity;
+	cfg.window = lc.window_chunks ? lc.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
+	cfg.shard_mode = lc.shard_mode;
+	cfg.shard_index = lc.shard_index;
+	cfg.shard_count = lc.shard_count ? lc.shard_count : 1;
 	if ((nfiles && have_records) || (!nfiles && !have_records)) {
 		status = cli_usage_error("give either --records N or FILEs");
 		goto out;

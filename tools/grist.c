@@ -37,12 +37,21 @@ static void usage(FILE *out)
 		     "Exit status: 0 ok, 1 data or I/O error, 2 usage error.\n");
 }
 
+/* The library never prints: its diagnostics come here, and the CLI prints them as it always has. */
+static void print_log(void *ctx, enum grist_log_level level, const char *message)
+{
+	(void)ctx;
+	(void)level;
+	fprintf(stderr, "grist: %s\n", message);
+}
+
 int main(int argc, char **argv)
 {
 	static char name[64];
 	size_t i;
 
 	cli_install_sigbus();
+	grist_set_log_callback(print_log, NULL);
 	if (argc < 2) {
 		usage(stderr);
 		return CLI_EXIT_USAGE;

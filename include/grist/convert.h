@@ -9,10 +9,45 @@
  *   lines      text, one record per line without its newline, plain or GZIP;
  *   dir        a folder: one record per regular file under it, in bytewise order of the
  *              relative path (symbolic links and special files are skipped);
- *   arrayrecord  ArrayRecord files, re-encoded with other writer options.
+ *   arrayrecord  ArrayRecord files, re-encoded with other writer options;
+ *   csv        CSV (RFC 4180: ',' between fields, '"' quoting with "" inside, CRLF or LF,
+ *              newlines inside quotes; blank lines skipped; a header row names the columns),
+ *              one tf.train.Example per row, typed by the features spec (below);
+ *   imagefolder  TFDS's ImageFolder layout, ROOT/<split>/<label>/<image>, into a prepared
+ *              TFDS dataset (below).
  *
- * Without a format, each INPUT's is told by its file type and first bytes; they must
- * agree. With N shards the records are cut into N contiguous runs whose counts differ by
+ * The csv features spec (options.features) names the columns to write and their types:
+ *
+ *   spec   := column ("," column)*        e.g. "age:int64,score:float32,name:text,tags:text[]"
+ *   column := NAME ":" TYPE ["[]"]        NAME: the header's name (no ':' or ','), also the key
+ *   TYPE   := int64 | float32 | text      int64_list / float_list / bytes_list of one value;
+ *                                         with "[]" a list: the cell's values split at spaces
+ *
+ * Columns the spec does not name are left out; a named column missing from the header, a
+ * cell that is not a number of its type (empty included), a row with another number of
+ * fields than the header, an unclosed quote: errors naming file, line and column. The
+ * records equal protobuf's SerializeToString(deterministic=True) of the same Example.
+ *
+ * imagefolder takes one INPUT, ROOT, and writes OUT as a TFDS version folder: OUT's name
+ * and its parent's give the dataset's name and version when OUT looks like a version
+ * ("data/flowers/1.0.0"), else OUT's name and version 1.0.0. Every sub-folder of ROOT is a
+ * split (a name of letters, digits and '_'), every sub-folder of a split a label, and
+ * every file in a label folder named *.png, *.jpg or *.jpeg (any case) an image. Labels
+ * are the sorted union of all splits' label folder names (bytewise), as TFDS's ImageFolder
+ * builder sorts them; a label's index is its place there. Per split, records go in
+ * sorted order (label, then file name; TFDS's builder shuffles them, a loader shuffles
+ * anyway) into <name>-<split>.array_record-0000k-of-0000N (N = shards, default 1), each a
+ * tf.train.Example {"image": the file's bytes, "image/filename": "<split>/<label>/<file>",
+ * "label": the index}. Every image is decoded (libspng, TurboJPEG) before it is written:
+ * one that does not decode, or has another channel count than the first, is an error
+ * naming the file. Beside the shards: features.json (image (None, None, C), ClassLabel,
+ * Text, as TFDS's ImageFolder declares them), label.labels.txt and dataset_info.json, so
+ * tfds.builder_from_directory(OUT) opens it. The writer options default to TFDS's
+ * (group_size:1,zstd:3). OUT must not exist or be an empty folder, and must not lie in
+ * ROOT; the dataset is built in a temporary folder beside OUT and renamed into place whole.
+ *
+ * Without a format, each INPUT's is told by its file type and first bytes (never as csv or
+ * imagefolder: those are named); they must agree. With N shards the records are cut into N contiguous runs whose counts differ by
  * at most one (the first ones hold the extra records), named OUT-00000-of-0000N as TFDS
  * names them; their concatenation is the input. The output is the same, byte for byte,
  * for any max_parallelism in the writer options.
@@ -38,6 +73,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/error.h"
 
@@ -54,6 +90,8 @@ enum grist_convert_format {
 	GRIST_CONVERT_LINES,
 	GRIST_CONVERT_DIR,
 	GRIST_CONVERT_ARRAYRECORD,
+	GRIST_CONVERT_IMAGEFOLDER,     /* ROOT/<split>/<label>/<image> into a TFDS dataset folder */
+	GRIST_CONVERT_CSV,             /* CSV rows into tf.train.Example records (needs .features) */
 };
 
 /*
@@ -97,6 +135,7 @@ struct grist_convert_options {
 	grist_convert_progress_fn progress; /* NULL: none */
 	void *progress_arg;
 	double progress_interval;          /* seconds between progress calls while writing; 0: 0.1 */
+	const char *features;              /* csv: the features spec (see the top); NULL for other formats */
 };
 
 /* What a finished conversion wrote (a sized struct too: set .size, or use grist_convert_stats_init()). */
@@ -107,9 +146,21 @@ struct grist_convert_stats {
 	uint64_t shards;                   /* files written */
 };
 
-/* Defaults: every field zero, .size set. */
-GRIST_API void grist_convert_options_init(struct grist_convert_options *o);
-GRIST_API void grist_convert_stats_init(struct grist_convert_stats *s);
+/*
+ * Defaults: every field zero, .size set. Inline on purpose: the size is the one this caller
+ * was compiled with (docs/architecture.md, "A stable ABI").
+ */
+static inline void grist_convert_options_init(struct grist_convert_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->size = sizeof(*o);
+}
+
+static inline void grist_convert_stats_init(struct grist_convert_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->size = sizeof(*s);
+}
 
 /**
  * grist_convert() - convert @inputs[0..@num_inputs) into @output (see the top of this file).
@@ -138,7 +189,7 @@ GRIST_API int grist_convert_shard_name(const char *output, uint64_t shard, uint6
 
 /**
  * grist_convert_format_parse() - the format that @name spells: "tfrecord", "lines",
- * "dir", "arrayrecord" (or "auto"). Return: 0, or -EINVAL naming the choices.
+ * "dir", "arrayrecord", "imagefolder", "csv" (or "auto"). Return: 0, or -EINVAL naming the choices.
  */
 GRIST_API int grist_convert_format_parse(const char *name, enum grist_convert_format *out);
 

@@ -54,6 +54,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
@@ -72,7 +73,9 @@ enum grist_device_strategy {
 	GRIST_DEVICE_MAPPED,	/* map the device buffer itself: zero copy when host-unified */
 };
 
+/* grist_device_config_init(), then set what you need. A sized struct. */
 struct grist_device_config {
+	size_t size;		/* sizeof(struct grist_device_config), set by _init() */
 	/*
 	 * Which devices: "P:D" (platform P, device D), "P:D,D,..." (several
 	 * devices of platform P), "P:all" or "all" (every device of platform P,
@@ -85,6 +88,16 @@ struct grist_device_config {
 	size_t max_rows;	/* largest batch in rows (first axis), > 0 */
 	enum grist_device_strategy strategy;	/* GRIST_DEVICE_AUTO unless forcing one */
 };
+
+/**
+ * grist_device_config_init() - zero @cfg (every field's default) and set its size.
+ * Inline on purpose: the size is the one this caller was compiled with (grist/version.h).
+ */
+static inline void grist_device_config_init(struct grist_device_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+}
 
 /* One device's share of a batch. Owned by the stage, valid until release. */
 struct grist_device_part {
@@ -296,7 +309,14 @@ GRIST_API int grist_device_stage_release(struct grist_device_stage *s, const str
 					 unsigned num_done, const cl_event *done);
 
 /** grist_device_stage_stats() - copy the counters so far. Thread-safe. */
-GRIST_API void grist_device_stage_stats(struct grist_device_stage *s, struct grist_device_stats *out);
+GRIST_API void grist_device_stage_stats_sized(struct grist_device_stage *s, struct grist_device_stats *out,
+					      size_t size);
+
+/* grist_device_stage_stats() passes the caller's sizeof: only the fields that fit are written. */
+static inline void grist_device_stage_stats(struct grist_device_stage *s, struct grist_device_stats *out)
+{
+	grist_device_stage_stats_sized(s, out, sizeof(*out));
+}
 
 #ifdef __cplusplus
 }

@@ -33,20 +33,21 @@
  *   -ESTALE    a checkpoint belongs to another dataset, configuration or
  *              sharding it cannot be restored on
  *   -EBUSY     the caller holds as many batches as it may (grist/loader.h)
+ *   -E2BIG     a sized struct from a newer caller sets a field this library does
+ *              not know (grist/version.h, docs/architecture.md "A stable ABI")
+ *   -EDOM      a count that is not known in advance (grist_loader_num_batches())
+ *   -ENOTRECOVERABLE  a loader used in a process fork()ed from the one that made it
  */
 #ifndef GRIST_ERROR_H
 #define GRIST_ERROR_H
 
 #include <errno.h>
+#include <stddef.h>
+
+#include "grist/version.h"
 
 #ifdef __cplusplus
 extern "C" {
-#endif
-
-#if defined(__GNUC__)
-#define GRIST_API __attribute__((visibility("default")))
-#else
-#define GRIST_API
 #endif
 
 /**
@@ -76,9 +77,42 @@ GRIST_API const char *grist_last_error(void);
 GRIST_API void grist_clear_error(void);
 
 /**
- * grist_version() - the library's version, as "MAJOR.MINOR.PATCH".
+ * grist_version() - the running library's version, as "MAJOR.MINOR.PATCH"
+ * (GRIST_VERSION_STRING of the headers it was built from, grist/version.h).
  */
 GRIST_API const char *grist_version(void);
+
+/** grist_version_number() - the running library's GRIST_VERSION_NUMBER. */
+GRIST_API unsigned grist_version_number(void);
+
+/* ------------------------------------------------------------------ diagnostics */
+
+/*
+ * The library never prints. What it has to say besides an error (a fallback it took,
+ * such as the pread pool where io_uring is unavailable) goes to a log callback the
+ * caller installs; without one it is dropped. The grist CLI installs one that prints
+ * "grist: <message>" on stderr.
+ */
+enum grist_log_level {
+	GRIST_LOG_ERROR = 0,
+	GRIST_LOG_WARNING,  /* the library took a slower or different road than asked */
+	GRIST_LOG_INFO,
+};
+
+/*
+ * grist_log_fn - receives one message: a complete line without its newline. Called from
+ * whichever thread has something to say (engine threads included), never with a grist
+ * lock held, so it may call grist functions; it must be thread-safe.
+ */
+typedef void (*grist_log_fn)(void *ctx, enum grist_log_level level, const char *message);
+
+/**
+ * grist_set_log_callback() - install @fn (NULL: drop every message) for the whole
+ * process; @ctx is passed back to it.
+ * Thread-safety: safe from any thread; a message being delivered while the callback
+ * is replaced goes to the old or the new one.
+ */
+GRIST_API void grist_set_log_callback(grist_log_fn fn, void *ctx);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/error.h"
 #include "grist/format.h"
@@ -42,8 +43,9 @@ enum grist_fetch_io {
 	GRIST_FETCH_IO_PREAD,    /* the pread thread pool */
 };
 
-/** Options of grist_fetcher_create(); zero-initialize and set what you need. */
+/** Options of grist_fetcher_create(): grist_fetcher_options_init(), then set what you need. A sized struct. */
 struct grist_fetcher_options {
+	size_t size;              /* sizeof(struct grist_fetcher_options), set by _init() */
 	enum grist_fetch_io io;
 	unsigned queue_depth;     /* reads in flight at once (default 256, at most 32768) */
 	unsigned pread_threads;   /* the pread pool's threads (default 4) */
@@ -56,7 +58,18 @@ struct grist_fetcher_options {
 				     alone); bounds the memory a request holds besides its records */
 };
 
-/** One record of a request: valid until the next call on the fetcher, or its destroy. */
+/**
+ * grist_fetcher_options_init() - zero @opts (every field's default) and set its size.
+ * Inline on purpose: the size is the one this caller was compiled with (grist/version.h).
+ */
+static inline void grist_fetcher_options_init(struct grist_fetcher_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->size = sizeof(*opts);
+}
+
+/** One record of a request: valid until the next call on the fetcher, or its destroy. An element of the
+ * caller's array: frozen (a new field would be a new struct). */
 struct grist_fetch_record {
 	const uint8_t *data;
 	size_t len;
@@ -108,7 +121,13 @@ GRIST_API int grist_fetcher_read(struct grist_fetcher *f, const uint64_t *indice
 				 struct grist_fetch_record *out);
 
 /** grist_fetcher_stats() - copy the counters. Same thread rule as grist_fetcher_read(). */
-GRIST_API void grist_fetcher_stats(const struct grist_fetcher *f, struct grist_fetcher_stats *out);
+GRIST_API void grist_fetcher_stats_sized(const struct grist_fetcher *f, struct grist_fetcher_stats *out, size_t size);
+
+/* grist_fetcher_stats() passes the caller's sizeof: only the fields that fit are written. */
+static inline void grist_fetcher_stats(const struct grist_fetcher *f, struct grist_fetcher_stats *out)
+{
+	grist_fetcher_stats_sized(f, out, sizeof(*out));
+}
 
 /**
  * grist_fetcher_destroy() - free the fetcher (not the reader). NULL is fine. Nothing is in

@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/error.h"
 
@@ -67,8 +68,9 @@ GRIST_API void grist_set_max_chunk_bytes(uint64_t bytes);
 
 struct grist_reader;
 
-/* Options of grist_reader_open(); zero-initialize and set what you need. */
+/* Options of grist_reader_open(): grist_reader_options_init(), then set what you need. A sized struct. */
 struct grist_reader_options {
+	size_t size;              /* sizeof(struct grist_reader_options), set by _init() */
 	/*
 	 * The largest chunk, in bytes on disk, the reader will load; larger chunks
 	 * fail with -EFBIG instead of allocating. 0 means grist_max_chunk_bytes()
@@ -77,7 +79,17 @@ struct grist_reader_options {
 	uint64_t max_chunk_bytes;
 };
 
-/* What grist_reader_file_info() reports about one file of a dataset. */
+/**
+ * grist_reader_options_init() - zero @opts (every field's default) and set its size.
+ * Inline on purpose: the size is the one this caller was compiled with (grist/version.h).
+ */
+static inline void grist_reader_options_init(struct grist_reader_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->size = sizeof(*opts);
+}
+
+/* What grist_reader_file_info() reports about one file of a dataset. Fields are only appended. */
 struct grist_file_info {
 	const char *path;
 	uint64_t num_records;
@@ -129,7 +141,14 @@ GRIST_API size_t grist_reader_num_files(const struct grist_reader *r);
  *
  * Return: 0, or -ERANGE when @i >= grist_reader_num_files().
  */
-GRIST_API int grist_reader_file_info(const struct grist_reader *r, size_t i, struct grist_file_info *info);
+GRIST_API int grist_reader_file_info_sized(const struct grist_reader *r, size_t i, struct grist_file_info *info,
+					  size_t size);
+
+/* grist_reader_file_info() passes the caller's sizeof: only the fields that fit are written. */
+static inline int grist_reader_file_info(const struct grist_reader *r, size_t i, struct grist_file_info *info)
+{
+	return grist_reader_file_info_sized(r, i, info, sizeof(*info));
+}
 
 /**
  * grist_reader_read() - read the record at global index @index.
@@ -191,7 +210,7 @@ GRIST_API int grist_reader_read_next(struct grist_reader *r, const uint8_t **dat
 
 /* ----------------------------------------------------------------- verify */
 
-/* What grist_file_verify() found in a sound file. */
+/* What grist_file_verify() found in a sound file. Fields are only appended. */
 struct grist_verify_report {
 	uint64_t file_size;
 	uint64_t num_records;
@@ -213,7 +232,13 @@ struct grist_verify_report {
  * naming the first problem's byte offset; -ENOTSUP; OS errors; -ENOMEM.
  * Thread-safety: safe to call concurrently.
  */
-GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *rep);
+GRIST_API int grist_file_verify_sized(const char *path, struct grist_verify_report *rep, size_t size);
+
+/* grist_file_verify() passes the caller's sizeof: only the fields that fit are written. */
+static inline int grist_file_verify(const char *path, struct grist_verify_report *rep)
+{
+	return grist_file_verify_sized(path, rep, sizeof(*rep));
+}
 
 /* ------------------------------------------------------------------ writer */
 
@@ -325,7 +350,7 @@ GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w);
  */
 GRIST_API const char *grist_writer_options_text(const struct grist_writer *w);
 
-/* What grist_writer_get_stats() reports: progress so far. */
+/* What grist_writer_get_stats() reports: progress so far. Fields are only appended. */
 struct grist_writer_stats {
 	uint64_t records;         /* records accepted by grist_writer_write() */
 	uint64_t record_bytes;    /* their total size */
@@ -338,7 +363,13 @@ struct grist_writer_stats {
  * grist_writer_get_stats() - fill @st with @w's progress.
  * Thread-safety: as grist_writer_write() (call it from the writer's thread).
  */
-GRIST_API void grist_writer_get_stats(const struct grist_writer *w, struct grist_writer_stats *st);
+GRIST_API void grist_writer_get_stats_sized(const struct grist_writer *w, struct grist_writer_stats *st, size_t size);
+
+/* grist_writer_get_stats() passes the caller's sizeof: only the fields that fit are written. */
+static inline void grist_writer_get_stats(const struct grist_writer *w, struct grist_writer_stats *st)
+{
+	grist_writer_get_stats_sized(w, st, sizeof(*st));
+}
 
 /**
  * grist_writer_remove_temporaries() - unlink the temporary file of every

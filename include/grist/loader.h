@@ -31,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/error.h"
 #include "grist/plan.h"
@@ -58,12 +59,13 @@ enum grist_read_mode {
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
 				copies, for data that is (mostly) cached; a page not in the cache is
-				read by a page fault in the decoding thread. Like every mapping, it
-				needs files that do not shrink while the loader runs: a truncated
-				mapping faults with SIGBUS, where reads would report an error, and
-				the default action kills the process. A program that cannot rule
-				that out installs a SIGBUS handler (the grist CLI names the file
-				from /proc/self/maps and exits 1) or reads buffered */
+				read by a page fault in the decoding thread. A file that shrinks (or
+				whose storage fails) while mapped faults with SIGBUS: the library
+				guards its decoding from mappings and turns that fault into -EIO
+				naming the file and byte, from grist_loader_next(), as a read error
+				would be. The guard's SIGBUS handler is installed the first time a
+				mapped file is decoded and passes every other SIGBUS to the handler
+				it replaced (docs/architecture.md, "Mapped files") */
 };
 /* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
@@ -166,9 +168,12 @@ struct grist_dataset_spec {
 
 /**
  * struct grist_loader_config - everything that defines the batches, then engine knobs.
- * Zero-initialise and set what you need; zero means the documented default.
+ * grist_loader_config_init() it, then set what you need (or set options by name with
+ * grist_loader_config_set(), grist/options.h); zero means the documented default.
+ * A sized struct: fields are only ever appended (docs/architecture.md, "A stable ABI").
  */
 struct grist_loader_config {
+	size_t size;                    /* sizeof(struct grist_loader_config), set by _init() */
 	/* --- what is delivered (changes the output) --- */
 	const struct grist_dataset_spec *datasets;
 	size_t num_datasets;            /* >= 1; > 1 mixes them by weight */
@@ -232,7 +237,17 @@ struct grist_loader_config {
 	void *read_trace_ctx;
 };
 
-/** A delivered batch. Valid until grist_loader_release(). */
+/**
+ * grist_loader_config_init() - zero @cfg (every field's default) and set its size.
+ * Inline on purpose: the size is the one this caller was compiled with (grist/version.h).
+ */
+static inline void grist_loader_config_init(struct grist_loader_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+}
+
+/** A delivered batch. Valid until grist_loader_release(). Owned by the library: fields are only appended. */
 struct grist_batch {
 	uint64_t sequence;              /* 0 for the first batch of the run, continues across resume */
 	size_t num_records;             /* real records in the batch */
@@ -251,9 +266,11 @@ struct grist_batch {
 	   datasets and offsets are then NULL and num_records == num_rows */
 	const uint32_t *segment_ids;
 	const uint32_t *positions;
+	const uint64_t *epochs;         /* per record: the epoch of its dataset it comes from (NULL when
+					   packing) */
 };
 
-/** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. */
+/** Per-stage counters, see grist_loader_stats(). Times in nanoseconds. Fields are only appended. */
 struct grist_loader_stats {
 	const char *engine;             /* "ref", "uring", "pread" */
 	const char *read_mode;          /* "buffered", "direct", "mmap" or "mixed" (files differ) */
@@ -351,8 +368,27 @@ GRIST_API int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf
 /** Upper bound on the size of a saved state. */
 #define GRIST_STATE_MAX 256
 
-/** grist_loader_stats() - copy the counters (safe to call at any time from the consumer thread). */
-GRIST_API void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out);
+/**
+ * grist_loader_stats_sized() - copy the counters (safe to call at any time from the consumer
+ * thread) into @out, of @size bytes: only the fields that fit are written.
+ * grist_loader_stats() passes the caller's own sizeof.
+ */
+GRIST_API void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_stats *out, size_t size);
+
+static inline void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out)
+{
+	grist_loader_stats_sized(l, out, sizeof(*out));
+}
+
+/**
+ * grist_loader_num_batches() - how many batches the loader delivers from its start (a
+ * resumed one: from its checkpoint) to the end, after sharding, epochs and drop_remainder.
+ * @out: set to the count (0 on error).
+ *
+ * Return: 0, or -EDOM when the count is not fixed in advance: unbounded epochs, a map
+ * (it may filter records) or packing (rows depend on the tokens).
+ */
+GRIST_API int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out);
 
 /** grist_loader_num_records() - records per epoch of dataset @d (before sharding). */
 GRIST_API uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d);

@@ -197,7 +197,9 @@ enum grist_shard_mode {
 /* Window of the chunk granularity when the config leaves the default. */
 #define GRIST_PLAN_DEFAULT_WINDOW 16
 
+/* grist_plan_config_init() it, then set what you need. A sized struct. */
 struct grist_plan_config {
+	size_t size;                    /* sizeof(struct grist_plan_config), set by _init() */
 	const struct grist_plan_component *components;
 	size_t num_components;          /* >= 1 */
 	uint64_t seed;
@@ -217,7 +219,13 @@ struct grist_plan_config {
  * seed 0, 1 epoch, shuffle and reshuffle on, record granularity, window
  * GRIST_PLAN_DEFAULT_WINDOW, strided shard 0 of 1, base 0.
  */
-GRIST_API void grist_plan_config_init(struct grist_plan_config *cfg);
+GRIST_API void grist_plan_config_init_sized(struct grist_plan_config *cfg, size_t size);
+
+/* Inline on purpose: the size is the one this caller was compiled with (grist/version.h). */
+static inline void grist_plan_config_init(struct grist_plan_config *cfg)
+{
+	grist_plan_config_init_sized(cfg, sizeof(*cfg));
+}
 
 /* ------------------------------------------------------------------ */
 /* Stream                                                              */

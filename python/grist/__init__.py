@@ -5,13 +5,17 @@ Reader and Writer for ArrayRecord files, ArrayRecordDataSource (a drop-in for Gr
 the C engine in pinned memory and handed to Python without a copy.
 """
 
+import collections as _collections
+import concurrent.futures as _futures
 import glob as _glob
 import os as _os
 import threading as _threading
+import weakref as _weakref
 from typing import TYPE_CHECKING
 
 from . import _grist
 from ._grist import Batch, Error
+from . import tfds  # noqa: E402,F401  (grist.tfds)
 
 __version__ = _grist.__version__
 
@@ -24,6 +28,8 @@ if TYPE_CHECKING:  # names for the annotations only
     from typing import Callable, Sequence, Union
 
     _Paths = Union[str, bytes, "os.PathLike[str]", Sequence[Union[str, bytes, "os.PathLike[str]"]]]
+    # Loader(paths=...): one dataset, or with weights= a list of them
+    _Datasets = Union[_Paths, Sequence[_Paths]]
 
 
 def _expand(paths):
@@ -51,8 +57,13 @@ def _expand(paths):
 
 def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str | None" = None,
             options: str = "", shards: "int | None" = None, check: bool = True,
-            progress: "Callable[[dict], object] | None" = None) -> "list[str]":
+            progress: "Callable[[dict], object] | None" = None, features: "str | None" = None) -> "list[str]":
     """Convert TFRecord, text lines, folders or ArrayRecord files into ArrayRecord: `grist convert`.
+
+    format="csv" with features="age:int64,score:float32,name:text,tags:text[]" writes one
+    tf.train.Example per CSV row (the header names the columns); format="imagefolder" reads
+    ROOT/<split>/<label>/<image> (inputs=ROOT) into a TFDS dataset folder at output
+    (e.g. "data/flowers/1.0.0") that tfds.builder_from_directory opens; see grist/convert.h.
 
     inputs is a path, a glob pattern or a list of them, read in order (a folder is one record
     per regular file under it, in bytewise order of relative path). format is "tfrecord"
@@ -76,7 +87,7 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
 
     Returns the list of files written.
     """
-    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress)
+    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress, features)
 
 
 class Reader(_grist.Reader):
@@ -90,7 +101,7 @@ class Reader(_grist.Reader):
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
     """
 
-    def __init__(self, paths, threads=None):
+    def __init__(self, paths: "_Paths", threads: "int | None" = None) -> None:
         self.paths = _expand(paths)
         super().__init__(self.paths, threads)
 
@@ -103,7 +114,7 @@ class Writer(_grist.Writer):
     block by an exception drops the file.
     """
 
-    def __init__(self, path, options=""):
+    def __init__(self, path: "str | os.PathLike[str]", options: str = "") -> None:
         super().__init__(path, options)
 
 
@@ -165,31 +176,234 @@ class ArrayRecordDataSource:
             r.close()
 
 
+class _Columns:
+    """A grist.tfds source's batch from the engine -> the plain dict of numpy arrays.
+
+    Each feature is a column of the slot's fixed-size rows: a strided numpy view with a
+    leading batch axis, no copy (the views keep the slot lent, as batch.data does). A padded
+    feature also gives '<name>_shape': each record's real shape, int64 (rows, ndim).
+    """
+
+    def __init__(self, leaves, features):
+        from .tfds import _c_dtype, _nest
+
+        row = features.row_bytes
+        layout = []
+        paths = []
+        for leaf, c in zip(leaves, features.columns()):
+            dtype = _c_dtype(leaf)
+            shape = tuple(c["row_shape"])
+            strides, step = [], dtype.itemsize
+            for d in reversed(shape):
+                strides.append(step)
+                step *= d
+            layout.append((dtype, shape, c["offset"], (row,) + tuple(reversed(strides))))
+            paths.append(leaf.path)
+            if c["dims_offset"] >= 0:
+                layout.append((_np_int64(), (len(shape),), c["dims_offset"], (row, 8)))
+                paths.append(leaf.path[:-1] + (leaf.path[-1] + "_shape",))
+        self._layout, self._nest = layout, _nest(paths)
+
+    def __call__(self, batch):
+        import numpy as np
+
+        data = batch.data
+        n = data.shape[0]
+        return self._nest([np.ndarray((n,) + shape, dtype, buffer=data, offset=off, strides=strides)
+                           for dtype, shape, off, strides in self._layout])
+
+
+def _np_int64():
+    import numpy as np
+    return np.dtype(np.int64)
+
+
+def _detach(x, data):
+    """@x with every numpy array that views @data (a batch slot) copied out of it: a batch_map
+    result then holds no slot, however long the loop keeps it (the tutorial's normalize
+    passes the label column through)."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        return x.copy() if np.may_share_memory(x, data) else x
+    if type(x) is dict:
+        return {k: _detach(v, data) for k, v in x.items()}
+    if type(x) in (list, tuple):
+        return type(x)(_detach(v, data) for v in x)
+    return x
+
+
+class _Ahead:
+    """Runs fn on each item of a pull function on @threads threads, @depth items ahead of the
+    consumer, and hands the results back in order, each with the checkpoint taken when its
+    item was pulled (so get_state() counts what the caller has received, not what was read)."""
+
+    def __init__(self, pull, fn, threads, depth, state):
+        self._pull, self._fn, self._depth = pull, fn, depth
+        self._pool = _futures.ThreadPoolExecutor(threads, thread_name_prefix="grist-batch-map")
+        self._queue = _collections.deque()
+        self._ended = False
+        self.state = state
+
+    def next(self):
+        while not self._ended and len(self._queue) < self._depth:
+            try:
+                item, state = self._pull()
+            except StopIteration:
+                self._ended = True
+                break
+            self._queue.append((self._pool.submit(self._fn, item), state))
+            del item  # the worker holds the batch now; its slot goes back once fn is done
+        if not self._queue:
+            raise StopIteration
+        fut, state = self._queue.popleft()
+        result = fut.result()
+        self.state = state
+        return result
+
+    def close(self):
+        for fut, _ in self._queue:
+            fut.cancel()
+        self._queue.clear()
+        self._pool.shutdown(wait=True)
+
+
 class Loader(_grist.Loader):
     """Loader(paths, batch_size, *, seed=0, epochs=None, shuffle=True, shard_index=0,
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
-    threads=None, queue_depth=None, prefetch=None, state=None, pack=None, pack_length=None,
-    pack_bins=None, token_bytes=None)
+    threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
+    state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, batch_map=None,
+    map_threads=None, pad=None, skip=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
-    the same settings. epochs=None is unbounded. With weights, paths is a list of datasets,
-    each a path, a glob pattern or a list of them, mixed by weight. layout is "ragged"
-    (records back to back, with offsets), "fixed" or "padded" (rows of record_bytes).
-    With pack="first-fit" or "concat-split" (and pack_length=L, token_bytes=1|2|4, first-fit's
-    pack_bins defaulting to batch_size) records are token sequences packed into rows of L
-    tokens, as Grain's FirstFitPackIterDataset / ConcatThenSplitIterDataset do: batch_size
-    counts rows, batch.data is (rows, L) of uint8/uint16/uint32 and batch.segment_ids and
-    batch.positions are int32 (rows, L). get_state() -> bytes is a checkpoint;
-    Loader(..., state=s) continues with exactly the next batch. For several hosts: shard_index=jax.process_index(),
-    shard_count=jax.process_count(). The GIL is released while waiting for a batch.
+    the same settings. Every option keyword is an option of libgrist's table (`grist load
+    --options` lists them with their bounds) and is parsed by it: an int, a bool or a str
+    (sizes may say "4M"), refused with the same message as `grist load` (ValueError); None
+    means the default. epochs=None (or 0) is unbounded. With weights, paths is a list of
+    datasets, each a path, a glob pattern or a list of them, mixed by weight. layout is
+    "ragged" (records back to back, with offsets), "fixed" or "padded" (rows of
+    record_bytes). With pack="first-fit" or "concat-split" (and pack_length=L,
+    token_bytes=1|2|4, first-fit's pack_bins defaulting to batch_size) records are token
+    sequences packed into rows of L tokens, as Grain's FirstFitPackIterDataset /
+    ConcatThenSplitIterDataset do: batch_size counts rows, batch.data is (rows, L) of
+    uint8/uint16/uint32 and batch.segment_ids and batch.positions are int32 (rows, L).
+
+    len(loader) is the number of batches it yields (after shards, epochs and
+    drop_remainder; a resumed loader counts from its state); an unbounded or packing
+    loader has no len() (TypeError), as an iterator of unknown length. get_state() -> bytes
+    is a checkpoint; Loader(..., state=s) continues with exactly the next batch. For several
+    hosts: shard_index=jax.process_index(), shard_count=jax.process_count(). The GIL is
+    released while waiting for a batch.
+
+    prefetch is also the most batches the caller may hold at once; a `for` loop holds the
+    previous batch while it asks for the next, so the loader lends one slot more than
+    prefetch. A loader does not survive os.fork(): iterating it in a child process (a
+    multiprocessing worker started by fork) raises grist.Error (errno ENOTRECOVERABLE)
+    instead of waiting forever; create the loader in the child, e.g. from the parent's
+    get_state().
+
+    paths may also be a grist.tfds source of whole splits: the batches are then plain dicts
+    of numpy arrays, nested as the dataset's features, each with a leading batch axis
+    ({"image": uint8 (B, 28, 28, 1), "label": int64 (B,)} for MNIST), decoded by the engine's
+    threads straight into the batch slot (views of it, as batch.data is). The records of
+    batch k are those the bytes Loader over src.files gives in batch k with the same options.
+    A feature whose shape varies is an error unless pad={key: max shape} pads it (its real
+    shape is then '<name>_shape', int64 (B, ndim)) or skip=[keys] leaves it out (lists of
+    strings cannot be batched: skip them). layout and record_bytes are the source's.
+    With weights, paths may be a list of grist.tfds sources with the same features.
+
+    batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
+    loop, and the loop receives its results in order; get_state() counts the results received.
+    numpy arrays in the result (in dicts, lists, tuples) that view the batch are copied out of
+    it, so results hold no slot; batches waiting for fn count against prefetch.
     """
 
-    def __init__(self, paths, batch_size, **options):
+    def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, **options):
+        self._columns = None
+        self._ahead = None
+        mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
+        srcs = list(paths) if mixed else [paths]
+        if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
+            if not all(hasattr(s, "_loader_features") for s in srcs):
+                raise ValueError("grist.Loader: mix grist.tfds sources with grist.tfds sources only")
+            for k in ("layout", "record_bytes", "pack"):
+                if options.get(k) is not None:
+                    raise ValueError(f"grist.Loader: {k}= does not apply to a grist.tfds source")
+            for src in srcs:
+                if not src.whole_splits:
+                    raise ValueError(f"grist.Loader: split {src.split!r} slices a split; the Loader reads whole "
+                                     "splits (use shard_index/shard_count to divide one)")
+            src = srcs[0]
+            features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None)
+            for other in srcs[1:]:
+                if other._loader_features(pad, skip)[1] != cols:
+                    raise ValueError(f"grist.Loader: {other!r} has other features than {src!r}: mixed "
+                                     "grist.tfds sources need the same features")
+            options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
+            self._columns = _Columns(leaves, features)
+            paths = [s.files for s in srcs] if mixed else src.files
+        elif pad is not None or skip is not None:
+            raise ValueError("grist.Loader: pad= and skip= apply to a grist.tfds source")
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")
             paths = [_expand(p) for p in paths]
         else:
             paths = _expand(paths)
+        if map_threads is not None and batch_map is None:
+            raise ValueError("grist.Loader: map_threads= needs batch_map=")
         super().__init__(paths, batch_size, **options)
+        if batch_map is not None:
+            if not callable(batch_map):
+                raise TypeError("grist.Loader: batch_map must be callable")
+            # One thread by default: on 2 cores a second one costs more in GIL hand-offs
+            # than it overlaps (bench/README.md).
+            threads = 1 if map_threads is None else int(map_threads)
+            if threads < 1:
+                raise ValueError("grist.Loader: map_threads must be >= 1")
+            prefetch = options.get("prefetch") or 4
+            columns = self._columns
+
+            def fn(batch):  # on a worker: the dict is built there too
+                data = batch.data
+                out = _detach(batch_map(columns(batch) if columns is not None else batch), data)
+                del data
+                if out is not batch:
+                    # The slot goes back now (or once views fn kept are gone), before the
+                    # result is handed over: never later than the loop sees it.
+                    batch.release()
+                return out
+            # Leave one batch for the caller to hold within the prefetch limit (a result that
+            # is the Batch itself still holds its slot).
+            me = _weakref.ref(self)  # no cycle: the loader's engine stops when it is dropped
+
+            def pull():
+                loader = me()
+                if loader is None:
+                    raise StopIteration
+                return _grist.Loader.__next__(loader), _grist.Loader.get_state(loader)
+            self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, prefetch - 1)),
+                                 _grist.Loader.get_state(self))
+
+    def __next__(self):
+        if self._ahead is not None:
+            return self._ahead.next()
+        b = _grist.Loader.__next__(self)
+        return b if self._columns is None else self._columns(b)
+
+    def get_state(self):
+        """get_state() -> bytes: the checkpoint after the last batch returned; Loader(...,
+        state=s) continues with exactly the next batch."""
+        if self._ahead is not None:
+            return self._ahead.state
+        return super().get_state()
+
+    def close(self):
+        """close(): stop the loader; batches still alive stay valid until they are released."""
+        if self._ahead is not None:
+            self._ahead.close()
+        super().close()
+
+    def __exit__(self, *exc):
+        self.close()

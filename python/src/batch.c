@@ -137,9 +137,11 @@ static PyObject *batch_array(BatchObject *self, void *closure)
 		/* uint32 in C; int32 for the caller (values stay below 2^24, the longest row) */
 		return gristpy_view_array((PyObject *)self, v, data_shape(self, b, shape), shape, "i", 4);
 	}
-	if ((which == 'd' && !b->datasets) || (which == 'i' && !b->indices))
+	if ((which == 'd' && !b->datasets) || (which == 'i' && !b->indices) || (which == 'e' && !b->epochs))
 		Py_RETURN_NONE;
 	n = (Py_ssize_t)b->num_records;
+	if (which == 'e')
+		return gristpy_view_array((PyObject *)self, b->epochs, 1, &n, "Q", 8);
 	if (which == 'd')
 		return gristpy_view_array((PyObject *)self, b->datasets, 1, &n, "I", 4);
 	if (which == 'i')
@@ -164,6 +166,34 @@ static PyObject *batch_get_sequence(BatchObject *self, void *closure)
 
 	(void)closure;
 	return b ? PyLong_FromUnsignedLongLong(b->sequence) : NULL;
+}
+
+static PyObject *batch_get_epoch(BatchObject *self, void *closure)
+{
+	struct grist_batch *b = batch_held(self);
+
+	(void)closure;
+	if (!b)
+		return NULL;
+	if (!b->epochs || !b->num_records)
+		Py_RETURN_NONE;
+	return PyLong_FromUnsignedLongLong(b->epochs[0]);
+}
+
+static PyObject *batch_repr(BatchObject *self)
+{
+	static const char *const layouts[] = { "ragged", "fixed", "padded" };
+	const struct grist_batch *b = self->b;
+	char epoch[32];
+
+	if (!b || self->release_asked)
+		return PyUnicode_FromString("grist.Batch(released)");
+	if (b->epochs && b->num_records)
+		snprintf(epoch, sizeof(epoch), "%llu", (unsigned long long)b->epochs[0]);
+	else
+		snprintf(epoch, sizeof(epoch), "None");
+	return PyUnicode_FromFormat("grist.Batch(records=%zu, bytes=%zu, epoch=%s, layout='%s')", b->num_records,
+				    b->bytes, epoch, self->token_bytes ? "packed" : layouts[self->layout]);
 }
 
 static PyObject *batch_get_released(BatchObject *self, void *closure)
@@ -324,6 +354,10 @@ static PyGetSetDef batch_getset[] = {
 	{ "positions", (getter)batch_array, NULL,
 	  "packed: numpy int32 (rows, pack_length): 0, 1, ... within each sequence, 0 for padding;\n"
 	  "else None.", "p" },
+	{ "epochs", (getter)batch_array, NULL,
+	  "numpy uint64: each record's epoch of its dataset (None when packing).", "e" },
+	{ "epoch", (getter)batch_get_epoch, NULL,
+	  "the epoch of the batch's first record (of its dataset, when mixing); None when packing.", NULL },
 	{ "num_records", (getter)batch_get_num_records, NULL, "records in the batch (pad rows not counted).", NULL },
 	{ "sequence", (getter)batch_get_sequence, NULL, "0 for the first batch of a run; continues across resume.", NULL },
 	{ "released", (getter)batch_get_released, NULL, "True once release() was called.", NULL },
@@ -353,4 +387,5 @@ PyTypeObject gristpy_BatchType = {
 	.tp_dealloc = (destructor)batch_dealloc,
 	.tp_getset = batch_getset,
 	.tp_methods = batch_methods,
+	.tp_repr = (reprfunc)batch_repr,
 };

@@ -73,10 +73,11 @@ static PyObject *output_names(const char *out, uint64_t shards)
 
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-	static char *kwlist[] = { "inputs", "output", "format", "options", "shards", "check", "progress", NULL };
+	static char *kwlist[] = { "inputs", "output", "format", "options", "shards", "check", "progress", "features",
+				  NULL };
 	PyObject *inputs_obj, *output_obj = NULL, *format_obj = Py_None, *shards_obj = Py_None;
 	PyObject *progress = Py_None;
-	const char *options = "";
+	const char *options = "", *features = NULL;
 	int check = 1, ret;
 	struct gristpy_paths inputs = { 0 };
 	struct grist_convert_options o;
@@ -84,13 +85,14 @@ PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs)
 	char msg[1024];
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OzOpO:convert", kwlist, &inputs_obj,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OzOpOz:convert", kwlist, &inputs_obj,
 					 PyUnicode_FSConverter, &output_obj, &format_obj, &options, &shards_obj,
-					 &check, &progress))
+					 &check, &progress, &features))
 		return NULL;
 	grist_convert_options_init(&o);
 	o.writer_options = options;
 	o.no_check = !check;
+	o.features = features;
 	if (format_obj != Py_None) {
 		const char *name = PyUnicode_Check(format_obj) ? PyUnicode_AsUTF8(format_obj) : NULL;
 
@@ -138,7 +140,9 @@ PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs)
 		goto fail;
 	}
 	{
-		PyObject *names = output_names(PyBytes_AS_STRING(output_obj), o.shards);
+		/* imagefolder writes one dataset folder, OUT: the shards inside are dataset_info.json's to list */
+		PyObject *names = o.format == GRIST_CONVERT_IMAGEFOLDER ? output_names(PyBytes_AS_STRING(output_obj), 1)
+									 : output_names(PyBytes_AS_STRING(output_obj), o.shards);
 
 		Py_DECREF(output_obj);
 		return names;

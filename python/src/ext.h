@@ -16,6 +16,7 @@ extern PyTypeObject gristpy_WriterType;
 extern PyTypeObject gristpy_LoaderType;
 extern PyTypeObject gristpy_BatchType;
 extern PyTypeObject gristpy_ViewType;
+extern PyTypeObject gristpy_FeaturesType;
 
 /*
  * Raise the exception for a failed grist call, with the message it left on this thread
@@ -39,6 +40,9 @@ struct gristpy_paths {
 };
 int gristpy_paths_from(PyObject *obj, struct gristpy_paths *out);
 void gristpy_paths_free(struct gristpy_paths *p);
+
+/* example.c: encode_examples(columns, n) -> list[bytes], tf.train.Example records (module function). */
+PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
 
 /* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
@@ -68,5 +72,22 @@ void gristpy_batch_export_done(PyObject *batch);
  */
 PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const Py_ssize_t *shape,
 			     const char *format, Py_ssize_t itemsize);
+
+/*
+ * A per-record map for the Loader's private _map keyword (features.c makes them): the
+ * callback, its context and checkpoint id, and the ragged layout's output bound (0: the
+ * library's default). The capsule holds a reference to the object that owns @ctx; the
+ * loader keeps the capsule until its engine is destroyed.
+ */
+struct gristpy_map {
+	grist_map_fn fn;
+	void *ctx;
+	uint64_t id;
+	size_t out_max;
+};
+#define GRISTPY_MAP_CAPSULE "grist._grist.map"
+PyObject *gristpy_map_capsule(PyObject *owner, const struct gristpy_map *map);
+/* features.c: the module constants of grist/features.h's enums (WIRE_*, DTYPE_*, DECODE_*, VARLEN_*). */
+int gristpy_features_add_constants(PyObject *m);
 
 #endif

@@ -2,6 +2,9 @@
 #include "ext.h"
 
 #include <string.h>
+#include <time.h>
+
+#include "grist/options.h"
 
 typedef struct {
 	PyObject_HEAD
@@ -10,347 +13,134 @@ typedef struct {
 	enum grist_batch_layout layout;
 	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
+	unsigned prefetch;          /* the most batches the caller may hold (cfg.prefetch resolved) */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
+	/* for repr() and stats(): what it was asked for, and what --stats measures */
+	uint64_t batch_size, epochs, shard_index, shard_count;
+	size_t num_datasets, num_files;
+	size_t record_bytes;
+	uint64_t t0_ns, first_batch_ns;  /* creation; the first batch's arrival (0: none yet) */
+	uint64_t *per_dataset;           /* records delivered per dataset, as --stats counts them */
+	PyObject *map_owner;        /* the _map capsule: its decoder outlives the engine */
 } LoaderObject;
 
-/* ---- keyword arguments: one converter per keyword, in one table (add a row to add one) ---- */
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * ---- keyword arguments: parsed by the library's option table (grist/options.h), as `grist
+ * load` parses its options, so a value is accepted or refused with the same message. Only
+ * the keywords that are not loader options (paths, weights, state) are this file's.
+ */
 
 struct loader_args {
 	struct grist_loader_config cfg;
 	PyObject *paths;            /* borrowed */
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
-	bool pack_length_set, pack_bins_set, token_bytes_set;
+	PyObject *map;              /* borrowed: the _map capsule, or NULL */
 };
 
-static int arg_u64(PyObject *v, const char *name, uint64_t *out)
+/* A keyword's value as the table's text: an int in decimal, a bool as true/false, a str as is. */
+static int option_text(const char *name, PyObject *v, PyObject **text)
 {
-	unsigned long long x;
+	if (PyBool_Check(v)) {
+		*text = PyUnicode_FromString(v == Py_True ? "true" : "false");
+	} else if (PyLong_Check(v)) {
+		*text = PyObject_Str(v);
+	} else if (PyUnicode_Check(v)) {
+		Py_INCREF(v);
+		*text = v;
+	} else if (PyIndex_Check(v)) {
+		PyObject *i = PyNumber_Index(v);
 
-	if (PyBool_Check(v) || !PyIndex_Check(v)) {
-		PyErr_Format(PyExc_TypeError, "Loader: %s must be an integer", name);
+		*text = i ? PyObject_Str(i) : NULL;
+		Py_XDECREF(i);
+	} else {
+		PyErr_Format(PyExc_TypeError, "Loader: %s must be an int, a bool or a str, not %.100s", name,
+			     Py_TYPE(v)->tp_name);
 		return -1;
 	}
-	v = PyNumber_Index(v);
-	if (!v)
-		return -1;
-	x = PyLong_AsUnsignedLongLong(v);
-	Py_DECREF(v);
-	if (x == (unsigned long long)-1 && PyErr_Occurred()) {
-		PyErr_Clear();
-		PyErr_Format(PyExc_ValueError, "Loader: %s must be an integer in 0..2^64-1", name);
-		return -1;
-	}
-	*out = x;
-	return 0;
+	return *text ? 0 : -1;
 }
 
-static int arg_uint(PyObject *v, const char *name, unsigned *out)
+static int set_option(struct loader_args *a, const char *name, PyObject *v)
 {
-	uint64_t x;
+	PyObject *text;
+	const char *t;
+	int ret;
 
-	if (v == Py_None) {
-		*out = 0; /* the library's default */
-		return 0;
-	}
-	if (arg_u64(v, name, &x))
+	if (v == Py_None)
+		return 0; /* the library's default (epochs=None: unbounded) */
+	if (option_text(name, v, &text))
 		return -1;
-	if (x == 0 || x > 1u << 20) {
-		PyErr_Format(PyExc_ValueError, "Loader: %s must be None or in 1..%u, not %llu", name, 1u << 20,
-			     (unsigned long long)x);
+	t = PyUnicode_AsUTF8(text);
+	ret = t ? grist_loader_config_set(&a->cfg, name, t) : -1;
+	Py_DECREF(text);
+	if (!t)
 		return -1;
-	}
-	*out = (unsigned)x;
-	return 0;
-}
-
-static int arg_bool(PyObject *v, bool *out)
-{
-	int t = PyObject_IsTrue(v);
-
-	if (t < 0)
-		return -1;
-	*out = t;
-	return 0;
-}
-
-/* One of @words (NULL-terminated); the enum value is the word's position. */
-static int arg_word(PyObject *v, const char *name, const char *const *words, int *out)
-{
-	char list[256];
-	const char *s;
-	size_t k = 0;
-	int i;
-
-	if (!PyUnicode_Check(v) || !(s = PyUnicode_AsUTF8(v))) {
-		PyErr_Format(PyExc_TypeError, "Loader: %s must be a string", name);
-		return -1;
-	}
-	for (i = 0; words[i]; i++)
-		if (!strcmp(s, words[i])) {
-			*out = i;
-			return 0;
-		}
-	list[0] = '\0';
-	for (i = 0; words[i] && k < sizeof(list); i++)
-		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%s", i ? ", " : "", words[i]);
-	PyErr_Format(PyExc_ValueError, "Loader: %s must be one of %s, not '%s'", name, list, s);
-	return -1;
-}
-
-static int kw_batch_size(PyObject *v, struct loader_args *a) { return arg_u64(v, "batch_size", &a->cfg.batch_size); }
-static int kw_seed(PyObject *v, struct loader_args *a) { return arg_u64(v, "seed", &a->cfg.seed); }
-static int kw_shard_index(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_index", &a->cfg.shard_index); }
-static int kw_shard_count(PyObject *v, struct loader_args *a) { return arg_u64(v, "shard_count", &a->cfg.shard_count); }
-static int kw_drop_remainder(PyObject *v, struct loader_args *a) { return arg_bool(v, &a->cfg.drop_remainder); }
-static int kw_threads(PyObject *v, struct loader_args *a) { return arg_uint(v, "threads", &a->cfg.threads); }
-static int kw_queue_depth(PyObject *v, struct loader_args *a) { return arg_uint(v, "queue_depth", &a->cfg.queue_depth); }
-static int kw_prefetch(PyObject *v, struct loader_args *a) { return arg_uint(v, "prefetch", &a->cfg.prefetch); }
-
-static int kw_epochs(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None) {
-		a->cfg.epochs = 0; /* unbounded */
-		return 0;
-	}
-	if (arg_u64(v, "epochs", &a->cfg.epochs))
-		return -1;
-	if (a->cfg.epochs == 0) {
-		PyErr_SetString(PyExc_ValueError, "Loader: epochs must be None (unbounded) or >= 1");
+	if (ret) {
+		PyErr_SetString(PyExc_ValueError, grist_last_error());
 		return -1;
 	}
 	return 0;
 }
 
-static int kw_shuffle(PyObject *v, struct loader_args *a)
+/* _map: a per-record map from grist's own Python modules (grist.tfds' features decoder). */
+static int kw_map(PyObject *v, struct loader_args *a)
 {
-	bool shuffle;
-
-	if (arg_bool(v, &shuffle))
-		return -1;
-	a->cfg.no_shuffle = !shuffle;
-	return 0;
-}
-
-static int kw_layout(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "ragged", "fixed", "padded", NULL };
-	int x;
-
-	if (arg_word(v, "layout", words, &x))
-		return -1;
-	a->cfg.layout = (enum grist_batch_layout)x; /* words are in enum order */
-	return 0;
-}
-
-static int kw_record_bytes(PyObject *v, struct loader_args *a)
-{
-	uint64_t x;
+	const struct gristpy_map *m;
 
 	if (v == Py_None)
 		return 0;
-	if (arg_u64(v, "record_bytes", &x))
+	m = PyCapsule_GetPointer(v, GRISTPY_MAP_CAPSULE);
+	if (!m)
 		return -1;
-	a->cfg.record_bytes = (size_t)x;
+	a->cfg.map = m->fn;
+	a->cfg.map_ctx = m->ctx;
+	a->cfg.map_id = m->id;
+	a->cfg.map_out_max = m->out_max;
+	a->map = v;
 	return 0;
 }
-
-static int kw_pad_value(PyObject *v, struct loader_args *a)
-{
-	uint64_t x;
-
-	if (arg_u64(v, "pad_value", &x))
-		return -1;
-	if (x > 255) {
-		PyErr_Format(PyExc_ValueError, "Loader: pad_value must be in 0..255, not %llu", (unsigned long long)x);
-		return -1;
-	}
-	a->cfg.pad_value = (uint8_t)x;
-	return 0;
-}
-
-static int kw_granularity(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "record", "chunk", NULL };
-	int x;
-
-	if (arg_word(v, "granularity", words, &x))
-		return -1;
-	a->cfg.granularity = x ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
-	return 0;
-}
-
-static int kw_window(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None)
-		return 0;
-	if (arg_u64(v, "window", &a->cfg.window_chunks))
-		return -1;
-	if (!a->cfg.window_chunks) {
-		PyErr_SetString(PyExc_ValueError, "Loader: window must be None or >= 1 chunks");
-		return -1;
-	}
-	return 0;
-}
-
-static int kw_weights(PyObject *v, struct loader_args *a)
-{
-	a->weights = v;
-	return 0;
-}
-
-static int kw_engine(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "uring", "pread", "ref", NULL };
-	static const enum grist_engine_kind kinds[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
-	int x;
-
-	if (arg_word(v, "engine", words, &x))
-		return -1;
-	a->cfg.engine = kinds[x];
-	return 0;
-}
-
-static int kw_io(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "auto", "buffered", "direct", "mmap", NULL };
-	int x;
-
-	if (arg_word(v, "io", words, &x))
-		return -1;
-	a->cfg.read_mode = (enum grist_read_mode)x; /* words are in enum order */
-	return 0;
-}
-
-static int kw_pack(PyObject *v, struct loader_args *a)
-{
-	static const char *const words[] = { "first-fit", "concat-split", NULL };
-	int x;
-
-	if (v == Py_None) {
-		a->cfg.pack = GRIST_PACK_NONE;
-		return 0;
-	}
-	if (arg_word(v, "pack", words, &x))
-		return -1;
-	a->cfg.pack = x ? GRIST_PACK_CONCAT_SPLIT : GRIST_PACK_FIRST_FIT;
-	return 0;
-}
-
-/* The pack sizes: None leaves the field unset; their ranges are the library's to check. */
-static int arg_pack_size(PyObject *v, const char *name, uint64_t *out, bool *set)
-{
-	if (v == Py_None)
-		return 0;
-	if (arg_u64(v, name, out))
-		return -1;
-	*set = true;
-	return 0;
-}
-
-static int kw_pack_length(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "pack_length", &x, &a->pack_length_set))
-		return -1;
-	a->cfg.pack_length = (size_t)x;
-	return 0;
-}
-
-static int kw_pack_bins(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "pack_bins", &x, &a->pack_bins_set))
-		return -1;
-	if (a->pack_bins_set && x == 0) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins must be None (the batch size) or >= 1");
-		return -1;
-	}
-	a->cfg.pack_bins = (size_t)x;
-	return 0;
-}
-
-static int kw_token_bytes(PyObject *v, struct loader_args *a)
-{
-	uint64_t x = 0;
-
-	if (arg_pack_size(v, "token_bytes", &x, &a->token_bytes_set))
-		return -1;
-	if (a->token_bytes_set && x != 1 && x != 2 && x != 4) {
-		PyErr_Format(PyExc_ValueError, "Loader: token_bytes must be 1, 2 or 4, not %llu", (unsigned long long)x);
-		return -1;
-	}
-	a->cfg.pack_token_bytes = (unsigned)x;
-	return 0;
-}
-
-/*
- * The pack keywords go together: a size without pack= would be silently ignored, and pack=
- * without a row length or token width cannot mean anything (the CLI refuses the same).
- */
-static int check_pack_args(const struct loader_args *a)
-{
-	if (!a->cfg.pack) {
-		if (a->pack_length_set || a->pack_bins_set || a->token_bytes_set) {
-			PyErr_SetString(PyExc_ValueError, "Loader: pack_length, pack_bins and token_bytes need pack=");
-			return -1;
-		}
-		return 0;
-	}
-	if (!a->pack_length_set || !a->token_bytes_set) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack= needs pack_length= (tokens per row) and "
-				"token_bytes= (1, 2 or 4)");
-		return -1;
-	}
-	if (a->pack_bins_set && a->cfg.pack == GRIST_PACK_CONCAT_SPLIT) {
-		PyErr_SetString(PyExc_ValueError, "Loader: pack_bins applies to pack='first-fit' only");
-		return -1;
-	}
-	return 0;
-}
-
-static int kw_state(PyObject *v, struct loader_args *a)
-{
-	if (v == Py_None)
-		return 0;
-	if (PyObject_GetBuffer(v, &a->state, PyBUF_SIMPLE) < 0)
-		return -1;
-	a->cfg.resume_state = a->state.buf;
-	a->cfg.resume_state_len = (size_t)a->state.len;
-	return 0;
-}
-
-static const struct {
-	const char *name;
-	int (*apply)(PyObject *v, struct loader_args *a);
-} loader_keywords[] = {
-	{ "batch_size", kw_batch_size }, { "seed", kw_seed }, { "epochs", kw_epochs },
-	{ "shuffle", kw_shuffle }, { "shard_index", kw_shard_index }, { "shard_count", kw_shard_count },
-	{ "drop_remainder", kw_drop_remainder }, { "layout", kw_layout }, { "record_bytes", kw_record_bytes },
-	{ "pad_value", kw_pad_value }, { "granularity", kw_granularity }, { "window", kw_window },
-	{ "weights", kw_weights }, { "engine", kw_engine }, { "io", kw_io }, { "threads", kw_threads },
-	{ "queue_depth", kw_queue_depth }, { "prefetch", kw_prefetch }, { "state", kw_state },
-	{ "pack", kw_pack }, { "pack_length", kw_pack_length }, { "pack_bins", kw_pack_bins },
-	{ "token_bytes", kw_token_bytes },
-};
 
 static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
 {
 	const char *name = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : NULL;
-	size_t i;
+	const struct grist_option *o;
 
 	if (!name) {
 		PyErr_SetString(PyExc_TypeError, "Loader: keywords must be strings");
 		return -1;
 	}
-	for (i = 0; i < sizeof(loader_keywords) / sizeof(loader_keywords[0]); i++)
-		if (!strcmp(name, loader_keywords[i].name))
-			return loader_keywords[i].apply(v, a);
-	PyErr_Format(PyExc_TypeError, "Loader() got an unexpected keyword argument '%s'", name);
-	return -1;
+	if (!strcmp(name, "weights")) {
+		a->weights = v;
+		return 0;
+	}
+	if (!strcmp(name, "state")) {
+		if (v == Py_None)
+			return 0;
+		if (PyObject_GetBuffer(v, &a->state, PyBUF_SIMPLE) < 0)
+			return -1;
+		a->cfg.resume_state = a->state.buf;
+		a->cfg.resume_state_len = (size_t)a->state.len;
+		return 0;
+	}
+	if (!strcmp(name, "_map"))
+		return kw_map(v, a);
+	/* table names only, spelled as Python spells them (queue_depth, not queue-depth) */
+	o = grist_loader_option_find(name);
+	if (!o || strcmp(o->name, name)) {
+		PyErr_Format(PyExc_TypeError, "Loader() got an unexpected keyword argument '%s'", name);
+		return -1;
+	}
+	return set_option(a, name, v);
 }
 
 /* ---- datasets ---- */
@@ -434,6 +224,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	int ret = -1, code;
 
 	memset(&a, 0, sizeof(a));
+	grist_loader_config_init(&a.cfg);
 	if (self->l || self->closed) {
 		PyErr_SetString(PyExc_ValueError, "grist.Loader: already initialised");
 		return -1;
@@ -444,7 +235,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		return -1;
 	}
 	a.paths = PyTuple_GET_ITEM(args, 0);
-	if (nargs == 2 && kw_batch_size(PyTuple_GET_ITEM(args, 1), &a))
+	if (nargs == 2 && set_option(&a, "batch_size", PyTuple_GET_ITEM(args, 1)))
 		goto out;
 	while (kwds && PyDict_Next(kwds, &pos, &key, &value))
 		if (apply_keyword(key, value, &a))
@@ -453,8 +244,13 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_TypeError, "Loader() missing required argument 'batch_size'");
 		goto out;
 	}
-	if (check_pack_args(&a))
-		goto out;
+	/*
+	 * prefetch is also the most batches a caller may hold, and a `for batch in loader` loop
+	 * still holds the previous batch (its variable) while it asks for the next: one more
+	 * is lent here, so prefetch=1 works in a loop as `grist load --prefetch 1` does.
+	 */
+	if (a.cfg.prefetch && a.cfg.prefetch < 64)
+		a.cfg.prefetch++;
 	if (datasets_from(a.paths, a.weights, &ds))
 		goto out;
 	a.cfg.datasets = ds.specs;
@@ -474,8 +270,27 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 		goto out;
 	}
 	self->l = l;
+	Py_XINCREF(a.map);
+	self->map_owner = a.map;
+	/* the library's hold limit: 0 asks for its default, which loader.h documents as 4 */
+	self->prefetch = a.cfg.prefetch ? a.cfg.prefetch : 4;
 	self->layout = a.cfg.layout;
 	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
+	self->batch_size = a.cfg.batch_size;
+	self->epochs = a.cfg.epochs;
+	self->shard_index = a.cfg.shard_index;
+	self->shard_count = a.cfg.shard_count ? a.cfg.shard_count : 1;
+	self->num_datasets = ds.n;
+	self->record_bytes = a.cfg.record_bytes;
+	for (size_t d = 0; d < ds.n; d++)
+		self->num_files += ds.specs[d].num_paths;
+	self->t0_ns = now_ns();
+	PyMem_Free(self->per_dataset);
+	self->per_dataset = PyMem_Calloc(ds.n, sizeof(*self->per_dataset));
+	if (!self->per_dataset) {
+		PyErr_NoMemory();
+		goto out;
+	}
 	ret = 0;
 out:
 	datasets_free(&ds);
@@ -507,6 +322,8 @@ static void loader_dealloc(LoaderObject *self)
 	}
 	if (self->lock)
 		PyThread_free_lock(self->lock);
+	PyMem_Free(self->per_dataset);
+	Py_XDECREF(self->map_owner);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -560,8 +377,14 @@ static PyObject *loader_iternext(LoaderObject *self)
 	if (ret)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
-	if (!ret && b)
+	if (!ret && b) {
 		self->live++;
+		if (!self->first_batch_ns)
+			self->first_batch_ns = now_ns();
+		for (size_t i = 0; b->datasets && i < b->num_records; i++)
+			if (b->datasets[i] < self->num_datasets)
+				self->per_dataset[b->datasets[i]]++;
+	}
 	PyThread_release_lock(self->lock);
 	if (ret)
 		return gristpy_raise(ret, msg);
@@ -592,9 +415,33 @@ static PyObject *loader_get_state(LoaderObject *self, PyObject *unused)
 	return PyBytes_FromStringAndSize((const char *)buf, (Py_ssize_t)len);
 }
 
+/* Py_NewRef() of Python 3.10, for 3.9 */
+static PyObject *newref(PyObject *o)
+{
+	Py_INCREF(o);
+	return o;
+}
+
+/* Adds @key: @value to @d and drops the reference to @value; -1 on failure (either). */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+	int ret = value ? PyDict_SetItemString(d, key, value) : -1;
+
+	Py_XDECREF(value);
+	return ret;
+}
+
+/*
+ * Everything `grist load --stats` prints, by name: the library's counters, and what the
+ * CLI measures around them (seconds since creation, records/s, the first batch's arrival,
+ * queue occupancy per batch, packing efficiency, records per dataset).
+ */
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
 	struct grist_loader_stats st;
+	double seconds, batches;
+	PyObject *d, *per;
+	size_t i;
 
 	(void)unused;
 	if (loader_check(self))
@@ -602,36 +449,116 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	gristpy_lock(self->lock);
 	grist_loader_stats(self->l, &st);
 	PyThread_release_lock(self->lock);
-	return Py_BuildValue("{s:s,s:s,s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:O}",
-			     "engine", st.engine, "read_mode", st.read_mode, "threads", st.threads,
-			     "batches", (unsigned long long)st.batches, "records", (unsigned long long)st.records,
-			     "records_filtered", (unsigned long long)st.records_filtered,
-			     "reads_issued", (unsigned long long)st.reads_issued,
-			     "bytes_read", (unsigned long long)st.bytes_read,
-			     "chunks_decoded", (unsigned long long)st.chunks_decoded,
-			     "bytes_decoded", (unsigned long long)st.bytes_decoded,
-			     "io_wait_ns", (unsigned long long)st.io_wait_ns, "decode_ns", (unsigned long long)st.decode_ns,
-			     "assemble_ns", (unsigned long long)st.assemble_ns,
-			     "consumer_stall_ns", (unsigned long long)st.consumer_stall_ns,
-			     "producer_stall_ns", (unsigned long long)st.producer_stall_ns,
-			     "queue_occupancy_sum", (unsigned long long)st.queue_occupancy_sum,
-			     "memory_bytes", (unsigned long long)st.memory_bytes,
-			     "pack_tokens", (unsigned long long)st.pack_tokens,
-			     "pack_capacity", (unsigned long long)st.pack_capacity,
-			     "registered_buffers", st.registered_buffers ? Py_True : Py_False,
-			     "pinned", st.pinned ? Py_True : Py_False);
+	seconds = (double)(now_ns() - self->t0_ns) / 1e9;
+	batches = st.batches ? (double)st.batches : 1.0;
+	d = PyDict_New();
+	per = PyList_New((Py_ssize_t)self->num_datasets);
+	if (!d || !per)
+		goto fail;
+	for (i = 0; i < self->num_datasets; i++) {
+		PyObject *n = PyLong_FromUnsignedLongLong(self->per_dataset[i]);
+
+		if (!n)
+			goto fail;
+		PyList_SET_ITEM(per, (Py_ssize_t)i, n);
+	}
+#define U64(k, v) put(d, k, PyLong_FromUnsignedLongLong((unsigned long long)(v)))
+#define F64(k, v) put(d, k, PyFloat_FromDouble(v))
+	if (put(d, "engine", PyUnicode_FromString(st.engine ? st.engine : "?")) ||
+	    put(d, "read_mode", PyUnicode_FromString(st.read_mode ? st.read_mode : "?")) ||
+	    U64("threads", st.threads) || U64("batches", st.batches) || U64("records", st.records) ||
+	    U64("records_filtered", st.records_filtered) || F64("seconds", seconds) ||
+	    F64("records_per_second", seconds > 0 ? (double)st.records / seconds : 0.0) ||
+	    U64("reads_issued", st.reads_issued) || U64("bytes_read", st.bytes_read) ||
+	    U64("chunks_decoded", st.chunks_decoded) || U64("bytes_decoded", st.bytes_decoded) ||
+	    U64("io_wait_ns", st.io_wait_ns) || U64("decode_ns", st.decode_ns) || U64("assemble_ns", st.assemble_ns) ||
+	    U64("consumer_stall_ns", st.consumer_stall_ns) || U64("producer_stall_ns", st.producer_stall_ns) ||
+	    F64("reads_in_flight_mean", st.reads_in_flight_mean) || U64("reads_in_flight_max", st.reads_in_flight_max) ||
+	    U64("queue_occupancy_sum", st.queue_occupancy_sum) ||
+	    F64("queue_occupancy", (double)st.queue_occupancy_sum / batches) || U64("memory_bytes", st.memory_bytes) ||
+	    put(d, "pinned", PyBool_FromLong(st.pinned)) ||
+	    put(d, "registered_buffers", PyBool_FromLong(st.registered_buffers)) ||
+	    put(d, "first_batch_seconds",
+		self->first_batch_ns ? PyFloat_FromDouble((double)(self->first_batch_ns - self->t0_ns) / 1e9)
+				     : newref(Py_None)) ||
+	    U64("pack_tokens", st.pack_tokens) || U64("pack_capacity", st.pack_capacity) ||
+	    F64("pack_efficiency", st.pack_capacity ? (double)st.pack_tokens / (double)st.pack_capacity : 0.0) ||
+	    put(d, "dataset_records", newref(per)))
+		goto fail;
+#undef U64
+#undef F64
+	Py_DECREF(per);
+	return d;
+fail:
+	Py_XDECREF(per);
+	Py_XDECREF(d);
+	return NULL;
 }
 
-static PyObject *loader_num_records(LoaderObject *self, PyObject *arg)
+static PyObject *loader_num_records(LoaderObject *self, PyObject *args)
 {
-	Py_ssize_t d = PyNumber_AsSsize_t(arg, PyExc_IndexError);
+	Py_ssize_t d = 0;
 
-	if (d == -1 && PyErr_Occurred())
+	if (!PyArg_ParseTuple(args, "|n:num_records", &d))
 		return NULL;
 	if (loader_check(self))
 		return NULL;
+	if (d < 0 || (size_t)d >= self->num_datasets) {
+		PyErr_Format(PyExc_IndexError, "grist.Loader.num_records: dataset %zd of %zu (0 .. %zu)", d,
+			     self->num_datasets, self->num_datasets - 1);
+		return NULL;
+	}
 	return PyLong_FromUnsignedLongLong(grist_loader_num_records(self->l, (size_t)d));
 }
+
+/* len(): the batches it yields from its start (or its resume state) to the end. */
+static Py_ssize_t loader_len(LoaderObject *self)
+{
+	uint64_t n;
+	int ret;
+
+	if (loader_check(self))
+		return -1;
+	ret = grist_loader_num_batches(self->l, &n);
+	if (ret) {
+		/* unbounded (epochs=None) or packed: no len(), as for any iterator of unknown length */
+		PyErr_Format(PyExc_TypeError, "grist.Loader has no len(): %s", grist_last_error());
+		return -1;
+	}
+	if (n > (uint64_t)PY_SSIZE_T_MAX) {
+		PyErr_SetString(PyExc_OverflowError, "grist.Loader: more batches than sys.maxsize");
+		return -1;
+	}
+	return (Py_ssize_t)n;
+}
+
+/* A loader is always true, whatever len() says (an unbounded one has none). */
+static int loader_bool(PyObject *self)
+{
+	(void)self;
+	return 1;
+}
+
+static PyObject *loader_repr(LoaderObject *self)
+{
+	static const char *const layouts[] = { "ragged", "fixed", "padded" };
+	char epochs[32];
+
+	if (!self->l && !self->closed)
+		return PyUnicode_FromString("grist.Loader(<not initialised>)");
+	if (self->epochs)
+		snprintf(epochs, sizeof(epochs), "%llu", (unsigned long long)self->epochs);
+	else
+		snprintf(epochs, sizeof(epochs), "None");
+	return PyUnicode_FromFormat("grist.Loader(datasets=%zu, files=%zu, batch_size=%llu, epochs=%s, shard='%llu/%llu', "
+				    "layout='%s'%s)",
+				    self->num_datasets, self->num_files, (unsigned long long)self->batch_size, epochs,
+				    (unsigned long long)self->shard_index, (unsigned long long)self->shard_count,
+				    self->token_bytes ? "packed" : layouts[self->layout], self->closed ? ", closed" : "");
+}
+
+static PySequenceMethods loader_as_sequence = { .sq_length = (lenfunc)loader_len };
+static PyNumberMethods loader_as_number = { .nb_bool = loader_bool };
 
 /*
  * close() stops the loader. Batches still alive keep their memory: the engine is destroyed
@@ -671,13 +598,53 @@ static PyObject *loader_iter(PyObject *self)
 	return self;
 }
 
+/*
+ * held: the batches lent now (each alive until its arrays are gone). Wrappers that keep
+ * batches in buffers (grist.grain, grist.jax) read it with prefetch to know when the next
+ * batch would be the last free slot, and hand out a copy instead of blocking the loader.
+ */
+static PyObject *loader_get_held(LoaderObject *self, void *closure)
+{
+	Py_ssize_t n;
+
+	(void)closure;
+	if (!self->lock)
+		return PyLong_FromLong(0); /* not initialised: nothing was lent */
+	gristpy_lock(self->lock);
+	n = self->live;
+	PyThread_release_lock(self->lock);
+	return PyLong_FromSsize_t(n);
+}
+
+static PyObject *loader_get_prefetch(LoaderObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLong(self->prefetch);
+}
+
+static PyGetSetDef loader_getset[] = {
+	{ "held", (getter)loader_get_held, NULL,
+	  "batches lent to the caller now: given back when released or when their arrays are gone.", NULL },
+	{ "prefetch", (getter)loader_get_prefetch, NULL,
+	  "the most batches the caller may hold at once (one more than prefetch= asked for: a for loop\n"
+	  "holds the previous batch); next() refuses one more (grist.Error, EBUSY).", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
 static PyMethodDef loader_methods[] = {
 	{ "get_state", (PyCFunction)loader_get_state, METH_NOARGS,
 	  "get_state() -> bytes: the checkpoint after the last batch returned; Loader(..., state=s)\n"
 	  "continues with exactly the next batch." },
-	{ "stats", (PyCFunction)loader_stats, METH_NOARGS, "stats() -> dict: the per-stage counters." },
-	{ "num_records", (PyCFunction)loader_num_records, METH_O,
-	  "num_records(d) -> int: records per epoch of dataset d (before sharding)." },
+	{ "stats", (PyCFunction)loader_stats, METH_NOARGS,
+	  "stats() -> dict: everything `grist load --stats` prints, by name: engine, read_mode, threads,\n"
+	  "batches, records, records_filtered, seconds (since creation), records_per_second, reads_issued,\n"
+	  "bytes_read, chunks_decoded, bytes_decoded, io_wait_ns, decode_ns, assemble_ns,\n"
+	  "consumer_stall_ns, producer_stall_ns, reads_in_flight_mean, reads_in_flight_max,\n"
+	  "queue_occupancy (and _sum), memory_bytes, pinned, registered_buffers, first_batch_seconds,\n"
+	  "pack_tokens, pack_capacity, pack_efficiency, dataset_records (delivered per dataset)." },
+	{ "num_records", (PyCFunction)loader_num_records, METH_VARARGS,
+	  "num_records(dataset=0) -> int: records per epoch of that dataset (before sharding);\n"
+	  "IndexError for a dataset that does not exist." },
 	{ "close", (PyCFunction)loader_close, METH_NOARGS,
 	  "close(): stop the loader; batches still alive stay valid until they are released." },
 	{ "__enter__", loader_enter, METH_NOARGS, NULL },
@@ -697,4 +664,8 @@ PyTypeObject gristpy_LoaderType = {
 	.tp_iter = loader_iter,
 	.tp_iternext = (iternextfunc)loader_iternext,
 	.tp_methods = loader_methods,
+	.tp_getset = loader_getset,
+	.tp_repr = (reprfunc)loader_repr,
+	.tp_as_sequence = &loader_as_sequence,
+	.tp_as_number = &loader_as_number,
 };

@@ -107,6 +107,11 @@ static PyMethodDef grist_functions[] = {
 	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
 	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
 	  "grist_convert(); use grist.convert()." },
+	{ "encode_examples", gristpy_encode_examples, METH_VARARGS,
+	  "encode_examples(columns, n) -> list[bytes]: n tf.train.Example records, features sorted by key.\n"
+	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
+	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
+	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -121,7 +126,8 @@ static struct PyModuleDef grist_module = {
 PyMODINIT_FUNC PyInit__grist(void)
 {
 	PyTypeObject *types[] = { &gristpy_ReaderType, &gristpy_WriterType, &gristpy_LoaderType,
-				  &gristpy_BatchType, &gristpy_ViewType };
+				  &gristpy_BatchType, &gristpy_ViewType,
+				  &gristpy_FeaturesType };
 	PyObject *m;
 	size_t i;
 
@@ -147,7 +153,7 @@ PyMODINIT_FUNC PyInit__grist(void)
 		}
 	}
 	if (PyModule_AddStringConstant(m, "__version__", grist_version()) < 0 ||
-	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0)
+	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0 || gristpy_features_add_constants(m) < 0)
 		goto fail;
 	return m;
 fail:

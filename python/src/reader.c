@@ -170,7 +170,7 @@ static PyObject *reader_read_fetch(ReaderObject *self, const uint64_t *indices, 
 	gristpy_lock(self->lock);
 	Py_BEGIN_ALLOW_THREADS
 	if (!self->fetcher) {
-		struct grist_fetcher_options o = { .decode_threads = self->threads };
+		struct grist_fetcher_options o = { .size = sizeof(o), .decode_threads = self->threads };
 
 		ret = grist_fetcher_create(self->r, &o, &self->fetcher);
 	}
@@ -307,6 +307,14 @@ static PyMappingMethods reader_as_mapping = {
 	.mp_subscript = (binaryfunc)reader_getitem,
 };
 
+static PyObject *reader_repr(ReaderObject *self)
+{
+	if (!self->r)
+		return PyUnicode_FromString("grist.Reader(closed)");
+	return PyUnicode_FromFormat("grist.Reader(files=%zu, records=%llu)", grist_reader_num_files(self->r),
+				    (unsigned long long)self->num_records);
+}
+
 static PySequenceMethods reader_as_sequence = {
 	.sq_length = (lenfunc)reader_len,
 };
@@ -324,5 +332,6 @@ PyTypeObject gristpy_ReaderType = {
 	.tp_dealloc = (destructor)reader_dealloc,
 	.tp_as_mapping = &reader_as_mapping,
 	.tp_as_sequence = &reader_as_sequence,
+	.tp_repr = (reprfunc)reader_repr,
 	.tp_methods = reader_methods,
 };

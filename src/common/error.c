@@ -120,3 +120,8 @@ const char *grist_version(void)
 {
 	return GRIST_VERSION_STRING;
 }
+
+unsigned grist_version_number(void)
+{
+	return GRIST_VERSION_NUMBER;
+}

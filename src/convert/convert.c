@@ -15,28 +15,12 @@
 #include "common/error.h"
 #include "format/options.h"
 #include "convert/input.h"
+#include "convert/convert_internal.h"
 
 /* Progress is looked at every this many records: a clock read per record would show in small-record runs. */
 #define PROGRESS_EVERY 16
 #define PROGRESS_INTERVAL_DEFAULT 0.1
 
-struct convert {
-	const char *const *inputs;
-	size_t ninputs;
-	const char *out;
-	struct grist_convert_options o;
-	uint64_t shards;
-	const struct grist_input_ops **ops;  /* per input */
-
-	/* The outputs: every shard stays open (finished, not committed) until all are done. */
-	struct grist_writer **w;
-	char **names;
-	uint64_t *quota;                     /* records per shard */
-
-	struct grist_convert_progress p;     /* records, bytes and the input totals so far */
-	struct timespec start, last;
-	uint64_t in_done_before;             /* input bytes of the inputs already finished */
-};
 
 static double seconds_since(const struct timespec *t0)
 {
@@ -52,22 +36,12 @@ static double seconds_since(const struct timespec *t0)
  */
 static int options_in(struct convert *c, const struct grist_convert_options *o)
 {
-	const unsigned char *b = (const unsigned char *)o;
-	size_t i;
+	int ret;
 
 	memset(&c->o, 0, sizeof(c->o));
-	if (o) {
-		if (o->size < sizeof(size_t))
-			return grist_fail(-EINVAL, "struct grist_convert_options: size %zu: set it up with "
-					  "grist_convert_options_init()", o->size);
-		for (i = sizeof(c->o); i < o->size; i++)
-			if (b[i])
-				return grist_fail(-E2BIG, "struct grist_convert_options: %zu bytes, this library knows "
-						  "%zu and byte %zu is set: it needs a newer libgrist", o->size,
-						  sizeof(c->o), i);
-		memcpy(&c->o, o, o->size < sizeof(c->o) ? o->size : sizeof(c->o));
-	}
 	c->o.size = sizeof(c->o);
+	if (o && (ret = grist_sized_in(&c->o, sizeof(c->o), o, "grist_convert_options")))
+		return ret;
 	c->shards = c->o.shards ? c->o.shards : 1;
 	if (c->shards > GRIST_CONVERT_SHARDS_MAX)
 		return grist_fail(-EINVAL, "shards: %llu, more than a shard name can number (%d)",
@@ -78,6 +52,12 @@ static int options_in(struct convert *c, const struct grist_convert_options *o)
 		return grist_fail(-EINVAL, "progress_interval: %g is not a number of seconds", c->o.progress_interval);
 	if (!c->o.progress_interval)
 		c->o.progress_interval = PROGRESS_INTERVAL_DEFAULT;
+	/* The spec is checked before any input is read; only csv takes one, and csv needs one. */
+	if (c->o.format == GRIST_CONVERT_CSV)
+		return grist_csv_spec_check(c->o.features);
+	if (c->o.features && c->o.features[0])
+		return grist_fail(-EINVAL, "features: a features spec is for the csv format, not %s",
+				  grist_convert_format_name(c->o.format));
 	return 0;
 }
 
@@ -187,7 +167,7 @@ static int check_outputs_are_not_inputs(struct convert *c)
 
 		if (stat(c->inputs[i], &in))
 			continue; /* opening it says why */
-		if (S_ISDIR(in.st_mode) && c->ops[i] == &grist_input_dir_ops)
+		if (S_ISDIR(in.st_mode) && (c->ops[i] == &grist_input_dir_ops || c->ops[i] == &grist_input_imagefolder_ops))
 			in_real = realpath(c->inputs[i], NULL);
 		for (s = 0; s < c->shards && !ret; s++) {
 			if (!stat(c->names[s], &out) && out.st_dev == in.st_dev && out.st_ino == in.st_ino) {
@@ -214,6 +194,8 @@ static int input_open(struct convert *c, size_t i, struct grist_input *in)
 	in->ops = c->ops[i];
 	in->path = c->inputs[i];
 	in->check_data = !c->o.no_check;
+	in->features = c->o.features;
+	in->shared = c->shared;
 	return in->ops->open(in, in->path);
 }
 
@@ -285,10 +267,10 @@ static int commit_all(struct convert *c)
 	return ret;
 }
 
-static int run(struct convert *c)
+int grist_convert_run(struct convert *c)
 {
 	struct grist_input in = { 0 };
-	uint64_t total = 0, s = 0, in_shard = 0;
+	uint64_t total = 0, s = 0, in_shard = 0, before = c->p.records; /* a driver's earlier runs counted too */
 	const uint8_t *p;
 	size_t i, n;
 	int ret;
@@ -299,12 +281,17 @@ static int run(struct convert *c)
 	if (!c->w || !c->names || !c->quota)
 		return grist_fail(-ENOMEM, "out of memory");
 	for (s = 0; s < c->shards; s++) {
-		int len = grist_convert_shard_name(c->out, s, c->shards, NULL, 0);
+		int len;
 
-		c->names[s] = malloc((size_t)len + 1);
-		if (!c->names[s])
+		/* TFDS numbers even a single shard: OUT-00000-of-00001 */
+		if (c->always_number)
+			len = asprintf(&c->names[s], "%s-%05llu-of-%05llu", c->out, (unsigned long long)s,
+				       (unsigned long long)c->shards);
+		else if ((len = grist_convert_shard_name(c->out, s, c->shards, NULL, 0)) >= 0 &&
+			 (c->names[s] = malloc((size_t)len + 1)))
+			grist_convert_shard_name(c->out, s, c->shards, c->names[s], (size_t)len + 1);
+		if (len < 0 || !c->names[s])
 			return grist_fail(-ENOMEM, "out of memory");
-		grist_convert_shard_name(c->out, s, c->shards, c->names[s], (size_t)len + 1);
 	}
 	ret = resolve_formats(c);
 	if (!ret)
@@ -321,8 +308,11 @@ static int run(struct convert *c)
 		}
 		c->p.input_bytes_total += (uint64_t)st.st_size;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &c->start);
-	c->last = c->start;
+	if (!c->started) {
+		clock_gettime(CLOCK_MONOTONIC, &c->start);
+		c->last = c->start;
+		c->started = true;
+	}
 	s = 0;
 	if (c->shards > 1) {
 		ret = count_records(c, &total);
@@ -374,9 +364,9 @@ close_input:
 		if (ret < 0)
 			return ret;
 	}
-	if (c->shards > 1 && c->p.records != total)
+	if (c->shards > 1 && c->p.records - before != total)
 		return grist_fail(-EBADMSG, "%s: %llu records, but the counting pass found %llu: did the input change?",
-				  c->inputs[0], (unsigned long long)c->p.records, (unsigned long long)total);
+				  c->inputs[0], (unsigned long long)(c->p.records - before), (unsigned long long)total);
 	/* Shards past the last record (fewer records than shards) are written empty. */
 	for (;;) {
 		ret = grist_writer_finish(c->w[s]);
@@ -392,23 +382,37 @@ close_input:
 		ret = report(c, NULL, c->ninputs);
 	if (!ret)
 		ret = commit_all(c);
-	if (!ret) {
+	if (!ret)
+		c->shards_written += c->shards;
+	if (!ret && !c->not_last) {
 		c->p.done = true;
 		report(c, NULL, c->ninputs);
 	}
 	return ret;
 }
 
-GRIST_API void grist_convert_options_init(struct grist_convert_options *o)
+void grist_convert_run_cleanup(struct convert *c)
 {
-	memset(o, 0, sizeof(*o));
-	o->size = sizeof(*o);
+	uint64_t s;
+
+	for (s = 0; c->w && s < c->shards; s++)
+		grist_writer_abort(c->w[s]);
+	for (s = 0; c->names && s < c->shards; s++)
+		free(c->names[s]);
+	free(c->w);
+	free(c->names);
+	free(c->quota);
+	free(c->ops);
+	c->w = NULL;
+	c->names = NULL;
+	c->quota = NULL;
+	c->ops = NULL;
 }
 
-GRIST_API void grist_convert_stats_init(struct grist_convert_stats *s)
+int grist_convert_report_done(struct convert *c)
 {
-	memset(s, 0, sizeof(*s));
-	s->size = sizeof(*s);
+	c->p.done = true;
+	return report(c, NULL, c->ninputs);
 }
 
 GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const char *output,
@@ -416,7 +420,6 @@ GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const 
 {
 	struct convert c = { .inputs = inputs, .ninputs = num_inputs, .out = output };
 	struct grist_writer_options wo;
-	uint64_t s;
 	size_t i;
 	int ret;
 
@@ -434,18 +437,15 @@ GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const 
 	if (ret)
 		return ret;
 	c.p.size = sizeof(c.p);
-	ret = run(&c);
-	for (s = 0; c.w && s < c.shards; s++)
-		grist_writer_abort(c.w[s]);
-	for (s = 0; c.names && s < c.shards; s++)
-		free(c.names[s]);
-	free(c.w);
-	free(c.names);
-	free(c.quota);
-	free(c.ops);
+	if (c.o.format == GRIST_CONVERT_IMAGEFOLDER) {
+		ret = grist_convert_imagefolder(&c);
+	} else {
+		ret = grist_convert_run(&c);
+		grist_convert_run_cleanup(&c);
+	}
 	if (!ret && stats && stats->size >= sizeof(size_t)) {
 		struct grist_convert_stats st = { .size = sizeof(st), .records = c.p.records, .bytes = c.p.bytes,
-						  .shards = c.shards };
+						  .shards = c.shards_written };
 
 		memcpy((char *)stats + sizeof(size_t), (char *)&st + sizeof(size_t),
 		       (stats->size < sizeof(st) ? stats->size : sizeof(st)) - sizeof(size_t));
@@ -476,6 +476,8 @@ static const char *const format_names[] = {
 	[GRIST_CONVERT_LINES] = "lines",
 	[GRIST_CONVERT_DIR] = "dir",
 	[GRIST_CONVERT_ARRAYRECORD] = "arrayrecord",
+	[GRIST_CONVERT_IMAGEFOLDER] = "imagefolder",
+	[GRIST_CONVERT_CSV] = "csv",
 };
 
 GRIST_API const char *grist_convert_format_name(enum grist_convert_format f)
@@ -493,7 +495,7 @@ GRIST_API int grist_convert_format_parse(const char *name, enum grist_convert_fo
 			return 0;
 		}
 	}
-	return grist_fail(-EINVAL, "unknown format '%s' (tfrecord, lines, dir, arrayrecord)", name ? name : "(null)");
+	return grist_fail(-EINVAL, "unknown format '%s' (tfrecord, lines, dir, arrayrecord, imagefolder, csv)", name ? name : "(null)");
 }
 
 GRIST_API int grist_convert_detect(const char *path, enum grist_convert_format *out)

@@ -97,6 +97,8 @@ struct grist_input {
 	const char *path;
 	bool check_data;      /* TFRecord: check each record's data CRC (options.no_check clears it) */
 	uint64_t record;      /* records returned so far from this INPUT */
+	const char *features; /* csv: the features spec (options.features), checked by grist_csv_spec_check() */
+	void *shared;         /* imagefolder: the conversion's labels and image checks (imagefolder.c) */
 	void *priv;           /* the format's state */
 };
 
@@ -113,6 +115,19 @@ extern const struct grist_input_ops grist_input_tfrecord_ops;
 extern const struct grist_input_ops grist_input_lines_ops;
 extern const struct grist_input_ops grist_input_dir_ops;
 extern const struct grist_input_ops grist_input_arrayrecord_ops;
+extern const struct grist_input_ops grist_input_imagefolder_ops;
+extern const struct grist_input_ops grist_input_csv_ops;
+
+/*
+ * grist_input_read_file() - the whole of regular file @path into *@buf (grown as
+ * needed, *@cap its size), *@len its length; @record names it in messages. A file
+ * over 2 GiB or one that grows while read is an error. The dir and imagefolder
+ * inputs share it. Return: 0 or a negative errno with the message recorded.
+ */
+int grist_input_read_file(const char *path, uint64_t record, uint8_t **buf, size_t *cap, size_t *len);
+
+/* grist_csv_spec_check() - 0 when @spec is a well-formed csv features spec, else -EINVAL naming the fault. */
+int grist_csv_spec_check(const char *spec);
 
 /* The ops whose name is @name, or NULL. */
 const struct grist_input_ops *grist_input_find(const char *name);

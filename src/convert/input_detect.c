@@ -8,7 +8,8 @@
 #include "convert/input.h"
 
 static const struct grist_input_ops *const formats[] = {
-	&grist_input_tfrecord_ops, &grist_input_lines_ops, &grist_input_dir_ops, &grist_input_arrayrecord_ops, NULL,
+	&grist_input_tfrecord_ops, &grist_input_lines_ops, &grist_input_dir_ops, &grist_input_arrayrecord_ops,
+	&grist_input_imagefolder_ops, &grist_input_csv_ops, NULL,
 };
 
 /* The first 64 bytes of every Riegeli file, hence of every ArrayRecord file: block header, then an empty 's' chunk. */

@@ -140,12 +140,65 @@ fail:
 	return ret;
 }
 
-static int dir_next(struct grist_input *in, const uint8_t **data, size_t *len)
+int grist_input_read_file(const char *path, uint64_t record, uint8_t **buf, size_t *cap, size_t *len)
 {
-	struct dir_input *d = in->priv;
 	struct stat st;
 	size_t got = 0;
 	int fd, ret = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return grist_fail(-errno, "%s: record %llu: cannot open: %s", path, (unsigned long long)record,
+				  strerror(errno));
+	if (fstat(fd, &st) < 0) {
+		ret = grist_fail(-errno, "%s: cannot stat: %s", path, strerror(errno));
+		goto out;
+	}
+	if ((uint64_t)st.st_size > DIR_FILE_MAX_BYTES) {
+		ret = grist_fail(-EFBIG, "%s: record %llu: %llu bytes, more than a record may hold (%llu)", path,
+				 (unsigned long long)record, (unsigned long long)st.st_size,
+				 (unsigned long long)DIR_FILE_MAX_BYTES);
+		goto out;
+	}
+	if (*cap < (size_t)st.st_size + 1) {
+		uint8_t *nb = realloc(*buf, (size_t)st.st_size + 1);
+
+		if (!nb) {
+			ret = grist_fail(-ENOMEM, "%s: cannot allocate %lld bytes", path, (long long)st.st_size);
+			goto out;
+		}
+		*buf = nb;
+		*cap = (size_t)st.st_size + 1;
+	}
+	/* Read to the end, one byte past the size seen: a file that changes under us is an error. */
+	for (;;) {
+		ssize_t n = read(fd, *buf + got, *cap - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = grist_fail_at(-errno, path, got, "read failed: %s", strerror(errno));
+			goto out;
+		}
+		if (!n)
+			break;
+		got += (size_t)n;
+		if (got == *cap) {
+			ret = grist_fail(-EBADMSG, "%s: grew while being read (more than %lld bytes)", path,
+					 (long long)st.st_size);
+			goto out;
+		}
+	}
+	*len = got;
+out:
+	close(fd);
+	return ret;
+}
+
+static int dir_next(struct grist_input *in, const uint8_t **data, size_t *len)
+{
+	struct dir_input *d = in->priv;
+	int ret;
 
 	if (d->next == d->n)
 		return 0;
@@ -154,57 +207,13 @@ static int dir_next(struct grist_input *in, const uint8_t **data, size_t *len)
 		d->full = NULL;
 		return grist_fail(-ENOMEM, "cannot allocate a path");
 	}
-	fd = open(d->full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return grist_fail(-errno, "%s: record %llu: cannot open: %s", d->full,
-				  (unsigned long long)in->record, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		ret = grist_fail(-errno, "%s: cannot stat: %s", d->full, strerror(errno));
-		goto out;
-	}
-	if ((uint64_t)st.st_size > DIR_FILE_MAX_BYTES) {
-		ret = grist_fail(-EFBIG, "%s: record %llu: %llu bytes, more than a record may hold (%llu)", d->full,
-				 (unsigned long long)in->record, (unsigned long long)st.st_size,
-				 (unsigned long long)DIR_FILE_MAX_BYTES);
-		goto out;
-	}
-	if (d->buf_cap < (size_t)st.st_size + 1) {
-		uint8_t *nb = realloc(d->buf, (size_t)st.st_size + 1);
-
-		if (!nb) {
-			ret = grist_fail(-ENOMEM, "%s: cannot allocate %lld bytes", d->full, (long long)st.st_size);
-			goto out;
-		}
-		d->buf = nb;
-		d->buf_cap = (size_t)st.st_size + 1;
-	}
-	/* Read to the end, one byte past the size seen: a file that changes under us is an error. */
-	for (;;) {
-		ssize_t n = read(fd, d->buf + got, d->buf_cap - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = grist_fail_at(-errno, d->full, got, "read failed: %s", strerror(errno));
-			goto out;
-		}
-		if (!n)
-			break;
-		got += (size_t)n;
-		if (got == d->buf_cap) {
-			ret = grist_fail(-EBADMSG, "%s: grew while being read (more than %lld bytes)", d->full,
-					 (long long)st.st_size);
-			goto out;
-		}
-	}
+	ret = grist_input_read_file(d->full, in->record, &d->buf, &d->buf_cap, len);
+	if (ret)
+		return ret;
 	*data = d->buf;
-	*len = got;
 	d->next++;
 	in->record++;
-	ret = 1;
-out:
-	close(fd);
-	return ret;
+	return 1;
 }
 
 static int dir_count(struct grist_input *in, uint64_t *records)

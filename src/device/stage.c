@@ -181,15 +181,19 @@ void grist_device_stage_destroy(struct grist_device_stage *s)
 	free(s);
 }
 
-int grist_device_stage_create(const struct grist_device_config *cfg, struct grist_device_stage **out)
+int grist_device_stage_create(const struct grist_device_config *caller_cfg, struct grist_device_stage **out)
 {
 	enum grist_device_strategy strategy = GRIST_DEVICE_AUTO;
+	struct grist_device_config copy, *cfg = &copy;
 	struct grist_device_stage *s;
 	uint64_t t0 = now_ns();
 	unsigned i;
 	cl_int err;
 	int ret;
 
+	ret = grist_sized_in(&copy, sizeof(copy), caller_cfg, "grist_device_config");
+	if (ret)
+		return ret;
 	ret = check_config(cfg);
 	if (ret)
 		return ret;
@@ -727,9 +731,12 @@ out:
 	return ret;
 }
 
-void grist_device_stage_stats(struct grist_device_stage *s, struct grist_device_stats *out)
+void grist_device_stage_stats_sized(struct grist_device_stage *s, struct grist_device_stats *out, size_t size)
 {
+	struct grist_device_stats st;
+
 	pthread_mutex_lock(&s->lock);
-	*out = s->stats;
+	st = s->stats;
 	pthread_mutex_unlock(&s->lock);
+	grist_sized_out(out, size, &st, sizeof(st));
 }

@@ -175,7 +175,7 @@ static int parse_device(const char *spec, const char **selector)
 
 int grist_loader_device_start(struct grist_loader *l)
 {
-	struct grist_device_config dc = { 0 };
+	struct grist_device_config dc = { .size = sizeof(dc) };
 	struct grist_loader_device *d;
 	unsigned workers, ndev, prefetch = l->cfg.prefetch;
 	uint64_t slots;

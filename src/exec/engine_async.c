@@ -281,6 +281,26 @@ static bool wants_more(struct worker *wk)
 }
 
 /*
+ * Decoding reads mapped files straight from the page cache: a file that shrinks under
+ * the loader faults there, and the guard turns that into the unit's error (naming the
+ * file and byte) instead of a SIGBUS that kills the process. The unit is abandoned
+ * wherever the fault hit it; nothing in a decode step holds a lock, and the loader
+ * stops at this unit's error, so nothing reads its half-made state.
+ */
+static int advance_guarded(struct worker *wk, struct work *w)
+{
+	struct grist_map_guard guard;
+	int ret;
+
+	grist_map_guard_push(&guard, wk->e->map_ranges, wk->e->num_map_ranges);
+	if (sigsetjmp(guard.env, 0))
+		return grist_map_guard_fail(&guard);
+	ret = grist_async_advance(wk, w);
+	grist_map_guard_pop(&guard);
+	return ret;
+}
+
+/*
  * Move the head work along: retire it when it is done, otherwise decode what has
  * landed. Returns 1 when it retired (call again), 0 when it waits for reads.
  */
@@ -312,7 +332,7 @@ static int step_head(struct worker *wk, bool stopping)
 			w->decoding = true;
 			wk->generation++; /* the decoder cache holds this unit's chunks from now on */
 		}
-		ret = grist_async_advance(wk, w);
+		ret = wk->e->num_map_ranges ? advance_guarded(wk, w) : grist_async_advance(wk, w);
 		if (ret < 0) {
 			fail_work(wk, w, ret);
 		} else if (ret == 1) {
@@ -426,7 +446,7 @@ static int open_files(struct async_engine *e)
 									: GRIST_IO_MODE_BUFFERED;
 	struct grist_io_open_info oi;
 	struct grist_file_info info;
-	size_t d, f;
+	size_t d, f, ranges_cap = 0;
 	int ret;
 
 	e->files = calloc(l->num_sources, sizeof(*e->files));
@@ -457,6 +477,12 @@ static int open_files(struct async_engine *e)
 					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
 				e->files[d][f].map = m;
 				e->any_mapped = true;
+				ret = grist_array_reserve((void **)&e->map_ranges, &ranges_cap, e->num_map_ranges + 1,
+							  sizeof(*e->map_ranges));
+				if (ret)
+					return ret;
+				e->map_ranges[e->num_map_ranges++] =
+					(struct grist_map_range){ .base = m, .len = oi.size, .path = info.path };
 			}
 			if (oi.direct && oi.offset_align < oi.mem_align)
 				e->files[d][f].align = oi.mem_align;
@@ -487,6 +513,7 @@ static void close_files(struct async_engine *e)
 		free(e->files[d]);
 	}
 	free(e->files);
+	free(e->map_ranges);
 }
 
 /* The largest chunk extent of the datasets, to size each worker's registered read arena. */
@@ -682,7 +709,7 @@ static int async_start(struct grist_loader *l, void **engine)
 	} else {
 		e->io_kind = GRIST_IO_PREAD;
 		e->name = "pread";
-		fprintf(stderr, "grist: io_uring unavailable (%s); using the pread thread pool\n", why);
+		grist_log(GRIST_LOG_WARNING, "io_uring unavailable (%s); using the pread thread pool", why);
 	}
 
 	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */

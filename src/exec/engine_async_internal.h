@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/buf.h"
+#include "common/map_guard.h"
 #include "exec/loader_internal.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -193,6 +195,8 @@ struct async_engine {
 	struct worker *workers;
 	struct engine_file **files; /* [component][file] */
 	bool any_direct, any_buffered, any_mapped;
+	struct grist_map_range *map_ranges; /* the mapped files: decoding from them runs under a guard */
+	size_t num_map_ranges;
 	size_t unit_items;          /* U */
 	size_t ncache;              /* decoders per worker */
 	unsigned queue_depth;       /* reads in flight per ring */

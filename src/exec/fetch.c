@@ -117,7 +117,7 @@ static void *helper_main(void *arg);
 GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct grist_fetcher_options *opts,
 				   struct grist_fetcher **out)
 {
-	struct grist_fetcher_options o = { 0 };
+	struct grist_fetcher_options o = { .size = sizeof(o) };
 	struct grist_io_config ioc = { 0 };
 	struct grist_io_stats ios;
 	struct grist_fetcher *f;
@@ -128,8 +128,8 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	*out = NULL;
 	if (!r)
 		return grist_fail(-EINVAL, "fetcher: no reader");
-	if (opts)
-		o = *opts;
+	if (opts && (ret = grist_sized_in(&o, sizeof(o), opts, "grist_fetcher_options")))
+		return ret;
 	if (o.io != GRIST_FETCH_IO_AUTO && o.io != GRIST_FETCH_IO_URING && o.io != GRIST_FETCH_IO_PREAD)
 		return grist_fail(-EINVAL, "fetcher: unknown io kind %d", (int)o.io);
 	f = calloc(1, sizeof(*f));
@@ -231,9 +231,9 @@ GRIST_API void grist_fetcher_destroy(struct grist_fetcher *f)
 	free(f);
 }
 
-GRIST_API void grist_fetcher_stats(const struct grist_fetcher *f, struct grist_fetcher_stats *out)
+GRIST_API void grist_fetcher_stats_sized(const struct grist_fetcher *f, struct grist_fetcher_stats *out, size_t size)
 {
-	*out = f->st;
+	grist_sized_out(out, size, &f->st, sizeof(f->st));
 }
 
 static int cmp_want(const void *a, const void *b)

@@ -1,11 +1,13 @@
 /* The loader: configuration checks, the shard stream, checkpoints, and the pull iterator over an engine. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/error.h"
 #include "exec/loader_internal.h"
+#include "exec/options_table.h"
 #include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
@@ -82,6 +84,7 @@ static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 static int check_config(const struct grist_loader_config *c)
 {
 	size_t d;
+	int ret;
 
 	if (!c->datasets || c->num_datasets == 0)
 		return grist_fail(-EINVAL, "loader: no dataset given");
@@ -124,6 +127,14 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
 	if (c->threads > 256)
 		return grist_fail(-EINVAL, "loader: %u threads is above the limit 256", c->threads);
+	ret = grist_loader_options_check(c);
+	if (ret)
+		return ret;
+	/* a size without a pack mode would be ignored without a word */
+	if (c->pack == GRIST_PACK_NONE && (c->pack_length || c->pack_bins || c->pack_token_bytes))
+		return grist_fail(-EINVAL, "loader: pack_length, pack_bins and token_bytes need pack");
+	if (c->pack == GRIST_PACK_CONCAT_SPLIT && c->pack_bins)
+		return grist_fail(-EINVAL, "loader: pack_bins applies to pack first-fit only");
 	if (c->pack != GRIST_PACK_NONE) {
 		struct grist_pack_params pp = pack_params(c);
 
@@ -375,20 +386,38 @@ static int pack_record_error(void *ctx, uint32_t dataset, uint64_t record, int c
 	return grist_loader_record_error(ctx, dataset, record, code);
 }
 
+/* fork() children seen by this process: a loader made before the last one belongs to a parent. */
+static unsigned fork_generation;
+static pthread_once_t fork_watch_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+	__atomic_add_fetch(&fork_generation, 1, __ATOMIC_RELEASE);
+}
+
+static void fork_watch(void)
+{
+	pthread_atfork(NULL, NULL, fork_child);
+}
+
 int grist_loader_create(const struct grist_loader_config *cfg, struct grist_loader **out)
 {
 	return grist_loader_create_hooked(cfg, NULL, out);
 }
 
-int grist_loader_create_hooked(const struct grist_loader_config *cfg, const struct grist_loader_hooks *hooks,
+int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, const struct grist_loader_hooks *hooks,
 			       struct grist_loader **out)
 {
+	struct grist_loader_config copy, *cfg = &copy;
 	struct grist_loader *l;
 	int ret;
 
 	*out = NULL;
-	if (!cfg)
+	if (!caller_cfg)
 		return grist_fail(-EINVAL, "loader: no configuration");
+	ret = grist_sized_in(&copy, sizeof(copy), caller_cfg, "grist_loader_config");
+	if (ret)
+		return ret;
 	ret = check_config(cfg);
 	if (ret)
 		return ret;
@@ -397,6 +426,9 @@ int grist_loader_create_hooked(const struct grist_loader_config *cfg, const stru
 		return grist_fail(-ENOMEM, "loader: out of memory");
 	if (hooks)
 		l->hooks = *hooks;
+	pthread_once(&fork_watch_once, fork_watch);
+	l->pid = getpid();
+	l->fork_generation = __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE);
 	ret = copy_config(l, cfg);
 	if (ret)
 		goto fail;
@@ -513,6 +545,18 @@ static int free_hold(struct grist_loader *l)
 	return free_at;
 }
 
+/*
+ * fork() copies the loader but not its engine threads: in the child nothing would ever
+ * fill a batch, and their locks may be held forever. So a child gets an error from
+ * next() and stats(), and release() and destroy() there touch nothing the threads share
+ * (destroy leaks the copy rather than join threads that do not exist).
+ */
+static bool forked(const struct grist_loader *l)
+{
+	/* a counter the child's atfork handler bumps: no getpid() syscall per batch */
+	return __atomic_load_n(&fork_generation, __ATOMIC_ACQUIRE) != l->fork_generation;
+}
+
 int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 {
 	struct grist_slot *s = NULL;
@@ -520,6 +564,12 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	int ret, hold;
 
 	*out = NULL;
+	if (forked(l))
+		return grist_fail(-ENOTRECOVERABLE,
+				  "loader: created in process %d, used in process %d after fork(): its engine "
+				  "threads did not survive the fork; create the loader in the child (for "
+				  "example Loader(..., state=parent_loader.get_state()))",
+				  (int)l->pid, (int)getpid());
 	if (l->error)
 		return grist_fail(l->error, "loader: stopped by an earlier error");
 	if (l->ended)
@@ -580,6 +630,8 @@ int grist_loader_release_after(struct grist_loader *l, struct grist_batch *b, un
 {
 	struct grist_slot *s;
 
+	if (l && forked(l))
+		return 0; /* the engine that lent it is in the parent */
 	if (!l || !b || !(s = unhold(l, b)))
 		return grist_fail(-EINVAL, "loader: release of a batch that is not held");
 	if (l->device)
@@ -615,10 +667,12 @@ int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t c
 	return 0;
 }
 
-void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats *out)
+void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_stats *caller, size_t size)
 {
+	struct grist_loader_stats st, *out = &st;
+
 	memset(out, 0, sizeof(*out));
-	if (l->ops && l->ops->stats)
+	if (l->ops && l->ops->stats && !forked(l))
 		l->ops->stats(l->engine, out);
 	out->batches = l->counters.batches;
 	out->records = l->counters.records;
@@ -630,6 +684,25 @@ void grist_loader_stats(const struct grist_loader *l, struct grist_loader_stats 
 		out->pack_capacity = l->counters.pack_capacity;
 		out->memory_bytes += grist_packer_memory(l->pack);
 	}
+	grist_sized_out(caller, size, out, sizeof(*out));
+}
+
+int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out)
+{
+	uint64_t len = grist_stream_length(l->stream), left, b = l->cfg.batch_size;
+
+	*out = 0;
+	if (len == UINT64_MAX)
+		return grist_fail(-EDOM, "loader: an unbounded stream (epochs 0) has no batch count");
+	if (l->cfg.map)
+		return grist_fail(-EDOM, "loader: with a map (which may filter records) the batch count is not "
+				  "known in advance");
+	if (l->pack)
+		return grist_fail(-EDOM, "loader: packed rows depend on the tokens; their count is not known in "
+				  "advance");
+	left = len > l->start_position ? len - l->start_position : 0;
+	*out = l->cfg.drop_remainder ? left / b : left / b + (left % b != 0);
+	return 0;
 }
 
 uint64_t grist_loader_num_records(const struct grist_loader *l, size_t d)
@@ -641,7 +714,7 @@ void grist_loader_destroy(struct grist_loader *l)
 {
 	size_t i;
 
-	if (!l)
+	if (!l || forked(l))
 		return;
 	if (l->device) {
 		/* the feeder thread may be waiting on the engine: wake it, then stop it */

@@ -4,6 +4,8 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "grist/format.h"
 #include "grist/loader.h"
@@ -83,6 +85,8 @@ struct grist_loader {
 	bool lockstep;           /* no record was filtered: every host consumed the same count */
 	bool ended;
 	int error;
+	pid_t pid;               /* the process that created it: its engine threads live there only */
+	unsigned fork_generation; /* fork() children seen when it was made (loader.c: forked()) */
 
 	struct grist_loader_hooks hooks;
 	const struct grist_slot_provider *provider; /* device mode: batches live in device-stage slots */

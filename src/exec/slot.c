@@ -45,8 +45,9 @@ int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint)
 	s->offsets = calloc(rows + 1, sizeof(*s->offsets));
 	s->indices = calloc(rows, sizeof(*s->indices));
 	s->datasets = calloc(rows, sizeof(*s->datasets));
+	s->epochs = calloc(rows, sizeof(*s->epochs));
 	s->positions = calloc(rows, sizeof(*s->positions));
-	if (!s->offsets || !s->indices || !s->datasets || !s->positions) {
+	if (!s->offsets || !s->indices || !s->datasets || !s->epochs || !s->positions) {
 		grist_slot_free(s);
 		return grist_fail(-ENOMEM, "batch slot: cannot allocate index arrays for %zu rows", rows);
 	}
@@ -74,6 +75,7 @@ void grist_slot_free(struct grist_slot *s)
 	free(s->offsets);
 	free(s->indices);
 	free(s->datasets);
+	free(s->epochs);
 	free(s->positions);
 	memset(s, 0, sizeof(*s));
 }
@@ -222,6 +224,7 @@ int grist_slot_add(struct grist_slot *s, const struct grist_layout *L, const str
 	}
 	s->indices[row] = in->index;
 	s->datasets[row] = in->dataset;
+	s->epochs[row] = in->epoch;
 	s->positions[row] = position;
 	s->count = row + 1;
 	return 1;
@@ -253,6 +256,7 @@ int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, con
 		s->offsets[row + 1] = s->bytes;
 	s->indices[row] = in->index;
 	s->datasets[row] = in->dataset;
+	s->epochs[row] = in->epoch;
 	s->positions[row] = position;
 	s->count = row + 1;
 	return 0;
@@ -302,6 +306,7 @@ int grist_slot_copy_row(struct grist_slot *dst, const struct grist_layout *L, co
 	dst->offsets[row + 1] = dst->bytes;
 	dst->indices[row] = src->indices[i];
 	dst->datasets[row] = src->datasets[i];
+	dst->epochs[row] = src->epochs[i];
 	dst->positions[row] = src->positions[i];
 	dst->count = row + 1;
 	return 0;
@@ -338,6 +343,7 @@ static void publish_view(struct grist_slot *s, const struct grist_layout *L, uin
 	b->num_records = b->num_rows = n;
 	b->indices = p->indices + r0;
 	b->datasets = p->datasets + r0;
+	b->epochs = p->epochs + r0;
 	if (L->kind == GRIST_LAYOUT_RAGGED) {
 		for (i = 0; i <= n; i++)
 			s->offsets[i] = p->offsets[r0 + i] - p->offsets[r0];
@@ -379,10 +385,11 @@ int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint6
 	b->offsets = L->kind == GRIST_LAYOUT_RAGGED ? s->offsets : NULL;
 	b->indices = s->indices;
 	b->datasets = s->datasets;
+	b->epochs = s->epochs;
 	return check_batch_size(b, L);
 }
 
 size_t grist_slot_memory(const struct grist_slot *s)
 {
-	return (s->external ? 0 : s->cap) + (s->rows_cap * 3 + 1) * sizeof(uint64_t) + s->rows_cap * sizeof(uint32_t);
+	return (s->external ? 0 : s->cap) + (s->rows_cap * 4 + 1) * sizeof(uint64_t) + s->rows_cap * sizeof(uint32_t);
 }

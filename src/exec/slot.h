@@ -69,6 +69,7 @@ struct grist_slot {
 	uint64_t *offsets;   /* rows_cap + 1 */
 	uint64_t *indices;   /* rows_cap */
 	uint32_t *datasets;  /* rows_cap */
+	uint64_t *epochs;    /* rows_cap: each record's epoch of its dataset */
 	uint64_t *positions; /* rows_cap: shard stream position of each row (for checkpoints) */
 	size_t rows_cap;
 	size_t count;        /* records in the slot */

@@ -233,6 +233,7 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 				const struct grist_reader_options *opts, struct grist_reader **out)
 {
+	struct grist_reader_options o = { .size = sizeof(o) };
 	struct grist_reader *r;
 	size_t i;
 	int ret;
@@ -240,12 +241,13 @@ GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 	*out = NULL;
 	if (!paths || !num_paths)
 		return grist_fail(-EINVAL, "grist_reader_open: no files given");
+	if (opts && (ret = grist_sized_in(&o, sizeof(o), opts, "grist_reader_options")))
+		return ret;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return grist_fail(-ENOMEM, "cannot allocate a reader");
 	r->cur_file = SIZE_MAX;
-	if (opts)
-		r->opts = *opts;
+	r->opts = o;
 	r->files = calloc(num_paths, sizeof(*r->files));
 	if (!r->files) {
 		ret = grist_fail(-ENOMEM, "cannot allocate %zu file entries", num_paths);
@@ -316,10 +318,12 @@ const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *
 	return i < r->num_files ? &r->files[i] : NULL;
 }
 
-GRIST_API int grist_reader_file_info(const struct grist_reader *r, size_t i, struct grist_file_info *info)
+GRIST_API int grist_reader_file_info_sized(const struct grist_reader *r, size_t i, struct grist_file_info *caller,
+					  size_t size)
 {
 	const struct grist_file_geom *f = grist_reader_file_geom(r, i);
 	const struct grist_codec_ops *c;
+	struct grist_file_info local = { 0 }, *info = &local;
 
 	if (!f)
 		return grist_fail(-ERANGE, "file %zu of a %zu-file dataset", i, r->num_files);
@@ -332,6 +336,7 @@ GRIST_API int grist_reader_file_info(const struct grist_reader *r, size_t i, str
 	info->file_size = f->size;
 	info->compression = c ? c->name : "unknown";
 	info->writer_options = f->writer_options;
+	grist_sized_out(caller, size, info, sizeof(*info));
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/map_guard.h"
 #include "format/block.h"
 #include "format/chunk.h"
 #include "format/chunk_decode.h"
@@ -148,17 +149,34 @@ out:
 	return ret;
 }
 
-GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *rep)
+/*
+ * walk() through the mapping under a guard: a file that shrinks while it is verified is an
+ * error naming it and the byte (common/map_guard.h), not a SIGBUS that kills the caller.
+ * The decoder may be left mid-chunk; it is only destroyed afterwards.
+ */
+static int walk_guarded(const char *path, const uint8_t *map, const struct grist_file_geom *g,
+			struct grist_chunk_decoder *dec, struct grist_verify_report *rep)
 {
-	struct grist_verify_report local;
+	struct grist_map_guard guard;
+	int ret;
+
+	grist_map_guard_push_one(&guard, map, g->size, path);
+	if (sigsetjmp(guard.env, 0))
+		return grist_map_guard_fail(&guard);
+	ret = walk(path, map, g, dec, rep);
+	grist_map_guard_pop(&guard);
+	return ret;
+}
+
+GRIST_API int grist_file_verify_sized(const char *path, struct grist_verify_report *caller, size_t size)
+{
+	struct grist_verify_report local, *rep = &local;
 	struct grist_reader *r = NULL;
 	struct grist_chunk_decoder *dec = NULL;
 	const struct grist_file_geom *g;
 	void *map = MAP_FAILED;
 	int ret;
 
-	if (!rep)
-		rep = &local;
 	memset(rep, 0, sizeof(*rep));
 	/* Opening checks the postscript and footer the way every reader sees them. */
 	ret = grist_reader_open(&path, 1, NULL, &r);
@@ -175,7 +193,7 @@ GRIST_API int grist_file_verify(const char *path, struct grist_verify_report *re
 		goto out;
 	}
 	madvise(map, g->size, MADV_SEQUENTIAL);
-	ret = walk(path, map, g, dec, rep);
+	ret = walk_guarded(path, map, g, dec, rep);
 	if (!ret && rep->num_records != g->num_records)
 		ret = grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
 				    "the footer says %llu records, the chunks hold %llu",
@@ -185,5 +203,7 @@ out:
 		munmap(map, g->size);
 	grist_chunk_decoder_destroy(dec);
 	grist_reader_close(r);
+	if (!ret && caller)
+		grist_sized_out(caller, size, rep, sizeof(*rep));
 	return ret;
 }

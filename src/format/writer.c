@@ -590,13 +590,17 @@ GRIST_API const char *grist_writer_options_text(const struct grist_writer *w)
 	return w->options_text;
 }
 
-GRIST_API void grist_writer_get_stats(const struct grist_writer *w, struct grist_writer_stats *st)
+GRIST_API void grist_writer_get_stats_sized(const struct grist_writer *w, struct grist_writer_stats *caller,
+					  size_t size)
 {
+	struct grist_writer_stats local = { 0 }, *st = &local;
+
 	st->records = w->num_records;
 	st->record_bytes = w->record_bytes;
 	st->chunks_written = w->num_chunks;
 	st->file_bytes = w->pos;
 	st->threads = w->opts.max_parallelism >= 2 ? w->opts.max_parallelism : 0;
+	grist_sized_out(caller, size, st, sizeof(*st));
 }
 
 GRIST_API const char *grist_writer_temp_path(const struct grist_writer *w)

@@ -148,15 +148,20 @@ int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, ui
 	return stream_save(s, consumed, batches, GRIST_STATE_PACKED, (uint32_t)pack_skip, extra, buf, cap);
 }
 
-int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, const uint8_t *buf,
+int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t extra, const uint8_t *buf,
 			 size_t len, uint64_t *base, uint64_t *j, struct grist_state *out)
 {
-	struct grist_plan_config probe = *cfg;
+	struct grist_plan_config copy, probe;
+	const struct grist_plan_config *cfg = &copy;
 	struct grist_stream *s;
 	struct grist_state st;
 	uint64_t fp, shard_len, moved;
 	int ret;
 
+	ret = grist_sized_in(&copy, sizeof(copy), caller_cfg, "grist_plan_config");
+	if (ret)
+		return ret;
+	probe = copy;
 	ret = grist_state_decode(buf, len, &st);
 	if (ret < 0)
 		return ret;

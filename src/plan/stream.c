@@ -57,8 +57,10 @@ struct grist_stream_cursor {
 	struct comp_cache *cache;
 };
 
-void grist_plan_config_init(struct grist_plan_config *cfg)
+void grist_plan_config_init_sized(struct grist_plan_config *out, size_t size)
 {
+	struct grist_plan_config c, *cfg = &c;
+
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->epochs = 1;
 	cfg->shuffle = true;
@@ -68,6 +70,9 @@ void grist_plan_config_init(struct grist_plan_config *cfg)
 	cfg->shard_mode = GRIST_SHARD_STRIDED;
 	cfg->shard_index = 0;
 	cfg->shard_count = 1;
+	/* a caller's struct may be older and shorter than this library's: write what fits */
+	cfg->size = size < sizeof(c) ? size : sizeof(c);
+	grist_sized_out(out, size, &c, sizeof(c));
 }
 
 const struct grist_plan_config *grist_stream_config(const struct grist_stream *s)
@@ -226,14 +231,18 @@ static int compute_lengths(struct grist_stream *s)
 	return 0;
 }
 
-int grist_stream_create(const struct grist_plan_config *cfg, struct grist_stream **out)
+int grist_stream_create(const struct grist_plan_config *caller_cfg, struct grist_stream **out)
 {
+	struct grist_plan_config copy, *cfg = &copy;
 	struct grist_stream *s;
 	double *weights = NULL;
 	size_t d;
 	int ret;
 
 	*out = NULL;
+	ret = grist_sized_in(&copy, sizeof(copy), caller_cfg, "grist_plan_config");
+	if (ret)
+		return ret;
 	if (!cfg->num_components || !cfg->components)
 		return grist_fail(-EINVAL, "a stream needs at least one component");
 	if (cfg->num_components > GRIST_PLAN_MAX_COMPONENTS)

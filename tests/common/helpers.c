@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "grist/format.h"
 #include "helpers.h"
 
 char *t_mkdtemp(void)
@@ -164,4 +165,18 @@ void t_fill(void *p, size_t n, uint64_t seed)
 		x ^= x << 17;
 		b[i] = (uint8_t)x;
 	}
+}
+
+char *t_write_numbered(const char *dir, const char *name, const char *options, int n)
+{
+	char *path = strdup(t_path(dir, name)), rec[32];
+	struct grist_writer *w;
+	int i;
+
+	assert_non_null(path);
+	assert_int_equal(grist_writer_open(path, options, &w), 0);
+	for (i = 0; i < n; i++)
+		assert_int_equal(grist_writer_write(w, rec, (size_t)snprintf(rec, sizeof(rec), "record %d", i)), 0);
+	assert_int_equal(grist_writer_close(w), 0);
+	return path;
 }

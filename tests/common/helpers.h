@@ -27,4 +27,10 @@ int t_run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 /* Deterministic test bytes: fill with a xorshift stream keyed by @seed. */
 void t_fill(void *p, size_t n, uint64_t seed);
 
+/*
+ * Write @n records "record <i>" to "<dir>/<name>" with the writer @options; returns the
+ * path (malloc'd, the caller frees it). Fails the test on error.
+ */
+char *t_write_numbered(const char *dir, const char *name, const char *options, int n);
+
 #endif

@@ -212,7 +212,11 @@ static void test_format_names(void **state)
 	assert_int_equal(f, GRIST_CONVERT_LINES);
 	assert_int_equal(grist_convert_format_parse("arrayrecord", &f), 0);
 	assert_string_equal(grist_convert_format_name(f), "arrayrecord");
-	assert_int_equal(grist_convert_format_parse("csv", &f), -EINVAL);
+	assert_int_equal(grist_convert_format_parse("csv", &f), 0);
+	assert_int_equal(f, GRIST_CONVERT_CSV);
+	assert_int_equal(grist_convert_format_parse("imagefolder", &f), 0);
+	assert_string_equal(grist_convert_format_name(f), "imagefolder");
+	assert_int_equal(grist_convert_format_parse("parquet", &f), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "csv"));
 	assert_null(grist_convert_format_name((enum grist_convert_format)99));
 }

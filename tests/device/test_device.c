@@ -316,7 +316,7 @@ static void consumer_check_release(struct consumer *c, struct grist_device_stage
  */
 static void run_roundtrip(const char *selector, enum grist_device_strategy strategy, unsigned slots)
 {
-	struct grist_device_config cfg = {
+	struct grist_device_config cfg = { .size = sizeof(cfg),
 		.selector = selector, .slots = slots, .slot_bytes = SLOT_BYTES, .max_rows = MAX_ROWS,
 		.strategy = strategy,
 	};
@@ -402,7 +402,7 @@ static void check_readback(cl_command_queue q, const struct grist_device_batch *
  */
 static void run_memory_on_first_use(enum grist_device_strategy strategy)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 8, .slot_bytes = 1u << 20,
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 8, .slot_bytes = 1u << 20,
 					   .max_rows = MAX_ROWS, .strategy = strategy };
 	struct grist_device_stage *s = open_or_skip(&cfg);
 	const size_t sizes[] = { 1000, 3000, 700u << 10, 20, 1u << 20 };
@@ -514,7 +514,7 @@ static void test_split_mapped(void **state)
 
 static void test_auto_strategy_follows_device(void **state)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 2, .slot_bytes = 4096, .max_rows = 8 };
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 2, .slot_bytes = 4096, .max_rows = 8 };
 	struct grist_device_stage *s;
 	cl_bool unified = CL_FALSE;
 	cl_device_type type = 0;
@@ -544,7 +544,7 @@ static void test_auto_strategy_follows_device(void **state)
 
 static void expect_create(const char *selector, int code, const char *needle)
 {
-	struct grist_device_config cfg = { .selector = selector, .slots = 2, .slot_bytes = 4096, .max_rows = 8 };
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = selector, .slots = 2, .slot_bytes = 4096, .max_rows = 8 };
 	struct grist_device_stage *s = NULL;
 
 	assert_int_equal(grist_device_stage_create(&cfg, &s), code);
@@ -574,7 +574,7 @@ static void test_bad_selector(void **state)
 
 static void test_bad_config(void **state)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 1, .slot_bytes = 4096, .max_rows = 8 };
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 1, .slot_bytes = 4096, .max_rows = 8 };
 	struct grist_device_stage *s = NULL;
 
 	(void)state;
@@ -603,7 +603,7 @@ static void test_bad_config(void **state)
 
 static void test_bad_submit_and_release(void **state)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 2, .slot_bytes = 4096, .max_rows = 8,
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 2, .slot_bytes = 4096, .max_rows = 8,
 					   .strategy = GRIST_DEVICE_STAGING };
 	uint64_t offs[4] = { 0, 10, 5, 20 };
 	struct grist_device_batch b, stale;
@@ -659,7 +659,7 @@ static void test_bad_submit_and_release(void **state)
 
 static void test_close_drains(void **state)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 3, .slot_bytes = 64, .max_rows = 4,
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 3, .slot_bytes = 64, .max_rows = 4,
 					   .strategy = GRIST_DEVICE_MAPPED };
 	struct grist_device_stage *s = open_or_skip(&cfg);
 	struct grist_device_batch b;
@@ -698,7 +698,7 @@ static void test_no_platform(void **state)
 
 static int create_child(void)
 {
-	struct grist_device_config cfg = { .selector = "0:0", .slots = 2, .slot_bytes = 64, .max_rows = 1 };
+	struct grist_device_config cfg = { .size = sizeof(cfg), .selector = "0:0", .slots = 2, .slot_bytes = 64, .max_rows = 1 };
 	struct grist_device_stage *s = NULL;
 	int ret = grist_device_stage_create(&cfg, &s);
 

@@ -58,7 +58,7 @@ static void write_file(void)
 
 static void config(struct grist_loader_config *c, struct grist_dataset_spec *ds)
 {
-	memset(c, 0, sizeof(*c));
+	grist_loader_config_init(c);
 	memset(ds, 0, sizeof(*ds));
 	ds->paths = &path;
 	ds->num_paths = 1;

@@ -109,12 +109,12 @@ static void run_requests(struct grist_reader *r, const struct grist_fetcher_opti
 }
 
 static const struct grist_fetcher_options variants[] = {
-	{ .io = GRIST_FETCH_IO_AUTO },
-	{ .io = GRIST_FETCH_IO_PREAD, .pread_threads = 3 },
-	{ .io = GRIST_FETCH_IO_AUTO, .queue_depth = 2, .max_read_bytes = 1 }, /* many waves, tiny caps */
-	{ .io = GRIST_FETCH_IO_PREAD, .queue_depth = 1, .max_read_bytes = 4096 },
-	{ .io = GRIST_FETCH_IO_AUTO, .decode_threads = 2 },
-	{ .io = GRIST_FETCH_IO_PREAD, .decode_threads = 3, .max_read_bytes = 1 << 16 },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .pread_threads = 3 },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .queue_depth = 2, .max_read_bytes = 1 }, /* many waves, tiny caps */
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .queue_depth = 1, .max_read_bytes = 4096 },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .decode_threads = 2 },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .decode_threads = 3, .max_read_bytes = 1 << 16 },
 };
 
 static void test_golden_files(void **state)
@@ -150,7 +150,7 @@ static void test_one_submission(void **state)
 	struct grist_fetch_record out[100];
 	struct grist_fetcher *f;
 	struct grist_fetcher_stats st;
-	struct grist_fetcher_options small = { .queue_depth = 8 };
+	struct grist_fetcher_options small = { .size = sizeof(small), .queue_depth = 8 };
 	size_t i;
 
 	(void)state;
@@ -232,7 +232,7 @@ static void test_corrupt_chunk(void **state)
 	free(bytes);
 	assert_int_equal(grist_reader_open(&path, 1, NULL, &r), 0);
 	for (v = 0; v < 4; v++) {
-		struct grist_fetcher_options o = { .io = v & 1 ? GRIST_FETCH_IO_PREAD : GRIST_FETCH_IO_AUTO,
+		struct grist_fetcher_options o = { .size = sizeof(o), .io = v & 1 ? GRIST_FETCH_IO_PREAD : GRIST_FETCH_IO_AUTO,
 						   .decode_threads = v < 2 ? 1 : 2 };
 		uint64_t many[64];
 		struct grist_fetch_record mout[64];
@@ -263,7 +263,7 @@ static void test_corrupt_chunk(void **state)
 static void test_uring_or_refusal(void **state)
 {
 	struct grist_reader *r = open_reader(&golden[0], 1);
-	struct grist_fetcher_options o = { .io = GRIST_FETCH_IO_URING };
+	struct grist_fetcher_options o = { .size = sizeof(o), .io = GRIST_FETCH_IO_URING };
 	struct grist_fetcher *f = NULL;
 	struct grist_fetcher_stats st;
 	int ret;

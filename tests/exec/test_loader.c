@@ -423,7 +423,7 @@ static void test_async_equals_ref(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(det_cases) / sizeof(det_cases[0]); i++) {
 		const struct det_case *k = &det_cases[i];
-		struct grist_loader_config c = { 0 };
+		struct grist_loader_config c = { .size = sizeof(c) };
 		struct specs sp;
 
 		spec1(&sp, &c, k->ds);
@@ -445,7 +445,7 @@ static void test_async_equals_ref(void **state)
 /* The same configuration is delivered identically twice by one engine (no hidden state). */
 static void test_repeatable(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct run a, b;
 	struct specs sp;
 
@@ -490,7 +490,7 @@ static void assert_permutation(const uint64_t *idx, uint64_t n)
 
 static void test_stream_semantics(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run r;
 	uint64_t n = fx.ds[DS_ZSTD].n, e, i;
@@ -541,7 +541,7 @@ static void test_stream_semantics(void **state)
 /* Strided shard I of K gets global positions I, I+K, ...: interleaving the shards gives the unsharded stream. */
 static void test_shards(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run whole, part;
 	uint64_t n = fx.ds[DS_SNAPPY].n;
@@ -606,7 +606,7 @@ static void test_shards(void **state)
 
 static void test_layouts(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_loader *l;
 	struct grist_batch *b;
 	struct specs sp;
@@ -745,7 +745,7 @@ static int map_fail(void *ctx, const struct grist_map_input *in, uint8_t *out, s
 
 static void test_maps(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run ref, got;
 	uint64_t fail_at = 37;
@@ -853,7 +853,7 @@ static void test_maps(void **state)
 
 static void test_hold_batches(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run ref;
 
@@ -990,7 +990,7 @@ static void resume_and_compare(const struct grist_loader_config *c, const struct
 
 static void test_checkpoint_resume(void **state)
 {
-	struct grist_loader_config c = { 0 }, c2;
+	struct grist_loader_config c = { .size = sizeof(c) }, c2;
 	struct specs sp;
 	struct run ref;
 
@@ -1077,7 +1077,7 @@ static int try_resume(const struct grist_loader_config *c, const uint8_t *st, si
 
 static void test_checkpoint_rejects(void **state)
 {
-	struct grist_loader_config c = { 0 }, o;
+	struct grist_loader_config c = { .size = sizeof(c) }, o;
 	uint8_t st[GRIST_STATE_MAX], bad[GRIST_STATE_MAX];
 	struct grist_loader *l;
 	struct specs sp, sp2;
@@ -1159,7 +1159,7 @@ static void test_checkpoint_rejects(void **state)
  */
 static void test_checkpoint_elastic(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run whole;
 	const uint64_t K = 3, b = 7;
@@ -1259,13 +1259,13 @@ static void test_checkpoint_elastic(void **state)
 /* Filters under chunk granularity (units larger than a batch), mixing, shards and padding. */
 static void test_filter_combinations(void **state)
 {
-	struct grist_loader_config c = { 0 }, c2;
+	struct grist_loader_config c = { .size = sizeof(c) }, c2;
 	struct specs sp;
 	struct run ref;
 
 	(void)state;
 	for (int k = 0; k < 4; k++) {
-		memset(&c, 0, sizeof(c));
+		grist_loader_config_init(&c);
 		if (k == 1)
 			spec2(&sp, &c, DS_SNAPPY, 1.0, DS_SMALL2, 2.0);
 		else
@@ -1301,7 +1301,7 @@ static void test_filter_combinations(void **state)
 /* The loader refuses a batch over the hold limit (prefetch, here 64) with -EBUSY instead of overrunning its table. */
 static void test_hold_limit(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_batch *b[64], *extra;
 	struct grist_loader *l;
 	struct specs sp;
@@ -1327,7 +1327,7 @@ static void test_hold_limit(void **state)
 
 static void test_mixing(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run ref, again;
 	const uint64_t S = 300, p0 = 100; /* weights 1 and 2 scale to 100 and 200 */
@@ -1394,7 +1394,7 @@ static int create_err(const struct grist_loader_config *c)
 
 static void test_config_errors(void **state)
 {
-	struct grist_loader_config c = { 0 }, o;
+	struct grist_loader_config c = { .size = sizeof(c) }, o;
 	struct specs sp;
 	const char *missing[] = { "/nonexistent/grist/none.array_record" };
 	struct grist_dataset_spec ms = { missing, 1, 1.0 };
@@ -1437,7 +1437,7 @@ static void test_config_errors(void **state)
 /* A copy of a dataset file with one byte flipped inside a chunk is reported with its path and offset. */
 static void test_corrupt_file(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	const struct ds *d = &fx.ds[DS_BROTLI];
 	char *bad = strdup(t_path(fx.dir, "corrupt.array_record"));
 	const char *paths[1] = { bad };
@@ -1484,7 +1484,7 @@ static struct grist_loader_hooks fault_hooks(const struct grist_io_fault *f, uns
 
 static void test_fault_injection(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct specs sp;
 	struct run ref, got;
 
@@ -1544,7 +1544,7 @@ static void test_fault_injection(void **state)
 /* Destroy while reads are in flight (held back by delays) and batches are held: no hang, no leak. */
 static void test_destroy_mid_epoch(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_io_fault f[32];
 	struct specs sp;
 
@@ -1573,7 +1573,7 @@ static void test_destroy_mid_epoch(void **state)
 /* The counters describe what ran: engine, read mode, batches, records, filtered records. */
 static void test_stats(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_loader_stats st;
 	struct specs sp;
 
@@ -1637,7 +1637,7 @@ static bool evict_dataset(const struct ds *d)
 /* --io auto maps files the page cache holds and reads the others; the bytes never change. */
 static void test_auto_maps_cached_files(void **state)
 {
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_loader_stats st;
 	struct grist_loader *l;
 	struct run ref, got;
@@ -1682,7 +1682,7 @@ static void test_read_depth(void **state)
 	struct grist_loader_hooks hooks;
 	static const int sets[] = { DS_LARGE, DS_LARGEZ };
 	static const size_t budgets[] = { 4096, 0, 1u << 20 };
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_loader_stats st;
 	struct grist_loader *l;
 	struct specs sp;
@@ -1692,7 +1692,7 @@ static void test_read_depth(void **state)
 	for (size_t s = 0; s < 2; s++) {
 		for (uint64_t b = 1; b <= 3; b++) {
 			for (int gran = 0; gran < 2; gran++) {
-				memset(&c, 0, sizeof(c));
+				grist_loader_config_init(&c);
 				spec1(&sp, &c, sets[s]);
 				c.seed = 700 + b;
 				c.epochs = 2;
@@ -1726,7 +1726,7 @@ static void test_read_depth(void **state)
 	 * fast this machine's disk answers: a worker that waited for each unit's reads
 	 * before reading the next would show one read in flight here, however slow.
 	 */
-	memset(&c, 0, sizeof(c));
+	grist_loader_config_init(&c);
 	spec1(&sp, &c, DS_LARGE);
 	c.seed = 9;
 	c.epochs = 1;

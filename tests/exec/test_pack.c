@@ -463,7 +463,7 @@ static int map_filter_reverse(void *ctx, const struct grist_map_input *in, uint8
 
 static void loader_config(struct grist_loader_config *c, struct grist_dataset_spec *spec, enum grist_pack_mode mode)
 {
-	memset(c, 0, sizeof(*c));
+	grist_loader_config_init(c);
 	spec->paths = &file_path;
 	spec->num_paths = 1;
 	c->datasets = spec;
@@ -474,8 +474,10 @@ static void loader_config(struct grist_loader_config *c, struct grist_dataset_sp
 	c->map = map_filter_reverse;
 	c->map_id = 5;
 	c->pack = mode;
+	if (mode == GRIST_PACK_NONE)
+		return; /* pack sizes without a pack mode are refused */
 	c->pack_length = 64;
-	c->pack_bins = 7;
+	c->pack_bins = mode == GRIST_PACK_FIRST_FIT ? 7 : 0; /* concat-split refuses bins */
 	c->pack_token_bytes = 2;
 }
 

@@ -321,7 +321,7 @@ static void test_max_chunk_bytes(void **state)
 {
 	char *dir = t_mkdtemp();
 	const char *path = t_path(dir, "m.ar");
-	struct grist_reader_options o = { .max_chunk_bytes = 4096 };
+	struct grist_reader_options o = { .size = sizeof(o), .max_chunk_bytes = 4096 };
 	struct grist_reader *r;
 	const uint8_t *data;
 	size_t len;

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static char path[4096];
 	static const char *paths[1] = { path };
 	struct grist_dataset_spec ds = { 0 };
-	struct grist_loader_config c = { 0 };
+	struct grist_loader_config c = { .size = sizeof(c) };
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint8_t st[GRIST_STATE_SIZE + 64];

@@ -2,9 +2,11 @@
 """Seed corpora for the libFuzzer harnesses, from the golden files in tests/data.
 
 Usage: make_seeds.py OUT_DIR GRIST_CLI
-Writes OUT_DIR/{reader,chunk,footer,state}: whole files; each chunk with its file offset;
-the postscript, footer records and writer options of the uncompressed files; and
-checkpoints `grist load` saves on the file fuzz_state opens, under each of its configs.
+Writes OUT_DIR/{reader,chunk,footer,state,example,csv}: whole files; each chunk with its file
+offset; the postscript, footer records and writer options of the uncompressed files;
+checkpoints `grist load` saves on the file fuzz_state opens, under each of its configs; and
+the golden tf.train.Example records (TFDS's and protobuf's) behind each of fuzz_example's
+three spec bytes; small CSV texts, good and bad, behind fuzz_csv's spec bytes.
 """
 import glob
 import os
@@ -62,6 +64,21 @@ def main():
                               "snappy,pad_to_block_boundary:true", "zstd:-5,window_log:25",
                               "group_size:65536,transpose:false,max_parallelism:auto,window_log:auto")):
         put(os.path.join(out, "footer"), "options.%d" % i, b"\x03" + opts.encode())
+    # fuzz_example: a spec byte, then a real record
+    for path in sorted(glob.glob(os.path.join(HERE, "..", "data", "features", "*.pb"))):
+        name = os.path.basename(path)
+        rec = open(path, "rb").read()
+        spec = 0 if name.startswith("mnist") else 1
+        put(os.path.join(out, "example"), "%d.%s" % (spec, name), bytes([spec]) + rec)
+        if spec:
+            put(os.path.join(out, "example"), "2.%s" % name, b"\x02" + rec)
+    # fuzz_csv: a spec byte (bit 0: lists, bit 1: two shards), then CSV text
+    csv_seeds = [b'a,b,c\r\n1,0.5,x\r\n\r\n-2,1e3,"q ""u"" ,\nz"\n',
+                 b'\xef\xbb\xbfc,b,a,extra\n"t1 t2",1 2 3,4 5,\n,,,\n',
+                 b'a,b,c\n1,2\n', b'a,b,c\n"1"x,2,3\n', b'a,b,c\n1,2,"open\n']
+    for i, text in enumerate(csv_seeds):
+        for spec in (0, 1, 2, 3):
+            put(os.path.join(out, "csv"), "%d.%d" % (spec, i), bytes([spec]) + text)
     # fuzz_state: config byte, flags byte (0), then a state saved with that config
     target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
     tmp = os.path.join(out, "state.tmp")

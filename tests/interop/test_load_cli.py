@@ -402,17 +402,17 @@ BAD = [
     (["--mix", ""], "--mix: weight 1 is empty"),
     (["--mix", "3,1,1"], "--mix has 3 weights but 2 datasets are given (one per FILE)"),
     (["--mix", "1,1e-300"], "weights too uneven"),
-    (["--layout", "fixed"], "--layout: 'fixed' is not ragged, fixed:N or padded:N"),
-    (["--layout", "fixed:0"], "--layout: 'fixed:0' is not"),
-    (["--layout", "padded:-4"], "--layout: 'padded:-4' is not"),
-    (["--layout", "square:4"], "--layout: 'square:4' is not"),
-    (["--layout", "padded:8", "--pad-value", "256"], "--pad-value: '256' is not a number in 0..255"),
+    (["--layout", "fixed"], "fixed and padded layouts need record_bytes > 0"),
+    (["--layout", "fixed:0"], "record_bytes: '0' is not a size in 1..1GiB"),
+    (["--layout", "padded:-4"], "record_bytes: '-4' is not a size"),
+    (["--layout", "square:4"], "layout: 'square:4' is not one of ragged, fixed, padded"),
+    (["--layout", "padded:8", "--pad-value", "256"], "pad_value: '256' is not a whole number in 0..255"),
     (["--pad-value", "3"], "--pad-value needs --layout padded:N"),
     (["--layout", "fixed:8", "--pad-value", "0"], "--pad-value needs --layout padded:N"),
     (["--layout", "padded:1073741824", "--batch-size", "4096"], "is larger than max_batch_bytes"),
     (["--layout", "fixed:1048576", "--batch-size", "65"], "65 rows of 1048576 bytes is larger than max_batch_bytes"),
     (["--layout", "fixed:100", "--batch-size", "10", "--max-batch-bytes", "999"], "larger than max_batch_bytes (999)"),
-    (["--max-batch-bytes", "0"], "--max-batch-bytes: '0' is not a number"),
+    (["--max-batch-bytes", "0"], "max_batch_bytes: '0' is not a size"),
 ]
 
 

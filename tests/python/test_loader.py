@@ -178,7 +178,7 @@ def test_bad_arguments(files):
     with pytest.raises(ValueError):
         grist.Loader(files, 8, layout="jagged")
     with pytest.raises(ValueError):
-        grist.Loader(files, 8, epochs=0)
+        grist.Loader(files, 8, epochs=-1)
     with pytest.raises(ValueError):
         grist.Loader(files, 8, layout="fixed")
     with pytest.raises(ValueError):

@@ -151,8 +151,10 @@ def test_bad_pack_arguments(token_files):
     for kw in bad:
         with pytest.raises(ValueError):
             grist.Loader(path, 4, **kw)
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError):  # an int is read as its text, as the CLI reads it
         grist.Loader(path, 4, pack=1, pack_length=8, token_bytes=2)
+    with pytest.raises(TypeError):
+        grist.Loader(path, 4, pack=1.5, pack_length=8, token_bytes=2)
 
 
 def test_record_not_whole_tokens_raises(tmp_path):

@@ -1,0 +1,19 @@
+
+_
+
+answers/start
+
+ÿÿÿÿÿÿÿÿÿ
+
+names
+
+p
+q
+
+answers/text
+
+â˜ƒ
+
+tags
+
+only

@@ -1,0 +1,102 @@
+/* The loader's option table (grist/options.h): sizes, names, bounds, and the fields they set. */
+#include <string.h>
+
+#include "grist/options.h"
+#include "helpers.h"
+
+static void test_sizes(void **state)
+{
+	static const struct {
+		const char *text;
+		uint64_t bytes;
+	} good[] = {
+		{ "0", 0 }, { "4096", 4096 }, { "4K", 4096 }, { "4k", 4096 }, { "4KiB", 4096 }, { "4M", 4u << 20 },
+		{ "4MiB", 4u << 20 }, { "3G", (uint64_t)3 << 30 }, { "2TiB", (uint64_t)2 << 40 },
+		{ "16777215T", (uint64_t)16777215 << 40 },
+	};
+	static const char *const bad[] = { "", "K", "4KB", "4kb", "4 M", "-1", "4.5M", "4Mi", "4MiBs", "16777216T",
+					   "18446744073709551616", "0x10", "4P" };
+	uint64_t v;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(grist_parse_size(good[i].text, &v), 0);
+		assert_true(v == good[i].bytes);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(grist_parse_size(bad[i], &v), -EINVAL);
+}
+
+static void test_table_walk_and_find(void **state)
+{
+	const struct grist_option *o;
+	size_t i;
+
+	(void)state;
+	for (i = 0; (o = grist_loader_option_at(i)); i++) {
+		assert_non_null(o->name);
+		assert_non_null(o->help);
+		assert_non_null(o->default_value);
+		assert_ptr_equal(grist_loader_option_find(o->name), o);
+		if (o->type == GRIST_OPTION_UINT || o->type == GRIST_OPTION_SIZE)
+			assert_true(o->min <= o->max);
+		if (o->type == GRIST_OPTION_CHOICE || o->type == GRIST_OPTION_TEXT)
+			assert_non_null(o->choices);
+	}
+	assert_true(i >= 25);
+	assert_ptr_equal(grist_loader_option_find("queue-depth"), grist_loader_option_find("queue_depth"));
+	assert_null(grist_loader_option_find("queue"));
+	o = grist_loader_option_find("queue_depth");
+	assert_int_equal(o->min, 1);
+	assert_int_equal(o->max, 32768);
+}
+
+static void test_set_fields(void **state)
+{
+	struct grist_loader_config c, before;
+
+	(void)state;
+	grist_loader_config_init(&c);
+	assert_int_equal(grist_loader_config_set(&c, "read_ahead", "4M"), 0);
+	assert_int_equal(c.read_ahead_bytes, 4u << 20);
+	assert_int_equal(grist_loader_config_set(&c, "queue-depth", "32768"), 0);
+	assert_int_equal(c.queue_depth, 32768);
+	assert_int_equal(grist_loader_config_set(&c, "shuffle", "off"), 0);
+	assert_true(c.no_shuffle);
+	assert_int_equal(grist_loader_config_set(&c, "shard", "3/8"), 0);
+	assert_true(c.shard_index == 3 && c.shard_count == 8);
+	assert_int_equal(grist_loader_config_set(&c, "layout", "padded:1K"), 0);
+	assert_true(c.layout == GRIST_LAYOUT_PADDED && c.record_bytes == 1024);
+	assert_int_equal(grist_loader_config_set(&c, "pack", "first-fit:2048:16"), 0);
+	assert_true(c.pack == GRIST_PACK_FIRST_FIT && c.pack_length == 2048 && c.pack_bins == 16);
+	assert_int_equal(grist_loader_config_set(&c, "io", "mmap"), 0);
+	assert_int_equal(c.read_mode, GRIST_READ_MMAP);
+	assert_int_equal(grist_loader_config_set(&c, "token_bytes", "4"), 0);
+	assert_int_equal(c.pack_token_bytes, 4);
+
+	/* a refused value leaves the struct as it was, and the message names option and range */
+	before = c;
+	assert_int_equal(grist_loader_config_set(&c, "queue_depth", "32769"), -EINVAL);
+	assert_string_equal(grist_last_error(), "queue_depth: '32769' is not a whole number in 1..32768");
+	assert_int_equal(grist_loader_config_set(&c, "read_ahead", "4KB"), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "read_ahead: '4KB' is not a size in 4KiB..1TiB"));
+	assert_int_equal(grist_loader_config_set(&c, "shard", "8/8"), -EINVAL);
+	assert_int_equal(grist_loader_config_set(&c, "engine", "io_uring"), -EINVAL);
+	assert_string_equal(grist_last_error(), "engine: 'io_uring' is not one of uring, pread, ref");
+	assert_int_equal(grist_loader_config_set(&c, "pack", "concat-split:8:2"), -EINVAL);
+	assert_int_equal(grist_loader_config_set(&c, "no_such", "1"), -EINVAL);
+	assert_string_equal(grist_last_error(), "'no_such' is not a loader option");
+	assert_memory_equal(&c, &before, sizeof(c));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_table_walk_and_find),
+		cmocka_unit_test(test_set_fields),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
