@@ -246,15 +246,6 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static double cpu_seconds(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-	       (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 /* Intervals between next() returns, in ns; grows by doubling and stops recording rather than fail. */
 struct gaps {
 	uint64_t *v;
@@ -322,7 +313,7 @@ int bench_run_loader(const char *const *paths, size_t num_paths, const struct be
 	cfg.epochs = 0; /* time- or count-limited: the stream never ends on its own */
 	if (c->cold)
 		cfg.read_mode = GRIST_READ_DIRECT;
-	cpu0 = cpu_seconds();
+	cpu0 = cli_cpu_seconds();
 	t0 = bench_now();
 	ret = grist_loader_create(&cfg, &l);
 	if (ret)
@@ -358,7 +349,7 @@ int bench_run_loader(const char *const *paths, size_t num_paths, const struct be
 	}
 	r->seconds = prev - t0;
 	grist_loader_stats(l, &r->stats);
-	finish_result(r, &g, cpu_seconds() - cpu0);
+	finish_result(r, &g, cli_cpu_seconds() - cpu0);
 	bench_progress_end(&p);
 	grist_loader_destroy(l);
 	free(g.v);

@@ -111,6 +111,9 @@ double cli_seconds_since(const struct timespec *t0);
 /* `grist load --options`: the library's option table, with bounds, defaults and help. */
 void cli_print_loader_options(FILE *out);
 
+/* User + system CPU seconds of the process so far (getrusage). */
+double cli_cpu_seconds(void);
+
 /* True when the argument is -h or --help. */
 bool cli_is_help(const char *arg);
 

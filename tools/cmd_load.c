@@ -15,6 +15,7 @@
 #include "grist/device.h"
 #endif
 #include "cli.h"
+#include "cli_iolog.h"
 #include "common/error.h"
 #include "common/open.h"
 
@@ -71,6 +72,8 @@ static const char load_usage[] =
 	"  --stats               per-stage counters on stderr at the end; with several datasets\n"
 	"                        also 'dataset D: N records' delivered by this run; with --pack\n"
 	"                        'packing efficiency' (real tokens / row capacity)\n"
+	"  --iolog FILE          write every read request the engine submitted to FILE as a fio\n"
+	"                        version 2 iolog, to replay the same reads with fio --read_iolog\n"
 	"checkpoints:\n"
 	"  --stop-after N        stop after N batches\n"
 	"  --save-state F        with --stop-after: write the loader state to F\n"
@@ -108,7 +111,7 @@ static const char load_usage[] =
 
 enum {
 	OPT_DIGEST = 256, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
-	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PRINT_PACKED, OPT_LIST_OPTIONS,
+	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PRINT_PACKED, OPT_LIST_OPTIONS, OPT_IOLOG,
 };
 
 static const struct option load_options[] = {
@@ -153,13 +156,14 @@ static const struct option load_options[] = {
 	{ "pack", required_argument, NULL, CLI_OPT_LOADER },
 	{ "token-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "print-packed", no_argument, NULL, OPT_PRINT_PACKED },
+	{ "iolog", required_argument, NULL, OPT_IOLOG },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct load_args {
 	bool digest, indices, stats, device_check, pad_value, print_packed;
 	uint64_t stop_after;
-	const char *save_state, *resume;
+	const char *save_state, *resume, *iolog;
 	double *weights;           /* --mix, else NULL */
 	size_t num_weights;
 };
@@ -215,6 +219,9 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			break;
 		case OPT_PRINT_PACKED:
 			a->print_packed = true;
+			break;
+		case OPT_IOLOG:
+			a->iolog = optarg;
 			break;
 		case OPT_LIST_OPTIONS:
 			cli_print_loader_options(stdout);
@@ -531,10 +538,11 @@ int cmd_load(int argc, char **argv)
 	struct load_args a = { 0 };
 	uint8_t state[GRIST_STATE_MAX];
 	struct grist_loader_stats st;
+	struct cli_iolog iolog;
 	struct grist_loader *l = NULL;
 	struct grist_batch *b;
 	struct timespec t0, t1;
-	double first_batch_s = 0;
+	double first_batch_s = 0, create_s = 0, create_cpu_s = 0;
 	uint64_t delivered = 0, mismatches = 0, digest = 0, *per_dataset = NULL;
 	size_t state_len, num_specs = 0, i, d;
 	ssize_t n;
@@ -569,12 +577,16 @@ int cmd_load(int argc, char **argv)
 		cfg.resume_state = state;
 		cfg.resume_state_len = (size_t)n;
 	}
+	if (a.iolog)
+		cli_iolog_attach(&iolog, &cfg);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	ret = grist_loader_create(&cfg, &l);
 	if (ret) {
 		rc = cli_library_error(ret);
 		goto out;
 	}
+	create_s = cli_seconds_since(&t0);
+	create_cpu_s = cli_cpu_seconds();
 #if GRIST_HAVE_OPENCL
 	if (cfg.device && device_reader_init(&dr, grist_loader_device_stage(l))) {
 		rc = CLI_EXIT_DATA;
@@ -666,6 +678,7 @@ int cmd_load(int argc, char **argv)
 		grist_loader_stats(l, &st);
 		print_stats(&st, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, &cfg);
 		fprintf(stderr, "first batch: %.3f s after start\n", first_batch_s);
+		fprintf(stderr, "start-up: %.3f s (%.3f s of CPU) in grist_loader_create()\n", create_s, create_cpu_s);
 #if GRIST_HAVE_OPENCL
 		if (cfg.device)
 			print_device_stats(grist_loader_device_stage(l), consumer_s);
@@ -684,6 +697,12 @@ int cmd_load(int argc, char **argv)
 	}
 out:
 	grist_loader_destroy(l);
+	if (a.iolog && cfg.read_trace) {
+		/* after destroy: no worker submits any more */
+		if (rc == CLI_EXIT_OK && cli_iolog_write(&iolog, a.iolog))
+			rc = CLI_EXIT_DATA;
+		cli_iolog_free(&iolog);
+	}
 #if GRIST_HAVE_OPENCL
 	device_reader_free(&dr);
 #endif

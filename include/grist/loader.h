@@ -154,6 +154,12 @@ struct grist_map_input {
 typedef int (*grist_map_fn)(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap,
 			    size_t *out_len);
 
+/**
+ * grist_read_trace_fn - see grist_loader_config.read_trace. @path is the file's path as
+ * given; the read covers bytes [@offset, @offset + @len). Must not call into the loader.
+ */
+typedef void (*grist_read_trace_fn)(void *ctx, const char *path, uint64_t offset, uint64_t len);
+
 /** One dataset: its files (concatenated in order) and its mixing weight. */
 struct grist_dataset_spec {
 	const char *const *paths;
@@ -230,6 +236,12 @@ struct grist_loader_config {
 					   (grist_remote_set_options()); the remote_* options set it, or
 					   grist_remote_options_init() and fields by hand. Opening the
 					   files (footers) uses the process-wide options */
+	/* --- observing the reads (never changes the output) --- */
+	grist_read_trace_fn read_trace; /* NULL, or called with every read request the async engine
+					   submits (file path, byte offset, length), in submission order
+					   per worker thread; called from the worker threads, concurrently.
+					   For replaying the exact reads elsewhere (fio's read_iolog) */
+	void *read_trace_ctx;
 };
 
 /**

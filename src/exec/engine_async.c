@@ -681,7 +681,6 @@ static void free_work(struct work *w)
 	free(w->reqs);
 	free(w->fill_order);
 	free(w->landed);
-	free(w->heap);
 }
 
 static void teardown_worker(struct async_engine *e, struct worker *wk)
@@ -689,6 +688,7 @@ static void teardown_worker(struct async_engine *e, struct worker *wk)
 	size_t d, i;
 
 	grist_io_destroy(wk->io);
+	free(wk->heap);
 	if (wk->io_slot) {
 		for (d = 0; d < e->l->num_sources; d++)
 			free(wk->io_slot[d]);

@@ -124,10 +124,8 @@ struct work {
 	size_t nreqs, reqs_cap, submitted;
 	unsigned pending;     /* requests built and not yet back (submitted or not) */
 	size_t buf_need;      /* bytes its regions need in a read buffer (mapped files: none) */
-	uint8_t *buf;         /* read buffer: a part of the worker's arena, or heap */
+	uint8_t *buf;         /* read buffer: a part of the worker's arena, or the worker's heap */
 	size_t arena_off, arena_len; /* its part of the arena (arena_len 0: none) */
-	uint8_t *heap;        /* a unit larger than the arena reads here */
-	size_t heap_cap;
 	bool admitted;        /* buffer reserved and requests built */
 	bool decoding;        /* slot taken, rows being made */
 	bool published;
@@ -172,6 +170,14 @@ struct worker {
 	uint8_t *arena;       /* read buffers, allocated in pipeline order; registered with io_uring when allowed */
 	size_t arena_len;
 	bool fixed_buffers;   /* the arena is registered */
+	/*
+	 * A unit whose reads are larger than the whole arena reads here, alone in the
+	 * pipeline, so one buffer per worker serves every such unit: kept in the work
+	 * instead, each slot of the pipeline ring would fault in its own (1 MiB records at
+	 * batch 256: 256 MiB each, fresh memory every unit of a 3-unit epoch).
+	 */
+	uint8_t *heap;
+	size_t heap_cap;
 	uint64_t last_service_ns; /* when the ring was last polled while decoding */
 	uint64_t depth_t;     /* when the in-flight count last changed (for its time average) */
 

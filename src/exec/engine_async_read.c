@@ -82,19 +82,19 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			w->arena_len = w->buf_need;
 		} else if (wk->count == 1) {
 			/* alone and larger than the arena: plain heap memory, one unit at a time */
-			if (w->heap_cap < w->buf_need) {
+			if (wk->heap_cap < w->buf_need) {
 				void *p = NULL;
 
-				free(w->heap);
-				w->heap = NULL;
-				w->heap_cap = 0;
+				free(wk->heap);
+				wk->heap = NULL;
+				wk->heap_cap = 0;
 				if (posix_memalign(&p, MEM_ALIGN, w->buf_need))
 					return grist_fail(-ENOMEM, "async engine: cannot allocate a %zu-byte read buffer",
 							  w->buf_need);
-				w->heap = p;
-				w->heap_cap = w->buf_need;
+				wk->heap = p;
+				wk->heap_cap = w->buf_need;
 			}
-			w->buf = w->heap;
+			w->buf = wk->heap;
 		} else {
 			return 0; /* waits for older works to retire */
 		}
@@ -145,6 +145,19 @@ int grist_async_admit(struct worker *wk, struct work *w)
 	return 0;
 }
 
+/* Tell the configured read trace about @n requests of @w just taken by the ring. */
+static void trace_reads(struct worker *wk, const struct work *w, struct grist_io_req *const *q, unsigned n)
+{
+	const struct grist_loader_config *c = &wk->e->l->cfg;
+	unsigned i;
+
+	for (i = 0; i < n; i++) {
+		const struct region *r = &w->regions[q[i]->user_data & 0xffffffffu];
+
+		c->read_trace(c->read_trace_ctx, wk->e->files[r->component][r->file].path, q[i]->offset, q[i]->len);
+	}
+}
+
 /* Push as many queued requests of @w as the io caps take right now; false when the ring is full. */
 static int push_work(struct worker *wk, struct work *w, bool *full)
 {
@@ -163,6 +176,8 @@ static int push_work(struct worker *wk, struct work *w, bool *full)
 		if (taken < 0)
 			return taken;
 		add_relaxed(&wk->reads, (uint64_t)taken);
+		if (wk->e->l->cfg.read_trace)
+			trace_reads(wk, w, batch, (unsigned)taken);
 		w->submitted += (size_t)taken;
 		if (wk->io->inflight > wk->depth_max)
 			__atomic_store_n(&wk->depth_max, (uint64_t)wk->io->inflight, __ATOMIC_RELAXED);

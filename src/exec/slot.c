@@ -2,10 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
+#include "common/copy.h"
 #include "common/error.h"
 #include "exec/slot.h"
 
@@ -270,37 +268,9 @@ int grist_slot_shape_row(struct grist_slot *s, const struct grist_layout *L, con
  * stores: no read-for-ownership of the destination, and the decoder's working set stays
  * in cache. The caller makes them visible with grist_slot_fill_done().
  */
-static void copy_streaming(uint8_t *dst, const uint8_t *src, size_t len)
-{
-#if defined(__SSE2__)
-	if (len >= 512) {
-		size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-
-		memcpy(dst, src, head);
-		dst += head;
-		src += head;
-		len -= head;
-		for (; len >= 64; len -= 64, dst += 64, src += 64) {
-			__m128i a = _mm_loadu_si128((const __m128i *)src);
-			__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
-			__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
-			__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
-
-			_mm_stream_si128((__m128i *)dst, a);
-			_mm_stream_si128((__m128i *)(dst + 16), b);
-			_mm_stream_si128((__m128i *)(dst + 32), c);
-			_mm_stream_si128((__m128i *)(dst + 48), d);
-		}
-	}
-#endif
-	memcpy(dst, src, len);
-}
-
 void grist_slot_fill_done(void)
 {
-#if defined(__SSE2__)
-	_mm_sfence();
-#endif
+	grist_copy_streaming_done();
 }
 
 void grist_slot_fill_row(struct grist_slot *s, const struct grist_layout *L, size_t dst_offset,
@@ -308,7 +278,7 @@ void grist_slot_fill_row(struct grist_slot *s, const struct grist_layout *L, siz
 {
 	uint8_t *dst = s->data + dst_offset;
 
-	copy_streaming(dst, data, len);
+	grist_copy_streaming(dst, data, len);
 	if (L->kind == GRIST_LAYOUT_PADDED)
 		memset(dst + len, L->pad_value, L->record_bytes - len);
 }

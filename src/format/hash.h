@@ -5,7 +5,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* "Riegeli/records\n" read as two little-endian u64, repeated to fill the 256-bit key. */
+extern const uint64_t grist_hash_key[4];
+
 /* HighwayHash-64 of @len bytes at @p with the Riegeli key. Thread-safe, pure. */
 uint64_t grist_hash(const void *p, size_t len);
+
+/* One piece of a run of bytes (the layout of highwayhash::StringView). */
+struct grist_hash_piece {
+	const char *data;
+	size_t len;
+};
+
+/*
+ * grist_hash() of the concatenation of @n pieces, without concatenating them
+ * (hash_cat.cc). Thread-safe, pure.
+ */
+uint64_t grist_hash_pieces(const struct grist_hash_piece *pieces, size_t n);
 
 #endif

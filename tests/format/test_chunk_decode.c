@@ -380,10 +380,12 @@ static void test_values_into(void **state)
 {
 	const struct grist_codec_params params = { .level = 3 };
 	const uint8_t codecs[] = { GRIST_CODEC_NONE, GRIST_CODEC_ZSTD, GRIST_CODEC_SNAPPY, GRIST_CODEC_BROTLI };
-	const size_t counts[] = { 1, 40 };
-	const uint64_t begins[] = { 64, GRIST_BLOCK_SIZE - 30 };
-	size_t file_len = 3 * GRIST_BLOCK_SIZE, values_len, sizes_len, i, k, n, b;
-	uint8_t *file = calloc(1, file_len), *values = malloc(40 * 1500), *row = malloc(40 * 1500 + 64), sizes[80];
+	/* one block, two, and a chunk over three block boundaries (stored: copied straight into the row) */
+	const size_t counts[] = { 1, 40, 120 };
+	/* at a block's start; its header split by a block header; its sizes section split by one */
+	const uint64_t begins[] = { 64, GRIST_BLOCK_SIZE - 30, GRIST_BLOCK_SIZE - 44 };
+	size_t file_len = 4 * GRIST_BLOCK_SIZE, values_len, sizes_len, i, k, n, b;
+	uint8_t *file = calloc(1, file_len), *values = malloc(120 * 1500), *row = malloc(120 * 1500 + 64), sizes[240];
 	struct grist_buf scratch = { 0 }, data = { 0 };
 	struct grist_codec_set set = { 0 };
 	struct grist_chunk_decoder *d;
@@ -400,7 +402,7 @@ static void test_values_into(void **state)
 		const struct grist_codec_ops *codec = grist_codec_find(codecs[k]);
 
 		assert_int_equal(grist_codec_set_get(&set, codec, &ctx), 0);
-		for (n = 0; n < 2; n++) {
+		for (n = 0; n < 3; n++) {
 			values_len = sizes_len = 0;
 			for (i = 0; i < counts[n]; i++) {
 				size_t len = 1000 + (i * 37) % 500;
@@ -411,7 +413,7 @@ static void test_values_into(void **state)
 			}
 			assert_int_equal(grist_simple_chunk_encode(codec, ctx, &params, sizes, sizes_len, values,
 								   values_len, &scratch, &data), 0);
-			for (b = 0; b < 2; b++) {
+			for (b = 0; b < 3; b++) {
 				memset(file, 0, file_len);
 				end = make_chunk(file, begins[b], 'r', data.data, data.len, counts[n], values_len);
 				memset(row, 0xee, values_len + 64);
@@ -431,6 +433,20 @@ static void test_values_into(void **state)
 										row, values_len + 1, &c), -EBADMSG);
 				/* a flipped byte in the stored values: the hash catches it before any codec runs */
 				file[c.data_end - 2] ^= 0x10;
+				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
+										row, values_len, &c), -EBADMSG);
+				assert_non_null(strstr(grist_last_error(), "hash"));
+				file[c.data_end - 2] ^= 0x10;
+				/* ... and in the sizes section, which the values half reads no further than its length */
+				{
+					const uint8_t *p = data.data + 1;
+					uint64_t stored;
+
+					stored = 0;
+					assert_int_equal(grist_varint_read(&p, data.data + data.len, &stored), 0);
+					file[grist_block_add_with_overhead(
+						begins[b], GRIST_CHUNK_HEADER_SIZE + (uint64_t)(p - data.data) + stored - 1)] ^= 0x01;
+				}
 				assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begins[b], end, "x",
 										row, values_len, &c), -EBADMSG);
 				assert_non_null(strstr(grist_last_error(), "hash"));
