@@ -269,18 +269,24 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None, skip=None, datasets=None):
-        """(Features, columns, leaves) for a Loader: every feature a column of fixed size.
+    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None):
+        """(Features, columns, leaves) for a Loader: every feature a column of fixed size,
+        but those in @ragged.
 
         @pad maps a feature key ('image', 'meta/source') to the shape its values are padded
         to; its real shape goes to '<name>_shape' beside it. @skip names features left out
-        (not parsed at all). A feature whose shape varies and is in neither is an error
-        naming it.
+        (not parsed at all). @ragged names features whose first dimension varies (a Text,
+        a (None,) or (None, 3) Tensor, a Sequence of scalars): they are stored in the row
+        with their length, and the Loader reads the batch as ragged rows. A feature whose
+        shape varies and is in none of them is an error naming it.
         """
-        pad, skip = dict(pad or {}), set(skip or ())
-        unknown = (set(pad) | skip) - {leaf.key for leaf in self.leaves}
+        pad, skip, ragged = dict(pad or {}), set(skip or ()), list(ragged or ())
+        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip):
+            raise ValueError("grist.Loader: a feature is named twice in pad, skip and ragged")
+        unknown = (set(pad) | skip | set(ragged)) - {leaf.key for leaf in self.leaves}
         if unknown:
-            raise ValueError(f"grist.Loader: pad or skip names no feature of {self.name}: {sorted(unknown)}")
+            raise ValueError(f"grist.Loader: pad, skip or ragged names no feature of {self.name}: "
+                             f"{sorted(unknown)}")
         leaves = [leaf for leaf in self.leaves if leaf.key not in skip]
         if not leaves:
             raise ValueError("grist.Loader: skip leaves no feature")
@@ -294,14 +300,23 @@ class DataSource:
                     raise ValueError(f"grist.Loader: pad[{leaf.key!r}] has {len(max_shape)} dimensions; "
                                      f"the feature has {len(shape)} {leaf.shape}")
                 cols.append(_column(leaf, _grist.VARLEN_PAD, max_shape))
+            elif leaf.key in ragged:
+                if _strings(leaf) or -1 in shape[1:] or leaf.kind == "image":
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} ({leaf.kind} of shape {leaf.shape}) "
+                                     "cannot be ragged: only features whose first dimension alone varies "
+                                     "(not images, not lists of strings) are; pad or skip it")
+                if shape[:1] != (-1,):
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} has the fixed shape {leaf.shape}: "
+                                     "it needs no ragged=")
+                cols.append(_column(leaf, _grist.VARLEN_RAGGED))
             elif _strings(leaf):
                 raise ValueError(f"grist.Loader: feature {leaf.key!r} holds a list of strings, which cannot "
                                  f"be batched; leave it out (skip=[{leaf.key!r}])")
             elif -1 in shape:
                 what = "a string" if leaf.kind == _meta.BYTES else f"shape {leaf.shape}"
                 raise ValueError(f"grist.Loader: feature {leaf.key!r} ({what}) varies in shape between "
-                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}) or leave it out "
-                                 f"(skip=[{leaf.key!r}]) to batch it")
+                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}), make it ragged "
+                                 f"(ragged=[{leaf.key!r}]) or leave it out (skip=[{leaf.key!r}]) to batch it")
             else:
                 cols.append(_column(leaf))
         paths = {leaf.path for leaf in self.leaves}
