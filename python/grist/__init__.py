@@ -353,8 +353,10 @@ class Loader(_grist.Loader):
     row_lengths,) + the fixed dimensions; a Text's bytes as uint8) and row_lengths int64 (B,),
     each record's first dimension (tf.RaggedTensor.from_row_lengths(values, row_lengths)
     rebuilds the feature). With ragged=, every column is copied out of the slot, and
-    map_out_max (bytes, default 1 MiB) bounds one record's row: a record past it is an error
-    naming it. layout and record_bytes are the source's.
+    map_out_max (bytes) bounds one record's row: by default the row of the longest record
+    the files' footers allow (grist_features_row_bound of their largest decoded chunk); a
+    smaller bound fails a record past it with an error naming it. layout and record_bytes
+    are the source's.
     With weights, paths may be a list of grist.tfds sources with the same features.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
@@ -390,9 +392,11 @@ class Loader(_grist.Loader):
                 # Rows as long as each record's values: the engine reserves map_out_max bytes
                 # for one record's row while it decodes it (the C stage fails a record whose
                 # row does not fit with EMSGSIZE, naming the file, record and feature).
-                if map_out_max is not None and int(map_out_max) <= 0:
+                if map_out_max is None:  # the row of the longest record the footers allow
+                    map_out_max = features.row_bound(max(s._max_record_bytes for s in srcs))
+                elif int(map_out_max) <= 0:
                     raise ValueError("grist.Loader: map_out_max must be > 0")
-                options.update(layout="ragged", _map=features.map(int(map_out_max or 0)))
+                options.update(layout="ragged", _map=features.map(int(map_out_max)))
             else:
                 if map_out_max is not None:
                     raise ValueError("grist.Loader: map_out_max= applies with ragged=")

@@ -186,6 +186,7 @@ class DataSource:
         self._columns = [_column(leaf) for leaf in self.leaves]  # unsupported features fail here
         self._lock = _threading.Lock()
         self._features = None
+        self._max_record_bytes = 0
 
     def _open(self):
         """Open the files and build the decoder (a bad shard or spec fails here)."""
@@ -197,6 +198,8 @@ class DataSource:
             info = r.info()
             r.close()
             want = {path: n for path, _, _, n in self._instr}
+            # the Loader's bound on one ragged row (the footer's largest decoded chunk)
+            self._max_record_bytes = max(fi["max_record_bytes"] for fi in info)
             for fi in info:
                 if fi["records"] != want[fi["path"]]:
                     raise _grist.Error(5, f"grist.tfds: {fi['path']}: {fi['records']} records, but "
