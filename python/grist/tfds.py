@@ -130,8 +130,11 @@ def _converter(leaf):
         return many, lambda values, dims, lens: bytes(values)
     if leaf.fixed:
         if shape == ():  # int / float / bool, as TFDS's .item()
-            return (lambda values, dims, lens, n: _np.frombuffer(values, cdt).tolist(),
-                    lambda values, dims, lens: _np.frombuffer(values, cdt).item())
+            if cdt == _np.int64:  # a label: no numpy array for one int (src[i]'s per-record cost)
+                one = lambda values, dims, lens: int.from_bytes(values, "little", signed=True)  # noqa: E731
+            else:
+                one = lambda values, dims, lens: _np.frombuffer(values, cdt).item()  # noqa: E731
+            return (lambda values, dims, lens, n: _np.frombuffer(values, cdt).tolist(), one)
         return (lambda values, dims, lens, n: list(_np.frombuffer(values, cdt).reshape((n,) + shape)),
                 lambda values, dims, lens: _np.frombuffer(values, cdt).reshape(shape))
 
@@ -180,6 +183,8 @@ class DataSource:
                 total += n
             self._runs.append((starts[path] + skip, take))
         self._len = sum(take for _, take in self._runs)
+        # the whole of self.files in order (a whole split): record i is index i
+        self._identity = self._runs == [(0, self._len)]
         self._nest = _nest([leaf.path for leaf in self.leaves])
         convs = [_converter(leaf) for leaf in self.leaves]
         self._many, self._one = [c[0] for c in convs], [c[1] for c in convs]
@@ -234,11 +239,20 @@ class DataSource:
         return self._len
 
     def __getitem__(self, i):
-        if not isinstance(i, int):
-            if not isinstance(i, _np.integer):
+        # Grain calls this once per record: the common case (an int of a whole split, the
+        # decoder made) takes no method call besides fetch.
+        if type(i) is not int:
+            if not isinstance(i, (int, _np.integer)):
                 raise TypeError(f"grist.tfds: indices must be integers, not {type(i).__name__}")
             i = int(i)
-        cols = self._decoder().fetch((self._global(i),))
+        if self._identity and 0 <= i < self._len:
+            g = i
+        else:
+            g = self._global(i)
+        f = self._features
+        if f is None:
+            f = self._decoder()
+        cols = f.fetch((g,))
         return self._nest([one(v, d, ln) for one, (v, d, ln) in zip(self._one, cols)])
 
     def __getitems__(self, indices):

@@ -438,28 +438,14 @@ static void *worker_main(void *arg)
 
 /* ---- setup ---- */
 
-/*
- * AUTO maps a whole dataset that is small beside RAM and made of small chunks, cached or
- * not: one read per chunk of a few hundred bytes (a TFDS image dataset writes one record
- * per chunk) costs an io_uring request, a page-cache lookup and a copy per record, which
- * was 20% of the CPU of a dict Loader over MNIST (perf), while a mapped page costs one
- * fault for every chunk in it. MADV_WILLNEED starts the kernel's read-ahead of the whole
- * file at once, so a cold start does not fault page by page. The residency probe alone
- * cannot be trusted here: a cache dropped between runs (or by a neighbour) sent such a
- * dataset down the per-chunk read path for its whole life, although it is in the cache
- * again after its first epoch; mapped pages in use are not dropped.
- */
-#define MAP_SMALL_RAM_SHARE 8		  /* the dataset is at most 1/8 of RAM */
-#define MAP_SMALL_CHUNK_BYTES (16u << 10) /* and its chunks average at most 16 KiB */
-
+/* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
 static bool map_small_dataset(struct grist_loader *l)
 {
 	uint64_t bytes = 0, chunks = 0;
-	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
 	struct grist_file_info info;
 	size_t d, f;
 
-	if (l->cfg.read_mode != GRIST_READ_AUTO || pages <= 0 || psz <= 0)
+	if (l->cfg.read_mode != GRIST_READ_AUTO)
 		return false;
 	for (d = 0; d < l->num_sources; d++)
 		for (f = 0; f < l->sources[d].num_files; f++) {
@@ -468,8 +454,7 @@ static bool map_small_dataset(struct grist_loader *l)
 			bytes += info.file_size;
 			chunks += info.num_chunks;
 		}
-	return chunks && bytes <= (uint64_t)pages * (uint64_t)psz / MAP_SMALL_RAM_SHARE &&
-	       bytes / chunks <= MAP_SMALL_CHUNK_BYTES;
+	return grist_io_map_small(bytes, chunks);
 }
 
 static int open_files(struct async_engine *e)
