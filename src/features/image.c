@@ -1,5 +1,6 @@
 /*
- * PNG (libspng) and JPEG (libjpeg-turbo's TurboJPEG) decoding into a row.
+ * PNG (the direct path below for the common kinds, libspng otherwise) and JPEG
+ * (libjpeg-turbo's TurboJPEG) decoding into a row.
  *
  * The header is read first and its size checked by the caller against the spec and the
  * row's room, so a lying or hostile image never writes past its column or allocates
