@@ -126,7 +126,7 @@ enum grist_dtype {
  * GRIST_DECODE_RAW     bytes_list holding one value: the little-endian bytes of a dense
  *                      array of the column's dtype and shape (TFDS's Tensor with
  *                      encoding=bytes). Its length must be a whole number of elements.
- * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded with libspng into uint8 (H, W, C),
+ * GRIST_DECODE_PNG     bytes_list holding one PNG, decoded (zlib, or libspng) into uint8 (H, W, C),
  *                      or uint16 for a 16-bit PNG (TFDS's Image(dtype=uint16)), host-endian.
  * GRIST_DECODE_JPEG    ... one JPEG, decoded with libjpeg-turbo (TurboJPEG) into uint8 (H, W, C).
  * GRIST_DECODE_IMAGE   ... one PNG or JPEG, told by its first bytes.

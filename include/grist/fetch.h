@@ -23,6 +23,7 @@
 #ifndef GRIST_FETCH_H
 #define GRIST_FETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -39,7 +40,9 @@ struct grist_fetcher;
 
 /** How a fetcher reads. */
 enum grist_fetch_io {
-	GRIST_FETCH_IO_AUTO = 0, /* io_uring when it is usable here, else the pread pool */
+	GRIST_FETCH_IO_AUTO = 0, /* io_uring when it is usable here, else the pread pool; a dataset of
+				    at most 1/8 of RAM whose chunks average at most 16 KiB is mapped
+				    instead (see never_map) */
 	GRIST_FETCH_IO_URING,    /* io_uring or fail at create */
 	GRIST_FETCH_IO_PREAD,    /* the pread thread pool */
 };
@@ -57,6 +60,7 @@ struct grist_fetcher_options {
 	size_t max_read_bytes;    /* read buffer of one wave (default 64 MiB): a request whose chunks
 				     take more is read in waves of at most this (a larger chunk
 				     alone); bounds the memory a request holds besides its records */
+	bool never_map;           /* AUTO reads every file even where it would map a small dataset */
 };
 
 /**
@@ -86,6 +90,7 @@ struct grist_fetcher_stats {
 	uint64_t submissions;     /* batched submissions to the io stage */
 	uint64_t bytes_read;
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h) */
+	uint64_t mapped_files;    /* files read through their mapping, not the io stage (AUTO) */
 };
 
 /**

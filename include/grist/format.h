@@ -99,6 +99,7 @@ struct grist_file_info {
 	uint64_t file_size;
 	const char *compression;   /* "uncompressed", "zstd", "snappy" or "brotli" */
 	const char *writer_options; /* as stored by the writer; "" when the file has none */
+	uint64_t max_record_bytes; /* no record is longer: the largest decoded chunk the footer lists */
 };
 
 /**

@@ -52,10 +52,12 @@ enum grist_engine_kind {
 
 /** How reads reach the disk. */
 enum grist_read_mode {
-	GRIST_READ_AUTO = 0, /* per file: MMAP when the page cache holds it (mincore() on a sample of
-				its pages finds at least 95% cached), else O_DIRECT when it is large
-				relative to RAM and its file system allows it, else BUFFERED.
-				A mapped file has MMAP's caveat below */
+	GRIST_READ_AUTO = 0, /* MMAP for every file of a dataset of at most 1/8 of RAM whose
+				chunks average at most 16 KiB (with MADV_WILLNEED), cached or not;
+				else per file: MMAP when the page cache holds it (mincore() on a
+				sample of its pages finds at least 95% cached), else O_DIRECT when it
+				is large relative to RAM and its file system allows it, else
+				BUFFERED. A mapped file has MMAP's caveat below */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read

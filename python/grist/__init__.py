@@ -212,9 +212,13 @@ class _Columns:
     feature also gives '<name>_shape': each record's real shape, int64 (rows, ndim).
     """
 
-    def __init__(self, leaves, features):
+    def __init__(self, leaves, features, ragged=()):
         from .tfds import _c_dtype, _nest
 
+        if ragged:
+            self._ragged_init(leaves, features, set(ragged), _c_dtype, _nest)
+            return
+        self._gather = None
         row = features.row_bytes
         layout = []
         paths = []
@@ -232,9 +236,41 @@ class _Columns:
                 paths.append(leaf.path[:-1] + (leaf.path[-1] + "_shape",))
         self._layout, self._nest = layout, _nest(paths)
 
+    def _ragged_init(self, leaves, features, ragged, c_dtype, nest):
+        """Rows of varying length (a batch with offsets): each column is copied out of the
+        slot by the C stage's gather (grist_features_gather), a ragged one as (values,
+        row_lengths)."""
+        self._features, self._gather = features, []
+        paths = []
+        for leaf, c in zip(leaves, features.columns()):
+            kind = "ragged" if leaf.key in ragged else "pad" if c["dims_offset"] >= 0 else "fixed"
+            self._gather.append((kind, c_dtype(leaf), tuple(c["row_shape"])))
+            paths.append(leaf.path)
+            if kind == "pad":
+                paths.append(leaf.path[:-1] + (leaf.path[-1] + "_shape",))
+        self._nest = nest(paths)
+
+    def _gathered(self, batch):
+        import numpy as np
+
+        n = batch.num_records
+        out = []
+        for (kind, dtype, shape), (values, dims, _) in zip(self._gather, self._features.gather(batch.data, n,
+                                                                                             batch.offsets)):
+            if kind == "ragged":
+                dims = np.frombuffer(dims, np.int64).reshape(n, len(shape))
+                out.append((np.frombuffer(values, dtype).reshape((-1,) + shape[1:]), dims[:, 0].copy()))
+                continue
+            out.append(np.frombuffer(values, dtype).reshape((n,) + shape))
+            if kind == "pad":
+                out.append(np.frombuffer(dims, np.int64).reshape(n, len(shape)))
+        return self._nest(out)
+
     def __call__(self, batch):
         import numpy as np
 
+        if self._gather is not None:
+            return self._gathered(batch)
         data = batch.data
         n = data.shape[0]
         return self._nest([np.ndarray((n,) + shape, dtype, buffer=data, offset=off, strides=strides)
@@ -302,7 +338,7 @@ class Loader(_grist.Loader):
     granularity="record", window=None, weights=None, engine="uring", io="auto",
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
     state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, batch_map=None,
-    map_threads=None, pad=None, skip=None, ...)
+    map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
     the same settings. Every option keyword is an option of libgrist's table (`grist load
@@ -338,7 +374,17 @@ class Loader(_grist.Loader):
     batch k are those the bytes Loader over src.files gives in batch k with the same options.
     A feature whose shape varies is an error unless pad={key: max shape} pads it (its real
     shape is then '<name>_shape', int64 (B, ndim)) or skip=[keys] leaves it out (lists of
-    strings cannot be batched: skip them). layout and record_bytes are the source's.
+    strings cannot be batched: skip them). ragged=[keys] batches features whose first
+    dimension varies (a Text, a (None,) or (None, 3) Tensor, a Sequence of scalars) without
+    padding: batch[key] is then the pair (values, row_lengths), values holding the batch's
+    records' values back to back along the first axis (dtype as the feature, shape (sum of
+    row_lengths,) + the fixed dimensions; a Text's bytes as uint8) and row_lengths int64 (B,),
+    each record's first dimension (tf.RaggedTensor.from_row_lengths(values, row_lengths)
+    rebuilds the feature). With ragged=, every column is copied out of the slot, and
+    map_out_max (bytes) bounds one record's row: by default the row of the longest record
+    the files' footers allow (grist_features_row_bound of their largest decoded chunk); a
+    smaller bound fails a record past it with an error naming it. layout and record_bytes
+    are the source's.
     With weights, paths may be a list of grist.tfds sources with the same features.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
@@ -347,7 +393,8 @@ class Loader(_grist.Loader):
     it, so results hold no slot; batches waiting for fn count against prefetch.
     """
 
-    def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, **options):
+    def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, ragged=None,
+                 map_out_max=None, **options):
         self._columns = None
         self._ahead = None
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
@@ -363,16 +410,29 @@ class Loader(_grist.Loader):
                     raise ValueError(f"grist.Loader: split {src.split!r} slices a split; the Loader reads whole "
                                      "splits (use shard_index/shard_count to divide one)")
             src = srcs[0]
-            features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None)
+            features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None,
+                                                          ragged)
             for other in srcs[1:]:
-                if other._loader_features(pad, skip)[1] != cols:
+                if other._loader_features(pad, skip, None, ragged)[1] != cols:
                     raise ValueError(f"grist.Loader: {other!r} has other features than {src!r}: mixed "
                                      "grist.tfds sources need the same features")
-            options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
-            self._columns = _Columns(leaves, features)
+            if ragged:
+                # Rows as long as each record's values: the engine reserves map_out_max bytes
+                # for one record's row while it decodes it (the C stage fails a record whose
+                # row does not fit with EMSGSIZE, naming the file, record and feature).
+                if map_out_max is None:  # the row of the longest record the footers allow
+                    map_out_max = features.row_bound(max(s._max_record_bytes for s in srcs))
+                elif int(map_out_max) <= 0:
+                    raise ValueError("grist.Loader: map_out_max must be > 0")
+                options.update(layout="ragged", _map=features.map(int(map_out_max)))
+            else:
+                if map_out_max is not None:
+                    raise ValueError("grist.Loader: map_out_max= applies with ragged=")
+                options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
+            self._columns = _Columns(leaves, features, ragged or ())
             paths = [s.files for s in srcs] if mixed else src.files
-        elif pad is not None or skip is not None:
-            raise ValueError("grist.Loader: pad= and skip= apply to a grist.tfds source")
+        elif pad is not None or skip is not None or ragged is not None or map_out_max is not None:
+            raise ValueError("grist.Loader: pad=, skip=, ragged= and map_out_max= apply to a grist.tfds source")
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")

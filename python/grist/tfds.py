@@ -130,8 +130,11 @@ def _converter(leaf):
         return many, lambda values, dims, lens: bytes(values)
     if leaf.fixed:
         if shape == ():  # int / float / bool, as TFDS's .item()
-            return (lambda values, dims, lens, n: _np.frombuffer(values, cdt).tolist(),
-                    lambda values, dims, lens: _np.frombuffer(values, cdt).item())
+            if cdt == _np.int64:  # a label: no numpy array for one int (src[i]'s per-record cost)
+                one = lambda values, dims, lens: int.from_bytes(values, "little", signed=True)  # noqa: E731
+            else:
+                one = lambda values, dims, lens: _np.frombuffer(values, cdt).item()  # noqa: E731
+            return (lambda values, dims, lens, n: _np.frombuffer(values, cdt).tolist(), one)
         return (lambda values, dims, lens, n: list(_np.frombuffer(values, cdt).reshape((n,) + shape)),
                 lambda values, dims, lens: _np.frombuffer(values, cdt).reshape(shape))
 
@@ -180,12 +183,15 @@ class DataSource:
                 total += n
             self._runs.append((starts[path] + skip, take))
         self._len = sum(take for _, take in self._runs)
+        # the whole of self.files in order (a whole split): record i is index i
+        self._identity = self._runs == [(0, self._len)]
         self._nest = _nest([leaf.path for leaf in self.leaves])
         convs = [_converter(leaf) for leaf in self.leaves]
         self._many, self._one = [c[0] for c in convs], [c[1] for c in convs]
         self._columns = [_column(leaf) for leaf in self.leaves]  # unsupported features fail here
         self._lock = _threading.Lock()
         self._features = None
+        self._max_record_bytes = 0
 
     def _open(self):
         """Open the files and build the decoder (a bad shard or spec fails here)."""
@@ -197,6 +203,8 @@ class DataSource:
             info = r.info()
             r.close()
             want = {path: n for path, _, _, n in self._instr}
+            # the Loader's bound on one ragged row (the footer's largest decoded chunk)
+            self._max_record_bytes = max(fi["max_record_bytes"] for fi in info)
             for fi in info:
                 if fi["records"] != want[fi["path"]]:
                     raise _grist.Error(5, f"grist.tfds: {fi['path']}: {fi['records']} records, but "
@@ -231,11 +239,20 @@ class DataSource:
         return self._len
 
     def __getitem__(self, i):
-        if not isinstance(i, int):
-            if not isinstance(i, _np.integer):
+        # Grain calls this once per record: the common case (an int of a whole split, the
+        # decoder made) takes no method call besides fetch.
+        if type(i) is not int:
+            if not isinstance(i, (int, _np.integer)):
                 raise TypeError(f"grist.tfds: indices must be integers, not {type(i).__name__}")
             i = int(i)
-        cols = self._decoder().fetch((self._global(i),))
+        if self._identity and 0 <= i < self._len:
+            g = i
+        else:
+            g = self._global(i)
+        f = self._features
+        if f is None:
+            f = self._decoder()
+        cols = f.fetch((g,))
         return self._nest([one(v, d, ln) for one, (v, d, ln) in zip(self._one, cols)])
 
     def __getitems__(self, indices):
@@ -269,18 +286,24 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None, skip=None, datasets=None):
-        """(Features, columns, leaves) for a Loader: every feature a column of fixed size.
+    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None):
+        """(Features, columns, leaves) for a Loader: every feature a column of fixed size,
+        but those in @ragged.
 
         @pad maps a feature key ('image', 'meta/source') to the shape its values are padded
         to; its real shape goes to '<name>_shape' beside it. @skip names features left out
-        (not parsed at all). A feature whose shape varies and is in neither is an error
-        naming it.
+        (not parsed at all). @ragged names features whose first dimension varies (a Text,
+        a (None,) or (None, 3) Tensor, a Sequence of scalars): they are stored in the row
+        with their length, and the Loader reads the batch as ragged rows. A feature whose
+        shape varies and is in none of them is an error naming it.
         """
-        pad, skip = dict(pad or {}), set(skip or ())
-        unknown = (set(pad) | skip) - {leaf.key for leaf in self.leaves}
+        pad, skip, ragged = dict(pad or {}), set(skip or ()), list(ragged or ())
+        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip):
+            raise ValueError("grist.Loader: a feature is named twice in pad, skip and ragged")
+        unknown = (set(pad) | skip | set(ragged)) - {leaf.key for leaf in self.leaves}
         if unknown:
-            raise ValueError(f"grist.Loader: pad or skip names no feature of {self.name}: {sorted(unknown)}")
+            raise ValueError(f"grist.Loader: pad, skip or ragged names no feature of {self.name}: "
+                             f"{sorted(unknown)}")
         leaves = [leaf for leaf in self.leaves if leaf.key not in skip]
         if not leaves:
             raise ValueError("grist.Loader: skip leaves no feature")
@@ -294,14 +317,23 @@ class DataSource:
                     raise ValueError(f"grist.Loader: pad[{leaf.key!r}] has {len(max_shape)} dimensions; "
                                      f"the feature has {len(shape)} {leaf.shape}")
                 cols.append(_column(leaf, _grist.VARLEN_PAD, max_shape))
+            elif leaf.key in ragged:
+                if _strings(leaf) or -1 in shape[1:] or leaf.kind == "image":
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} ({leaf.kind} of shape {leaf.shape}) "
+                                     "cannot be ragged: only features whose first dimension alone varies "
+                                     "(not images, not lists of strings) are; pad or skip it")
+                if shape[:1] != (-1,):
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} has the fixed shape {leaf.shape}: "
+                                     "it needs no ragged=")
+                cols.append(_column(leaf, _grist.VARLEN_RAGGED))
             elif _strings(leaf):
                 raise ValueError(f"grist.Loader: feature {leaf.key!r} holds a list of strings, which cannot "
                                  f"be batched; leave it out (skip=[{leaf.key!r}])")
             elif -1 in shape:
                 what = "a string" if leaf.kind == _meta.BYTES else f"shape {leaf.shape}"
                 raise ValueError(f"grist.Loader: feature {leaf.key!r} ({what}) varies in shape between "
-                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}) or leave it out "
-                                 f"(skip=[{leaf.key!r}]) to batch it")
+                                 f"records; pad it (pad={{{leaf.key!r}: max shape}}), make it ragged "
+                                 f"(ragged=[{leaf.key!r}]) or leave it out (skip=[{leaf.key!r}]) to batch it")
             else:
                 cols.append(_column(leaf))
         paths = {leaf.path for leaf in self.leaves}

@@ -245,13 +245,14 @@ static PyObject *reader_info(ReaderObject *self, PyObject *unused)
 			Py_DECREF(list);
 			return gristpy_raise(ret, NULL);
 		}
-		d = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:K,s:s,s:s}",
+		d = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:K,s:s,s:s,s:K}",
 				  "path", fi.path, "records", (unsigned long long)fi.num_records,
 				  "chunks", (unsigned long long)fi.num_chunks,
 				  "group_size", (unsigned long long)fi.group_size,
 				  "first_record", (unsigned long long)fi.first_record,
 				  "file_size", (unsigned long long)fi.file_size,
-				  "compression", fi.compression, "writer_options", fi.writer_options);
+				  "compression", fi.compression, "writer_options", fi.writer_options,
+				  "max_record_bytes", (unsigned long long)fi.max_record_bytes);
 		if (!d) {
 			Py_DECREF(list);
 			return NULL;
@@ -295,7 +296,7 @@ static PyMethodDef reader_methods[] = {
 	  "The GIL is released while reading." },
 	{ "info", (PyCFunction)reader_info, METH_NOARGS,
 	  "info() -> list[dict]: per file: path, records, chunks, group_size, first_record,\n"
-	  "file_size, compression, writer_options." },
+	  "file_size, compression, writer_options, max_record_bytes (no record is longer)." },
 	{ "close", (PyCFunction)reader_close, METH_NOARGS, "close(): close the files (idempotent)." },
 	{ "__enter__", reader_enter, METH_NOARGS, NULL },
 	{ "__exit__", reader_exit, METH_VARARGS, NULL },

@@ -450,6 +450,25 @@ static bool any_url(struct grist_loader *l)
 	return false;
 }
 
+/* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
+static bool map_small_dataset(struct grist_loader *l)
+{
+	uint64_t bytes = 0, chunks = 0;
+	struct grist_file_info info;
+	size_t d, f;
+
+	if (l->cfg.read_mode != GRIST_READ_AUTO)
+		return false;
+	for (d = 0; d < l->num_sources; d++)
+		for (f = 0; f < l->sources[d].num_files; f++) {
+			if (grist_reader_file_info(l->sources[d].reader, f, &info))
+				return false;
+			bytes += info.file_size;
+			chunks += info.num_chunks;
+		}
+	return grist_io_map_small(bytes, chunks);
+}
+
 static int open_files(struct async_engine *e)
 {
 	struct grist_loader *l = e->l;
@@ -461,9 +480,13 @@ static int open_files(struct async_engine *e)
 	size_t d, f, ranges_cap = 0;
 	int ret;
 
+	bool map_all = map_small_dataset(l);
+
 	e->files = calloc(l->num_sources, sizeof(*e->files));
 	if (!e->files)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
+	if (map_all)
+		mode = GRIST_IO_MODE_BUFFERED; /* no residency probe: mapped whatever it says */
 	for (d = 0; d < l->num_sources; d++) {
 		e->files[d] = calloc(l->sources[d].num_files, sizeof(**e->files));
 		if (!e->files[d])
@@ -493,11 +516,13 @@ static int open_files(struct async_engine *e)
 				.size = oi.size,
 			};
 			/* auto maps a file the page cache already holds: no read copies, no syscalls */
-			if ((l->cfg.read_mode == GRIST_READ_MMAP || oi.resident) && oi.size) {
+			if ((l->cfg.read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
 				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
 
 				if (m == MAP_FAILED)
 					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
+				if (map_all && !oi.resident)
+					madvise(m, oi.size, MADV_WILLNEED); /* advice only: a refusal costs faults */
 				e->files[d][f].map = m;
 				e->any_mapped = true;
 				ret = grist_array_reserve((void **)&e->map_ranges, &ranges_cap, e->num_map_ranges + 1,

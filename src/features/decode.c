@@ -366,7 +366,8 @@ static int decode_row(const struct grist_features *f, const uint8_t *rec, size_t
 	int ret;
 
 	if (cap < f->row_bytes)
-		return grist_fail(-EMSGSIZE, "a row needs %zu bytes, %zu given", f->row_bytes, cap);
+		return grist_fail(-EMSGSIZE, "a row needs at least %zu bytes, %zu given (a ragged row gets map_out_max)",
+				  f->row_bytes, cap);
 	if (f->n > SPANS_ON_STACK) {
 		spans = malloc(f->n * sizeof(*spans));
 		if (!spans)

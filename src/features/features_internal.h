@@ -103,7 +103,8 @@ struct gf_image {
 	uint32_t sample_bytes;  /* 1, or 2 for a 16-bit PNG (decoded host-endian) */
 	const uint8_t *p;
 	size_t len;
-	void *spng;             /* spng_ctx, PNG only */
+	void *spng;             /* spng_ctx, PNG only; NULL on the direct path (png_direct in image.c) */
+	bool direct;            /* PNG: decode with png_direct(), libspng only if it declines */
 	int spng_fmt;
 	int spng_flags;
 };

@@ -349,6 +349,7 @@ GRIST_API int grist_reader_file_info_sized(const struct grist_reader *r, size_t 
 	info->file_size = f->size;
 	info->compression = c ? c->name : "unknown";
 	info->writer_options = f->writer_options;
+	info->max_record_bytes = f->max_chunk_decoded;
 	grist_sized_out(caller, size, info, sizeof(*info));
 	return 0;
 }

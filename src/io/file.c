@@ -112,6 +112,16 @@ static uint64_t ram_bytes(void)
 	return pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
 }
 
+#define MAP_SMALL_RAM_SHARE 8		  /* the dataset is at most 1/8 of RAM */
+#define MAP_SMALL_CHUNK_BYTES (16u << 10) /* and its chunks average at most 16 KiB */
+
+bool grist_io_map_small(uint64_t bytes, uint64_t chunks)
+{
+	uint64_t ram = ram_bytes();
+
+	return chunks && ram && bytes <= ram / MAP_SMALL_RAM_SHARE && bytes / chunks <= MAP_SMALL_CHUNK_BYTES;
+}
+
 #define RESIDENT_RUNS 256
 #define RESIDENT_RUN_PAGES 16
 

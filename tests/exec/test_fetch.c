@@ -100,7 +100,13 @@ static void run_requests(struct grist_reader *r, const struct grist_fetcher_opti
 	grist_fetcher_stats(f, &st);
 	assert_int_equal(st.requests, 5);
 	assert_int_equal(st.records, 2 * total + n + 1);
-	assert_true(st.reads > 0 && st.submissions > 0 && st.bytes_read > 0);
+	/* AUTO maps the small datasets of small chunks (test_small_dataset_mapped); otherwise reads */
+	if (st.mapped_files) {
+		assert_true(!opts || (opts->io == GRIST_FETCH_IO_AUTO && !opts->never_map));
+		assert_true(st.mapped_files == grist_reader_num_files(r) && st.reads == 0 && st.submissions == 0);
+	} else {
+		assert_true(st.reads > 0 && st.submissions > 0 && st.bytes_read > 0);
+	}
 	if (opts && opts->io == GRIST_FETCH_IO_PREAD)
 		assert_string_equal(st.backend, "pread");
 	grist_fetcher_destroy(f);
@@ -112,8 +118,11 @@ static const struct grist_fetcher_options variants[] = {
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO },
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .pread_threads = 3 },
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .queue_depth = 2, .max_read_bytes = 1 }, /* many waves, tiny caps */
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .queue_depth = 2, .max_read_bytes = 1,
+	  .never_map = true },
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .queue_depth = 1, .max_read_bytes = 4096 },
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .decode_threads = 2 },
+	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_AUTO, .decode_threads = 2, .never_map = true },
 	{ .size = sizeof(struct grist_fetcher_options), .io = GRIST_FETCH_IO_PREAD, .decode_threads = 3, .max_read_bytes = 1 << 16 },
 };
 
@@ -150,13 +159,14 @@ static void test_one_submission(void **state)
 	struct grist_fetch_record out[100];
 	struct grist_fetcher *f;
 	struct grist_fetcher_stats st;
-	struct grist_fetcher_options small = { .size = sizeof(small), .queue_depth = 8 };
+	struct grist_fetcher_options small = { .size = sizeof(small), .queue_depth = 8, .never_map = true };
+	struct grist_fetcher_options reads = { .size = sizeof(reads), .never_map = true };
 	size_t i;
 
 	(void)state;
 	for (i = 0; i < 100; i++)
 		idx[i] = (i * 37) % 199; /* scattered, no two adjacent chunks in a row */
-	assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
+	assert_int_equal(grist_fetcher_create(r, &reads, &f), 0);
 	assert_int_equal(grist_fetcher_read(f, idx, 100, out), 0);
 	grist_fetcher_stats(f, &st);
 	assert_int_equal(st.submissions, 1);
@@ -168,7 +178,7 @@ static void test_one_submission(void **state)
 	/* adjacent chunks coalesce: records 0..49 are 50 touching extents, one read */
 	for (i = 0; i < 50; i++)
 		idx[i] = 49 - i;
-	assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
+	assert_int_equal(grist_fetcher_create(r, &reads, &f), 0);
 	assert_int_equal(grist_fetcher_read(f, idx, 50, out), 0);
 	grist_fetcher_stats(f, &st);
 	assert_int_equal(st.reads, 1);
@@ -184,6 +194,33 @@ static void test_one_submission(void **state)
 	grist_fetcher_stats(f, &st);
 	assert_true(st.submissions > 1);
 	check_against_reader(r, idx, 100, out);
+	grist_fetcher_destroy(f);
+	grist_reader_close(r);
+}
+
+/* AUTO maps a small dataset of small chunks (grist_io_map_small): no io at all, same records. */
+static void test_small_dataset_mapped(void **state)
+{
+	struct grist_reader *r = open_reader(&golden[0], 1); /* group_size 1: a chunk per record */
+	uint64_t idx[100];
+	struct grist_fetch_record out[100];
+	struct grist_fetcher *f;
+	struct grist_fetcher_stats st;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < 100; i++)
+		idx[i] = (i * 37) % 199;
+	assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
+	assert_int_equal(grist_fetcher_read(f, idx, 100, out), 0);
+	check_against_reader(r, idx, 100, out);
+	assert_int_equal(grist_fetcher_read(f, idx + 7, 1, out), 0);
+	check_against_reader(r, idx + 7, 1, out);
+	grist_fetcher_stats(f, &st);
+	assert_int_equal(st.mapped_files, 1);
+	assert_int_equal(st.reads, 0);
+	assert_int_equal(st.submissions, 0);
+	assert_int_equal(st.chunks_decoded, 101);
 	grist_fetcher_destroy(f);
 	grist_reader_close(r);
 }
@@ -340,6 +377,7 @@ int main(void)
 		cmocka_unit_test(test_golden_files),
 		cmocka_unit_test(test_multi_file_dataset),
 		cmocka_unit_test(test_one_submission),
+		cmocka_unit_test(test_small_dataset_mapped),
 		cmocka_unit_test(test_out_of_range),
 		cmocka_unit_test(test_corrupt_chunk),
 		cmocka_unit_test(test_uring_or_refusal),

@@ -64,3 +64,34 @@ def test_auto_maps_cached_files_and_is_guarded_too(tmp_path):
         if "read_mode mmap" in p.stdout:
             assert "SIGBUS" in p.stdout, p.stdout
     assert p.stderr == "", p.stderr
+
+
+READER_CHILD = textwrap.dedent("""
+    import os, sys
+    import grist
+    path = sys.argv[1]
+    r = grist.Reader(path)
+    n = len(r)
+    r.read([0, 1, 2])               # the fetcher maps the small file (a chunk per record)
+    os.truncate(path, 262144)       # ... and it shrinks under the reader, to a page boundary
+    try:
+        r.read(list(range(n - 50, n)))
+    except grist.Error as e:
+        print("grist.Error", e.errno, e)
+        sys.exit(3)
+    print("no error")
+""")
+
+
+def test_reader_fetcher_mapping_is_guarded(tmp_path):
+    """Random access maps a small dataset of small chunks (grist_io_map_small): a file that
+    shrinks under it is an error naming the file, not a SIGBUS death."""
+    path = shrinking_file(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(grist.__file__))] + sys.path))
+    p = subprocess.run([sys.executable, "-c", READER_CHILD, path], capture_output=True, text=True, timeout=120,
+                       env=env)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)  # not -7 (SIGBUS)
+    assert p.stdout.startswith("grist.Error %d " % errno.EIO), p.stdout
+    assert path in p.stdout and "SIGBUS" in p.stdout, p.stdout
+    assert p.stderr == "", p.stderr

@@ -38,6 +38,11 @@ def test_glob_and_info(files):
     assert [i["group_size"] for i in info] == [3, 1, 16]
     assert [i["compression"] for i in info] == ["zstd", "snappy", "uncompressed"]
     assert info[0]["writer_options"].startswith("group_size:3,")
+    # a bound on every record (the largest decoded chunk): at least the longest, at most a chunk
+    for i in info:
+        with grist.Reader(i["path"]) as one:
+            longest = max(len(one[k]) for k in range(len(one)))
+        assert longest <= i["max_record_bytes"] <= longest * i["group_size"] + 64 * i["group_size"]
     with pytest.raises(ValueError):
         grist.Reader(os.path.join(folder, "nothing-*.ar"))
 

@@ -283,6 +283,66 @@ def test_loader_varying_shapes_need_pad():
             assert "names" not in d
 
 
+RAGGED = ["ids", "points", "uid", "caption", "meta/source", "tokens"]
+
+
+def test_loader_ragged_matches_tfds():
+    """ragged=[keys]: (values, row_lengths) per key, every record of the split as TFDS
+    decodes it, in the bytes loader's order; the fixed and padded columns beside them too."""
+    src = grist.tfds.data_source("grist_features", "train", data_dir=DATA)
+    want = EXPECTED["grist_features"]["splits"]["train"]
+    pad = {"png_gray_var": (19, 23, 1), "jpeg_var": (29, 29, 3)}
+    skip = ["names", "pair", "words"]
+    for opts in (dict(seed=4), dict(seed=7, drop_remainder=True, shard_index=1, shard_count=2)):
+        ref = indices(grist.Loader(src.files, 5, epochs=1, **opts))
+        got = list(grist.Loader(src, 5, epochs=1, pad=pad, skip=skip, ragged=RAGGED, **opts))
+        assert len(got) == len(ref) and sum(map(len, ref)) > 0
+        for d, idx in zip(got, ref):
+            n = len(idx)
+            for key in RAGGED:
+                values, lengths = d["meta"]["source"] if key == "meta/source" else d[key]
+                assert lengths.dtype == np.int64 and lengths.shape == (n,)
+                assert values.shape[0] == lengths.sum()
+                ends = np.cumsum(lengths)
+                for j, i in enumerate(idx):
+                    w = want[i]["meta"]["source"] if key == "meta/source" else want[i][key]
+                    v = values[ends[j] - lengths[j]:ends[j]]
+                    if isinstance(w, bytes):
+                        assert values.dtype == np.uint8 and v.tobytes() == w, (key, i)
+                    elif isinstance(w, list):  # a Sequence: TFDS's list of scalars
+                        assert v.tolist() == [x.item() if isinstance(x, np.generic) else x for x in w], (key, i)
+                    else:
+                        assert v.dtype == w.dtype and v.shape == w.shape, (key, i)
+                        np.testing.assert_array_equal(v, w)
+            for j, i in enumerate(idx):
+                np.testing.assert_array_equal(d["png"][j], want[i]["png"])
+                assert d["label"][j] == want[i]["label"]
+                h, wd, _ = d["jpeg_var_shape"][j]
+                np.testing.assert_array_equal(d["jpeg_var"][j][:h, :wd], want[i]["jpeg_var"])
+
+
+def test_loader_ragged_errors():
+    src = grist.tfds.data_source("grist_features", "train", data_dir=DATA)
+    skip = ["names", "pair", "words", "png_gray_var", "jpeg_var"]
+    other = [k for k in RAGGED if k != "ids"]
+    with pytest.raises(ValueError, match="'ids'.*ragged="):  # the hint names ragged=
+        grist.Loader(src, 8, skip=skip, ragged=other)
+    with pytest.raises(ValueError, match="'jpeg_var'.*cannot be ragged"):
+        grist.Loader(src, 8, skip=skip[:3], ragged=RAGGED + ["jpeg_var"])
+    with pytest.raises(ValueError, match="'mat'.*fixed shape"):
+        grist.Loader(src, 8, skip=skip, ragged=RAGGED + ["mat"])
+    with pytest.raises(ValueError, match="named twice"):
+        grist.Loader(src, 8, skip=skip + ["ids"], ragged=RAGGED)
+    with pytest.raises(ValueError, match="no feature"):
+        grist.Loader(src, 8, skip=skip, ragged=RAGGED + ["nope"])
+    with pytest.raises(ValueError, match="map_out_max"):
+        grist.Loader(src.files, 8, map_out_max=64)
+    # a row past map_out_max: an error naming the feature, never a cut row
+    for room in (64, 1600):  # less than the fixed part; less than some record's values
+        with pytest.raises(grist.Error, match="record .*map_out_max"):
+            list(grist.Loader(src, 8, epochs=1, skip=skip, ragged=RAGGED, map_out_max=room))
+
+
 # ---- batch_map ----
 
 def normalize(b):

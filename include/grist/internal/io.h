@@ -235,6 +235,20 @@ struct grist_io_open_info {
  */
 int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_io_open_info *info);
 
+/*
+ * grist_io_map_small() - whether a whole dataset of @bytes in @chunks is better mapped
+ * than read, cached or not: at most 1/8 of RAM, with chunks of at most 16 KiB on average.
+ * One read per chunk of a few hundred bytes (a TFDS image dataset writes one record per
+ * chunk) costs a request, a page-cache lookup and a copy per record, which was 20% of the
+ * CPU of a dict Loader over MNIST (perf), while a mapped page costs one fault for every
+ * chunk in it. The residency probe alone cannot be trusted for such a dataset: a cache
+ * dropped before the run (by a neighbour, or between runs) sent it down the per-chunk
+ * read path for its whole life, although it is cached again after one epoch; and pages
+ * mapped in use are not dropped. Callers map with MADV_WILLNEED, so a cold start reads
+ * ahead instead of faulting page by page.
+ */
+bool grist_io_map_small(uint64_t bytes, uint64_t chunks);
+
 /* The cached share from which AUTO treats a file as resident. */
 #define GRIST_IO_RESIDENT_SHARE 0.95
 
