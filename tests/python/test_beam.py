@@ -437,10 +437,11 @@ def read_back(out, split):
     return [theirs[i] for i in range(len(theirs))], [ours[i] for i in range(len(ours))]
 
 
-def test_write_tfds_read_back_by_tfds(tmp_path):
+@pytest.mark.parametrize("multi", RUNNERS)
+def test_write_tfds_read_back_by_tfds(tmp_path, multi):
     out = str(tmp_path / "beamds" / "1.0.0")
     rows = tfds_rows(60)
-    with beam.Pipeline(options=options(multi=False)) as p:
+    with beam.Pipeline(options=options(multi)) as p:
         paths = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, num_shards=3)
         assert_that(paths, equal_to([os.path.join(out, "beamds-train.array_record-%05d-of-00003" % k)
                                      for k in range(3)]))
@@ -494,6 +495,8 @@ def test_write_tfds_splits_and_featuresdict(tmp_path):
     ({"label": 9}, "label", "not in 0..4"),
     ({"image": b"not an image"}, "image", "undecodable image"),
     ({"tokens": [1.5]}, "tokens", "float64 values"),
+    ({"id": 2**63}, "id", "out of int64's range"),
+    ({"image": png(1)[0][:40]}, "image", "undecodable image"),
 ])
 def test_write_tfds_bad_element_names_the_feature(tmp_path, bad, feature, what):
     out = str(tmp_path / "bad")
@@ -503,6 +506,29 @@ def test_write_tfds_bad_element_names_the_feature(tmp_path, bad, feature, what):
         with beam.Pipeline(options=options(multi=False)) as p:
             _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, num_shards=1)
     assert not os.path.exists(out)
+
+
+def test_write_tfds_image_of_other_shape_or_channels(tmp_path):
+    from PIL import Image
+    import io
+    import numpy as np
+
+    def encoded(shape, mode):
+        buf = io.BytesIO()
+        Image.fromarray(np.zeros(shape, np.uint8), mode).save(buf, "PNG")
+        return buf.getvalue()
+    for spec, img, what in (("image[4,4,3]", encoded((5, 4, 3), "RGB"), "height or width"),
+                            ("image", encoded((4, 4), "L"), "1 channels")):
+        with pytest.raises(Exception, match=r"'image'.*" + what):
+            with beam.Pipeline(options=options(multi=False)) as p:
+                _ = p | beam.Create([{"image": img}]) | gbeam.WriteToTFDS(str(tmp_path / "i"),
+                                                                          features={"image": spec})
+    out = str(tmp_path / "ok")
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create([{"image": encoded((4, 4, 3), "RGB")}]) | gbeam.WriteToTFDS(
+            out, features={"image": "image[4,4,3]"})
+    theirs, ours = read_back(out, "train")
+    assert theirs[0]["image"].shape == ours[0]["image"].shape == (4, 4, 3)
 
 
 def test_write_tfds_bad_features_fail_at_construction(tmp_path):
