@@ -17,9 +17,9 @@ import io
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import time
+
+from benchutil import alternate
 
 WRITERS = ("grist", "tfds", "none")
 FEATURES = {"id": "int64", "score": "float32", "caption": "text", "patch": "float32[2,3]",
@@ -103,14 +103,9 @@ def main():
         os.makedirs(args.out)
         run_pipeline(args)
         return
-    times = {w: [] for w in WRITERS}
     base = [sys.executable, os.path.abspath(__file__), "--out", args.out, "--rows", str(args.rows),
             "--image-size", str(args.image_size), "--shards", str(args.shards)]
-    for r in range(args.rounds):
-        for w in WRITERS[r % 3:] + WRITERS[:r % 3]:
-            t0 = time.perf_counter()
-            subprocess.run(base + ["--writer", w], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            times[w].append(time.perf_counter() - t0)
+    times = alternate({w: base + ["--writer", w] for w in WRITERS}, args.rounds)
     med = {w: statistics.median(t) for w, t in times.items()}
     print(f"{args.rows} rows ({args.image_size}x{args.image_size} PNGs), {args.shards} shards, in-process "
           f"DirectRunner; median of {args.rounds} alternating runs, whole process:")
