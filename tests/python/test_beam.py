@@ -481,6 +481,9 @@ def test_write_tfds_splits_and_featuresdict(tmp_path):
     extra = tfds_rows(5, first=200)
     with beam.Pipeline(options=options(multi=False)) as p:
         _ = p | beam.Create(extra) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, split="validation")
+    with pytest.raises(Exception, match="features differ"):
+        with beam.Pipeline(options=options(multi=False)) as p:
+            _ = p | beam.Create([{"id": 1}]) | gbeam.WriteToTFDS(out, features={"id": "int64"}, split="train")
     for split, rows in (("train", train), ("test", test), ("validation", extra)):
         theirs, ours = read_back(out, split)
         want = collections.Counter(canonical(r) for r in rows)
