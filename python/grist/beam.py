@@ -395,8 +395,17 @@ def _arrow_column(col, values, where):
 
     if col.kind in ("text", "image") or (col.kind == "bytes" and not col.shape):
         return pa.array([_bytes_value(v, where(r), col.name) for r, v in enumerate(values)], pa.binary())
-    flat, firsts = [], []
     dtype = None if col.kind == "bytes" else np.dtype(col.dtype)
+    if dtype is not None and not col.ragged:
+        # The whole bundle at once when every value is a number or array of the feature's
+        # shape; anything else goes value by value below, which names the element at fault.
+        a = _fixed_batch(values, dtype, col.shape)
+        if a is not None:
+            arr = pa.array(a.reshape(-1))
+            for size in reversed(col.fixed):
+                arr = pa.FixedSizeListArray.from_arrays(arr, size)
+            return arr
+    flat, firsts = [], []
     for r, v in enumerate(values):
         try:
             a = np.asarray(v, dtype=object if dtype is None else None)
@@ -426,6 +435,22 @@ def _arrow_column(col, values, where):
         offsets = np.concatenate([[0], np.cumsum(firsts)]).astype(np.int32)
         arr = pa.ListArray.from_arrays(pa.array(offsets), arr)
     return arr
+
+
+def _fixed_batch(values, dtype, shape):
+    """@values as one array of @dtype and shape (len(values), *shape), or None if they are
+    not all of that shape and of a kind that casts exactly."""
+    try:
+        a = np.asarray(values)
+    except Exception:  # noqa: BLE001 (ragged nests)
+        return None
+    if a.shape != (len(values), *shape) or a.dtype.kind not in ("b" if dtype.kind == "b" else
+                                                                "biu" if dtype.kind in "iu" else "biuf"):
+        return None
+    b = a.astype(dtype)
+    if dtype.kind in "iu" and a.dtype != dtype and not np.array_equal(b, a):
+        return None
+    return b
 
 
 def _encode_rows(columns, rows, first):
