@@ -360,19 +360,32 @@ def _feature_column(name, spec):
     return _Column(name, t, None)
 
 
-def _feature_columns(features):
-    if hasattr(features, "items"):
-        items = list(features.items())
-    else:
+def _feature_columns(features, prefix=""):
+    """The leaves of @features, a nested one named parent/child (the key TFDS flattens it to)."""
+    if not hasattr(features, "items"):
         raise ValueError("grist.beam.WriteToTFDS: features= is a dict of feature name -> description "
                          "or a tfds.features.FeaturesDict")
     cols = []
-    for name, spec in items:
-        if type(spec).__name__ == "FeaturesDict" or isinstance(spec, dict):
-            raise ValueError(f"grist.beam.WriteToTFDS: feature {name!r}: nested features are not written; "
-                             "name the leaves 'parent/child' instead")
-        cols.append(_feature_column(name, spec))
+    for name, spec in features.items():
+        if "/" in name:
+            raise ValueError(f"grist.beam.WriteToTFDS: feature {prefix + name!r}: '/' joins nested keys in "
+                             "TFDS; nest a dict instead")
+        if isinstance(spec, dict) or type(spec).__name__ == "FeaturesDict":
+            cols += _feature_columns(spec, prefix + name + "/")
+        else:
+            cols.append(_feature_column(prefix + name, spec))
     return cols
+
+
+def _flat(row, prefix=""):
+    """A nested element as one dict keyed parent/child."""
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, prefix + k + "/"))
+        else:
+            out[prefix + k] = v
+    return out
 
 
 def _bytes_value(v, where, name):
@@ -464,6 +477,9 @@ def _encode_rows(columns, rows, first):
     for r, row in enumerate(rows):
         if not isinstance(row, dict):
             raise TypeError(f"{where(r)}: a {type(row).__name__} where a dict of features was expected")
+    if any("/" in n for n in names):
+        rows = [_flat(row) for row in rows]
+    for r, row in enumerate(rows):
         if len(row) != len(names) or any(n not in row for n in names):
             missing = sorted(set(names) - set(row))
             extra = sorted(set(row) - set(names))
@@ -553,8 +569,8 @@ class WriteToTFDS(beam.PTransform):
     named split=) or to a dict {split: PCollection} (every split, one dataset_info.json
     written once); a dataset already in out_dir keeps its other splits (same features).
 
-    features: a dict {name: description} or a tfds.features.FeaturesDict (flat: name a nested
-    leaf "parent/child"). A description is a tfds.features Tensor/Scalar/Text/Image/ClassLabel
+    features: a dict {name: description} or a tfds.features.FeaturesDict, nested or not (an
+    element then nests dicts alike). A description is a tfds.features Tensor/Scalar/Text/Image/ClassLabel
     or its text: "int64", "float32[2,3]", "int32[None]" (variable length), "bytes", "bytes[None]",
     "text", "image" (encoded PNG/JPEG bytes, shape (None, None, 3)), "image:png[28,28,1]",
     "class_label:10". An element is a dict with exactly these keys: numbers, numpy arrays or

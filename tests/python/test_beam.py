@@ -534,10 +534,30 @@ def test_write_tfds_image_of_other_shape_or_channels(tmp_path):
     assert theirs[0]["image"].shape == ours[0]["image"].shape == (4, 4, 3)
 
 
+def test_write_tfds_nested_features(tmp_path):
+    """Nested dicts of features, as TFDS nests FeaturesDicts: stored under parent/child keys,
+    read back nested by TFDS and by grist."""
+    out = str(tmp_path / "nested")
+    rows = [{"x": float(i), "meta": {"id": i, "tags": {"name": "n%d" % i, "ids": list(range(i % 3))}}}
+            for i in range(20)]
+    features = {"x": "float32", "meta": {"id": "int64", "tags": {"name": "text", "ids": "int64[None]"}}}
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=features, num_shards=2)
+
+    def key(r):
+        return (float(r["x"]), int(r["meta"]["id"]), bytes(r["meta"]["tags"]["name"]),
+                tuple(int(v) for v in r["meta"]["tags"]["ids"]))
+    want = sorted((float(r["x"]), r["meta"]["id"], r["meta"]["tags"]["name"].encode(),
+                   tuple(r["meta"]["tags"]["ids"])) for r in rows)
+    theirs, ours = read_back(out, "train")
+    assert sorted(map(key, theirs)) == want
+    assert sorted(map(key, ours)) == want
+
+
 def test_write_tfds_bad_features_fail_at_construction(tmp_path):
     for features, match in (({"x": "int65"}, "not a feature"), ({"x": "float32[2,None]"}, "first dimension"),
                             ({"x": "text[3]"}, "text is a scalar"), ({"x": "class_label:0"}, "number of classes"),
-                            ({"x": {"y": "int64"}}, "nested")):
+                            ({"x/y": "int64"}, "nest a dict")):
         with pytest.raises(ValueError, match=match):
             gbeam.WriteToTFDS(str(tmp_path / "x"), features=features)
     rows = tfds_rows(2)
