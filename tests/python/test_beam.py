@@ -554,6 +554,24 @@ def test_write_tfds_nested_features(tmp_path):
     assert sorted(map(key, ours)) == want
 
 
+def test_write_tfds_bytes_bool_and_small_dtypes(tmp_path):
+    import numpy as np
+    out = str(tmp_path / "small")
+    rows = [{"id": i, "raw": b"\x00raw%d" % i, "list": [b"a" * j for j in range(i % 3)], "pair": ["x%d" % i, b"y"],
+             "flag": i % 2 == 0, "byte": np.uint8(200 + i), "half": np.float16(i / 2)} for i in range(12)]
+    features = {"id": "int64", "raw": "bytes", "list": "bytes[None]", "pair": "bytes[2]", "flag": "bool",
+                "byte": "uint8", "half": "float16"}
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=features, num_shards=2)
+
+    def key(r):
+        return (int(r["id"]), bytes(r["raw"]), tuple(bytes(b) for b in r["list"]),
+                tuple(b if isinstance(b, bytes) else b.encode() for b in r["pair"]), bool(r["flag"]),
+                int(r["byte"]), float(r["half"]))
+    theirs, ours = read_back(out, "train")
+    assert sorted(map(key, theirs)) == sorted(map(key, ours)) == sorted(map(key, rows))
+
+
 def test_write_tfds_bad_features_fail_at_construction(tmp_path):
     for features, match in (({"x": "int65"}, "not a feature"), ({"x": "float32[2,None]"}, "first dimension"),
                             ({"x": "text[3]"}, "text is a scalar"), ({"x": "class_label:0"}, "number of classes"),
