@@ -20,9 +20,9 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
-import time
+
+from benchutil import alternate
 
 SINKS = ("grist", "official", "none")
 
@@ -85,16 +85,10 @@ def main():
     if not os.path.exists(args.input):
         make_input(args.input, args.records, args.record_size)
     size = os.path.getsize(args.input)
-    times = {s: [] for s in SINKS}
     base = [sys.executable, os.path.abspath(__file__), "--input", args.input, "--out", args.out,
             "--shards", str(args.shards), "--mode", args.mode, "--workers", str(args.workers),
             "--options", args.options]
-    for r in range(args.rounds):
-        order = SINKS[r % len(SINKS):] + SINKS[:r % len(SINKS)]
-        for s in order:
-            t0 = time.perf_counter()
-            subprocess.run(base + ["--sink", s], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            times[s].append(time.perf_counter() - t0)
+    times = alternate({s: base + ["--sink", s] for s in SINKS}, args.rounds)
     med = {s: statistics.median(t) for s, t in times.items()}
     print(f"input {args.input}: {size / 1e6:.1f} MB; {args.shards} shards; DirectRunner {args.mode}, "
           f"{args.workers} worker(s); median of {args.rounds} alternating runs, whole process:")

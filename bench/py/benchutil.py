@@ -48,6 +48,21 @@ def prepare(args):
 _cpu_seconds = None
 
 
+def alternate(commands, rounds):
+    """Each command ({name: argv}) run as a whole process @rounds times, the order rotated
+    every round (A B C, B C A, ...) so a noisy machine weighs on all alike: {name: [seconds]}."""
+    import subprocess
+
+    names = list(commands)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            t0 = time.perf_counter()
+            subprocess.run(commands[n], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            times[n].append(time.perf_counter() - t0)
+    return times
+
+
 def median_run(fn, runs):
     """Call fn() @runs times; returns (records of the median run, its seconds)."""
     global _cpu_seconds

@@ -407,25 +407,43 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
     return names
 
 
-def _publish(tmp, out_dir, name, version, split, names, quota):
+def _split_info(split, lengths, num_bytes):
+    """A split's entry in dataset_info.json: TFDS's file name template and each shard's count."""
+    return {"filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}", "name": split,
+            "numBytes": str(num_bytes), "shardLengths": [str(q) for q in lengths]}
+
+
+def _dataset_info(old_info, old_features, features, name, version, splits, description, where):
+    """dataset_info.json's content: @old_info (None for a new dataset) with @splits (split
+    entries) replacing those of the same names. An existing dataset's features.json
+    (@old_features) must be @features: a split of other features would not be readable."""
+    if old_info is None:
+        old_info = {"description": description, "fileFormat": "array_record", "name": name, "splits": [],
+                    "version": version}
+    elif old_features != features:
+        raise ConversionError(f"{where}: holds a dataset whose features differ from these")
+    new = {s["name"] for s in splits}
+    info = dict(old_info)
+    info["splits"] = [s for s in old_info.get("splits", []) if s.get("name") not in new] + list(splits)
+    return info
+
+
+def _publish(tmp, out_dir, name, version, split, names, quota,
+             description="Converted from Parquet by grist.tfds.from_parquet."):
     """Move the finished files into out_dir: the whole folder at once when it is new; else the
     split's files, then dataset_info.json last (a reader sees the old split or the new one)."""
     info_path = os.path.join(out_dir, "dataset_info.json")
-    info = {"description": "Converted from Parquet by grist.tfds.from_parquet.", "fileFormat": "array_record",
-            "name": name, "splits": [], "version": version}
+    old_info = old_features = None
     existing = os.path.exists(info_path)
     if existing:
         with open(info_path) as f:
-            info = json.load(f)
+            old_info = json.load(f)
         with open(os.path.join(out_dir, "features.json")) as f:
-            old = json.load(f)
-        with open(os.path.join(tmp, "features.json")) as f:
-            if json.load(f) != old:
-                raise ConversionError(f"{out_dir}: holds a dataset whose features differ from these columns'")
-    split_info = {"filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}", "name": split,
-                  "numBytes": str(sum(os.path.getsize(os.path.join(tmp, n)) for n in names)),
-                  "shardLengths": [str(q) for q in quota]}
-    info["splits"] = [s for s in info.get("splits", []) if s.get("name") != split] + [split_info]
+            old_features = json.load(f)
+    with open(os.path.join(tmp, "features.json")) as f:
+        features = json.load(f)
+    split_info = _split_info(split, quota, sum(os.path.getsize(os.path.join(tmp, n)) for n in names))
+    info = _dataset_info(old_info, old_features, features, name, version, [split_info], description, out_dir)
     _dump(info, os.path.join(tmp, "dataset_info.json"), 2)
     if not os.path.exists(out_dir):
         os.rename(tmp, out_dir)

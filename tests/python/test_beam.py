@@ -386,3 +386,202 @@ def test_portable_runner_round_trip(tmp_path):
 def test_import_grist_does_not_import_beam():
     code = "import sys, grist; assert 'apache_beam' not in sys.modules, 'grist imported apache_beam'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# ---- WriteToTFDS: feature dicts -> a prepared TFDS dataset, read back by TFDS itself ----
+
+TFDS_FEATURES = {"id": "int64", "score": "float32", "caption": "text", "patch": "float32[2,3]",
+                 "tokens": "int32[None]", "image": "image:png", "label": "class_label:5"}
+
+
+def png(i):
+    Image = pytest.importorskip("PIL.Image", reason="Pillow (tools/install-deps) makes the test's PNGs")
+    import io
+    import numpy as np
+    rng = np.random.default_rng(i)
+    pixels = rng.integers(0, 256, size=(3 + i % 4, 2 + i % 3, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, "PNG")
+    return buf.getvalue(), pixels
+
+
+def tfds_rows(n, first=0):
+    import numpy as np
+    rows = []
+    for i in range(first, first + n):
+        rows.append({"id": i, "score": i / 7, "caption": "légende %d" % i + "x" * (i % 5),
+                     "patch": np.arange(6, dtype=np.float32).reshape(2, 3) * i,
+                     "tokens": list(range(i % 4)), "image": png(i)[0], "label": i % 5})
+    return rows
+
+
+def canonical(row):
+    """A read-back (or input) row as comparable plain values: TFDS gives text as bytes, the
+    image as decoded pixels, float32 for the float."""
+    import numpy as np
+    img = row["image"]
+    if isinstance(img, bytes):
+        img = png(int(row["id"]))[1]
+    caption = row["caption"]
+    return (int(row["id"]), float(np.float32(row["score"])),
+            caption.encode() if isinstance(caption, str) else bytes(caption),
+            np.asarray(row["patch"], np.float32).tobytes(), tuple(int(t) for t in row["tokens"]),
+            np.asarray(img).shape, np.asarray(img, np.uint8).tobytes(), int(row["label"]))
+
+
+def read_back(out, split):
+    """The rows of a split as TFDS reads them (its own reader, no TensorFlow) and as grist does."""
+    tfds = pytest.importorskip("tensorflow_datasets", reason="TFDS (the oracle) is not installed")
+    theirs = tfds.builder_from_directory(out).as_data_source(split)
+    ours = grist.tfds.data_source(out, split)
+    return [theirs[i] for i in range(len(theirs))], [ours[i] for i in range(len(ours))]
+
+
+@pytest.mark.parametrize("multi", RUNNERS)
+def test_write_tfds_read_back_by_tfds(tmp_path, multi):
+    out = str(tmp_path / "beamds" / "1.0.0")
+    rows = tfds_rows(60)
+    with beam.Pipeline(options=options(multi)) as p:
+        paths = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, num_shards=3)
+        assert_that(paths, equal_to([os.path.join(out, "beamds-train.array_record-%05d-of-00003" % k)
+                                     for k in range(3)]))
+    # Only the dataset's files, nothing staged beside it.
+    assert sorted(os.listdir(out)) == ["beamds-train.array_record-%05d-of-00003" % k for k in range(3)] + \
+        ["dataset_info.json", "features.json"]
+    assert os.listdir(tmp_path / "beamds") == ["1.0.0"]
+    import json
+    with open(os.path.join(out, "dataset_info.json")) as f:
+        (split,) = json.load(f)["splits"]
+    lengths = [int(n) for n in split["shardLengths"]]
+    assert sum(lengths) == 60 and len(lengths) == 3
+    assert lengths == [len(official_records(os.path.join(out, "beamds-train.array_record-%05d-of-00003" % k)))
+                       for k in range(3)]
+    want = collections.Counter(canonical(r) for r in rows)
+    theirs, ours = read_back(out, "train")
+    assert collections.Counter(canonical(r) for r in theirs) == want
+    assert collections.Counter(canonical(r) for r in ours) == want
+
+
+def test_write_tfds_splits_and_featuresdict(tmp_path):
+    """A dict of splits in one pipeline; features as a tfds.features.FeaturesDict; another
+    split written later into the same dataset keeps the first ones."""
+    tfds = pytest.importorskip("tensorflow_datasets", reason="TFDS (the oracle) is not installed")
+    import numpy as np
+    f = tfds.features
+    features = f.FeaturesDict({"id": np.int64, "score": np.float32, "caption": f.Text(),
+                               "patch": f.Tensor(shape=(2, 3), dtype=np.float32),
+                               "tokens": f.Tensor(shape=(None,), dtype=np.int32),
+                               "image": f.Image(shape=(None, None, 3), encoding_format="png"),
+                               "label": f.ClassLabel(num_classes=5)})
+    out = str(tmp_path / "splits")
+    train, test = tfds_rows(30), tfds_rows(11, first=100)
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = {"train": p | "T" >> beam.Create(train), "test": p | "E" >> beam.Create(test)} | \
+            gbeam.WriteToTFDS(out, features=features, num_shards=2)
+    extra = tfds_rows(5, first=200)
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(extra) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, split="validation")
+    with pytest.raises(Exception, match="features differ"):
+        with beam.Pipeline(options=options(multi=False)) as p:
+            _ = p | beam.Create([{"id": 1}]) | gbeam.WriteToTFDS(out, features={"id": "int64"}, split="train")
+    for split, rows in (("train", train), ("test", test), ("validation", extra)):
+        theirs, ours = read_back(out, split)
+        want = collections.Counter(canonical(r) for r in rows)
+        assert collections.Counter(canonical(r) for r in theirs) == want, split
+        assert collections.Counter(canonical(r) for r in ours) == want, split
+
+
+@pytest.mark.parametrize("bad,feature,what", [
+    ({"patch": [[1.0, 2.0], [3.0, 4.0]]}, "patch", "shape"),
+    ({"id": "seven"}, "id", "where the feature holds int64"),
+    ({"caption": 3}, "caption", "int where bytes or str"),
+    ({"label": 9}, "label", "not in 0..4"),
+    ({"image": b"not an image"}, "image", "undecodable image"),
+    ({"tokens": [1.5]}, "tokens", "float64 values"),
+    ({"id": 2**63}, "id", "out of int64's range"),
+    ({"image": "a truncated PNG"}, "image", "undecodable image"),
+])
+def test_write_tfds_bad_element_names_the_feature(tmp_path, bad, feature, what):
+    out = str(tmp_path / "bad")
+    rows = tfds_rows(8)
+    if bad.get("image") == "a truncated PNG":
+        bad = {"image": png(1)[0][:40]}
+    rows[5] = dict(rows[5], **bad)
+    with pytest.raises(Exception, match=r"feature '%s'.*%s|column '%s'.*%s" % (feature, what, feature, what)):
+        with beam.Pipeline(options=options(multi=False)) as p:
+            _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=TFDS_FEATURES, num_shards=1)
+    assert not os.path.exists(out)
+
+
+def test_write_tfds_image_of_other_shape_or_channels(tmp_path):
+    from PIL import Image
+    import io
+    import numpy as np
+
+    def encoded(shape, mode):
+        buf = io.BytesIO()
+        Image.fromarray(np.zeros(shape, np.uint8), mode).save(buf, "PNG")
+        return buf.getvalue()
+    for spec, img, what in (("image[4,4,3]", encoded((5, 4, 3), "RGB"), "height or width"),
+                            ("image", encoded((4, 4), "L"), "1 channels")):
+        with pytest.raises(Exception, match=r"'image'.*" + what):
+            with beam.Pipeline(options=options(multi=False)) as p:
+                _ = p | beam.Create([{"image": img}]) | gbeam.WriteToTFDS(str(tmp_path / "i"),
+                                                                          features={"image": spec})
+    out = str(tmp_path / "ok")
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create([{"image": encoded((4, 4, 3), "RGB")}]) | gbeam.WriteToTFDS(
+            out, features={"image": "image[4,4,3]"})
+    theirs, ours = read_back(out, "train")
+    assert theirs[0]["image"].shape == ours[0]["image"].shape == (4, 4, 3)
+
+
+def test_write_tfds_nested_features(tmp_path):
+    """Nested dicts of features, as TFDS nests FeaturesDicts: stored under parent/child keys,
+    read back nested by TFDS and by grist."""
+    out = str(tmp_path / "nested")
+    rows = [{"x": float(i), "meta": {"id": i, "tags": {"name": "n%d" % i, "ids": list(range(i % 3))}}}
+            for i in range(20)]
+    features = {"x": "float32", "meta": {"id": "int64", "tags": {"name": "text", "ids": "int64[None]"}}}
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=features, num_shards=2)
+
+    def key(r):
+        return (float(r["x"]), int(r["meta"]["id"]), bytes(r["meta"]["tags"]["name"]),
+                tuple(int(v) for v in r["meta"]["tags"]["ids"]))
+    want = sorted((float(r["x"]), r["meta"]["id"], r["meta"]["tags"]["name"].encode(),
+                   tuple(r["meta"]["tags"]["ids"])) for r in rows)
+    theirs, ours = read_back(out, "train")
+    assert sorted(map(key, theirs)) == want
+    assert sorted(map(key, ours)) == want
+
+
+def test_write_tfds_bytes_bool_and_small_dtypes(tmp_path):
+    import numpy as np
+    out = str(tmp_path / "small")
+    rows = [{"id": i, "raw": b"\x00raw%d" % i, "list": [b"a" * j for j in range(i % 3)], "pair": ["x%d" % i, b"y"],
+             "flag": i % 2 == 0, "byte": np.uint8(200 + i), "half": np.float16(i / 2)} for i in range(12)]
+    features = {"id": "int64", "raw": "bytes", "list": "bytes[None]", "pair": "bytes[2]", "flag": "bool",
+                "byte": "uint8", "half": "float16"}
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(rows) | gbeam.WriteToTFDS(out, features=features, num_shards=2)
+
+    def key(r):
+        return (int(r["id"]), bytes(r["raw"]), tuple(bytes(b) for b in r["list"]),
+                tuple(b if isinstance(b, bytes) else b.encode() for b in r["pair"]), bool(r["flag"]),
+                int(r["byte"]), float(r["half"]))
+    theirs, ours = read_back(out, "train")
+    assert sorted(map(key, theirs)) == sorted(map(key, ours)) == sorted(map(key, rows))
+
+
+def test_write_tfds_bad_features_fail_at_construction(tmp_path):
+    for features, match in (({"x": "int65"}, "not a feature"), ({"x": "float32[2,None]"}, "first dimension"),
+                            ({"x": "text[3]"}, "text is a scalar"), ({"x": "class_label:0"}, "number of classes"),
+                            ({"x/y": "int64"}, "nest a dict")):
+        with pytest.raises(ValueError, match=match):
+            gbeam.WriteToTFDS(str(tmp_path / "x"), features=features)
+    rows = tfds_rows(2)
+    del rows[1]["label"]
+    with pytest.raises(Exception, match="feature 'label': missing"):
+        with beam.Pipeline(options=options(multi=False)) as p:
+            _ = p | beam.Create(rows) | gbeam.WriteToTFDS(str(tmp_path / "m"), features=TFDS_FEATURES)
