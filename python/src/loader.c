@@ -21,6 +21,7 @@ typedef struct {
 	size_t num_datasets, num_files;
 	size_t record_bytes;
 	uint64_t t0_ns, first_batch_ns;  /* creation; the first batch's arrival (0: none yet) */
+	uint64_t startup_ns;             /* wall time in grist_loader_create(), as --stats' start-up */
 	uint64_t *per_dataset;           /* records delivered per dataset, as --stats counts them */
 	PyObject *map_owner;        /* the _map capsule: its decoder outlives the engine */
 } LoaderObject;
@@ -261,7 +262,9 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	}
 	/* Opening the files and starting the engine threads does I/O: the GIL is released. */
 	Py_BEGIN_ALLOW_THREADS
+	uint64_t created_from = now_ns();
 	code = grist_loader_create(&a.cfg, &l);
+	self->startup_ns = now_ns() - created_from;
 	if (code)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
@@ -481,6 +484,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	    put(d, "first_batch_seconds",
 		self->first_batch_ns ? PyFloat_FromDouble((double)(self->first_batch_ns - self->t0_ns) / 1e9)
 				     : newref(Py_None)) ||
+	    F64("startup_seconds", (double)self->startup_ns / 1e9) ||
 	    U64("pack_tokens", st.pack_tokens) || U64("pack_capacity", st.pack_capacity) ||
 	    F64("pack_efficiency", st.pack_capacity ? (double)st.pack_tokens / (double)st.pack_capacity : 0.0) ||
 	    put(d, "dataset_records", newref(per)) || put(d, "remote", gristpy_remote_stats(&st.remote)))
@@ -641,7 +645,8 @@ static PyMethodDef loader_methods[] = {
 	  "bytes_read, chunks_decoded, bytes_decoded, io_wait_ns, decode_ns, assemble_ns,\n"
 	  "consumer_stall_ns, producer_stall_ns, reads_in_flight_mean, reads_in_flight_max,\n"
 	  "queue_occupancy (and _sum), memory_bytes, pinned, registered_buffers, first_batch_seconds,\n"
-	  "pack_tokens, pack_capacity, pack_efficiency, dataset_records (delivered per dataset)." },
+	  "startup_seconds (in grist_loader_create()), pack_tokens, pack_capacity, pack_efficiency,\n"
+	  "dataset_records (delivered per dataset)." },
 	{ "num_records", (PyCFunction)loader_num_records, METH_VARARGS,
 	  "num_records(dataset=0) -> int: records per epoch of that dataset (before sharding);\n"
 	  "IndexError for a dataset that does not exist." },

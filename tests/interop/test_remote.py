@@ -221,8 +221,11 @@ def test_object_replaced_mid_read():
         err = err.decode()
         assert proc.returncode == 1, (proc.returncode, err)
         # rclone's metadata cache (--dir-cache-time) can serve the new bytes under the old
-        # ETag and size for a moment; then the chunk hashes catch the mix, naming the URL too
-        assert s3(name) in err and ("changed under the reader" in err or "hash mismatch" in err), err
+        # ETag and size for a moment; then the chunk hashes catch the mix, naming the URL too.
+        # On a loaded machine the swap can also land while the object is being opened, when
+        # rclone answers 404 for the key for a moment: a clear error naming it, and no mix.
+        assert s3(name) in err and ("changed under the reader" in err or "hash mismatch" in err
+                                    or "HTTP 404 NoSuchKey" in err), err
     finally:
         p.stop()
         setenv(SERVERS["rclone"].endpoint)
