@@ -54,22 +54,19 @@ _Static_assert(offsetof(struct old_loader_config, prefetch) == offsetof(struct g
 	       "the old layout is a prefix of the new one");
 _Static_assert(sizeof(struct old_loader_config) < sizeof(struct grist_loader_config), "the old layout is shorter");
 
-static char *dir;
-static const char *file;
+static struct t_numbered fx;
 
 static int setup(void **state)
 {
 	(void)state;
-	dir = t_mkdtemp();
-	file = t_write_numbered(dir, "abi.ar", "group_size:2,zstd:1", 300);
+	t_numbered_make(&fx, "abi.ar", "group_size:2,zstd:1", 300);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	free((void *)file);
-	t_rmtree(dir);
+	t_numbered_drop(&fx);
 	return 0;
 }
 
@@ -93,7 +90,7 @@ static uint64_t run_digest(const void *cfg, uint64_t *batches)
 
 static void test_old_caller_keeps_working(void **state)
 {
-	const char *paths[] = { file };
+	const char *paths[] = { fx.path };
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct {
 		struct old_loader_config cfg;
@@ -140,7 +137,7 @@ static void test_old_caller_keeps_working(void **state)
 
 static void test_old_caller_stats_not_overrun(void **state)
 {
-	const char *paths[] = { file };
+	const char *paths[] = { fx.path };
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct grist_loader_config c;
 	struct grist_loader *l;
@@ -169,7 +166,7 @@ static void test_old_caller_stats_not_overrun(void **state)
 
 static void test_newer_caller_and_uninitialised(void **state)
 {
-	const char *paths[] = { file };
+	const char *paths[] = { fx.path };
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	/* a newer caller: a struct with a field this library does not know */
 	struct {

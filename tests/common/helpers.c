@@ -180,3 +180,15 @@ char *t_write_numbered(const char *dir, const char *name, const char *options, i
 	assert_int_equal(grist_writer_close(w), 0);
 	return path;
 }
+
+void t_numbered_make(struct t_numbered *f, const char *name, const char *options, int n)
+{
+	f->dir = t_mkdtemp();
+	f->path = t_write_numbered(f->dir, name, options, n);
+}
+
+void t_numbered_drop(struct t_numbered *f)
+{
+	free(f->path);
+	t_rmtree(f->dir);
+}

@@ -33,4 +33,13 @@ void t_fill(void *p, size_t n, uint64_t seed);
  */
 char *t_write_numbered(const char *dir, const char *name, const char *options, int n);
 
+/* A fresh temporary folder holding one t_write_numbered() file: a test group's fixture. */
+struct t_numbered {
+	char *dir;
+	char *path;
+};
+void t_numbered_make(struct t_numbered *f, const char *name, const char *options, int n);
+/* Remove the folder and free both paths. */
+void t_numbered_drop(struct t_numbered *f);
+
 #endif

@@ -21,22 +21,19 @@
 #include "grist/loader.h"
 #include "helpers.h"
 
-static char *dir;
-static const char *file;
+static struct t_numbered fx;
 
 static int setup(void **state)
 {
 	(void)state;
-	dir = t_mkdtemp();
-	file = t_write_numbered(dir, "log.ar", "group_size:4", 100);
+	t_numbered_make(&fx, "log.ar", "group_size:4", 100);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	free((void *)file);
-	t_rmtree(dir);
+	t_numbered_drop(&fx);
 	return 0;
 }
 
@@ -77,7 +74,7 @@ static void on_log(void *ctx, enum grist_log_level level, const char *message)
 /* One loader run to its end; returns the engine's name (static) or NULL. */
 static const char *run_loader(void)
 {
-	const char *paths[] = { file };
+	const char *paths[] = { fx.path };
 	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct grist_loader_config c;
 	struct grist_loader_stats st;
@@ -129,7 +126,7 @@ static int child(const char *err_path)
 
 static void test_fallback_prints_nothing_and_logs(void **state)
 {
-	const char *err_path = t_path(dir, "stderr.txt");
+	const char *err_path = t_path(fx.dir, "stderr.txt");
 	uint8_t *captured;
 	size_t len = 0;
 	pid_t pid;
