@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from ._grist import Batch
-from ._held import CopiedBatch, copy_array, next_keeping_a_slot, on_a_slot
+from ._held import _ARRAYS, CopiedBatch, copy_array, next_keeping_a_slot, on_a_slot
 
 __all__ = ["device_put", "device_prefetch", "DevicePutIterator"]
 
@@ -32,8 +32,7 @@ _POLL_S = 0.05        # how often a thread blocked on a full or empty buffer che
 def _as_tree(item):
     """A grist Batch (or CopiedBatch) as the dict of its arrays; anything else as it is."""
     if isinstance(item, (Batch, CopiedBatch)):
-        return {k: v for k in ("data", "offsets", "indices", "datasets", "segment_ids", "positions")
-                if (v := getattr(item, k)) is not None}
+        return {k: v for k in _ARRAYS if (v := getattr(item, k)) is not None}
     return item
 
 
