@@ -11,7 +11,7 @@ import numpy as np
 
 from ._grist import Batch, _View
 
-_ARRAYS = ("data", "offsets", "indices", "datasets", "segment_ids", "positions")
+_ARRAYS = ("data", "offsets", "indices", "datasets", "epochs", "segment_ids", "positions")
 _ALIGN = 64  # bytes: what XLA's CPU client needs to use host memory without copying it again
 
 
@@ -29,8 +29,8 @@ def copy_array(a):
 class CopiedBatch:
     """A grist.Batch's contents copied into numpy-owned memory; the same attributes and methods.
 
-    data, offsets, indices, datasets, segment_ids and positions are numpy arrays (or None, as
-    on the Batch), num_records and sequence ints; records(), release(), `with` and DLPack work
+    data, offsets, indices, datasets, epochs, segment_ids and positions are numpy arrays (or
+    None, as on the Batch), num_records and sequence ints, epoch the first record's epoch; records(), release(), `with` and DLPack work
     as on a Batch. Its memory is not pinned and lent by no loader: keeping it costs no slot.
     """
 
@@ -43,6 +43,11 @@ class CopiedBatch:
         self.num_records = batch.num_records
         self.sequence = batch.sequence
         self._released = False
+
+    @property
+    def epoch(self):
+        """The epoch of the first record, as Batch.epoch (None when packing or empty)."""
+        return None if self.epochs is None or not self.num_records else int(self.epochs[0])
 
     @property
     def released(self):

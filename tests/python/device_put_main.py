@@ -56,7 +56,7 @@ def check_loader_batches():
     got = list(grist.jax.device_put(loader, SHARDED, cpu_buffer_size=4, device_buffer_size=2))
     assert len(got) == len(want) > 10
     for (data, indices), have in zip(want, got):
-        assert set(have) == {"data", "indices", "datasets"}, set(have)
+        assert set(have) == {"data", "indices", "datasets", "epochs"}, set(have)
         assert np.array_equal(np.asarray(have["data"]), data)
         assert np.array_equal(np.asarray(have["indices"]), indices.astype(np.uint32))
         split_in_two(have["data"], 32)

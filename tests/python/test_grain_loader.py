@@ -135,10 +135,11 @@ def test_copy_item_releases_the_slot(files):
         with pytest.raises(grist.Error) as e:  # no free slot: the loader refuses
             next(loader)
         assert "prefetch" in str(e.value)
-        records, data = a.records(), a.data.copy()
+        records, data, epochs, epoch = a.records(), a.data.copy(), a.epochs.copy(), a.epoch
         c = copy_item(a)
         assert isinstance(c, CopiedBatch) and loader.held == 1 and a.released
         assert c.records() == records and np.array_equal(c.data, data)
+        assert np.array_equal(c.epochs, epochs) and c.epoch == epoch  # a copy keeps the epochs
         assert np.asarray(np.from_dlpack(c)).tobytes() == data.tobytes()
         own = np.arange(3)
         d = copy_item({"x": b.data, "y": [b.indices], "own": own})
