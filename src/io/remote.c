@@ -665,25 +665,34 @@ out:
 	return ret ? grist_fail(ret, "%s: cannot prepare a request: out of memory", x->display) : 0;
 }
 
-/* The text between <Tag> and </Tag> in an XML body, or "". */
-static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
+const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len)
 {
 	char open[64], close[64];
 	const char *s, *e;
 
-	out[0] = '\0';
-	if (!b->len || !b->data)
-		return;
 	snprintf(open, sizeof(open), "<%s>", tag);
 	snprintf(close, sizeof(close), "</%s>", tag);
-	s = memmem(b->data, b->len, open, strlen(open));
+	s = memmem(p, (size_t)(end - p), open, strlen(open));
 	if (!s)
-		return;
+		return NULL;
 	s += strlen(open);
-	e = memmem(s, b->len - (size_t)(s - (const char *)b->data), close, strlen(close));
+	e = memmem(s, (size_t)(end - s), close, strlen(close));
 	if (!e)
-		return;
-	snprintf(out, cap, "%.*s", (int)(e - s), s);
+		return NULL;
+	*val = s;
+	*len = (size_t)(e - s);
+	return e + strlen(close);
+}
+
+/* The text between <Tag> and </Tag> in an XML body, or "". */
+static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
+{
+	const char *v;
+	size_t n;
+
+	out[0] = '\0';
+	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n))
+		snprintf(out, cap, "%.*s", (int)n, v);
 }
 
 static void backoff(struct grist_remote_xfer *x, int cause)

@@ -145,6 +145,9 @@ int grist_remote_options_resolve(const struct grist_remote_options *in, struct g
 /* The options in force (process-wide), resolved. */
 void grist_remote_options_current(struct grist_remote_options *o);
 
+/* The text of the first <tag>...</tag> in [p, end) as @val/@len; returns the position after it, or NULL. */
+const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len);
+
 /* curl_global_init once for the process. 0 or -ENOMEM. */
 int grist_remote_global_init(void);
 
