@@ -833,7 +833,7 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	}
 }
 
-int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c)
+int grist_remote_xfer_run(struct grist_remote_xfer *x)
 {
 	CURLM *m = curl_multi_init();
 	int ret = 0, running;
@@ -865,19 +865,10 @@ int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_count
 		}
 		curl_multi_remove_handle(m, x->easy);
 		o = grist_remote_xfer_finish(x, rc);
-		if (c) {
-			__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
-			grist_remote_counters_add_latency(c, grist_remote_now_ns() - x->start_ns);
-		}
 		if (o == GRIST_REMOTE_DONE) {
 			ret = x->error ? grist_fail(x->error, "%s: %s", x->display, x->msg) : 0;
-			if (ret && c)
-				__atomic_fetch_add(&c->errors, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		if (c)
-			__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
 		{
 			struct timespec ts = { (time_t)(x->delay_ns / 1000000000ull), (long)(x->delay_ns % 1000000000ull) };
 
@@ -931,7 +922,7 @@ int grist_remote_open(const char *url, struct grist_remote_object **out)
 	x.keep = &keep;
 	x.keep_max = TAIL_BYTES;
 	x.opt = &opt;
-	ret = grist_remote_xfer_run(&x, NULL);
+	ret = grist_remote_xfer_run(&x);
 	if (ret && x.status == 416) {
 		/* an empty object has no last bytes to send: its size is 0 */
 		ret = 0;

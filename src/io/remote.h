@@ -134,7 +134,7 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 /* Free the headers and error body (not the easy handle). */
 void grist_remote_xfer_release(struct grist_remote_xfer *x);
 /* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
-int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c);
+int grist_remote_xfer_run(struct grist_remote_xfer *x);
 
 /*
  * grist_remote_options_resolve() - @in (a caller's sized struct, possibly older and shorter)

@@ -158,7 +158,7 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 		x.query = q;
 		x.nquery = token ? 3 : 2;
 		x.attempt = 0;
-		ret = grist_remote_xfer_run(&x, NULL);
+		ret = grist_remote_xfer_run(&x);
 		if (ret)
 			break;
 		p = (const char *)body.data;
