@@ -665,25 +665,34 @@ out:
 	return ret ? grist_fail(ret, "%s: cannot prepare a request: out of memory", x->display) : 0;
 }
 
-/* The text between <Tag> and </Tag> in an XML body, or "". */
-static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
+const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len)
 {
 	char open[64], close[64];
 	const char *s, *e;
 
-	out[0] = '\0';
-	if (!b->len || !b->data)
-		return;
 	snprintf(open, sizeof(open), "<%s>", tag);
 	snprintf(close, sizeof(close), "</%s>", tag);
-	s = memmem(b->data, b->len, open, strlen(open));
+	s = memmem(p, (size_t)(end - p), open, strlen(open));
 	if (!s)
-		return;
+		return NULL;
 	s += strlen(open);
-	e = memmem(s, b->len - (size_t)(s - (const char *)b->data), close, strlen(close));
+	e = memmem(s, (size_t)(end - s), close, strlen(close));
 	if (!e)
-		return;
-	snprintf(out, cap, "%.*s", (int)(e - s), s);
+		return NULL;
+	*val = s;
+	*len = (size_t)(e - s);
+	return e + strlen(close);
+}
+
+/* The text between <Tag> and </Tag> in an XML body, or "". */
+static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
+{
+	const char *v;
+	size_t n;
+
+	out[0] = '\0';
+	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n))
+		snprintf(out, cap, "%.*s", (int)n, v);
 }
 
 static void backoff(struct grist_remote_xfer *x, int cause)
@@ -824,7 +833,7 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	}
 }
 
-int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c)
+int grist_remote_xfer_run(struct grist_remote_xfer *x)
 {
 	CURLM *m = curl_multi_init();
 	int ret = 0, running;
@@ -856,19 +865,10 @@ int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_count
 		}
 		curl_multi_remove_handle(m, x->easy);
 		o = grist_remote_xfer_finish(x, rc);
-		if (c) {
-			__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
-			grist_remote_counters_add_latency(c, grist_remote_now_ns() - x->start_ns);
-		}
 		if (o == GRIST_REMOTE_DONE) {
 			ret = x->error ? grist_fail(x->error, "%s: %s", x->display, x->msg) : 0;
-			if (ret && c)
-				__atomic_fetch_add(&c->errors, 1, __ATOMIC_RELAXED);
 			break;
 		}
-		if (c)
-			__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
 		{
 			struct timespec ts = { (time_t)(x->delay_ns / 1000000000ull), (long)(x->delay_ns % 1000000000ull) };
 
@@ -922,7 +922,7 @@ int grist_remote_open(const char *url, struct grist_remote_object **out)
 	x.keep = &keep;
 	x.keep_max = TAIL_BYTES;
 	x.opt = &opt;
-	ret = grist_remote_xfer_run(&x, NULL);
+	ret = grist_remote_xfer_run(&x);
 	if (ret && x.status == 416) {
 		/* an empty object has no last bytes to send: its size is 0 */
 		ret = 0;

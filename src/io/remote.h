@@ -134,7 +134,7 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 /* Free the headers and error body (not the easy handle). */
 void grist_remote_xfer_release(struct grist_remote_xfer *x);
 /* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
-int grist_remote_xfer_run(struct grist_remote_xfer *x, struct grist_remote_counters *c);
+int grist_remote_xfer_run(struct grist_remote_xfer *x);
 
 /*
  * grist_remote_options_resolve() - @in (a caller's sized struct, possibly older and shorter)
@@ -144,6 +144,9 @@ int grist_remote_options_resolve(const struct grist_remote_options *in, struct g
 
 /* The options in force (process-wide), resolved. */
 void grist_remote_options_current(struct grist_remote_options *o);
+
+/* The text of the first <tag>...</tag> in [p, end) as @val/@len; returns the position after it, or NULL. */
+const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len);
 
 /* curl_global_init once for the process. 0 or -ENOMEM. */
 int grist_remote_global_init(void);

@@ -66,26 +66,6 @@ static int xml_unescape(char *s)
 	return 0;
 }
 
-/* The text of every <tag>...</tag> in [p, end), in order, through @fn. */
-static const char *next_field(const char *p, const char *end, const char *tag, const char **val, size_t *len)
-{
-	char open[32], close[32];
-	const char *s, *e;
-
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
-	s = memmem(p, (size_t)(end - p), open, strlen(open));
-	if (!s)
-		return NULL;
-	s += strlen(open);
-	e = memmem(s, (size_t)(end - s), close, strlen(close));
-	if (!e)
-		return NULL;
-	*val = s;
-	*len = (size_t)(e - s);
-	return e + strlen(close);
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -178,17 +158,17 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 		x.query = q;
 		x.nquery = token ? 3 : 2;
 		x.attempt = 0;
-		ret = grist_remote_xfer_run(&x, NULL);
+		ret = grist_remote_xfer_run(&x);
 		if (ret)
 			break;
 		p = (const char *)body.data;
 		end = p + body.len;
-		while (p && (p = next_field(p, end, "Contents", &v, &vlen))) {
+		while (p && (p = grist_xml_next(p, end, "Contents", &v, &vlen))) {
 			const char *kv;
 			size_t klen;
 			char *key, *url;
 
-			if (!next_field(v, v + vlen, "Key", &kv, &klen))
+			if (!grist_xml_next(v, v + vlen, "Key", &kv, &klen))
 				continue;
 			key = strndup(kv, klen);
 			if (!key || xml_unescape(key)) {
@@ -213,11 +193,11 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 		}
 		free(token);
 		token = NULL;
-		if ((p = next_field((const char *)body.data, end, "IsTruncated", &v, &vlen)))
+		if ((p = grist_xml_next((const char *)body.data, end, "IsTruncated", &v, &vlen)))
 			snprintf(trunc, sizeof(trunc), "%.*s", (int)(vlen < 7 ? vlen : 7), v);
 		if (strcmp(trunc, "true"))
 			break;
-		if (!next_field((const char *)body.data, end, "NextContinuationToken", &v, &vlen)) {
+		if (!grist_xml_next((const char *)body.data, end, "NextContinuationToken", &v, &vlen)) {
 			ret = grist_fail(-EPROTO, "%s: a truncated listing without NextContinuationToken", pattern);
 			break;
 		}

