@@ -99,6 +99,12 @@ def _nest(paths):
     return build
 
 
+def _spans(sizes):
+    """(start, end) of each of consecutive pieces of the given @sizes, in order."""
+    ends = _np.cumsum(sizes).tolist()
+    return zip([0] + ends[:-1], ends)
+
+
 def _converter(leaf):
     """(many, one) for @leaf: many(values, dims, lens, n) -> the n records' values as TFDS
     gives them, one(values, dims, lens) -> the one record's; @values, @dims and @lens as
@@ -109,10 +115,8 @@ def _converter(leaf):
     if leaf.kind == _meta.BYTES and _strings(leaf):
         def many(values, dims, lens, n):
             mv = memoryview(values)
-            ends = _np.cumsum(_np.frombuffer(lens, _np.uint64)).tolist()
-            strings = [bytes(mv[a:b]) for a, b in zip([0] + ends[:-1], ends)]
-            counts = _np.cumsum(_np.frombuffer(dims, _np.int64)).tolist()
-            per = [strings[a:b] for a, b in zip([0] + counts[:-1], counts)]
+            strings = [bytes(mv[a:b]) for a, b in _spans(_np.frombuffer(lens, _np.uint64))]
+            per = [strings[a:b] for a, b in _spans(_np.frombuffer(dims, _np.int64))]
             if leaf.seq:  # a Sequence(Text): TFDS maps Text over it, a list of bytes
                 return per
             out = []
@@ -125,8 +129,7 @@ def _converter(leaf):
     if leaf.kind == _meta.BYTES:
         def many(values, dims, lens, n):
             mv = memoryview(values)
-            ends = _np.cumsum(_np.frombuffer(dims, _np.int64)).tolist()
-            return [bytes(mv[a:b]) for a, b in zip([0] + ends[:-1], ends)]
+            return [bytes(mv[a:b]) for a, b in _spans(_np.frombuffer(dims, _np.int64))]
         return many, lambda values, dims, lens: bytes(values)
     if leaf.fixed:
         if shape == ():  # int / float / bool, as TFDS's .item()
@@ -140,10 +143,8 @@ def _converter(leaf):
 
     def many(values, dims, lens, n):
         dims = _np.frombuffer(dims, _np.int64).reshape(n, -1)
-        sizes = _np.prod(dims, axis=1)
-        ends = _np.cumsum(sizes).tolist()
         flat = _np.frombuffer(values, cdt)
-        parts = [flat[a:b].reshape(d) for a, b, d in zip([0] + ends[:-1], ends, dims.tolist())]
+        parts = [flat[a:b].reshape(d) for (a, b), d in zip(_spans(_np.prod(dims, axis=1)), dims.tolist())]
         return [list(p) for p in parts] if leaf.seq else parts  # TFDS maps over a Sequence
 
     def one(values, dims, lens):

@@ -24,31 +24,29 @@ typedef struct {
 
 /*
  * Decoded and gathered features of n records, in one malloc'd arena: feature i's values
- * at values[i] (bytes[i] long) and, for a feature whose shape varies, each record's real
- * shape at dims[i] (n x ndim int64; NULL otherwise). Built without the GIL.
+ * at col[i].values (col[i].bytes long) and, for a feature whose shape varies, each record's
+ * real shape at col[i].dims (n x ndim int64; NULL otherwise). Built without the GIL.
  */
+struct gathered_col {
+	uint8_t *values;
+	size_t bytes;
+	int64_t *dims;
+	size_t ndim;
+	bool strs;                  /* a GRIST_DECODE_STRINGS feature: */
+	uint64_t *lens;             /* each string's length */
+	size_t nlens;               /* and how many strings */
+};
+
 struct gathered {
 	size_t nf, n;
 	void *arena;
-	uint8_t **values;
-	size_t *bytes;
-	int64_t **dims;
-	size_t *ndim;
-	bool *strs;                 /* a GRIST_DECODE_STRINGS feature: */
-	uint64_t **lens;            /* each string's length */
-	size_t *nlens;              /* and how many strings */
+	struct gathered_col *col;   /* nf + 1 of them */
 };
 
 static void gathered_free(struct gathered *g)
 {
 	free(g->arena);
-	free(g->values);
-	free(g->bytes);
-	free(g->dims);
-	free(g->ndim);
-	free(g->strs);
-	free(g->lens);
-	free(g->nlens);
+	free(g->col);
 	memset(g, 0, sizeof(*g));
 }
 
@@ -62,50 +60,44 @@ static int gather_rows(const struct grist_features *spec, const uint8_t *rows, c
 	memset(g, 0, sizeof(*g));
 	g->nf = grist_features_count(spec);
 	g->n = n;
-	g->values = calloc(g->nf + 1, sizeof(*g->values));
-	g->bytes = calloc(g->nf + 1, sizeof(*g->bytes));
-	g->dims = calloc(g->nf + 1, sizeof(*g->dims));
-	g->ndim = calloc(g->nf + 1, sizeof(*g->ndim));
-	g->lens = calloc(g->nf + 1, sizeof(*g->lens));
-	g->nlens = calloc(g->nf + 1, sizeof(*g->nlens));
-	g->strs = calloc(g->nf + 1, sizeof(*g->strs));
-	if (!g->values || !g->bytes || !g->dims || !g->ndim || !g->lens || !g->nlens || !g->strs)
+	g->col = calloc(g->nf + 1, sizeof(*g->col));
+	if (!g->col)
 		goto nomem;
 	for (i = 0; i < g->nf; i++) {
 		struct grist_feature_column c;
 
 		grist_feature_column_init(&c);
 		if ((code = grist_feature_column(spec, i, &c)) ||
-		    (code = grist_features_gather_bytes(spec, i, rows, offsets, n, &g->bytes[i])))
+		    (code = grist_features_gather_bytes(spec, i, rows, offsets, n, &g->col[i].bytes)))
 			goto fail;
-		g->ndim[i] = c.varlen != GRIST_VARLEN_NONE ? c.ndim : 0;
-		total += (g->bytes[i] + 7) & ~(size_t)7;
-		total += n * g->ndim[i] * sizeof(int64_t);
+		g->col[i].ndim = c.varlen != GRIST_VARLEN_NONE ? c.ndim : 0;
+		total += (g->col[i].bytes + 7) & ~(size_t)7;
+		total += n * g->col[i].ndim * sizeof(int64_t);
 		if (c.decode == GRIST_DECODE_STRINGS) {
-			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, NULL, 0, &g->nlens[i])))
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, NULL, 0, &g->col[i].nlens)))
 				goto fail;
-			g->strs[i] = true;
-			total += g->nlens[i] * sizeof(uint64_t);
+			g->col[i].strs = true;
+			total += g->col[i].nlens * sizeof(uint64_t);
 		}
 	}
 	g->arena = malloc(total ? total : 8);
 	if (!g->arena)
 		goto nomem;
 	for (i = 0; i < g->nf; i++) {
-		g->values[i] = (uint8_t *)g->arena + at;
-		at += (g->bytes[i] + 7) & ~(size_t)7;
-		if (g->ndim[i]) { /* a varlen feature (it has a -1 dimension, so ndim >= 1) */
-			g->dims[i] = (int64_t *)(void *)((uint8_t *)g->arena + at);
-			at += n * g->ndim[i] * sizeof(int64_t);
+		g->col[i].values = (uint8_t *)g->arena + at;
+		at += (g->col[i].bytes + 7) & ~(size_t)7;
+		if (g->col[i].ndim) { /* a varlen feature (it has a -1 dimension, so ndim >= 1) */
+			g->col[i].dims = (int64_t *)(void *)((uint8_t *)g->arena + at);
+			at += n * g->col[i].ndim * sizeof(int64_t);
 		}
-		if ((code = grist_features_gather(spec, i, rows, offsets, n, g->values[i], g->bytes[i], g->dims[i])))
+		if ((code = grist_features_gather(spec, i, rows, offsets, n, g->col[i].values, g->col[i].bytes, g->col[i].dims)))
 			goto fail;
-		if (g->strs[i]) {
+		if (g->col[i].strs) {
 			size_t count = 0;
 
-			g->lens[i] = (uint64_t *)(void *)((uint8_t *)g->arena + at);
-			at += g->nlens[i] * sizeof(uint64_t);
-			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, g->lens[i], g->nlens[i],
+			g->col[i].lens = (uint64_t *)(void *)((uint8_t *)g->arena + at);
+			at += g->col[i].nlens * sizeof(uint64_t);
+			if ((code = grist_features_gather_lengths(spec, i, rows, offsets, n, g->col[i].lens, g->col[i].nlens,
 								  &count)))
 				goto fail;
 		}
@@ -154,8 +146,8 @@ static int gathered_append(struct gathered *all, struct gathered *part)
 	m = *all;
 	m.n = all->n + part->n;
 	for (i = 0; i < all->nf; i++)
-		total += ((all->bytes[i] + part->bytes[i] + 7) & ~(size_t)7) + m.n * all->ndim[i] * sizeof(int64_t) +
-			 (all->nlens[i] + part->nlens[i]) * sizeof(uint64_t);
+		total += ((all->col[i].bytes + part->col[i].bytes + 7) & ~(size_t)7) + m.n * all->col[i].ndim * sizeof(int64_t) +
+			 (all->col[i].nlens + part->col[i].nlens) * sizeof(uint64_t);
 	m.arena = malloc(total ? total : 8);
 	if (!m.arena) {
 		gathered_free(part);
@@ -164,28 +156,28 @@ static int gathered_append(struct gathered *all, struct gathered *part)
 	for (i = 0; i < all->nf; i++) {
 		uint8_t *v = (uint8_t *)m.arena + at;
 
-		memcpy(v, all->values[i], all->bytes[i]);
-		memcpy(v + all->bytes[i], part->values[i], part->bytes[i]);
-		m.values[i] = v;           /* also all->values[i]: the arrays are shared */
-		m.bytes[i] += part->bytes[i];
-		at += (m.bytes[i] + 7) & ~(size_t)7;
-		if (all->ndim[i]) {
-			size_t a = all->n * all->ndim[i], b = part->n * all->ndim[i];
-			int64_t *old = all->dims[i]; /* m shares all's arrays: read before writing */
+		memcpy(v, all->col[i].values, all->col[i].bytes);
+		memcpy(v + all->col[i].bytes, part->col[i].values, part->col[i].bytes);
+		m.col[i].values = v;           /* also all->col[i].values: the arrays are shared */
+		m.col[i].bytes += part->col[i].bytes;
+		at += (m.col[i].bytes + 7) & ~(size_t)7;
+		if (all->col[i].ndim) {
+			size_t a = all->n * all->col[i].ndim, b = part->n * all->col[i].ndim;
+			int64_t *old = all->col[i].dims; /* m shares all's columns: read before writing */
 
-			m.dims[i] = (int64_t *)(void *)((uint8_t *)m.arena + at);
-			memcpy(m.dims[i], old, a * sizeof(int64_t));
-			memcpy(m.dims[i] + a, part->dims[i], b * sizeof(int64_t));
+			m.col[i].dims = (int64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.col[i].dims, old, a * sizeof(int64_t));
+			memcpy(m.col[i].dims + a, part->col[i].dims, b * sizeof(int64_t));
 			at += (a + b) * sizeof(int64_t);
 		}
-		if (all->strs[i]) {
-			uint64_t *old = all->lens[i];
+		if (all->col[i].strs) {
+			uint64_t *old = all->col[i].lens;
 
-			m.lens[i] = (uint64_t *)(void *)((uint8_t *)m.arena + at);
-			memcpy(m.lens[i], old, all->nlens[i] * sizeof(uint64_t));
-			memcpy(m.lens[i] + all->nlens[i], part->lens[i], part->nlens[i] * sizeof(uint64_t));
-			m.nlens[i] += part->nlens[i];
-			at += m.nlens[i] * sizeof(uint64_t);
+			m.col[i].lens = (uint64_t *)(void *)((uint8_t *)m.arena + at);
+			memcpy(m.col[i].lens, old, all->col[i].nlens * sizeof(uint64_t));
+			memcpy(m.col[i].lens + all->col[i].nlens, part->col[i].lens, part->col[i].nlens * sizeof(uint64_t));
+			m.col[i].nlens += part->col[i].nlens;
+			at += m.col[i].nlens * sizeof(uint64_t);
 		}
 	}
 	free(all->arena);
@@ -250,9 +242,9 @@ static PyObject *gathered_list(struct gathered *g)
 	size_t i;
 
 	for (i = 0; out && i < g->nf; i++) {
-		PyObject *v = bytearray_or_none(g->values[i], g->bytes[i]);
-		PyObject *d = v ? bytearray_or_none(g->dims[i], g->n * g->ndim[i] * sizeof(int64_t)) : NULL;
-		PyObject *l = d ? bytearray_or_none(g->strs[i] ? g->lens[i] : NULL, g->nlens[i] * sizeof(uint64_t)) : NULL;
+		PyObject *v = bytearray_or_none(g->col[i].values, g->col[i].bytes);
+		PyObject *d = v ? bytearray_or_none(g->col[i].dims, g->n * g->col[i].ndim * sizeof(int64_t)) : NULL;
+		PyObject *l = d ? bytearray_or_none(g->col[i].strs ? g->col[i].lens : NULL, g->col[i].nlens * sizeof(uint64_t)) : NULL;
 		PyObject *t = l ? PyTuple_Pack(3, v, d, l) : NULL;
 
 		Py_XDECREF(v);

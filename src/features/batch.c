@@ -204,16 +204,21 @@ int grist_features_decode_batch(const struct grist_features_decoder *d, struct g
 	return ret;
 }
 
-/* Row i of a batch, and the bytes it may span (SIZE_MAX when unknown). */
-static const uint8_t *row_at(const struct grist_features *f, const uint8_t *rows, const uint64_t *offsets, size_t i,
-			     size_t *room)
+/* Row i of a batch at *r, and the bytes it may span; it must hold at least the spec's fixed part. */
+static int row_at(const struct grist_features *f, const uint8_t *rows, const uint64_t *offsets, size_t i,
+		  const uint8_t **r, size_t *room)
 {
 	if (!offsets) {
 		*room = f->row_bytes;
-		return rows + i * f->row_bytes;
+		*r = rows + i * f->row_bytes;
+		return 0;
 	}
 	*room = offsets[i + 1] >= offsets[i] ? (size_t)(offsets[i + 1] - offsets[i]) : 0;
-	return rows + offsets[i];
+	*r = rows + offsets[i];
+	if (*room < f->row_bytes)
+		return grist_fail(-EBADMSG, "features: gather: row %zu has %zu bytes, less than the spec's %zu", i,
+				  *room, f->row_bytes);
+	return 0;
 }
 
 /* A ragged feature's values in row @r: where, how many bytes, and its dims. */
@@ -222,9 +227,6 @@ static int ragged_values(const struct grist_features *f, const struct gf_feature
 {
 	uint64_t p, count = 1;
 
-	if (room < f->row_bytes)
-		return grist_fail(-EBADMSG, "features: gather: row %zu has %zu bytes, less than the spec's %zu", i,
-				  room, f->row_bytes);
 	memcpy(&p, r + ft->offset, 8);
 	memcpy(dims, r + ft->dims_offset, 8 * ft->ndim);
 	if (ft->decode == GRIST_DECODE_STRINGS) {
@@ -272,17 +274,16 @@ static int gather(const struct grist_features *f, size_t fi, const uint8_t *rows
 	ft = &f->feat[fi];
 	for (size_t i = 0; i < n; i++) {
 		size_t room, pos = 0, bytes = 0;
-		const uint8_t *r = row_at(f, rows, offsets, i, &room);
-		int ret;
+		const uint8_t *r;
+		int ret = row_at(f, rows, offsets, i, &r, &room);
 
+		if (ret)
+			return ret;
 		if (ft->varlen == GRIST_VARLEN_RAGGED) {
 			ret = ragged_values(f, ft, r, room, i, &pos, &bytes, dd);
 			if (ret)
 				return ret;
 		} else {
-			if (room < f->row_bytes)
-				return grist_fail(-EBADMSG, "features: gather: row %zu has %zu bytes, less than the spec's %zu",
-						  i, room, f->row_bytes);
 			pos = ft->offset;
 			bytes = ft->bytes;
 			if (ft->dims_offset != SIZE_MAX)
@@ -334,9 +335,12 @@ int grist_features_gather_lengths(const struct grist_features *f, size_t fi, con
 	ft = &f->feat[fi];
 	for (size_t i = 0; i < n; i++) {
 		size_t room, pos, bytes;
-		const uint8_t *r = row_at(f, rows, offsets, i, &room);
+		const uint8_t *r;
 		int64_t dims[GRIST_FEATURE_MAX_DIMS];
-		int ret = ragged_values(f, ft, r, room, i, &pos, &bytes, dims);
+		int ret = row_at(f, rows, offsets, i, &r, &room);
+
+		if (!ret)
+			ret = ragged_values(f, ft, r, room, i, &pos, &bytes, dims);
 
 		if (ret)
 			return ret;

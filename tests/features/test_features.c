@@ -27,6 +27,19 @@ struct line {
 	int n;
 };
 
+/* One check run as two tests: with ragged features, then with padded ones. */
+#define RAGGED_AND_PADDED(name, check)                       \
+	static void test_##name##_ragged(void **state)           \
+	{                                                        \
+		(void)state;                                      \
+		check(false);                                     \
+	}                                                        \
+	static void test_##name##_padded(void **state)           \
+	{                                                        \
+		(void)state;                                      \
+		check(true);                                      \
+	}
+
 static struct line lines[MAX_LINES];
 static int num_lines;
 static char *manifest_text;
@@ -460,17 +473,7 @@ static void check_typed(bool pad)
 	grist_features_destroy(f);
 }
 
-static void test_tfds_typed_ragged(void **state)
-{
-	(void)state;
-	check_typed(false);
-}
-
-static void test_tfds_typed_padded(void **state)
-{
-	(void)state;
-	check_typed(true);
-}
+RAGGED_AND_PADDED(tfds_typed, check_typed)
 
 static enum grist_dtype dtype_named(const char *name)
 {
@@ -762,17 +765,7 @@ static void check_video(bool pad)
 	grist_features_destroy(f);
 }
 
-static void test_video_ragged(void **state)
-{
-	(void)state;
-	check_video(false);
-}
-
-static void test_video_padded(void **state)
-{
-	(void)state;
-	check_video(true);
-}
+RAGGED_AND_PADDED(video, check_video)
 
 /* The fixed row of MNIST: image at 0, label after it, and the pixels TFDS decodes. */
 static void test_mnist_layout(void **state)
