@@ -322,12 +322,8 @@ int bench_run_loader(const char *const *paths, size_t num_paths, const struct be
 	end = t0 + c->seconds;
 	prev = t0;
 	for (;;) {
-		ret = grist_loader_next(l, &b);
-		if (ret) {
-			rc = cli_library_error(ret);
-			break;
-		}
-		if (!b)
+		rc = cli_loader_next(l, &b);
+		if (rc || !b)
 			break;
 		now = bench_now();
 		if (r->batches == 0)

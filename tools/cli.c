@@ -53,6 +53,13 @@ int cli_library_error(int code)
 	return code == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_DATA;
 }
 
+int cli_loader_next(struct grist_loader *l, struct grist_batch **b)
+{
+	int ret = grist_loader_next(l, b);
+
+	return ret ? cli_library_error(ret) : 0;
+}
+
 /* errno of the first failed write to stdout that a command noticed, 0 if none */
 static int stdout_errno;
 

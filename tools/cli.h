@@ -32,6 +32,12 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_library_error(int code);
 
 /*
+ * grist_loader_next() for a command's batch loop: *@b is the next batch, NULL at the end.
+ * Returns 0, or cli_library_error()'s exit status when the loader failed.
+ */
+int cli_loader_next(struct grist_loader *l, struct grist_batch **b);
+
+/*
  * True once a write to stdout has failed (stdio's error flag); remembers the errno of
  * the first failure for cli_finish_stdout(). Long outputs call it to stop early.
  */

@@ -596,13 +596,9 @@ int cmd_load(int argc, char **argv)
 	for (;;) {
 		if (a.stop_after && delivered == a.stop_after)
 			break;
-		ret = grist_loader_next(l, &b);
-		if (ret) {
-			/* a created loader never fails with -EINVAL (grist/error.h): this exits 1 */
-			rc = cli_library_error(ret);
-			break;
-		}
-		if (!b)
+		/* a created loader never fails with -EINVAL (grist/error.h): an error exits 1 */
+		rc = cli_loader_next(l, &b);
+		if (rc || !b)
 			break;
 		if (!delivered)
 			first_batch_s = cli_seconds_since(&t0);

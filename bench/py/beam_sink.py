@@ -19,10 +19,9 @@ import glob
 import os
 import random
 import shutil
-import statistics
 import sys
 
-from benchutil import alternate
+from benchutil import alternate, report_alternating
 
 SINKS = ("grist", "official", "none")
 
@@ -89,13 +88,9 @@ def main():
             "--shards", str(args.shards), "--mode", args.mode, "--workers", str(args.workers),
             "--options", args.options]
     times = alternate({s: base + ["--sink", s] for s in SINKS}, args.rounds)
-    med = {s: statistics.median(t) for s, t in times.items()}
     print(f"input {args.input}: {size / 1e6:.1f} MB; {args.shards} shards; DirectRunner {args.mode}, "
           f"{args.workers} worker(s); median of {args.rounds} alternating runs, whole process:")
-    for s in SINKS:
-        print(f"  {s:9s} {med[s]:7.2f} s   (runs: {', '.join('%.2f' % t for t in times[s])})")
-    print(f"  official / grist: {med['official'] / med['grist']:.2f}x whole pipeline; "
-          f"sink alone (minus 'none'): {(med['official'] - med['none']) / max(1e-9, med['grist'] - med['none']):.2f}x")
+    report_alternating(times, SINKS, 9, "official", "sink")
 
 
 if __name__ == "__main__":

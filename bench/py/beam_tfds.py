@@ -16,10 +16,9 @@ import argparse
 import io
 import os
 import shutil
-import statistics
 import sys
 
-from benchutil import alternate
+from benchutil import alternate, report_alternating
 
 WRITERS = ("grist", "tfds", "none")
 FEATURES = {"id": "int64", "score": "float32", "caption": "text", "patch": "float32[2,3]",
@@ -106,13 +105,9 @@ def main():
     base = [sys.executable, os.path.abspath(__file__), "--out", args.out, "--rows", str(args.rows),
             "--image-size", str(args.image_size), "--shards", str(args.shards)]
     times = alternate({w: base + ["--writer", w] for w in WRITERS}, args.rounds)
-    med = {w: statistics.median(t) for w, t in times.items()}
     print(f"{args.rows} rows ({args.image_size}x{args.image_size} PNGs), {args.shards} shards, in-process "
           f"DirectRunner; median of {args.rounds} alternating runs, whole process:")
-    for w in WRITERS:
-        print(f"  {w:5s} {med[w]:7.2f} s   (runs: {', '.join('%.2f' % t for t in times[w])})")
-    print(f"  tfds / grist: {med['tfds'] / med['grist']:.2f}x whole pipeline; writer alone (minus 'none'): "
-          f"{(med['tfds'] - med['none']) / max(1e-9, med['grist'] - med['none']):.2f}x")
+    report_alternating(times, WRITERS, 5, "tfds", "writer")
 
 
 if __name__ == "__main__":

@@ -63,6 +63,18 @@ def alternate(commands, rounds):
     return times
 
 
+def report_alternating(times, names, width, baseline, part):
+    """Print the median and every run of each name in @times (from alternate()), then
+    @baseline's time over grist's, whole pipeline and with the 'none' run taken off both
+    (@part alone). Returns {name: median seconds}."""
+    med = {n: statistics.median(t) for n, t in times.items()}
+    for n in names:
+        print(f"  {n:{width}s} {med[n]:7.2f} s   (runs: {', '.join('%.2f' % t for t in times[n])})")
+    print(f"  {baseline} / grist: {med[baseline] / med['grist']:.2f}x whole pipeline; {part} alone (minus 'none'): "
+          f"{(med[baseline] - med['none']) / max(1e-9, med['grist'] - med['none']):.2f}x")
+    return med
+
+
 def median_run(fn, runs):
     """Call fn() @runs times; returns (records of the median run, its seconds)."""
     global _cpu_seconds

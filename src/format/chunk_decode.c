@@ -384,10 +384,11 @@ static int values_half(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 	uint8_t compression = 0;
 	int ret;
 
-	if (dst) {
-		ret = open_chunk(buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c);
-		if (!ret && c.h.type == GRIST_CHUNK_SIMPLE)
-			ret = values_in_place(d, buf, buf_file_offset, chunk_begin, &c, path, dst, dst_len, &compression);
+	ret = open_chunk(buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c);
+	if (ret)
+		return ret;
+	if (dst && c.h.type == GRIST_CHUNK_SIMPLE) {
+		ret = values_in_place(d, buf, buf_file_offset, chunk_begin, &c, path, dst, dst_len, &compression);
 		if (ret < 0)
 			return ret;
 		if (ret) {
@@ -396,9 +397,11 @@ static int values_half(struct grist_chunk_decoder *d, const uint8_t *buf, uint64
 			return 0;
 		}
 	}
-	ret = open_checked(d, buf, buf_file_offset, buf_len, chunk_begin, chunk_end, path, &c, &data, out);
+	/* compressed, record-less or into scratch: the chunk opened above, its whole data checked */
+	ret = checked_data(d, buf, buf_file_offset, chunk_begin, &c, path, &data);
 	if (ret)
 		return ret;
+	fill_out(&c, out, d);
 	if (c.h.type != GRIST_CHUNK_SIMPLE)
 		return decode_recordless(&c, chunk_begin, path);
 	if (dst)
