@@ -9,6 +9,7 @@ import errno
 import os
 import shutil
 import pathlib
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -93,13 +94,22 @@ def test_records_equal_tfds(served):
 
 def test_version_lookup_by_listing(served):
     """The newest prepared version (2.0.0 lacks dataset_info.json, 3.0.0.incomplete* is not a
-    version), a named one, a version folder's URL, and gs:// through the same listing."""
+    version), a named one, a version folder's URL, $TFDS_DATA_DIR, a pickled copy, and gs://
+    through the same listing."""
     ds = grist.tfds.data_source
     assert ds("grist_mnist", data_dir=S3_DIR + "/").version_dir == S3_DIR + "/grist_mnist/1.0.0"
     old = ds("grist_mnist:0.5.0", "test", data_dir=S3_DIR)
     assert old.version_dir == S3_DIR + "/grist_mnist/0.5.0"
     assert_golden(old, "grist_mnist", "test")
     assert len(ds(S3_DIR + "/grist_mnist/1.0.0", "train[:10%]")) == T.EXPECTED["grist_mnist"]["lengths"]["train[:10%]"]
+    os.environ["TFDS_DATA_DIR"] = S3_DIR
+    try:
+        src = ds("grist_mnist", "test[:10]")  # $TFDS_DATA_DIR as TFDS reads it
+    finally:
+        os.environ.pop("TFDS_DATA_DIR")
+    copy = pickle.loads(pickle.dumps(src))  # a worker process's copy reads the URLs again
+    assert copy.version_dir == S3_DIR + "/grist_mnist/1.0.0"
+    T.assert_same(copy.__getitems__(range(10)), T.EXPECTED["grist_mnist"]["splits"]["test"][:10])
     os.environ["GRIST_GS_ENDPOINT_URL"] = served["rclone"].endpoint
     try:
         src = ds("grist_mnist", "test", data_dir="gs://%s/%s" % (BUCKET, PREFIX))
