@@ -119,23 +119,31 @@ def test_version_lookup_by_listing(served):
         os.environ.pop("GRIST_GS_ENDPOINT_URL", None)
 
 
-def take(loader):
-    return [{k: np.array(v) for k, v in d.items()} for d in loader]
+def assert_same_batches(a, b):
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        if isinstance(y, dict):
+            assert list(x) == list(y)
+            assert_same_batches([x[k] for k in y], [y[k] for k in y])
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+FEATURES_PAD = {"png_gray_var": (19, 23, 1), "jpeg_var": (29, 29, 3), "ids": (5,), "points": (3, 2),
+                "uid": (16,), "caption": (32,), "meta/source": (8,), "tokens": (6,)}
 
 
 def test_loader_batches_equal_local(served):
-    """The Loader over the s3:// source reads the URLs (remote stats count GETs) and gives
-    the batches it gives over the local folder, in both granularities."""
-    remote = grist.tfds.data_source("grist_mnist", "train+test", data_dir=S3_DIR)
-    local = grist.tfds.data_source("grist_mnist", "train+test", data_dir=served["data"])
-    for opts in (dict(seed=42, epochs=1), dict(seed=9, epochs=1, granularity="chunk", threads=2)):
-        lr = grist.Loader(remote, 32, **opts)
-        a, b = take(lr), take(grist.Loader(local, 32, **opts))
-        assert len(a) == len(b) == 13
-        for x, y in zip(a, b):
-            assert list(x) == list(y)
-            for k in x:
-                np.testing.assert_array_equal(x[k], y[k])
+    """The Loader over an s3:// source reads the URLs (remote stats count GETs) and gives
+    the batches it gives over the local folder: both granularities, padded nested features."""
+    cases = [("grist_mnist", "train+test", 32, dict(seed=42)),
+             ("grist_mnist", "train+test", 32, dict(seed=9, granularity="chunk", threads=2)),
+             ("grist_features", "train", 8, dict(seed=4, pad=FEATURES_PAD, skip=["names", "pair", "words"]))]
+    for name, split, bs, opts in cases:
+        remote = grist.tfds.data_source(name, split, data_dir=S3_DIR)
+        local = grist.tfds.data_source(name, split, data_dir=served["data"])
+        lr = grist.Loader(remote, bs, epochs=1, **opts)
+        assert_same_batches(T.take(lr), T.take(grist.Loader(local, bs, epochs=1, **opts)))
         assert lr.stats()["remote"]["requests"] > 0
 
 
