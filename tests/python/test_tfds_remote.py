@@ -6,6 +6,7 @@ must give the batches it gives over the local folder. Missing datasets, versions
 shards, refused credentials and unreachable servers must fail with the URL named, in bounded
 time. Skips only when a server cannot start."""
 import errno
+import json
 import os
 import shutil
 import pathlib
@@ -38,7 +39,8 @@ def _copy(src, dst):
 def served():
     """A data_dir holding the golden datasets, and beside them: an older full copy of
     grist_mnist (0.5.0), a newer version with features.json alone (2.0.0, not prepared), an
-    unfinished one TFDS leaves while preparing, and a dataset whose shard is gone."""
+    unfinished one TFDS leaves while preparing, a copy whose dataset_info.json is over 64 KiB
+    and a dataset whose shard is gone."""
     # not under pytest's tmp_path (0700): nginx's workers run as another user
     root = pathlib.Path(tempfile.mkdtemp(prefix="grist-tfds-remote-"))
     os.chmod(root, 0o755)
@@ -50,6 +52,10 @@ def served():
     (mnist / "2.0.0").mkdir()
     shutil.copy(mnist / "1.0.0" / "features.json", mnist / "2.0.0")
     _copy(mnist / "1.0.0", mnist / "3.0.0.incomplete7Q2M")
+    big = _copy(mnist / "1.0.0", data / "big_meta" / "1.0.0")
+    info = json.loads((big / "dataset_info.json").read_text())
+    info["description"] = "x" * 100000  # past the opening GET's 64 KiB: a second, If-Match GET
+    (big / "dataset_info.json").write_text(json.dumps(info))
     broken = _copy(mnist / "1.0.0", data / "broken" / "1.0.0")
     os.remove(broken / "grist_mnist-train.array_record-00001-of-00002")
     for d, _, fs in os.walk(root):
@@ -117,6 +123,18 @@ def test_version_lookup_by_listing(served):
         assert_golden(src, "grist_mnist", "test")
     finally:
         os.environ.pop("GRIST_GS_ENDPOINT_URL", None)
+
+
+def test_metadata_longer_than_the_first_get(served):
+    """A dataset_info.json of ~100 KB comes in two GETs (the second pinned by the first's
+    ETag); past the caller's bound it is an error naming the URL, not an allocation."""
+    assert_golden(grist.tfds.data_source("big_meta", "test", data_dir=S3_DIR), "grist_mnist", "test")
+    url = S3_DIR + "/big_meta/1.0.0/dataset_info.json"
+    assert len(grist._grist.remote_get(url, 1 << 20)) == os.path.getsize(
+        os.path.join(served["data"], "big_meta", "1.0.0", "dataset_info.json"))
+    with pytest.raises(grist.Error) as e:
+        grist._grist.remote_get(url, 1000)
+    assert e.value.errno == errno.EFBIG and url in str(e.value), str(e.value)
 
 
 def assert_same_batches(a, b):
