@@ -165,6 +165,18 @@ def test_loader_batches_equal_local(served):
         assert lr.stats()["remote"]["requests"] > 0
 
 
+def test_checkpoint_moves_between_local_and_remote(served):
+    """A Loader's state taken over the local folder resumes over the s3:// source, and back."""
+    srcs = {"local": grist.tfds.data_source("grist_mnist", "train", data_dir=served["data"]),
+            "s3": grist.tfds.data_source("grist_mnist", "train", data_dir=S3_DIR)}
+    full = T.take(grist.Loader(srcs["local"], 32, seed=5, epochs=1))
+    for first, then in (("local", "s3"), ("s3", "local")):
+        loader = grist.Loader(srcs[first], 32, seed=5, epochs=1)
+        head = T.take(next(loader) for _ in range(3))
+        rest = T.take(grist.Loader(srcs[then], 32, seed=5, epochs=1, state=loader.get_state()))
+        assert_same_batches(head + rest, full)
+
+
 def test_http_needs_the_version(served):
     """http(s) has no listing: the version is named and the shard names come from
     dataset_info.json (TFDS's filepathTemplate and shard lengths)."""
