@@ -39,8 +39,8 @@ def _copy(src, dst):
 def served():
     """A data_dir holding the golden datasets, and beside them: an older full copy of
     grist_mnist (0.5.0), a newer version with features.json alone (2.0.0, not prepared), an
-    unfinished one TFDS leaves while preparing, a copy whose dataset_info.json is over 64 KiB
-    and a dataset whose shard is gone."""
+    unfinished one TFDS leaves while preparing, copies whose dataset_info.json is over 64 KiB
+    or empty, and a dataset whose shard is gone."""
     # not under pytest's tmp_path (0700): nginx's workers run as another user
     root = pathlib.Path(tempfile.mkdtemp(prefix="grist-tfds-remote-"))
     os.chmod(root, 0o755)
@@ -56,6 +56,8 @@ def served():
     info = json.loads((big / "dataset_info.json").read_text())
     info["description"] = "x" * 100000  # past the opening GET's 64 KiB: a second, If-Match GET
     (big / "dataset_info.json").write_text(json.dumps(info))
+    empty = _copy(mnist / "1.0.0", data / "empty_meta" / "1.0.0")
+    (empty / "dataset_info.json").write_bytes(b"")
     broken = _copy(mnist / "1.0.0", data / "broken" / "1.0.0")
     os.remove(broken / "grist_mnist-train.array_record-00001-of-00002")
     for d, _, fs in os.walk(root):
@@ -127,7 +129,8 @@ def test_version_lookup_by_listing(served):
 
 def test_metadata_longer_than_the_first_get(served):
     """A dataset_info.json of ~100 KB comes in two GETs (the second pinned by the first's
-    ETag); past the caller's bound it is an error naming the URL, not an allocation."""
+    ETag); past the caller's bound it is an error naming the URL, not an allocation; an
+    empty one is read as empty, and is then bad JSON naming the URL."""
     assert_golden(grist.tfds.data_source("big_meta", "test", data_dir=S3_DIR), "grist_mnist", "test")
     url = S3_DIR + "/big_meta/1.0.0/dataset_info.json"
     assert len(grist._grist.remote_get(url, 1 << 20)) == os.path.getsize(
@@ -135,6 +138,11 @@ def test_metadata_longer_than_the_first_get(served):
     with pytest.raises(grist.Error) as e:
         grist._grist.remote_get(url, 1000)
     assert e.value.errno == errno.EFBIG and url in str(e.value), str(e.value)
+    # an empty object (a 416 to the opening GET, then a GET of all of it): b"", and bad JSON
+    url = S3_DIR + "/empty_meta/1.0.0/dataset_info.json"
+    assert grist._grist.remote_get(url, 1000) == b""
+    with pytest.raises(ValueError, match="cannot read " + url):
+        grist.tfds.data_source("empty_meta", data_dir=S3_DIR)
 
 
 def assert_same_batches(a, b):
