@@ -149,13 +149,17 @@ class FaultProxy:
     """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate";
-    @delay (seconds) applies to all."""
+    @delay (seconds) applies to all. Every request's head is kept in self.heads as
+    (request line, {lower-case name: value}), so a test can check what grist sent; a request
+    whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
 
     def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0):
         self.upstream = upstream_port
         self.mode, self.every, self.delay, self.retry_after = mode, every, delay, retry_after
         self.count = 0
         self.faults = 0
+        self.heads = []
+        self.expired_tokens = set()
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -220,9 +224,15 @@ class FaultProxy:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.count += 1
                 n = self.count
+                lines = head.decode("latin-1").split("\r\n")
+                fields = dict((k.strip().lower(), v.strip()) for k, _, v in
+                              (l.partition(":") for l in lines[1:] if ":" in l))
+                self.heads.append((lines[0], fields))
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 fault = self.mode if self.mode and n % self.every == 0 else None
+                if fields.get("x-amz-security-token") in self.expired_tokens:
+                    fault = "expired"
                 if fault:
                     self.faults += 1
                 if fault == "slowdown":
