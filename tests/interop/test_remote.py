@@ -7,6 +7,7 @@ keys, a missing key or bucket, an unreachable endpoint and an object replaced mi
 must fail with the right message, exit 1, and never hang. Skips (77) when rclone cannot
 start here.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -288,6 +289,105 @@ def test_sequential_reads_coalesce():
     assert conv_gets <= 5 + size // (1 << 20), (conv_gets, size)
 
 
+def test_load_coalesces_and_splits():
+    """A shuffled load's chunk reads leave in far fewer GETs than chunks, none longer than
+    split (8 MiB by default, here 64 KiB); with coalesce:0,split:4096 gaps are not joined."""
+    a = ["--batch-size", 64, "--seed", 5, "--digest"]
+    p = recording_proxy()
+    try:
+        same(["load", s3("a.ar")] + a, ["load", local("a.ar")] + a)
+        joined = range_lengths(p.heads)
+        del p.heads[:]
+        same(["load", s3("a.ar"), "--remote", "coalesce:16K,split:64K"] + a, ["load", local("a.ar")] + a)
+        split = range_lengths(p.heads)
+        del p.heads[:]
+        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096"] + a, ["load", local("a.ar")] + a)
+        single = range_lengths(p.heads)
+    finally:
+        stop_proxy(p)
+    assert 0 < len(joined) <= 1200 // 10, len(joined)  # 1,200 chunks
+    assert max(joined) <= 8 << 20 and max(split) <= 64 << 10, (max(joined), max(split))
+    # (coalesce:0 still joins chunks that touch, and reads riding on a GET already out)
+    assert len(single) >= 5 * len(joined) and max(single) <= 4096, (len(single), len(joined), max(single))
+
+
+def test_retry_after_is_honoured():
+    """503 SlowDown with Retry-After: 1 waits that second (backoff_ms:1 would retry at once)
+    and --stats-less commands still end, naming the URL, the status and the code."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=1, retry_after=1)
+    setenv(p.endpoint)
+    try:
+        t0 = time.monotonic()
+        expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:5000"],
+                     [s3("b.ar"), "HTTP 503 SlowDown", "after 3 attempts"])
+        took = time.monotonic() - t0
+        assert p.count == 3 and took >= 2.0, (p.count, took)
+        # Retry-After is capped by backoff_max_ms: a server cannot stall a reader for long
+        t0 = time.monotonic()
+        expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:50"],
+                     [s3("b.ar"), "after 3 attempts"])
+        assert time.monotonic() - t0 < took, (time.monotonic() - t0, took)
+    finally:
+        stop_proxy(p)
+
+
+def test_signing_environment():
+    """What goes out signed: the region from AWS_REGION, else AWS_DEFAULT_REGION; the session
+    token as a signed x-amz-security-token (rclone checks the signature); path style under a
+    custom endpoint, AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL; If-Match from the first GET on."""
+    p = recording_proxy()
+    try:
+        os.environ.pop("AWS_REGION")
+        os.environ["AWS_DEFAULT_REGION"] = "eu-west-2"
+        os.environ["AWS_SESSION_TOKEN"] = "tok/en+with=odd chars"
+        same(["cat", "--hex", s3("b.ar")], ["cat", "--hex", local("b.ar")])
+        n = len(p.heads)
+        os.environ["AWS_REGION"] = "ap-south-1"
+        g.run_ok(["info", s3("b.ar")])
+        os.environ["AWS_ENDPOINT_URL"] = "http://127.0.0.1:%d" % rs.free_port()  # nothing listens there
+        os.environ["AWS_ENDPOINT_URL_S3"] = p.endpoint
+        g.run_ok(["info", s3("b.ar")])
+    finally:
+        os.environ.pop("AWS_DEFAULT_REGION", None)
+        stop_proxy(p)
+    first = [f for line, f in p.heads if "x-amz-date" in f]
+    assert len(first) == len(p.heads) and len(p.heads) >= 4, p.heads
+    scope = [f["authorization"].split("Credential=")[1].split(",")[0].split("/")[2] for f in first]
+    assert scope[:n] == ["eu-west-2"] * n and set(scope[n:]) == {"ap-south-1"}, scope
+    for f in first[:n]:
+        assert f["x-amz-security-token"] == "tok/en+with=odd chars"
+        assert "x-amz-security-token" in f["authorization"].split("SignedHeaders=")[1].split(",")[0]
+    assert all(line.startswith("GET /%s/b.ar " % BUCKET) for line, _ in p.heads), p.heads
+    etags = set(f.get("if-match") for f in first[1:n])
+    assert len(etags) == 1 and None not in etags and "if-match" not in first[0], (etags, first[0])
+
+
+def test_loader_remote_options():
+    """The option table's remote_* options reach the loader's GETs: with --remote-retries 0
+    the first SlowDown is the end, with 8 the load goes through."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=2)
+    setenv(p.endpoint)
+    a = ["--batch-size", 64, "--seed", 2, "--digest"]
+    try:
+        expect_error(["load", s3("b.ar"), "--remote-retries", 0, "--remote-backoff-ms", 1] + a,
+                     [s3("b.ar"), "HTTP 503 SlowDown", "after 1 attempts"])
+        same(["load", s3("b.ar"), "--remote-retries", 8, "--remote-backoff-ms", 1] + a, ["load", local("b.ar")] + a)
+    finally:
+        stop_proxy(p)
+
+
+def test_bench_reads_urls():
+    """grist-bench takes URLs as FILE, as grist load does."""
+    bench = os.environ.get("GRIST_BENCH")
+    if not bench:
+        raise Skip("GRIST_BENCH is not set")
+    r = subprocess.run([bench, s3("b.ar"), "--batches", "3", "--batch-size", "64", "--threads", "1", "--json"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()
+    d = json.loads(r.stdout)
+    assert d["files"] == [s3("b.ar")] and d["records_per_s"] > 0, d
+
+
 def test_http_through_nginx():
     n = rs.Nginx(ROOT)
     try:
@@ -310,7 +410,8 @@ def main():
         g.main([test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
                 test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
                 test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
-                test_sequential_reads_coalesce,
+                test_sequential_reads_coalesce, test_load_coalesces_and_splits, test_retry_after_is_honoured,
+                test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
                 test_http_through_nginx])
     finally:
         for s in SERVERS.values():
