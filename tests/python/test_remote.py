@@ -13,6 +13,9 @@ rs = pytest.importorskip("remote_servers")
 from gristcli import Skip  # noqa: E402
 
 
+SERVER = []
+
+
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     root = tmp_path_factory.mktemp("remote")
@@ -24,8 +27,10 @@ def s3(tmp_path_factory):
         server = rs.Rclone(str(root))
     except Skip as e:
         pytest.skip(str(e))
+    SERVER.append(server)
     with rs.remote_env(server.endpoint):
         yield str(bucket)
+    SERVER.clear()
     server.stop()
     grist.set_remote_options()
 
@@ -55,6 +60,7 @@ def test_loader_matches_local(s3):
     assert st["remote"]["requests"] > 0 and st["remote"]["bytes"] > 0
     assert st["remote"]["latency_p99_us"] >= st["remote"]["latency_p50_us"] > 0
     assert set(st["remote"]["retries"]) == {"5xx", "slowdown", "reset", "timeout", "short", "token"}
+    assert st["remote"]["inflight_max"] >= 1 and st["remote"]["inflight_mean"] > 0
     assert st_local["remote"]["requests"] == 0
 
 
@@ -71,3 +77,31 @@ def test_options_and_errors(s3):
     assert e.value.errno == errno.ENOENT and "s3://bkt/missing.ar" in str(e.value) and "404" in str(e.value)
     with pytest.raises(ValueError, match="no object matches"):
         grist.Reader("s3://bkt/*.zz")
+
+
+def test_expired_token_rereads_credentials(s3):
+    """A session token that expires mid-run: the server's ExpiredToken makes grist read the
+    environment again and sign the retry with the new token (the proxy refuses the old one
+    from then on, so a retry with the cached token could never pass)."""
+    p = rs.FaultProxy(SERVER[0].port)
+    saved = os.environ["AWS_ENDPOINT_URL"]
+    try:
+        os.environ["AWS_ENDPOINT_URL"] = p.endpoint
+        grist.set_remote_options(retries=2, backoff_ms=1)
+        # credentials this process read before (other tests) had no token: refused as expired
+        p.expired_tokens.add(None)
+        os.environ["AWS_SESSION_TOKEN"] = "token-one"
+        r = grist.Reader("s3://bkt/a.ar")
+        assert r[499] == record(499)
+        p.expired_tokens.add("token-one")
+        os.environ["AWS_SESSION_TOKEN"] = "token-two"
+        assert r.read([0, 250]) == [record(0), record(250)]
+        sent = [f.get("x-amz-security-token") for _, f in p.heads]
+        assert sent.count(None) <= 1 and p.faults == 1 + sent.count(None), sent
+        assert sent[sent.index("token-two") - 1] == "token-one" and set(sent[sent.index("token-two"):]) == {
+            "token-two"}, sent
+    finally:
+        grist.set_remote_options()
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        os.environ["AWS_ENDPOINT_URL"] = saved
+        p.stop()
