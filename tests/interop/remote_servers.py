@@ -116,9 +116,10 @@ class Rclone(_Server):
 
 
 class Nginx(_Server):
-    """nginx (non-daemon, a config in a temporary folder) serving @root over http."""
+    """nginx (non-daemon, a config in a temporary folder) serving @root over http;
+    @server_conf goes into its server block (e.g. "max_ranges 0;": Range ignored)."""
 
-    def __init__(self, root):
+    def __init__(self, root, server_conf=""):
         exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
         if not exe:
             raise Skip("nginx not installed")
@@ -134,9 +135,9 @@ http {
   access_log off;
   client_body_temp_path %(d)s/body; proxy_temp_path %(d)s/proxy; fastcgi_temp_path %(d)s/fcgi;
   uwsgi_temp_path %(d)s/uwsgi; scgi_temp_path %(d)s/scgi;
-  server { listen 127.0.0.1:%(p)d; root %(r)s; }
+  server { listen 127.0.0.1:%(p)d; root %(r)s; %(c)s }
 }
-""" % {"d": self.dir, "p": self.port, "r": root})
+""" % {"d": self.dir, "p": self.port, "r": root, "c": server_conf})
         self._start([exe, "-c", conf, "-p", self.dir], "nginx")
         self.url = "http://127.0.0.1:%d" % self.port
 
@@ -148,7 +149,8 @@ http {
 class FaultProxy:
     """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
-    mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate";
+    mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
+    "5xx" (500 InternalError, 502 and 504 in turn);
     @delay (seconds) applies to all. Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
     whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
@@ -240,6 +242,14 @@ class FaultProxy:
                             b'<Message>Please reduce your request rate.</Message></Error>')
                     writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %d\r\nContent-Type: application/xml\r\n"
                                  b"Content-Length: %d\r\n\r\n" % (self.retry_after, len(body)) + body)
+                    await writer.drain()
+                    continue
+                if fault == "5xx":
+                    status = (b"500 Internal Server Error", b"502 Bad Gateway", b"504 Gateway Timeout")[self.faults % 3]
+                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                            b'<Message>We encountered an internal error. Please try again.</Message></Error>')
+                    writer.write(b"HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n"
+                                 % (status, len(body)) + body)
                     await writer.drain()
                     continue
                 if fault == "expired":

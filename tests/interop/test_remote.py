@@ -153,10 +153,11 @@ def with_proxy(mode, every=3, delay=0.0, cause=None):
 
 
 def test_faults_give_identical_bytes():
-    """Delay, 503 SlowDown with Retry-After, resets, truncated bodies and an expired token:
+    """Delay, 503 SlowDown with Retry-After, 500/502/504, resets, truncated bodies and an expired token:
     retried, the same bytes, and --stats counts the retries by cause."""
     with_proxy(None, delay=0.005)
     with_proxy("slowdown", every=4, cause="slowdown")
+    with_proxy("5xx", every=4, cause="5xx")  # 500, 502 and 504
     with_proxy("reset", every=5, cause="reset")
     with_proxy("truncate", every=5, cause="short")
     with_proxy("expired", every=6, cause="token")  # credentials re-read, the request signed again
@@ -396,6 +397,13 @@ def test_http_through_nginx():
         same(["load", url + "/a.ar", "--batch-size", 32, "--seed", 2, "--digest"],
              ["load", local("a.ar"), "--batch-size", 32, "--seed", 2, "--digest"])
         expect_error(["info", url + "/missing.ar"], [url + "/missing.ar", "HTTP 404"])
+    finally:
+        n.stop()
+    # a server that ignores Range (nginx's max_ranges 0): a clear error, not the wrong bytes
+    n = rs.Nginx(ROOT, server_conf="max_ranges 0;")
+    try:
+        url = n.url + "/" + BUCKET
+        expect_error(["info", url + "/a.ar"], [url + "/a.ar", "ignore Range"])
     finally:
         n.stop()
 
