@@ -25,6 +25,7 @@ BUCKET = "bkt"
 DATA = os.path.join(ROOT, BUCKET)
 ODD = "dir with space/\u00fc+plus=1.ar"   # a key with a space, unicode, '+' and '='
 SERVERS = {}
+CORRUPT_AT = [70, 65536 + 5, 40000, 65536 + 30, 100000]
 
 
 def rec(i):
@@ -58,6 +59,14 @@ def setup():
     g.write_records(local("b.ar"), "group_size:64,snappy", [rec(i) for i in range(1200, 1800)])
     g.write_records(local(ODD), "group_size:4,uncompressed", [rec(i) for i in range(200)])
     os.makedirs(os.path.join(DATA, "seq"))
+    # b.ar with one byte flipped: in a chunk header, a block header, record data, the footer, the postscript
+    os.makedirs(os.path.join(DATA, "corrupt"))
+    with open(local("b.ar"), "rb") as f:
+        good = f.read()
+    for at in CORRUPT_AT + [len(good) - 100]:
+        with open(local("corrupt/%d.ar" % at), "wb") as f:
+            f.write(good[:at] + bytes([good[at] ^ 0x10]) + good[at + 1:])
+    g.write_records(local("seq/big.ar"), "group_size:64,uncompressed", [bytes([i % 251]) * 4000 for i in range(12000)])
     g.write_records(local("seq/seq.ar"), "group_size:1,uncompressed", [rec(i) * 4 for i in range(2000)])
     SERVERS["rclone"] = rs.Rclone(ROOT)
     setenv(SERVERS["rclone"].endpoint)
@@ -290,6 +299,35 @@ def test_sequential_reads_coalesce():
     assert conv_gets <= 5 + size // (1 << 20), (conv_gets, size)
 
 
+def max_rss(args):
+    """The peak resident memory (bytes) of `grist ARGS`, alone in a fresh child process."""
+    code = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL); "
+            "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", code, g.grist_cli()] + [str(a) for a in args], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    assert out[0] == "0", (args, out)
+    return int(out[1]) * 1024
+
+
+def test_verify_memory_is_bounded():
+    """verify of a 48 MB object walks it in windows: its memory does not grow with the object."""
+    big, small = local("seq/big.ar"), local("b.ar")
+    grow = max_rss(["verify", s3("seq/big.ar")]) - max_rss(["verify", s3("b.ar")])
+    assert grow < os.path.getsize(big) // 2, (grow, os.path.getsize(big), os.path.getsize(small))
+    assert g.run_ok(["verify", s3("seq/big.ar")]).replace(s3("seq/big.ar").encode(), b"") == \
+        g.run_ok(["verify", big]).replace(big.encode(), b"")
+
+
+def test_verify_corrupt_matches_local():
+    """verify of a damaged object says what verify of the damaged file says, byte for byte
+    (the windows a URL is walked in change nothing), and exits 1 alike."""
+    for name in sorted(os.listdir(os.path.join(DATA, "corrupt"))):
+        rc_l, out_l, err_l = g.run(["verify", local("corrupt/" + name)])
+        rc_r, out_r, err_r = g.run(["verify", s3("corrupt/" + name)])
+        assert rc_l == rc_r == 1, (name, rc_l, rc_r, err_l, err_r)
+        assert err_r.replace(s3("corrupt/" + name), "F") == err_l.replace(local("corrupt/" + name), "F"), (err_r, err_l)
+
+
 def test_load_coalesces_and_splits():
     """A shuffled load's chunk reads leave in far fewer GETs than chunks, none longer than
     split (8 MiB by default, here 64 KiB); with coalesce:0,split:4096 gaps are not joined."""
@@ -418,7 +456,8 @@ def main():
         g.main([test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
                 test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
                 test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
-                test_sequential_reads_coalesce, test_load_coalesces_and_splits, test_retry_after_is_honoured,
+                test_sequential_reads_coalesce, test_verify_memory_is_bounded,
+                test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
                 test_http_through_nginx])
     finally:
