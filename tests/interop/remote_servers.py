@@ -162,6 +162,7 @@ class FaultProxy:
         self.faults = 0
         self.heads = []
         self.expired_tokens = set()
+        self.connections = 0  # accepted from grist: with keep-alive, far fewer than requests
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -221,6 +222,7 @@ class FaultProxy:
 
     async def _client(self, reader, writer):
         up_r = up_w = None
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")

@@ -330,7 +330,8 @@ def test_verify_corrupt_matches_local():
 
 def test_load_coalesces_and_splits():
     """A shuffled load's chunk reads leave in far fewer GETs than chunks, none longer than
-    split (8 MiB by default, here 64 KiB); with coalesce:0,split:4096 gaps are not joined."""
+    split (8 MiB by default, here 64 KiB); with coalesce:0,split:4096 gaps are not joined, and
+    hundreds of GETs share a few keep-alive connections."""
     a = ["--batch-size", 64, "--seed", 5, "--digest"]
     p = recording_proxy()
     try:
@@ -340,10 +341,15 @@ def test_load_coalesces_and_splits():
         same(["load", s3("a.ar"), "--remote", "coalesce:16K,split:64K"] + a, ["load", local("a.ar")] + a)
         split = range_lengths(p.heads)
         del p.heads[:]
-        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096"] + a, ["load", local("a.ar")] + a)
+        conns = p.connections
+        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096,inflight:8"] + a, ["load", local("a.ar")] + a)
         single = range_lengths(p.heads)
+        conns = p.connections - conns
     finally:
         stop_proxy(p)
+    # HTTP/1.1 keep-alive: hundreds of GETs over a few connections (8 GETs in flight per
+    # reading thread; the opening's GETs have their own)
+    assert conns <= 40 and len(single) >= 20 * conns, (conns, len(single))
     assert 0 < len(joined) <= 1200 // 10, len(joined)  # 1,200 chunks
     assert max(joined) <= 8 << 20 and max(split) <= 64 << 10, (max(joined), max(split))
     # (coalesce:0 still joins chunks that touch, and reads riding on a GET already out)
