@@ -10,6 +10,7 @@ Each start raises Skip (with the reason) when the server cannot start here.
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -150,7 +151,7 @@ class FaultProxy:
     """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
-    "5xx" (500 InternalError, 502 and 504 in turn);
+    "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off);
     @delay (seconds) applies to all. Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
     whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
@@ -279,6 +280,10 @@ class FaultProxy:
                 for line in rhead.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
+                if fault == "badrange":  # a server that says it sent other bytes than asked
+                    def shift(m):
+                        return b"Content-Range: bytes %d-%d/%s" % (int(m.group(1)) + 1, int(m.group(2)) + 1, m.group(3))
+                    rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
                 # stream the body (a client may stop reading a long range early)
                 send = length // 2 if fault == "truncate" and length > 1 else length
                 writer.write(rhead)

@@ -200,6 +200,14 @@ def test_errors_name_url_status_and_code():
                      [s3("a.ar"), "after 3 attempts"], timeout=20)
     finally:
         setenv(SERVERS["rclone"].endpoint)
+    # a server whose Content-Range is not the range asked for: refused, not read as asked
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="badrange", every=2)
+    try:
+        setenv(p.endpoint)
+        expect_error(["cat", s3("b.ar")], [s3("b.ar"), "the server sent"])
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
     # a server that never answers: the request timeout ends it
     p = rs.FaultProxy(SERVERS["rclone"].port, delay=30)
     try:
