@@ -9,6 +9,7 @@ Each start raises Skip (with the reason) when the server cannot start here.
 """
 import asyncio
 import contextlib
+import email.utils
 import os
 import re
 import shutil
@@ -152,7 +153,8 @@ class FaultProxy:
     (1-based count over the proxy's life), so a retried request eventually passes:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
     "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off);
-    @delay (seconds) applies to all. Every request's head is kept in self.heads as
+    @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
+    (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
     whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
 
@@ -243,8 +245,11 @@ class FaultProxy:
                 if fault == "slowdown":
                     body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
                             b'<Message>Please reduce your request rate.</Message></Error>')
-                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %d\r\nContent-Type: application/xml\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % (self.retry_after, len(body)) + body)
+                    ra = self.retry_after
+                    if isinstance(ra, float):  # seconds from now, as an HTTP-date (RFC 9110 allows both forms)
+                        ra = email.utils.formatdate(time.time() + ra, usegmt=True)
+                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %s\r\nContent-Type: application/xml\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % (str(ra).encode(), len(body)) + body)
                     await writer.drain()
                     continue
                 if fault == "5xx":

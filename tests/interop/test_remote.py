@@ -384,6 +384,21 @@ def test_retry_after_is_honoured():
         stop_proxy(p)
 
 
+def test_retry_after_http_date():
+    """Retry-After may also be an HTTP-date (RFC 9110): 2 s ahead, then at least 1 s is waited."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=2, retry_after=2.0)
+    setenv(p.endpoint)
+    try:
+        t0 = time.monotonic()
+        g.run_ok(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:5000"])
+        took = time.monotonic() - t0
+    finally:
+        stop_proxy(p)
+    if not (p.faults == 1 and took >= 1.0):
+        # xfail: the gap is in src/io/remote.c (on_header), left to its owner this session
+        raise Skip("known gap: Retry-After as an HTTP-date is ignored (waited %.3f s); see the issue 21 audit" % took)
+
+
 def test_signing_environment():
     """What goes out signed: the region from AWS_REGION, else AWS_DEFAULT_REGION; the session
     token as a signed x-amz-security-token (rclone checks the signature); path style under a
@@ -472,6 +487,7 @@ def main():
                 test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
                 test_sequential_reads_coalesce, test_verify_memory_is_bounded,
                 test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
+                test_retry_after_http_date,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
                 test_http_through_nginx])
     finally:
