@@ -165,7 +165,7 @@ def environ(assignments):
 def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
     load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
-                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1", "--stats"]
+                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", str(a.epochs), "--stats"]
     record = int(re.search(r"-s(\d+)-", os.path.basename(path)).group(1))
     if batch * record > (64 << 20):
         # 256 records of 1 MiB: a batch above the default bound of 64 MiB
@@ -186,8 +186,8 @@ def bench_case(a, path, batch, where, tmp, results):
         env["b"] = environ(a.vs_env)
     if not a.no_fio:
         cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
-                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % size,
-                                              "--norandommap", "--randrepeat=0"], size)
+                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % (size * a.epochs),
+                                              "--norandommap", "--randrepeat=0"], size * a.epochs)
         cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
     names = list(cmds)
     others = names[1:]
@@ -252,6 +252,9 @@ def main():
     ap.add_argument("--queue-depth", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs per grist run (fio reads as many bytes; the replay, grist's requests of them all):"
+                         " more than 1 spreads grist's first touch of its batch slots over more bytes")
     ap.add_argument("--grist-arg", action="append", default=[], help="extra argument for grist load (repeatable)")
     ap.add_argument("--vs-grist", help="also pair with this grist build (an A/B of two builds)")
     ap.add_argument("--vs-arg", action="append", default=[],
