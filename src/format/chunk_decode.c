@@ -218,16 +218,34 @@ static int hash_mismatch(const struct open_chunk *c, uint64_t hash, uint64_t chu
 			     (unsigned long long)c->h.data_hash, (unsigned long long)hash);
 }
 
-/* The whole data, its hash checked. */
+/*
+ * The whole data, contiguous, its hash checked: in place when it crosses no block
+ * boundary; else gathered into the decoder's scratch in the same pass that hashes it
+ * (grist_hash_pieces_gather()), so the codec after it reads the bytes a second time, from
+ * cache, and not a third.
+ */
 static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
 			uint64_t chunk_begin, const struct open_chunk *c, const char *path, const uint8_t **data)
 {
-	uint64_t hash;
-	int ret = data_prefix(d, buf, buf_file_offset, chunk_begin, c, c->h.data_size, path, data);
+	uint64_t hash, n = c->h.data_size;
+	size_t k;
+	int ret;
 
-	if (ret)
-		return ret;
-	hash = grist_hash(*data, c->h.data_size);
+	if (grist_block_add_with_overhead(c->data_begin, n) - c->data_begin == n) {
+		*data = buf + (c->data_begin - buf_file_offset);
+		hash = grist_hash(*data, n);
+	} else {
+		k = (size_t)(n / (GRIST_BLOCK_SIZE - GRIST_BLOCK_HEADER_SIZE)) + 2;
+		ret = grist_array_reserve((void **)&d->pieces, &d->pieces_cap, k, sizeof(*d->pieces));
+		if (!ret)
+			ret = grist_buf_reserve(&d->data, n);
+		if (ret)
+			return grist_fail_at(ret, path, chunk_begin, "cannot allocate %llu bytes for the chunk data",
+					     (unsigned long long)n);
+		k = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, n);
+		hash = grist_hash_pieces_gather(d->pieces, k, d->data.data);
+		*data = d->data.data;
+	}
 	return hash != c->h.data_hash ? hash_mismatch(c, hash, chunk_begin, path) : 0;
 }
 

@@ -33,4 +33,11 @@ uint64_t grist_hash_pieces(const struct grist_hash_piece *pieces, size_t n);
 uint64_t grist_hash_pieces_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst,
 				size_t len);
 
+/*
+ * grist_hash_pieces() of @n pieces, all of them gathered back to back into @dst in the
+ * same pass, with ordinary stores: for bytes the caller reads next (a codec's input).
+ * Thread-safe.
+ */
+uint64_t grist_hash_pieces_gather(const struct grist_hash_piece *pieces, size_t n, void *dst);
+
 #endif

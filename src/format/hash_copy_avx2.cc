@@ -1,7 +1,7 @@
 /*
  * The Riegeli hash of a chunk's pieces and the copy of its values, in one pass: each
- * stretch of a few KiB is hashed, then stream-stored to the row while it is still in L1,
- * so every byte comes from memory once. Built with -mavx2 (the only file that is), and
+ * stretch of a few KiB is hashed, then stored to the row (or gathered into the codec's
+ * input) while it is still in L1, so every byte comes from memory once. Built with -mavx2 (the only file that is), and
  * called only where libhighwayhash says the CPU has AVX2 (hash_cat.cc): it instantiates
  * HighwayHashCatT for that target itself, because the library's dispatcher only runs the
  * one-shot functors it was built with.
@@ -29,8 +29,12 @@ static_assert(HH_TARGET == HH_TARGET_AVX2, "hash_copy_avx2.cc must be built with
  */
 static const size_t STEP = 8192;
 
+/*
+ * @stream: streaming stores (a batch row, read later elsewhere), else ordinary ones (scratch
+ * the caller reads next: a codec's input).
+ */
 extern "C" uint64_t grist_hash_pieces_copy_avx2(const struct grist_hash_piece *pieces, size_t n, uint64_t from,
-						void *dst, size_t len)
+						void *dst, size_t len, int stream)
 {
 	highwayhash::HighwayHashCatT<HH_TARGET_AVX2> cat(*reinterpret_cast<const highwayhash::HHKey *>(grist_hash_key));
 	highwayhash::HHResult64 out = 0;
@@ -47,7 +51,10 @@ extern "C" uint64_t grist_hash_pieces_copy_avx2(const struct grist_hash_piece *p
 
 			cat.Append(p, step);
 			if (a < b) {
-				grist_copy_streaming(to, p + (a - pos), (size_t)(b - a));
+				if (stream)
+					grist_copy_streaming(to, p + (a - pos), (size_t)(b - a));
+				else
+					__builtin_memcpy(to, p + (a - pos), (size_t)(b - a));
 				to += b - a;
 			}
 			p += step;
@@ -55,7 +62,8 @@ extern "C" uint64_t grist_hash_pieces_copy_avx2(const struct grist_hash_piece *p
 			left -= step;
 		}
 	}
-	grist_copy_streaming_done();
+	if (stream)
+		grist_copy_streaming_done();
 	cat.Finalize(&out);
 	return out;
 }

@@ -471,7 +471,8 @@ static void test_values_into(void **state)
 }
 
 /*
- * grist_hash_pieces_copy() is grist_hash_pieces() plus a copy of a range: pieces of every
+ * grist_hash_pieces_copy() is grist_hash_pieces() plus a copy of a range (and
+ * grist_hash_pieces_gather() plus a copy of everything): pieces of every
  * kind of length (empty, odd, across the fused pass's 8 KiB steps, a whole block's
  * worth), copy ranges at the start, inside one piece, across pieces and to the end,
  * and destinations at every alignment.
@@ -520,6 +521,12 @@ static void test_hash_pieces_copy(void **state)
 					assert_int_equal(dst[k], 0xee);
 			}
 		}
+		/* the gather for a codec: every piece, ordinary stores */
+		memset(dst, 0xee, total_max + 128);
+		assert_true(grist_hash_pieces_gather(pieces, 6, dst + 5) == grist_hash(flat, total));
+		assert_memory_equal(dst + 5, flat, total);
+		assert_int_equal(dst[4], 0xee);
+		assert_int_equal(dst[5 + total], 0xee);
 	}
 	free(bytes);
 	free(flat);
