@@ -66,7 +66,8 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
- * inflight. Sizes take K, M and G suffixes (powers of 1024).
+ * inflight. Sizes are read by grist_parse_size() (grist/options.h), as every size is:
+ * K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024.
  * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
  */
 GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);
