@@ -46,7 +46,11 @@
 extern "C" {
 #endif
 
-/* Options of the remote backend. Sized: set size = sizeof(struct) (grist_remote_options_init() does). */
+/*
+ * Options of the remote backend. Frozen: struct grist_loader_config embeds it, so fields are
+ * never added here (docs/architecture.md, "A stable ABI"); size is 0 (unset: the process-wide
+ * options) or sizeof(struct), which grist_remote_options_init() sets.
+ */
 struct grist_remote_options {
 	size_t size;
 	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
