@@ -78,3 +78,48 @@ def test_prefetch_one_in_a_plain_for_loop(data):
     for b in grist.Loader(data, 8, epochs=1, prefetch=1):
         n += b.num_records
     assert n == 200
+
+
+def grist_bench():
+    """grist-bench beside the CLI this test found (a build folder), else $GRIST_BENCH, else PATH."""
+    import os
+    import shutil
+    cli = grist_cli()
+    cands = [os.environ.get("GRIST_BENCH")]
+    if cli:
+        cands.append(os.path.join(os.path.dirname(os.path.dirname(cli)), "bench", "grist-bench"))
+        cands.append(os.path.join(os.path.dirname(cli), "grist-bench"))
+    for p in cands:
+        if p and os.access(p, os.X_OK):
+            return p
+    return shutil.which("grist-bench")
+
+
+# (option, value) refused by `grist load`; `grist order` and `grist-bench` take these options too
+REFUSED = {
+    "order": [("seed", "18446744073709551616"), ("epochs", "-1"), ("granularity", "chunks"), ("window", "0"),
+              ("shard", "3/2"), ("shard", "x")],
+    "bench": [("seed", "-1"), ("granularity", "chunks"), ("window", "65537"), ("queue_depth", "32769"),
+              ("prefetch", "0"), ("read_ahead", "4kB"), ("read_ahead", "1.5M"), ("threads", "257"),
+              ("batch_size", "0"), ("engine", "io_uring"), ("io", "posix"), ("max_batch_bytes", "0")],
+}
+
+
+@pytest.mark.parametrize("tool", ["order", "bench"])
+def test_order_and_bench_refuse_as_load_does(data, tool):
+    """The CLI's other front ends parse through the same table: the same refusal, word for word."""
+    cli = grist_cli()
+    bench = grist_bench()
+    if not cli or (tool == "bench" and not bench):
+        pytest.skip("the grist CLI or grist-bench is not built")
+    for name, value in REFUSED[tool]:
+        flag = "--" + name.replace("_", "-")
+        want = cli_result(cli, data, name, value)
+        assert want[0] == "refused", (name, value)
+        if tool == "order":
+            args, prefix = [cli, "order", "--records", "100", flag, value], "grist order: "
+        else:
+            args, prefix = [bench, data, "--seconds", "0.1", flag, value], "grist-bench: "
+        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (tool, name, value, p.returncode, p.stderr)
+        assert p.stderr.splitlines()[0] == prefix + want[1], (tool, name, value, p.stderr)
