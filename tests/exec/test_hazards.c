@@ -119,16 +119,28 @@ static void shrink_under_loader(const char *name, off_t keep)
 }
 
 /*
- * One test for both cuts: cmocka sets its own SIGBUS handler before each test and puts the
- * old one back after it, which also takes grist's away (grist installs its handler once, on
- * the first guard, chaining to cmocka's). A program that restores SIGBUS dispositions must
- * chain as docs/architecture.md says; cmocka does not, so the faults stay in one test.
+ * One test for both cuts: cmocka sets a SIGBUS handler of its own before each test (one
+ * that does not chain), which grist leaves alone when it finds it in its place: grist's
+ * handler is the one of the test whose guard installed it first.
  */
 static void test_file_shrinks_or_empties_under_mapped_loader(void **state)
 {
 	(void)state;
 	shrink_under_loader("shrunk.ar", 262144);
 	shrink_under_loader("emptied.ar", 0);
+}
+
+/*
+ * Whoever saved SIGBUS's disposition before grist's first guard and restores it later
+ * (faulthandler.disable(), a harness around each test) puts the default action back and
+ * takes grist's handler with it. The next loader's threads find the default and re-arm:
+ * the fault is an error again, not a death.
+ */
+static void test_guard_rearms_after_the_default_is_restored(void **state)
+{
+	(void)state;
+	signal(SIGBUS, SIG_DFL);
+	shrink_under_loader("restored.ar", 262144);
 }
 
 /*
@@ -206,6 +218,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_file_shrinks_or_empties_under_mapped_loader),
+		cmocka_unit_test(test_guard_rearms_after_the_default_is_restored),
 		cmocka_unit_test(test_file_unlinked_under_mapped_loader),
 		cmocka_unit_test(test_loader_after_fork_fails_fast),
 	};
