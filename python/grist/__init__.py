@@ -8,12 +8,17 @@ the C engine in pinned memory and handed to Python without a copy.
 import collections as _collections
 import concurrent.futures as _futures
 import glob as _glob
+import logging as _logging
 import os as _os
 import threading as _threading
 import weakref as _weakref
 from typing import TYPE_CHECKING
 
-from . import _grist
+# The library's diagnostics (a fallback it took, a setting it could not use) arrive on the
+# logger "grist" (python/src/module.c). Like the library, the package prints nothing by
+# itself: they show once the application configures logging (logging.basicConfig(), ...).
+_logging.getLogger("grist").addHandler(_logging.NullHandler())
+from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
 
