@@ -1,6 +1,7 @@
 """One option table: the same value is accepted or refused by `grist load` and grist.Loader,
 with the same message (issue 25, point 5). The values include the disagreements the issue
 found (queue_depth 32768, prefetch=1, --read-ahead 4M)."""
+import re
 import subprocess
 
 import pytest
@@ -123,3 +124,23 @@ def test_order_and_bench_refuse_as_load_does(data, tool):
         p = subprocess.run(args, capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (tool, name, value, p.returncode, p.stderr)
         assert p.stderr.splitlines()[0] == prefix + want[1], (tool, name, value, p.stderr)
+
+
+def test_set_remote_options_reads_sizes_as_everything_else(data):
+    """grist.set_remote_options(coalesce="1MiB") as Loader(remote_coalesce="1MiB") and
+    --remote coalesce:1MiB take it; a refusal is the C grammar's message, and a value cannot
+    smuggle in another option."""
+    try:
+        for value in ("1MiB", "1M", "4096", 4096, "0"):
+            grist.set_remote_options(coalesce=value, split="8MiB")
+            grist.Loader(data, 8, remote_coalesce=value).close()
+        for value in ("1kB", "1.5M", "-1"):
+            with pytest.raises(ValueError, match=r"^remote option coalesce: '%s' is not a size" % re.escape(value)):
+                grist.set_remote_options(coalesce=value)
+        with pytest.raises(ValueError, match="coalesce"):
+            grist.set_remote_options(coalesce="1M,retries:0")
+        for value in (1.5, True, None):
+            with pytest.raises(TypeError):
+                grist.set_remote_options(retries=value)
+    finally:
+        grist.set_remote_options()
