@@ -144,3 +144,34 @@ def test_set_remote_options_reads_sizes_as_everything_else(data):
                 grist.set_remote_options(retries=value)
     finally:
         grist.set_remote_options()
+
+
+def table_names(cli):
+    out = subprocess.run([cli, "load", "--options"], capture_output=True, text=True, timeout=60).stdout
+    return [m.group(1) for m in re.finditer(r"^  ([a-z_]+) ", out, re.M)]
+
+
+def test_every_table_option_is_a_load_flag(data):
+    """`grist load --options` prints the table as the names grist.Loader takes; each is also a
+    flag of `grist load` (record_bytes as --record-bytes, not only inside --layout padded:N)."""
+    cli = grist_cli()
+    if not cli:
+        pytest.skip("the grist CLI is not built")
+    names = table_names(cli)
+    assert "queue_depth" in names and "record_bytes" in names, names
+    unknown = []
+    for name in names:
+        p = subprocess.run([cli, "load", "--" + name.replace("_", "-"), "@@", data], capture_output=True,
+                           text=True, timeout=60)
+        if "unknown option" in p.stderr:
+            unknown.append(name)
+    assert not unknown, "grist load --options lists these, grist load refuses them as flags: %s" % unknown
+    # and they mean what the table says: the same batches as the compound spellings
+    same = [(["--record-bytes", "1KiB", "--layout", "padded"], ["--layout", "padded:1024"]),
+            (["--shard-index", "1", "--shard-count", "3"], ["--shard", "1/3"]),
+            (["--shard-mode", "contiguous", "--shard", "1/3"], ["--contiguous-shards", "--shard", "1/3"]),
+            (["--shuffle", "false"], ["--no-shuffle"])]
+    for a, b in same:
+        run = [subprocess.run([cli, "load", data, "--epochs", "1", "--digest"] + x, capture_output=True,
+                              text=True, timeout=60) for x in (a, b)]
+        assert run[0].returncode == 0 and run[0].stdout == run[1].stdout != "", (a, b, run[0].stderr)
