@@ -239,8 +239,8 @@ static struct PyModuleDef grist_module = {
 
 /*
  * The library's diagnostics (grist_set_log_callback()) into Python's logging, as the logger
- * "grist": a trainer routes, raises or silences them as it does every other library's, and
- * with logging unconfigured Python's last-resort handler shows warnings on stderr. Called
+ * "grist": a trainer routes, raises or silences them as it does every other library's (the
+ * package gives that logger a NullHandler, so nothing shows until logging is configured). Called
  * from any thread, engine threads included, never with a grist lock held: it takes the GIL.
  * The Python calls that wait for engine threads (create, next, close) release the GIL first,
  * so an engine thread waiting for it here cannot deadlock them. Nothing is logged once the
