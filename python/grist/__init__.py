@@ -30,7 +30,8 @@ def set_remote_options(**options):
     """Set the remote backend's options for readers and loaders opened from now on.
 
     Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
-    backoff_max_ms, coalesce (bytes), split (bytes), inflight. The C library parses and
+    backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
+    inflight_min (GETs always allowed; the budget follows rtt x bandwidth between). The C library parses and
     bounds them (the same text as the CLI's --remote); no keywords restores the defaults.
     """
     if not options:
