@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,7 @@ int main(int argc, char **argv)
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	upstream_port = atoi(argv[2]);
 	delay_ns = (uint64_t)(atof(argv[3]) * 1e6);
+	signal(SIGPIPE, SIG_IGN); /* a client that goes away mid-answer closes its connection, not the proxy */
 	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) || listen(lfd, 1024)) {
@@ -262,7 +264,9 @@ int main(int argc, char **argv)
 			if (fd == c->cfd) {
 				if (ev[i].events & EPOLLOUT)
 					bad = to_client(c);
-				if (!bad && ev[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				if (!bad && ev[i].events & (EPOLLHUP | EPOLLERR))
+					bad = -1;
+				else if (!bad && ev[i].events & EPOLLIN)
 					bad = from_client(c);
 			} else {
 				if (ev[i].events & EPOLLOUT)
