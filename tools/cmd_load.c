@@ -99,7 +99,10 @@ static const char load_usage[] =
 	"                        --remote OPTS sets them for every command, footers included\n"
 	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"
 	"all powers of 1024: --read-ahead 4M is 4194304 bytes. Values and their bounds are the\n"
-	"library's option table, shared with Python ('grist load --options' lists it).\n"
+	"library's option table, shared with Python ('grist load --options' lists it); every\n"
+	"option it lists is also a flag here: --record-bytes 1KiB --layout padded is --layout\n"
+	"padded:1KiB, --shard-index/--shard-count/--shard-mode, --shuffle false, --pack-length,\n"
+	"--pack-bins.\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -144,6 +147,14 @@ static const struct option load_options[] = {
 	{ "remote-inflight", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-inflight-min", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
+	/* the table's other names, so that every option 'grist load --options' lists is a flag */
+	{ "shuffle", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-index", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-count", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-mode", required_argument, NULL, CLI_OPT_LOADER },
+	{ "record-bytes", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-length", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-bins", required_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
 	{ "stats", no_argument, NULL, OPT_STATS },

@@ -53,7 +53,11 @@
 extern "C" {
 #endif
 
-/* Options of the remote backend. Sized: set size = sizeof(struct) (grist_remote_options_init() does). */
+/*
+ * Options of the remote backend. Frozen: struct grist_loader_config embeds it, so fields are
+ * never added here (docs/architecture.md, "A stable ABI"); size is 0 (unset: the process-wide
+ * options) or sizeof(struct), which grist_remote_options_init() sets.
+ */
 struct grist_remote_options {
 	size_t size;
 	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
@@ -74,7 +78,8 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
- * inflight, inflight_min. Sizes take K, M and G suffixes (powers of 1024).
+ * inflight, inflight_min. Sizes are read by grist_parse_size() (grist/options.h), as every
+ * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024.
  * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
  */
 GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);

@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/number.h"
+#include "grist/options.h"
 #include "io/io.h"
 #include "io/remote.h"
 #include "io/s3_sign.h"
@@ -93,31 +95,23 @@ static int check_options(const struct grist_remote_options *o)
 	return 0;
 }
 
+/* A value of the grammar: a whole number, or a size read as every grist size is (grist_parse_size()). */
 static int parse_u64(const char *name, const char *v, size_t n, bool size, uint64_t *out)
 {
-	char tmp[32], *end;
-	unsigned long long x;
-	uint64_t mul = 1;
+	char tmp[32];
+	const char *end;
+	bool ok;
 
-	if (!n || n >= sizeof(tmp))
-		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number", name, (int)n, v);
-	memcpy(tmp, v, n);
-	tmp[n] = '\0';
-	if (size && n > 1) {
-		char s = (char)toupper((unsigned char)tmp[n - 1]);
-
-		mul = s == 'K' ? 1024ull : s == 'M' ? 1ull << 20 : s == 'G' ? 1ull << 30 : 1;
-		if (mul > 1)
-			tmp[n - 1] = '\0';
+	ok = n && n < sizeof(tmp);
+	if (ok) {
+		memcpy(tmp, v, n);
+		tmp[n] = '\0';
+		ok = size ? grist_parse_size(tmp, out) == 0 : grist_parse_digits(tmp, out, &end) && !*end;
 	}
-	if (!isdigit((unsigned char)tmp[0]))
-		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number", name, (int)n, v);
-	errno = 0;
-	x = strtoull(tmp, &end, 10);
-	if (errno || *end || x > UINT64_MAX / mul)
-		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not a number%s", name, (int)n, v,
-				  size ? " (with an optional K, M or G)" : "");
-	*out = x * mul;
+	if (!ok)
+		return grist_fail(-EINVAL, "remote option %s: '%.*s' is not %s", name, (int)n, v,
+				  size ? "a size (bytes, or with K, M, G, T or KiB, MiB, GiB, TiB: powers of 1024)"
+				       : "a whole number");
 	return 0;
 }
 
