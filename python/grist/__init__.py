@@ -35,9 +35,11 @@ def set_remote_options(**options: "int | str") -> None:
     """Set the remote backend's options for readers and loaders opened from now on.
 
     Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
-    backoff_max_ms, coalesce (bytes), split (bytes), inflight: ints, or strs such as
-    coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library parses and bounds them
-    (the same text as the CLI's --remote); no keywords restores the defaults.
+    backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
+    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth):
+    ints, or strs such as coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library
+    parses and bounds them (the same text as the CLI's --remote); no keywords restores the
+    defaults.
     """
     if not options:
         _grist.set_remote_options(None)

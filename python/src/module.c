@@ -203,12 +203,17 @@ PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
 		}
 		Py_DECREF(v);
 	}
-	d = Py_BuildValue("{s:K,s:K,s:N,s:K,s:d,s:K,s:K,s:K}", "requests", (unsigned long long)r->requests,
+	d = Py_BuildValue("{s:K,s:K,s:N,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d}",
+			  "requests", (unsigned long long)r->requests,
 			  "bytes", (unsigned long long)r->bytes, "retries", retries,
 			  "errors", (unsigned long long)r->errors, "inflight_mean", r->inflight_mean,
 			  "inflight_max", (unsigned long long)r->inflight_max,
 			  "latency_p50_us", (unsigned long long)r->latency_p50_us,
-			  "latency_p99_us", (unsigned long long)r->latency_p99_us);
+			  "latency_p99_us", (unsigned long long)r->latency_p99_us,
+			  "budget_bytes", (unsigned long long)r->budget_bytes,
+			  "budget_max_bytes", (unsigned long long)r->budget_max_bytes,
+			  "rtt_us", (unsigned long long)r->rtt_us, "bandwidth", (unsigned long long)r->bandwidth,
+			  "inflight_bytes_mean", r->inflight_bytes_mean, "ahead_bytes_mean", r->ahead_bytes_mean);
 	return d;
 }
 

@@ -100,7 +100,10 @@ static const struct entry table[] = {
 	RM("remote_coalesce", GRIST_OPTION_SIZE, 0, (uint64_t)1 << 30, "1MiB",
 	   "URLs: reads of one object closer than this share one GET"),
 	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, "8MiB", "URLs: no GET is longer"),
-	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, "64", "URLs: GETs in flight per reading thread"),
+	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, "64",
+	   "URLs: the hard cap on GETs in flight per reading thread (the budget follows rtt x bandwidth)"),
+	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, "2",
+	   "URLs: GETs always allowed in flight; = remote_inflight pins the depth"),
 };
 
 #define NUM_OPTIONS (sizeof(table) / sizeof(table[0]))
