@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "grist/options.h"
 #include "grist/remote.h"
 #include "cli.h"
 
@@ -20,7 +21,7 @@ static const char bench_usage[] =
 	"dataset (without FILE):\n"
 	"  --dir D               cache folder (default ./grist-bench-data)\n"
 	"  --records N           records (default 262144)\n"
-	"  --record-size S       bytes per record (default 1024)\n"
+	"  --record-size S       bytes per record (default 1024; a size: 1KiB, 4K, ...)\n"
 	"  --group-size G        records per chunk (default 1)\n"
 	"  --compression C       zstd[:L] (default zstd:3), uncompressed, snappy or brotli[:L]\n"
 	"run:\n"
@@ -178,8 +179,11 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 				return cli_usage_error("--records: '%s' is not a number >= 1", optarg);
 			break;
 		case OPT_RECORD_SIZE:
-			if (!parse_range(optarg, 1, (uint64_t)1 << 30, &a->data.record_size))
-				return cli_usage_error("--record-size: '%s' is not a number in 1..2^30", optarg);
+			/* a size like every other (grist_parse_size()): 1KiB is the default 1024 */
+			if (grist_parse_size(optarg, &a->data.record_size) || a->data.record_size < 1 ||
+			    a->data.record_size > (uint64_t)1 << 30)
+				return cli_usage_error("--record-size: '%s' is not a size in 1..1GiB (bytes, or with K, M, "
+						       "G or KiB, MiB, GiB: powers of 1024)", optarg);
 			break;
 		case OPT_GROUP_SIZE:
 			if (!parse_range(optarg, 1, (uint64_t)1 << 20, &a->data.group_size))

@@ -93,13 +93,16 @@ static const char load_usage[] =
 	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
 	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
-	"  --remote-inflight N, --remote-coalesce BYTES, --remote-split BYTES, --remote-retries N,\n"
-	"  --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
+	"  --remote-inflight N, --remote-inflight-min N, --remote-coalesce BYTES, --remote-split BYTES,\n"
+	"  --remote-retries N, --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
 	"  --remote-backoff-max-ms T   this loader's GETs for URL FILEs (grist/remote.h); the global\n"
 	"                        --remote OPTS sets them for every command, footers included\n"
 	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"
 	"all powers of 1024: --read-ahead 4M is 4194304 bytes. Values and their bounds are the\n"
-	"library's option table, shared with Python ('grist load --options' lists it).\n"
+	"library's option table, shared with Python ('grist load --options' lists it); every\n"
+	"option it lists is also a flag here: --record-bytes 1KiB --layout padded is --layout\n"
+	"padded:1KiB, --shard-index/--shard-count/--shard-mode, --shuffle false, --pack-length,\n"
+	"--pack-bins.\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -142,7 +145,16 @@ static const struct option load_options[] = {
 	{ "remote-coalesce", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-split", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-inflight", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-inflight-min", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
+	/* the table's other names, so that every option 'grist load --options' lists is a flag */
+	{ "shuffle", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-index", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-count", required_argument, NULL, CLI_OPT_LOADER },
+	{ "shard-mode", required_argument, NULL, CLI_OPT_LOADER },
+	{ "record-bytes", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-length", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-bins", required_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
 	{ "stats", no_argument, NULL, OPT_STATS },
@@ -457,7 +469,11 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		for (k = 0; k < GRIST_REMOTE_RETRY_CAUSES; k++)
 			fprintf(stderr, " %s %llu", grist_remote_retry_cause_name(k),
 				(unsigned long long)s->remote.retries[k]);
-		fprintf(stderr, "\n");
+		fprintf(stderr, "\nremote budget: %llu bytes now (peak %llu per thread), rtt %.3f ms, %.1f MB/s per "
+			"thread; in flight mean %.0f bytes, waiting for the budget mean %.0f bytes\n",
+			(unsigned long long)s->remote.budget_bytes, (unsigned long long)s->remote.budget_max_bytes,
+			s->remote.rtt_us / 1e3, s->remote.bandwidth / 1e6, s->remote.inflight_bytes_mean,
+			s->remote.ahead_bytes_mean);
 	}
 	if (c->engine == GRIST_ENGINE_REF && (c->read_mode == GRIST_READ_DIRECT || c->read_mode == GRIST_READ_MMAP))
 		fprintf(stderr, "note: --io %s does not apply to --engine ref, which reads with pread through the "

@@ -15,7 +15,9 @@ each. Rates are bytes read over the reading time, without process start-up (see
 measure()); every pair is printed, and the summary is the median of the per-pair ratios,
 grist's bytes/s over fio's. CPU per GB is user + system time per 10^9 bytes read; work
 the kernel does in its own threads (a loop device's worker copying from tmpfs) counts
-for neither side.
+for neither side. Context switches per GB (voluntary and involuntary: grist's whole
+process from wait4(), start-up included; fio's job, from its report) show the
+per-request cost of waiting and waking.
 
 The loop device: an ext4 image in /dev/shm on /dev/loopN, mounted under a temporary
 folder, set up and torn down here. It reads at memory speed, so it shows the engine's
@@ -48,7 +50,7 @@ def drop_caches():
 
 
 def run_timed(argv, env=None):
-    """Run argv to completion: (wall seconds, CPU seconds from wait4(), stdout, stderr)."""
+    """Run argv to completion: (wall seconds, CPU seconds and context switches from wait4(), stdout, stderr)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -60,7 +62,7 @@ def run_timed(argv, env=None):
         o, e = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if p.returncode != 0:
         sys.exit("failed (%d): %s\n%s%s" % (p.returncode, " ".join(argv), o, e))
-    return wall, ru.ru_utime + ru.ru_stime, o, e
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw + ru.ru_nivcsw, o, e
 
 
 def measure(kind, argv, nbytes, env=None):
@@ -73,12 +75,13 @@ def measure(kind, argv, nbytes, env=None):
     0.1-0.3 s for 128 MiB of them on this VM) with its CPU; the reading phase is the
     difference, as fio's run time is. Both are kept: 'startup' and 'startup_cpu'.
     """
-    wall, cpu, out, err = run_timed(argv, env)
+    wall, cpu, ctx, out, err = run_timed(argv, env)
     if kind == "fio":
         j = json.loads(out[out.index("{"):])["jobs"][0]
         secs = j["read"]["runtime"] / 1e3
         cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100.0 * j["job_runtime"] / 1e3
         nbytes = j["read"]["io_bytes"]
+        ctx = j["ctx"]
         startup = startup_cpu = 0.0
     else:
         secs = float([ln.split()[1] for ln in err.splitlines() if ln.startswith("seconds:")][0])
@@ -87,6 +90,7 @@ def measure(kind, argv, nbytes, env=None):
         secs -= startup
         cpu -= startup_cpu
     return {"wall": secs, "process_wall": wall, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / (nbytes / 1e9),
+            "ctx_per_gb": ctx / (nbytes / 1e9),
             "startup": startup, "startup_cpu": startup_cpu}
 
 
@@ -161,7 +165,7 @@ def environ(assignments):
 def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
     load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
-                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", "1", "--stats"]
+                 str(a.queue_depth), "--threads", str(a.threads), "--io", "direct", "--epochs", str(a.epochs), "--stats"]
     record = int(re.search(r"-s(\d+)-", os.path.basename(path)).group(1))
     if batch * record > (64 << 20):
         # 256 records of 1 MiB: a batch above the default bound of 64 MiB
@@ -182,8 +186,8 @@ def bench_case(a, path, batch, where, tmp, results):
         env["b"] = environ(a.vs_env)
     if not a.no_fio:
         cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
-                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % size,
-                                              "--norandommap", "--randrepeat=0"], size)
+                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % (size * a.epochs),
+                                              "--norandommap", "--randrepeat=0"], size * a.epochs)
         cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
     names = list(cmds)
     others = names[1:]
@@ -223,13 +227,16 @@ def bench_case(a, path, batch, where, tmp, results):
     for n in names:
         summary[n + "_gbps"] = statistics.median(p[n]["gbps"] for p in pairs)
         summary[n + "_cpu_per_gb"] = statistics.median(p[n]["cpu_per_gb"] for p in pairs)
+        summary[n + "_ctx_per_gb"] = statistics.median(p[n]["ctx_per_gb"] for p in pairs)
     for n in others:
         for k in ("ratio_", "cpu_ratio_"):
             summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
-        print("   median of %d pairs, grist / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s)"
+        print("   median of %d pairs, grist / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s),"
+              " context switches per GB %.0f against %.0f"
               % (len(pairs), n, summary["median_ratio_" + n], min(p["ratio_" + n] for p in pairs),
                  max(p["ratio_" + n] for p in pairs), summary["median_cpu_ratio_" + n],
-                 summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"]), flush=True)
+                 summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"], summary["grist_ctx_per_gb"],
+                 summary[n + "_ctx_per_gb"]), flush=True)
     results.append(summary)
 
 
@@ -245,6 +252,9 @@ def main():
     ap.add_argument("--queue-depth", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--epochs", type=int, default=1,
+                    help="epochs per grist run (fio reads as many bytes; the replay, grist's requests of them all):"
+                         " more than 1 spreads grist's first touch of its batch slots over more bytes")
     ap.add_argument("--grist-arg", action="append", default=[], help="extra argument for grist load (repeatable)")
     ap.add_argument("--vs-grist", help="also pair with this grist build (an A/B of two builds)")
     ap.add_argument("--vs-arg", action="append", default=[],

@@ -2,20 +2,28 @@
 """Remote reads: grist on s3:// through a latency proxy, against Grain through a FUSE mount.
 
 Starts `rclone serve s3` over a folder of ArrayRecord files (1 KiB records, zstd:3, group
-sizes 1 and 64), an asyncio proxy in front of it that delays every request by --delay ms
-(tests/interop/remote_servers.py, the one the remote tests use), and, for the baseline,
-`rclone mount` of the same server through the same proxy with rclone's defaults. Then, each
-for --seconds, alternating, --rounds times (medians reported):
+sizes 1 and 64), a proxy in front of it that delays every request by --delay ms (--proxy c:
+bench/delay_proxy, epoll + splice, the default; py: the asyncio fault proxy of
+tests/interop/remote_servers.py, which costs about half as much CPU per byte as rclone
+itself), and, for the baseline, `rclone mount` of the same server through the same proxy
+with rclone's defaults. Then, each for --seconds, alternating, --rounds times (medians
+reported):
 
-  grist-record   grist load s3://... shuffled records, batches of 256
-  grain-fuse     grain.sources.ArrayRecordDataSource(mount/...).__getitems__(256), shuffled
-  grist-window   grist load s3://... --granularity chunk (chunk-window shuffling)
-  grist-local    grist load on the local files, the same settings as grist-window
+  grist-record       grist load s3://... shuffled records, batches of 256
+  grain-fuse         grain.sources.ArrayRecordDataSource(mount/...).__getitems__(256), shuffled
+  grist-window       grist load s3://... --granularity chunk (chunk-window shuffling)
+  grist-local-window grist load on the local files, the same settings as grist-window
+  grist-window-deep, grist-local-window-deep   the same with --deep (default: --queue-depth
+                     16384 --read-ahead 256M): a read-ahead window holding most of an epoch
+  http-window-deep   grist-window-deep over http:// from nginx behind the same delay: the same
+                     reads from a server that costs ~7x less CPU per byte than rclone
 
-and a sweep of proxy delay (--sweep-delays) against GETs in flight (--sweep-inflight) for
-grist-record. Figures are whole-process: records delivered / wall time of the process,
-opening included. rclone serves with --etag-hash '' (no ETag): with its default MD5 it hashes
-the whole object on every GET, which would be the limit of every figure here.
+and a sweep of proxy delay (--sweep-delays) against GETs in flight (--sweep-inflight:
+"adaptive" is the default rtt x bandwidth budget, N pins N GETs) for grist-record and
+grist-window-deep, drawn as an SVG with --svg. Figures are whole-process: records delivered
+/ wall time of the process, opening included. rclone serves with --etag-hash '' (no ETag):
+with its default MD5 it hashes the whole object on every GET, which would be the limit of
+every figure here.
 
     bench/py/remote_bench.py --grist build/release/tools/grist --delay 20 --seconds 10
 """
@@ -105,6 +113,46 @@ class Mount:
         self.proc.wait(timeout=20)
 
 
+COLORS = ["#000000", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
+
+
+def draw_sweep(path, sweep, delays, settings, command):
+    """One panel per workload: records/s against proxy delay, one line per in-flight setting (SVG, no deps)."""
+    W, H, L, B, T, R, GAP = 460, 300, 70, 45, 40, 20, 30
+    panels = list(sweep)
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" '
+           'font-size="11">' % (len(panels) * (W + GAP), H + 40)]
+    out.append('<text x="10" y="%d" font-size="10" fill="#555">bench/py/remote_bench.py %s</text>' % (
+        H + 30, command.replace("&", "&amp;").replace("<", "&lt;")))
+    for k, what in enumerate(panels):
+        ox = k * (W + GAP)
+        top = max(sweep[what].values()) * 1.1 or 1
+        x = lambda d: ox + L + (delays.index(d) / max(1, len(delays) - 1)) * (W - L - R)
+        y = lambda v: T + (1 - v / top) * (H - T - B)
+        out.append('<text x="%d" y="20" font-size="13">%s, records/s</text>' % (
+            ox + 10, "s3://, shuffled records, group_size 1" if what == "record" else
+            "s3://, chunk windows, group_size 64, --deep"))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000"/>' % (ox + L, H - B, ox + W - R, H - B))
+        out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000"/>' % (ox + L, T, ox + L, H - B))
+        for i in range(5):
+            v = top * i / 4
+            out.append('<text x="%d" y="%.1f" text-anchor="end">%.0fk</text>' % (ox + L - 5, y(v) + 4, v / 1000))
+        for d in delays:
+            out.append('<text x="%.1f" y="%d" text-anchor="middle">%g ms</text>' % (x(d), H - B + 15, d))
+        out.append('<text x="%d" y="%d" text-anchor="middle">proxy delay per request</text>' % (
+            ox + (L + W - R) // 2, H - B + 32))
+        for j, s in enumerate(settings):
+            c = COLORS[j % len(COLORS)]
+            pts = " ".join("%.1f,%.1f" % (x(d), y(sweep[what]["%g,%s" % (d, s)])) for d in delays)
+            out.append('<polyline fill="none" stroke="%s" stroke-width="%d" points="%s"/>' % (
+                c, 3 if s == "adaptive" else 1.5, pts))
+            out.append('<text x="%d" y="%d" fill="%s">%s</text>' % (
+                ox + W - R - 90, T + 14 * j + 10, c, "adaptive (default)" if s == "adaptive" else "inflight %s" % s))
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grist", default=os.path.join(ROOT, "build", "release", "tools", "grist"))
@@ -113,65 +161,98 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sweep-delays", default="0,5,20,50")
-    ap.add_argument("--sweep-inflight", default="8,32,128")
+    ap.add_argument("--sweep-inflight", default="adaptive,8,32,128")
+    ap.add_argument("--proxy", choices=("c", "py"), default="c", help="the delay proxy (c)")
+    ap.add_argument("--deep", default="--queue-depth 16384 --read-ahead 256M",
+                    help="the -deep runs' extra arguments (for remote and local alike)")
     ap.add_argument("--no-grain", action="store_true")
+    ap.add_argument("--no-main", action="store_true", help="the sweep only")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--svg", help="draw the sweep here")
     a = ap.parse_args()
 
+    def delay_proxy(port, seconds):
+        return rs.DelayProxy(port, delay=seconds) if a.proxy == "c" else rs.FaultProxy(port, delay=seconds)
+
     tmp = tempfile.mkdtemp(prefix="grist-remote-bench-")
+    os.chmod(tmp, 0o755)  # nginx's workers run as another user
     data = os.path.join(tmp, "root", "b")
     os.makedirs(data)
     results = {"delay_ms": a.delay, "records": a.records, "seconds": a.seconds, "rounds": a.rounds}
-    server = proxy = mount = None
+    server = proxy = mount = nginx = hproxy = None
     try:
         for g in (1, 64):
             write_file(a.grist, os.path.join(data, "g%d.ar" % g), a.records, g)
         server = rs.Rclone(os.path.join(tmp, "root"), extra=["--etag-hash", ""])
-        proxy = rs.FaultProxy(server.port, delay=a.delay / 1000.0)
+        proxy = delay_proxy(server.port, a.delay / 1000.0)
+        if not a.no_main:
+            try:
+                nginx = rs.Nginx(os.path.join(tmp, "root"))
+                hproxy = delay_proxy(nginx.port, a.delay / 1000.0)
+            except rs.Skip as e:
+                print("http runs skipped: %s" % e)
         env = dict(os.environ, AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
                    AWS_ENDPOINT_URL=proxy.endpoint)
         env.pop("AWS_SESSION_TOKEN", None)
-        if not a.no_grain:
+        if not a.no_grain and not a.no_main:
             os.makedirs(os.path.join(tmp, "mnt"))
             mount = Mount(proxy.endpoint, "b", os.path.join(tmp, "mnt"))
-        for g in (1, 64):
+        rec = ["--batch-size", 256, "--seed", 1, "--epochs", 0]
+        win = rec + ["--granularity", "chunk"]
+        deep = win + a.deep.split()
+        for g in (1, 64) if not a.no_main else ():
             url, local = "s3://b/g%d.ar" % g, os.path.join(data, "g%d.ar" % g)
-            rec = ["--batch-size", 256, "--seed", 1, "--epochs", 0]
-            win = rec + ["--granularity", "chunk"]
-            runs = {"grist-record": [], "grain-fuse": [], "grist-window": [], "grist-local-window": []}
+            runs = {"grist-record": [], "grain-fuse": [], "grist-window": [], "grist-local-window": [],
+                    "grist-window-deep": [], "grist-local-window-deep": [], "http-window-deep": []}
             for _ in range(a.rounds):
                 runs["grist-record"].append(run_grist(a.grist, [url] + rec, a.seconds, env))
                 if mount:
                     runs["grain-fuse"].append(run_grain(os.path.join(mount.where, "g%d.ar" % g), a.seconds))
                 runs["grist-window"].append(run_grist(a.grist, [url] + win, a.seconds, env))
                 runs["grist-local-window"].append(run_grist(a.grist, [local] + win, a.seconds, env))
+                runs["grist-window-deep"].append(run_grist(a.grist, [url] + deep, a.seconds, env))
+                runs["grist-local-window-deep"].append(run_grist(a.grist, [local] + deep, a.seconds, env))
+                if hproxy:
+                    runs["http-window-deep"].append(run_grist(a.grist, ["%s/b/g%d.ar" % (hproxy.endpoint, g)] + deep,
+                                                              a.seconds, env))
             med = {k: statistics.median(v) for k, v in runs.items() if v}
             results["group_size_%d" % g] = {"runs": runs, "median_records_per_s": med}
             print("group_size %d, %g ms: %s" % (g, a.delay, json.dumps({k: round(v) for k, v in med.items()})))
             if "grain-fuse" in med:
                 print("  grist / grain through FUSE: %.1fx" % (med["grist-record"] / med["grain-fuse"]))
             print("  grist chunk windows remote / local: %.2fx" % (med["grist-window"] / med["grist-local-window"]))
+            print("  grist chunk windows, deep read-ahead, remote / local: %.2fx" % (
+                med["grist-window-deep"] / med["grist-local-window-deep"]))
+            if "http-window-deep" in med:
+                print("  the same over http:// from nginx / local: %.2fx" % (
+                    med["http-window-deep"] / med["grist-local-window-deep"]))
         proxy.stop()
         proxy = None
         sweep = {}
-        for d in [float(x) for x in a.sweep_delays.split(",") if x]:
-            p = rs.FaultProxy(server.port, delay=d / 1000.0)
+        delays = [float(x) for x in a.sweep_delays.split(",") if x]
+        settings = [x for x in a.sweep_inflight.split(",") if x]
+        for d in delays:
+            p = delay_proxy(server.port, d / 1000.0)
             env["AWS_ENDPOINT_URL"] = p.endpoint
-            for inf in [int(x) for x in a.sweep_inflight.split(",") if x]:
-                r = run_grist(a.grist, ["s3://b/g1.ar", "--batch-size", 256, "--seed", 1, "--epochs", 0,
-                                        "--remote", "inflight:%d" % inf], a.seconds / 2, env)
-                sweep["%g,%d" % (d, inf)] = r
-                print("sweep delay %g ms, inflight %d: %.0f records/s" % (d, inf, r), flush=True)
+            for inf in settings:
+                for what, args in (("record", ["s3://b/g1.ar"] + rec), ("window-deep", ["s3://b/g64.ar"] + deep)):
+                    pin = [] if inf == "adaptive" else ["--remote", "inflight:%s,inflight_min:%s" % (inf, inf)]
+                    r = run_grist(a.grist, args + pin, a.seconds / 2, env)
+                    sweep.setdefault(what, {})["%g,%s" % (d, inf)] = r
+                    print("sweep %s: delay %g ms, inflight %s: %.0f records/s" % (what, d, inf, r), flush=True)
             p.stop()
         results["sweep_records_per_s"] = sweep
+        if a.svg:
+            draw_sweep(a.svg, sweep, delays, settings, " ".join(sys.argv[1:]))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(results, f, indent=1)
     finally:
         if mount:
             mount.stop()
-        if proxy:
-            proxy.stop()
+        for s in (proxy, hproxy, nginx):
+            if s:
+                s.stop()
         if server:
             server.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -51,7 +51,8 @@ extern "C" {
  * this is also the largest record. It applies to every reader, engine and verify.
  *
  * Return: the limit in bytes: the last grist_set_max_chunk_bytes(), else the
- * environment variable GRIST_MAX_CHUNK_BYTES (a decimal byte count, read once), else
+ * environment variable GRIST_MAX_CHUNK_BYTES (a size: 65536, 64M, 4GiB; read once; a
+ * value that is no size is reported to the log callback and ignored), else
  * GRIST_DEFAULT_MAX_CHUNK_BYTES.
  * Thread-safety: safe from any thread.
  */

@@ -9,7 +9,14 @@
  *   http(s)://HOST/PATH any server that answers Range GETs
  *
  * Reads are ranged GETs over HTTP/1.1 keep-alive connections (libcurl's multi
- * interface, driven by the thread that reads: no thread per request). Nearby chunk
+ * interface, driven by the thread that reads: no thread per request).
+ *
+ * In flight: each reading thread keeps a budget of bytes in flight, twice the round
+ * trip it measures (the least time to first byte of recent GETs) times the bandwidth it
+ * measures (the best recent rate of body bytes in), never fewer than min_inflight GETs
+ * nor more than max_inflight. The reads the engine hands over ahead of need (its
+ * read-ahead window) wait in a queue while the budget is full, which is also what lets
+ * them be merged: a deeper window means denser GETs. Nearby chunk
  * reads are coalesced into one GET, long ones split, failed ones retried with
  * jittered exponential backoff (Retry-After honoured) on 500, 502, 503, 504, 429,
  * SlowDown, connection resets, timeouts and short bodies. Every response's status,
@@ -46,7 +53,11 @@
 extern "C" {
 #endif
 
-/* Options of the remote backend. Sized: set size = sizeof(struct) (grist_remote_options_init() does). */
+/*
+ * Options of the remote backend. Frozen: struct grist_loader_config embeds it, so fields are
+ * never added here (docs/architecture.md, "A stable ABI"); size is 0 (unset: the process-wide
+ * options) or sizeof(struct), which grist_remote_options_init() sets.
+ */
 struct grist_remote_options {
 	size_t size;
 	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
@@ -56,7 +67,8 @@ struct grist_remote_options {
 	unsigned backoff_max_ms;     /* the cap on one wait, Retry-After included (5000) */
 	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
 	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
-	unsigned max_inflight;       /* GETs in flight per reading thread (64) */
+	unsigned max_inflight;       /* the hard cap on GETs in flight per reading thread (64) */
+	unsigned min_inflight;       /* GETs always allowed in flight, whatever the budget (2; at most max_inflight) */
 };
 
 /** grist_remote_options_init() - the defaults, with size set. */
@@ -66,7 +78,8 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
- * inflight. Sizes take K, M and G suffixes (powers of 1024).
+ * inflight, inflight_min. Sizes are read by grist_parse_size() (grist/options.h), as every
+ * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024.
  * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
  */
 GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);
@@ -107,6 +120,18 @@ struct grist_remote_stats {
 	uint64_t inflight_max;      /* the most GETs in flight on one thread at once */
 	uint64_t latency_p50_us;    /* GET latency, first byte asked to last byte in */
 	uint64_t latency_p99_us;
+	/*
+	 * The in-flight budget (see "In flight" above): each reading thread keeps about
+	 * 2 x rtt x bandwidth bytes of GETs out, measured as it reads, within
+	 * [inflight_min, inflight] GETs.
+	 */
+	uint64_t budget_bytes;      /* the reading threads' budgets as last measured, summed */
+	uint64_t budget_max_bytes;  /* the largest one thread's budget reached */
+	uint64_t rtt_us;            /* the round trip measured (least time to first byte, recent) */
+	uint64_t bandwidth;         /* bytes/s one thread measured (recent best) */
+	double inflight_bytes_mean; /* body bytes asked for and not yet in, per thread, over time */
+	double ahead_bytes_mean;    /* bytes the engine asked for that wait for the budget (the
+				       known read-ahead), per thread, over time */
 };
 
 /** grist_path_is_url() - true when @path is an s3://, gs://, http:// or https:// URL. */

@@ -8,12 +8,17 @@ the C engine in pinned memory and handed to Python without a copy.
 import collections as _collections
 import concurrent.futures as _futures
 import glob as _glob
+import logging as _logging
 import os as _os
 import threading as _threading
 import weakref as _weakref
 from typing import TYPE_CHECKING
 
-from . import _grist
+# The library's diagnostics (a fallback it took, a setting it could not use) arrive on the
+# logger "grist" (python/src/module.c). Like the library, the package prints nothing by
+# itself: they show once the application configures logging (logging.basicConfig(), ...).
+_logging.getLogger("grist").addHandler(_logging.NullHandler())
+from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
 
@@ -26,17 +31,29 @@ _GLOB_CHARS = frozenset("*?[")
 _URL_PREFIXES = ("s3://", "gs://", "http://", "https://")
 
 
-def set_remote_options(**options):
+def set_remote_options(**options: "int | str") -> None:
     """Set the remote backend's options for readers and loaders opened from now on.
 
     Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
-    backoff_max_ms, coalesce (bytes), split (bytes), inflight. The C library parses and
-    bounds them (the same text as the CLI's --remote); no keywords restores the defaults.
+    backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
+    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth):
+    ints, or strs such as coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library
+    parses and bounds them (the same text as the CLI's --remote); no keywords restores the
+    defaults.
     """
     if not options:
         _grist.set_remote_options(None)
         return
-    _grist.set_remote_options(",".join(f"{k}:{int(v)}" for k, v in options.items()))
+    items = []
+    for k, v in options.items():
+        # an int is its decimal text, a str goes as written (sizes: "1MiB"): the C grammar
+        # reads and bounds both, with the message --remote gives
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise TypeError("set_remote_options: %s must be an int or a str, not %s" % (k, type(v).__name__))
+        if isinstance(v, str) and ("," in v or ":" in v):
+            raise ValueError("remote option %s: '%s' is not a value (no ',' or ':')" % (k, v))
+        items.append("%s:%s" % (k, v))
+    _grist.set_remote_options(",".join(items))
 
 
 def _is_url(p):

@@ -1,4 +1,4 @@
-"""grist.beam: ArrayRecord sink and source for Apache Beam pipelines (`pip install grist[beam]`).
+"""grist.beam: ArrayRecord sink and source for Apache Beam pipelines (`pip install grist-loader[beam]`).
 
 WriteToArrayRecord(file_path_prefix, ...) writes a PCollection of bytes into ArrayRecord
 shards with grist's C writer, through Beam's file-sink protocol: each bundle writes a

@@ -525,8 +525,12 @@ static Py_ssize_t loader_len(LoaderObject *self)
 		return -1;
 	ret = grist_loader_num_batches(self->l, &n);
 	if (ret) {
-		/* unbounded (epochs=None) or packed: no len(), as for any iterator of unknown length */
-		PyErr_Format(PyExc_TypeError, "grist.Loader has no len(): %s", grist_last_error());
+		/* unbounded (epochs=None) or packed: no len(), as for any iterator of unknown length;
+		 * said in the caller's words (the library's "epochs 0" is Python's epochs=None) */
+		if (!self->epochs)
+			PyErr_SetString(PyExc_TypeError, "grist.Loader has no len(): epochs=None (or 0) is an unbounded stream");
+		else
+			PyErr_Format(PyExc_TypeError, "grist.Loader has no len(): %s", grist_last_error());
 		return -1;
 	}
 	if (n > (uint64_t)PY_SSIZE_T_MAX) {

@@ -203,12 +203,17 @@ PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
 		}
 		Py_DECREF(v);
 	}
-	d = Py_BuildValue("{s:K,s:K,s:N,s:K,s:d,s:K,s:K,s:K}", "requests", (unsigned long long)r->requests,
+	d = Py_BuildValue("{s:K,s:K,s:N,s:K,s:d,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:d,s:d}",
+			  "requests", (unsigned long long)r->requests,
 			  "bytes", (unsigned long long)r->bytes, "retries", retries,
 			  "errors", (unsigned long long)r->errors, "inflight_mean", r->inflight_mean,
 			  "inflight_max", (unsigned long long)r->inflight_max,
 			  "latency_p50_us", (unsigned long long)r->latency_p50_us,
-			  "latency_p99_us", (unsigned long long)r->latency_p99_us);
+			  "latency_p99_us", (unsigned long long)r->latency_p99_us,
+			  "budget_bytes", (unsigned long long)r->budget_bytes,
+			  "budget_max_bytes", (unsigned long long)r->budget_max_bytes,
+			  "rtt_us", (unsigned long long)r->rtt_us, "bandwidth", (unsigned long long)r->bandwidth,
+			  "inflight_bytes_mean", r->inflight_bytes_mean, "ahead_bytes_mean", r->ahead_bytes_mean);
 	return d;
 }
 
@@ -236,6 +241,47 @@ static struct PyModuleDef grist_module = {
 	.m_size = -1,
 	.m_methods = grist_functions,
 };
+
+/*
+ * The library's diagnostics (grist_set_log_callback()) into Python's logging, as the logger
+ * "grist": a trainer routes, raises or silences them as it does every other library's (the
+ * package gives that logger a NullHandler, so nothing shows until logging is configured). Called
+ * from any thread, engine threads included, never with a grist lock held: it takes the GIL.
+ * The Python calls that wait for engine threads (create, next, close) release the GIL first,
+ * so an engine thread waiting for it here cannot deadlock them. Nothing is logged once the
+ * interpreter is finalizing: a thread must not take the GIL then.
+ */
+static void log_to_python(void *ctx, enum grist_log_level level, const char *message)
+{
+	static const int levels[] = { 40, 30, 20 }; /* logging.ERROR, WARNING, INFO */
+	PyGILState_STATE st;
+	PyObject *logging, *r = NULL;
+
+	(void)ctx;
+#if PY_VERSION_HEX >= 0x030D0000
+	if (Py_IsFinalizing())
+#else
+	if (_Py_IsFinalizing())
+#endif
+		return;
+	st = PyGILState_Ensure();
+	logging = PyImport_ImportModule("logging");
+	if (logging) {
+		PyObject *logger = PyObject_CallMethod(logging, "getLogger", "s", "grist");
+
+		if (logger) {
+			r = PyObject_CallMethod(logger, "log", "is",
+						(unsigned)level < sizeof(levels) / sizeof(levels[0]) ? levels[level] : 30,
+						message);
+			Py_DECREF(logger);
+		}
+		Py_DECREF(logging);
+	}
+	if (!r)
+		PyErr_Clear(); /* a failing handler must not turn into an error of an unrelated call */
+	Py_XDECREF(r);
+	PyGILState_Release(st);
+}
 
 PyMODINIT_FUNC PyInit__grist(void)
 {
@@ -266,6 +312,13 @@ PyMODINIT_FUNC PyInit__grist(void)
 			goto fail;
 		}
 	}
+	grist_set_log_callback(log_to_python, NULL);
+	/*
+	 * GRIST_MAX_CHUNK_BYTES is read (and a bad value logged) here, on the importing thread,
+	 * which holds the GIL: read later on a decode thread, its message would wait for the GIL
+	 * that a Python thread may be holding while it waits on that decode thread.
+	 */
+	(void)grist_max_chunk_bytes();
 	if (PyModule_AddStringConstant(m, "__version__", grist_version()) < 0 ||
 	    PyModule_AddIntConstant(m, "STATE_MAX", GRIST_STATE_MAX) < 0 || gristpy_features_add_constants(m) < 0)
 		goto fail;

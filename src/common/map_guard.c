@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -15,7 +16,9 @@ static _Thread_local struct grist_map_guard *current;
  */
 static int any_guard;
 static struct sigaction previous;
-static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t arm_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool installed;            /* under arm_lock */
+static _Thread_local bool armed;  /* this thread has checked that the handler is in place */
 
 /* Hand a SIGBUS that no guard claims to whoever had it before, as if we were not here. */
 static void chain(int sig, siginfo_t *si, void *uc)
@@ -69,20 +72,43 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	chain(sig, si, uc);
 }
 
-static void install(void)
+static bool is_ours(const struct sigaction *sa)
 {
-	struct sigaction sa;
+	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == on_sigbus;
+}
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_sigbus;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGBUS, &sa, &previous);
+/*
+ * Put the handler in place: the first time over whatever is there (which it chains to),
+ * and after that again only where the default action is back. Code that saved the
+ * disposition before grist's first guard and restores it later (faulthandler.disable()
+ * after faulthandler.enable(), a test harness around each test) puts SIG_DFL back and
+ * takes grist's handler away with it: the next thread that guards a mapping re-arms, so
+ * a later loader's faults are errors again, not deaths. Another handler found in our
+ * place is left alone: it may chain to ours, and chaining to it in turn would loop.
+ * Called once per thread (and per verify): a syscall under a lock, never per decode step.
+ */
+static void arm(void)
+{
+	struct sigaction cur, sa;
+
+	pthread_mutex_lock(&arm_lock);
+	if (sigaction(SIGBUS, NULL, &cur) == 0 && !is_ours(&cur) &&
+	    (!installed || (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL))) {
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = on_sigbus;
+		sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+		sigemptyset(&sa.sa_mask);
+		if (sigaction(SIGBUS, &sa, &previous) == 0)
+			installed = true;
+	}
+	pthread_mutex_unlock(&arm_lock);
+	armed = true;
 }
 
 void grist_map_guard_push(struct grist_map_guard *g, const struct grist_map_range *ranges, size_t n)
 {
-	pthread_once(&install_once, install);
+	if (!armed)
+		arm();
 	g->ranges = ranges;
 	g->num_ranges = n;
 	g->fault_addr = 0;
@@ -95,6 +121,7 @@ void grist_map_guard_push(struct grist_map_guard *g, const struct grist_map_rang
 
 void grist_map_guard_push_one(struct grist_map_guard *g, const void *base, size_t len, const char *path)
 {
+	arm(); /* verify walks a whole file per call: checking each time costs nothing there */
 	g->one = (struct grist_map_range){ .base = base, .len = len, .path = path };
 	grist_map_guard_push(g, &g->one, 1);
 }

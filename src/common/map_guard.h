@@ -16,10 +16,11 @@
  * Whatever the jump skipped is abandoned mid-way: the guarded code must hold no lock and
  * leave nothing that its error path does not clean up (decoders are only destroyed after).
  *
- * The handler is installed once per process, the first time a guard is pushed, and
- * chains to the handler it replaced for every other SIGBUS (the CLI's, Python's
- * faulthandler, ASan's), or restores the default action so that such a fault still
- * kills the process as it would have.
+ * The handler is installed the first time a guard is pushed, and chains to the handler
+ * it replaced for every other SIGBUS (the CLI's, Python's faulthandler, ASan's), or
+ * restores the default action so that such a fault still kills the process as it would
+ * have. Each thread checks once, at its first guard, that it is still in place, and
+ * installs it again if it finds the default action back (a restored disposition).
  */
 #ifndef GRIST_COMMON_MAP_GUARD_H
 #define GRIST_COMMON_MAP_GUARD_H

@@ -826,7 +826,7 @@ static int async_start(struct grist_loader *l, void **engine)
 	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
 	 * what waits, so the engine hands it more reads than a disk ring would take.
 	 */
-	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : e->remote_ctr ? 512 : 64;
+	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : e->remote_ctr ? GRIST_REMOTE_QUEUE_DEPTH : 64;
 	/*
 	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
 	 * extent, so the ring stays full while as many landed reads wait to be decoded, and

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "common/error.h"
+#include "common/number.h"
 #include "exec/options_table.h"
 #include "grist/options.h"
 #include "grist/remote.h"
@@ -99,7 +100,10 @@ static const struct entry table[] = {
 	RM("remote_coalesce", GRIST_OPTION_SIZE, 0, (uint64_t)1 << 30, "1MiB",
 	   "URLs: reads of one object closer than this share one GET"),
 	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, "8MiB", "URLs: no GET is longer"),
-	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, "64", "URLs: GETs in flight per reading thread"),
+	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, "64",
+	   "URLs: the hard cap on GETs in flight per reading thread (the budget follows rtt x bandwidth)"),
+	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, "2",
+	   "URLs: GETs always allowed in flight; = remote_inflight pins the depth"),
 };
 
 #define NUM_OPTIONS (sizeof(table) / sizeof(table[0]))
@@ -135,47 +139,11 @@ const struct grist_option *grist_loader_option_find(const char *name)
 	return e ? &e->pub : NULL;
 }
 
-static bool parse_u64(const char *s, uint64_t *out, const char **end)
-{
-	uint64_t v = 0;
-
-	if (*s < '0' || *s > '9')
-		return false;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return false;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	*end = s;
-	return true;
-}
-
 static bool parse_whole(const char *s, uint64_t *out)
 {
 	const char *end;
 
-	return parse_u64(s, out, &end) && !*end;
-}
-
-int grist_parse_size(const char *s, uint64_t *out)
-{
-	static const char units[] = "KMGT";
-	const char *end, *u;
-	uint64_t v, mul = 1;
-
-	if (!s || !parse_u64(s, &v, &end))
-		return -EINVAL;
-	if (*end) {
-		u = strchr(units, end[0] >= 'a' ? end[0] - ('a' - 'A') : end[0]);
-		if (!u || !*u || !(end[1] == '\0' || !strcmp(end + 1, "iB")))
-			return -EINVAL;
-		mul = (uint64_t)1 << (10 * (u - units + 1));
-	}
-	if (v > UINT64_MAX / mul)
-		return -EINVAL;
-	*out = v * mul;
-	return 0;
+	return grist_parse_digits(s, out, &end) && !*end;
 }
 
 /* "65536" as "64KiB": the bounds read the way the values may be written. */
@@ -293,7 +261,7 @@ static int apply_shard(struct grist_loader_config *c, const struct entry *e, con
 	const char *end;
 	uint64_t i, k;
 
-	if (!parse_u64(v, &i, &end) || *end != '/' || !parse_whole(end + 1, &k) || k == 0 || i >= k)
+	if (!grist_parse_digits(v, &i, &end) || *end != '/' || !parse_whole(end + 1, &k) || k == 0 || i >= k)
 		return refuse(e, v);
 	c->shard_index = i;
 	c->shard_count = k;

@@ -5,7 +5,6 @@
 
 #include "codec/codec.h"
 #include "common/buf.h"
-#include "common/copy.h"
 #include "common/error.h"
 #include "format/block.h"
 #include "format/chunk.h"
@@ -212,21 +211,42 @@ static int decode_recordless(const struct open_chunk *c, uint64_t chunk_begin, c
 	}
 }
 
-/* The whole data, its hash checked. */
+/* The error for data whose hash is not the header's. */
+static int hash_mismatch(const struct open_chunk *c, uint64_t hash, uint64_t chunk_begin, const char *path)
+{
+	return grist_fail_at(-EBADMSG, path, chunk_begin, "chunk data hash mismatch (stored 0x%016llx, computed 0x%016llx)",
+			     (unsigned long long)c->h.data_hash, (unsigned long long)hash);
+}
+
+/*
+ * The whole data, contiguous, its hash checked: in place when it crosses no block
+ * boundary; else gathered into the decoder's scratch in the same pass that hashes it
+ * (grist_hash_pieces_gather()), so the codec after it reads the bytes a second time, from
+ * cache, and not a third.
+ */
 static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
 			uint64_t chunk_begin, const struct open_chunk *c, const char *path, const uint8_t **data)
 {
-	uint64_t hash;
-	int ret = data_prefix(d, buf, buf_file_offset, chunk_begin, c, c->h.data_size, path, data);
+	uint64_t hash, n = c->h.data_size;
+	size_t k;
+	int ret;
 
-	if (ret)
-		return ret;
-	hash = grist_hash(*data, c->h.data_size);
-	if (hash != c->h.data_hash)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "chunk data hash mismatch (stored 0x%016llx, computed 0x%016llx)",
-				     (unsigned long long)c->h.data_hash, (unsigned long long)hash);
-	return 0;
+	if (grist_block_add_with_overhead(c->data_begin, n) - c->data_begin == n) {
+		*data = buf + (c->data_begin - buf_file_offset);
+		hash = grist_hash(*data, n);
+	} else {
+		k = (size_t)(n / (GRIST_BLOCK_SIZE - GRIST_BLOCK_HEADER_SIZE)) + 2;
+		ret = grist_array_reserve((void **)&d->pieces, &d->pieces_cap, k, sizeof(*d->pieces));
+		if (!ret)
+			ret = grist_buf_reserve(&d->data, n);
+		if (ret)
+			return grist_fail_at(ret, path, chunk_begin, "cannot allocate %llu bytes for the chunk data",
+					     (unsigned long long)n);
+		k = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, n);
+		hash = grist_hash_pieces_gather(d->pieces, k, d->data.data);
+		*data = d->data.data;
+	}
+	return hash != c->h.data_hash ? hash_mismatch(c, hash, chunk_begin, path) : 0;
 }
 
 /* open_chunk() and checked_data() with the output's common fields filled. */
@@ -314,13 +334,14 @@ int grist_chunk_decode_sizes(struct grist_chunk_decoder *d, const uint8_t *buf, 
  * The values of a stored (uncompressed) simple chunk, straight from the read buffer
  * into @dst. The general path gathers the data of a chunk that crosses a block boundary
  * (every chunk of 64 KiB or more) into scratch, hashes it there and copies the values
- * out once more: three passes over the bytes. Here the data hash is taken where the
- * read left the data (its pieces between block headers, not joined), which also brings
- * it into cache; then the values are copied once, from cache, with streaming stores
- * (the row is read later by another core or a device). Hash first, copy second: the
- * hash is compute-bound and hides the memory latency of data a device or another core
- * has just written, where a copy first would wait for it (a third less CPU per byte
- * than copying first, in a test loop on this machine's 64 KiB and 1 MiB chunks).
+ * out once more: three passes over the bytes. Here the data is hashed where the read
+ * left it (its pieces between block headers, not joined) and the values are copied to
+ * @dst in the same pass, a few KiB at a time while they are in L1, with streaming stores
+ * (the row is read later by another core or a device): each byte is read from memory
+ * once (grist_hash_pieces_copy()). The row is written before the hash is known; a
+ * mismatch fails the chunk, and with it the batch that row belongs to. Checks of the
+ * sizes section that fail are reported only after the hash has been found right, so a
+ * corrupt chunk is named as such whichever of its bytes went bad.
  * Returns 1 when done, 0 when the chunk is compressed (the codec needs its input in one
  * piece: the general path), or a negative error.
  */
@@ -330,8 +351,8 @@ static int values_in_place(struct grist_chunk_decoder *d, const uint8_t *buf, ui
 {
 	const struct grist_codec_ops *codec;
 	const uint8_t *head;
-	uint64_t head_len, prefix_len, values_len, hash;
-	size_t n, k;
+	uint64_t head_len, prefix_len = 0, values_len = 0, hash;
+	size_t n;
 	int ret;
 
 	head_len = c->h.data_size < 1 + GRIST_VARINT64_MAX ? c->h.data_size : 1 + GRIST_VARINT64_MAX;
@@ -346,30 +367,26 @@ static int values_in_place(struct grist_chunk_decoder *d, const uint8_t *buf, ui
 	if (ret)
 		return ret;
 	n = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, c->h.data_size);
-	hash = grist_hash_pieces(d->pieces, n);
-	if (hash != c->h.data_hash)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "chunk data hash mismatch (stored 0x%016llx, computed 0x%016llx)",
-				     (unsigned long long)c->h.data_hash, (unsigned long long)hash);
 	ret = grist_simple_chunk_sizes_extent(head, (size_t)head_len, c->h.data_size, path, chunk_begin, &prefix_len);
-	if (ret)
-		return ret;
-	values_len = c->h.data_size - prefix_len;
-	if (dst_len != c->h.decoded_data_size)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "values decode to %llu bytes (chunk header), the caller's rows hold %zu",
-				     (unsigned long long)c->h.decoded_data_size, dst_len);
-	if (values_len != c->h.decoded_data_size)
-		return grist_fail_at(-EBADMSG, path, chunk_begin,
-				     "values section holds %llu bytes, the chunk header says %llu",
-				     (unsigned long long)values_len, (unsigned long long)c->h.decoded_data_size);
-	n = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE + prefix_len,
-			   values_len);
-	for (k = 0; k < n; k++) {
-		grist_copy_streaming(dst, d->pieces[k].data, d->pieces[k].len);
-		dst += d->pieces[k].len;
+	if (!ret) {
+		values_len = c->h.data_size - prefix_len;
+		if (dst_len != c->h.decoded_data_size)
+			ret = grist_fail_at(-EBADMSG, path, chunk_begin,
+					    "values decode to %llu bytes (chunk header), the caller's rows hold %zu",
+					    (unsigned long long)c->h.decoded_data_size, dst_len);
+		else if (values_len != c->h.decoded_data_size)
+			ret = grist_fail_at(-EBADMSG, path, chunk_begin,
+					    "values section holds %llu bytes, the chunk header says %llu",
+					    (unsigned long long)values_len, (unsigned long long)c->h.decoded_data_size);
 	}
-	grist_copy_streaming_done();
+	if (ret) {
+		/* nothing copied: the hash alone says whether the data or the caller is wrong */
+		hash = grist_hash_pieces(d->pieces, n);
+		return hash != c->h.data_hash ? hash_mismatch(c, hash, chunk_begin, path) : ret;
+	}
+	hash = grist_hash_pieces_copy(d->pieces, n, prefix_len, dst, (size_t)values_len);
+	if (hash != c->h.data_hash)
+		return hash_mismatch(c, hash, chunk_begin, path);
 	*compression = head[0];
 	return 1;
 }

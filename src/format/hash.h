@@ -23,4 +23,21 @@ struct grist_hash_piece {
  */
 uint64_t grist_hash_pieces(const struct grist_hash_piece *pieces, size_t n);
 
+/*
+ * grist_hash_pieces() of @n pieces, and bytes [@from, @from + @len) of their
+ * concatenation copied to @dst with streaming stores (grist_copy_streaming(), fenced
+ * before it returns), in one pass where the CPU has AVX2: a few KiB hashed, then the same
+ * bytes, still in L1, copied. @dst is written whatever the hash turns out to be: check
+ * it before anyone reads @dst. Thread-safe.
+ */
+uint64_t grist_hash_pieces_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst,
+				size_t len);
+
+/*
+ * grist_hash_pieces() of @n pieces, all of them gathered back to back into @dst in the
+ * same pass, with ordinary stores: for bytes the caller reads next (a codec's input).
+ * Thread-safe.
+ */
+uint64_t grist_hash_pieces_gather(const struct grist_hash_piece *pieces, size_t n, void *dst);
+
 #endif

@@ -1,5 +1,4 @@
 /* The process-wide bound on chunk sizes that every allocation driven by a size claim is checked against. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -8,25 +7,32 @@
 #include "format/block.h"
 #include "format/chunk.h"
 #include "format/limits.h"
+#include "grist/options.h"
 
 /* 0 = not set by grist_set_max_chunk_bytes(): use the environment or the default */
 static _Atomic uint64_t limit_set;
 static uint64_t limit_env;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
+/*
+ * GRIST_MAX_CHUNK_BYTES is a size like every other (grist_parse_size(): 4096, 64M, 4GiB). A
+ * value that is no size, or 0, leaves the default, and the log callback hears why: a typo
+ * must not quietly mean 2 GiB, yet no open should fail for an environment variable.
+ */
 static void read_env(void)
 {
 	const char *s = getenv("GRIST_MAX_CHUNK_BYTES");
-	unsigned long long v;
-	char *end;
+	uint64_t v;
 
 	limit_env = GRIST_DEFAULT_MAX_CHUNK_BYTES;
-	if (!s || *s < '0' || *s > '9')
+	if (!s)
 		return;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (!errno && !*end && v)
+	if (grist_parse_size(s, &v) == 0 && v)
 		limit_env = v;
+	else
+		grist_log(GRIST_LOG_WARNING, "GRIST_MAX_CHUNK_BYTES='%s' is not a size (bytes, or with K, M, G, T or "
+			  "KiB, MiB, GiB, TiB: powers of 1024) above 0; the default, %llu bytes, applies", s,
+			  (unsigned long long)GRIST_DEFAULT_MAX_CHUNK_BYTES);
 }
 
 GRIST_API uint64_t grist_max_chunk_bytes(void)

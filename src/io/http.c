@@ -2,9 +2,9 @@
  * The remote io backend: ranged GETs on one libcurl multi handle, driven by the thread
  * that submits and reaps (no thread per request, no thread of its own).
  *
- * Requests wait in submission order until a GET slot is free (at most max_inflight GETs
- * per io object, each slot keeping its easy handle and, in the multi's cache, its
- * keep-alive connection). When slots free up, the waiting pieces are sorted by object
+ * Requests wait in submission order until the in-flight budget has room (see below; at
+ * most max_inflight GETs per io object, each slot keeping its easy handle and, in the
+ * multi's cache, its keep-alive connection). When room frees up, the waiting pieces are sorted by object
  * and offset and neighbours closer than coalesce_bytes are joined into one GET of at
  * most split_bytes (a longer request was already cut into pieces at submit); the GETs
  * go out oldest piece first, so the engine's pipeline order holds. A GET's body is
@@ -13,6 +13,23 @@
  * The multi handle runs on libcurl's socket API: curl says which sockets to watch
  * (on_socket) and when to call back (on_timer); reap waits in epoll_wait on this object's
  * own epoll set, so the cost of a wait does not grow with the GETs in flight.
+ *
+ * The budget is bytes in flight: BUDGET_GAIN x the round trip x the bandwidth, both
+ * measured here (Little's law: to move B bytes/s through a pipe L seconds long, B x L
+ * bytes must be in it; the gain lets the measured bandwidth grow when the pipe is
+ * short of requests, as TCP's slow start does). The round trip is the least time to
+ * first byte of the GETs in the last two RTT_WINDOW_NS windows; the bandwidth the best
+ * recent rate of body bytes in, decaying. Body bytes, gaps included: counting only the
+ * bytes the reads want kept fewer GETs out, but a few 8 MiB GETs spanning the object
+ * then carried every read (riding on them) and each took ~200 ms through rclone: chunk
+ * windows of 1 KiB records at 20 ms fell from 111k to 32k records/s. Because a server that is the bottleneck
+ * queues requests, and a queued request's first byte comes late, the least time to
+ * first byte would grow with the budget and the budget with it: at the start of each
+ * window the depth drops to min_inflight until one GET started then has come back (a
+ * "probe"), so each window holds a sample without the queue. min_inflight GETs are
+ * always allowed (a server with a few cores serves that many at once at any latency).
+ * Pieces the engine handed over early (its read-ahead) wait while the budget is full,
+ * and are merged into denser GETs for having waited.
  *
  * A failed attempt waits its backoff in the waiting list and goes out again; a final
  * failure fails every piece of the GET and leaves its message (URL, HTTP status,
@@ -30,6 +47,11 @@
 
 enum { GET_FREE, GET_ACTIVE, GET_WAITING };
 
+#define BUDGET_GAIN 2
+#define BUDGET_START (4ull << 20)          /* bytes, before anything is measured */
+#define RTT_WINDOW_NS 4000000000ull         /* the round trip is the least of the last 4-8 s */
+#define BW_INTERVAL_MIN_NS 20000000ull      /* a bandwidth sample spans at least this */
+
 struct get {
 	struct grist_remote_xfer x;
 	struct grist_remote_seg *segs;
@@ -37,6 +59,7 @@ struct get {
 	unsigned nsegs, cap;
 	uint64_t due_ns;
 	int state;
+	bool probe;      /* started while the depth was held at min_inflight: its time to first byte is the round trip */
 	uint32_t file;   /* the io file slot the GET reads */
 	struct get *next;
 };
@@ -68,6 +91,14 @@ struct http_io {
 	uint64_t seq;
 	struct grist_io_queue done;
 	uint64_t depth_t;
+	/* the budget (see the top of the file) */
+	uint64_t inflight_bytes; /* the ranges of the GETs in the multi, summed */
+	uint64_t ahead_bytes;    /* the pieces waiting, summed */
+	uint64_t budget;         /* bytes */
+	uint64_t rtt_ns, rtt_cur, rtt_prev, rtt_win_t;
+	bool probing;
+	uint64_t bw, bw_t, bw_bytes;
+	unsigned floor;          /* min(min_inflight, max_inflight) */
 	int epfd;          /* the sockets curl asked us to watch */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };
@@ -110,9 +141,78 @@ static void depth_account(struct http_io *h)
 
 	if (h->depth_t) {
 		__atomic_fetch_add(&h->ctr->inflight_area, (uint64_t)h->active * (now - h->depth_t), __ATOMIC_RELAXED);
+		__atomic_fetch_add(&h->ctr->inflight_bytes_area, h->inflight_bytes * (now - h->depth_t) / 1024,
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&h->ctr->ahead_bytes_area, h->ahead_bytes * (now - h->depth_t) / 1024,
+				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&h->ctr->inflight_span, now - h->depth_t, __ATOMIC_RELAXED);
 	}
 	h->depth_t = now;
+}
+
+/* @measured: @b came from measurements (the start value is no peak) */
+static void set_budget(struct http_io *h, uint64_t b, bool measured)
+{
+	uint64_t cap = (uint64_t)h->opt.max_inflight * h->opt.split_bytes;
+
+	if (b > cap)
+		b = cap;
+	if (b == h->budget)
+		return;
+	/* unsigned wrap-around makes a decrease an add too */
+	__atomic_fetch_add(&h->ctr->budget_sum, b - h->budget, __ATOMIC_RELAXED);
+	if (measured && b > __atomic_load_n(&h->ctr->budget_max, __ATOMIC_RELAXED))
+		__atomic_store_n(&h->ctr->budget_max, b, __ATOMIC_RELAXED);
+	h->budget = b;
+}
+
+/* A GET came back with @bytes of body; @g its slot (its first-byte time a round-trip sample). */
+static void measure(struct http_io *h, const struct get *g, uint64_t bytes, uint64_t now)
+{
+	const struct grist_remote_xfer *x = &g->x;
+
+	if (x->first_ns && x->status >= 200 && x->status <= 299) {
+		uint64_t s = x->first_ns > x->start_ns ? x->first_ns - x->start_ns : 1;
+
+		if (!h->rtt_cur || s < h->rtt_cur)
+			h->rtt_cur = s;
+		if (g->probe)
+			h->probing = false;
+	}
+	if (!h->rtt_win_t)
+		h->rtt_win_t = now;
+	if (now - h->rtt_win_t >= RTT_WINDOW_NS) {
+		/* a new window: keep the last one's least, and probe for a sample without the queue */
+		h->rtt_prev = h->rtt_cur;
+		h->rtt_cur = 0;
+		h->rtt_win_t = now;
+		h->probing = true;
+	}
+	h->rtt_ns = h->rtt_prev && (!h->rtt_cur || h->rtt_prev < h->rtt_cur) ? h->rtt_prev : h->rtt_cur;
+	h->bw_bytes += bytes;
+	if (!h->bw_t)
+		h->bw_t = x->start_ns;
+	if (h->rtt_ns && now - h->bw_t >= (2 * h->rtt_ns > BW_INTERVAL_MIN_NS ? 2 * h->rtt_ns : BW_INTERVAL_MIN_NS)) {
+		uint64_t rate = (uint64_t)((double)h->bw_bytes * 1e9 / (double)(now - h->bw_t));
+
+		/* the best recent rate, decaying by a quarter an interval: an idle spell does not erase it */
+		h->bw = rate > h->bw - h->bw / 4 ? rate : h->bw - h->bw / 4;
+		h->bw_t = now;
+		h->bw_bytes = 0;
+		set_budget(h, (uint64_t)((double)BUDGET_GAIN * (double)h->bw * (double)h->rtt_ns / 1e9), true);
+		__atomic_store_n(&h->ctr->rtt_ns, h->rtt_ns, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->ctr->bandwidth, h->bw, __ATOMIC_RELAXED);
+	}
+}
+
+/* May one more GET go out now? */
+static bool room(const struct http_io *h)
+{
+	if (h->active + h->waiting >= h->ngets)
+		return false;
+	if (h->active < h->floor)
+		return true;
+	return !h->probing && h->inflight_bytes < h->budget;
 }
 
 static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
@@ -138,6 +238,7 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 	}
 	h->ctr = cfg->remote_counters ? cfg->remote_counters : &h->own;
 	h->timer_due = UINT64_MAX;
+	h->floor = h->opt.min_inflight < h->opt.max_inflight ? h->opt.min_inflight : h->opt.max_inflight;
 	h->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (h->epfd < 0) {
 		ret = grist_fail(-errno, "http io: epoll_create1: %s", strerror(errno));
@@ -166,6 +267,7 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 			goto fail;
 		}
 	}
+	set_budget(h, BUDGET_START, false);
 	*out = &h->io;
 	return 0;
 fail:
@@ -273,6 +375,7 @@ static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 			p->buf = r->buf + k;
 			p->seq = h->seq++;
 			p->file = r->file;
+			h->ahead_bytes += p->len;
 		}
 	}
 	return 0;
@@ -338,8 +441,10 @@ static void start_get(struct http_io *h, struct get *g)
 		return;
 	}
 	depth_account(h);
+	g->probe = h->probing;
 	curl_multi_add_handle(h->multi, g->x.easy);
 	h->active++;
+	h->inflight_bytes += g->x.len;
 	if (h->active > __atomic_load_n(&h->ctr->inflight_max, __ATOMIC_RELAXED))
 		__atomic_store_n(&h->ctr->inflight_max, (uint64_t)h->active, __ATOMIC_RELAXED);
 }
@@ -423,6 +528,7 @@ static int ride(struct http_io *h)
 		}
 		g->segs[at] = (struct grist_remote_seg){ p->off, p->len, p->buf };
 		g->owners[at] = p->req;
+		h->ahead_bytes -= p->len;
 		g->nsegs++;
 		g->x.nsegs = g->nsegs;
 	}
@@ -430,18 +536,16 @@ static int ride(struct http_io *h)
 	return ret;
 }
 
-/* Turn waiting pieces into GETs while slots are free. */
+/* Turn waiting pieces into GETs while the budget has room. */
 static int launch(struct http_io *h)
 {
-	unsigned slots = h->ngets - h->active - h->waiting;
 	struct group *groups = NULL;
 	size_t i, ngroups = 0, k, kept;
 	int ret = ride(h);
 
 	if (ret)
 		return ret;
-	slots = h->ngets - h->active - h->waiting;
-	if (!h->npending || !slots)
+	if (!h->npending || !room(h))
 		return 0;
 	if (grist_array_reserve((void **)&h->sorted, &h->sorted_cap, h->npending, sizeof(*h->sorted)))
 		return -ENOMEM;
@@ -457,7 +561,10 @@ static int launch(struct http_io *h)
 		/*
 		 * Join a neighbour when the gap is below coalesce_bytes: a round trip costs more
 		 * than that many bytes at object-store bandwidths, and a server's requests per
-		 * second, not its bytes, are what runs out first. Never past split_bytes.
+		 * second, not its bytes, are what runs out first. Never past split_bytes. (Joining
+		 * only while the gaps stay below k x the bytes wanted cut the bytes but multiplied
+		 * the GETs: 15.5k against 111k records/s for chunk windows of 1 KiB records at
+		 * 20 ms, rclone's ~1.3 ms of CPU per GET being the limit; docs/tuning.md.)
 		 */
 		while (j < h->npending && h->sorted[j].file == h->sorted[i].file &&
 		       h->sorted[j].off <= end + h->opt.coalesce_bytes &&
@@ -473,7 +580,7 @@ static int launch(struct http_io *h)
 		i = j;
 	}
 	qsort(groups, ngroups, sizeof(*groups), cmp_group);
-	for (k = 0; k < ngroups && k < slots; k++) {
+	for (k = 0; k < ngroups && room(h); k++) {
 		struct group *gr = &groups[k];
 		struct get *g = free_get(h);
 		struct grist_remote_object *o = h->io.files[h->sorted[gr->first].file].remote;
@@ -493,8 +600,10 @@ static int launch(struct http_io *h)
 			if (p->off + p->len > end)
 				end = p->off + p->len;
 		}
-		for (i = 0; i < gr->n; i++)
+		for (i = 0; i < gr->n; i++) {
+			h->ahead_bytes -= h->sorted[gr->first + i].len;
 			h->sorted[gr->first + i].req = NULL; /* taken */
+		}
 		g->nsegs = (unsigned)gr->n;
 		g->file = h->sorted[gr->first].file;
 		g->x.attempt = 0;
@@ -570,9 +679,12 @@ static int progress(struct http_io *h, int wait_ms)
 			o = grist_remote_xfer_finish(&g->x, msg->data.result);
 			curl_multi_remove_handle(h->multi, g->x.easy);
 			h->active--;
+			h->inflight_bytes -= g->x.len;
+			now = grist_remote_now_ns();
+			measure(h, g, g->x.got, now);
 			__atomic_fetch_add(&h->ctr->requests, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&h->ctr->bytes, g->x.got, __ATOMIC_RELAXED);
-			grist_remote_counters_add_latency(h->ctr, grist_remote_now_ns() - g->x.start_ns);
+			grist_remote_counters_add_latency(h->ctr, now - g->x.start_ns);
 			if (o == GRIST_REMOTE_RETRY) {
 				__atomic_fetch_add(&h->ctr->retries[g->x.cause], 1, __ATOMIC_RELAXED);
 				g->due_ns = grist_remote_now_ns() + g->x.delay_ns;

@@ -28,6 +28,12 @@ struct grist_remote_counters {
 	uint64_t inflight_area; /* GETs in flight x ns, summed */
 	uint64_t inflight_span; /* ns over which the area was taken */
 	uint64_t inflight_max;
+	uint64_t inflight_bytes_area; /* KiB in flight x ns, summed over the same span */
+	uint64_t ahead_bytes_area;    /* KiB waiting for the budget x ns */
+	uint64_t budget_sum;    /* the live io objects' budgets, summed (each adds its changes) */
+	uint64_t budget_max;
+	uint64_t rtt_ns;        /* the last measured by any io object */
+	uint64_t bandwidth;     /* bytes/s, likewise */
 	uint64_t latency[GRIST_REMOTE_LAT_BUCKETS];
 };
 
@@ -111,6 +117,7 @@ struct grist_remote_xfer {
 	char etag[256];
 	long retry_after_s;
 	uint64_t got;                    /* body bytes so far */
+	uint64_t first_ns;               /* when the body's first bytes came (0: not yet) */
 	uint64_t base;                   /* object offset of the body's first byte */
 	unsigned seg_at;
 	bool body_started;
@@ -154,5 +161,16 @@ int grist_remote_global_init(void);
 uint64_t grist_remote_now_ns(void);
 
 extern const struct grist_io_ops grist_io_http_ops;
+
+/*
+ * The reads an engine thread hands the http backend at once by default (its queue depth
+ * for URL datasets; the read-ahead arena still bounds the bytes). The backend sends only
+ * its in-flight budget and merges the rest while it waits, so this is the read-ahead
+ * window the GETs are made from: at 512 the waiting reads of a chunk-window shuffle of
+ * 1 KiB chunks covered 5% of a 12 MB object and GETs were mostly gap bytes. 4096 took
+ * whole-process wall time to 0.66x (group_size 1) and 0.74x (group_size 64) of 512's
+ * behind a 20 ms proxy (docs/tuning.md).
+ */
+#define GRIST_REMOTE_QUEUE_DEPTH 4096
 
 #endif

@@ -134,6 +134,19 @@ def main():
         if len(cached) != 1:
             fail("expected one cached dataset, found %r" % cached)
 
+        # --record-size is a size like every other: 1KiB and 1K are the default 1024, so the
+        # cached dataset serves them; decimal units are refused as everywhere.
+        for size in ("1KiB", "1K"):
+            p = run(["--records", "2000", "--record-size", size, "--batches", "1", "--json", "--dir", "data"], tmp)
+            if p.returncode != 0:
+                fail("--record-size %s exited %d: %s" % (size, p.returncode, p.stderr))
+        cached = [f for f in os.listdir(os.path.join(tmp, "data")) if f.endswith(".array_record")]
+        if len(cached) != 1:
+            fail("--record-size 1KiB did not reuse the 1024-byte dataset: %r" % cached)
+        p = run(["--record-size", "1kB", "--dir", "data"], tmp)
+        if p.returncode != 2 or "record-size" not in p.stderr or "KiB" not in p.stderr:
+            fail("--record-size 1kB exited %d: %s" % (p.returncode, p.stderr))
+
         # A count-limited run on the cached file (given as FILE) delivers exactly that many batches.
         path = os.path.join(tmp, "data", cached[0])
         p = run([path, "--batches", "3", "--batch-size", "100", "--json"], tmp)

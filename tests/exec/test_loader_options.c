@@ -1,7 +1,9 @@
 /* The loader's option table (grist/options.h): sizes, names, bounds, and the fields they set. */
+#include <stdio.h>
 #include <string.h>
 
 #include "grist/options.h"
+#include "grist/remote.h"
 #include "helpers.h"
 
 static void test_sizes(void **state)
@@ -90,12 +92,54 @@ static void test_set_fields(void **state)
 	assert_memory_equal(&c, &before, sizeof(c));
 }
 
+/*
+ * The remote grammar (--remote, GRIST_REMOTE_OPTIONS, grist_remote_options_parse()) takes
+ * sizes as every other size is taken: the same suffixes accepted, the same ones refused, and
+ * the loader's remote_coalesce option and the grammar agree.
+ */
+static void test_remote_sizes(void **state)
+{
+	static const char *const good[] = { "4096", "4K", "4k", "4KiB", "1M", "1MiB", "1G", "1GiB" };
+	static const char *const bad[] = { "4KB", "4kb", "1.5M", "4Mi", "-1", "0x1000", "1P", "" };
+	struct grist_remote_options o;
+	struct grist_loader_config c;
+	char text[64];
+	uint64_t want;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(grist_parse_size(good[i], &want), 0);
+		grist_remote_options_init(&o);
+		snprintf(text, sizeof(text), "split:1GiB,coalesce:%s", good[i]);
+		assert_int_equal(grist_remote_options_parse(text, &o), 0);
+		assert_true(o.coalesce_bytes == want);
+		grist_remote_options_init(&o);
+		snprintf(text, sizeof(text), "coalesce:0,split:%s", good[i]);
+		assert_int_equal(grist_remote_options_parse(text, &o), 0);
+		assert_true(o.split_bytes == want);
+		grist_loader_config_init(&c);
+		assert_int_equal(grist_loader_config_set(&c, "remote_split", "1GiB"), 0);
+		assert_int_equal(grist_loader_config_set(&c, "remote_coalesce", good[i]), 0);
+		assert_true(c.remote.coalesce_bytes == want);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		grist_remote_options_init(&o);
+		snprintf(text, sizeof(text), "coalesce:%s", bad[i]);
+		assert_int_equal(grist_remote_options_parse(text, &o), -EINVAL);
+		assert_non_null(strstr(grist_last_error(), "coalesce"));
+		grist_loader_config_init(&c);
+		assert_int_equal(grist_loader_config_set(&c, "remote_coalesce", bad[i]), -EINVAL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_table_walk_and_find),
 		cmocka_unit_test(test_set_fields),
+		cmocka_unit_test(test_remote_sizes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

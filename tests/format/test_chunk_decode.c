@@ -1,5 +1,6 @@
 /* Tests for chunk decoding from raw bytes: block crossing, zero copy, absurd sizes, unsupported types. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -469,6 +470,136 @@ static void test_values_into(void **state)
 	free(file);
 }
 
+/*
+ * grist_hash_pieces_copy() is grist_hash_pieces() plus a copy of a range (and
+ * grist_hash_pieces_gather() plus a copy of everything): pieces of every
+ * kind of length (empty, odd, across the fused pass's 8 KiB steps, a whole block's
+ * worth), copy ranges at the start, inside one piece, across pieces and to the end,
+ * and destinations at every alignment.
+ */
+static void test_hash_pieces_copy(void **state)
+{
+	const size_t lens[][6] = {
+		{ 0, 1, 31, 32, 33, 0 }, { 8191, 8193, 1, 65512, 100, 7 }, { 300000, 0, 0, 0, 0, 0 },
+		{ 5, 8192, 16384, 3, 24576, 40000 },
+	};
+	size_t total_max = 300000 + 64, i, k, n, from, len, off;
+	uint8_t *bytes = malloc(total_max), *flat = malloc(total_max), *dst = malloc(total_max + 128);
+	struct grist_hash_piece pieces[6];
+
+	(void)state;
+	assert_non_null(bytes);
+	assert_non_null(flat);
+	assert_non_null(dst);
+	t_fill(bytes, total_max, 7);
+	for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t total = 0, at = 0;
+
+		/* the pieces lie apart in @bytes (a gap of 3 between them), as data split by block headers does */
+		for (k = 0; k < 6; k++) {
+			pieces[k] = (struct grist_hash_piece){ (const char *)bytes + at, lens[i][k] };
+			memcpy(flat + total, bytes + at, lens[i][k]);
+			total += lens[i][k];
+			at += lens[i][k] + 3;
+			assert_true(at <= total_max);
+		}
+		for (n = 0; n < 9; n++) {
+			const size_t cuts[][2] = { { 0, total }, { 0, 0 }, { 0, total / 2 }, { total / 3, total / 3 },
+						   { total, 0 }, { 1, total - 1 }, { total / 2, total - total / 2 },
+						   { 33, total > 66 ? total - 66 : 0 }, { 8190, total > 8200 ? 10 : 0 } };
+
+			from = cuts[n][0] <= total ? cuts[n][0] : total;
+			len = from + cuts[n][1] <= total ? cuts[n][1] : total - from;
+			for (off = 0; off < 64; off += 13) {
+				memset(dst, 0xee, total_max + 128);
+				assert_true(grist_hash_pieces_copy(pieces, 6, from, dst + off, len) ==
+					    grist_hash(flat, total));
+				assert_memory_equal(dst + off, flat + from, len);
+				for (k = 0; k < off; k++)
+					assert_int_equal(dst[k], 0xee);
+				for (k = off + len; k < off + len + 64; k++)
+					assert_int_equal(dst[k], 0xee);
+			}
+		}
+		/* the gather for a codec: every piece, ordinary stores */
+		memset(dst, 0xee, total_max + 128);
+		assert_true(grist_hash_pieces_gather(pieces, 6, dst + 5) == grist_hash(flat, total));
+		assert_memory_equal(dst + 5, flat, total);
+		assert_int_equal(dst[4], 0xee);
+		assert_int_equal(dst[5 + total], 0xee);
+	}
+	free(bytes);
+	free(flat);
+	free(dst);
+}
+
+/*
+ * A stored chunk of 300 KB (five blocks, many of the fused pass's steps) with one byte
+ * flipped anywhere in its data: the fused hash-and-copy path fails it, naming the file
+ * and the chunk's offset, and reports the hash rather than what the bad byte did to the
+ * sizes section.
+ */
+static void test_stored_corruption_named(void **state)
+{
+	const size_t count = 300;
+	const uint64_t begin = GRIST_BLOCK_SIZE - 100;
+	size_t file_len = 7 * GRIST_BLOCK_SIZE, values_len = 0, sizes_len = 0, i, j;
+	uint8_t *file = calloc(1, file_len), *values = malloc(count * 1000), *row = malloc(count * 1000);
+	uint8_t *sizes = malloc(count * 2);
+	struct grist_buf scratch = { 0 }, data = { 0 };
+	const struct grist_codec_ops *codec = grist_codec_find(GRIST_CODEC_NONE);
+	const struct grist_codec_params params = { .level = 0 };
+	struct grist_chunk_decoder *d;
+	struct grist_decoded_chunk c;
+	char name[64];
+	uint64_t end;
+
+	(void)state;
+	assert_non_null(file);
+	assert_non_null(values);
+	assert_non_null(row);
+	assert_non_null(sizes);
+	for (i = 0; i < count; i++) {
+		sizes_len += grist_varint_write(sizes + sizes_len, 1000);
+		t_fill(values + values_len, 1000, i);
+		values_len += 1000;
+	}
+	assert_int_equal(grist_simple_chunk_encode(codec, NULL, &params, sizes, sizes_len, values, values_len,
+						   &scratch, &data), 0);
+	end = make_chunk(file, begin, 'r', data.data, data.len, count, values_len);
+	assert_int_equal(grist_chunk_decoder_create(&d), 0);
+	assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begin, end, "f.array_record", row,
+							values_len, &c), 0);
+	assert_memory_equal(row, values, values_len);
+	snprintf(name, sizeof(name), "f.array_record: byte %llu: ", (unsigned long long)begin);
+	/* the compression byte and sizes section, the first step, step edges, a block's first byte, the last byte */
+	{
+		const uint64_t at[] = { 0, 1, 5, 8191, 8192, 100000, GRIST_BLOCK_SIZE, 3 * GRIST_BLOCK_SIZE,
+					data.len - 1 };
+
+		for (j = 0; j < sizeof(at) / sizeof(at[0]); j++) {
+			uint64_t p = grist_block_add_with_overhead(begin, GRIST_CHUNK_HEADER_SIZE + at[j]);
+
+			if (!(p % GRIST_BLOCK_SIZE))
+				p += GRIST_BLOCK_HEADER_SIZE;
+			file[p] ^= 0x40;
+			assert_int_equal(grist_chunk_decode_values_into(d, file, 0, file_len, begin, end,
+									"f.array_record", row, values_len, &c),
+					 -EBADMSG);
+			assert_non_null(strstr(grist_last_error(), "data hash mismatch"));
+			assert_ptr_equal(strstr(grist_last_error(), name), grist_last_error());
+			file[p] ^= 0x40;
+		}
+	}
+	grist_chunk_decoder_destroy(d);
+	grist_buf_free(&scratch);
+	grist_buf_free(&data);
+	free(sizes);
+	free(values);
+	free(row);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -479,6 +610,8 @@ int main(void)
 		cmocka_unit_test(test_simple_chunk_checks),
 		cmocka_unit_test(test_halves),
 		cmocka_unit_test(test_values_into),
+		cmocka_unit_test(test_hash_pieces_copy),
+		cmocka_unit_test(test_stored_corruption_named),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

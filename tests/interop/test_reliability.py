@@ -90,6 +90,15 @@ def test_chunk_limit_every_command():
     # records under the limit still read
     p = subprocess.run([g.grist_cli(), "get", "--hex", big, "--", "0"], env=env, capture_output=True, timeout=60)
     assert p.returncode == 0 and p.stdout == b"61" * 100 + b"\n", p
+    # a size like every other (issue 25, point 5): 4KiB and 4K are 4096; a value that is no
+    # size is not silently the 2 GiB default
+    for limit in ("4KiB", "4K"):
+        p = subprocess.run([g.grist_cli(), "cat", big], env=dict(os.environ, GRIST_MAX_CHUNK_BYTES=limit),
+                           capture_output=True, timeout=60)
+        assert p.returncode == 1 and b"GRIST_MAX_CHUNK_BYTES" in p.stderr, (limit, p)
+    p = subprocess.run([g.grist_cli(), "cat", big], env=dict(os.environ, GRIST_MAX_CHUNK_BYTES="4kB"),
+                       capture_output=True, timeout=60)
+    assert p.returncode == 0 and b"GRIST_MAX_CHUNK_BYTES='4kB' is not a size" in p.stderr, p
 
 
 def temporaries(target):

@@ -95,3 +95,42 @@ def test_reader_fetcher_mapping_is_guarded(tmp_path):
     assert p.stdout.startswith("grist.Error %d " % errno.EIO), p.stdout
     assert path in p.stdout and "SIGBUS" in p.stdout, p.stdout
     assert p.stderr == "", p.stderr
+
+
+FAULTHANDLER_CHILD = textwrap.dedent("""
+    import faulthandler, os, shutil, sys
+    import grist
+    path = sys.argv[1]
+    faulthandler.enable()               # a crash reporter, on before grist's first mapped read
+    l = grist.Loader(path, 1, epochs=1, shuffle=False, io="mmap", threads=1, prefetch=1)
+    for _, b in zip(range(10), l):
+        b.release()
+    l.close()
+    faulthandler.disable()              # ... and off again: it puts SIGBUS back to the default
+    l = grist.Loader(path, 1, epochs=1, shuffle=False, io="mmap", threads=1, prefetch=1)
+    it = iter(l)
+    next(it).release()
+    os.truncate(path, 262144)
+    try:
+        for b in it:
+            b.release()
+    except grist.Error as e:
+        print("grist.Error", e.errno, e)
+        sys.exit(3)
+    print("no error")
+""")
+
+
+def test_guard_survives_a_handler_that_restores_the_default(tmp_path):
+    """faulthandler.enable() before grist's first mapped read, disable() after it: disable puts
+    back the disposition enable found (the default), which took grist's chained handler away,
+    and the next loader's shrinking file killed the process with SIGBUS. A loader's threads
+    arm the guard again when they find the default in place."""
+    path = shrinking_file(tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(grist.__file__))] + sys.path))
+    p = subprocess.run([sys.executable, "-c", FAULTHANDLER_CHILD, path], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)  # not -7 (SIGBUS)
+    assert p.stdout.startswith("grist.Error %d " % errno.EIO), p.stdout
+    assert path in p.stdout and "SIGBUS" in p.stdout, p.stdout

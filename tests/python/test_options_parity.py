@@ -1,6 +1,7 @@
 """One option table: the same value is accepted or refused by `grist load` and grist.Loader,
 with the same message (issue 25, point 5). The values include the disagreements the issue
 found (queue_depth 32768, prefetch=1, --read-ahead 4M)."""
+import re
 import subprocess
 
 import pytest
@@ -78,3 +79,99 @@ def test_prefetch_one_in_a_plain_for_loop(data):
     for b in grist.Loader(data, 8, epochs=1, prefetch=1):
         n += b.num_records
     assert n == 200
+
+
+def grist_bench():
+    """grist-bench beside the CLI this test found (a build folder), else $GRIST_BENCH, else PATH."""
+    import os
+    import shutil
+    cli = grist_cli()
+    cands = [os.environ.get("GRIST_BENCH")]
+    if cli:
+        cands.append(os.path.join(os.path.dirname(os.path.dirname(cli)), "bench", "grist-bench"))
+        cands.append(os.path.join(os.path.dirname(cli), "grist-bench"))
+    for p in cands:
+        if p and os.access(p, os.X_OK):
+            return p
+    return shutil.which("grist-bench")
+
+
+# (option, value) refused by `grist load`; `grist order` and `grist-bench` take these options too
+REFUSED = {
+    "order": [("seed", "18446744073709551616"), ("epochs", "-1"), ("granularity", "chunks"), ("window", "0"),
+              ("shard", "3/2"), ("shard", "x")],
+    "bench": [("seed", "-1"), ("granularity", "chunks"), ("window", "65537"), ("queue_depth", "32769"),
+              ("prefetch", "0"), ("read_ahead", "4kB"), ("read_ahead", "1.5M"), ("threads", "257"),
+              ("batch_size", "0"), ("engine", "io_uring"), ("io", "posix"), ("max_batch_bytes", "0")],
+}
+
+
+@pytest.mark.parametrize("tool", ["order", "bench"])
+def test_order_and_bench_refuse_as_load_does(data, tool):
+    """The CLI's other front ends parse through the same table: the same refusal, word for word."""
+    cli = grist_cli()
+    bench = grist_bench()
+    if not cli or (tool == "bench" and not bench):
+        pytest.skip("the grist CLI or grist-bench is not built")
+    for name, value in REFUSED[tool]:
+        flag = "--" + name.replace("_", "-")
+        want = cli_result(cli, data, name, value)
+        assert want[0] == "refused", (name, value)
+        if tool == "order":
+            args, prefix = [cli, "order", "--records", "100", flag, value], "grist order: "
+        else:
+            args, prefix = [bench, data, "--seconds", "0.1", flag, value], "grist-bench: "
+        p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 2, (tool, name, value, p.returncode, p.stderr)
+        assert p.stderr.splitlines()[0] == prefix + want[1], (tool, name, value, p.stderr)
+
+
+def test_set_remote_options_reads_sizes_as_everything_else(data):
+    """grist.set_remote_options(coalesce="1MiB") as Loader(remote_coalesce="1MiB") and
+    --remote coalesce:1MiB take it; a refusal is the C grammar's message, and a value cannot
+    smuggle in another option."""
+    try:
+        for value in ("1MiB", "1M", "4096", 4096, "0"):
+            grist.set_remote_options(coalesce=value, split="8MiB")
+            grist.Loader(data, 8, remote_coalesce=value).close()
+        for value in ("1kB", "1.5M", "-1"):
+            with pytest.raises(ValueError, match=r"^remote option coalesce: '%s' is not a size" % re.escape(value)):
+                grist.set_remote_options(coalesce=value)
+        with pytest.raises(ValueError, match="coalesce"):
+            grist.set_remote_options(coalesce="1M,retries:0")
+        for value in (1.5, True, None):
+            with pytest.raises(TypeError):
+                grist.set_remote_options(retries=value)
+    finally:
+        grist.set_remote_options()
+
+
+def table_names(cli):
+    out = subprocess.run([cli, "load", "--options"], capture_output=True, text=True, timeout=60).stdout
+    return [m.group(1) for m in re.finditer(r"^  ([a-z_]+) ", out, re.M)]
+
+
+def test_every_table_option_is_a_load_flag(data):
+    """`grist load --options` prints the table as the names grist.Loader takes; each is also a
+    flag of `grist load` (record_bytes as --record-bytes, not only inside --layout padded:N)."""
+    cli = grist_cli()
+    if not cli:
+        pytest.skip("the grist CLI is not built")
+    names = table_names(cli)
+    assert "queue_depth" in names and "record_bytes" in names, names
+    unknown = []
+    for name in names:
+        p = subprocess.run([cli, "load", "--" + name.replace("_", "-"), "@@", data], capture_output=True,
+                           text=True, timeout=60)
+        if "unknown option" in p.stderr:
+            unknown.append(name)
+    assert not unknown, "grist load --options lists these, grist load refuses them as flags: %s" % unknown
+    # and they mean what the table says: the same batches as the compound spellings
+    same = [(["--record-bytes", "1KiB", "--layout", "padded"], ["--layout", "padded:1024"]),
+            (["--shard-index", "1", "--shard-count", "3"], ["--shard", "1/3"]),
+            (["--shard-mode", "contiguous", "--shard", "1/3"], ["--contiguous-shards", "--shard", "1/3"]),
+            (["--shuffle", "false"], ["--no-shuffle"])]
+    for a, b in same:
+        run = [subprocess.run([cli, "load", data, "--epochs", "1", "--digest"] + x, capture_output=True,
+                              text=True, timeout=60) for x in (a, b)]
+        assert run[0].returncode == 0 and run[0].stdout == run[1].stdout != "", (a, b, run[0].stderr)
