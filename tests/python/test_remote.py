@@ -31,7 +31,7 @@ def s3(tmp_path_factory):
         shutil.copyfile(shard, str(bucket / "shards" / ("s%03d.ar" % i)))
     many = bucket / "many"
     many.mkdir()
-    for name in ["k%d.x" % i for i in range(1100)] + ["a&b<c> \u00e9.x", "sub/k.x", "k.y"]:
+    for name in ["k%d.x" % i for i in range(1100)] + ["a&b<c> \u00e9.x", "sub/k.x", "k.y", "odd[1].x", "odd1.x"]:
         (many / name).parent.mkdir(exist_ok=True)
         (many / name).touch()
     try:
@@ -122,8 +122,16 @@ def test_glob_over_many_pages(s3):
     """A glob over 1,101 keys spans two ListObjectsV2 pages (continuation token); XML
     entities and unicode in keys come back decoded; '*' does not cross '/'; bytewise order."""
     urls = grist._grist.remote_glob("s3://bkt/many/*.x")
-    want = ["s3://bkt/many/" + n for n in ["k%d.x" % i for i in range(1100)] + ["a&b<c> \u00e9.x"]]
+    want = ["s3://bkt/many/" + n for n in ["k%d.x" % i for i in range(1100)] + ["a&b<c> \u00e9.x", "odd[1].x", "odd1.x"]]
     assert urls == sorted(want, key=lambda u: u.encode()), (len(urls), urls[:3])
+
+
+def test_glob_characters_in_a_key(s3):
+    """A key that holds glob characters and exists is taken as it is, as a local name is
+    (grist.Reader, and the CLI's argument expansion, both go through grist_remote_glob())."""
+    assert grist._grist.remote_glob("s3://bkt/many/odd[1].x") == ["s3://bkt/many/odd[1].x"]
+    assert grist._grist.remote_glob("s3://bkt/many/odd[12].x") == ["s3://bkt/many/odd1.x"]
+    assert grist._grist.remote_glob("s3://bkt/many/odd[2].x") == []
 
 
 def rss_bytes():
