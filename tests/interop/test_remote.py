@@ -454,6 +454,7 @@ def test_bench_reads_urls():
     assert r.returncode == 0, r.stderr.decode()
     d = json.loads(r.stdout)
     assert d["files"] == [s3("b.ar")] and d["records_per_s"] > 0, d
+    assert "page cache" in d["cache_note"] and "network" in d["cache_note"], d  # not "warm"
 
 
 def remote_stats(err):
