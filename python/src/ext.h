@@ -1,4 +1,4 @@
-/* ext.h - what the grist extension's type files share: the types, errors, locks, path lists. */
+/* ext.h - what the grist extension's type files share: the types, errors, locks, path lists (ext.c). */
 #ifndef GRISTPY_EXT_H
 #define GRISTPY_EXT_H
 
@@ -10,7 +10,7 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 
-extern PyObject *gristpy_Error;          /* grist.Error, an OSError subclass */
+extern PyObject *gristpy_Error;          /* grist.Error, an OSError subclass (made by the module's init) */
 extern PyTypeObject gristpy_ReaderType;
 extern PyTypeObject gristpy_WriterType;
 extern PyTypeObject gristpy_LoaderType;
