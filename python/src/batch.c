@@ -8,6 +8,7 @@
 typedef struct {
 	PyObject_HEAD
 	PyObject *loader;           /* strong: the loader outlives its batches */
+	void (*give_back)(PyObject *loader, struct grist_batch *b);
 	struct grist_batch *b;      /* NULL once given back */
 	Py_ssize_t exports;         /* live array views and DLPack tensors */
 	bool release_asked;         /* release() was called: give back when exports reach 0 */
@@ -47,19 +48,20 @@ static unsigned data_item_bytes(const BatchObject *self)
 	return self->token_bytes ? self->token_bytes : 1;
 }
 
-PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b)
+PyObject *gristpy_batch_new(const struct gristpy_lend *from, struct grist_batch *b)
 {
 	BatchObject *self = PyObject_New(BatchObject, &gristpy_BatchType);
 
 	if (!self)
 		return NULL;
-	Py_INCREF(loader);
-	self->loader = loader;
+	Py_INCREF(from->lender);
+	self->loader = from->lender;
+	self->give_back = from->give_back;
 	self->b = b;
 	self->exports = 0;
 	self->release_asked = false;
-	self->layout = gristpy_loader_layout(loader);
-	self->token_bytes = gristpy_loader_token_bytes(loader);
+	self->layout = from->layout;
+	self->token_bytes = from->token_bytes;
 	return (PyObject *)self;
 }
 
@@ -70,15 +72,19 @@ static void give_back(BatchObject *self)
 	if (!b)
 		return;
 	self->b = NULL;
-	gristpy_loader_give_back(self->loader, b);
+	self->give_back(self->loader, b);
 }
 
-void gristpy_batch_export_add(PyObject *obj)
+/*
+ * The exports of a batch (numpy array views, DLPack tensors): the slot goes back to the
+ * loader once release() was asked for and no export is left.
+ */
+static void export_add(BatchObject *self)
 {
-	((BatchObject *)obj)->exports++;
+	self->exports++;
 }
 
-void gristpy_batch_export_done(PyObject *obj)
+static void export_done(PyObject *obj)
 {
 	BatchObject *self = (BatchObject *)obj;
 
@@ -102,6 +108,14 @@ static struct grist_batch *batch_held(BatchObject *self)
 	return NULL;
 }
 
+/* A numpy array over @buf (memory of this batch) that holds one export until it is freed. */
+static PyObject *batch_view(BatchObject *self, const void *buf, int ndim, const Py_ssize_t *shape,
+			    const char *format, Py_ssize_t itemsize)
+{
+	export_add(self);
+	return gristpy_view_array((PyObject *)self, export_done, buf, ndim, shape, format, itemsize);
+}
+
 static PyObject *batch_get_data(BatchObject *self, void *closure)
 {
 	struct grist_batch *b = batch_held(self);
@@ -112,8 +126,8 @@ static PyObject *batch_get_data(BatchObject *self, void *closure)
 	if (!b)
 		return NULL;
 	ndim = data_shape(self, b, shape);
-	return gristpy_view_array((PyObject *)self, b->data, ndim, shape, token_format(self->token_bytes),
-				  (Py_ssize_t)data_item_bytes(self));
+	return batch_view(self, b->data, ndim, shape, token_format(self->token_bytes),
+			  (Py_ssize_t)data_item_bytes(self));
 }
 
 /*
@@ -135,21 +149,21 @@ static PyObject *batch_array(BatchObject *self, void *closure)
 		if (!v || !self->token_bytes)
 			Py_RETURN_NONE;
 		/* uint32 in C; int32 for the caller (values stay below 2^24, the longest row) */
-		return gristpy_view_array((PyObject *)self, v, data_shape(self, b, shape), shape, "i", 4);
+		return batch_view(self, v, data_shape(self, b, shape), shape, "i", 4);
 	}
 	if ((which == 'd' && !b->datasets) || (which == 'i' && !b->indices) || (which == 'e' && !b->epochs))
 		Py_RETURN_NONE;
 	n = (Py_ssize_t)b->num_records;
 	if (which == 'e')
-		return gristpy_view_array((PyObject *)self, b->epochs, 1, &n, "Q", 8);
+		return batch_view(self, b->epochs, 1, &n, "Q", 8);
 	if (which == 'd')
-		return gristpy_view_array((PyObject *)self, b->datasets, 1, &n, "I", 4);
+		return batch_view(self, b->datasets, 1, &n, "I", 4);
 	if (which == 'i')
-		return gristpy_view_array((PyObject *)self, b->indices, 1, &n, "Q", 8);
+		return batch_view(self, b->indices, 1, &n, "Q", 8);
 	if (!b->offsets)
 		Py_RETURN_NONE;
 	n++;
-	return gristpy_view_array((PyObject *)self, b->offsets, 1, &n, "Q", 8);
+	return batch_view(self, b->offsets, 1, &n, "Q", 8);
 }
 
 static PyObject *batch_get_num_records(BatchObject *self, void *closure)
@@ -270,7 +284,7 @@ static void dl_deleter(gristpy_dl_managed *m)
 	struct dl_export *e = m->manager_ctx;
 	PyGILState_STATE g = PyGILState_Ensure();
 
-	gristpy_batch_export_done(e->batch);
+	export_done(e->batch);
 	Py_DECREF(e->batch);
 	free(e);
 	PyGILState_Release(g);
@@ -326,7 +340,7 @@ static PyObject *batch_dlpack(BatchObject *self, PyObject *args, PyObject *kwds)
 	e->managed.deleter = dl_deleter;
 	Py_INCREF(self);
 	e->batch = (PyObject *)self;
-	gristpy_batch_export_add((PyObject *)self);
+	export_add(self);
 	capsule = PyCapsule_New(&e->managed, "dltensor", dl_capsule_destructor);
 	if (!capsule)
 		dl_deleter(&e->managed);

@@ -1,4 +1,4 @@
-/* ext.h - what the grist extension's type files share: the types, errors, locks, path lists. */
+/* ext.h - what the grist extension's type files share: the types, errors, locks, path lists (ext.c). */
 #ifndef GRISTPY_EXT_H
 #define GRISTPY_EXT_H
 
@@ -10,7 +10,7 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 
-extern PyObject *gristpy_Error;          /* grist.Error, an OSError subclass */
+extern PyObject *gristpy_Error;          /* grist.Error, an OSError subclass (made by the module's init) */
 extern PyTypeObject gristpy_ReaderType;
 extern PyTypeObject gristpy_WriterType;
 extern PyTypeObject gristpy_LoaderType;
@@ -50,31 +50,31 @@ PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
 /* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
 
-/* batch.c: wrap a delivered batch (owned by @loader, a LoaderObject). */
-PyObject *gristpy_batch_new(PyObject *loader, struct grist_batch *b);
+/*
+ * How a batch goes back to the object that lent it (a Loader, loader.c): the batch keeps
+ * @lender alive and calls @give_back once release() was asked for and no export is left,
+ * or when the batch object itself is freed (every export holds a reference to it). The
+ * lender hands its hook over with the batch, so that the types depend one way only:
+ * loader.c -> batch.c -> view.c, each owning its own count (live batches, exports).
+ */
+struct gristpy_lend {
+	PyObject *lender;
+	void (*give_back)(PyObject *lender, struct grist_batch *b);
+	enum grist_batch_layout layout;
+	unsigned token_bytes;       /* packing: bytes per token; 0 otherwise */
+};
 
-/* loader.c: give a batch back to its loader (lock taken inside); the loader object stays alive. */
-void gristpy_loader_give_back(PyObject *loader, struct grist_batch *b);
-/* loader.c: the layout of the loader's batches. */
-enum grist_batch_layout gristpy_loader_layout(PyObject *loader);
-/* loader.c: bytes per token of a packing loader's batches; 0 when it does not pack. */
-unsigned gristpy_loader_token_bytes(PyObject *loader);
+/* batch.c: wrap a delivered batch @b, lent as @from says. */
+PyObject *gristpy_batch_new(const struct gristpy_lend *from, struct grist_batch *b);
 
 /*
- * batch.c: count the exports of a batch (numpy array views, DLPack tensors). The slot goes
- * back to the loader once release() was asked for and no export is left, or when the batch
- * object itself is freed (every export holds a reference to it).
+ * view.c: a read-only buffer over @ndim-dimensional memory that @batch keeps alive, with
+ * struct format @format ("B", "Q", "I") and @itemsize, turned into a numpy array that holds
+ * the view. The caller has counted the export; the view calls @done(@batch) exactly once:
+ * when it is freed, or at once when no array could be made.
  */
-void gristpy_batch_export_add(PyObject *batch);
-void gristpy_batch_export_done(PyObject *batch);
-
-/*
- * view.c: a read-only buffer over @ndim-dimensional memory owned by @batch, with struct
- * format @format ("B", "Q", "I") and @itemsize; turned into a numpy array, it keeps the
- * batch (and so its slot) alive.
- */
-PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const Py_ssize_t *shape,
-			     const char *format, Py_ssize_t itemsize);
+PyObject *gristpy_view_array(PyObject *batch, void (*done)(PyObject *batch), const void *buf, int ndim,
+			     const Py_ssize_t *shape, const char *format, Py_ssize_t itemsize);
 
 /*
  * A per-record map for the Loader's private _map keyword (features.c makes them): the

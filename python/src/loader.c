@@ -338,7 +338,8 @@ static int loader_check(LoaderObject *self)
 	return -1;
 }
 
-void gristpy_loader_give_back(PyObject *obj, struct grist_batch *b)
+/* Take a batch back from Python (lock taken inside); the loader object stays alive. */
+static void loader_give_back(PyObject *obj, struct grist_batch *b)
 {
 	LoaderObject *self = (LoaderObject *)obj;
 
@@ -351,18 +352,10 @@ void gristpy_loader_give_back(PyObject *obj, struct grist_batch *b)
 	PyThread_release_lock(self->lock);
 }
 
-enum grist_batch_layout gristpy_loader_layout(PyObject *obj)
-{
-	return ((LoaderObject *)obj)->layout;
-}
-
-unsigned gristpy_loader_token_bytes(PyObject *obj)
-{
-	return ((LoaderObject *)obj)->token_bytes;
-}
-
 static PyObject *loader_iternext(LoaderObject *self)
 {
+	struct gristpy_lend lend = { .lender = (PyObject *)self, .give_back = loader_give_back,
+				     .layout = self->layout, .token_bytes = self->token_bytes };
 	struct grist_batch *b = NULL;
 	char msg[1024] = "";
 	PyObject *batch;
@@ -395,9 +388,9 @@ static PyObject *loader_iternext(LoaderObject *self)
 		self->ended = true;
 		return NULL;
 	}
-	batch = gristpy_batch_new((PyObject *)self, b);
+	batch = gristpy_batch_new(&lend, b);
 	if (!batch) /* nobody will see this batch: hand it back at once */
-		gristpy_loader_give_back((PyObject *)self, b);
+		loader_give_back((PyObject *)self, b);
 	return batch;
 }
 

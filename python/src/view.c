@@ -4,6 +4,7 @@
 typedef struct {
 	PyObject_HEAD
 	PyObject *batch;            /* strong: the slot stays lent while this view lives */
+	void (*done)(PyObject *batch); /* uncounts this export (batch.c) */
 	void *buf;
 	int ndim;
 	Py_ssize_t shape[2];
@@ -36,10 +37,11 @@ static int view_getbuffer(ViewObject *self, Py_buffer *view, int flags)
 static void view_dealloc(ViewObject *self)
 {
 	PyObject *batch = self->batch;
+	void (*done)(PyObject *batch) = self->done;
 
 	Py_TYPE(self)->tp_free((PyObject *)self);
 	if (batch) {
-		gristpy_batch_export_done(batch);
+		done(batch);
 		Py_DECREF(batch);
 	}
 }
@@ -60,8 +62,8 @@ PyTypeObject gristpy_ViewType = {
 
 static PyObject *np_asarray;
 
-PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const Py_ssize_t *shape,
-			     const char *format, Py_ssize_t itemsize)
+PyObject *gristpy_view_array(PyObject *batch, void (*done)(PyObject *batch), const void *buf, int ndim,
+			     const Py_ssize_t *shape, const char *format, Py_ssize_t itemsize)
 {
 	static const char empty[8];
 	ViewObject *v;
@@ -71,15 +73,15 @@ PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const P
 		PyObject *np = PyImport_ImportModule("numpy");
 
 		if (!np)
-			return NULL;
+			goto fail;
 		np_asarray = PyObject_GetAttrString(np, "asarray");
 		Py_DECREF(np);
 		if (!np_asarray)
-			return NULL;
+			goto fail;
 	}
 	v = PyObject_New(ViewObject, &gristpy_ViewType);
 	if (!v)
-		return NULL;
+		goto fail;
 	v->batch = NULL;
 	v->buf = buf ? (void *)buf : (void *)empty; /* an empty batch may have no memory yet */
 	v->ndim = ndim;
@@ -89,11 +91,14 @@ PyObject *gristpy_view_array(PyObject *batch, const void *buf, int ndim, const P
 	v->shape[1] = ndim == 2 ? shape[1] : 1;
 	v->strides[1] = itemsize;
 	v->strides[0] = ndim == 2 ? itemsize * shape[1] : itemsize;
-	/* Counted before the array exists, so that the view's dealloc may always uncount it. */
+	/* From here the view's dealloc uncounts the export, whether or not the array is made. */
 	Py_INCREF(batch);
 	v->batch = batch;
-	gristpy_batch_export_add(batch);
+	v->done = done;
 	arr = PyObject_CallOneArg(np_asarray, (PyObject *)v);
 	Py_DECREF(v);
 	return arr;
+fail:
+	done(batch);
+	return NULL;
 }

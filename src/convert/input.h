@@ -98,7 +98,7 @@ struct grist_input {
 	bool check_data;      /* TFRecord: check each record's data CRC (options.no_check clears it) */
 	uint64_t record;      /* records returned so far from this INPUT */
 	const char *features; /* csv: the features spec (options.features), checked by grist_csv_spec_check() */
-	void *shared;         /* imagefolder: the conversion's labels and image checks (imagefolder.c) */
+	void *shared;         /* imagefolder: the listed tree (input_imagefolder.h) */
 	void *priv;           /* the format's state */
 };
 

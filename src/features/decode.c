@@ -25,63 +25,6 @@ struct grist_features_decoder {
 	size_t num_names;
 };
 
-uint16_t gf_float_to_half(float f)
-{
-	uint32_t x, sign, exp, man;
-
-	memcpy(&x, &f, 4);
-	sign = (x >> 16) & 0x8000;
-	exp = (x >> 23) & 0xff;
-	man = x & 0x7fffff;
-	if (exp == 0xff) /* inf, NaN (kept quiet, payload's top bits) */
-		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
-	if (exp > 142) /* overflows binary16 */
-		return (uint16_t)(sign | 0x7c00);
-	if (exp < 113) { /* subnormal or zero in binary16 */
-		uint32_t shift, half, rest;
-
-		if (exp < 102)
-			return (uint16_t)sign;
-		man |= 0x800000;
-		shift = 126 - exp; /* 14 .. 24 */
-		half = man >> shift;
-		rest = man & ((1u << shift) - 1);
-		if (rest > (1u << (shift - 1)) || (rest == (1u << (shift - 1)) && (half & 1)))
-			half++;
-		return (uint16_t)(sign | half);
-	}
-	{
-		uint32_t h = ((exp - 112) << 10) | (man >> 13), rest = man & 0x1fff;
-
-		if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
-			h++; /* may carry into the exponent, up to inf: that is right */
-		return (uint16_t)(sign | h);
-	}
-}
-
-float gf_half_to_float(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, x;
-	float f;
-
-	if (exp == 0x1f)
-		x = sign | 0x7f800000 | (man << 13);
-	else if (exp)
-		x = sign | ((exp + 112) << 23) | (man << 13);
-	else if (!man)
-		x = sign;
-	else {
-		exp = 113;
-		while (!(man & 0x400)) {
-			man <<= 1;
-			exp--;
-		}
-		x = sign | (exp << 23) | ((man & 0x3ff) << 13);
-	}
-	memcpy(&f, &x, 4);
-	return f;
-}
-
 static const char *wire_name(int kind)
 {
 	switch (kind) {

@@ -49,6 +49,9 @@ struct grist_features {
 /* The feature with this key, or -1. */
 int gf_lookup(const struct grist_features *f, const uint8_t *key, size_t len);
 size_t gf_dtype_bytes(enum grist_dtype t);
+/* FLOAT16 values: float32 to binary16 rounded to nearest even, and back (exact). */
+uint16_t gf_float_to_half(float f);
+float gf_half_to_float(uint16_t h);
 /* A deep copy of a finished spec. */
 int gf_clone(const struct grist_features *f, struct grist_features **out);
 
@@ -118,8 +121,5 @@ void gf_image_close(struct gf_image *img);
 /* decode.c: a record into a row, the error located by (dataset, index), or by batch position when !known. */
 int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
 		      uint64_t index, bool known, uint8_t *row, size_t cap, size_t *row_len);
-
-uint16_t gf_float_to_half(float f);
-float gf_half_to_float(uint16_t h);
 
 #endif

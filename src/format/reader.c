@@ -15,6 +15,7 @@
 #include "format/footer.h"
 #include "format/limits.h"
 #include "io/remote.h"
+#include "io/remote_read.h"
 #include "io/url.h"
 
 struct batch_item {

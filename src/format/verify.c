@@ -14,6 +14,7 @@
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
 #include "io/remote.h"
+#include "io/remote_read.h"
 #include "format/footer.h"
 
 struct found_chunk {

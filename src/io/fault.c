@@ -299,9 +299,9 @@ static int check_fault(const struct grist_io_fault *f)
 			  (unsigned long long)f->seq, (unsigned long long)f->arg);
 }
 
+/* The injector alone; grist_io_fault_wrap() gives it the backend it wraps. */
 static int fault_create(const struct grist_io_config *cfg, struct grist_io **out)
 {
-	struct grist_io_config inner_cfg = *cfg;
 	struct fault_io *fi;
 	unsigned i;
 	int ret;
@@ -328,11 +328,6 @@ static int fault_create(const struct grist_io_config *cfg, struct grist_io **out
 		memcpy(fi->faults, cfg->fault.faults, cfg->fault.nr_faults * sizeof(*fi->faults));
 	fi->nr_faults = cfg->fault.nr_faults;
 	qsort(fi->faults, fi->nr_faults, sizeof(*fi->faults), by_seq);
-	inner_cfg.fault.faults = NULL;
-	inner_cfg.fault.nr_faults = 0;
-	ret = grist_io_create(cfg->fault.inner, &inner_cfg, &fi->inner);
-	if (ret)
-		goto fail;
 	*out = &fi->base;
 	return 0;
 fail:
@@ -349,7 +344,12 @@ static void fault_stats(struct grist_io *io, struct grist_io_stats *st)
 
 	if (fi->inner->ops->stats)
 		fi->inner->ops->stats(fi->inner, st);
-	st->backend = fi->inner->ops == &grist_io_uring_ops ? "fault(uring)" : "fault(pread)";
+	st->backend = !strcmp(fi->inner->ops->name, "uring") ? "fault(uring)" : "fault(pread)";
+}
+
+void grist_io_fault_wrap(struct grist_io *io, struct grist_io *inner)
+{
+	to_fault(io)->inner = inner;
 }
 
 const struct grist_io_ops grist_io_fault_ops = {

@@ -13,7 +13,9 @@
 #include "common/error.h"
 #include "common/open.h"
 #include "io/io_config.h"
-#include "io/io.h"
+/* Only the callers' interface: opening files is below the io core, which uses it to register them. */
+#define GRIST_INTERNAL
+#include "grist/internal/io.h"
 
 /* ext4 can report a memory alignment of 4; buffers are aligned to at least this. */
 #define MIN_MEM_ALIGN 512

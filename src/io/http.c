@@ -764,6 +764,7 @@ static void http_stats(struct grist_io *io, struct grist_io_stats *st)
 
 const struct grist_io_ops grist_io_http_ops = {
 	.name = "http",
+	.remote = true,
 	.create = http_create,
 	.submit = http_submit,
 	.reap = http_reap,

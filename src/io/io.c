@@ -1,4 +1,4 @@
-/* The io core: backend choice, file table, request checks, in-flight caps, completion accounting. */
+/* The io core: file table, request checks, in-flight caps, completion accounting, object references. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -8,7 +8,6 @@
 
 #include "common/error.h"
 #include "io/io.h"
-#include "io/remote.h"
 
 #define DEFAULT_QUEUE_DEPTH 64
 #define DEFAULT_MAX_BYTES (64ull << 20)
@@ -54,53 +53,26 @@ int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_co
 	return 0;
 }
 
-int grist_io_create(enum grist_io_kind kind, const struct grist_io_config *cfg,
-		    struct grist_io **out)
+int grist_io_create_ops(const struct grist_io_ops *ops, const struct grist_io_config *cfg,
+			struct grist_io **out)
 {
-	const struct grist_io_ops *ops;
-	struct grist_io_config rc;
 	struct grist_io *io = NULL;
 	int ret;
 
-	if (!out)
-		return grist_fail(-EINVAL, "grist_io_create: out is NULL");
-	*out = NULL;
-	ret = grist_io_config_resolve(cfg, &rc);
-	if (ret)
-		return ret;
-	switch (kind) {
-	case GRIST_IO_AUTO:
-		ops = grist_io_probe(NULL, 0) == 0 ? &grist_io_uring_ops : &grist_io_pread_ops;
-		break;
-	case GRIST_IO_URING:
-		ops = &grist_io_uring_ops;
-		break;
-	case GRIST_IO_PREAD:
-		ops = &grist_io_pread_ops;
-		break;
-	case GRIST_IO_FAULT:
-		ops = &grist_io_fault_ops;
-		break;
-	case GRIST_IO_HTTP:
-		ops = &grist_io_http_ops;
-		break;
-	default:
-		return grist_fail(-EINVAL, "unknown io backend kind %d", (int)kind);
-	}
-	ret = ops->create(&rc, &io);
+	ret = ops->create(cfg, &io);
 	if (ret)
 		return ret;
 	io->ops = ops;
-	io->cfg = rc;
+	io->cfg = *cfg;
 	io->cfg.fault.faults = NULL; /* the injector keeps its own copy */
-	io->files = calloc(rc.max_files, sizeof(*io->files));
+	io->files = calloc(cfg->max_files, sizeof(*io->files));
 	if (!io->files) {
 		ops->destroy(io);
-		return grist_fail(-ENOMEM, "io file table of %u slots", rc.max_files);
+		return grist_fail(-ENOMEM, "io file table of %u slots", cfg->max_files);
 	}
 	io->st.backend = ops->name;
-	io->st.queue_depth = rc.queue_depth;
-	io->st.max_bytes_in_flight = rc.max_bytes_in_flight;
+	io->st.queue_depth = cfg->queue_depth;
+	io->st.max_bytes_in_flight = cfg->max_bytes_in_flight;
 	*out = io;
 	return 0;
 }
@@ -151,7 +123,7 @@ int grist_io_add_remote(struct grist_io *io, struct grist_remote_object *obj, ui
 
 	if (!io || !obj || !slot)
 		return grist_fail(-EINVAL, "grist_io_add_remote: bad argument");
-	if (io->ops != &grist_io_http_ops)
+	if (!io->ops->remote)
 		return grist_fail(-EINVAL, "%s: the %s io backend reads local files only", obj->url, io->ops->name);
 	if (io->nr_files >= io->cfg.max_files)
 		return grist_fail(-ENOSPC, "%s: io file table is full (%u files)", obj->url, io->cfg.max_files);
@@ -350,4 +322,28 @@ void grist_io_destroy(struct grist_io *io)
 		grist_remote_unref(files[i].remote);
 	}
 	free(files);
+}
+
+/* ---- remote objects: their references (see io.h) ---- */
+
+struct grist_remote_object *grist_remote_ref(struct grist_remote_object *o)
+{
+	if (o)
+		__atomic_fetch_add(&o->refs, 1, __ATOMIC_RELAXED);
+	return o;
+}
+
+void grist_remote_unref(struct grist_remote_object *o)
+{
+	if (!o || __atomic_sub_fetch(&o->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (o->sync_io) {
+		o->sync_io->files[o->sync_slot].remote = NULL; /* its uncounted reference, see grist_remote_read() */
+		grist_io_destroy(o->sync_io);
+	}
+	pthread_mutex_destroy(&o->sync_lock);
+	grist_url_free(&o->u);
+	free(o->tail);
+	free(o->url);
+	free(o);
 }

@@ -6,10 +6,13 @@
  * The callers' side (requests, configuration, the calls the engine makes, opening files)
  * is grist/internal/io.h; this header adds what backends and the core share.
  */
+#include <pthread.h>
+
 #ifndef GRIST_INTERNAL
 #define GRIST_INTERNAL
 #endif
 #include "grist/internal/io.h"
+#include "io/url.h"
 
 /*
  * The table every backend fills. The core has validated the arguments and
@@ -17,6 +20,7 @@
  */
 struct grist_io_ops {
 	const char *name;
+	bool remote;           /* reads the remote objects grist_io_add_remote() registers */
 	/* Allocate the backend's object (its first member is struct grist_io). */
 	int (*create)(const struct grist_io_config *cfg, struct grist_io **out);
 	/* The core has stored fd/path in slot @slot; make the backend aware of it. */
@@ -30,6 +34,34 @@ struct grist_io_ops {
 	/* Fill backend-specific fields of @st (optional). */
 	void (*stats)(struct grist_io *io, struct grist_io_stats *st);
 };
+
+/*
+ * One remote object, opened (and pinned) once by grist_remote_open() (remote.c) and then
+ * shared read-only by every thread that reads it. Its size and ETag come from the first GET (the last 64 KiB, which the
+ * reader wants first anyway: the postscript), kept in tail[].
+ */
+struct grist_remote_object {
+	char *url;                 /* as given, for messages */
+	struct grist_url u;
+	uint64_t size;
+	char etag[256];            /* as the server sent it, quotes included; "" when none */
+	uint8_t *tail;             /* the bytes [tail_off, size) */
+	uint64_t tail_off;
+	/* Blocking reads (the reader's footers and chunks; remote_read.c): one io object, one at a time. */
+	pthread_mutex_t sync_lock;
+	struct grist_io *sync_io;
+	uint32_t sync_slot;
+	int refs;                  /* atomic */
+};
+
+/*
+ * The object's references: its opener's, and one per io file table that registered it.
+ * The last unref frees it, with the io object of its blocking reads (remote_read.c). The
+ * core keeps this, not remote.c, because an io object holds objects and an object holds
+ * an io object: both ends of that tie are the core's own.
+ */
+struct grist_remote_object *grist_remote_ref(struct grist_remote_object *o);
+void grist_remote_unref(struct grist_remote_object *o);
 
 struct grist_io_file {
 	int fd;
@@ -116,7 +148,22 @@ extern const struct grist_io_ops grist_io_pread_ops;
 extern const struct grist_io_ops grist_io_fault_ops;
 extern const struct grist_io_ops grist_io_http_ops;
 
-/* Resolve defaults and check limits; used by create and by the fault wrapper. */
+/* Resolve defaults and check limits (grist_io_create() does, before it picks a backend). */
 int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_config *out);
+
+/*
+ * grist_io_create_ops() - make an io object served by @ops, with @cfg as
+ * grist_io_config_resolve() left it. grist_io_create() (backends.c, the one
+ * file that names the backends) picks @ops for a kind and calls this.
+ */
+int grist_io_create_ops(const struct grist_io_ops *ops, const struct grist_io_config *cfg,
+			struct grist_io **out);
+
+/*
+ * grist_io_fault_wrap() - give the injector @io (made with grist_io_fault_ops)
+ * the io object it wraps, which it owns from then on. backends.c makes that
+ * one too, so that the injector depends on no other backend.
+ */
+void grist_io_fault_wrap(struct grist_io *io, struct grist_io *inner);
 
 #endif

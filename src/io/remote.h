@@ -1,4 +1,4 @@
-/* The remote backend's shared parts: options, credentials, pinned objects, one GET's life. */
+/* The remote backend's shared parts: options, credentials, opening objects, one GET's life. */
 #ifndef GRIST_IO_REMOTE_H
 #define GRIST_IO_REMOTE_H
 
@@ -10,9 +10,8 @@
 
 #include "common/buf.h"
 #include "grist/remote.h"
+#include "io/io.h"
 #include "io/url.h"
-
-struct grist_io;
 
 /*
  * Counters that several io objects (one per engine thread) add to with relaxed atomics,
@@ -43,38 +42,10 @@ void grist_remote_counters_read(const struct grist_remote_counters *c, struct gr
 void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from);
 
 /*
- * One object, opened (and pinned) once and then shared read-only by every thread that
- * reads it. Its size and ETag come from the first GET (the last 64 KiB, which the
- * reader wants first anyway: the postscript), kept in tail[].
- */
-struct grist_remote_object {
-	char *url;                 /* as given, for messages */
-	struct grist_url u;
-	uint64_t size;
-	char etag[256];            /* as the server sent it, quotes included; "" when none */
-	uint8_t *tail;             /* the bytes [tail_off, size) */
-	uint64_t tail_off;
-	/* Blocking reads (the reader's footers and chunks): one io object, one at a time. */
-	pthread_mutex_t sync_lock;
-	struct grist_io *sync_io;
-	uint32_t sync_slot;
-	int refs;                  /* atomic */
-};
-
-/*
  * grist_remote_open() - open @url: one GET of its last 64 KiB, which gives its size,
  * its ETag and those bytes. Return: 0, or an error naming the URL and the status.
  */
 int grist_remote_open(const char *url, struct grist_remote_object **out);
-struct grist_remote_object *grist_remote_ref(struct grist_remote_object *o);
-void grist_remote_unref(struct grist_remote_object *o);
-
-/*
- * grist_remote_read() - read exactly [@off, @off + @len) of @o into @dst, blocking
- * (coalesced, split and retried as any read). Bytes past the object's end are an
- * -EBADMSG error, as a local file that ends early. Thread-safety: any thread.
- */
-int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off, uint64_t len);
 
 /* Where one stretch of a GET's body goes. */
 struct grist_remote_seg {

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "io/remote.h"
+#include "io/remote_read.h"
 
 GRIST_API void grist_remote_get_free(void *data)
 {

@@ -21,9 +21,10 @@
  * grist_io_reap() the completed ones, repeat. Requests complete in any order.
  *
  * Backends are files filling one struct grist_io_ops: io_uring (uring.c), a
- * pread thread pool (pread_pool.c) and a fault injector wrapping either
- * (fault.c). The core (io.c) validates requests, enforces the queue-depth and
- * bytes-in-flight caps and keeps the file table; backends only move bytes.
+ * pread thread pool (pread_pool.c), ranged GETs (http.c) and a fault injector
+ * wrapping either local one (fault.c); grist_io_create() (backends.c) picks
+ * one for a kind. The core (io.c) validates requests, enforces the queue-depth
+ * and bytes-in-flight caps and keeps the file table; backends only move bytes.
  *
  * Completion semantics, the same for every backend: a request comes back
  * with result == len, or 0 <= result < len only when end of file was reached,

@@ -1,6 +1,6 @@
-/* The conversion engine's state, shared by convert.c (one sharded output) and imagefolder.c (one per split). */
-#ifndef GRIST_CONVERT_INTERNAL_H
-#define GRIST_CONVERT_INTERNAL_H
+/* The conversion engine (engine.c): its state, set up by grist_convert() (convert.c) and by the imagefolder driver. */
+#ifndef GRIST_CONVERT_ENGINE_H
+#define GRIST_CONVERT_ENGINE_H
 
 #include <stdbool.h>
 #include <time.h>
@@ -41,8 +41,5 @@ void grist_convert_run_cleanup(struct convert *c);
 
 /* The last progress call (p.done set), for a driver that ran with not_last. */
 int grist_convert_report_done(struct convert *c);
-
-/* GRIST_CONVERT_IMAGEFOLDER: an ImageFolder tree into a prepared TFDS dataset (imagefolder.c). */
-int grist_convert_imagefolder(struct convert *c);
 
 #endif
