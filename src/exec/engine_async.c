@@ -941,7 +941,7 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	}
 	out->reads_in_flight_mean = span ? (double)area / (double)span : 0.0;
 	if (e->remote_ctr) {
-		grist_remote_counters_read(e->remote_ctr, &out->remote);
+		grist_remote_counters_read(e->remote_ctr, &out->remote, &out->remote_budget);
 		out->read_mode = "remote";
 	}
 	pthread_mutex_lock(&e->lock);

@@ -285,7 +285,7 @@ GRIST_API void grist_fetcher_stats_sized(const struct grist_fetcher *f, struct g
 {
 	struct grist_fetcher_stats st = f->st;
 
-	grist_remote_counters_read(&f->remote, &st.remote);
+	grist_remote_counters_read(&f->remote, &st.remote, &st.remote_budget);
 	grist_sized_out(out, size, &st, sizeof(st));
 }
 
