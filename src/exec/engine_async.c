@@ -56,8 +56,6 @@
 #include "exec/engine_async_internal.h"
 #include "io/remote.h"
 
-#define MAX_WORKS 1024                   /* units one worker reads ahead, at most */
-#define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 
 /* ---- claiming and publishing units ---- */
 
@@ -112,7 +110,7 @@ static void stall_end(struct worker *wk, uint64_t t0)
 static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 {
 	struct async_engine *e = wk->e;
-	uint64_t t0 = 0, u_no, len = grist_stream_length(e->l->stream);
+	uint64_t t0 = 0, u_no, len = grist_stream_length(e->p->stream);
 	struct unit *u = NULL;
 
 	*ended = false;
@@ -324,7 +322,7 @@ static int step_head(struct worker *wk, bool stopping)
 			if (ret == -EAGAIN)
 				return 0;
 			if (!ret)
-				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->l->cfg.batch_size &&
+				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->p->batch_size &&
 								   !wk->e->plan_cursor, false, &w->u->slot);
 			if (ret) {
 				fail_work(wk, w, ret);
@@ -439,29 +437,18 @@ static void *worker_main(void *arg)
 
 /* ---- setup ---- */
 
-static bool any_url(struct grist_loader *l)
-{
-	size_t d, f;
-
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++)
-			if (grist_reader_file_geom(l->sources[d].reader, f)->remote)
-				return true;
-	return false;
-}
-
 /* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
-static bool map_small_dataset(struct grist_loader *l)
+static bool map_small_dataset(const struct grist_engine_params *p)
 {
 	uint64_t bytes = 0, chunks = 0;
 	struct grist_file_info info;
 	size_t d, f;
 
-	if (l->cfg.read_mode != GRIST_READ_AUTO)
+	if (p->read_mode != GRIST_READ_AUTO)
 		return false;
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			if (grist_reader_file_info(l->sources[d].reader, f, &info))
+	for (d = 0; d < p->num_sources; d++)
+		for (f = 0; f < p->sources[d].num_files; f++) {
+			if (grist_reader_file_info(p->sources[d].reader, f, &info))
 				return false;
 			bytes += info.file_size;
 			chunks += info.num_chunks;
@@ -471,34 +458,34 @@ static bool map_small_dataset(struct grist_loader *l)
 
 static int open_files(struct async_engine *e)
 {
-	struct grist_loader *l = e->l;
-	enum grist_io_mode mode = l->cfg.read_mode == GRIST_READ_DIRECT ? GRIST_IO_MODE_DIRECT
-				  : l->cfg.read_mode == GRIST_READ_AUTO ? GRIST_IO_MODE_AUTO
+	const struct grist_engine_params *p = e->p;
+	enum grist_io_mode mode = p->read_mode == GRIST_READ_DIRECT ? GRIST_IO_MODE_DIRECT
+				  : p->read_mode == GRIST_READ_AUTO ? GRIST_IO_MODE_AUTO
 									: GRIST_IO_MODE_BUFFERED;
 	struct grist_io_open_info oi;
 	struct grist_file_info info;
 	size_t d, f, ranges_cap = 0;
 	int ret;
 
-	bool map_all = map_small_dataset(l);
+	bool map_all = map_small_dataset(p);
 
-	e->files = calloc(l->num_sources, sizeof(*e->files));
+	e->files = calloc(p->num_sources, sizeof(*e->files));
 	if (!e->files)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
 	if (map_all)
 		mode = GRIST_IO_MODE_BUFFERED; /* no residency probe: mapped whatever it says */
-	for (d = 0; d < l->num_sources; d++) {
-		e->files[d] = calloc(l->sources[d].num_files, sizeof(**e->files));
+	for (d = 0; d < p->num_sources; d++) {
+		e->files[d] = calloc(p->sources[d].num_files, sizeof(**e->files));
 		if (!e->files[d])
 			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < l->sources[d].num_files; f++)
+		for (f = 0; f < p->sources[d].num_files; f++)
 			e->files[d][f].fd = -1;
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			ret = grist_reader_file_info(l->sources[d].reader, f, &info);
+		for (f = 0; f < p->sources[d].num_files; f++) {
+			ret = grist_reader_file_info(p->sources[d].reader, f, &info);
 			if (ret)
 				return ret;
 			{
-				const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
+				const struct grist_file_geom *g = grist_reader_file_geom(p->sources[d].reader, f);
 
 				if (g->remote) {
 					/* a URL: no descriptor, no mapping; the reader already pinned it */
@@ -516,7 +503,7 @@ static int open_files(struct async_engine *e)
 				.size = oi.size,
 			};
 			/* auto maps a file the page cache already holds: no read copies, no syscalls */
-			if ((l->cfg.read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
+			if ((p->read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
 				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
 
 				if (m == MAP_FAILED)
@@ -549,10 +536,10 @@ static void close_files(struct async_engine *e)
 
 	if (!e->files)
 		return;
-	for (d = 0; d < e->l->num_sources; d++) {
+	for (d = 0; d < e->p->num_sources; d++) {
 		if (!e->files[d])
 			continue;
-		for (f = 0; f < e->l->sources[d].num_files; f++) {
+		for (f = 0; f < e->p->sources[d].num_files; f++) {
 			if (e->files[d][f].map)
 				munmap((void *)e->files[d][f].map, e->files[d][f].size);
 			if (e->files[d][f].fd >= 0)
@@ -564,84 +551,20 @@ static void close_files(struct async_engine *e)
 	free(e->map_ranges);
 }
 
-/* The largest chunk extent of the datasets, to size each worker's registered read arena. */
-static uint64_t largest_extent(struct grist_loader *l)
-{
-	const struct grist_file_geom *g;
-	uint64_t best = 0, c;
-	size_t d, f;
-
-	uint64_t limit = grist_max_chunk_bytes(), len;
-
-	/*
-	 * A chunk above the limit is refused, with its file and offset, when a unit
-	 * reaches it (grist_reader_locate()); it must not size the arenas first, or a
-	 * footer that claims 100 GB would have the engine map 100 GB before any check.
-	 */
-	for (d = 0; d < l->num_sources; d++) {
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			g = grist_reader_file_geom(l->sources[d].reader, f);
-			for (c = 0; g && c < g->num_chunks; c++) {
-				len = g->chunk_offsets[c + 1] - g->chunk_offsets[c];
-				if (len > best && len <= limit)
-					best = len;
-			}
-		}
-	}
-	return best;
-}
-
-/* The fewest records per chunk of any file (chunk granularity: a unit reads about U / this chunks). */
-static uint64_t smallest_group(struct grist_loader *l)
-{
-	uint64_t best = UINT64_MAX;
-	size_t d, f;
-
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++)
-			if (l->sources[d].files[f].group_size && l->sources[d].files[f].group_size < best)
-				best = l->sources[d].files[f].group_size;
-	return best == UINT64_MAX ? 1 : best;
-}
-
-/* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
-static size_t row_bytes_estimate(struct grist_loader *l)
-{
-	uint64_t best = 0, per;
-	size_t d, f;
-
-	if (l->cfg.layout != GRIST_LAYOUT_RAGGED)
-		return l->cfg.record_bytes;
-	if (l->cfg.map)
-		return 0;
-	for (d = 0; d < l->num_sources; d++) {
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
-
-			if (!g || !g->group_size)
-				continue;
-			per = (g->max_chunk_decoded + g->group_size - 1) / g->group_size;
-			if (per > best)
-				best = per;
-		}
-	}
-	return best > (1u << 20) ? 0 : (size_t)best;
-}
-
 static int setup_worker(struct async_engine *e, struct worker *wk)
 {
-	struct grist_loader *l = e->l;
+	const struct grist_engine_params *p = e->p;
 	struct grist_io_config ioc;
 	size_t d, f, i;
 	int ret;
 
 	memset(&ioc, 0, sizeof(ioc));
-	if (l->hooks.io_override)
-		ioc = l->hooks.io_config;
+	if (p->io_override)
+		ioc = p->io_config;
 	ioc.queue_depth = e->queue_depth;
 	ioc.threads = 4;
 	ioc.remote_counters = e->remote_ctr;
-	ioc.remote_options = l->cfg.remote.size ? &l->cfg.remote : NULL;
+	ioc.remote_options = p->remote;
 	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
 	if (!wk->works)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
@@ -663,14 +586,14 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 		grist_io_get_stats(wk->io, &ios);
 		wk->fixed_buffers = ios.fixed_buffers;
 	}
-	wk->io_slot = calloc(l->num_sources, sizeof(*wk->io_slot));
+	wk->io_slot = calloc(p->num_sources, sizeof(*wk->io_slot));
 	if (!wk->io_slot)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	for (d = 0; d < l->num_sources; d++) {
-		wk->io_slot[d] = calloc(l->sources[d].num_files, sizeof(**wk->io_slot));
+	for (d = 0; d < p->num_sources; d++) {
+		wk->io_slot[d] = calloc(p->sources[d].num_files, sizeof(**wk->io_slot));
 		if (!wk->io_slot[d])
 			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < l->sources[d].num_files; f++) {
+		for (f = 0; f < p->sources[d].num_files; f++) {
 			if (e->files[d][f].remote)
 				ret = grist_io_add_remote(wk->io, e->files[d][f].remote, &wk->io_slot[d][f]);
 			else
@@ -679,7 +602,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 				return ret;
 		}
 	}
-	ret = grist_stream_cursor_create(l->stream, &wk->cursor);
+	ret = grist_stream_cursor_create(p->stream, &wk->cursor);
 	if (ret)
 		return ret;
 	wk->decoders = calloc(e->ncache, sizeof(*wk->decoders));
@@ -715,7 +638,7 @@ static void teardown_worker(struct async_engine *e, struct worker *wk)
 	grist_io_destroy(wk->io);
 	free(wk->heap);
 	if (wk->io_slot) {
-		for (d = 0; d < e->l->num_sources; d++)
+		for (d = 0; d < e->p->num_sources; d++)
 			free(wk->io_slot[d]);
 		free(wk->io_slot);
 	}
@@ -732,11 +655,11 @@ static void teardown_worker(struct async_engine *e, struct worker *wk)
 
 static void async_stop(void *engine);
 
-static int async_start(struct grist_loader *l, void **engine)
+static int async_start(const struct grist_engine_params *p, void **engine)
 {
+	struct grist_engine_geometry geom;
+	struct grist_engine_sizes sz;
 	struct async_engine *e;
-	uint64_t max_extent, group = 1;
-	size_t works, d, f;
 	char why[160];
 	unsigned i;
 	int ret;
@@ -744,16 +667,17 @@ static int async_start(struct grist_loader *l, void **engine)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	e->l = l;
+	e->p = p;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->claim_cv, NULL);
 	pthread_cond_init(&e->done_cv, NULL);
 	*engine = e;
 
-	if (l->hooks.io_override) {
-		e->io_kind = l->hooks.io_kind;
+	grist_engine_geometry_read(p, (unsigned)get_nprocs(), &geom);
+	if (p->io_override) {
+		e->io_kind = p->io_kind;
 		e->name = "hooked";
-	} else if (l->cfg.engine == GRIST_ENGINE_PREAD) {
+	} else if (p->engine == GRIST_ENGINE_PREAD) {
 		e->io_kind = GRIST_IO_PREAD;
 		e->name = "pread";
 	} else if (grist_io_probe(why, sizeof(why)) == 0) {
@@ -764,7 +688,7 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->name = "pread";
 		grist_log(GRIST_LOG_WARNING, "io_uring unavailable (%s); using the pread thread pool", why);
 	}
-	if (!l->hooks.io_override && any_url(l)) {
+	if (!p->io_override && geom.any_remote) {
 		/* URLs: ranged GETs on each worker's own multi handle (local files of the mix: pread) */
 		e->io_kind = GRIST_IO_HTTP;
 		e->name = "http";
@@ -773,107 +697,26 @@ static int async_start(struct grist_loader *l, void **engine)
 			return grist_fail(-ENOMEM, "async engine: out of memory");
 	}
 
-	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */
-	e->unit_items = l->cfg.batch_size;
-	e->max_unit_items = e->unit_items;
-	e->ncache = l->layout.map ? 2 : 1;
-	if (l->cfg.granularity == GRIST_GRANULARITY_CHUNK) {
-		uint64_t window = l->cfg.window_chunks ? l->cfg.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
-		uint64_t per_unit;
-
-		double total = 0, most = 0;
-
-		for (d = 0; d < l->num_sources; d++)
-			total += l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0;
-		/*
-		 * Enough positions for every dataset to bring about one whole window into a
-		 * unit: a mixed unit cannot end on every dataset's window boundary at once,
-		 * but this way a window is split over at most about two units.
-		 */
-		for (d = 0; d < l->num_sources; d++) {
-			double share = (l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0) / total, need;
-
-			group = 1;
-			for (f = 0; f < l->sources[d].num_files; f++)
-				if (l->sources[d].files[f].group_size > group)
-					group = l->sources[d].files[f].group_size;
-			need = (double)window * (double)group / (double)l->cfg.shard_count / share;
-			if (need > most)
-				most = need;
-		}
-		per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
-		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
-		if (per_unit > e->unit_items)
-			e->unit_items = (size_t)per_unit;
-		/* only a map keeps a window's chunks decoded at once (see advance_in_order()) */
-		e->ncache = l->layout.map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
-		e->max_unit_items = 4 * e->unit_items;
-		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
-			ret = grist_stream_cursor_create(l->stream, &e->plan_cursor);
-			if (ret)
-				goto fail;
-		}
+	/* every count and budget: engine_sizing.c, shared with the device stage */
+	grist_engine_size(p, &geom, &sz);
+	e->unit_items = sz.unit_items;
+	e->max_unit_items = sz.max_unit_items;
+	e->ncache = sz.decoders;
+	e->nworkers = sz.workers;
+	e->queue_depth = sz.queue_depth;
+	e->read_ahead = sz.read_ahead;
+	e->nunits = sz.nunits;
+	e->assembly = sz.assembly;
+	e->row_bytes_hint = sz.row_bytes_hint;
+	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
+	if (p->granularity == GRIST_GRANULARITY_CHUNK && p->num_sources == 1 && p->shuffled) {
+		ret = grist_stream_cursor_create(p->stream, &e->plan_cursor);
+		if (ret)
+			goto fail;
 	}
-
 	/* known once a claimer reaches the end of the stream */
 	e->total_units = UINT64_MAX;
-	e->next_first_j = l->start_position;
-	e->row_bytes_hint = row_bytes_estimate(l);
-	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
-	if (e->nworkers < 1)
-		e->nworkers = 1;
-	/*
-	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
-	 * what waits, so the engine hands it more reads than a disk ring would take.
-	 */
-	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : e->remote_ctr ? 512 : 64;
-	/*
-	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
-	 * extent, so the ring stays full while as many landed reads wait to be decoded, and
-	 * at least two units' reads (a unit larger than the arena is read alone, so the ring
-	 * would drain at its end), at most 64 MiB. A budget set in the configuration is split
-	 * over the workers as given.
-	 */
-	max_extent = largest_extent(l) + 2 * MEM_ALIGN; /* an extent rounded out to O_DIRECT pages */
-	if (l->cfg.read_ahead_bytes) {
-		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
-	} else {
-		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
-		uint64_t reads = l->cfg.granularity == GRIST_GRANULARITY_CHUNK ? e->unit_items / smallest_group(l) + 2
-									   : e->unit_items;
-		uint64_t unit_reads = max_extent * reads;
-
-		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)
-			unit_reads = DEFAULT_READ_AHEAD_MAX / 2;
-		e->read_ahead = 2 * e->queue_depth * max_extent;
-		if (e->read_ahead < 2 * unit_reads)
-			e->read_ahead = 2 * unit_reads;
-		if (e->read_ahead > DEFAULT_READ_AHEAD_MAX)
-			e->read_ahead = DEFAULT_READ_AHEAD_MAX;
-	}
-	e->read_ahead = align_up(e->read_ahead < max_extent ? max_extent : e->read_ahead, MEM_ALIGN);
-	/*
-	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
-	 * for twice the queue depth even when a unit is one small batch (and for the whole
-	 * read-ahead budget when one was set larger), and the read-ahead arena bounds the
-	 * bytes. The claim window holds the batches ready ahead of the consumer and every
-	 * worker's pipeline: at least two units each (one being decoded, one just published;
-	 * without that slack a worker would wait for its neighbour).
-	 *
-	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
-	 * can be far ahead of another's when units are small, and both must decode. Only a
-	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
-	 * two units per worker, gets that smaller assembly window.
-	 */
-	works = 2 + 2 * (size_t)e->queue_depth / e->unit_items;
-	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
-	if (l->cfg.granularity != GRIST_GRANULARITY_CHUNK &&
-	    e->read_ahead / (max_extent * e->unit_items) > works)
-		works = e->read_ahead / (max_extent * e->unit_items);
-	if (works > MAX_WORKS)
-		works = MAX_WORKS;
-	e->nunits = l->cfg.prefetch + (unsigned)works * e->nworkers;
-	e->assembly = l->provider ? l->cfg.prefetch + 2 * e->nworkers : e->nunits;
+	e->next_first_j = p->start_position;
 	e->units = calloc(e->nunits, sizeof(*e->units));
 	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
 	if (e->workers)
@@ -889,7 +732,7 @@ static int async_start(struct grist_loader *l, void **engine)
 	for (i = 0; i < e->nworkers; i++) {
 		e->workers[i].e = e;
 		e->workers[i].id = i;
-		e->workers[i].works_cap = (unsigned)works;
+		e->workers[i].works_cap = (unsigned)sz.works;
 		ret = setup_worker(e, &e->workers[i]);
 		if (ret)
 			goto fail;
@@ -950,7 +793,7 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	out->memory_bytes += load_relaxed(&e->slot_memory);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
-	out->pinned = out->pinned || e->l->provider;
+	out->pinned = out->pinned || e->p->deliver;
 	pthread_mutex_unlock(&e->lock);
 }
 

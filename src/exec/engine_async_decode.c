@@ -28,7 +28,7 @@ static int chunk_bytes(struct worker *wk, struct work *w, uint32_t chunk, const 
 /* The reader's check on a decoded chunk: a data chunk with exactly the records the footer implies. */
 static int chunk_records_check(struct worker *wk, const struct chunk_ref *c, const struct grist_decoded_chunk *out)
 {
-	return grist_file_check_chunk_records(grist_reader_file_geom(wk->e->l->sources[c->component].reader, c->file),
+	return grist_file_check_chunk_records(grist_reader_file_geom(wk->e->p->sources[c->component].reader, c->file),
 					      c->chunk, out->chunk_type, out->num_records);
 }
 
@@ -133,7 +133,7 @@ static void lap(uint64_t *t, uint64_t *sum)
  */
 static int advance_in_order(struct worker *wk, struct work *w)
 {
-	struct grist_loader *l = wk->e->l;
+	const struct grist_engine_params *p = wk->e->p;
 	struct grist_map_input in;
 	struct decoder_slot *d;
 	uint64_t t = grist_now_ns(), spent = 0;
@@ -149,10 +149,10 @@ static int advance_in_order(struct worker *wk, struct work *w)
 		if (!d)
 			break;
 		off = d->out.offsets + it->record_in_chunk;
-		grist_loader_map_input(l, &it->it, d->out.values + off[0], (size_t)(off[1] - off[0]), &in);
-		ret = grist_slot_add(w->u->slot, &l->layout, &in, it->j);
+		grist_engine_map_input(p, &it->it, d->out.values + off[0], (size_t)(off[1] - off[0]), &in);
+		ret = grist_slot_add(w->u->slot, p->layout, &in, it->j);
 		if (ret < 0) {
-			ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
+			ret = grist_engine_record_error(p->sources, p->num_sources, it->it.component, it->it.record, ret);
 			break;
 		}
 		w->shaped++;
@@ -181,7 +181,7 @@ struct tally {
 static int fill_chunk(struct worker *wk, struct work *w, uint32_t c, struct tally *ty)
 {
 	struct async_engine *e = wk->e;
-	const struct grist_layout *L = &e->l->layout;
+	const struct grist_layout *L = e->p->layout;
 	struct chunk_ref *cr = &w->chunks[c];
 	struct grist_decoded_chunk out;
 	const struct chunk_row *row, *end;
@@ -299,7 +299,7 @@ static void prefetch_chunk(const struct work *w, uint32_t chunk, const struct gr
  */
 static int advance_by_chunk(struct worker *wk, struct work *w)
 {
-	struct grist_loader *l = wk->e->l;
+	const struct grist_engine_params *p = wk->e->p;
 	struct grist_chunk_decoder *dec = wk->decoders[0].dec;
 	struct tally ty = { .t = grist_now_ns() };
 	struct grist_decoded_chunk out;
@@ -341,9 +341,9 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 
 			in = (struct grist_map_input){ .len = (size_t)w->row_place[w->shaped], .index = it->it.record,
 						       .dataset = it->it.component, .epoch = it->it.epoch };
-			ret = grist_slot_shape_row(w->u->slot, &l->layout, &in, it->j, &dst);
+			ret = grist_slot_shape_row(w->u->slot, p->layout, &in, it->j, &dst);
 			if (ret) {
-				ret = grist_loader_record_error(l, it->it.component, it->it.record, ret);
+				ret = grist_engine_record_error(p->sources, p->num_sources, it->it.component, it->it.record, ret);
 				goto out;
 			}
 			w->row_place[w->shaped++] = dst;
@@ -365,7 +365,7 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 				break;
 			w->fill_next++;
 			if (w->fill_next + FILL_PREFETCH < w->nchunks)
-				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH], &l->layout);
+				prefetch_chunk(w, w->fill_order[w->fill_next + FILL_PREFETCH], p->layout);
 			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
@@ -375,7 +375,7 @@ static int advance_by_chunk(struct worker *wk, struct work *w)
 			if (w->chunks[c].filled)
 				continue;
 			if (w->file_next + FILL_PREFETCH < w->nchunks)
-				prefetch_chunk(w, w->order[w->file_next + FILL_PREFETCH], &l->layout);
+				prefetch_chunk(w, w->order[w->file_next + FILL_PREFETCH], p->layout);
 			ret = fill_chunk(wk, w, c, &ty);
 			if (ret)
 				goto out;
@@ -399,5 +399,5 @@ out:
 
 int grist_async_advance(struct worker *wk, struct work *w)
 {
-	return wk->e->l->layout.map ? advance_in_order(wk, w) : advance_by_chunk(wk, w);
+	return wk->e->p->layout->map ? advance_in_order(wk, w) : advance_by_chunk(wk, w);
 }

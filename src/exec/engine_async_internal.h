@@ -18,13 +18,13 @@
 
 #include "common/buf.h"
 #include "common/map_guard.h"
-#include "exec/loader_internal.h"
+#include "exec/engine.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
 #include "io/io.h"
 
 #define READ_PIECE_MAX (8u << 20) /* bytes per io request; larger extents are split */
-#define MEM_ALIGN 4096u
+#define MEM_ALIGN GRIST_ENGINE_MEM_ALIGN
 #define ERRMSG_MAX 512
 #define ROW_UNKNOWN UINT64_MAX    /* row_place: the record's size is not known yet */
 
@@ -189,7 +189,7 @@ struct worker {
 } __attribute__((aligned(128))); /* workers sit side by side: no cache line is shared between two of them */
 
 struct async_engine {
-	struct grist_loader *l;
+	const struct grist_engine_params *p;
 	enum grist_io_kind io_kind;
 	const char *name;
 	unsigned nworkers;

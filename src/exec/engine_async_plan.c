@@ -156,7 +156,7 @@ static int group_rows(struct work *w)
 int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 {
 	struct async_engine *e = wk->e;
-	struct grist_loader *l = e->l;
+	const struct grist_engine_params *p = e->p;
 	struct grist_record_loc loc;
 	size_t n = (size_t)(u->end_j - u->first_j), i;
 	struct item *item;
@@ -203,13 +203,13 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 	}
 	/* shuffled records: each one's chunk offsets are a cache miss, started a few items ahead */
 	for (i = 0; i < n && i < LOCATE_AHEAD; i++)
-		grist_reader_locate_prefetch(l->sources[w->items[i].it.component].reader, w->items[i].it.record);
+		grist_reader_locate_prefetch(p->sources[w->items[i].it.component].reader, w->items[i].it.record);
 	for (i = 0; i < n; i++) {
 		item = &w->items[i];
 		if (i + LOCATE_AHEAD < n)
-			grist_reader_locate_prefetch(l->sources[item[LOCATE_AHEAD].it.component].reader,
+			grist_reader_locate_prefetch(p->sources[item[LOCATE_AHEAD].it.component].reader,
 						     item[LOCATE_AHEAD].it.record);
-		ret = grist_reader_locate(l->sources[item->it.component].reader, item->it.record, &loc);
+		ret = grist_reader_locate(p->sources[item->it.component].reader, item->it.record, &loc);
 		if (ret)
 			return ret;
 		item->record_in_chunk = loc.record_in_chunk;
@@ -220,7 +220,7 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 	}
 	w->nitems = n;
 	ret = build_regions(e, w);
-	if (!ret && !l->layout.map)
+	if (!ret && !p->layout->map)
 		ret = group_rows(w);
 	return ret;
 }

@@ -148,13 +148,13 @@ int grist_async_admit(struct worker *wk, struct work *w)
 /* Tell the configured read trace about @n requests of @w just taken by the ring. */
 static void trace_reads(struct worker *wk, const struct work *w, struct grist_io_req *const *q, unsigned n)
 {
-	const struct grist_loader_config *c = &wk->e->l->cfg;
+	const struct grist_engine_params *p = wk->e->p;
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
 		const struct region *r = &w->regions[q[i]->user_data & 0xffffffffu];
 
-		c->read_trace(c->read_trace_ctx, wk->e->files[r->component][r->file].path, q[i]->offset, q[i]->len);
+		p->read_trace(p->read_trace_ctx, wk->e->files[r->component][r->file].path, q[i]->offset, q[i]->len);
 	}
 }
 
@@ -176,7 +176,7 @@ static int push_work(struct worker *wk, struct work *w, bool *full)
 		if (taken < 0)
 			return taken;
 		add_relaxed(&wk->reads, (uint64_t)taken);
-		if (wk->e->l->cfg.read_trace)
+		if (wk->e->p->read_trace)
 			trace_reads(wk, w, batch, (unsigned)taken);
 		w->submitted += (size_t)taken;
 		if (wk->io->inflight > wk->depth_max)
