@@ -23,7 +23,6 @@
 #include "format/dataset.h"
 #include "io/io.h"
 
-#define READ_PIECE_MAX (8u << 20) /* bytes per io request; larger extents are split */
 #define MEM_ALIGN GRIST_ENGINE_MEM_ALIGN
 #define ERRMSG_MAX 512
 #define ROW_UNKNOWN UINT64_MAX    /* row_place: the record's size is not known yet */

@@ -8,6 +8,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
+#include "plan/read_plan.h"
 
 static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin)
 {
@@ -60,7 +61,7 @@ static int cmp_chunks(const void *a, const void *b, void *ctx)
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Adjacent or overlapping chunk extents of one file become one region. */
+/* Adjacent or overlapping chunk extents of one file become one region (the read planner). */
 static int build_regions(struct async_engine *e, struct work *w)
 {
 	size_t i, buf_need = 0;
@@ -82,15 +83,10 @@ static int build_regions(struct async_engine *e, struct work *w)
 		const struct engine_file *f = &e->files[c->component][c->file];
 		uint64_t off = c->begin, end = c->end;
 
-		if (f->direct) {
-			off &= ~(uint64_t)(f->align - 1);
-			end = (end + f->align - 1) & ~(uint64_t)(f->align - 1);
-		}
-		if (r && r->component == c->component && r->file == c->file && off >= r->offset &&
-		    off <= r->offset + r->len && end - r->offset <= 4ull * READ_PIECE_MAX) {
-			if (end > r->offset + r->len)
-				r->len = end - r->offset;
-		} else {
+		if (f->direct)
+			grist_read_align(f->align, &off, &end);
+		if (!r || r->component != c->component || r->file != c->file ||
+		    !grist_read_coalesce(r->offset, &r->len, off, end)) {
 			ret = grist_array_reserve((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
 			if (ret)
 				return ret;

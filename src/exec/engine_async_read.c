@@ -15,6 +15,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "exec/engine_async_internal.h"
+#include "plan/read_plan.h"
 
 #define SERVICE_INTERVAL_NS 50000
 
@@ -101,7 +102,7 @@ int grist_async_admit(struct worker *wk, struct work *w)
 	}
 	for (i = 0; i < w->nregions; i++)
 		if (!e->files[w->regions[i].component][w->regions[i].file].map)
-			nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
+			nreq += grist_read_pieces(w->regions[i].len);
 	ret = grist_array_reserve((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
 	if (ret)
 		return ret;
@@ -123,14 +124,13 @@ int grist_async_admit(struct worker *wk, struct work *w)
 			continue;
 		}
 		r->base = w->buf + r->buf_off;
-		for (done = 0; done < r->len; done += READ_PIECE_MAX) {
+		for (done = 0; done < r->len; done += GRIST_READ_PIECE_MAX) {
 			struct grist_io_req *q = &w->reqs[w->nreqs++];
-			uint64_t len = r->len - done < READ_PIECE_MAX ? r->len - done : READ_PIECE_MAX;
 
 			memset(q, 0, sizeof(*q));
 			q->file = wk->io_slot[r->component][r->file];
 			q->offset = r->offset + done;
-			q->len = (uint32_t)len;
+			q->len = grist_read_piece_len(r->len, done);
 			q->buf = w->buf + r->buf_off + done;
 			q->user_data = ((uint64_t)(w - wk->works) << 32) | i;
 			r->pieces_left++;
