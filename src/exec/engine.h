@@ -166,6 +166,17 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 void grist_engine_size(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
 		       struct grist_engine_sizes *out);
 
+/* Counters that one thread adds to and stats() reads from another: relaxed atomics. */
+static inline uint64_t grist_counter_add(uint64_t *p, uint64_t v)
+{
+	return __atomic_add_fetch(p, v, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t grist_counter_read(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
 /* Monotonic clock in nanoseconds, for the stats. */
 static inline uint64_t grist_now_ns(void)
 {

@@ -18,10 +18,16 @@
  *
  * A worker claims another unit while the ring is below queue_depth and everything
  * planned has been submitted, so the ring stays full however small the units are; the
- * arena (read_ahead_bytes) bounds how many bytes are read ahead of decoding. While it
- * decodes, the worker polls the ring every few tens of microseconds, so landed reads are
- * replaced at once. N workers give N rings (one per thread, SINGLE_ISSUER), which is also
- * what parallelises the kernel's copies on warm page-cache data.
+ * arena (read_ahead_bytes) bounds how many bytes are read ahead of decoding. Decoding
+ * pauses every few tens of microseconds for the worker to tend the ring, so landed reads
+ * are replaced at once. N workers give N rings (one per thread, SINGLE_ISSUER), which is
+ * also what parallelises the kernel's copies on warm page-cache data.
+ *
+ * The worker loop (worker_main) is the only place the stages meet, and it calls them in
+ * one direction: plan (engine_async_plan.c) -> read (engine_async_read.c) -> decode
+ * (engine_async_decode.c). Each stage owns its state (the plan, a unit's reads and the
+ * worker's ring, a unit's decoding progress and the worker's decoders) behind its own
+ * header, and a later stage only reads what an earlier one produced.
  *
  * The consumer takes units strictly in order. When U == batch size and nothing was
  * filtered, a unit's slot *is* the batch and is handed over without a copy; otherwise
@@ -29,23 +35,18 @@
  * reference engine would put there, so the output never depends on thread count,
  * queue depth, read-ahead, backend or completion order.
  *
- * Memory is bounded by the configuration. At most nunits = prefetch + works x
- * workers units are claimed and not yet consumed (a worker may claim unit u only once
- * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
- * granularity more when a larger read_ahead_bytes needs more units to fill it; at most
- * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
- * starts (with a device slot provider, only prefetch + 2 x workers units may hold one).
- * Read buffers are each worker's arena, plus one unit's reads in heap memory when a
- * unit alone is larger than the arena. On top come the batches the consumer holds.
+ * Memory is bounded by the configuration (the windows and budgets: grist_engine_size(),
+ * engine_sizing.c): at most nunits units are claimed and not yet consumed, so at most
+ * that many slots exist, each taken when its unit's decoding starts; read buffers are
+ * each worker's arena, plus one unit's reads in heap memory when a unit alone is larger
+ * than the arena. On top come the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/sysinfo.h>
-#include <unistd.h>
 
 #include "grist_config.h"
 #if GRIST_HAVE_NUMA
@@ -53,9 +54,8 @@
 #endif
 
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_shared.h"
 #include "io/remote.h"
-
 
 /* ---- claiming and publishing units ---- */
 
@@ -100,7 +100,7 @@ static void stall_wait(struct async_engine *e, uint64_t *t0)
 static void stall_end(struct worker *wk, uint64_t t0)
 {
 	if (t0)
-		add_relaxed(&wk->producer_stall_ns, grist_now_ns() - t0);
+		grist_counter_add(&wk->producer_stall_ns, grist_now_ns() - t0);
 }
 
 /*
@@ -153,10 +153,17 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 	return u;
 }
 
-static void publish_unit(struct async_engine *e, struct unit *u, int error)
+/*
+ * Publish @u: done, or failed with @error. A read that failed left its message with the
+ * unit's reads (@read_msg, may be empty): it names the file and offset, so it is the
+ * message the consumer reports in order.
+ */
+static void publish_unit(struct async_engine *e, struct unit *u, int error, const char *read_msg)
 {
 	pthread_mutex_lock(&e->lock);
 	if (error) {
+		if (read_msg[0])
+			snprintf(u->errmsg, sizeof(u->errmsg), "%s", read_msg);
 		if (error == -ECANCELED && !u->errmsg[0])
 			snprintf(u->errmsg, sizeof(u->errmsg), "loader stopped");
 		u->error = error;
@@ -207,13 +214,24 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 /* A work that failed: its error is published at once, and it retires once its reads are back. */
 static void fail_work(struct worker *wk, struct work *w, int error)
 {
-	grist_async_cancel_unsubmitted(w);
+	grist_async_reads_cancel_unsubmitted(&w->reads);
 	if (!w->published) {
-		publish_unit(wk->e, w->u, error);
+		publish_unit(wk->e, w->u, error, w->reads.errmsg);
 		w->published = true;
 	}
 	if (!w->error)
 		w->error = error;
+}
+
+/* The @k-th oldest work of @wk's pipeline. */
+static inline struct work *pipeline_at(struct worker *wk, unsigned k)
+{
+	return &wk->works[(wk->head + k) % wk->works_cap];
+}
+
+static unsigned pipeline_slot(const struct worker *wk, const struct work *w)
+{
+	return (unsigned)(w - wk->works);
 }
 
 /*
@@ -226,19 +244,27 @@ static void fail_pipeline(struct worker *wk, int error)
 		struct work *w = pipeline_at(wk, k);
 
 		fail_work(wk, w, error);
-		w->pending = 0;
+		grist_async_reads_abandon(&w->reads);
 	}
 }
 
-/* Plan @u into a new work at the pipeline's tail and admit it if its reads fit. */
+/* Plan @u into a new work at the pipeline's tail and admit its reads if they fit. */
 static void start_unit(struct worker *wk, struct unit *u)
 {
+	struct async_engine *e = wk->e;
 	struct work *w = pipeline_at(wk, wk->count++);
+	const struct async_plan_env env = { .p = e->p, .files = &e->files, .cursor = wk->cursor };
 	int ret;
 
-	ret = grist_async_plan_unit(wk, w, u);
+	w->u = u;
+	w->decoding = w->published = false;
+	w->error = 0;
+	grist_async_reads_reset(&w->reads);
+	ret = grist_async_plan_unit(&w->plan, &env, u->first_j, u->end_j);
 	if (!ret)
-		ret = grist_async_admit(wk, w);
+		ret = grist_async_decode_prepare(&w->dec, &w->plan, e->p->layout->map != NULL);
+	if (!ret)
+		ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), wk->count == 1);
 	if (ret)
 		fail_work(wk, w, ret);
 }
@@ -249,11 +275,30 @@ static void admit_tail(struct worker *wk)
 	struct work *w = pipeline_at(wk, wk->count - 1);
 	int ret;
 
-	if (w->admitted || w->published)
+	if (grist_async_reads_admitted(&w->reads) || w->published)
 		return;
-	ret = grist_async_admit(wk, w);
+	ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), wk->count == 1);
 	if (ret)
 		fail_work(wk, w, ret);
+}
+
+/* Push queued requests, oldest work first (requests go out in pipeline order), as far as the ring takes them. */
+static int push_pipeline(struct worker *wk)
+{
+	bool full = false;
+	unsigned k;
+	int ret;
+
+	for (k = 0; k < wk->count && !full; k++) {
+		struct work *w = pipeline_at(wk, k);
+
+		if (!grist_async_reads_admitted(&w->reads))
+			break;
+		ret = grist_async_push(&wk->reader, &w->reads, &full);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /*
@@ -274,28 +319,70 @@ static bool wants_more(struct worker *wk)
 	    __atomic_load_n(&wk->e->consumed_units, __ATOMIC_RELAXED) + wk->e->nunits)
 		return false;
 	last = pipeline_at(wk, wk->count - 1);
-	if (!last->admitted && !last->error)
+	if (!grist_async_reads_admitted(&last->reads) && !last->error)
 		return false;
-	return last->submitted == last->nreqs && wk->io->inflight < wk->e->queue_depth;
+	return grist_async_reads_all_submitted(&last->reads) &&
+	       grist_async_reader_inflight(&wk->reader) < wk->e->queue_depth;
 }
 
 /*
- * Decoding reads mapped files straight from the page cache: a file that shrinks under
- * the loader faults there, and the guard turns that into the unit's error (naming the
- * file and byte) instead of a SIGBUS that kills the process. The unit is abandoned
- * wherever the fault hit it; nothing in a decode step holds a lock, and the loader
- * stops at this unit's error, so nothing reads its half-made state.
+ * A poll is a system call, and on cached data each one also does the page-cache copies
+ * of the reads it pushes: while decoding, the reads are tended every 50 us, which keeps
+ * a ring of cold reads (each taking hundreds of microseconds) fed without breaking up the
+ * decoding of small records.
  */
-static int advance_guarded(struct worker *wk, struct work *w)
+#define TEND_INTERVAL_NS 50000
+
+/* While decoding: take what has landed and refill the ring, so reads never wait for a whole unit's decoding. */
+static int tend_reads(struct worker *wk, uint64_t now)
 {
+	int ret;
+
+	wk->tended_ns = now;
+	ret = grist_async_reap(&wk->reader, 0);
+	if (ret < 0)
+		return ret;
+	return push_pipeline(wk);
+}
+
+/*
+ * One decode step of @w. Decoding reads mapped files straight from the page cache: a
+ * file that shrinks under the loader faults there, and the guard turns that into the
+ * unit's error (naming the file and byte) instead of a SIGBUS that kills the process.
+ * The unit is abandoned wherever the fault hit it; nothing in a decode step holds a
+ * lock, and the loader stops at this unit's error, so nothing reads its half-made state.
+ */
+static int decode_step(struct worker *wk, struct work *w, uint64_t *now)
+{
+	struct async_engine *e = wk->e;
+	const struct async_decode_input in = {
+		.p = e->p, .files = &e->files, .plan = &w->plan, .reads = &w->reads, .slot = w->u->slot,
+		.tend_at = wk->tended_ns + TEND_INTERVAL_NS,
+	};
 	struct grist_map_guard guard;
 	int ret;
 
-	grist_map_guard_push(&guard, wk->e->map_ranges, wk->e->num_map_ranges);
+	if (!e->files.num_map_ranges)
+		return grist_async_decode_step(&wk->decoder, &w->dec, &in, now);
+	grist_map_guard_push(&guard, e->files.map_ranges, e->files.num_map_ranges);
 	if (sigsetjmp(guard.env, 0))
 		return grist_map_guard_fail(&guard);
-	ret = grist_async_advance(wk, w);
+	ret = grist_async_decode_step(&wk->decoder, &w->dec, &in, now);
 	grist_map_guard_pop(&guard);
+	return ret;
+}
+
+/* Decode what has landed of @w, tending the reads between steps. Returns 1 when done, 0 when it waits, or an error. */
+static int decode_landed(struct worker *wk, struct work *w)
+{
+	uint64_t now;
+	int ret;
+
+	while ((ret = decode_step(wk, w, &now)) == GRIST_ASYNC_YIELD) {
+		ret = tend_reads(wk, now);
+		if (ret)
+			return ret;
+	}
 	return ret;
 }
 
@@ -305,45 +392,47 @@ static int advance_guarded(struct worker *wk, struct work *w)
  */
 static int step_head(struct worker *wk, bool stopping)
 {
+	struct async_engine *e = wk->e;
 	struct work *w = pipeline_at(wk, 0);
 	int ret;
 
 	if (stopping && !w->published)
 		fail_work(wk, w, -ECANCELED);
-	if (!w->published && !w->admitted) {
-		ret = grist_async_admit(wk, w); /* alone now, it always gets a buffer */
+	if (!w->published && !grist_async_reads_admitted(&w->reads)) {
+		/* alone now, it always gets a buffer */
+		ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), true);
 		if (ret)
 			fail_work(wk, w, ret);
 	}
 	if (!w->published) {
 		if (!w->decoding) {
 			/* while reads are in flight the worker keeps tending them rather than sleep here */
-			ret = wait_assembly(wk, w->u, wk->io->inflight == 0);
+			ret = wait_assembly(wk, w->u, grist_async_reader_inflight(&wk->reader) == 0);
 			if (ret == -EAGAIN)
 				return 0;
 			if (!ret)
-				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->p->batch_size &&
-								   !wk->e->plan_cursor, false, &w->u->slot);
+				ret = grist_async_slot_take(e, e->unit_items == e->p->batch_size && !e->plan_cursor, false,
+							    &w->u->slot);
 			if (ret) {
 				fail_work(wk, w, ret);
 				return 0;
 			}
 			w->decoding = true;
-			wk->generation++; /* the decoder cache holds this unit's chunks from now on */
+			grist_async_decoder_next_unit(&wk->decoder); /* its cache holds this unit's chunks from now on */
 		}
-		ret = wk->e->num_map_ranges ? advance_guarded(wk, w) : grist_async_advance(wk, w);
+		ret = decode_landed(wk, w);
 		if (ret < 0) {
 			fail_work(wk, w, ret);
 		} else if (ret == 1) {
-			publish_unit(wk->e, w->u, 0);
+			publish_unit(e, w->u, 0, "");
 			w->published = true;
 		}
 	}
-	if (!w->published || w->pending)
+	if (!w->published || grist_async_reads_pending(&w->reads))
 		return 0;
 	/* retire: its buffer and requests are free again */
+	grist_async_reads_retire(&wk->reader, &w->reads);
 	w->u = NULL;
-	w->arena_len = 0;
 	wk->head = (wk->head + 1) % wk->works_cap;
 	wk->count--;
 	return 1;
@@ -375,9 +464,10 @@ static void pin_worker(struct worker *wk)
 }
 
 /*
- * A worker's loop: keep reading ahead (claim, plan, admit and push units while the ring
- * and the read-ahead arena have room), decode the oldest unit as its reads land, and
- * wait for completions only when the oldest unit has nothing left to decode.
+ * A worker's loop, one direction: plan (claim and plan units while the ring and the
+ * read-ahead arena have room), read (admit, push, reap), decode (the oldest unit, as its
+ * reads land), and wait for completions only when the oldest unit has nothing left to
+ * decode.
  */
 static void *worker_main(void *arg)
 {
@@ -407,9 +497,9 @@ static void *worker_main(void *arg)
 		ret = 0;
 		if (!broken) {
 			admit_tail(wk);
-			ret = grist_async_push(wk);
+			ret = push_pipeline(wk);
 			if (!ret)
-				ret = grist_async_reap(wk, 0);
+				ret = grist_async_reap(&wk->reader, 0);
 		}
 		if (ret < 0) {
 			fail_pipeline(wk, ret);
@@ -421,8 +511,8 @@ static void *worker_main(void *arg)
 			continue;
 		/* the oldest unit waits for a read: nothing to do until one comes back */
 		t0 = grist_now_ns();
-		ret = grist_async_reap(wk, 1);
-		add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
+		ret = grist_async_reap(&wk->reader, 1);
+		grist_counter_add(&wk->io_wait_ns, grist_now_ns() - t0);
 		if (ret < 0) {
 			fail_pipeline(wk, ret);
 			broken = true;
@@ -430,227 +520,42 @@ static void *worker_main(void *arg)
 		}
 	}
 	/* io_uring rings are single-issuer: the thread that used the ring frees it */
-	grist_io_destroy(wk->io);
-	wk->io = NULL;
+	grist_async_reader_close_io(&wk->reader);
 	return NULL;
 }
 
 /* ---- setup ---- */
 
-/* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
-static bool map_small_dataset(const struct grist_engine_params *p)
-{
-	uint64_t bytes = 0, chunks = 0;
-	struct grist_file_info info;
-	size_t d, f;
-
-	if (p->read_mode != GRIST_READ_AUTO)
-		return false;
-	for (d = 0; d < p->num_sources; d++)
-		for (f = 0; f < p->sources[d].num_files; f++) {
-			if (grist_reader_file_info(p->sources[d].reader, f, &info))
-				return false;
-			bytes += info.file_size;
-			chunks += info.num_chunks;
-		}
-	return grist_io_map_small(bytes, chunks);
-}
-
-static int open_files(struct async_engine *e)
-{
-	const struct grist_engine_params *p = e->p;
-	enum grist_io_mode mode = p->read_mode == GRIST_READ_DIRECT ? GRIST_IO_MODE_DIRECT
-				  : p->read_mode == GRIST_READ_AUTO ? GRIST_IO_MODE_AUTO
-									: GRIST_IO_MODE_BUFFERED;
-	struct grist_io_open_info oi;
-	struct grist_file_info info;
-	size_t d, f, ranges_cap = 0;
-	int ret;
-
-	bool map_all = map_small_dataset(p);
-
-	e->files = calloc(p->num_sources, sizeof(*e->files));
-	if (!e->files)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	if (map_all)
-		mode = GRIST_IO_MODE_BUFFERED; /* no residency probe: mapped whatever it says */
-	for (d = 0; d < p->num_sources; d++) {
-		e->files[d] = calloc(p->sources[d].num_files, sizeof(**e->files));
-		if (!e->files[d])
-			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < p->sources[d].num_files; f++)
-			e->files[d][f].fd = -1;
-		for (f = 0; f < p->sources[d].num_files; f++) {
-			ret = grist_reader_file_info(p->sources[d].reader, f, &info);
-			if (ret)
-				return ret;
-			{
-				const struct grist_file_geom *g = grist_reader_file_geom(p->sources[d].reader, f);
-
-				if (g->remote) {
-					/* a URL: no descriptor, no mapping; the reader already pinned it */
-					e->files[d][f] = (struct engine_file){ .fd = -1, .align = 1, .path = info.path,
-									     .size = g->size, .remote = g->remote };
-					e->any_remote = true;
-					continue;
-				}
-			}
-			ret = grist_io_open_file(info.path, mode, &oi);
-			if (ret)
-				return grist_fail(ret, "%s: cannot open for reading: %s", info.path, grist_strerror(ret));
-			e->files[d][f] = (struct engine_file){
-				.fd = oi.fd, .direct = oi.direct, .align = oi.direct ? oi.offset_align : 1, .path = info.path,
-				.size = oi.size,
-			};
-			/* auto maps a file the page cache already holds: no read copies, no syscalls */
-			if ((p->read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
-				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
-
-				if (m == MAP_FAILED)
-					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
-				if (map_all && !oi.resident)
-					madvise(m, oi.size, MADV_WILLNEED); /* advice only: a refusal costs faults */
-				e->files[d][f].map = m;
-				e->any_mapped = true;
-				ret = grist_array_reserve((void **)&e->map_ranges, &ranges_cap, e->num_map_ranges + 1,
-							  sizeof(*e->map_ranges));
-				if (ret)
-					return ret;
-				e->map_ranges[e->num_map_ranges++] =
-					(struct grist_map_range){ .base = m, .len = oi.size, .path = info.path };
-			}
-			if (oi.direct && oi.offset_align < oi.mem_align)
-				e->files[d][f].align = oi.mem_align;
-			if (oi.direct)
-				e->any_direct = true;
-			else if (!e->files[d][f].map)
-				e->any_buffered = true;
-		}
-	}
-	return 0;
-}
-
-static void close_files(struct async_engine *e)
-{
-	size_t d, f;
-
-	if (!e->files)
-		return;
-	for (d = 0; d < e->p->num_sources; d++) {
-		if (!e->files[d])
-			continue;
-		for (f = 0; f < e->p->sources[d].num_files; f++) {
-			if (e->files[d][f].map)
-				munmap((void *)e->files[d][f].map, e->files[d][f].size);
-			if (e->files[d][f].fd >= 0)
-				close(e->files[d][f].fd);
-		}
-		free(e->files[d]);
-	}
-	free(e->files);
-	free(e->map_ranges);
-}
-
 static int setup_worker(struct async_engine *e, struct worker *wk)
 {
-	const struct grist_engine_params *p = e->p;
-	struct grist_io_config ioc;
-	size_t d, f, i;
+	const struct async_reader_config rc = {
+		.p = e->p, .files = &e->files, .io_kind = e->io_kind, .queue_depth = e->queue_depth,
+		.read_ahead = e->read_ahead, .nslots = wk->works_cap, .remote_counters = e->remote_ctr,
+	};
 	int ret;
 
-	memset(&ioc, 0, sizeof(ioc));
-	if (p->io_override)
-		ioc = p->io_config;
-	ioc.queue_depth = e->queue_depth;
-	ioc.threads = 4;
-	ioc.remote_counters = e->remote_ctr;
-	ioc.remote_options = p->remote;
 	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
 	if (!wk->works)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	wk->arena_len = e->read_ahead;
-	wk->arena = mmap(NULL, wk->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (wk->arena == MAP_FAILED) {
-		wk->arena = NULL;
-		wk->arena_len = 0;
-		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", e->read_ahead);
-	}
-	ioc.fixed_buf = wk->arena;
-	ioc.fixed_buf_len = wk->arena_len;
-	ret = grist_io_create(e->io_kind, &ioc, &wk->io);
-	if (ret)
-		return ret;
-	{
-		struct grist_io_stats ios;
-
-		grist_io_get_stats(wk->io, &ios);
-		wk->fixed_buffers = ios.fixed_buffers;
-	}
-	wk->io_slot = calloc(p->num_sources, sizeof(*wk->io_slot));
-	if (!wk->io_slot)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	for (d = 0; d < p->num_sources; d++) {
-		wk->io_slot[d] = calloc(p->sources[d].num_files, sizeof(**wk->io_slot));
-		if (!wk->io_slot[d])
-			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < p->sources[d].num_files; f++) {
-			if (e->files[d][f].remote)
-				ret = grist_io_add_remote(wk->io, e->files[d][f].remote, &wk->io_slot[d][f]);
-			else
-				ret = grist_io_add_file(wk->io, e->files[d][f].fd, e->files[d][f].path, &wk->io_slot[d][f]);
-			if (ret)
-				return ret;
-		}
-	}
-	ret = grist_stream_cursor_create(p->stream, &wk->cursor);
-	if (ret)
-		return ret;
-	wk->decoders = calloc(e->ncache, sizeof(*wk->decoders));
-	if (!wk->decoders)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	wk->ndecoders = e->ncache;
-	for (i = 0; i < wk->ndecoders; i++) {
-		ret = grist_chunk_decoder_create(&wk->decoders[i].dec);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	ret = grist_async_reader_init(&wk->reader, &rc);
+	if (!ret)
+		ret = grist_stream_cursor_create(e->p->stream, &wk->cursor);
+	if (!ret)
+		ret = grist_async_decoder_init(&wk->decoder, e->ncache);
+	return ret;
 }
 
-static void free_work(struct work *w)
+static void teardown_worker(struct worker *wk)
 {
-	free(w->items);
-	free(w->chunks);
-	free(w->rows);
-	free(w->row_place);
-	free(w->chunk_hash);
-	free(w->order);
-	free(w->regions);
-	free(w->reqs);
-	free(w->fill_order);
-	free(w->landed);
-}
-
-static void teardown_worker(struct async_engine *e, struct worker *wk)
-{
-	size_t d, i;
-
-	grist_io_destroy(wk->io);
-	free(wk->heap);
-	if (wk->io_slot) {
-		for (d = 0; d < e->p->num_sources; d++)
-			free(wk->io_slot[d]);
-		free(wk->io_slot);
-	}
+	grist_async_reader_free(&wk->reader);
 	grist_stream_cursor_destroy(wk->cursor);
-	for (i = 0; i < wk->ndecoders; i++)
-		grist_chunk_decoder_destroy(wk->decoders[i].dec);
-	free(wk->decoders);
-	for (i = 0; wk->works && i < wk->works_cap; i++)
-		free_work(&wk->works[i]);
+	grist_async_decoder_free(&wk->decoder);
+	for (unsigned i = 0; wk->works && i < wk->works_cap; i++) {
+		grist_async_plan_free(&wk->works[i].plan);
+		grist_async_reads_free(&wk->works[i].reads);
+		grist_async_decode_free(&wk->works[i].dec);
+	}
 	free(wk->works);
-	if (wk->arena)
-		munmap(wk->arena, wk->arena_len);
 }
 
 static void async_stop(void *engine);
@@ -725,7 +630,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 		ret = grist_fail(-ENOMEM, "async engine: out of memory");
 		goto fail;
 	}
-	ret = open_files(e);
+	ret = grist_async_files_open(p, &e->files);
 	if (ret)
 		goto fail;
 
@@ -755,32 +660,21 @@ fail:
 static void async_stats(void *engine, struct grist_loader_stats *out)
 {
 	struct async_engine *e = engine;
-	uint64_t area = 0, span = 0, most;
+	uint64_t area = 0, span = 0;
 	unsigned i;
 
 	out->engine = e->name;
 	/* auto chooses per file: more than one kind is "mixed" */
-	out->read_mode = e->any_mapped + e->any_direct + e->any_buffered > 1 ? "mixed"
-			 : e->any_mapped ? "mmap" : e->any_direct ? "direct" : "buffered";
+	out->read_mode = e->files.any_mapped + e->files.any_direct + e->files.any_buffered > 1 ? "mixed"
+			 : e->files.any_mapped ? "mmap" : e->files.any_direct ? "direct" : "buffered";
 	out->threads = e->nworkers;
 	for (i = 0; i < e->nworkers; i++) {
 		struct worker *wk = &e->workers[i];
 
-		out->reads_issued += load_relaxed(&wk->reads);
-		out->bytes_read += load_relaxed(&wk->bytes_read);
-		out->chunks_decoded += load_relaxed(&wk->chunks_decoded);
-		out->bytes_decoded += load_relaxed(&wk->bytes_decoded);
-		out->io_wait_ns += load_relaxed(&wk->io_wait_ns);
-		out->decode_ns += load_relaxed(&wk->decode_ns);
-		out->assemble_ns += load_relaxed(&wk->assemble_ns);
-		out->producer_stall_ns += load_relaxed(&wk->producer_stall_ns);
-		area += load_relaxed(&wk->depth_area);
-		span += load_relaxed(&wk->depth_span);
-		most = load_relaxed(&wk->depth_max);
-		if (most > out->reads_in_flight_max)
-			out->reads_in_flight_max = most;
-		out->memory_bytes += wk->arena_len;
-		out->registered_buffers = out->registered_buffers || wk->fixed_buffers;
+		grist_async_reader_stats(&wk->reader, out, &area, &span);
+		grist_async_decoder_stats(&wk->decoder, out);
+		out->io_wait_ns += grist_counter_read(&wk->io_wait_ns);
+		out->producer_stall_ns += grist_counter_read(&wk->producer_stall_ns);
 	}
 	out->reads_in_flight_mean = span ? (double)area / (double)span : 0.0;
 	if (e->remote_ctr) {
@@ -790,7 +684,7 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
 	out->assemble_ns += e->pack_ns;
-	out->memory_bytes += load_relaxed(&e->slot_memory);
+	out->memory_bytes += grist_counter_read(&e->slot_memory);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
 	out->pinned = out->pinned || e->p->deliver;
@@ -825,7 +719,7 @@ static void async_stop(void *engine)
 		if (e->workers[i].started)
 			pthread_join(e->workers[i].thread, NULL);
 	for (i = 0; e->workers && i < e->nworkers; i++)
-		teardown_worker(e, &e->workers[i]);
+		teardown_worker(&e->workers[i]);
 	for (k = 0; e->units && k < e->nunits; k++)
 		if (e->units[k].slot)
 			grist_async_slot_discard_locked(e, e->units[k].slot);
@@ -833,7 +727,7 @@ static void async_stop(void *engine)
 		grist_async_slot_discard_locked(e, e->pack);
 	grist_async_pool_free(&e->host_pool);
 	grist_async_pool_free(&e->dev_pool);
-	close_files(e);
+	grist_async_files_close(&e->files);
 	free(e->remote_ctr);
 	grist_stream_cursor_destroy(e->plan_cursor);
 	free(e->units);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_shared.h"
 
 /*
  * A slot for a unit or a batch. @deliver: it may be handed to the consumer as is, so

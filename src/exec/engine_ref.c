@@ -123,8 +123,8 @@ static int ref_next(void *engine, struct grist_slot **out)
 		ret = grist_reader_read(p->sources[it.component].reader, it.record, &data, &len);
 		if (ret)
 			goto fail;
-		__atomic_add_fetch(&e->reads, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&e->bytes_read, len, __ATOMIC_RELAXED);
+		grist_counter_add(&e->reads, 1);
+		grist_counter_add(&e->bytes_read, len);
 		grist_engine_map_input(p, &it, data, len, &in);
 		ret = grist_slot_add(s, p->layout, &in, j);
 		if (ret < 0) {
@@ -174,9 +174,9 @@ static void ref_stats(void *engine, struct grist_loader_stats *out)
 	out->engine = "ref";
 	out->read_mode = "buffered";
 	out->threads = 1;
-	out->reads_issued = __atomic_load_n(&e->reads, __ATOMIC_RELAXED);
-	out->bytes_decoded = __atomic_load_n(&e->bytes_read, __ATOMIC_RELAXED);
-	out->memory_bytes = __atomic_load_n(&e->slot_memory, __ATOMIC_RELAXED);
+	out->reads_issued = grist_counter_read(&e->reads);
+	out->bytes_decoded = grist_counter_read(&e->bytes_read);
+	out->memory_bytes = grist_counter_read(&e->slot_memory);
 	pthread_mutex_lock(&e->lock);
 	out->pinned = e->pinned;
 	pthread_mutex_unlock(&e->lock);
