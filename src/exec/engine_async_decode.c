@@ -270,7 +270,13 @@ static int fill_chunk(const struct step *s, uint32_t c, struct tally *ty, uint64
  */
 #define SIZES_PREFETCH 4
 
-static void prefetch_region(const struct step *s, uint32_t ri)
+/*
+ * Inlined by force: a function that only loads and prefetches is "pure" to GCC, and a
+ * call to a pure function whose result is unused is dropped, prefetches and all (the
+ * sizes pass then took 12-14% more CPU on mapped group_size 1 data, medians of
+ * alternating runs).
+ */
+static inline __attribute__((always_inline)) void prefetch_region(const struct step *s, uint32_t ri)
 {
 	const struct async_region *r = &s->pl->regions[ri];
 	const uint8_t *p = s->rd->land[ri].base + (s->pl->chunks[s->pl->order[r->order_begin]].begin - r->offset);
