@@ -123,6 +123,21 @@ GRIST_API bool grist_path_is_url(const char *path);
 GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n);
 GRIST_API void grist_remote_glob_free(char **urls, size_t n);
 
+/**
+ * grist_remote_get() - the whole of the object at @url (s3://, gs://, http(s)://): a
+ * dataset's metadata (TFDS's dataset_info.json and features.json), read as its data
+ * files are: the same credentials, timeouts, retries and errors, and pinned by its ETag
+ * from the first GET to the last (an object replaced between them is -ESTALE).
+ * @max_bytes bounds it: a larger object is -EFBIG naming it, and only its last 64 KiB
+ * were fetched.
+ * Return: 0 with *@data (@len bytes and a NUL after them; free with
+ * grist_remote_get_free()) and *@len, or a negative error naming the URL and the HTTP
+ * status: -ENOENT for no such key or bucket, -EACCES for refused credentials, as above.
+ * Thread-safety: any thread.
+ */
+GRIST_API int grist_remote_get(const char *url, size_t max_bytes, void **data, size_t *len);
+GRIST_API void grist_remote_get_free(void *data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,13 +3,46 @@
 Pure Python over dataset_info.json and features.json (no TensorFlow, no TFDS): finding a
 dataset by name as TFDS does, TFDS's split expressions with its rounding, and the feature
 tree that grist.tfds decodes in C and hands back as TFDS's own dicts.
+
+A data_dir (or a version folder) may be an s3://, gs:// or http(s):// URL: the C library
+lists it (ListObjectsV2) and reads the two JSON files (grist_remote_get()) with the same
+credentials, retries and errors as the shards; http has no listing, so there the version
+must be named (the shards' names come from dataset_info.json either way).
 """
 
+import errno
 import json
 import os
 import re
 
 import numpy as np
+
+from . import _grist
+
+_URL_PREFIXES = ("s3://", "gs://", "http://", "https://")
+# A metadata file fetched from a URL is at most this large (dataset_info.json lists every
+# shard's length: a few MB for the largest TFDS datasets).
+METADATA_MAX_BYTES = 64 << 20
+
+
+def is_url(path):
+    return isinstance(path, str) and path.lower().startswith(_URL_PREFIXES)
+
+
+def join(base, *parts):
+    """os.path.join for a folder or a URL prefix (whose separator is always '/')."""
+    if is_url(base):
+        return "/".join([base.rstrip("/")] + [p.strip("/") for p in parts])
+    return os.path.join(base, *parts)
+
+
+def _remote_error(e, what=""):
+    """grist.Error from the C library (its message names the URL, HTTP status and service
+    code) -> the same errno with grist.tfds's context; a missing object is FileNotFoundError."""
+    msg = f"grist.tfds: {what}{e.strerror}"
+    if e.errno == errno.ENOENT:
+        return FileNotFoundError(errno.ENOENT, msg)
+    return _grist.Error(e.errno, msg)
 
 # ---- finding the version folder ----
 
@@ -30,6 +63,8 @@ def find_version_dir(name, data_dir=None):
     ("mnist", "mnist:3.0.1", "ds/config", "ds/config:1.2.0") looked up in data_dir, else
     $TFDS_DATA_DIR, else ~/tensorflow_datasets; without a version, the newest prepared one."""
     name = os.fspath(name)
+    if is_url(name):  # a version folder's URL: its metadata is read (and checked) next
+        return name.rstrip("/")
     if os.path.isdir(name) and _is_version_dir(name):
         return os.path.abspath(name)
     if os.sep in name and os.path.exists(name):
@@ -40,6 +75,8 @@ def find_version_dir(name, data_dir=None):
     if not ds or not re.fullmatch(r"[\w\-]+(/[\w\-.]+)?", ds):
         raise ValueError(f"grist.tfds: {name!r} is neither a dataset name ('mnist', 'mnist:3.0.1') "
                          "nor a version folder")
+    if is_url(base):
+        return _find_remote_version(name, base.rstrip("/"), ds, version)
     root = os.path.join(base, *ds.split("/"))
     if version:
         if not _VERSION_RE.match(version):
@@ -59,6 +96,48 @@ def find_version_dir(name, data_dir=None):
         raise FileNotFoundError(f"grist.tfds: dataset {name!r} is not prepared in {base} "
                                 f"(no version folder under {root})")
     return os.path.join(root, max(versions)[1])
+
+
+def _find_remote_version(name, base, ds, version):
+    """find_version_dir() under a URL: one listing of the dataset's folder on s3:// and gs://
+    (which tells a missing dataset, a missing version and a version without its metadata
+    apart); on http(s), which cannot list, the named version's URL."""
+    root = join(base, *ds.split("/"))
+    if version and not _VERSION_RE.match(version):
+        raise ValueError(f"grist.tfds: bad version {version!r} in {name!r} (want X.Y.Z)")
+    if not base.lower().startswith(("s3://", "gs://")):
+        if not version:
+            raise ValueError(f"grist.tfds: {base} is an http(s) URL, which has no listing to find the "
+                             f"newest version of {ds!r} in: name it ('{ds}:1.0.0') or give the version "
+                             "folder's URL")
+        return join(root, version)
+    if set("*?[\\").intersection(root):
+        raise ValueError(f"grist.tfds: {root}: a data_dir URL with * ? [ or \\ cannot be listed")
+    try:
+        urls = _grist.remote_glob(root + "/*/*")
+    except _grist.Error as e:
+        raise _remote_error(e, f"listing {root}/: ") from None
+    found = {}  # version -> names of the files directly in its folder
+    for u in urls:
+        v, _, f = u[len(root) + 1:].partition("/")
+        if _VERSION_RE.match(v):
+            found.setdefault(v, set()).add(f)
+    complete = sorted((tuple(int(x) for x in v.split(".")), v) for v, files in found.items()
+                      if {"dataset_info.json", "features.json"} <= files)
+    if version:
+        if version not in found:
+            raise FileNotFoundError(errno.ENOENT, f"grist.tfds: dataset {name!r} is not prepared in {base} "
+                                    f"(nothing under {root}/{version}/; versions there: "
+                                    f"{sorted(found) or 'none'})")
+        missing = sorted({"dataset_info.json", "features.json"} - found[version])
+        if missing:
+            raise FileNotFoundError(errno.ENOENT, f"grist.tfds: {root}/{version}/ has no "
+                                    f"{' or '.join(missing)}: not a prepared dataset's version folder")
+        return join(root, version)
+    if not complete:
+        raise FileNotFoundError(errno.ENOENT, f"grist.tfds: dataset {name!r} is not prepared in {base} "
+                                f"(no version folder with dataset_info.json and features.json under {root}/)")
+    return join(root, complete[-1][1])
 
 
 # ---- dataset_info.json: splits and their shards ----
@@ -83,6 +162,15 @@ def _shard_name(template, dataset, split, file_format, i, n):
 
 
 def _read_json(path):
+    if is_url(path):
+        try:
+            data = _grist.remote_get(path, METADATA_MAX_BYTES)
+        except _grist.Error as e:
+            raise _remote_error(e, "the dataset's metadata: ") from None
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise ValueError(f"grist.tfds: cannot read {path}: {e}") from None
     try:
         with open(path, "rb") as f:
             return json.load(f)
@@ -92,7 +180,7 @@ def _read_json(path):
 
 def read_dataset_info(vdir):
     """(name, {split name: SplitInfo}) from vdir/dataset_info.json; the splits in file order."""
-    path = os.path.join(vdir, "dataset_info.json")
+    path = join(vdir, "dataset_info.json")
     info = _read_json(path)
     if not isinstance(info, dict):
         raise ValueError(f"grist.tfds: {path}: not a JSON object")
@@ -112,7 +200,7 @@ def read_dataset_info(vdir):
         if any(n < 0 for n in lengths):
             raise ValueError(f"grist.tfds: {path}: split {name!r} has a negative shard length")
         n = len(lengths)
-        files = [os.path.join(vdir, _shard_name(template, dataset, name, fmt, i, n)) for i in range(n)]
+        files = [join(vdir, _shard_name(template, dataset, name, fmt, i, n)) for i in range(n)]
         splits[name] = SplitInfo(name, files, lengths)
     if not splits:
         raise ValueError(f"grist.tfds: {path}: no splits")
@@ -337,7 +425,7 @@ def _leaves(node, path, out, seq):
 
 def read_features(vdir):
     """The flat list of Leaf from vdir/features.json, in TFDS's flattening order."""
-    path = os.path.join(vdir, "features.json")
+    path = join(vdir, "features.json")
     top = _read_json(path)
     out = []
     try:

@@ -9,8 +9,13 @@
 The source reads the prepared dataset's dataset_info.json and features.json itself (no
 TensorFlow, no TFDS import), and parses each record's tf.train.Example and decodes its
 PNG/JPEG images in C (grist/features.h) on grist's threads with the GIL released.
+
+data_dir may be an s3://, gs:// or http(s):// URL (grist/remote.h): the metadata is read
+and the version found by the C library, and the shards are read as URLs by the same
+remote backend as grist.Reader and grist.Loader.
 """
 
+import errno as _errno
 import os as _os
 import threading as _threading
 
@@ -164,7 +169,10 @@ class DataSource:
     """
 
     def __init__(self, version_dir, split="train", *, threads=None):
-        self._init(_os.path.abspath(version_dir), str(split), threads)
+        version_dir = _os.fspath(version_dir)
+        if not _meta.is_url(version_dir):
+            version_dir = _os.path.abspath(version_dir)
+        self._init(version_dir, str(split), threads)
         self._open()
 
     def _init(self, version_dir, split, threads):
@@ -196,11 +204,19 @@ class DataSource:
 
     def _open(self):
         """Open the files and build the decoder (a bad shard or spec fails here)."""
+        remote = _meta.is_url(self.version_dir)
         for path, _, take, n in self._instr:
-            if not _os.path.exists(path):
+            if not remote and not _os.path.exists(path):
                 raise FileNotFoundError(f"grist.tfds: {self.name} split {self.split!r}: shard {path} is missing")
         if self.files:
-            r = _grist.Reader(self.files)
+            try:
+                r = _grist.Reader(self.files)
+            except _grist.Error as e:
+                # a missing shard object: the C message names its URL and the 404
+                if remote and e.errno == _errno.ENOENT:
+                    raise FileNotFoundError(_errno.ENOENT, f"grist.tfds: {self.name} split {self.split!r}: "
+                                            f"a shard is missing: {e.strerror}") from None
+                raise
             info = r.info()
             r.close()
             want = {path: n for path, _, _, n in self._instr}
@@ -351,7 +367,12 @@ def data_source(name, split="train", *, data_dir=None, threads=None):
 
     @name is a TFDS dataset name ("mnist", "mnist:3.0.1", "ds/config:1.0.0") looked up as
     TFDS does: in @data_dir, else $TFDS_DATA_DIR, else ~/tensorflow_datasets, the newest
-    prepared version when none is given; or the path of a prepared version folder. @split
+    prepared version when none is given; or the path of a prepared version folder.
+    @data_dir (or @name, a version folder) may be an s3://, gs://, http:// or https:// URL,
+    with credentials and endpoint from the environment as for grist.Reader (grist/remote.h);
+    s3:// and gs:// are listed to find the newest version, http(s):// needs it named. A
+    missing dataset, version, metadata file or shard is FileNotFoundError naming the URL;
+    refused credentials or an unreachable server, grist.Error with the URL and HTTP status. @split
     takes TFDS's syntax ("train", "test[:10%]", "train[100:200]", "train+test", "all").
     @threads: decode threads beside the caller's for __getitems__ (default: CPUs - 1).
     A feature grist cannot decode is a ValueError naming it, here.

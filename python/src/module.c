@@ -134,6 +134,33 @@ static PyObject *module_remote_glob(PyObject *self, PyObject *arg)
 	return list;
 }
 
+/* remote_get(url, max_bytes) -> bytes: grist_remote_get(), the GIL released while it reads. */
+static PyObject *module_remote_get(PyObject *self, PyObject *args)
+{
+	const char *url;
+	Py_ssize_t max_bytes;
+	PyObject *out;
+	void *data = NULL;
+	size_t len = 0;
+	int ret;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "sn:remote_get", &url, &max_bytes))
+		return NULL;
+	if (max_bytes < 0) {
+		PyErr_SetString(PyExc_ValueError, "remote_get: max_bytes must be >= 0");
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_remote_get(url, (size_t)max_bytes, &data, &len);
+	Py_END_ALLOW_THREADS
+	if (ret)
+		return gristpy_raise(ret, grist_last_error());
+	out = PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+	grist_remote_get_free(data);
+	return out;
+}
+
 /* set_remote_options(text or None): grist_remote_options_parse() over the defaults, then set. */
 static PyObject *module_set_remote_options(PyObject *self, PyObject *arg)
 {
@@ -195,6 +222,8 @@ static PyMethodDef grist_functions[] = {
 	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
 	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
 	{ "remote_glob", module_remote_glob, METH_O, "remote_glob(pattern): the sorted URLs an s3:// or gs:// glob matches" },
+	{ "remote_get", module_remote_get, METH_VARARGS,
+	  "remote_get(url, max_bytes): the whole of a small object at an s3://, gs:// or http(s):// URL" },
 	{ "set_remote_options", module_set_remote_options, METH_O,
 	  "set_remote_options(text or None): the remote backend's options, process-wide" },
 	{ NULL, NULL, 0, NULL },

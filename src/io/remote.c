@@ -924,9 +924,16 @@ int grist_remote_open(const char *url, struct grist_remote_object **out)
 	x.opt = &opt;
 	ret = grist_remote_xfer_run(&x);
 	if (ret && x.status == 416) {
-		/* an empty object has no last bytes to send: its size is 0 */
-		ret = 0;
+		/*
+		 * No last bytes to send: an empty object, or (rclone's S3 server) one shorter than
+		 * the suffix asked for, where RFC 9110 says to send it all. Either way the object
+		 * is smaller than TAIL_BYTES: one GET without a Range brings all of it.
+		 */
 		keep.len = 0;
+		x.suffix = false;
+		x.len = 0;
+		x.attempt = 0;
+		ret = grist_remote_xfer_run(&x);
 		x.has_range = false;
 	}
 	curl_easy_cleanup(x.easy);

@@ -8,6 +8,7 @@
 Each start raises Skip (with the reason) when the server cannot start here.
 """
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -21,6 +22,28 @@ from gristcli import Skip
 # rclone refuses very short access keys; these are test-only values.
 ACCESS_KEY = "AKIAGRISTTESTKEY0001"
 SECRET_KEY = "grist-test-secret-key-0001"
+
+
+# What the remote backend reads from the environment (grist/remote.h).
+REMOTE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
+              "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "GRIST_GS_ENDPOINT_URL", "GRIST_REMOTE_OPTIONS")
+
+
+@contextlib.contextmanager
+def remote_env(endpoint):
+    """os.environ set for @endpoint with the test keys (and nothing else of REMOTE_ENV),
+    restored as it was afterwards."""
+    saved = {k: os.environ.pop(k, None) for k in REMOTE_ENV}
+    os.environ.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY, AWS_ENDPOINT_URL=endpoint,
+                      AWS_REGION="us-east-1")
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def free_port():
@@ -123,7 +146,7 @@ http {
 
 
 class FaultProxy:
-    """An HTTP/1.1 proxy on its own thread. Faults apply to every @every-th request
+    """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate";
     @delay (seconds) applies to all."""
@@ -165,6 +188,31 @@ class FaultProxy:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
 
+    @staticmethod
+    async def _chunked(up_r, writer, rhead, truncate):
+        """Pass a chunked body on; with @truncate, half of its first chunk and then a reset.
+        Returns True when the connection was cut."""
+        writer.write(rhead)
+        while True:
+            line = await up_r.readuntil(b"\r\n")
+            size = int(line.split(b";")[0].strip(), 16)
+            data = await up_r.readexactly(size + 2) if size else b""
+            if truncate:
+                writer.write(line + data[:size // 2])
+                await writer.drain()
+                writer.transport.abort()
+                return True
+            writer.write(line + data)
+            if not size:  # the trailers, up to an empty line
+                while True:
+                    t = await up_r.readuntil(b"\r\n")
+                    writer.write(t)
+                    if t == b"\r\n":
+                        break
+                await writer.drain()
+                return False
+            await writer.drain()
+
     async def _client(self, reader, writer):
         up_r = up_w = None
         try:
@@ -201,6 +249,10 @@ class FaultProxy:
                 up_w.write(head)
                 await up_w.drain()
                 rhead = await up_r.readuntil(b"\r\n\r\n")
+                if b"transfer-encoding: chunked" in rhead.lower():  # rclone's listings
+                    if await self._chunked(up_r, writer, rhead, fault == "truncate"):
+                        return
+                    continue
                 length = 0
                 for line in rhead.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):

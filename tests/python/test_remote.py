@@ -24,19 +24,10 @@ def s3(tmp_path_factory):
         server = rs.Rclone(str(root))
     except Skip as e:
         pytest.skip(str(e))
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL",
-                                           "AWS_SESSION_TOKEN")}
-    os.environ.update(AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
-                      AWS_ENDPOINT_URL=server.endpoint)
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    yield str(bucket)
+    with rs.remote_env(server.endpoint):
+        yield str(bucket)
     server.stop()
     grist.set_remote_options()
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def test_reader_and_data_source(s3):
