@@ -471,9 +471,9 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 				(unsigned long long)s->remote.retries[k]);
 		fprintf(stderr, "\nremote budget: %llu bytes now (peak %llu per thread), rtt %.3f ms, %.1f MB/s per "
 			"thread; in flight mean %.0f bytes, waiting for the budget mean %.0f bytes\n",
-			(unsigned long long)s->remote.budget_bytes, (unsigned long long)s->remote.budget_max_bytes,
-			s->remote.rtt_us / 1e3, s->remote.bandwidth / 1e6, s->remote.inflight_bytes_mean,
-			s->remote.ahead_bytes_mean);
+			(unsigned long long)s->remote_budget.budget_bytes, (unsigned long long)s->remote_budget.budget_max_bytes,
+			s->remote_budget.rtt_us / 1e3, s->remote_budget.bandwidth / 1e6, s->remote_budget.inflight_bytes_mean,
+			s->remote_budget.ahead_bytes_mean);
 	}
 	if (c->engine == GRIST_ENGINE_REF && (c->read_mode == GRIST_READ_DIRECT || c->read_mode == GRIST_READ_MMAP))
 		fprintf(stderr, "note: --io %s does not apply to --engine ref, which reads with pread through the "

@@ -91,6 +91,7 @@ struct grist_fetcher_stats {
 	uint64_t bytes_read;
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h) */
 	uint64_t mapped_files;    /* files read through their mapping, not the io stage (AUTO) */
+	struct grist_remote_budget_stats remote_budget; /* the GETs' in-flight budget (grist/remote.h) */
 };
 
 /**

@@ -311,6 +311,7 @@ struct grist_loader_stats {
 	bool registered_buffers;        /* io_uring fixed buffers in use */
 	bool pinned;                    /* batch slots are mlock'd */
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h); zero otherwise */
+	struct grist_remote_budget_stats remote_budget; /* their in-flight budget (grist/remote.h) */
 };
 
 /**

@@ -68,7 +68,13 @@ struct grist_remote_options {
 	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
 	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
 	unsigned max_inflight;       /* the hard cap on GETs in flight per reading thread (64) */
-	unsigned min_inflight;       /* GETs always allowed in flight, whatever the budget (2; at most max_inflight) */
+	/*
+	 * GETs always allowed in flight, whatever the budget (2; above max_inflight it is
+	 * max_inflight). It sits in what was the struct's tail padding in grist 0.2, so the
+	 * struct's size and the offsets of what follows it in grist_loader_config are those of
+	 * 0.2; 0 (a zeroed struct of an older caller) means the default.
+	 */
+	unsigned min_inflight;
 };
 
 /** grist_remote_options_init() - the defaults, with size set. */
@@ -120,11 +126,16 @@ struct grist_remote_stats {
 	uint64_t inflight_max;      /* the most GETs in flight on one thread at once */
 	uint64_t latency_p50_us;    /* GET latency, first byte asked to last byte in */
 	uint64_t latency_p99_us;
-	/*
-	 * The in-flight budget (see "In flight" above): each reading thread keeps about
-	 * 2 x rtt x bandwidth bytes of GETs out, measured as it reads, within
-	 * [inflight_min, inflight] GETs.
-	 */
+};
+
+/*
+ * The in-flight budget's figures (see "In flight" above): each reading thread keeps about
+ * 2 x rtt x bandwidth bytes of GETs out, measured as it reads, within [inflight_min,
+ * inflight] GETs. A struct of its own, appended to grist_loader_stats and
+ * grist_fetcher_stats as remote_budget, because grist_remote_stats is embedded in them and
+ * so frozen. Frozen too, for the same reason.
+ */
+struct grist_remote_budget_stats {
 	uint64_t budget_bytes;      /* the reading threads' budgets as last measured, summed */
 	uint64_t budget_max_bytes;  /* the largest one thread's budget reached */
 	uint64_t rtt_us;            /* the round trip measured (least time to first byte, recent) */

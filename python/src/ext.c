@@ -103,7 +103,7 @@ void gristpy_paths_free(struct gristpy_paths *p)
 	p->n = 0;
 }
 
-PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
+PyObject *gristpy_remote_stats(const struct grist_remote_stats *r, const struct grist_remote_budget_stats *b)
 {
 	PyObject *retries = PyDict_New(), *d;
 	int k;
@@ -127,9 +127,9 @@ PyObject *gristpy_remote_stats(const struct grist_remote_stats *r)
 			  "inflight_max", (unsigned long long)r->inflight_max,
 			  "latency_p50_us", (unsigned long long)r->latency_p50_us,
 			  "latency_p99_us", (unsigned long long)r->latency_p99_us,
-			  "budget_bytes", (unsigned long long)r->budget_bytes,
-			  "budget_max_bytes", (unsigned long long)r->budget_max_bytes,
-			  "rtt_us", (unsigned long long)r->rtt_us, "bandwidth", (unsigned long long)r->bandwidth,
-			  "inflight_bytes_mean", r->inflight_bytes_mean, "ahead_bytes_mean", r->ahead_bytes_mean);
+			  "budget_bytes", (unsigned long long)b->budget_bytes,
+			  "budget_max_bytes", (unsigned long long)b->budget_max_bytes,
+			  "rtt_us", (unsigned long long)b->rtt_us, "bandwidth", (unsigned long long)b->bandwidth,
+			  "inflight_bytes_mean", b->inflight_bytes_mean, "ahead_bytes_mean", b->ahead_bytes_mean);
 	return d;
 }

@@ -27,7 +27,8 @@ extern PyTypeObject gristpy_FeaturesType;
 PyObject *gristpy_raise(int code, const char *msg);
 /* The remote part of a stats dict (grist/remote.h); a new reference or NULL with an exception. */
 struct grist_remote_stats;
-PyObject *gristpy_remote_stats(const struct grist_remote_stats *r);
+struct grist_remote_budget_stats;
+PyObject *gristpy_remote_stats(const struct grist_remote_stats *r, const struct grist_remote_budget_stats *b);
 
 /*
  * Every grist object that C calls reach with the GIL released has one lock, because the

@@ -480,7 +480,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	    F64("startup_seconds", (double)self->startup_ns / 1e9) ||
 	    U64("pack_tokens", st.pack_tokens) || U64("pack_capacity", st.pack_capacity) ||
 	    F64("pack_efficiency", st.pack_capacity ? (double)st.pack_tokens / (double)st.pack_capacity : 0.0) ||
-	    put(d, "dataset_records", newref(per)) || put(d, "remote", gristpy_remote_stats(&st.remote)))
+	    put(d, "dataset_records", newref(per)) || put(d, "remote", gristpy_remote_stats(&st.remote, &st.remote_budget)))
 		goto fail;
 #undef U64
 #undef F64

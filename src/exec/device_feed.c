@@ -48,7 +48,7 @@
 #include "format/dataset.h"
 #include "grist/device.h"
 
-#define MAX_HELPERS 2
+#define MAX_HELPERS GRIST_ENGINE_MAX_HELPERS
 
 /* One batch between the feeder and its submission. */
 struct feed_job {
@@ -122,11 +122,10 @@ static void provider_cancel(void *ctx, struct grist_slot *s)
 }
 
 /* How many bytes a batch can need: exact for fixed rows, an upper bound from the footers otherwise. */
-static int slot_bytes_for(const struct grist_loader *l, size_t *out)
+static int slot_bytes_for(const struct grist_loader *l, const struct grist_engine_geometry *g, size_t *out)
 {
 	const struct grist_loader_config *c = &l->cfg;
-	uint64_t max_record = 0, bytes;
-	size_t d, f;
+	uint64_t max_record = g->max_chunk_decoded, bytes;
 
 	if (c->device_slot_bytes) {
 		*out = c->device_slot_bytes;
@@ -139,14 +138,6 @@ static int slot_bytes_for(const struct grist_loader *l, size_t *out)
 	if (c->map) {
 		*out = c->batch_size * c->map_out_max;
 		return 0;
-	}
-	for (d = 0; d < l->num_sources; d++) {
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
-
-			if (g && g->max_chunk_decoded > max_record)
-				max_record = g->max_chunk_decoded;
-		}
 	}
 	if (max_record == 0)
 		max_record = 1;
@@ -177,8 +168,9 @@ int grist_loader_device_start(struct grist_loader *l)
 {
 	struct grist_device_config dc = { .size = sizeof(dc) };
 	struct grist_loader_device *d;
-	unsigned workers, ndev, prefetch = l->cfg.prefetch;
-	uint64_t slots;
+	struct grist_engine_geometry geom;
+	struct grist_engine_sizes sizes;
+	unsigned ndev;
 	int ret;
 
 	d = calloc(1, sizeof(*d));
@@ -187,46 +179,20 @@ int grist_loader_device_start(struct grist_loader *l)
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	l->device = d;
+	/* the engine's own sizing: the slot ring holds what its windows can have out at once */
+	grist_engine_geometry_read(&l->params, (unsigned)get_nprocs(), &geom);
+	grist_engine_size(&l->params, &geom, &sizes);
 	ret = parse_device(l->cfg.device, &dc.selector);
 	if (!ret)
-		ret = slot_bytes_for(l, &dc.slot_bytes);
+		ret = slot_bytes_for(l, &geom, &dc.slot_bytes);
 	if (ret)
 		return ret;
-	workers = l->cfg.engine == GRIST_ENGINE_REF ? 1 : (l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs());
-	/* the async engine's units are whole batches only at record granularity */
-	d->copy = l->cfg.engine != GRIST_ENGINE_REF && l->cfg.granularity == GRIST_GRANULARITY_CHUNK;
-	if (d->copy) {
-		/*
-		 * One copier per eight decode threads: a copy is cheap next to decoding, and on
-		 * the H100 at 16 threads two helpers did as well as four (each extra thread
-		 * competes with the decode workers for the cores).
-		 */
-		d->num_helpers = (workers + 7) / 8 < MAX_HELPERS ? (workers + 7) / 8 : MAX_HELPERS;
-		/* batches are at most max_batch_bytes, and each slot grows only to the largest one */
-		if (l->cfg.max_batch_bytes && dc.slot_bytes > l->cfg.max_batch_bytes)
-			dc.slot_bytes = l->cfg.max_batch_bytes;
-		/*
-		 * The batches the consumer may hold (prefetch, see free_hold() in loader.c), two
-		 * jobs per helper (one copied, one queued), and as many batches queued or
-		 * submitted ahead as the engine's assembly window (prefetch + 2 per worker):
-		 * the feeder blocks on a full ring, and the engine's window with it. `grist load
-		 * --device opencl --stats` counts the acquires that found the ring full. Slots
-		 * get memory only when used.
-		 */
-		slots = 2ull * prefetch + 2ull * workers + 2ull * d->num_helpers + 2;
-	} else {
-		d->num_helpers = 1;
-		/*
-		 * The units that may hold a slot while they decode (prefetch + 2 per worker,
-		 * the engine's assembly window), the packer's batch, the batches the consumer
-		 * may hold (prefetch), and as many again as the assembly window queued for
-		 * submission or submitted ahead of the consumer: without that slack a consumer
-		 * a few batches behind takes slots from the workers (the acquires that waited
-		 * are counted in `--stats`). Slots get memory only when used.
-		 */
-		slots = 2ull * (prefetch + 2ull * workers) + prefetch + 2;
-	}
-	dc.slots = slots < 4096 ? (unsigned)slots : 4096;
+	d->copy = sizes.device_copy;
+	d->num_helpers = sizes.device_helpers;
+	/* copy mode: batches are at most max_batch_bytes, and each slot grows only to the largest one */
+	if (d->copy && l->cfg.max_batch_bytes && dc.slot_bytes > l->cfg.max_batch_bytes)
+		dc.slot_bytes = l->cfg.max_batch_bytes;
+	dc.slots = sizes.device_slots;
 	dc.max_rows = l->cfg.batch_size;
 	ret = grist_device_stage_create(&dc, &d->stage);
 	if (ret)
@@ -245,6 +211,7 @@ int grist_loader_device_start(struct grist_loader *l)
 		d->provider = (struct grist_slot_provider){ .acquire = provider_acquire, .cancel = provider_cancel,
 							    .ctx = d };
 		l->provider = &d->provider;
+		l->params.deliver = l->provider;
 	}
 	return 0;
 }
@@ -552,6 +519,7 @@ void grist_loader_device_stop(struct grist_loader *l)
 		return;
 	grist_loader_device_quiesce(l);
 	l->provider = NULL;
+	l->params.deliver = NULL;
 	grist_device_stage_destroy(d->stage);
 	free(d->by_slot);
 	free(d->jobs);

@@ -18,10 +18,16 @@
  *
  * A worker claims another unit while the ring is below queue_depth and everything
  * planned has been submitted, so the ring stays full however small the units are; the
- * arena (read_ahead_bytes) bounds how many bytes are read ahead of decoding. While it
- * decodes, the worker polls the ring every few tens of microseconds, so landed reads are
- * replaced at once. N workers give N rings (one per thread, SINGLE_ISSUER), which is also
- * what parallelises the kernel's copies on warm page-cache data.
+ * arena (read_ahead_bytes) bounds how many bytes are read ahead of decoding. Decoding
+ * pauses every few tens of microseconds for the worker to tend the ring, so landed reads
+ * are replaced at once. N workers give N rings (one per thread, SINGLE_ISSUER), which is
+ * also what parallelises the kernel's copies on warm page-cache data.
+ *
+ * The worker loop (worker_main) is the only place the stages meet, and it calls them in
+ * one direction: plan (engine_async_plan.c) -> read (engine_async_read.c) -> decode
+ * (engine_async_decode.c). Each stage owns its state (the plan, a unit's reads and the
+ * worker's ring, a unit's decoding progress and the worker's decoders) behind its own
+ * header, and a later stage only reads what an earlier one produced.
  *
  * The consumer takes units strictly in order. When U == batch size and nothing was
  * filtered, a unit's slot *is* the batch and is handed over without a copy; otherwise
@@ -29,23 +35,18 @@
  * reference engine would put there, so the output never depends on thread count,
  * queue depth, read-ahead, backend or completion order.
  *
- * Memory is bounded by the configuration. At most nunits = prefetch + works x
- * workers units are claimed and not yet consumed (a worker may claim unit u only once
- * unit u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
- * granularity more when a larger read_ahead_bytes needs more units to fill it; at most
- * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
- * starts (with a device slot provider, only prefetch + 2 x workers units may hold one).
- * Read buffers are each worker's arena, plus one unit's reads in heap memory when a
- * unit alone is larger than the arena. On top come the batches the consumer holds.
+ * Memory is bounded by the configuration (the windows and budgets: grist_engine_size(),
+ * engine_sizing.c): at most nunits units are claimed and not yet consumed, so at most
+ * that many slots exist, each taken when its unit's decoding starts; read buffers are
+ * each worker's arena, plus one unit's reads in heap memory when a unit alone is larger
+ * than the arena. On top come the batches the consumer holds.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/sysinfo.h>
-#include <unistd.h>
 
 #include "grist_config.h"
 #if GRIST_HAVE_NUMA
@@ -53,11 +54,8 @@
 #endif
 
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_shared.h"
 #include "io/remote.h"
-
-#define MAX_WORKS 1024                   /* units one worker reads ahead, at most */
-#define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 
 /* ---- claiming and publishing units ---- */
 
@@ -102,7 +100,7 @@ static void stall_wait(struct async_engine *e, uint64_t *t0)
 static void stall_end(struct worker *wk, uint64_t t0)
 {
 	if (t0)
-		add_relaxed(&wk->producer_stall_ns, grist_now_ns() - t0);
+		grist_counter_add(&wk->producer_stall_ns, grist_now_ns() - t0);
 }
 
 /*
@@ -112,7 +110,7 @@ static void stall_end(struct worker *wk, uint64_t t0)
 static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 {
 	struct async_engine *e = wk->e;
-	uint64_t t0 = 0, u_no, len = grist_stream_length(e->l->stream);
+	uint64_t t0 = 0, u_no, len = grist_stream_length(e->p->stream);
 	struct unit *u = NULL;
 
 	*ended = false;
@@ -155,10 +153,17 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 	return u;
 }
 
-static void publish_unit(struct async_engine *e, struct unit *u, int error)
+/*
+ * Publish @u: done, or failed with @error. A read that failed left its message with the
+ * unit's reads (@read_msg, may be empty): it names the file and offset, so it is the
+ * message the consumer reports in order.
+ */
+static void publish_unit(struct async_engine *e, struct unit *u, int error, const char *read_msg)
 {
 	pthread_mutex_lock(&e->lock);
 	if (error) {
+		if (read_msg[0])
+			snprintf(u->errmsg, sizeof(u->errmsg), "%s", read_msg);
 		if (error == -ECANCELED && !u->errmsg[0])
 			snprintf(u->errmsg, sizeof(u->errmsg), "loader stopped");
 		u->error = error;
@@ -209,13 +214,24 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 /* A work that failed: its error is published at once, and it retires once its reads are back. */
 static void fail_work(struct worker *wk, struct work *w, int error)
 {
-	grist_async_cancel_unsubmitted(w);
+	grist_async_reads_cancel_unsubmitted(&w->reads);
 	if (!w->published) {
-		publish_unit(wk->e, w->u, error);
+		publish_unit(wk->e, w->u, error, w->reads.errmsg);
 		w->published = true;
 	}
 	if (!w->error)
 		w->error = error;
+}
+
+/* The @k-th oldest work of @wk's pipeline. */
+static inline struct work *pipeline_at(struct worker *wk, unsigned k)
+{
+	return &wk->works[(wk->head + k) % wk->works_cap];
+}
+
+static unsigned pipeline_slot(const struct worker *wk, const struct work *w)
+{
+	return (unsigned)(w - wk->works);
 }
 
 /*
@@ -228,19 +244,27 @@ static void fail_pipeline(struct worker *wk, int error)
 		struct work *w = pipeline_at(wk, k);
 
 		fail_work(wk, w, error);
-		w->pending = 0;
+		grist_async_reads_abandon(&w->reads);
 	}
 }
 
-/* Plan @u into a new work at the pipeline's tail and admit it if its reads fit. */
+/* Plan @u into a new work at the pipeline's tail and admit its reads if they fit. */
 static void start_unit(struct worker *wk, struct unit *u)
 {
+	struct async_engine *e = wk->e;
 	struct work *w = pipeline_at(wk, wk->count++);
+	const struct async_plan_env env = { .p = e->p, .files = &e->files, .cursor = wk->cursor };
 	int ret;
 
-	ret = grist_async_plan_unit(wk, w, u);
+	w->u = u;
+	w->decoding = w->published = false;
+	w->error = 0;
+	grist_async_reads_reset(&w->reads);
+	ret = grist_async_plan_unit(&w->plan, &env, u->first_j, u->end_j);
 	if (!ret)
-		ret = grist_async_admit(wk, w);
+		ret = grist_async_decode_prepare(&w->dec, &w->plan, e->p->layout->map != NULL);
+	if (!ret)
+		ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), wk->count == 1);
 	if (ret)
 		fail_work(wk, w, ret);
 }
@@ -251,11 +275,30 @@ static void admit_tail(struct worker *wk)
 	struct work *w = pipeline_at(wk, wk->count - 1);
 	int ret;
 
-	if (w->admitted || w->published)
+	if (grist_async_reads_admitted(&w->reads) || w->published)
 		return;
-	ret = grist_async_admit(wk, w);
+	ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), wk->count == 1);
 	if (ret)
 		fail_work(wk, w, ret);
+}
+
+/* Push queued requests, oldest work first (requests go out in pipeline order), as far as the ring takes them. */
+static int push_pipeline(struct worker *wk)
+{
+	bool full = false;
+	unsigned k;
+	int ret;
+
+	for (k = 0; k < wk->count && !full; k++) {
+		struct work *w = pipeline_at(wk, k);
+
+		if (!grist_async_reads_admitted(&w->reads))
+			break;
+		ret = grist_async_push(&wk->reader, &w->reads, &full);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /*
@@ -276,28 +319,70 @@ static bool wants_more(struct worker *wk)
 	    __atomic_load_n(&wk->e->consumed_units, __ATOMIC_RELAXED) + wk->e->nunits)
 		return false;
 	last = pipeline_at(wk, wk->count - 1);
-	if (!last->admitted && !last->error)
+	if (!grist_async_reads_admitted(&last->reads) && !last->error)
 		return false;
-	return last->submitted == last->nreqs && wk->io->inflight < wk->e->queue_depth;
+	return grist_async_reads_all_submitted(&last->reads) &&
+	       grist_async_reader_inflight(&wk->reader) < wk->e->queue_depth;
 }
 
 /*
- * Decoding reads mapped files straight from the page cache: a file that shrinks under
- * the loader faults there, and the guard turns that into the unit's error (naming the
- * file and byte) instead of a SIGBUS that kills the process. The unit is abandoned
- * wherever the fault hit it; nothing in a decode step holds a lock, and the loader
- * stops at this unit's error, so nothing reads its half-made state.
+ * A poll is a system call, and on cached data each one also does the page-cache copies
+ * of the reads it pushes: while decoding, the reads are tended every 50 us, which keeps
+ * a ring of cold reads (each taking hundreds of microseconds) fed without breaking up the
+ * decoding of small records.
  */
-static int advance_guarded(struct worker *wk, struct work *w)
+#define TEND_INTERVAL_NS 50000
+
+/* While decoding: take what has landed and refill the ring, so reads never wait for a whole unit's decoding. */
+static int tend_reads(struct worker *wk, uint64_t now)
 {
+	int ret;
+
+	wk->tended_ns = now;
+	ret = grist_async_reap(&wk->reader, 0);
+	if (ret < 0)
+		return ret;
+	return push_pipeline(wk);
+}
+
+/*
+ * One decode step of @w. Decoding reads mapped files straight from the page cache: a
+ * file that shrinks under the loader faults there, and the guard turns that into the
+ * unit's error (naming the file and byte) instead of a SIGBUS that kills the process.
+ * The unit is abandoned wherever the fault hit it; nothing in a decode step holds a
+ * lock, and the loader stops at this unit's error, so nothing reads its half-made state.
+ */
+static int decode_step(struct worker *wk, struct work *w, uint64_t *now)
+{
+	struct async_engine *e = wk->e;
+	const struct async_decode_input in = {
+		.p = e->p, .files = &e->files, .plan = &w->plan, .reads = &w->reads, .slot = w->u->slot,
+		.tend_at = wk->tended_ns + TEND_INTERVAL_NS,
+	};
 	struct grist_map_guard guard;
 	int ret;
 
-	grist_map_guard_push(&guard, wk->e->map_ranges, wk->e->num_map_ranges);
+	if (!e->files.num_map_ranges)
+		return grist_async_decode_step(&wk->decoder, &w->dec, &in, now);
+	grist_map_guard_push(&guard, e->files.map_ranges, e->files.num_map_ranges);
 	if (sigsetjmp(guard.env, 0))
 		return grist_map_guard_fail(&guard);
-	ret = grist_async_advance(wk, w);
+	ret = grist_async_decode_step(&wk->decoder, &w->dec, &in, now);
 	grist_map_guard_pop(&guard);
+	return ret;
+}
+
+/* Decode what has landed of @w, tending the reads between steps. Returns 1 when done, 0 when it waits, or an error. */
+static int decode_landed(struct worker *wk, struct work *w)
+{
+	uint64_t now;
+	int ret;
+
+	while ((ret = decode_step(wk, w, &now)) == GRIST_ASYNC_YIELD) {
+		ret = tend_reads(wk, now);
+		if (ret)
+			return ret;
+	}
 	return ret;
 }
 
@@ -307,45 +392,47 @@ static int advance_guarded(struct worker *wk, struct work *w)
  */
 static int step_head(struct worker *wk, bool stopping)
 {
+	struct async_engine *e = wk->e;
 	struct work *w = pipeline_at(wk, 0);
 	int ret;
 
 	if (stopping && !w->published)
 		fail_work(wk, w, -ECANCELED);
-	if (!w->published && !w->admitted) {
-		ret = grist_async_admit(wk, w); /* alone now, it always gets a buffer */
+	if (!w->published && !grist_async_reads_admitted(&w->reads)) {
+		/* alone now, it always gets a buffer */
+		ret = grist_async_admit(&wk->reader, &w->reads, &w->plan, pipeline_slot(wk, w), true);
 		if (ret)
 			fail_work(wk, w, ret);
 	}
 	if (!w->published) {
 		if (!w->decoding) {
 			/* while reads are in flight the worker keeps tending them rather than sleep here */
-			ret = wait_assembly(wk, w->u, wk->io->inflight == 0);
+			ret = wait_assembly(wk, w->u, grist_async_reader_inflight(&wk->reader) == 0);
 			if (ret == -EAGAIN)
 				return 0;
 			if (!ret)
-				ret = grist_async_slot_take(wk->e, wk->e->unit_items == wk->e->l->cfg.batch_size &&
-								   !wk->e->plan_cursor, false, &w->u->slot);
+				ret = grist_async_slot_take(e, e->unit_items == e->p->batch_size && !e->plan_cursor, false,
+							    &w->u->slot);
 			if (ret) {
 				fail_work(wk, w, ret);
 				return 0;
 			}
 			w->decoding = true;
-			wk->generation++; /* the decoder cache holds this unit's chunks from now on */
+			grist_async_decoder_next_unit(&wk->decoder); /* its cache holds this unit's chunks from now on */
 		}
-		ret = wk->e->num_map_ranges ? advance_guarded(wk, w) : grist_async_advance(wk, w);
+		ret = decode_landed(wk, w);
 		if (ret < 0) {
 			fail_work(wk, w, ret);
 		} else if (ret == 1) {
-			publish_unit(wk->e, w->u, 0);
+			publish_unit(e, w->u, 0, "");
 			w->published = true;
 		}
 	}
-	if (!w->published || w->pending)
+	if (!w->published || grist_async_reads_pending(&w->reads))
 		return 0;
 	/* retire: its buffer and requests are free again */
+	grist_async_reads_retire(&wk->reader, &w->reads);
 	w->u = NULL;
-	w->arena_len = 0;
 	wk->head = (wk->head + 1) % wk->works_cap;
 	wk->count--;
 	return 1;
@@ -377,9 +464,10 @@ static void pin_worker(struct worker *wk)
 }
 
 /*
- * A worker's loop: keep reading ahead (claim, plan, admit and push units while the ring
- * and the read-ahead arena have room), decode the oldest unit as its reads land, and
- * wait for completions only when the oldest unit has nothing left to decode.
+ * A worker's loop, one direction: plan (claim and plan units while the ring and the
+ * read-ahead arena have room), read (admit, push, reap), decode (the oldest unit, as its
+ * reads land), and wait for completions only when the oldest unit has nothing left to
+ * decode.
  */
 static void *worker_main(void *arg)
 {
@@ -409,9 +497,9 @@ static void *worker_main(void *arg)
 		ret = 0;
 		if (!broken) {
 			admit_tail(wk);
-			ret = grist_async_push(wk);
+			ret = push_pipeline(wk);
 			if (!ret)
-				ret = grist_async_reap(wk, 0);
+				ret = grist_async_reap(&wk->reader, 0);
 		}
 		if (ret < 0) {
 			fail_pipeline(wk, ret);
@@ -423,8 +511,8 @@ static void *worker_main(void *arg)
 			continue;
 		/* the oldest unit waits for a read: nothing to do until one comes back */
 		t0 = grist_now_ns();
-		ret = grist_async_reap(wk, 1);
-		add_relaxed(&wk->io_wait_ns, grist_now_ns() - t0);
+		ret = grist_async_reap(&wk->reader, 1);
+		grist_counter_add(&wk->io_wait_ns, grist_now_ns() - t0);
 		if (ret < 0) {
 			fail_pipeline(wk, ret);
 			broken = true;
@@ -432,311 +520,51 @@ static void *worker_main(void *arg)
 		}
 	}
 	/* io_uring rings are single-issuer: the thread that used the ring frees it */
-	grist_io_destroy(wk->io);
-	wk->io = NULL;
+	grist_async_reader_close_io(&wk->reader);
 	return NULL;
 }
 
 /* ---- setup ---- */
 
-static bool any_url(struct grist_loader *l)
-{
-	size_t d, f;
-
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++)
-			if (grist_reader_file_geom(l->sources[d].reader, f)->remote)
-				return true;
-	return false;
-}
-
-/* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
-static bool map_small_dataset(struct grist_loader *l)
-{
-	uint64_t bytes = 0, chunks = 0;
-	struct grist_file_info info;
-	size_t d, f;
-
-	if (l->cfg.read_mode != GRIST_READ_AUTO)
-		return false;
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			if (grist_reader_file_info(l->sources[d].reader, f, &info))
-				return false;
-			bytes += info.file_size;
-			chunks += info.num_chunks;
-		}
-	return grist_io_map_small(bytes, chunks);
-}
-
-static int open_files(struct async_engine *e)
-{
-	struct grist_loader *l = e->l;
-	enum grist_io_mode mode = l->cfg.read_mode == GRIST_READ_DIRECT ? GRIST_IO_MODE_DIRECT
-				  : l->cfg.read_mode == GRIST_READ_AUTO ? GRIST_IO_MODE_AUTO
-									: GRIST_IO_MODE_BUFFERED;
-	struct grist_io_open_info oi;
-	struct grist_file_info info;
-	size_t d, f, ranges_cap = 0;
-	int ret;
-
-	bool map_all = map_small_dataset(l);
-
-	e->files = calloc(l->num_sources, sizeof(*e->files));
-	if (!e->files)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	if (map_all)
-		mode = GRIST_IO_MODE_BUFFERED; /* no residency probe: mapped whatever it says */
-	for (d = 0; d < l->num_sources; d++) {
-		e->files[d] = calloc(l->sources[d].num_files, sizeof(**e->files));
-		if (!e->files[d])
-			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < l->sources[d].num_files; f++)
-			e->files[d][f].fd = -1;
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			ret = grist_reader_file_info(l->sources[d].reader, f, &info);
-			if (ret)
-				return ret;
-			{
-				const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
-
-				if (g->remote) {
-					/* a URL: no descriptor, no mapping; the reader already pinned it */
-					e->files[d][f] = (struct engine_file){ .fd = -1, .align = 1, .path = info.path,
-									     .size = g->size, .remote = g->remote };
-					e->any_remote = true;
-					continue;
-				}
-			}
-			ret = grist_io_open_file(info.path, mode, &oi);
-			if (ret)
-				return grist_fail(ret, "%s: cannot open for reading: %s", info.path, grist_strerror(ret));
-			e->files[d][f] = (struct engine_file){
-				.fd = oi.fd, .direct = oi.direct, .align = oi.direct ? oi.offset_align : 1, .path = info.path,
-				.size = oi.size,
-			};
-			/* auto maps a file the page cache already holds: no read copies, no syscalls */
-			if ((l->cfg.read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
-				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
-
-				if (m == MAP_FAILED)
-					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
-				if (map_all && !oi.resident)
-					madvise(m, oi.size, MADV_WILLNEED); /* advice only: a refusal costs faults */
-				e->files[d][f].map = m;
-				e->any_mapped = true;
-				ret = grist_array_reserve((void **)&e->map_ranges, &ranges_cap, e->num_map_ranges + 1,
-							  sizeof(*e->map_ranges));
-				if (ret)
-					return ret;
-				e->map_ranges[e->num_map_ranges++] =
-					(struct grist_map_range){ .base = m, .len = oi.size, .path = info.path };
-			}
-			if (oi.direct && oi.offset_align < oi.mem_align)
-				e->files[d][f].align = oi.mem_align;
-			if (oi.direct)
-				e->any_direct = true;
-			else if (!e->files[d][f].map)
-				e->any_buffered = true;
-		}
-	}
-	return 0;
-}
-
-static void close_files(struct async_engine *e)
-{
-	size_t d, f;
-
-	if (!e->files)
-		return;
-	for (d = 0; d < e->l->num_sources; d++) {
-		if (!e->files[d])
-			continue;
-		for (f = 0; f < e->l->sources[d].num_files; f++) {
-			if (e->files[d][f].map)
-				munmap((void *)e->files[d][f].map, e->files[d][f].size);
-			if (e->files[d][f].fd >= 0)
-				close(e->files[d][f].fd);
-		}
-		free(e->files[d]);
-	}
-	free(e->files);
-	free(e->map_ranges);
-}
-
-/* The largest chunk extent of the datasets, to size each worker's registered read arena. */
-static uint64_t largest_extent(struct grist_loader *l)
-{
-	const struct grist_file_geom *g;
-	uint64_t best = 0, c;
-	size_t d, f;
-
-	uint64_t limit = grist_max_chunk_bytes(), len;
-
-	/*
-	 * A chunk above the limit is refused, with its file and offset, when a unit
-	 * reaches it (grist_reader_locate()); it must not size the arenas first, or a
-	 * footer that claims 100 GB would have the engine map 100 GB before any check.
-	 */
-	for (d = 0; d < l->num_sources; d++) {
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			g = grist_reader_file_geom(l->sources[d].reader, f);
-			for (c = 0; g && c < g->num_chunks; c++) {
-				len = g->chunk_offsets[c + 1] - g->chunk_offsets[c];
-				if (len > best && len <= limit)
-					best = len;
-			}
-		}
-	}
-	return best;
-}
-
-/* The fewest records per chunk of any file (chunk granularity: a unit reads about U / this chunks). */
-static uint64_t smallest_group(struct grist_loader *l)
-{
-	uint64_t best = UINT64_MAX;
-	size_t d, f;
-
-	for (d = 0; d < l->num_sources; d++)
-		for (f = 0; f < l->sources[d].num_files; f++)
-			if (l->sources[d].files[f].group_size && l->sources[d].files[f].group_size < best)
-				best = l->sources[d].files[f].group_size;
-	return best == UINT64_MAX ? 1 : best;
-}
-
-/* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
-static size_t row_bytes_estimate(struct grist_loader *l)
-{
-	uint64_t best = 0, per;
-	size_t d, f;
-
-	if (l->cfg.layout != GRIST_LAYOUT_RAGGED)
-		return l->cfg.record_bytes;
-	if (l->cfg.map)
-		return 0;
-	for (d = 0; d < l->num_sources; d++) {
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			const struct grist_file_geom *g = grist_reader_file_geom(l->sources[d].reader, f);
-
-			if (!g || !g->group_size)
-				continue;
-			per = (g->max_chunk_decoded + g->group_size - 1) / g->group_size;
-			if (per > best)
-				best = per;
-		}
-	}
-	return best > (1u << 20) ? 0 : (size_t)best;
-}
-
 static int setup_worker(struct async_engine *e, struct worker *wk)
 {
-	struct grist_loader *l = e->l;
-	struct grist_io_config ioc;
-	size_t d, f, i;
+	const struct async_reader_config rc = {
+		.p = e->p, .files = &e->files, .io_kind = e->io_kind, .queue_depth = e->queue_depth,
+		.read_ahead = e->read_ahead, .nslots = wk->works_cap, .remote_counters = e->remote_ctr,
+	};
 	int ret;
 
-	memset(&ioc, 0, sizeof(ioc));
-	if (l->hooks.io_override)
-		ioc = l->hooks.io_config;
-	ioc.queue_depth = e->queue_depth;
-	ioc.threads = 4;
-	ioc.remote_counters = e->remote_ctr;
-	ioc.remote_options = l->cfg.remote.size ? &l->cfg.remote : NULL;
 	wk->works = calloc(wk->works_cap, sizeof(*wk->works));
 	if (!wk->works)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	wk->arena_len = e->read_ahead;
-	wk->arena = mmap(NULL, wk->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (wk->arena == MAP_FAILED) {
-		wk->arena = NULL;
-		wk->arena_len = 0;
-		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", e->read_ahead);
-	}
-	ioc.fixed_buf = wk->arena;
-	ioc.fixed_buf_len = wk->arena_len;
-	ret = grist_io_create(e->io_kind, &ioc, &wk->io);
-	if (ret)
-		return ret;
-	{
-		struct grist_io_stats ios;
-
-		grist_io_get_stats(wk->io, &ios);
-		wk->fixed_buffers = ios.fixed_buffers;
-	}
-	wk->io_slot = calloc(l->num_sources, sizeof(*wk->io_slot));
-	if (!wk->io_slot)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	for (d = 0; d < l->num_sources; d++) {
-		wk->io_slot[d] = calloc(l->sources[d].num_files, sizeof(**wk->io_slot));
-		if (!wk->io_slot[d])
-			return grist_fail(-ENOMEM, "async engine: out of memory");
-		for (f = 0; f < l->sources[d].num_files; f++) {
-			if (e->files[d][f].remote)
-				ret = grist_io_add_remote(wk->io, e->files[d][f].remote, &wk->io_slot[d][f]);
-			else
-				ret = grist_io_add_file(wk->io, e->files[d][f].fd, e->files[d][f].path, &wk->io_slot[d][f]);
-			if (ret)
-				return ret;
-		}
-	}
-	ret = grist_stream_cursor_create(l->stream, &wk->cursor);
-	if (ret)
-		return ret;
-	wk->decoders = calloc(e->ncache, sizeof(*wk->decoders));
-	if (!wk->decoders)
-		return grist_fail(-ENOMEM, "async engine: out of memory");
-	wk->ndecoders = e->ncache;
-	for (i = 0; i < wk->ndecoders; i++) {
-		ret = grist_chunk_decoder_create(&wk->decoders[i].dec);
-		if (ret)
-			return ret;
-	}
-	return 0;
+	ret = grist_async_reader_init(&wk->reader, &rc);
+	if (!ret)
+		ret = grist_stream_cursor_create(e->p->stream, &wk->cursor);
+	if (!ret)
+		ret = grist_async_decoder_init(&wk->decoder, e->ncache);
+	return ret;
 }
 
-static void free_work(struct work *w)
+static void teardown_worker(struct worker *wk)
 {
-	free(w->items);
-	free(w->chunks);
-	free(w->rows);
-	free(w->row_place);
-	free(w->chunk_hash);
-	free(w->order);
-	free(w->regions);
-	free(w->reqs);
-	free(w->fill_order);
-	free(w->landed);
-}
-
-static void teardown_worker(struct async_engine *e, struct worker *wk)
-{
-	size_t d, i;
-
-	grist_io_destroy(wk->io);
-	free(wk->heap);
-	if (wk->io_slot) {
-		for (d = 0; d < e->l->num_sources; d++)
-			free(wk->io_slot[d]);
-		free(wk->io_slot);
-	}
+	grist_async_reader_free(&wk->reader);
 	grist_stream_cursor_destroy(wk->cursor);
-	for (i = 0; i < wk->ndecoders; i++)
-		grist_chunk_decoder_destroy(wk->decoders[i].dec);
-	free(wk->decoders);
-	for (i = 0; wk->works && i < wk->works_cap; i++)
-		free_work(&wk->works[i]);
+	grist_async_decoder_free(&wk->decoder);
+	for (unsigned i = 0; wk->works && i < wk->works_cap; i++) {
+		grist_async_plan_free(&wk->works[i].plan);
+		grist_async_reads_free(&wk->works[i].reads);
+		grist_async_decode_free(&wk->works[i].dec);
+	}
 	free(wk->works);
-	if (wk->arena)
-		munmap(wk->arena, wk->arena_len);
 }
 
 static void async_stop(void *engine);
 
-static int async_start(struct grist_loader *l, void **engine)
+static int async_start(const struct grist_engine_params *p, void **engine)
 {
+	struct grist_engine_geometry geom;
+	struct grist_engine_sizes sz;
 	struct async_engine *e;
-	uint64_t max_extent, group = 1;
-	size_t works, d, f;
 	char why[160];
 	unsigned i;
 	int ret;
@@ -744,16 +572,17 @@ static int async_start(struct grist_loader *l, void **engine)
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	e->l = l;
+	e->p = p;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->claim_cv, NULL);
 	pthread_cond_init(&e->done_cv, NULL);
 	*engine = e;
 
-	if (l->hooks.io_override) {
-		e->io_kind = l->hooks.io_kind;
+	grist_engine_geometry_read(p, (unsigned)get_nprocs(), &geom);
+	if (p->io_override) {
+		e->io_kind = p->io_kind;
 		e->name = "hooked";
-	} else if (l->cfg.engine == GRIST_ENGINE_PREAD) {
+	} else if (p->engine == GRIST_ENGINE_PREAD) {
 		e->io_kind = GRIST_IO_PREAD;
 		e->name = "pread";
 	} else if (grist_io_probe(why, sizeof(why)) == 0) {
@@ -764,7 +593,7 @@ static int async_start(struct grist_loader *l, void **engine)
 		e->name = "pread";
 		grist_log(GRIST_LOG_WARNING, "io_uring unavailable (%s); using the pread thread pool", why);
 	}
-	if (!l->hooks.io_override && any_url(l)) {
+	if (!p->io_override && geom.any_remote) {
 		/* URLs: ranged GETs on each worker's own multi handle (local files of the mix: pread) */
 		e->io_kind = GRIST_IO_HTTP;
 		e->name = "http";
@@ -773,107 +602,26 @@ static int async_start(struct grist_loader *l, void **engine)
 			return grist_fail(-ENOMEM, "async engine: out of memory");
 	}
 
-	/* U: one batch for record granularity; about one window of chunks for chunk granularity. */
-	e->unit_items = l->cfg.batch_size;
-	e->max_unit_items = e->unit_items;
-	e->ncache = l->layout.map ? 2 : 1;
-	if (l->cfg.granularity == GRIST_GRANULARITY_CHUNK) {
-		uint64_t window = l->cfg.window_chunks ? l->cfg.window_chunks : GRIST_PLAN_DEFAULT_WINDOW;
-		uint64_t per_unit;
-
-		double total = 0, most = 0;
-
-		for (d = 0; d < l->num_sources; d++)
-			total += l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0;
-		/*
-		 * Enough positions for every dataset to bring about one whole window into a
-		 * unit: a mixed unit cannot end on every dataset's window boundary at once,
-		 * but this way a window is split over at most about two units.
-		 */
-		for (d = 0; d < l->num_sources; d++) {
-			double share = (l->num_sources > 1 ? l->cfg.datasets[d].weight : 1.0) / total, need;
-
-			group = 1;
-			for (f = 0; f < l->sources[d].num_files; f++)
-				if (l->sources[d].files[f].group_size > group)
-					group = l->sources[d].files[f].group_size;
-			need = (double)window * (double)group / (double)l->cfg.shard_count / share;
-			if (need > most)
-				most = need;
-		}
-		per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
-		per_unit = (per_unit + l->cfg.batch_size - 1) / l->cfg.batch_size * l->cfg.batch_size;
-		if (per_unit > e->unit_items)
-			e->unit_items = (size_t)per_unit;
-		/* only a map keeps a window's chunks decoded at once (see advance_in_order()) */
-		e->ncache = l->layout.map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
-		e->max_unit_items = 4 * e->unit_items;
-		if (l->num_sources == 1 && !l->cfg.no_shuffle) {
-			ret = grist_stream_cursor_create(l->stream, &e->plan_cursor);
-			if (ret)
-				goto fail;
-		}
+	/* every count and budget: engine_sizing.c, shared with the device stage */
+	grist_engine_size(p, &geom, &sz);
+	e->unit_items = sz.unit_items;
+	e->max_unit_items = sz.max_unit_items;
+	e->ncache = sz.decoders;
+	e->nworkers = sz.workers;
+	e->queue_depth = sz.queue_depth;
+	e->read_ahead = sz.read_ahead;
+	e->nunits = sz.nunits;
+	e->assembly = sz.assembly;
+	e->row_bytes_hint = sz.row_bytes_hint;
+	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
+	if (p->granularity == GRIST_GRANULARITY_CHUNK && p->num_sources == 1 && p->shuffled) {
+		ret = grist_stream_cursor_create(p->stream, &e->plan_cursor);
+		if (ret)
+			goto fail;
 	}
-
 	/* known once a claimer reaches the end of the stream */
 	e->total_units = UINT64_MAX;
-	e->next_first_j = l->start_position;
-	e->row_bytes_hint = row_bytes_estimate(l);
-	e->nworkers = l->cfg.threads ? l->cfg.threads : (unsigned)get_nprocs();
-	if (e->nworkers < 1)
-		e->nworkers = 1;
-	/*
-	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
-	 * what waits, so the engine hands it more reads than a disk ring would take.
-	 */
-	e->queue_depth = l->cfg.queue_depth ? l->cfg.queue_depth : e->remote_ctr ? GRIST_REMOTE_QUEUE_DEPTH : 64;
-	/*
-	 * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
-	 * extent, so the ring stays full while as many landed reads wait to be decoded, and
-	 * at least two units' reads (a unit larger than the arena is read alone, so the ring
-	 * would drain at its end), at most 64 MiB. A budget set in the configuration is split
-	 * over the workers as given.
-	 */
-	max_extent = largest_extent(l) + 2 * MEM_ALIGN; /* an extent rounded out to O_DIRECT pages */
-	if (l->cfg.read_ahead_bytes) {
-		e->read_ahead = l->cfg.read_ahead_bytes / e->nworkers;
-	} else {
-		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
-		uint64_t reads = l->cfg.granularity == GRIST_GRANULARITY_CHUNK ? e->unit_items / smallest_group(l) + 2
-									   : e->unit_items;
-		uint64_t unit_reads = max_extent * reads;
-
-		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)
-			unit_reads = DEFAULT_READ_AHEAD_MAX / 2;
-		e->read_ahead = 2 * e->queue_depth * max_extent;
-		if (e->read_ahead < 2 * unit_reads)
-			e->read_ahead = 2 * unit_reads;
-		if (e->read_ahead > DEFAULT_READ_AHEAD_MAX)
-			e->read_ahead = DEFAULT_READ_AHEAD_MAX;
-	}
-	e->read_ahead = align_up(e->read_ahead < max_extent ? max_extent : e->read_ahead, MEM_ALIGN);
-	/*
-	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
-	 * for twice the queue depth even when a unit is one small batch (and for the whole
-	 * read-ahead budget when one was set larger), and the read-ahead arena bounds the
-	 * bytes. The claim window holds the batches ready ahead of the consumer and every
-	 * worker's pipeline: at least two units each (one being decoded, one just published;
-	 * without that slack a worker would wait for its neighbour).
-	 *
-	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
-	 * can be far ahead of another's when units are small, and both must decode. Only a
-	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
-	 * two units per worker, gets that smaller assembly window.
-	 */
-	works = 2 + 2 * (size_t)e->queue_depth / e->unit_items;
-	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
-	if (l->cfg.granularity != GRIST_GRANULARITY_CHUNK &&
-	    e->read_ahead / (max_extent * e->unit_items) > works)
-		works = e->read_ahead / (max_extent * e->unit_items);
-	if (works > MAX_WORKS)
-		works = MAX_WORKS;
-	e->nunits = l->cfg.prefetch + (unsigned)works * e->nworkers;
-	e->assembly = l->provider ? l->cfg.prefetch + 2 * e->nworkers : e->nunits;
+	e->next_first_j = p->start_position;
 	e->units = calloc(e->nunits, sizeof(*e->units));
 	e->workers = aligned_alloc(_Alignof(struct worker), e->nworkers * sizeof(*e->workers));
 	if (e->workers)
@@ -882,14 +630,14 @@ static int async_start(struct grist_loader *l, void **engine)
 		ret = grist_fail(-ENOMEM, "async engine: out of memory");
 		goto fail;
 	}
-	ret = open_files(e);
+	ret = grist_async_files_open(p, &e->files);
 	if (ret)
 		goto fail;
 
 	for (i = 0; i < e->nworkers; i++) {
 		e->workers[i].e = e;
 		e->workers[i].id = i;
-		e->workers[i].works_cap = (unsigned)works;
+		e->workers[i].works_cap = (unsigned)sz.works;
 		ret = setup_worker(e, &e->workers[i]);
 		if (ret)
 			goto fail;
@@ -912,45 +660,34 @@ fail:
 static void async_stats(void *engine, struct grist_loader_stats *out)
 {
 	struct async_engine *e = engine;
-	uint64_t area = 0, span = 0, most;
+	uint64_t area = 0, span = 0;
 	unsigned i;
 
 	out->engine = e->name;
 	/* auto chooses per file: more than one kind is "mixed" */
-	out->read_mode = e->any_mapped + e->any_direct + e->any_buffered > 1 ? "mixed"
-			 : e->any_mapped ? "mmap" : e->any_direct ? "direct" : "buffered";
+	out->read_mode = e->files.any_mapped + e->files.any_direct + e->files.any_buffered > 1 ? "mixed"
+			 : e->files.any_mapped ? "mmap" : e->files.any_direct ? "direct" : "buffered";
 	out->threads = e->nworkers;
 	for (i = 0; i < e->nworkers; i++) {
 		struct worker *wk = &e->workers[i];
 
-		out->reads_issued += load_relaxed(&wk->reads);
-		out->bytes_read += load_relaxed(&wk->bytes_read);
-		out->chunks_decoded += load_relaxed(&wk->chunks_decoded);
-		out->bytes_decoded += load_relaxed(&wk->bytes_decoded);
-		out->io_wait_ns += load_relaxed(&wk->io_wait_ns);
-		out->decode_ns += load_relaxed(&wk->decode_ns);
-		out->assemble_ns += load_relaxed(&wk->assemble_ns);
-		out->producer_stall_ns += load_relaxed(&wk->producer_stall_ns);
-		area += load_relaxed(&wk->depth_area);
-		span += load_relaxed(&wk->depth_span);
-		most = load_relaxed(&wk->depth_max);
-		if (most > out->reads_in_flight_max)
-			out->reads_in_flight_max = most;
-		out->memory_bytes += wk->arena_len;
-		out->registered_buffers = out->registered_buffers || wk->fixed_buffers;
+		grist_async_reader_stats(&wk->reader, out, &area, &span);
+		grist_async_decoder_stats(&wk->decoder, out);
+		out->io_wait_ns += grist_counter_read(&wk->io_wait_ns);
+		out->producer_stall_ns += grist_counter_read(&wk->producer_stall_ns);
 	}
 	out->reads_in_flight_mean = span ? (double)area / (double)span : 0.0;
 	if (e->remote_ctr) {
-		grist_remote_counters_read(e->remote_ctr, &out->remote);
+		grist_remote_counters_read(e->remote_ctr, &out->remote, &out->remote_budget);
 		out->read_mode = "remote";
 	}
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
 	out->assemble_ns += e->pack_ns;
-	out->memory_bytes += load_relaxed(&e->slot_memory);
+	out->memory_bytes += grist_counter_read(&e->slot_memory);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
-	out->pinned = out->pinned || e->l->provider;
+	out->pinned = out->pinned || e->p->deliver;
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -982,7 +719,7 @@ static void async_stop(void *engine)
 		if (e->workers[i].started)
 			pthread_join(e->workers[i].thread, NULL);
 	for (i = 0; e->workers && i < e->nworkers; i++)
-		teardown_worker(e, &e->workers[i]);
+		teardown_worker(&e->workers[i]);
 	for (k = 0; e->units && k < e->nunits; k++)
 		if (e->units[k].slot)
 			grist_async_slot_discard_locked(e, e->units[k].slot);
@@ -990,7 +727,7 @@ static void async_stop(void *engine)
 		grist_async_slot_discard_locked(e, e->pack);
 	grist_async_pool_free(&e->host_pool);
 	grist_async_pool_free(&e->dev_pool);
-	close_files(e);
+	grist_async_files_close(&e->files);
 	free(e->remote_ctr);
 	grist_stream_cursor_destroy(e->plan_cursor);
 	free(e->units);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_shared.h"
 
 /*
  * A slot for a unit or a batch. @deliver: it may be handed to the consumer as is, so
@@ -14,7 +14,7 @@
  */
 int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out)
 {
-	const struct grist_slot_provider *p = deliver ? e->l->provider : NULL;
+	const struct grist_slot_provider *p = deliver ? e->p->deliver : NULL;
 	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
 	struct grist_slot *s = NULL;
 	int ret;
@@ -27,9 +27,9 @@ int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struc
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
-		size_t rows = p ? e->l->cfg.batch_size : e->max_unit_items;
+		size_t rows = p ? e->p->batch_size : e->max_unit_items;
 		size_t typical = e->unit_items;
-		size_t bound = e->l->layout.max_batch_bytes;
+		size_t bound = e->p->layout->max_batch_bytes;
 		size_t hint = !view && e->row_bytes_hint && typical <= bound / e->row_bytes_hint
 				      ? typical * e->row_bytes_hint
 				      : 0;
@@ -89,7 +89,7 @@ void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s)
 void grist_async_slot_discard_locked(struct async_engine *e, struct grist_slot *s)
 {
 	if (s->external)
-		e->l->provider->cancel(e->l->provider->ctx, s);
+		e->p->deliver->cancel(e->p->deliver->ctx, s);
 	grist_async_slot_put_locked(e, s);
 }
 
@@ -141,7 +141,7 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 int grist_async_next(void *engine, struct grist_slot **out)
 {
 	struct async_engine *e = engine;
-	size_t batch = e->l->cfg.batch_size;
+	size_t batch = e->p->batch_size;
 	struct grist_slot *pack;
 	struct unit *u;
 	uint64_t t0;
@@ -174,7 +174,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			pthread_mutex_unlock(&e->lock);
 			return 0;
 		}
-		if (!pack && !e->l->provider && u->slot->count - u->next_row >= batch) {
+		if (!pack && !e->p->deliver && u->slot->count - u->next_row >= batch) {
 			/* a full batch inside a larger unit: hand out a view of its rows, no copy */
 			struct grist_slot *view;
 
@@ -207,7 +207,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			pack->filtered += u->slot->filtered;
 		t0 = grist_now_ns();
 		while (u->next_row < u->slot->count && pack->count < batch) {
-			ret = grist_slot_copy_row(pack, &e->l->layout, u->slot, u->next_row);
+			ret = grist_slot_copy_row(pack, e->p->layout, u->slot, u->next_row);
 			if (ret)
 				return ret;
 			pack->stream_end = u->slot->positions[u->next_row] + 1;

@@ -1,13 +1,15 @@
 /*
  * Async engine, planning: which items a unit holds, which chunks they live in, and the
- * coalesced read regions that bring those chunks into memory.
+ * coalesced read regions that bring those chunks into memory (engine_async_plan.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_plan.h"
+#include "format/dataset.h"
+#include "plan/read_plan.h"
 
 static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin)
 {
@@ -16,13 +18,13 @@ static uint64_t chunk_key_hash(uint32_t component, uint32_t file, uint64_t begin
 	return h ^ (h >> 29);
 }
 
-static int find_or_add_chunk(struct work *w, uint32_t component, const struct grist_record_loc *loc,
+static int find_or_add_chunk(struct async_plan *w, uint32_t component, const struct grist_record_loc *loc,
 			     uint32_t *index)
 {
 	uint32_t file = (uint32_t)loc->file;
 	uint64_t begin = loc->chunk_begin;
 	size_t mask = w->hash_cap - 1, i;
-	struct chunk_ref *c;
+	struct async_chunk *c;
 	int ret;
 
 	for (i = chunk_key_hash(component, file, begin) & mask;; i = (i + 1) & mask) {
@@ -40,8 +42,8 @@ static int find_or_add_chunk(struct work *w, uint32_t component, const struct gr
 	if (ret)
 		return ret;
 	c = &w->chunks[w->nchunks];
-	*c = (struct chunk_ref){ .component = component, .file = file, .chunk = loc->chunk, .begin = begin,
-				 .end = loc->chunk_end, .decoder = -1 };
+	*c = (struct async_chunk){ .component = component, .file = file, .chunk = loc->chunk, .begin = begin,
+				   .end = loc->chunk_end };
 	w->chunk_hash[i] = (uint32_t)w->nchunks;
 	*index = (uint32_t)w->nchunks++;
 	return 0;
@@ -49,9 +51,9 @@ static int find_or_add_chunk(struct work *w, uint32_t component, const struct gr
 
 static int cmp_chunks(const void *a, const void *b, void *ctx)
 {
-	const struct chunk_ref *chunks = ctx;
-	const struct chunk_ref *x = &chunks[*(const uint32_t *)a];
-	const struct chunk_ref *y = &chunks[*(const uint32_t *)b];
+	const struct async_chunk *chunks = ctx;
+	const struct async_chunk *x = &chunks[*(const uint32_t *)a];
+	const struct async_chunk *y = &chunks[*(const uint32_t *)b];
 
 	if (x->component != y->component)
 		return x->component < y->component ? -1 : 1;
@@ -60,11 +62,11 @@ static int cmp_chunks(const void *a, const void *b, void *ctx)
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Adjacent or overlapping chunk extents of one file become one region. */
-static int build_regions(struct async_engine *e, struct work *w)
+/* Adjacent or overlapping chunk extents of one file become one region (the read planner). */
+static int build_regions(const struct async_files *fs, struct async_plan *w)
 {
 	size_t i, buf_need = 0;
-	struct region *r = NULL;
+	struct async_region *r = NULL;
 	int ret;
 
 	w->nregions = 0;
@@ -75,27 +77,22 @@ static int build_regions(struct async_engine *e, struct work *w)
 	 * nothing is read, so the chunks keep their stream order (first use), which is also
 	 * the order their rows fill the slot: a few percent of the CPU at group_size 1.
 	 */
-	if (e->any_direct || e->any_buffered)
+	if (fs->any_direct || fs->any_buffered)
 		qsort_r(w->order, w->nchunks, sizeof(*w->order), cmp_chunks, w->chunks);
 	for (i = 0; i < w->nchunks; i++) {
-		struct chunk_ref *c = &w->chunks[w->order[i]];
-		const struct engine_file *f = &e->files[c->component][c->file];
+		struct async_chunk *c = &w->chunks[w->order[i]];
+		const struct async_file *f = grist_async_file(fs, c->component, c->file);
 		uint64_t off = c->begin, end = c->end;
 
-		if (f->direct) {
-			off &= ~(uint64_t)(f->align - 1);
-			end = (end + f->align - 1) & ~(uint64_t)(f->align - 1);
-		}
-		if (r && r->component == c->component && r->file == c->file && off >= r->offset &&
-		    off <= r->offset + r->len && end - r->offset <= 4ull * READ_PIECE_MAX) {
-			if (end > r->offset + r->len)
-				r->len = end - r->offset;
-		} else {
+		if (f->direct)
+			grist_read_align(f->align, &off, &end);
+		if (!r || r->component != c->component || r->file != c->file ||
+		    !grist_read_coalesce(r->offset, &r->len, off, end)) {
 			ret = grist_array_reserve((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
 			if (ret)
 				return ret;
 			r = &w->regions[w->nregions++];
-			*r = (struct region){ .component = c->component, .file = c->file, .offset = off, .len = end - off,
+			*r = (struct async_region){ .component = c->component, .file = c->file, .offset = off, .len = end - off,
 					      .order_begin = (uint32_t)i };
 		}
 		c->region = (uint32_t)(w->nregions - 1);
@@ -104,12 +101,13 @@ static int build_regions(struct async_engine *e, struct work *w)
 	for (i = 0; i < w->nregions; i++) {
 		w->regions[i].buf_off = buf_need;
 		/* a mapped file needs no buffer: its region is the mapping itself */
-		if (!e->files[w->regions[i].component][w->regions[i].file].map)
-			buf_need = align_up(buf_need + w->regions[i].len, MEM_ALIGN);
+		if (!grist_async_file(fs, w->regions[i].component, w->regions[i].file)->map)
+			buf_need = (buf_need + w->regions[i].len + GRIST_ENGINE_MEM_ALIGN - 1) &
+				   ~(size_t)(GRIST_ENGINE_MEM_ALIGN - 1);
 	}
-	/* the buffer itself is reserved when the work is admitted (grist_async_admit) */
+	/* the buffer itself is reserved when the unit's reads are admitted (grist_async_admit) */
 	w->buf_need = buf_need;
-	return grist_array_reserve((void **)&w->landed, &w->landed_cap, w->nregions, sizeof(*w->landed));
+	return 0;
 }
 
 /*
@@ -118,14 +116,12 @@ static int build_regions(struct async_engine *e, struct work *w)
  * order, so a chunk can be copied out once the row of its last item has a place; in this
  * order each chunk becomes ready no later than the ones after it.
  */
-static int group_rows(struct work *w)
+static int group_rows(struct async_plan *w)
 {
 	uint32_t at = 0, c, count;
 	size_t i, k = 0;
 	int ret = grist_array_reserve((void **)&w->rows, &w->rows_cap, w->nitems, sizeof(*w->rows));
 
-	if (!ret)
-		ret = grist_array_reserve((void **)&w->row_place, &w->row_place_cap, w->nitems, sizeof(*w->row_place));
 	if (!ret)
 		ret = grist_array_reserve((void **)&w->fill_order, &w->fill_cap, w->nchunks, sizeof(*w->fill_order));
 	if (ret)
@@ -136,14 +132,13 @@ static int group_rows(struct work *w)
 		at += count;
 	}
 	for (i = 0; i < w->nitems; i++) {
-		struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+		struct async_chunk *c = &w->chunks[w->items[i].chunk];
 
-		w->rows[c->rows_end++] = (struct chunk_row){ .item = (uint32_t)i,
+		w->rows[c->rows_end++] = (struct async_row){ .item = (uint32_t)i,
 							     .record_in_chunk = w->items[i].record_in_chunk };
-		w->row_place[i] = ROW_UNKNOWN;
 	}
 	for (i = 0; i < w->nitems; i++) {
-		const struct chunk_ref *c = &w->chunks[w->items[i].chunk];
+		const struct async_chunk *c = &w->chunks[w->items[i].chunk];
 
 		if (w->rows[c->rows_end - 1].item == i)
 			w->fill_order[k++] = w->items[i].chunk;
@@ -153,24 +148,17 @@ static int group_rows(struct work *w)
 
 #define LOCATE_AHEAD 8
 
-int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
+int grist_async_plan_unit(struct async_plan *w, const struct async_plan_env *env, uint64_t first_j,
+			  uint64_t end_j)
 {
-	struct async_engine *e = wk->e;
-	struct grist_loader *l = e->l;
+	const struct grist_engine_params *p = env->p;
 	struct grist_record_loc loc;
-	size_t n = (size_t)(u->end_j - u->first_j), i;
-	struct item *item;
+	size_t n = (size_t)(end_j - first_j), i;
+	struct async_item *item;
 	int ret;
 
-	w->u = u;
-	w->nitems = w->nchunks = w->nregions = w->nreqs = w->submitted = 0;
-	w->nlanded = w->nsized = w->shaped = w->nfilled = w->fill_next = w->file_next = 0;
-	w->pending = 0;
+	w->nitems = w->nchunks = w->nregions = 0;
 	w->buf_need = 0;
-	w->buf = NULL;
-	w->arena_len = 0;
-	w->admitted = w->decoding = w->published = false;
-	w->error = 0;
 	ret = grist_array_reserve((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
 	if (ret)
 		return ret;
@@ -188,28 +176,28 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 		}
 	}
 	memset(w->chunk_hash, 0xff, w->hash_cap * sizeof(*w->chunk_hash));
-	ret = grist_stream_cursor_seek(wk->cursor, u->first_j);
+	ret = grist_stream_cursor_seek(env->cursor, first_j);
 	if (ret)
 		return ret;
 	for (i = 0; i < n; i++) {
 		item = &w->items[i];
-		ret = grist_stream_next(wk->cursor, &item->it);
+		ret = grist_stream_next(env->cursor, &item->it);
 		if (ret < 0)
 			return ret;
 		if (ret == 0)
 			return grist_fail(-ERANGE, "async engine: stream ended early at position %llu",
-					  (unsigned long long)(u->first_j + i));
-		item->j = u->first_j + i;
+					  (unsigned long long)(first_j + i));
+		item->j = first_j + i;
 	}
 	/* shuffled records: each one's chunk offsets are a cache miss, started a few items ahead */
 	for (i = 0; i < n && i < LOCATE_AHEAD; i++)
-		grist_reader_locate_prefetch(l->sources[w->items[i].it.component].reader, w->items[i].it.record);
+		grist_reader_locate_prefetch(p->sources[w->items[i].it.component].reader, w->items[i].it.record);
 	for (i = 0; i < n; i++) {
 		item = &w->items[i];
 		if (i + LOCATE_AHEAD < n)
-			grist_reader_locate_prefetch(l->sources[item[LOCATE_AHEAD].it.component].reader,
+			grist_reader_locate_prefetch(p->sources[item[LOCATE_AHEAD].it.component].reader,
 						     item[LOCATE_AHEAD].it.record);
-		ret = grist_reader_locate(l->sources[item->it.component].reader, item->it.record, &loc);
+		ret = grist_reader_locate(p->sources[item->it.component].reader, item->it.record, &loc);
 		if (ret)
 			return ret;
 		item->record_in_chunk = loc.record_in_chunk;
@@ -219,8 +207,19 @@ int grist_async_plan_unit(struct worker *wk, struct work *w, struct unit *u)
 		w->chunks[item->chunk].rows_end++; /* a count until group_rows() */
 	}
 	w->nitems = n;
-	ret = build_regions(e, w);
-	if (!ret && !l->layout.map)
+	ret = build_regions(env->files, w);
+	if (!ret && !p->layout->map)
 		ret = group_rows(w);
 	return ret;
+}
+
+void grist_async_plan_free(struct async_plan *pl)
+{
+	free(pl->items);
+	free(pl->chunks);
+	free(pl->rows);
+	free(pl->chunk_hash);
+	free(pl->order);
+	free(pl->regions);
+	free(pl->fill_order);
 }

@@ -1,63 +1,150 @@
 /*
- * Async engine, reading: admitted works' regions become io requests, pushed oldest work
+ * Async engine, reading: admitted units' regions become io requests, pushed oldest unit
  * first whenever the ring has room, and completions are credited to their regions as
  * they arrive, so the decoder can start on a chunk as soon as its region has landed.
  *
  * Read buffers come from the worker's arena (read-ahead bytes, registered with io_uring
- * when allowed), allocated as a ring in pipeline order: works retire oldest first, so
- * the live reservations always run from the oldest work's to the newest's, possibly
+ * when allowed), allocated as a ring in pipeline order: units retire oldest first, so
+ * the live reservations always run from the oldest unit's to the newest's, possibly
  * wrapping once around the end. That ring is the read-ahead window's byte bound.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "common/buf.h"
 #include "common/error.h"
-#include "exec/engine_async_internal.h"
+#include "exec/engine_async_read.h"
+#include "plan/read_plan.h"
 
-#define SERVICE_INTERVAL_NS 50000
+int grist_async_reader_init(struct async_reader *rd, const struct async_reader_config *c)
+{
+	const struct grist_engine_params *p = c->p;
+	struct grist_io_config ioc;
+	struct grist_io_stats ios;
+	size_t d, f;
+	int ret;
+
+	rd->p = p;
+	rd->files = c->files;
+	memset(&ioc, 0, sizeof(ioc));
+	if (p->io_override)
+		ioc = p->io_config;
+	ioc.queue_depth = c->queue_depth;
+	ioc.threads = 4;
+	ioc.remote_counters = c->remote_counters;
+	ioc.remote_options = p->remote;
+	rd->nslots = c->nslots;
+	rd->resv = calloc(c->nslots, sizeof(*rd->resv));
+	rd->by_slot = calloc(c->nslots, sizeof(*rd->by_slot));
+	if (!rd->resv || !rd->by_slot)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	rd->arena_len = c->read_ahead;
+	rd->arena = mmap(NULL, rd->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rd->arena == MAP_FAILED) {
+		rd->arena = NULL;
+		rd->arena_len = 0;
+		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", c->read_ahead);
+	}
+	ioc.fixed_buf = rd->arena;
+	ioc.fixed_buf_len = rd->arena_len;
+	ret = grist_io_create(c->io_kind, &ioc, &rd->io);
+	if (ret)
+		return ret;
+	grist_io_get_stats(rd->io, &ios);
+	rd->fixed_buffers = ios.fixed_buffers;
+	rd->io_slot = calloc(p->num_sources, sizeof(*rd->io_slot));
+	if (!rd->io_slot)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	for (d = 0; d < p->num_sources; d++) {
+		rd->io_slot[d] = calloc(p->sources[d].num_files, sizeof(**rd->io_slot));
+		if (!rd->io_slot[d])
+			return grist_fail(-ENOMEM, "async engine: out of memory");
+		for (f = 0; f < p->sources[d].num_files; f++) {
+			const struct async_file *af = grist_async_file(rd->files, (uint32_t)d, (uint32_t)f);
+
+			if (af->remote)
+				ret = grist_io_add_remote(rd->io, af->remote, &rd->io_slot[d][f]);
+			else
+				ret = grist_io_add_file(rd->io, af->fd, af->path, &rd->io_slot[d][f]);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+void grist_async_reader_close_io(struct async_reader *rd)
+{
+	grist_io_destroy(rd->io);
+	rd->io = NULL;
+}
+
+void grist_async_reader_free(struct async_reader *rd)
+{
+	size_t d;
+
+	grist_async_reader_close_io(rd);
+	free(rd->heap);
+	if (rd->io_slot) {
+		for (d = 0; d < rd->p->num_sources; d++)
+			free(rd->io_slot[d]);
+		free(rd->io_slot);
+	}
+	if (rd->arena)
+		munmap(rd->arena, rd->arena_len);
+	free(rd->resv);
+	free(rd->by_slot);
+}
+
+void grist_async_reader_stats(struct async_reader *rd, struct grist_loader_stats *out, uint64_t *depth_area,
+			      uint64_t *depth_span)
+{
+	uint64_t most = grist_counter_read(&rd->depth_max);
+
+	out->reads_issued += grist_counter_read(&rd->reads);
+	out->bytes_read += grist_counter_read(&rd->bytes_read);
+	*depth_area += grist_counter_read(&rd->depth_area);
+	*depth_span += grist_counter_read(&rd->depth_span);
+	if (most > out->reads_in_flight_max)
+		out->reads_in_flight_max = most;
+	out->memory_bytes += rd->arena_len;
+	out->registered_buffers = out->registered_buffers || rd->fixed_buffers;
+}
 
 /* Reads in flight, integrated over time: called before every change of the count. */
-static void depth_account(struct worker *wk)
+static void depth_account(struct async_reader *rd)
 {
-	uint64_t now = grist_now_ns(), inflight = wk->io->inflight;
+	uint64_t now = grist_now_ns(), inflight = rd->io->inflight;
 
-	if (wk->depth_t) {
-		add_relaxed(&wk->depth_area, inflight * (now - wk->depth_t));
-		add_relaxed(&wk->depth_span, now - wk->depth_t);
+	if (rd->depth_t) {
+		grist_counter_add(&rd->depth_area, inflight * (now - rd->depth_t));
+		grist_counter_add(&rd->depth_span, now - rd->depth_t);
 	}
-	wk->depth_t = now;
+	rd->depth_t = now;
 }
 
 /*
- * Reserve @n bytes of the arena after the newest reservation of the pipeline (whose
- * newest work is the one asking). Returns the offset, or SIZE_MAX when it does not fit now.
+ * Reserve @n bytes of the arena after the newest live reservation. Returns the offset,
+ * or SIZE_MAX when it does not fit now.
  */
-static size_t arena_reserve(struct worker *wk, size_t n)
+static size_t arena_reserve(const struct async_reader *rd, size_t n)
 {
-	const struct work *first = NULL, *last = NULL;
+	const struct async_reservation *first, *last;
 	size_t head, tail;
-	unsigned k;
 
-	if (n > wk->arena_len)
+	if (n > rd->arena_len)
 		return SIZE_MAX;
-	for (k = 0; k + 1 < wk->count; k++) {
-		const struct work *w = pipeline_at(wk, k);
-
-		if (!w->arena_len)
-			continue;
-		if (!first)
-			first = w;
-		last = w;
-	}
-	if (!first)
+	if (!rd->resv_count)
 		return 0;
-	head = first->arena_off;
-	tail = last->arena_off + last->arena_len;
-	if (last->arena_off >= first->arena_off) {
+	first = &rd->resv[rd->resv_head];
+	last = &rd->resv[(rd->resv_head + rd->resv_count - 1) % rd->nslots];
+	head = first->off;
+	tail = last->off + last->len;
+	if (last->off >= first->off) {
 		/* live: [head, tail); free: [tail, end) and [0, head) */
-		if (wk->arena_len - tail >= n)
+		if (rd->arena_len - tail >= n)
 			return tail;
 		return head >= n ? 0 : SIZE_MAX;
 	}
@@ -65,122 +152,143 @@ static size_t arena_reserve(struct worker *wk, size_t n)
 	return head - tail >= n ? tail : SIZE_MAX;
 }
 
-int grist_async_admit(struct worker *wk, struct work *w)
+void grist_async_reads_reset(struct async_reads *r)
 {
-	const struct async_engine *e = wk->e;
+	r->plan = NULL;
+	r->nreqs = r->submitted = 0;
+	r->nlanded = 0;
+	r->pending = 0;
+	r->buf = NULL;
+	r->arena_len = 0;
+	r->admitted = false;
+	r->errmsg[0] = '\0';
+}
+
+int grist_async_admit(struct async_reader *rd, struct async_reads *r, const struct async_plan *pl, unsigned slot,
+		      bool alone)
+{
 	size_t i, nreq = 0, off;
 	uint64_t done, mapped = 0;
 	int ret;
 
-	w->buf = NULL;
-	w->arena_len = 0;
-	if (w->buf_need) {
-		off = arena_reserve(wk, w->buf_need);
+	r->plan = pl;
+	r->buf = NULL;
+	r->arena_len = 0;
+	if (pl->buf_need) {
+		off = arena_reserve(rd, pl->buf_need);
 		if (off != SIZE_MAX) {
-			w->buf = wk->arena + off;
-			w->arena_off = off;
-			w->arena_len = w->buf_need;
-		} else if (wk->count == 1) {
+			r->buf = rd->arena + off;
+			r->arena_off = off;
+			r->arena_len = pl->buf_need;
+			rd->resv[(rd->resv_head + rd->resv_count++) % rd->nslots] =
+				(struct async_reservation){ .off = off, .len = pl->buf_need };
+		} else if (alone) {
 			/* alone and larger than the arena: plain heap memory, one unit at a time */
-			if (wk->heap_cap < w->buf_need) {
-				void *p = NULL;
+			if (rd->heap_cap < pl->buf_need) {
+				void *m = NULL;
 
-				free(wk->heap);
-				wk->heap = NULL;
-				wk->heap_cap = 0;
-				if (posix_memalign(&p, MEM_ALIGN, w->buf_need))
+				free(rd->heap);
+				rd->heap = NULL;
+				rd->heap_cap = 0;
+				if (posix_memalign(&m, GRIST_ENGINE_MEM_ALIGN, pl->buf_need))
 					return grist_fail(-ENOMEM, "async engine: cannot allocate a %zu-byte read buffer",
-							  w->buf_need);
-				wk->heap = p;
-				wk->heap_cap = w->buf_need;
+							  pl->buf_need);
+				rd->heap = m;
+				rd->heap_cap = pl->buf_need;
 			}
-			w->buf = wk->heap;
+			r->buf = rd->heap;
 		} else {
-			return 0; /* waits for older works to retire */
+			return 0; /* waits for older units to retire */
 		}
 	}
-	for (i = 0; i < w->nregions; i++)
-		if (!e->files[w->regions[i].component][w->regions[i].file].map)
-			nreq += (size_t)((w->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
-	ret = grist_array_reserve((void **)&w->reqs, &w->reqs_cap, nreq, sizeof(*w->reqs));
+	for (i = 0; i < pl->nregions; i++)
+		if (!grist_async_file(rd->files, pl->regions[i].component, pl->regions[i].file)->map)
+			nreq += grist_read_pieces(pl->regions[i].len);
+	ret = grist_array_reserve((void **)&r->reqs, &r->reqs_cap, nreq, sizeof(*r->reqs));
+	if (!ret)
+		ret = grist_array_reserve((void **)&r->land, &r->land_cap, pl->nregions, sizeof(*r->land));
+	if (!ret)
+		ret = grist_array_reserve((void **)&r->landed, &r->landed_cap, pl->nregions, sizeof(*r->landed));
 	if (ret)
 		return ret;
-	w->nreqs = 0;
-	w->nlanded = 0;
-	for (i = 0; i < w->nregions; i++) {
-		struct region *r = &w->regions[i];
-		const struct engine_file *f = &e->files[r->component][r->file];
+	rd->by_slot[slot] = r;
+	r->nreqs = 0;
+	r->nlanded = 0;
+	for (i = 0; i < pl->nregions; i++) {
+		const struct async_region *g = &pl->regions[i];
+		const struct async_file *f = grist_async_file(rd->files, g->component, g->file);
+		struct async_landing *l = &r->land[i];
 
-		r->got = 0;
-		r->error = 0;
-		r->pieces_left = 0;
+		l->got = 0;
+		l->error = 0;
+		l->pieces_left = 0;
 		if (f->map) {
 			/* the page cache is the buffer: nothing to submit, landed already */
-			r->base = f->map + r->offset;
-			r->got = r->offset < f->size ? (f->size - r->offset < r->len ? f->size - r->offset : r->len) : 0;
-			mapped += r->got;
-			w->landed[w->nlanded++] = (uint32_t)i;
+			l->base = f->map + g->offset;
+			l->got = g->offset < f->size ? (f->size - g->offset < g->len ? f->size - g->offset : g->len) : 0;
+			mapped += l->got;
+			r->landed[r->nlanded++] = (uint32_t)i;
 			continue;
 		}
-		r->base = w->buf + r->buf_off;
-		for (done = 0; done < r->len; done += READ_PIECE_MAX) {
-			struct grist_io_req *q = &w->reqs[w->nreqs++];
-			uint64_t len = r->len - done < READ_PIECE_MAX ? r->len - done : READ_PIECE_MAX;
+		l->base = r->buf + g->buf_off;
+		for (done = 0; done < g->len; done += GRIST_READ_PIECE_MAX) {
+			struct grist_io_req *q = &r->reqs[r->nreqs++];
 
 			memset(q, 0, sizeof(*q));
-			q->file = wk->io_slot[r->component][r->file];
-			q->offset = r->offset + done;
-			q->len = (uint32_t)len;
-			q->buf = w->buf + r->buf_off + done;
-			q->user_data = ((uint64_t)(w - wk->works) << 32) | i;
-			r->pieces_left++;
+			q->file = rd->io_slot[g->component][g->file];
+			q->offset = g->offset + done;
+			q->len = grist_read_piece_len(g->len, done);
+			q->buf = r->buf + g->buf_off + done;
+			q->user_data = ((uint64_t)slot << 32) | i;
+			l->pieces_left++;
 		}
 	}
 	/* read by the decoder, through the mapping: one add for the unit, not one per region */
 	if (mapped)
-		add_relaxed(&wk->bytes_read, mapped);
-	w->submitted = 0;
-	w->pending = (unsigned)w->nreqs;
-	w->admitted = true;
+		grist_counter_add(&rd->bytes_read, mapped);
+	r->submitted = 0;
+	r->pending = (unsigned)r->nreqs;
+	r->admitted = true;
 	return 0;
 }
 
-/* Tell the configured read trace about @n requests of @w just taken by the ring. */
-static void trace_reads(struct worker *wk, const struct work *w, struct grist_io_req *const *q, unsigned n)
+/* Tell the configured read trace about @n requests of @r just taken by the ring. */
+static void trace_reads(const struct async_reader *rd, const struct async_reads *r, struct grist_io_req *const *q,
+			unsigned n)
 {
-	const struct grist_loader_config *c = &wk->e->l->cfg;
+	const struct grist_engine_params *p = rd->p;
 	unsigned i;
 
 	for (i = 0; i < n; i++) {
-		const struct region *r = &w->regions[q[i]->user_data & 0xffffffffu];
+		const struct async_region *g = &r->plan->regions[q[i]->user_data & 0xffffffffu];
 
-		c->read_trace(c->read_trace_ctx, wk->e->files[r->component][r->file].path, q[i]->offset, q[i]->len);
+		p->read_trace(p->read_trace_ctx, grist_async_file(rd->files, g->component, g->file)->path, q[i]->offset,
+			      q[i]->len);
 	}
 }
 
-/* Push as many queued requests of @w as the io caps take right now; false when the ring is full. */
-static int push_work(struct worker *wk, struct work *w, bool *full)
+int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full)
 {
 	struct grist_io_req *batch[64];
 	int taken;
 
-	while (w->submitted < w->nreqs) {
+	while (r->submitted < r->nreqs) {
 		unsigned n = 0;
 
-		while (n < 64 && w->submitted + n < w->nreqs) {
-			batch[n] = &w->reqs[w->submitted + n];
+		while (n < 64 && r->submitted + n < r->nreqs) {
+			batch[n] = &r->reqs[r->submitted + n];
 			n++;
 		}
-		depth_account(wk);
-		taken = grist_io_submit(wk->io, batch, n);
+		depth_account(rd);
+		taken = grist_io_submit(rd->io, batch, n);
 		if (taken < 0)
 			return taken;
-		add_relaxed(&wk->reads, (uint64_t)taken);
-		if (wk->e->l->cfg.read_trace)
-			trace_reads(wk, w, batch, (unsigned)taken);
-		w->submitted += (size_t)taken;
-		if (wk->io->inflight > wk->depth_max)
-			__atomic_store_n(&wk->depth_max, (uint64_t)wk->io->inflight, __ATOMIC_RELAXED);
+		grist_counter_add(&rd->reads, (uint64_t)taken);
+		if (rd->p->read_trace)
+			trace_reads(rd, r, batch, (unsigned)taken);
+		r->submitted += (size_t)taken;
+		if (rd->io->inflight > rd->depth_max)
+			__atomic_store_n(&rd->depth_max, (uint64_t)rd->io->inflight, __ATOMIC_RELAXED);
 		if ((unsigned)taken < n) {
 			*full = true; /* caps reached: reap first */
 			break;
@@ -189,86 +297,73 @@ static int push_work(struct worker *wk, struct work *w, bool *full)
 	return 0;
 }
 
-int grist_async_push(struct worker *wk)
+static void complete_request(struct async_reader *rd, struct grist_io_req *q)
 {
-	bool full = false;
-	unsigned k;
-	int ret;
-
-	for (k = 0; k < wk->count && !full; k++) {
-		struct work *w = pipeline_at(wk, k);
-
-		if (!w->admitted)
-			break; /* requests go out in pipeline order */
-		ret = push_work(wk, w, &full);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static void complete_request(struct worker *wk, struct grist_io_req *q)
-{
-	struct work *w = &wk->works[q->user_data >> 32];
+	struct async_reads *r = rd->by_slot[q->user_data >> 32];
 	uint32_t ri = (uint32_t)(q->user_data & 0xffffffffu);
-	struct region *r = &w->regions[ri];
+	struct async_landing *l = &r->land[ri];
 
 	if (q->result < 0) {
-		if (!r->error) {
-			r->error = grist_io_req_error(wk->io, q);
-			/* keep the message with the unit; the consumer reports it in order */
-			snprintf(w->u->errmsg, sizeof(w->u->errmsg), "%s", grist_last_error());
+		if (!l->error) {
+			l->error = grist_io_req_error(rd->io, q);
+			/* kept with the unit: the consumer reports it in order */
+			snprintf(r->errmsg, sizeof(r->errmsg), "%s", grist_last_error());
 		}
 	} else {
-		r->got += (uint64_t)q->result;
-		add_relaxed(&wk->bytes_read, (uint64_t)q->result);
+		l->got += (uint64_t)q->result;
+		grist_counter_add(&rd->bytes_read, (uint64_t)q->result);
 	}
-	w->pending--;
-	if (--r->pieces_left == 0)
-		w->landed[w->nlanded++] = ri;
+	r->pending--;
+	if (--l->pieces_left == 0)
+		r->landed[r->nlanded++] = ri;
 }
 
-int grist_async_reap(struct worker *wk, unsigned min_wait)
+int grist_async_reap(struct async_reader *rd, unsigned min_wait)
 {
 	struct grist_io_req *done[64];
 	int n, i;
 
-	if (!wk->io->inflight)
+	if (!rd->io->inflight)
 		return 0;
-	depth_account(wk);
-	n = grist_io_reap(wk->io, done, 64, min_wait);
+	depth_account(rd);
+	n = grist_io_reap(rd->io, done, 64, min_wait);
 	if (n < 0)
 		return n;
-	depth_account(wk);
+	depth_account(rd);
 	for (i = 0; i < n; i++)
-		complete_request(wk, done[i]);
+		complete_request(rd, done[i]);
 	return n;
 }
 
-int grist_async_service(struct worker *wk, uint64_t now)
-{
-	int ret;
-
-	/*
-	 * A poll is a system call, and on cached data each one also does the page-cache
-	 * copies of the reads it pushes: every 50 us keeps a ring of cold reads (each taking
-	 * hundreds of microseconds) fed without breaking up the decoding of small records.
-	 */
-	if (now - wk->last_service_ns < SERVICE_INTERVAL_NS)
-		return 0;
-	wk->last_service_ns = now;
-	ret = grist_async_reap(wk, 0);
-	if (ret < 0)
-		return ret;
-	return grist_async_push(wk);
-}
-
-void grist_async_cancel_unsubmitted(struct work *w)
+void grist_async_reads_cancel_unsubmitted(struct async_reads *r)
 {
 	size_t k;
 
-	for (k = w->submitted; k < w->nreqs; k++)
-		w->regions[w->reqs[k].user_data & 0xffffffffu].pieces_left--;
-	w->pending -= (unsigned)(w->nreqs - w->submitted);
-	w->nreqs = w->submitted;
+	for (k = r->submitted; k < r->nreqs; k++)
+		r->land[r->reqs[k].user_data & 0xffffffffu].pieces_left--;
+	r->pending -= (unsigned)(r->nreqs - r->submitted);
+	r->nreqs = r->submitted;
+}
+
+void grist_async_reads_abandon(struct async_reads *r)
+{
+	r->pending = 0;
+}
+
+void grist_async_reads_retire(struct async_reader *rd, struct async_reads *r)
+{
+	if (r->arena_len) {
+		/* units retire oldest first: the oldest live reservation is this one */
+		rd->resv_head = (rd->resv_head + 1) % rd->nslots;
+		rd->resv_count--;
+	}
+	r->arena_len = 0;
+	r->plan = NULL;
+}
+
+void grist_async_reads_free(struct async_reads *r)
+{
+	free(r->land);
+	free(r->landed);
+	free(r->reqs);
 }

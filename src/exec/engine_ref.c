@@ -13,12 +13,12 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "exec/loader_internal.h"
+#include "exec/engine.h"
 
 #define REF_MAX_SLOTS 65
 
 struct ref_engine {
-	struct grist_loader *l;
+	const struct grist_engine_params *p;
 	struct grist_stream_cursor *cursor;
 	pthread_mutex_t lock;  /* guards slots[], busy[] and pinned */
 	struct grist_slot *slots[REF_MAX_SLOTS];
@@ -29,18 +29,18 @@ struct ref_engine {
 	uint64_t slot_memory;  /* atomic: kept by the slots themselves */
 };
 
-static int ref_start(struct grist_loader *l, void **engine)
+static int ref_start(const struct grist_engine_params *p, void **engine)
 {
 	struct ref_engine *e = calloc(1, sizeof(*e));
 	int ret;
 
 	if (!e)
 		return grist_fail(-ENOMEM, "ref engine: out of memory");
-	e->l = l;
+	e->p = p;
 	pthread_mutex_init(&e->lock, NULL);
-	ret = grist_stream_cursor_create(l->stream, &e->cursor);
+	ret = grist_stream_cursor_create(p->stream, &e->cursor);
 	if (!ret)
-		ret = grist_stream_cursor_seek(e->cursor, l->start_position);
+		ret = grist_stream_cursor_seek(e->cursor, p->start_position);
 	if (ret) {
 		grist_stream_cursor_destroy(e->cursor);
 		pthread_mutex_destroy(&e->lock);
@@ -66,7 +66,7 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 	}
 	if (!e->slots[i]) {
 		e->slots[i] = calloc(1, sizeof(struct grist_slot));
-		ret = e->slots[i] ? grist_slot_init(e->slots[i], e->l->cfg.batch_size, 0) : -ENOMEM;
+		ret = e->slots[i] ? grist_slot_init(e->slots[i], e->p->batch_size, 0) : -ENOMEM;
 		if (ret) {
 			free(e->slots[i]);
 			e->slots[i] = NULL;
@@ -79,10 +79,10 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 	s = e->slots[i];
 	pthread_mutex_unlock(&e->lock);
 	grist_slot_reset(s);
-	if (e->l->provider) {
+	if (e->p->deliver) {
 		/* outside the lock: acquire may wait for the consumer to release a device slot */
 		s->provider_wrapper = true;
-		ret = e->l->provider->acquire(e->l->provider->ctx, s);
+		ret = e->p->deliver->acquire(e->p->deliver->ctx, s);
 		if (ret) {
 			pthread_mutex_lock(&e->lock);
 			e->busy[i] = false;
@@ -99,7 +99,7 @@ static void ref_release(void *engine, struct grist_slot *s);
 static int ref_next(void *engine, struct grist_slot **out)
 {
 	struct ref_engine *e = engine;
-	struct grist_loader *l = e->l;
+	const struct grist_engine_params *p = e->p;
 	struct grist_stream_item it;
 	struct grist_map_input in;
 	const uint8_t *data;
@@ -112,7 +112,7 @@ static int ref_next(void *engine, struct grist_slot **out)
 	if (ret)
 		return ret;
 	s->stream_end = grist_stream_cursor_tell(e->cursor);
-	while (s->count < l->cfg.batch_size) {
+	while (s->count < p->batch_size) {
 		uint64_t j = grist_stream_cursor_tell(e->cursor);
 
 		ret = grist_stream_next(e->cursor, &it);
@@ -120,15 +120,15 @@ static int ref_next(void *engine, struct grist_slot **out)
 			goto fail;
 		if (ret == 0)
 			break;
-		ret = grist_reader_read(l->sources[it.component].reader, it.record, &data, &len);
+		ret = grist_reader_read(p->sources[it.component].reader, it.record, &data, &len);
 		if (ret)
 			goto fail;
-		__atomic_add_fetch(&e->reads, 1, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&e->bytes_read, len, __ATOMIC_RELAXED);
-		grist_loader_map_input(l, &it, data, len, &in);
-		ret = grist_slot_add(s, &l->layout, &in, j);
+		grist_counter_add(&e->reads, 1);
+		grist_counter_add(&e->bytes_read, len);
+		grist_engine_map_input(p, &it, data, len, &in);
+		ret = grist_slot_add(s, p->layout, &in, j);
 		if (ret < 0) {
-			ret = grist_loader_record_error(l, it.component, it.record, ret);
+			ret = grist_engine_record_error(p->sources, p->num_sources, it.component, it.record, ret);
 			goto fail;
 		}
 		s->stream_end = grist_stream_cursor_tell(e->cursor);
@@ -142,7 +142,7 @@ static int ref_next(void *engine, struct grist_slot **out)
 	return 0;
 fail:
 	if (s->external)
-		l->provider->cancel(l->provider->ctx, s);
+		p->deliver->cancel(p->deliver->ctx, s);
 	ref_release(e, s);
 	return ret;
 }
@@ -174,9 +174,9 @@ static void ref_stats(void *engine, struct grist_loader_stats *out)
 	out->engine = "ref";
 	out->read_mode = "buffered";
 	out->threads = 1;
-	out->reads_issued = __atomic_load_n(&e->reads, __ATOMIC_RELAXED);
-	out->bytes_decoded = __atomic_load_n(&e->bytes_read, __ATOMIC_RELAXED);
-	out->memory_bytes = __atomic_load_n(&e->slot_memory, __ATOMIC_RELAXED);
+	out->reads_issued = grist_counter_read(&e->reads);
+	out->bytes_decoded = grist_counter_read(&e->bytes_read);
+	out->memory_bytes = grist_counter_read(&e->slot_memory);
 	pthread_mutex_lock(&e->lock);
 	out->pinned = e->pinned;
 	pthread_mutex_unlock(&e->lock);

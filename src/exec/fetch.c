@@ -14,11 +14,10 @@
 #include "grist/fetch.h"
 #include "io/io.h"
 #include "io/remote.h"
+#include "plan/read_plan.h"
 
 #define DEFAULT_QUEUE_DEPTH 256
 #define DEFAULT_MAX_READ_BYTES ((size_t)64 << 20)
-#define READ_PIECE_MAX (8u << 20)   /* bytes per io request; larger regions are split */
-#define REGION_MAX (32ull << 20)    /* coalescing stops here, so one region never dwarfs a wave */
 #define REAP_MAX 64
 #define MAX_THREADS 64
 #define SHARE_MIN_JOBS 8            /* a wave of fewer chunks is decoded by the caller alone */
@@ -285,7 +284,7 @@ GRIST_API void grist_fetcher_stats_sized(const struct grist_fetcher *f, struct g
 {
 	struct grist_fetcher_stats st = f->st;
 
-	grist_remote_counters_read(&f->remote, &st.remote);
+	grist_remote_counters_read(&f->remote, &st.remote, &st.remote_budget);
 	grist_sized_out(out, size, &st, sizeof(st));
 }
 
@@ -342,7 +341,7 @@ static int plan(struct grist_fetcher *f, const uint64_t *indices, size_t n, size
 	return 0;
 }
 
-/* Chunks of one file whose extents touch become one region (jobs are in offset order). */
+/* Chunks of one file whose extents touch become one region (jobs are in offset order): the read planner. */
 static int build_regions(struct grist_fetcher *f, size_t njobs, size_t *nregions)
 {
 	struct region *rg = NULL;
@@ -352,11 +351,7 @@ static int build_regions(struct grist_fetcher *f, size_t njobs, size_t *nregions
 	for (i = 0; i < njobs; i++) {
 		struct job *j = &f->jobs[i];
 
-		if (rg && rg->file == j->file && j->begin <= rg->offset + rg->len &&
-		    j->end - rg->offset <= REGION_MAX) {
-			if (j->end > rg->offset + rg->len)
-				rg->len = j->end - rg->offset;
-		} else {
+		if (!rg || rg->file != j->file || !grist_read_coalesce(rg->offset, &rg->len, j->begin, j->end)) {
 			ret = grist_array_reserve((void **)&f->regions, &f->regions_cap, nr + 1, sizeof(*f->regions));
 			if (ret)
 				return ret;
@@ -409,7 +404,7 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 		}
 		f->regions[i].buf_off = buf_need;
 		buf_need += (size_t)f->regions[i].len;
-		nreq += (size_t)((f->regions[i].len + READ_PIECE_MAX - 1) / READ_PIECE_MAX);
+		nreq += grist_read_pieces(f->regions[i].len);
 	}
 	if (buf_need > f->buf_cap) {
 		free(f->buf);
@@ -434,13 +429,13 @@ static int read_wave(struct grist_fetcher *f, size_t r0, size_t r1)
 			continue;
 		rg->got = 0;
 		rg->data = f->buf + rg->buf_off;
-		for (at = 0; at < rg->len; at += READ_PIECE_MAX) {
+		for (at = 0; at < rg->len; at += GRIST_READ_PIECE_MAX) {
 			struct grist_io_req *q = &f->reqs[nreq];
 
 			memset(q, 0, sizeof(*q));
 			q->file = f->slot[rg->file];
 			q->offset = rg->offset + at;
-			q->len = (uint32_t)(rg->len - at < READ_PIECE_MAX ? rg->len - at : READ_PIECE_MAX);
+			q->len = grist_read_piece_len(rg->len, at);
 			q->buf = f->buf + rg->buf_off + at;
 			q->user_data = i;
 			f->reqp[nreq++] = q;

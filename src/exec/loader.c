@@ -17,58 +17,6 @@
 /* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
 #define PACK_ENGINE_BATCH 256
 
-uint64_t grist_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
-/*
- * The per-record seed depends on the record's place in its dataset's own stream
- * (component, component position), never on the shard or thread that handles it,
- * so a random map gives the same bytes on any number of hosts or threads.
- */
-uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it)
-{
-	return mix64(l->cfg.seed ^ mix64(((uint64_t)it->component << 56) ^ mix64(it->component_position)));
-}
-
-int grist_loader_record_error(const struct grist_loader *l, uint32_t dataset, uint64_t record, int code)
-{
-	struct grist_record_loc loc;
-	struct grist_file_info info;
-
-	/* the record was located when it was planned, so neither call fails (and overwrites the message) */
-	if (dataset >= l->num_sources || grist_reader_locate(l->sources[dataset].reader, record, &loc) ||
-	    grist_reader_file_info(l->sources[dataset].reader, loc.file, &info))
-		return code;
-	return grist_fail_prefix(code, "%s: chunk at byte %llu", info.path, (unsigned long long)loc.chunk_begin);
-}
-
-void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
-			    const uint8_t *data, size_t len, struct grist_map_input *in)
-{
-	in->data = data;
-	in->len = len;
-	in->index = it->record;
-	in->dataset = it->component;
-	in->epoch = it->epoch;
-	/* only a map can use the seed; without one, skip the hashing on the hot path */
-	in->random_seed = l->layout.map ? grist_loader_record_seed(l, it) : 0;
-}
-
 static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 {
 	return (struct grist_pack_params){
@@ -164,7 +112,7 @@ static void close_sources(struct grist_loader *l)
 static int open_sources(struct grist_loader *l)
 {
 	const struct grist_loader_config *c = &l->cfg;
-	struct grist_loader_source *src;
+	struct grist_engine_source *src;
 	struct grist_file_info info;
 	size_t d, f;
 	int ret;
@@ -190,6 +138,7 @@ static int open_sources(struct grist_loader *l)
 			src->files[f].group_size = info.group_size ? info.group_size : 1;
 		}
 		src->num_records = grist_reader_num_records(src->reader);
+		src->weight = c->datasets[d].weight;
 	}
 	return 0;
 }
@@ -197,19 +146,19 @@ static int open_sources(struct grist_loader *l)
 /* Everything besides the stream itself that changes the delivered bytes. */
 static uint64_t config_digest(const struct grist_loader_config *c)
 {
-	uint64_t h = mix64(0x67726973746c6472ull ^ (uint64_t)c->layout);
+	uint64_t h = grist_mix64(0x67726973746c6472ull ^ (uint64_t)c->layout);
 
-	h = mix64(h ^ (uint64_t)c->record_bytes);
-	h = mix64(h ^ (uint64_t)c->pad_value);
-	h = mix64(h ^ (c->map ? 1 : 0));
-	h = mix64(h ^ c->map_id);
+	h = grist_mix64(h ^ (uint64_t)c->record_bytes);
+	h = grist_mix64(h ^ (uint64_t)c->pad_value);
+	h = grist_mix64(h ^ (c->map ? 1 : 0));
+	h = grist_mix64(h ^ c->map_id);
 	if (c->pack != GRIST_PACK_NONE) { /* only then, so unpacked checkpoints keep their fingerprint */
 		struct grist_pack_params pp = pack_params(c);
 
-		h = mix64(h ^ 0x7061636b00000000ull ^ (uint64_t)pp.mode);
-		h = mix64(h ^ pp.length);
-		h = mix64(h ^ (pp.mode == GRIST_PACK_FIRST_FIT ? pp.bins : 0));
-		h = mix64(h ^ pp.token_bytes);
+		h = grist_mix64(h ^ 0x7061636b00000000ull ^ (uint64_t)pp.mode);
+		h = grist_mix64(h ^ pp.length);
+		h = grist_mix64(h ^ (pp.mode == GRIST_PACK_FIRST_FIT ? pp.bins : 0));
+		h = grist_mix64(h ^ pp.token_bytes);
 	}
 	return h;
 }
@@ -383,7 +332,42 @@ static void pack_release(void *ctx, struct grist_slot *s)
 
 static int pack_record_error(void *ctx, uint32_t dataset, uint64_t record, int code)
 {
-	return grist_loader_record_error(ctx, dataset, record, code);
+	const struct grist_loader *l = ctx;
+
+	return grist_engine_record_error(l->sources, l->num_sources, dataset, record, code);
+}
+
+/* What the engine reads of the loader: its narrow view (exec/engine.h). */
+static void engine_params(struct grist_loader *l)
+{
+	const struct grist_loader_config *c = &l->cfg;
+
+	l->params = (struct grist_engine_params){
+		.stream = l->stream,
+		.sources = l->sources,
+		.num_sources = l->num_sources,
+		.start_position = l->start_position,
+		.layout = &l->layout,
+		.batch_size = c->batch_size,
+		.seed = c->seed,
+		.engine = c->engine,
+		.read_mode = c->read_mode,
+		.granularity = c->granularity,
+		.window_chunks = c->window_chunks,
+		.shard_count = c->shard_count,
+		.shuffled = !c->no_shuffle,
+		.threads = c->threads,
+		.queue_depth = c->queue_depth,
+		.prefetch = c->prefetch,
+		.read_ahead_bytes = c->read_ahead_bytes,
+		.remote = c->remote.size ? &c->remote : NULL,
+		.read_trace = c->read_trace,
+		.read_trace_ctx = c->read_trace_ctx,
+		.io_override = l->hooks.io_override,
+		.io_kind = l->hooks.io_kind,
+		.io_config = l->hooks.io_config,
+		.deliver = l->provider,
+	};
 }
 
 /* fork() children seen by this process: a loader made before the last one belongs to a parent. */
@@ -456,6 +440,7 @@ int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, con
 	ret = build_stream(l);
 	if (ret)
 		goto fail;
+	engine_params(l);
 	if (l->cfg.device) {
 		/* before the engine: the stage lends the memory the engine assembles into */
 		ret = grist_loader_device_start(l);
@@ -463,7 +448,7 @@ int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, con
 			goto fail;
 	}
 	l->ops = pick_engine(&l->cfg);
-	ret = l->ops->start(l, &l->engine);
+	ret = l->ops->start(&l->params, &l->engine);
 	if (ret) {
 		l->ops = NULL;
 		goto fail;

@@ -1,4 +1,4 @@
-/* The loader object shared by the engines, and the engine ops table (fio-style: one file per engine). */
+/* The loader object: its configuration, sources, stream and engine (the engines see only exec/engine.h). */
 #ifndef GRIST_EXEC_LOADER_INTERNAL_H
 #define GRIST_EXEC_LOADER_INTERNAL_H
 
@@ -10,6 +10,7 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 #include "grist/plan.h"
+#include "exec/engine.h"
 #include "exec/pack.h"
 #include "exec/slot.h"
 #include "io/io.h"
@@ -19,27 +20,6 @@ struct grist_loader_device;
 
 /* Size of the held table: the largest prefetch. A caller may hold cfg.prefetch batches. */
 #define GRIST_LOADER_MAX_HELD 64
-
-/*
- * An engine turns the loader's shard stream into full batches, in order.
- * next() returns the slot holding the next batch (count == batch_size, or fewer
- * only for the last batch of a finite stream) or NULL at the end; the loader
- * hands it back with release(). The engine owns every slot; the consumer may hold
- * up to prefetch of them.
- */
-struct grist_engine_ops {
-	const char *name;
-	int (*start)(struct grist_loader *l, void **engine);
-	int (*next)(void *engine, struct grist_slot **out);
-	void (*release)(void *engine, struct grist_slot *s);
-	void (*stats)(void *engine, struct grist_loader_stats *out);
-	/* Wake every waiter and make next() return -ECANCELED (before stop, from another thread). */
-	void (*abort)(void *engine);
-	void (*stop)(void *engine);
-};
-
-extern const struct grist_engine_ops grist_engine_ref_ops;
-extern const struct grist_engine_ops grist_engine_async_ops;
 
 /*
  * Who takes batches from an engine, and how far that taker got. Each thread that pulls
@@ -54,14 +34,6 @@ struct grist_pull {
 	uint64_t end; /* shard position just past the last batch pulled or dropped */
 };
 
-/* One dataset of the loader: its reader and its geometry for the plan. */
-struct grist_loader_source {
-	struct grist_reader *reader;
-	struct grist_plan_file *files;
-	size_t num_files;
-	uint64_t num_records;
-};
-
 /*
  * Test hooks: run the async engine's reads through another io backend, such as the
  * fault injector, to prove that errors surface cleanly. Not part of the public API.
@@ -74,7 +46,7 @@ struct grist_loader_hooks {
 
 struct grist_loader {
 	struct grist_loader_config cfg; /* copy; pointers below own the copied arrays */
-	struct grist_loader_source *sources;
+	struct grist_engine_source *sources;
 	size_t num_sources;
 	struct grist_stream *stream;
 	struct grist_layout layout;
@@ -91,6 +63,7 @@ struct grist_loader {
 	struct grist_loader_hooks hooks;
 	const struct grist_slot_provider *provider; /* device mode: batches live in device-stage slots */
 	struct grist_loader_device *device;         /* device mode state (device_feed.c) */
+	struct grist_engine_params params; /* what the engine reads: filled once the stream is built */
 	struct grist_pull pull;  /* host mode: the consumer's puller (device mode: the feeder owns its own) */
 	const struct grist_engine_ops *ops;
 	void *engine;
@@ -128,21 +101,5 @@ int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, un
 void grist_loader_device_quiesce(struct grist_loader *l); /* stop the feeder; the stage stays */
 void grist_loader_device_stop(struct grist_loader *l);    /* quiesce, then free the stage */
 void *grist_loader_device_handle(const struct grist_loader *l);
-
-/* Per-record seed for random maps: a function of the loader seed and the item alone. */
-uint64_t grist_loader_record_seed(const struct grist_loader *l, const struct grist_stream_item *it);
-
-/* Fill a map input for an item whose bytes are @data/@len. */
-/*
- * Put where record @record of dataset @dataset lives ("<file>: chunk at byte <B>") before
- * the error just recorded about it (a row that does not fit, a failed map). Returns @code.
- */
-int grist_loader_record_error(const struct grist_loader *l, uint32_t dataset, uint64_t record, int code);
-
-void grist_loader_map_input(const struct grist_loader *l, const struct grist_stream_item *it,
-			    const uint8_t *data, size_t len, struct grist_map_input *in);
-
-/* Monotonic clock in nanoseconds, for the stats. */
-uint64_t grist_now_ns(void);
 
 #endif

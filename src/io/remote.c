@@ -89,8 +89,8 @@ static int check_options(const struct grist_remote_options *o)
 				  o->coalesce_bytes, o->split_bytes);
 	if (o->max_inflight < 1 || o->max_inflight > 4096)
 		return grist_fail(-EINVAL, "remote option inflight=%u is outside [1, 4096]", o->max_inflight);
-	/* above inflight it is inflight: --remote inflight:1 alone stays valid */
-	if (o->min_inflight < 1 || o->min_inflight > 4096)
+	/* above inflight it is inflight: --remote inflight:1 alone stays valid; 0 is the default */
+	if (o->min_inflight > 4096)
 		return grist_fail(-EINVAL, "remote option inflight_min=%u is outside [1, 4096]", o->min_inflight);
 	return 0;
 }
@@ -202,6 +202,8 @@ int grist_remote_options_resolve(const struct grist_remote_options *in, struct g
 	env_defaults(&t);
 	memcpy(&t, in, in->size);
 	t.size = sizeof(t);
+	if (!t.min_inflight) /* an older caller's zeroed tail padding (grist/remote.h) */
+		t.min_inflight = 2;
 	ret = check_options(&t);
 	if (ret)
 		return ret;
@@ -357,7 +359,8 @@ static uint64_t percentile(const uint64_t *h, uint64_t total, double q)
 	return lat_edge(GRIST_REMOTE_LAT_BUCKETS - 1);
 }
 
-void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st)
+void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st,
+				struct grist_remote_budget_stats *bs)
 {
 	uint64_t h[GRIST_REMOTE_LAT_BUCKETS], total = 0, span;
 	unsigned i;
@@ -371,13 +374,14 @@ void grist_remote_counters_read(const struct grist_remote_counters *c, struct gr
 	span = ld(&c->inflight_span);
 	st->inflight_mean = span ? (double)ld(&c->inflight_area) / (double)span : 0;
 	st->inflight_max = ld(&c->inflight_max);
+	memset(bs, 0, sizeof(*bs));
 	/* the byte areas are kept in KiB x ns, room for hours of 64 MiB in flight */
-	st->inflight_bytes_mean = span ? 1024.0 * (double)ld(&c->inflight_bytes_area) / (double)span : 0;
-	st->ahead_bytes_mean = span ? 1024.0 * (double)ld(&c->ahead_bytes_area) / (double)span : 0;
-	st->budget_bytes = ld(&c->budget_sum);
-	st->budget_max_bytes = ld(&c->budget_max);
-	st->rtt_us = ld(&c->rtt_ns) / 1000;
-	st->bandwidth = ld(&c->bandwidth);
+	bs->inflight_bytes_mean = span ? 1024.0 * (double)ld(&c->inflight_bytes_area) / (double)span : 0;
+	bs->ahead_bytes_mean = span ? 1024.0 * (double)ld(&c->ahead_bytes_area) / (double)span : 0;
+	bs->budget_bytes = ld(&c->budget_sum);
+	bs->budget_max_bytes = ld(&c->budget_max);
+	bs->rtt_us = ld(&c->rtt_ns) / 1000;
+	bs->bandwidth = ld(&c->bandwidth);
 	for (i = 0; i < GRIST_REMOTE_LAT_BUCKETS; i++) {
 		h[i] = ld(&c->latency[i]);
 		total += h[i];

@@ -37,7 +37,8 @@ struct grist_remote_counters {
 };
 
 void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns);
-void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st);
+void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st,
+				struct grist_remote_budget_stats *bs);
 /* Add @from's counts to @to (both may be live: relaxed atomic reads and adds). */
 void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "grist/fetch.h"
 #include "grist/format.h"
 #include "grist/loader.h"
 #include "grist/options.h"
@@ -53,6 +54,22 @@ struct old_loader_config {
 _Static_assert(offsetof(struct old_loader_config, prefetch) == offsetof(struct grist_loader_config, prefetch),
 	       "the old layout is a prefix of the new one");
 _Static_assert(sizeof(struct old_loader_config) < sizeof(struct grist_loader_config), "the old layout is shorter");
+
+/*
+ * The frozen structs (docs/architecture.md, "A stable ABI"): embedded in others, so their
+ * sizes, and the offsets of what follows them, are compiled into callers. The figures are
+ * those of libgrist.so.1 as first released (grist 0.2) on LP64; a change here is a soname bump.
+ */
+#if defined(__LP64__)
+_Static_assert(sizeof(struct grist_remote_options) == 56, "grist_remote_options is frozen");
+_Static_assert(sizeof(struct grist_remote_stats) == 104, "grist_remote_stats is frozen");
+_Static_assert(offsetof(struct grist_loader_config, read_trace) == 304,
+	       "what follows the embedded grist_remote_options stays put");
+_Static_assert(offsetof(struct grist_fetcher_stats, mapped_files) == 160,
+	       "what follows the embedded grist_remote_stats stays put");
+_Static_assert(offsetof(struct grist_loader_stats, remote_budget) == 280,
+	       "the budget's figures are appended after the 0.2 layout");
+#endif
 
 static struct t_numbered fx;
 

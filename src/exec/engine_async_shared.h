@@ -1,0 +1,135 @@
+/* The async engine's shared state: what its worker threads and its consumer share, under one lock. */
+#ifndef GRIST_EXEC_ENGINE_ASYNC_SHARED_H
+#define GRIST_EXEC_ENGINE_ASYNC_SHARED_H
+
+/*
+ * The async engine is a worker loop and one file per stage of a unit's life, each
+ * owning its own state behind its own header, called in one direction:
+ *
+ *   engine_async.c           setup, the worker loop (plan -> read -> decode), claiming
+ *                            and publishing units, stats, stop
+ *   engine_async_files.c     the dataset files as the engine reads them (bottom)
+ *   engine_async_plan.c      a unit's items, its chunks, coalesced read regions
+ *   engine_async_read.c      a worker's ring and arena; submitting and reaping a unit's reads
+ *   engine_async_decode.c    decoding a unit's landed chunks into its slot
+ *   engine_async_consumer.c  batch slots, and the consumer: units in order, packing
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "exec/engine_async_decode.h"
+#include "exec/engine_async_files.h"
+#include "exec/engine_async_plan.h"
+#include "exec/engine_async_read.h"
+
+enum unit_state { UNIT_FREE = 0, UNIT_BUSY, UNIT_DONE };
+
+struct unit {
+	uint64_t number;
+	enum unit_state state;
+	uint64_t first_j, end_j; /* shard positions [first_j, end_j) */
+	struct grist_slot *slot; /* taken when its decoding starts, not when it is claimed */
+	size_t next_row;         /* packer progress */
+	int error;
+	char errmsg[GRIST_ASYNC_ERRMSG_MAX];
+};
+
+/*
+ * One unit in a worker's pipeline: its plan, its reads, and how far its decoding got,
+ * each owned by its stage.
+ *
+ * Life: planned -> admitted (read buffer reserved, requests built) -> requests pushed
+ * as the ring has room -> regions land one by one -> decoded (only at the head of the
+ * pipeline, as its regions land) -> published -> retired once no read is in flight.
+ */
+struct work {
+	struct unit *u;
+	struct async_plan plan;
+	struct async_reads reads;
+	struct async_decode dec;
+	bool decoding;        /* slot taken, rows being made */
+	bool published;
+	int error;
+};
+
+struct slot_pool {
+	struct grist_slot **items;
+	size_t n, cap;
+};
+
+struct async_engine;
+
+struct worker {
+	struct async_engine *e;
+	unsigned id;
+	pthread_t thread;
+	bool started;
+	struct async_reader reader;
+	struct async_decoder decoder;
+	struct grist_stream_cursor *cursor;
+	/* the pipeline: a ring of works, oldest (the only one being decoded) at head */
+	struct work *works;
+	unsigned works_cap, head, count;
+	uint64_t tended_ns;   /* when the reads were last tended while decoding */
+
+	/* counters, read by stats() from another thread */
+	uint64_t io_wait_ns, producer_stall_ns;
+} __attribute__((aligned(128))); /* workers sit side by side: no cache line is shared between two of them */
+
+struct async_engine {
+	const struct grist_engine_params *p;
+	enum grist_io_kind io_kind;
+	const char *name;
+	unsigned nworkers;
+	struct worker *workers;
+	struct async_files files;
+	struct grist_remote_counters *remote_ctr; /* every worker's GETs, when any_remote */
+	size_t unit_items;          /* U */
+	size_t ncache;              /* decoders per worker */
+	unsigned queue_depth;       /* reads in flight per ring */
+	size_t read_ahead;          /* read buffer bytes per worker */
+
+	pthread_mutex_t lock;
+	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim or start decoding */
+	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
+	bool stop, failed, aborted;
+	uint64_t next_unit;         /* next unit to claim */
+	uint64_t next_first_j;      /* shard position where that unit starts */
+	struct grist_stream_cursor *plan_cursor; /* chunk granularity: finds window ends (under lock) */
+	size_t max_unit_items;
+	size_t row_bytes_hint;      /* expected bytes per row, to size slots once */
+	uint64_t total_units;       /* UINT64_MAX when unbounded */
+	uint64_t consumed_units;    /* units the consumer has finished with */
+	unsigned nunits;            /* claim window: unit u may be claimed once u - nunits is consumed */
+	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
+	struct unit *units;         /* ring of nunits units, unit u at u % nunits */
+
+	struct slot_pool host_pool, dev_pool;
+	struct grist_slot *pack;    /* the batch the packer is filling */
+	uint64_t slot_memory;       /* bytes all slots own, kept by the slots themselves */
+	uint64_t queue_occupancy;
+	uint64_t pack_ns;           /* the packer's row copies (under the lock when added) */
+};
+
+/* ---- slots and the consumer (engine_async_consumer.c) ---- */
+
+/*
+ * A slot for a unit (@deliver: it may be handed over as is, so it comes from the slot
+ * provider when there is one) or a view (@view). Returns 0 or a negative errno code.
+ */
+int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out);
+
+/* Back to its pool. Called with e->lock held. */
+void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s);
+
+/* A slot that will not be delivered: provider memory goes back unsubmitted. e->lock held. */
+void grist_async_slot_discard_locked(struct async_engine *e, struct grist_slot *s);
+
+void grist_async_pool_free(struct slot_pool *pool);
+
+/* The engine ops' next() and release(). */
+int grist_async_next(void *engine, struct grist_slot **out);
+void grist_async_release(void *engine, struct grist_slot *s);
+
+#endif

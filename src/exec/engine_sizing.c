@@ -1,0 +1,217 @@
+/*
+ * Engine sizing: every count and byte budget of the engines and the device stage, from
+ * the parameters and the files' geometry, in one pure function.
+ *
+ * Memory is bounded by the configuration. At most nunits = prefetch + works x workers
+ * units are claimed and not yet consumed (a worker may claim unit u only once unit
+ * u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
+ * granularity more when a larger read-ahead needs more units to fill it; at most
+ * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
+ * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
+ * one). Read buffers are each worker's arena (read_ahead bytes), plus one unit's reads in
+ * heap memory when a unit alone is larger than the arena.
+ */
+#include "exec/engine.h"
+#include "format/dataset.h"
+#include "io/remote.h"
+
+#define MAX_WORKS 1024                     /* units one worker reads ahead, at most */
+#define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
+#define DEVICE_SLOTS_MAX 4096
+
+void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned online_cpus,
+				struct grist_engine_geometry *g)
+{
+	uint64_t limit = grist_max_chunk_bytes(), len, per, c;
+	const struct grist_file_geom *fg;
+	size_t d, f;
+
+	*g = (struct grist_engine_geometry){ .online_cpus = online_cpus, .smallest_group = UINT64_MAX };
+	for (d = 0; d < p->num_sources; d++) {
+		for (f = 0; f < p->sources[d].num_files; f++) {
+			if (p->sources[d].files[f].group_size && p->sources[d].files[f].group_size < g->smallest_group)
+				g->smallest_group = p->sources[d].files[f].group_size;
+			fg = grist_reader_file_geom(p->sources[d].reader, f);
+			if (!fg)
+				continue;
+			if (fg->remote)
+				g->any_remote = true;
+			/*
+			 * A chunk above the limit is refused, with its file and offset, when a unit
+			 * reaches it (grist_reader_locate()); it must not size the arenas first, or a
+			 * footer that claims 100 GB would have the engine map 100 GB before any check.
+			 */
+			for (c = 0; c < fg->num_chunks; c++) {
+				len = fg->chunk_offsets[c + 1] - fg->chunk_offsets[c];
+				if (len > g->largest_extent && len <= limit)
+					g->largest_extent = len;
+			}
+			if (fg->max_chunk_decoded > g->max_chunk_decoded)
+				g->max_chunk_decoded = fg->max_chunk_decoded;
+			if (fg->group_size) {
+				per = (fg->max_chunk_decoded + fg->group_size - 1) / fg->group_size;
+				if (per > g->row_bytes)
+					g->row_bytes = per;
+			}
+		}
+	}
+	if (g->smallest_group == UINT64_MAX)
+		g->smallest_group = 1;
+}
+
+/* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
+static size_t row_bytes_hint(const struct grist_engine_params *p, const struct grist_engine_geometry *g)
+{
+	if (p->layout->kind != GRIST_LAYOUT_RAGGED)
+		return p->layout->record_bytes;
+	if (p->layout->map)
+		return 0;
+	return g->row_bytes > (1u << 20) ? 0 : (size_t)g->row_bytes;
+}
+
+/*
+ * U at chunk granularity: enough positions for every dataset to bring about one whole
+ * window into a unit. A mixed unit cannot end on every dataset's window boundary at
+ * once, but this way a window is split over at most about two units.
+ */
+static void size_chunk_units(const struct grist_engine_params *p, struct grist_engine_sizes *s)
+{
+	uint64_t window = p->window_chunks ? p->window_chunks : GRIST_PLAN_DEFAULT_WINDOW, group, per_unit;
+	double total = 0, most = 0, share, need;
+	size_t d, f;
+
+	for (d = 0; d < p->num_sources; d++)
+		total += p->num_sources > 1 ? p->sources[d].weight : 1.0;
+	for (d = 0; d < p->num_sources; d++) {
+		share = (p->num_sources > 1 ? p->sources[d].weight : 1.0) / total;
+		group = 1;
+		for (f = 0; f < p->sources[d].num_files; f++)
+			if (p->sources[d].files[f].group_size > group)
+				group = p->sources[d].files[f].group_size;
+		need = (double)window * (double)group / (double)p->shard_count / share;
+		if (need > most)
+			most = need;
+	}
+	per_unit = most < (double)(1u << 20) ? (uint64_t)most : 1u << 20;
+	per_unit = (per_unit + p->batch_size - 1) / p->batch_size * p->batch_size;
+	if (per_unit > s->unit_items)
+		s->unit_items = (size_t)per_unit;
+	/* only a map keeps a window's chunks decoded at once (see advance_in_order()) */
+	s->decoders = p->layout->map ? (size_t)(window < 62 ? window : 62) + 2 : 1;
+	s->max_unit_items = 4 * s->unit_items;
+}
+
+/*
+ * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
+ * extent, so the ring stays full while as many landed reads wait to be decoded, and at
+ * least two units' reads (a unit larger than the arena is read alone, so the ring would
+ * drain at its end), at most 64 MiB. A budget set in the configuration is split over the
+ * workers as given.
+ */
+static size_t size_read_ahead(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
+			      const struct grist_engine_sizes *s, uint64_t max_extent)
+{
+	uint64_t read_ahead, reads, unit_reads;
+
+	if (p->read_ahead_bytes) {
+		read_ahead = p->read_ahead_bytes / s->workers;
+	} else {
+		/* a unit reads one chunk per item at record granularity, its windows' chunks at chunk granularity */
+		reads = p->granularity == GRIST_GRANULARITY_CHUNK ? s->unit_items / g->smallest_group + 2 : s->unit_items;
+		unit_reads = max_extent * reads;
+		if (unit_reads > DEFAULT_READ_AHEAD_MAX / 2)
+			unit_reads = DEFAULT_READ_AHEAD_MAX / 2;
+		read_ahead = 2 * s->queue_depth * max_extent;
+		if (read_ahead < 2 * unit_reads)
+			read_ahead = 2 * unit_reads;
+		if (read_ahead > DEFAULT_READ_AHEAD_MAX)
+			read_ahead = DEFAULT_READ_AHEAD_MAX;
+	}
+	if (read_ahead < max_extent)
+		read_ahead = max_extent;
+	return (size_t)((read_ahead + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
+}
+
+void grist_engine_size(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
+		       struct grist_engine_sizes *s)
+{
+	uint64_t max_extent = g->largest_extent + 2 * GRIST_ENGINE_MEM_ALIGN; /* rounded out to O_DIRECT pages */
+	uint64_t slots;
+	size_t works;
+
+	*s = (struct grist_engine_sizes){ 0 };
+	s->workers = p->engine == GRIST_ENGINE_REF ? 1 : p->threads ? p->threads : g->online_cpus;
+	if (s->workers < 1)
+		s->workers = 1;
+	/* U: one batch for record granularity; about one window of chunks for chunk granularity */
+	s->unit_items = p->batch_size;
+	s->max_unit_items = s->unit_items;
+	s->decoders = p->layout->map ? 2 : 1;
+	if (p->granularity == GRIST_GRANULARITY_CHUNK)
+		size_chunk_units(p, s);
+	s->row_bytes_hint = row_bytes_hint(p, g);
+	/*
+	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
+	 * what waits, so the engine hands it more reads than a disk ring would take: its read-ahead
+	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
+	 */
+	s->queue_depth = p->queue_depth ? p->queue_depth
+		       : g->any_remote && !p->io_override ? GRIST_REMOTE_QUEUE_DEPTH : 64;
+	s->read_ahead = size_read_ahead(p, g, s, max_extent);
+	/*
+	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
+	 * for twice the queue depth even when a unit is one small batch (and for the whole
+	 * read-ahead budget when one was set larger), and the read-ahead arena bounds the
+	 * bytes. The claim window holds the batches ready ahead of the consumer and every
+	 * worker's pipeline: at least two units each (one being decoded, one just published;
+	 * without that slack a worker would wait for its neighbour).
+	 *
+	 * Any claimed unit may take a slot when its decoding starts: a worker's oldest unit
+	 * can be far ahead of another's when units are small, and both must decode. Only a
+	 * slot provider (device mode), whose ring is sized for the batches ready ahead plus
+	 * two units per worker, gets that smaller assembly window.
+	 */
+	works = 2 + 2 * (size_t)s->queue_depth / s->unit_items;
+	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
+	if (p->granularity != GRIST_GRANULARITY_CHUNK && s->read_ahead / (max_extent * s->unit_items) > works)
+		works = s->read_ahead / (max_extent * s->unit_items);
+	if (works > MAX_WORKS)
+		works = MAX_WORKS;
+	s->works = works;
+	s->nunits = p->prefetch + (unsigned)works * s->workers;
+	s->slot_window = p->prefetch + 2 * s->workers;
+	s->assembly = p->deliver ? s->slot_window : s->nunits;
+
+	/* the device stage: the async engine's units are whole batches only at record granularity */
+	s->device_copy = p->engine != GRIST_ENGINE_REF && p->granularity == GRIST_GRANULARITY_CHUNK;
+	if (s->device_copy) {
+		/*
+		 * One copier per eight decode threads: a copy is cheap next to decoding, and on
+		 * the H100 at 16 threads two helpers did as well as four (each extra thread
+		 * competes with the decode workers for the cores).
+		 */
+		s->device_helpers = (s->workers + 7) / 8 < GRIST_ENGINE_MAX_HELPERS ? (s->workers + 7) / 8
+										    : GRIST_ENGINE_MAX_HELPERS;
+		/*
+		 * The batches the consumer may hold (prefetch, see free_hold() in loader.c), two
+		 * jobs per helper (one copied, one queued), and as many batches queued or
+		 * submitted ahead as the engine's slot window (prefetch + 2 per worker): the
+		 * feeder blocks on a full ring, and the engine's window with it. `grist load
+		 * --device opencl --stats` counts the acquires that found the ring full. Slots
+		 * get memory only when used.
+		 */
+		slots = 2ull * p->prefetch + 2ull * s->workers + 2ull * s->device_helpers + 2;
+	} else {
+		s->device_helpers = 1;
+		/*
+		 * The units that may hold a slot while they decode (the slot window), the
+		 * packer's batch, the batches the consumer may hold (prefetch), and as many
+		 * again as the slot window queued for submission or submitted ahead of the
+		 * consumer: without that slack a consumer a few batches behind takes slots from
+		 * the workers (the acquires that waited are counted in `--stats`). Slots get
+		 * memory only when used.
+		 */
+		slots = 2ull * s->slot_window + p->prefetch + 2;
+	}
+	s->device_slots = slots < DEVICE_SLOTS_MAX ? (unsigned)slots : DEVICE_SLOTS_MAX;
+}
