@@ -18,7 +18,8 @@
  * read-ahead window) wait in a queue while the budget is full, which is also what lets
  * them be merged: a deeper window means denser GETs. Nearby chunk
  * reads are coalesced into one GET, long ones split, failed ones retried with
- * jittered exponential backoff (Retry-After honoured) on 500, 502, 503, 504, 429,
+ * jittered exponential backoff (Retry-After honoured, seconds or an HTTP-date, capped
+ * by backoff_max_ms) on 500, 502, 503, 504, 429,
  * SlowDown, connection resets, timeouts and short bodies. Every response's status,
  * Content-Range and length are checked. An object is pinned at open: its ETag goes
  * out as If-Match on every GET and comes back checked on every response, so an

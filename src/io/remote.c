@@ -419,6 +419,31 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
 
 /* ---- one GET ---- */
 
+/*
+ * Retry-After's seconds: delta-seconds ("120"), or an HTTP-date (RFC 9110, its preferred
+ * IMF-fixdate form "Wed, 25 Nov 2026 14:00:00 GMT"), which says when to come back: the
+ * seconds from now to then, 0 for a date gone by. -1 when it is neither. backoff() caps
+ * both forms by backoff_max_ms.
+ */
+static long retry_after(const char *v)
+{
+	struct tm tm;
+	const char *end;
+	time_t t, now;
+
+	if (isdigit((unsigned char)*v))
+		return strtol(v, NULL, 10);
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!end)
+		return -1;
+	t = timegm(&tm);
+	now = time(NULL);
+	if (t == (time_t)-1)
+		return -1;
+	return t > now ? (long)(t - now) : 0;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct grist_remote_xfer *x = ud;
@@ -462,8 +487,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 
 		while (*v == ' ')
 			v++;
-		if (isdigit((unsigned char)*v))
-			x->retry_after_s = strtol(v, NULL, 10);
+		x->retry_after_s = retry_after(v);
 	}
 	return len;
 }
