@@ -731,6 +731,64 @@ const char *grist_xml_next(const char *p, const char *end, const char *tag, cons
 	return e + strlen(close);
 }
 
+/*
+ * The XML entities servers use (the five named ones, &#N; and &#xN;), decoded in place:
+ * ListObjectsV2 keys, and the <Code> and <Message> of an error (Go's encoder, rclone's,
+ * writes a quote as &#34;).
+ */
+int grist_xml_unescape(char *s)
+{
+	static const struct {
+		const char *ent;
+		char c;
+	} ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' } };
+	char *w = s;
+	size_t k;
+
+	while (*s) {
+		if (*s != '&') {
+			*w++ = *s++;
+			continue;
+		}
+		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++)
+			if (!strncmp(s, ents[k].ent, strlen(ents[k].ent)))
+				break;
+		if (k < sizeof(ents) / sizeof(ents[0])) {
+			*w++ = ents[k].c;
+			s += strlen(ents[k].ent);
+			continue;
+		}
+		if (s[1] == '#') {
+			char *end;
+			unsigned long cp = s[2] == 'x' ? strtoul(s + 3, &end, 16) : strtoul(s + 2, &end, 10);
+
+			if (*end != ';' || cp == 0 || cp > 0x10ffff)
+				return -EPROTO;
+			/* UTF-8 encode the code point */
+			if (cp < 0x80) {
+				*w++ = (char)cp;
+			} else if (cp < 0x800) {
+				*w++ = (char)(0xc0 | (cp >> 6));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else if (cp < 0x10000) {
+				*w++ = (char)(0xe0 | (cp >> 12));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else {
+				*w++ = (char)(0xf0 | (cp >> 18));
+				*w++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			}
+			s = end + 1;
+			continue;
+		}
+		return -EPROTO;
+	}
+	*w = '\0';
+	return 0;
+}
+
 /* The text between <Tag> and </Tag> in an XML body, or "". */
 static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
 {
@@ -738,8 +796,16 @@ static void xml_field(const struct grist_buf *b, const char *tag, char *out, siz
 	size_t n;
 
 	out[0] = '\0';
-	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n))
-		snprintf(out, cap, "%.*s", (int)n, v);
+	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n)) {
+		char *t = strndup(v, n);
+
+		/* decoded whole, then cut to fit: an entity cut in two would not decode */
+		if (t && !grist_xml_unescape(t))
+			snprintf(out, cap, "%s", t);
+		else
+			snprintf(out, cap, "%.*s", (int)n, v);
+		free(t);
+	}
 }
 
 static void backoff(struct grist_remote_xfer *x, int cause)

@@ -127,6 +127,9 @@ void grist_remote_options_current(struct grist_remote_options *o);
 /* The text of the first <tag>...</tag> in [p, end) as @val/@len; returns the position after it, or NULL. */
 const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len);
 
+/* Decode XML entities (&amp; ... &#34; &#x1F600;) in @s, in place. 0, or -EPROTO for a bad one. */
+int grist_xml_unescape(char *s);
+
 /* curl_global_init once for the process. 0 or -ENOMEM. */
 int grist_remote_global_init(void);
 

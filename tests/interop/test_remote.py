@@ -509,6 +509,15 @@ def test_http_through_nginx():
         expect_error(["info", url + "/missing.ar"], [url + "/missing.ar", "HTTP 404"])
     finally:
         n.stop()
+    # a refusal's <Code> and <Message> are XML: their entities are decoded in the message
+    n = rs.Nginx(ROOT, server_conf="location = /%s/denied.ar { return 403 '<?xml version=\"1.0\"?><Error>"
+                 "<Code>AccessDenied</Code><Message>Key &#34;denied.ar&#34; &amp; &lt;others&gt; &#x2192; "
+                 "&quot;no&quot;</Message></Error>'; }" % BUCKET)
+    try:
+        url = n.url + "/" + BUCKET + "/denied.ar"
+        expect_error(["info", url], [url, 'HTTP 403 AccessDenied: Key "denied.ar" & <others> \u2192 "no"'])
+    finally:
+        n.stop()
     # a server that ignores Range (nginx's max_ranges 0): a clear error, not the wrong bytes
     n = rs.Nginx(ROOT, server_conf="max_ranges 0;")
     try:
