@@ -86,7 +86,9 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
  * inflight, inflight_min. Sizes are read by grist_parse_size() (grist/options.h), as every
- * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024.
+ * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024. split given without coalesce
+ * lowers coalesce to it when it is above ("split:64K" alone means GETs of at most 64 KiB,
+ * coalesced up to that); both given with coalesce above split is -EINVAL.
  * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
  */
 GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);

@@ -135,6 +135,7 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	};
 	struct grist_remote_options t;
 	const char *p = text;
+	bool split = false, coalesce = false;
 	int ret;
 
 	if (!o || !text)
@@ -171,8 +172,17 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 						  table[k].name, v);
 			memcpy((char *)&t + table[k].off, &u, sizeof(u));
 		}
+		split |= table[k].off == offsetof(struct grist_remote_options, split_bytes);
+		coalesce |= table[k].off == offsetof(struct grist_remote_options, coalesce_bytes);
 		p = *comma ? comma + 1 : comma;
 	}
+	/*
+	 * split alone below the coalesce in force (1 MiB by default) asks for shorter GETs,
+	 * not for an error: no gap may be wider than a GET, so coalesce comes down to it.
+	 * Both given, and coalesce above split, is a contradiction and refused below.
+	 */
+	if (split && !coalesce && t.coalesce_bytes > t.split_bytes)
+		t.coalesce_bytes = t.split_bytes;
 	ret = check_options(&t);
 	if (ret)
 		return ret;
