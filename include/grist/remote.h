@@ -62,7 +62,9 @@ extern "C" {
 struct grist_remote_options {
 	size_t size;
 	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
-	unsigned request_timeout_ms; /* one GET from start to last byte, per attempt (30000) */
+	unsigned request_timeout_ms; /* a GET that brings < 1 KiB/s for this long (whole seconds,
+					rounded up) has stalled, per attempt; none lasts more
+					than 10 x this from start to last byte (30000) */
 	unsigned retries;            /* attempts after the first (5) */
 	unsigned backoff_ms;         /* the first retry waits up to this (100), doubling per attempt */
 	unsigned backoff_max_ms;     /* the cap on one wait, Retry-After included (5000) */

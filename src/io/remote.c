@@ -22,6 +22,9 @@
 
 #define TAIL_BYTES 65536
 #define ERRBODY_MAX 16384
+/* a GET slower than this for timeout_ms has stalled; none lasts more than STALL_CAP x timeout_ms */
+#define STALL_BYTES_PER_S 1024
+#define STALL_CAP 10
 
 uint64_t grist_remote_now_ns(void)
 {
@@ -656,7 +659,16 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->opt->connect_timeout_ms);
-	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms);
+	/*
+	 * timeout_ms is a stall rule, not a deadline: a GET that brings less than 1 KiB/s for
+	 * that long (whole seconds, rounded up: curl's granularity) ends as a timeout. A
+	 * deadline on the whole transfer cut a big GET over a slow link on every attempt, the
+	 * retries included. The deadline stays as a cap, STALL_CAP times as long, so a server
+	 * trickling just above the floor cannot hold a reader for ever.
+	 */
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_LIMIT, (long)STALL_BYTES_PER_S);
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_TIME, (long)((x->opt->request_timeout_ms + 999) / 1000));
+	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms * STALL_CAP);
 	curl_easy_setopt(x->easy, CURLOPT_TCP_NODELAY, 1L);
 	/* larger reads from the socket: fewer recv calls and write callbacks per GET (16 KiB by default) */
 	curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024);

@@ -528,6 +528,19 @@ def test_http_through_nginx():
         n.stop()
 
 
+def test_slow_link_is_not_a_timeout():
+    """timeout_ms is a stall rule, not a deadline: through nginx at 512 KB/s a 1 MiB GET takes
+    2 s and passes with timeout_ms:1000 (a whole-transfer deadline cut it on every attempt);
+    a server that sends nothing is still cut (test_errors_name_url_status_and_code)."""
+    n = rs.Nginx(ROOT, server_conf="limit_rate 512k;")
+    try:
+        url = n.url + "/" + BUCKET + "/seq/seq.ar"
+        assert os.path.getsize(local("seq/seq.ar")) > 1 << 20
+        same(["cat", "--hex", url, "--remote", "timeout_ms:1000,retries:0"], ["cat", "--hex", local("seq/seq.ar")])
+    finally:
+        n.stop()
+
+
 def main():
     try:
         try:
@@ -542,7 +555,7 @@ def main():
                 test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                 test_retry_after_http_date,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                test_budget_follows_latency, test_http_through_nginx])
+                test_budget_follows_latency, test_http_through_nginx, test_slow_link_is_not_a_timeout])
     finally:
         for s in SERVERS.values():
             s.stop()
