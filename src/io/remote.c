@@ -20,7 +20,6 @@
 #include "io/remote.h"
 #include "io/s3_sign.h"
 
-#define TAIL_BYTES 65536
 #define ERRBODY_MAX 16384
 /* a GET slower than this for timeout_ms has stalled; none lasts more than STALL_CAP x timeout_ms */
 #define STALL_BYTES_PER_S 1024
@@ -310,7 +309,7 @@ static void creds_get(struct creds *c, bool reload)
 	pthread_mutex_unlock(&creds_lock);
 }
 
-static void region_for(enum grist_url_scheme s, char *out, size_t cap)
+void grist_remote_region(enum grist_url_scheme s, char *out, size_t cap)
 {
 	struct creds c;
 
@@ -966,134 +965,4 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	default:
 		return fail(x, -EPROTO, "%s", what);
 	}
-}
-
-int grist_remote_xfer_run(struct grist_remote_xfer *x)
-{
-	CURLM *m = curl_multi_init();
-	int ret = 0, running;
-
-	if (!m)
-		return grist_fail(-ENOMEM, "%s: cannot make a libcurl multi handle", x->display);
-	for (;;) {
-		enum grist_remote_outcome o;
-		CURLMsg *msg;
-		int left;
-		CURLcode rc = CURLE_OK;
-		bool done = false;
-
-		ret = grist_remote_xfer_setup(x);
-		if (ret)
-			break;
-		curl_multi_add_handle(m, x->easy);
-		/* bounded: curl ends the attempt by CURLOPT_TIMEOUT_MS at the latest */
-		while (!done) {
-			curl_multi_perform(m, &running);
-			while ((msg = curl_multi_info_read(m, &left))) {
-				if (msg->msg == CURLMSG_DONE) {
-					rc = msg->data.result;
-					done = true;
-				}
-			}
-			if (!done)
-				curl_multi_poll(m, NULL, 0, 100, NULL);
-		}
-		curl_multi_remove_handle(m, x->easy);
-		o = grist_remote_xfer_finish(x, rc);
-		if (o == GRIST_REMOTE_DONE) {
-			ret = x->error ? grist_fail(x->error, "%s: %s", x->display, x->msg) : 0;
-			break;
-		}
-		{
-			struct timespec ts = { (time_t)(x->delay_ns / 1000000000ull), (long)(x->delay_ns % 1000000000ull) };
-
-			nanosleep(&ts, NULL);
-		}
-	}
-	curl_multi_cleanup(m);
-	return ret;
-}
-
-/* ---- objects ---- */
-
-int grist_remote_open(const char *url, struct grist_remote_object **out)
-{
-	struct grist_remote_options opt;
-	struct grist_remote_object *o;
-	struct grist_remote_xfer x;
-	struct grist_buf keep = { 0 };
-	char region[64];
-	int ret;
-
-	*out = NULL;
-	ret = grist_remote_global_init();
-	if (ret)
-		return ret;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return grist_fail(-ENOMEM, "%s: out of memory", url);
-	o->refs = 1;
-	pthread_mutex_init(&o->sync_lock, NULL);
-	o->url = strdup(url);
-	if (!o->url) {
-		ret = grist_fail(-ENOMEM, "%s: out of memory", url);
-		goto fail;
-	}
-	region_for(grist_url_scheme(url), region, sizeof(region));
-	ret = grist_url_parse(url, region, true, &o->u);
-	if (ret)
-		goto fail;
-	grist_remote_options_current(&opt);
-	memset(&x, 0, sizeof(x));
-	x.easy = curl_easy_init();
-	if (!x.easy) {
-		ret = grist_fail(-ENOMEM, "%s: cannot make a libcurl handle", url);
-		goto fail;
-	}
-	x.u = &o->u;
-	x.display = o->url;
-	x.suffix = true;
-	x.len = TAIL_BYTES;
-	x.keep = &keep;
-	x.keep_max = TAIL_BYTES;
-	x.opt = &opt;
-	ret = grist_remote_xfer_run(&x);
-	if (ret && x.status == 416) {
-		/*
-		 * No last bytes to send: an empty object, or (rclone's S3 server) one shorter than
-		 * the suffix asked for, where RFC 9110 says to send it all. Either way the object
-		 * is smaller than TAIL_BYTES: one GET without a Range brings all of it.
-		 */
-		keep.len = 0;
-		x.suffix = false;
-		x.len = 0;
-		x.attempt = 0;
-		ret = grist_remote_xfer_run(&x);
-		x.has_range = false;
-	}
-	curl_easy_cleanup(x.easy);
-	grist_remote_xfer_release(&x);
-	if (ret)
-		goto fail;
-	if (x.has_range) {
-		if (x.cr_end + 1 != x.cr_total || x.cr_end + 1 - x.cr_start != keep.len) {
-			ret = grist_fail(-EPROTO, "%s: the server sent bytes %llu-%llu/%llu for the last %d bytes "
-					 "(%zu in the body)", url, (unsigned long long)x.cr_start,
-					 (unsigned long long)x.cr_end, (unsigned long long)x.cr_total, TAIL_BYTES, keep.len);
-			goto fail;
-		}
-		o->size = x.cr_total;
-		o->tail_off = x.cr_start;
-	} else {
-		o->size = keep.len;
-		o->tail_off = 0;
-	}
-	snprintf(o->etag, sizeof(o->etag), "%s", x.etag);
-	o->tail = keep.data;
-	*out = o;
-	return 0;
-fail:
-	grist_buf_free(&keep);
-	grist_remote_unref(o);
-	return ret;
 }

@@ -48,6 +48,27 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
  */
 int grist_remote_open(const char *url, struct grist_remote_object **out);
 
+/*
+ * grist_remote_open_many() - open @n URLs as grist_remote_open() does, their GETs at once
+ * on the calling thread (at most `inflight` in flight). Return: 0 with @out[i] for @urls[i],
+ * or the first error met (naming its URL) with every @out NULL: none is left open.
+ */
+int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remote_object **out);
+
+/* One stretch of an object read by grist_remote_read_many(). */
+struct grist_remote_range {
+	struct grist_remote_object *obj;
+	uint64_t off, len;
+	uint8_t *dst;
+};
+
+/*
+ * grist_remote_read_many() - read @n ranges (of any objects) at once on the calling thread,
+ * split and retried as any read, at most `inflight` GETs in flight: a dataset's footers
+ * at open. Return: 0, or the first error met (naming its URL; the other GETs stopped).
+ */
+int grist_remote_read_many(const struct grist_remote_range *rs, size_t n);
+
 /* Where one stretch of a GET's body goes. */
 struct grist_remote_seg {
 	uint64_t off;  /* object offset of the first byte */
@@ -114,6 +135,19 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 void grist_remote_xfer_release(struct grist_remote_xfer *x);
 /* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
 int grist_remote_xfer_run(struct grist_remote_xfer *x);
+
+/*
+ * Run @n transfers to their ends on one private multi handle, at most @bound at once,
+ * each retried as its options say (remote_open.c). An easy handle is lent to each while
+ * it runs (x->easy). @again (or NULL), asked about a transfer that failed, may set it up
+ * for another go and return true. Return: 0, or the first failure (named by its display)
+ * with the others stopped and their handles freed; @what names the batch in other errors.
+ */
+int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsigned bound,
+			   bool (*again)(struct grist_remote_xfer *x), const char *what);
+
+/* The region requests to @s are signed for: AWS_REGION, AWS_DEFAULT_REGION, or the default. */
+void grist_remote_region(enum grist_url_scheme s, char *out, size_t cap);
 
 /*
  * grist_remote_options_resolve() - @in (a caller's sized struct, possibly older and shorter)

@@ -528,6 +528,34 @@ def test_http_through_nginx():
         n.stop()
 
 
+def test_many_shards_open_at_once():
+    """A dataset of many URL shards opens with its GETs together (2 per shard: the last 64 KiB,
+    then the footer), many in flight at once through a 50 ms proxy rather than one after
+    another, and reads as the local files do; a missing shard among them is an error naming it."""
+    n = 40
+    os.makedirs(local("many"), exist_ok=True)
+    for i in range(n):
+        g.write_records(local("many/%02d.ar" % i), "group_size:%d,zstd:1" % (1 + i % 3),
+                        [rec(i * 50 + k) for k in range(50)])
+    urls = [s3("many/%02d.ar" % i) for i in range(n)]
+    files = [local("many/%02d.ar" % i) for i in range(n)]
+    p = recording_proxy(delay=0.05)
+    try:
+        out = g.run_ok(["info"] + urls)
+        requests, most, conns = p.count, p.max_active, p.connections
+        assert g.info_records(out) == g.info_records(g.run_ok(["info"] + files))
+        a = ["--batch-size", 64, "--seed", 3, "--digest"]
+        same(["load"] + urls + a, ["load"] + files + a)
+        same(["cat", "--hex", s3("many/*.ar")], ["cat", "--hex"] + files)
+        expect_error(["info"] + urls[:20] + [s3("many/gone.ar")] + urls[20:], [s3("many/gone.ar"), "HTTP 404"])
+    finally:
+        stop_proxy(p)
+    print("many shards: %d requests, %d at most at once, %d connections" % (requests, most, conns))
+    assert requests == 2 * n, requests
+    # one after another, one GET would be in flight at a time; together, up to `inflight` (64)
+    assert most >= n // 4 and conns >= n // 4, (most, conns)
+
+
 def test_slow_link_is_not_a_timeout():
     """timeout_ms is a stall rule, not a deadline: through nginx at 512 KB/s a 1 MiB GET takes
     2 s and passes with timeout_ms:1000 (a whole-transfer deadline cut it on every attempt);
@@ -555,7 +583,8 @@ def main():
                 test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                 test_retry_after_http_date,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                test_budget_follows_latency, test_http_through_nginx, test_slow_link_is_not_a_timeout])
+                test_budget_follows_latency, test_http_through_nginx, test_slow_link_is_not_a_timeout,
+                test_many_shards_open_at_once])
     finally:
         for s in SERVERS.values():
             s.stop()
