@@ -10,8 +10,8 @@
  *
  * Reads are ranged GETs over HTTP/1.1 keep-alive connections (libcurl's multi
  * interface, driven by the thread that reads: no thread per request). Opening a dataset
- * of many URLs sends their opening GETs (the last 64 KiB, then the footer) together, at
- * most `inflight` at once, from the opening thread.
+ * of many URLs sends their opening GETs (the last 64 KiB, then on the same connection
+ * the footer) together, at most `inflight` at once, from the opening thread.
  *
  * In flight: each reading thread keeps a budget of bytes in flight, twice the round
  * trip it measures (the least time to first byte of recent GETs) times the bandwidth it

@@ -311,69 +311,74 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	return 0;
 }
 
-/*
- * The URLs among @paths, opened at once (their opening GETs together, grist/remote.h), each
- * object into its file's f->remote. One at a time, 1,000 shards behind a 20 ms round trip
- * took 48 s to open.
- */
-static int open_urls(struct grist_reader *r, const char *const *paths, size_t n)
+/* What the opening of a reader's URLs needs to parse each one as it opens. */
+struct url_opening {
+	struct grist_reader *r;
+	const char *const *paths;
+	size_t *file;              /* the file of each URL */
+	uint64_t *footer_offsets;  /* per file */
+	struct grist_buf *pre;     /* per file: its footer, read with the opening */
+};
+
+/* @o, the URL of file u->file[@k], is open: its postscript says where the footer to read is. */
+static int url_opened(void *ud, size_t k, struct grist_remote_object *o, struct grist_remote_range *more)
 {
+	struct url_opening *u = ud;
+	size_t i = u->file[k];
+	struct grist_file_geom *f = &u->r->files[i];
+	uint64_t len;
+	int ret;
+
+	f->remote = o; /* lent for the postscript, which the opening GET brought */
+	ret = open_file(u->r, f, u->paths[i], &u->footer_offsets[i]);
+	f->remote = NULL;
+	if (ret || u->footer_offsets[i] >= o->tail_off)
+		return ret;
+	/* the footer runs up to the postscript's block; bounded by the object's size */
+	len = f->size - GRIST_BLOCK_SIZE - u->footer_offsets[i];
+	ret = grist_buf_reserve(&u->pre[i], (size_t)len);
+	if (ret)
+		return grist_fail_at(ret, f->path, u->footer_offsets[i], "cannot allocate %llu bytes for the footer",
+				     (unsigned long long)len);
+	u->pre[i].len = (size_t)len;
+	*more = (struct grist_remote_range){ u->footer_offsets[i], len, u->pre[i].data };
+	return 0;
+}
+
+/*
+ * The URLs among @paths, opened at once: their opening GETs together, each followed by
+ * its footer's GET on the same connection (grist_remote_open_many()), each object into
+ * its file's f->remote, each footer into @pre. One at a time, 200 shards behind a 20 ms
+ * round trip took 8.9 s to open.
+ */
+static int open_urls(struct grist_reader *r, const char *const *paths, uint64_t *footer_offsets,
+		     struct grist_buf *pre)
+{
+	struct url_opening u = { r, paths, NULL, footer_offsets, pre };
 	const char **urls;
 	struct grist_remote_object **objs;
 	size_t i, k = 0;
 	int ret;
 
-	urls = calloc(n, sizeof(*urls));
-	objs = calloc(n, sizeof(*objs));
-	if (!urls || !objs) {
-		ret = grist_fail(-ENOMEM, "cannot open %zu files: out of memory", n);
+	urls = calloc(r->num_files, sizeof(*urls));
+	objs = calloc(r->num_files, sizeof(*objs));
+	u.file = calloc(r->num_files, sizeof(*u.file));
+	if (!urls || !objs || !u.file) {
+		ret = grist_fail(-ENOMEM, "cannot open %zu files: out of memory", r->num_files);
 		goto out;
 	}
-	for (i = 0; i < n; i++)
-		if (grist_url_scheme(paths[i]) != GRIST_URL_LOCAL)
+	for (i = 0; i < r->num_files; i++)
+		if (grist_url_scheme(paths[i]) != GRIST_URL_LOCAL) {
+			u.file[k] = i;
 			urls[k++] = paths[i];
-	ret = grist_remote_open_many(urls, k, objs);
-	for (i = 0, k = 0; !ret && i < n; i++)
-		if (grist_url_scheme(paths[i]) != GRIST_URL_LOCAL)
-			r->files[i].remote = objs[k++];
+		}
+	ret = grist_remote_open_many(urls, k, objs, url_opened, &u);
+	for (i = 0; !ret && i < k; i++)
+		r->files[u.file[i]].remote = objs[i];
 out:
 	free(urls);
 	free(objs);
-	return ret;
-}
-
-/*
- * The footers of the URLs that the opening GET did not bring (all of them: it brings the
- * postscript's block), read at once into @pre[i], to be parsed from there.
- */
-static int read_footers(struct grist_reader *r, const uint64_t *footer_offsets, struct grist_buf *pre)
-{
-	struct grist_remote_range *rs;
-	size_t i, k = 0;
-	int ret = 0;
-
-	rs = calloc(r->num_files, sizeof(*rs));
-	if (!rs)
-		return grist_fail(-ENOMEM, "cannot read %zu footers: out of memory", r->num_files);
-	for (i = 0; i < r->num_files; i++) {
-		const struct grist_file_geom *f = &r->files[i];
-		uint64_t len = f->size - GRIST_BLOCK_SIZE - footer_offsets[i];
-
-		if (!f->remote || footer_offsets[i] >= f->remote->tail_off)
-			continue;
-		/* bounded by the object's size, checked against the postscript's block above */
-		ret = grist_buf_reserve(&pre[i], (size_t)len);
-		if (ret) {
-			ret = grist_fail_at(ret, f->path, footer_offsets[i], "cannot allocate %llu bytes for the footer",
-					    (unsigned long long)len);
-			goto out;
-		}
-		pre[i].len = (size_t)len;
-		rs[k++] = (struct grist_remote_range){ f->remote, footer_offsets[i], len, pre[i].data };
-	}
-	ret = grist_remote_read_many(rs, k);
-out:
-	free(rs);
+	free(u.file);
 	return ret;
 }
 
@@ -414,11 +419,10 @@ GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 		}
 	ret = grist_chunk_decoder_create(&r->dec);
 	if (!ret)
-		ret = open_urls(r, paths, num_paths);
+		ret = open_urls(r, paths, footer_offsets, pre);
 	for (i = 0; !ret && i < num_paths; i++)
-		ret = open_file(r, &r->files[i], paths[i], &footer_offsets[i]);
-	if (!ret)
-		ret = read_footers(r, footer_offsets, pre);
+		if (!r->files[i].remote)
+			ret = open_file(r, &r->files[i], paths[i], &footer_offsets[i]);
 	if (ret)
 		goto fail;
 	for (i = 0; i < num_paths; i++) {

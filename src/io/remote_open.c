@@ -56,7 +56,7 @@ static int batch_start(struct batch *b, size_t i)
 }
 
 int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsigned bound,
-			   bool (*again)(struct grist_remote_xfer *x), const char *what)
+			   int (*on_end)(struct grist_remote_xfer *x), const char *what)
 {
 	struct batch b = { .xs = xs };
 	size_t i, done = 0, next = 0;
@@ -77,7 +77,8 @@ int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsign
 	}
 	/*
 	 * Bounded: every GET ends within its timeouts and is retried at most `retries` times;
-	 * again() restarts one at most once (the opening GET's second form).
+	 * on_end() re-arms a transfer a bounded number of times (the opening GET's second form,
+	 * the pieces of the range read after it).
 	 */
 	while (done < n) {
 		uint64_t now = grist_remote_now_ns(), wake = UINT64_MAX;
@@ -118,9 +119,20 @@ int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsign
 			b.running--;
 			for (i = 0; xs[i] != x; i++)
 				;
-			if (o == GRIST_REMOTE_RETRY || (x->error && again && again(x))) {
+			if (o != GRIST_REMOTE_RETRY && on_end) {
+				int r = on_end(x);
+
+				if (r < 0) {
+					ret = r;
+					goto out;
+				}
+				if (r > 0)
+					x->delay_ns = 0;
+				o = r > 0 ? GRIST_REMOTE_RETRY : o;
+			}
+			if (o == GRIST_REMOTE_RETRY) {
 				b.state[i] = XS_WAITING;
-				b.due[i] = o == GRIST_REMOTE_RETRY ? grist_remote_now_ns() + x->delay_ns : 0;
+				b.due[i] = grist_remote_now_ns() + x->delay_ns;
 				b.nwaiting++;
 				wake = 0;
 			} else if (x->error) {
@@ -176,31 +188,24 @@ int grist_remote_xfer_run(struct grist_remote_xfer *x)
 
 /* ---- opening ---- */
 
-struct opening {
-	struct grist_remote_xfer x; /* first: again() gets the xfer */
-	struct grist_remote_object *o;
-	struct grist_buf keep;
-	bool whole;
+struct open_batch {
+	struct grist_remote_options opt;
+	grist_remote_opened_fn *then;
+	void *ud;
 };
 
-/*
- * A 416 to the suffix GET: no last bytes to send: an empty object, or (rclone's S3 server)
- * one shorter than the suffix asked for, where RFC 9110 says to send it all. Either way
- * the object is smaller than TAIL_BYTES: one GET without a Range brings all of it.
- */
-static bool open_again(struct grist_remote_xfer *x)
-{
-	struct opening *op = (struct opening *)x;
-
-	if (x->status != 416 || !x->suffix)
-		return false;
-	op->keep.len = 0;
-	x->suffix = false;
-	x->len = 0;
-	x->attempt = 0;
-	op->whole = true;
-	return true;
-}
+struct opening {
+	struct grist_remote_xfer x; /* first: open_next() gets the xfer */
+	const struct open_batch *batch;
+	size_t index;
+	struct grist_remote_object *o;
+	struct grist_buf keep;
+	bool whole;                 /* the second form: no Range, the whole (small) object */
+	bool opened;                /* o is open; x reads `more` now */
+	struct grist_remote_range more;
+	uint64_t at;                /* bytes of `more` read */
+	struct grist_remote_seg seg;
+};
 
 /* The object's size, tail and ETag from its opening GET's answer. */
 static int open_finish(struct opening *op)
@@ -226,6 +231,72 @@ static int open_finish(struct opening *op)
 	return 0;
 }
 
+/* Set @op's transfer up for the next piece of `more`: at most split bytes, If-Match the ETag. */
+static void arm_piece(struct opening *op)
+{
+	struct grist_remote_xfer *x = &op->x;
+	uint64_t left = op->more.len - op->at;
+
+	x->obj = op->o;
+	x->suffix = false;
+	x->keep = NULL;
+	x->keep_max = 0;
+	x->off = op->more.off + op->at;
+	x->len = left < op->batch->opt.split_bytes ? left : op->batch->opt.split_bytes;
+	op->seg = (struct grist_remote_seg){ x->off, x->len, op->more.dst + op->at };
+	x->segs = &op->seg;
+	x->nsegs = 1;
+	x->attempt = 0;
+}
+
+/*
+ * An opening GET ended. A 416 to the suffix form: no last bytes to send: an empty object,
+ * or (rclone's S3 server) one shorter than the suffix asked for, where RFC 9110 says to
+ * send it all; either way smaller than TAIL_BYTES, and one GET without a Range brings all
+ * of it. Done: the object is open, and the caller may want one more range of it, read by
+ * the same transfer (on the connection the opening GET just used).
+ */
+static int open_next(struct grist_remote_xfer *x)
+{
+	struct opening *op = (struct opening *)x;
+	int ret;
+
+	if (x->error) {
+		if (op->opened || x->status != 416 || !x->suffix)
+			return 0; /* the batch fails with it, naming the URL */
+		op->keep.len = 0;
+		x->suffix = false;
+		x->len = 0;
+		x->attempt = 0;
+		op->whole = true;
+		return 1;
+	}
+	if (op->opened) {
+		op->at += x->len;
+		if (op->at == op->more.len)
+			return 0;
+		arm_piece(op);
+		return 1;
+	}
+	ret = open_finish(op);
+	if (ret)
+		return ret;
+	op->opened = true;
+	if (!op->batch->then)
+		return 0;
+	ret = op->batch->then(op->batch->ud, op->index, op->o, &op->more);
+	if (ret)
+		return ret;
+	if (!op->more.len)
+		return 0;
+	if (op->more.off > op->o->size || op->more.len > op->o->size - op->more.off)
+		return grist_fail_at(-EBADMSG, op->o->url, op->more.off, "read of %llu bytes runs past the object's "
+				     "end (%llu bytes; was it truncated?)", (unsigned long long)op->more.len,
+				     (unsigned long long)op->o->size);
+	arm_piece(op);
+	return 1;
+}
+
 static int open_prepare(struct opening *op, const char *url)
 {
 	struct grist_remote_object *o;
@@ -245,9 +316,10 @@ static int open_prepare(struct opening *op, const char *url)
 	return grist_url_parse(url, region, true, &o->u);
 }
 
-int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remote_object **out)
+int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remote_object **out,
+			   grist_remote_opened_fn *then, void *ud)
 {
-	struct grist_remote_options opt;
+	struct open_batch batch = { .then = then, .ud = ud };
 	struct opening *ops;
 	struct grist_remote_xfer **xs;
 	size_t i;
@@ -257,7 +329,7 @@ int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remot
 	ret = grist_remote_global_init();
 	if (ret || !n)
 		return ret;
-	grist_remote_options_current(&opt);
+	grist_remote_options_current(&batch.opt);
 	ops = calloc(n, sizeof(*ops));
 	xs = calloc(n, sizeof(*xs));
 	if (!ops || !xs) {
@@ -267,6 +339,8 @@ int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remot
 	for (i = 0; i < n && !ret; i++) {
 		struct grist_remote_xfer *x = &ops[i].x;
 
+		ops[i].batch = &batch;
+		ops[i].index = i;
 		ret = open_prepare(&ops[i], urls[i]);
 		x->u = &ops[i].o->u;
 		x->display = ops[i].o->url;
@@ -274,13 +348,11 @@ int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remot
 		x->len = TAIL_BYTES;
 		x->keep = &ops[i].keep;
 		x->keep_max = TAIL_BYTES;
-		x->opt = &opt;
+		x->opt = &batch.opt;
 		xs[i] = x;
 	}
 	if (!ret)
-		ret = grist_remote_xfers_run(xs, n, opt.max_inflight, open_again, urls[0]);
-	for (i = 0; i < n && !ret; i++)
-		ret = open_finish(&ops[i]);
+		ret = grist_remote_xfers_run(xs, n, batch.opt.max_inflight, open_next, urls[0]);
 	for (i = 0; ops && i < n; i++) {
 		grist_remote_xfer_release(&ops[i].x);
 		grist_buf_free(&ops[i].keep);
@@ -297,67 +369,5 @@ out:
 
 int grist_remote_open(const char *url, struct grist_remote_object **out)
 {
-	return grist_remote_open_many(&url, 1, out);
-}
-
-/* ---- reads that go with opening ---- */
-
-struct piece {
-	struct grist_remote_xfer x;
-	struct grist_remote_seg seg;
-};
-
-int grist_remote_read_many(const struct grist_remote_range *rs, size_t n)
-{
-	struct grist_remote_options opt;
-	struct piece *ps = NULL;
-	struct grist_remote_xfer **xs = NULL;
-	size_t i, np = 0, k;
-	int ret = 0;
-
-	if (!n)
-		return 0;
-	grist_remote_options_current(&opt);
-	for (i = 0; i < n; i++) {
-		const struct grist_remote_object *o = rs[i].obj;
-
-		if (rs[i].off > o->size || rs[i].len > o->size - rs[i].off)
-			return grist_fail_at(-EBADMSG, o->url, rs[i].off, "read of %llu bytes runs past the object's "
-					     "end (%llu bytes; was it truncated?)", (unsigned long long)rs[i].len,
-					     (unsigned long long)o->size);
-		np += (rs[i].len + opt.split_bytes - 1) / opt.split_bytes;
-	}
-	ps = calloc(np ? np : 1, sizeof(*ps));
-	xs = calloc(np ? np : 1, sizeof(*xs));
-	if (!ps || !xs) {
-		ret = grist_fail(-ENOMEM, "cannot read %zu ranges: out of memory", n);
-		goto out;
-	}
-	/* each range in pieces of at most split bytes, as any read, each its own GET with If-Match */
-	for (i = 0, k = 0; i < n; i++) {
-		uint64_t at;
-
-		for (at = 0; at < rs[i].len; at += opt.split_bytes, k++) {
-			struct piece *p = &ps[k];
-			uint64_t len = rs[i].len - at < opt.split_bytes ? rs[i].len - at : opt.split_bytes;
-
-			p->seg = (struct grist_remote_seg){ rs[i].off + at, len, rs[i].dst + at };
-			p->x.obj = rs[i].obj;
-			p->x.u = &rs[i].obj->u;
-			p->x.display = rs[i].obj->url;
-			p->x.off = p->seg.off;
-			p->x.len = len;
-			p->x.segs = &p->seg;
-			p->x.nsegs = 1;
-			p->x.opt = &opt;
-			xs[k] = &p->x;
-		}
-	}
-	ret = grist_remote_xfers_run(xs, np, opt.max_inflight, NULL, rs[0].obj->url);
-out:
-	for (k = 0; ps && k < np; k++)
-		grist_remote_xfer_release(&ps[k].x);
-	free(ps);
-	free(xs);
-	return ret;
+	return grist_remote_open_many(&url, 1, out, NULL, NULL);
 }
