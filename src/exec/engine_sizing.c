@@ -18,6 +18,8 @@
 #define MAX_WORKS 1024                     /* units one worker reads ahead, at most */
 #define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 #define DEVICE_SLOTS_MAX 4096
+/* bytes of host slots the units being assembled ahead of the consumer may hold, about */
+#define ASSEMBLY_BYTES (512ull << 20)
 
 void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned online_cpus,
 				struct grist_engine_geometry *g)
@@ -181,6 +183,22 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	s->nunits = p->prefetch + (unsigned)works * s->workers;
 	s->slot_window = p->prefetch + 2 * s->workers;
 	s->assembly = p->deliver ? s->slot_window : s->nunits;
+	/*
+	 * Slots are counted in bytes as well: at 256 records of 1 MiB each unit's slot is
+	 * 256 MiB, and a window of 8 such units would fault in 2 GiB that the reads cannot
+	 * fill any faster. At most ASSEMBLY_BYTES of typical slots then (the row hint), but
+	 * never fewer than one per worker and two in all, so every worker can decode.
+	 */
+	if (s->row_bytes_hint && s->unit_items) {
+		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint, most = ASSEMBLY_BYTES / slot_bytes;
+
+		if (most < s->workers)
+			most = s->workers;
+		if (most < 2)
+			most = 2;
+		if (most < s->assembly)
+			s->assembly = (unsigned)most;
+	}
 
 	/* the device stage: the async engine's units are whole batches only at record granularity */
 	s->device_copy = p->engine != GRIST_ENGINE_REF && p->granularity == GRIST_GRANULARITY_CHUNK;
