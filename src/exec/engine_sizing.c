@@ -8,8 +8,9 @@
  * granularity more when a larger read-ahead needs more units to fill it; at most
  * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
  * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
- * one). Read buffers are each worker's arena (read_ahead bytes), plus one unit's reads in
- * heap memory when a unit alone is larger than the arena.
+ * one; without, about ASSEMBLY_BYTES of slots). Read buffers are each worker's arena
+ * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
+ * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
 #include "exec/engine.h"
 #include "format/dataset.h"
@@ -106,8 +107,8 @@ static void size_chunk_units(const struct grist_engine_params *p, struct grist_e
 /*
  * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
  * extent, so the ring stays full while as many landed reads wait to be decoded, and at
- * least two units' reads (a unit larger than the arena is read alone, so the ring would
- * drain at its end), at most 64 MiB. A budget set in the configuration is split over the
+ * least two units' reads (a unit larger than half the arena waits for the whole units
+ * before it, streamed or read alone, so the ring would drain there), at most 64 MiB. A budget set in the configuration is split over the
  * workers as given.
  */
 static size_t size_read_ahead(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
