@@ -176,23 +176,37 @@ static uint64_t stream_reserve(struct async_reader *rd, size_t n, size_t *off)
 		if (at == SIZE_MAX)
 			return 0;
 	}
-	if (rd->stream_tail - rd->stream_head == rd->stream_cap) {
-		/* grow: entries keep their sequence numbers, at their place under the new mask */
-		size_t cap = rd->stream_cap ? 2 * rd->stream_cap : 64;
-		struct async_stream_resv *m = malloc(cap * sizeof(*m));
-		uint64_t s;
-
-		if (!m)
-			return 0;
-		for (s = rd->stream_head; s != rd->stream_tail; s++)
-			m[s & (cap - 1)] = rd->stream[s & (rd->stream_cap - 1)];
-		free(rd->stream);
-		rd->stream = m;
-		rd->stream_cap = cap;
-	}
+	/* room for the entry was made when its unit was admitted (stream_ring_room()) */
 	rd->stream[rd->stream_tail & (rd->stream_cap - 1)] = (struct async_stream_resv){ .off = at, .len = n };
 	*off = at;
 	return ++rd->stream_tail;
+}
+
+/*
+ * Make the stream ring hold @more entries beyond the live ones and those that admitted
+ * units may still take, so that reserving never allocates (a failure there could only
+ * wait). Entries keep their sequence numbers, at their place under the new mask.
+ * Returns 0 or -ENOMEM.
+ */
+static int stream_ring_room(struct async_reader *rd, size_t more)
+{
+	size_t cap = rd->stream_cap ? rd->stream_cap : 64;
+	struct async_stream_resv *m;
+	uint64_t s;
+
+	while (cap < rd->stream_tail - rd->stream_head + rd->stream_owed + more)
+		cap *= 2;
+	if (cap == rd->stream_cap)
+		return 0;
+	m = malloc(cap * sizeof(*m));
+	if (!m)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	for (s = rd->stream_head; s != rd->stream_tail; s++)
+		m[s & (cap - 1)] = rd->stream[s & (rd->stream_cap - 1)];
+	free(rd->stream);
+	rd->stream = m;
+	rd->stream_cap = cap;
+	return 0;
 }
 
 void grist_async_reads_release_region(struct async_reader *rd, struct async_reads *r, uint32_t region)
@@ -226,6 +240,8 @@ static bool stream_place(struct async_reader *rd, struct async_reads *r, struct 
 					      ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1)), &off);
 	if (!l->resv)
 		return false;
+	r->unreserved--;
+	rd->stream_owed--;
 	l->base = rd->arena + off;
 	for (k = q; k < end && (uint32_t)(k->user_data & 0xffffffffu) == ri; k++)
 		k->buf = rd->arena + off + (k->offset - g->offset);
@@ -259,6 +275,9 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 	if (pl->streamed) {
 		if (rd->resv_count)
 			return 0; /* waits for the whole units before it to retire */
+		ret = stream_ring_room(rd, pl->nregions);
+		if (ret)
+			return ret;
 	} else if (pl->buf_need) {
 		off = arena_reserve(rd, pl->buf_need);
 		if (off != SIZE_MAX) {
@@ -336,6 +355,10 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 	r->submitted = 0;
 	r->pending = (unsigned)r->nreqs;
 	r->streamed = pl->streamed;
+	if (r->streamed) {
+		r->unreserved = pl->nregions;
+		rd->stream_owed += pl->nregions;
+	}
 	r->admitted = true;
 	return 0;
 }
@@ -451,9 +474,13 @@ void grist_async_reads_retire(struct async_reader *rd, struct async_reads *r)
 {
 	uint32_t i;
 
-	/* streamed: the regions not given back yet (a failed unit's) */
+	/* streamed: the regions not given back yet (a failed unit's), and those never read */
 	for (i = 0; r->streamed && r->plan && i < r->plan->nregions; i++)
 		grist_async_reads_release_region(rd, r, i);
+	if (r->streamed) {
+		rd->stream_owed -= r->unreserved;
+		r->unreserved = 0;
+	}
 	if (r->arena_len) {
 		/* units retire oldest first: the oldest live reservation is this one */
 		rd->resv_head = (rd->resv_head + 1) % rd->nslots;

@@ -43,6 +43,7 @@ struct async_reads {
 	size_t arena_off, arena_len; /* its part of the arena (arena_len 0: none) */
 	bool admitted;         /* buffer reserved and requests built */
 	bool streamed;         /* each region takes its space when pushed (async_plan.streamed) */
+	size_t unreserved;     /* streamed: its regions that have not taken space yet */
 	char errmsg[GRIST_ASYNC_ERRMSG_MAX]; /* the message of the latest region that failed */
 };
 
@@ -85,6 +86,7 @@ struct async_reader {
 	struct async_stream_resv *stream;
 	size_t stream_cap;     /* a power of two; entry of sequence s at s & (stream_cap - 1) */
 	uint64_t stream_head, stream_tail;
+	size_t stream_owed;    /* entries admitted streamed units may still reserve */
 	uint64_t depth_t;      /* when the in-flight count last changed (for its time average) */
 	/* counters, read by stats from another thread */
 	uint64_t reads, bytes_read;
