@@ -179,11 +179,13 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 		p = *comma ? comma + 1 : comma;
 	}
 	/*
-	 * split alone below the coalesce in force (1 MiB by default) asks for shorter GETs,
-	 * not for an error: no gap may be wider than a GET, so coalesce comes down to it.
-	 * Both given, and coalesce above split, is a contradiction and refused below.
+	 * split alone below the default coalesce (1 MiB) asks for shorter GETs, not for an
+	 * error: no gap may be wider than a GET, so coalesce comes down to it. A coalesce set
+	 * before (an earlier --remote-coalesce, applied by the option table one name at a
+	 * time) is the caller's choice and is never lowered: above split it is refused below,
+	 * whichever order the two came in, as when both are in this text.
 	 */
-	if (split && !coalesce && t.coalesce_bytes > t.split_bytes)
+	if (split && !coalesce && t.coalesce_bytes > t.split_bytes && o->coalesce_bytes == (1u << 20))
 		t.coalesce_bytes = t.split_bytes;
 	ret = check_options(&t);
 	if (ret)
