@@ -189,8 +189,10 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
 	 * other unit is published without the lock and without a wake-up, which would only
 	 * take a worker's core from under it for the consumer to go back to sleep.
 	 */
-	__atomic_store_n(&u->published, u->number + 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&e->consumer_wake_at, __ATOMIC_SEQ_CST) == u->number + 1) {
+	uint64_t id = u->number + 1; /* once published, the unit is the consumer's, then a claimer's */
+
+	__atomic_store_n(&u->published, id, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&e->consumer_wake_at, __ATOMIC_SEQ_CST) == id) {
 		pthread_mutex_lock(&e->lock);
 		pthread_cond_signal(&e->done_cv); /* only the consumer waits there */
 		pthread_mutex_unlock(&e->lock);
