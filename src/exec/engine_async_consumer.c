@@ -122,11 +122,13 @@ static bool unit_published(struct async_engine *e, uint64_t n)
  * too; if not, the consumer sleeps again for the newest one still missing). Unit @c
  * itself is not published yet.
  * The batch stays inside what the workers can finish without the consumer: the stream's
- * known end, and none at all once a unit failed (the workers stop claiming). Lock held.
+ * known end, and none at all once a unit failed (the workers stop claiming), nor for the
+ * first unit, whose wait is the loader's time to first batch. Lock held.
  */
 static uint64_t wake_target_locked(struct async_engine *e, uint64_t c)
 {
-	uint64_t last = c + (e->failed ? 0 : e->wake_batch), n;
+	/* the first batch comes as soon as it is done: batching wake-ups is for the steady state */
+	uint64_t last = c + (e->failed || c == 0 ? 0 : e->wake_batch), n;
 
 	if (last >= e->total_units)
 		last = e->total_units - 1;
