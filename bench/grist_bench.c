@@ -441,16 +441,25 @@ static void prepare_cache(char **files, size_t n, bool cold, char *note, size_t 
 			snprintf(note, cap, "page cache dropped; O_DIRECT reads");
 		return;
 	}
+	size_t urls = 0;
+
 	for (i = 0; i < n; i++) {
-		if (grist_path_is_url(files[i]))
+		if (grist_path_is_url(files[i])) {
+			urls++;
 			continue; /* a URL has no page cache here: every run reads through the network */
+		}
 		ret = bench_warm_file(files[i]);
 		if (ret) {
 			snprintf(note, cap, "could not pre-read %s: %s", files[i], strerror(-ret));
 			return;
 		}
 	}
-	snprintf(note, cap, "files read once first (page cache warm)");
+	if (urls == n && n)
+		snprintf(note, cap, "URLs: no page cache, every run reads through the network");
+	else if (urls)
+		snprintf(note, cap, "local files read once first (page cache warm); URLs read through the network");
+	else
+		snprintf(note, cap, "files read once first (page cache warm)");
 }
 
 /* The run with the median records/s (the lower middle one for an even count). */

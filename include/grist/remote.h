@@ -152,7 +152,8 @@ GRIST_API bool grist_path_is_url(const char *path);
  * grist_remote_glob() - expand @pattern, an s3:// or gs:// URL whose key holds * ? or
  * [...] (in the last segments, as for a local glob: '*' does not cross '/'), with
  * ListObjectsV2 under the prefix before the first glob character. The matches come
- * sorted bytewise, as a sorted local glob.
+ * sorted bytewise, as a sorted local glob. A key equal to @pattern itself (an object
+ * named "a[1].ar") is the one match, as a local name that exists is taken as it is.
  * Return: 0 with *@urls (malloc'd strings, free with grist_remote_glob_free()) and
  * *@n (0 when nothing matches), or a negative error naming the URL and HTTP status.
  */

@@ -31,6 +31,17 @@ struct grist_reader {
 
 	struct grist_chunk_decoder *dec;
 	struct grist_buf io;            /* the extent last read; decoded records may point into it */
+	/*
+	 * URLs: an in-order scan (cat, convert, read_next) would cost a round trip per chunk,
+	 * so once reads follow one another, one GET brings the next coalesce bytes (the remote
+	 * option, 1 MiB) into ahead and the chunks are decoded from there. Decoded records may
+	 * point into it, as into io: both live until the next read.
+	 */
+	struct grist_buf ahead;
+	const struct grist_file_geom *ahead_file; /* whose bytes [ahead_off, ahead_off + ahead.len) are */
+	uint64_t ahead_off;
+	const struct grist_file_geom *last_file; /* the extent read last ended at last_end */
+	uint64_t last_end;
 	struct grist_decoded_chunk cur; /* valid when cur_file != SIZE_MAX */
 	size_t cur_file;
 	uint64_t cur_chunk;
@@ -63,6 +74,50 @@ int grist_file_read(const struct grist_file_geom *f, uint8_t *dst, uint64_t off,
 	return 0;
 }
 
+/* The most one read-ahead GET brings, whatever the coalesce option says: bounds the memory. */
+#define READ_AHEAD_MAX (16u << 20)
+
+/*
+ * The bytes [begin, end) of the URL @f from r->ahead (*@src), reading the next window when
+ * this read follows the last one; *@src NULL: not there, read the extent alone. A random
+ * read stays one small GET: a window is fetched only for a scan in order.
+ */
+static int read_ahead(struct grist_reader *r, const struct grist_file_geom *f, uint64_t begin, uint64_t end,
+		      const uint8_t **src)
+{
+	struct grist_remote_options o;
+	uint64_t want;
+	int ret;
+
+	*src = NULL;
+	if (r->ahead_file == f && begin >= r->ahead_off && end <= r->ahead_off + r->ahead.len) {
+		*src = r->ahead.data + (begin - r->ahead_off);
+		return 0;
+	}
+	if (r->last_file != f || r->last_end != begin)
+		return 0;
+	grist_remote_get_options(&o);
+	want = o.coalesce_bytes < READ_AHEAD_MAX ? o.coalesce_bytes : READ_AHEAD_MAX;
+	if (want <= end - begin)
+		return 0;
+	if (want > f->size - begin)
+		want = f->size - begin;
+	r->ahead_file = NULL;
+	r->ahead.len = 0;
+	ret = grist_buf_reserve(&r->ahead, (size_t)want);
+	if (ret)
+		return grist_fail_at(ret, f->path, begin, "cannot allocate %llu bytes to read ahead",
+				     (unsigned long long)want);
+	ret = grist_file_read(f, r->ahead.data, begin, (size_t)want);
+	if (ret)
+		return ret;
+	r->ahead.len = (size_t)want;
+	r->ahead_file = f;
+	r->ahead_off = begin;
+	*src = r->ahead.data;
+	return 0;
+}
+
 /* Read the extent [begin, end) of @f and decode the chunk at @begin into r->cur. */
 static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, uint64_t begin, uint64_t end)
 {
@@ -77,6 +132,17 @@ static int load_extent(struct grist_reader *r, const struct grist_file_geom *f, 
 	if (ret)
 		return ret;
 	len = (size_t)(end - begin);
+	if (f->remote) {
+		const uint8_t *src = NULL;
+
+		ret = read_ahead(r, f, begin, end, &src);
+		r->last_file = f;
+		r->last_end = end;
+		if (ret)
+			return ret;
+		if (src)
+			return grist_chunk_decode(r->dec, src, begin, len, begin, end, f->path, &r->cur);
+	}
 	ret = grist_buf_reserve(&r->io, len);
 	if (ret)
 		return grist_fail_at(ret, f->path, begin, "cannot allocate %zu bytes to read the chunk", len);
@@ -313,6 +379,7 @@ GRIST_API void grist_reader_close(struct grist_reader *r)
 	free(r->files);
 	grist_chunk_decoder_destroy(r->dec);
 	grist_buf_free(&r->io);
+	grist_buf_free(&r->ahead);
 	free(r->items);
 	free(r);
 }

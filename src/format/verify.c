@@ -57,15 +57,15 @@ static int cross_check(const char *path, const struct grist_file_geom *g, const 
  * records than bytes is padded so record positions stay unique), so check them here:
  * zeros, except for the block headers crossed, which must be sound.
  */
-static int check_padding(const char *path, const uint8_t *map, uint64_t chunk_begin, uint64_t data_end,
-			 uint64_t chunk_end)
+static int check_padding(const char *path, const uint8_t *buf, uint64_t buf_off, uint64_t chunk_begin,
+			 uint64_t data_end, uint64_t chunk_end)
 {
 	uint64_t pos = data_end, stop;
 	int ret;
 
 	while (pos < chunk_end) {
 		if (pos % GRIST_BLOCK_SIZE == 0) {
-			ret = grist_block_header_check(map + pos, pos, chunk_begin, chunk_end, path);
+			ret = grist_block_header_check(buf + (pos - buf_off), pos, chunk_begin, chunk_end, path);
 			if (ret)
 				return ret;
 			pos += GRIST_BLOCK_HEADER_SIZE;
@@ -75,7 +75,7 @@ static int check_padding(const char *path, const uint8_t *map, uint64_t chunk_be
 		if (stop > chunk_end)
 			stop = chunk_end;
 		for (; pos < stop; pos++)
-			if (map[pos])
+			if (buf[pos - buf_off])
 				return grist_fail_at(-EBADMSG, path, pos,
 						     "padding of the chunk at byte %llu is not zero",
 						     (unsigned long long)chunk_begin);
@@ -83,7 +83,79 @@ static int check_padding(const char *path, const uint8_t *map, uint64_t chunk_be
 	return 0;
 }
 
-static int walk(const char *path, const uint8_t *map, const struct grist_file_geom *g,
+/*
+ * The bytes walk() reads: a local file's mapping (all of it), or for a URL a window of
+ * VIEW_WINDOW bytes (more for a larger chunk) fetched as the walk reaches it, so that
+ * verifying an object of any size takes memory of the order of its largest chunk.
+ */
+#define VIEW_WINDOW (16u << 20)
+
+struct view {
+	const uint8_t *buf; /* the file bytes [off, off + len) */
+	uint64_t off, len;
+	struct grist_remote_object *remote; /* NULL: buf maps the whole file */
+	struct grist_buf win;
+	uint64_t size;
+};
+
+/* Make the view cover [begin, end) of a URL: one read of at least VIEW_WINDOW bytes. */
+static int view_cover(struct view *v, uint64_t begin, uint64_t end)
+{
+	uint64_t want = end - begin > VIEW_WINDOW ? end - begin : VIEW_WINDOW;
+	int ret;
+
+	if (begin >= v->off && end <= v->off + v->len)
+		return 0;
+	if (want > v->size - begin)
+		want = v->size - begin;
+	v->len = 0;
+	ret = grist_buf_reserve(&v->win, (size_t)want);
+	if (ret)
+		return grist_fail(ret, "cannot allocate %llu bytes to verify", (unsigned long long)want);
+	ret = grist_remote_read(v->remote, v->win.data, begin, want);
+	if (ret)
+		return ret;
+	v->buf = v->win.data;
+	v->off = begin;
+	v->len = want;
+	return 0;
+}
+
+/*
+ * For a URL: the extent of the chunk at @pos, from its header, fetched into the view.
+ * A header that does not parse gets a window's worth, and the decoder says what is wrong.
+ */
+static int view_chunk(struct view *v, const char *path, uint64_t pos, uint64_t *ext_end)
+{
+	uint64_t hdr_end = grist_block_add_with_overhead(pos, GRIST_CHUNK_HEADER_SIZE), q, end;
+	struct grist_chunk_header h;
+	uint8_t hdr[GRIST_CHUNK_HEADER_SIZE];
+	size_t n = 0;
+	int ret;
+
+	*ext_end = v->size - pos > VIEW_WINDOW ? pos + VIEW_WINDOW : v->size;
+	if (hdr_end > v->size)
+		return view_cover(v, pos, *ext_end);
+	ret = view_cover(v, pos, hdr_end);
+	if (ret)
+		return ret;
+	/* the 40 logical bytes, past a block header the chunk's header may straddle */
+	for (q = pos; q < hdr_end && n < sizeof(hdr); q++) {
+		if (q % GRIST_BLOCK_SIZE == 0) {
+			q += GRIST_BLOCK_HEADER_SIZE - 1;
+			continue;
+		}
+		hdr[n++] = v->buf[q - v->off];
+	}
+	if (n == sizeof(hdr) && grist_chunk_header_parse(hdr, &h, path, pos) == 0) {
+		end = grist_chunk_end(pos, h.data_size, h.num_records);
+		if (end > pos && end <= v->size)
+			*ext_end = end;
+	}
+	return view_cover(v, pos, *ext_end);
+}
+
+static int walk(const char *path, struct view *v, const struct grist_file_geom *g,
 		struct grist_chunk_decoder *dec, struct grist_verify_report *rep)
 {
 	uint64_t pos = 0, footer_offset = g->chunk_offsets[g->num_chunks], ps_offset = g->size - GRIST_BLOCK_SIZE;
@@ -94,10 +166,17 @@ static int walk(const char *path, const uint8_t *map, const struct grist_file_ge
 	int ret = 0;
 
 	while (pos < g->size) {
-		ret = grist_chunk_decode(dec, map, 0, g->size, pos, g->size, path, &c);
+		uint64_t ext_end = g->size;
+
+		if (v->remote) {
+			ret = view_chunk(v, path, pos, &ext_end);
+			if (ret)
+				goto out;
+		}
+		ret = grist_chunk_decode(dec, v->buf, v->off, (size_t)v->len, pos, ext_end, path, &c);
 		if (ret)
 			goto out;
-		ret = check_padding(path, map, pos, c.data_end, c.chunk_end);
+		ret = check_padding(path, v->buf, v->off, pos, c.data_end, c.chunk_end);
 		if (ret)
 			goto out;
 		if (pos == 0 && c.chunk_type != GRIST_CHUNK_SIGNATURE) {
@@ -160,12 +239,13 @@ static int walk_guarded(const char *path, const uint8_t *map, const struct grist
 			struct grist_chunk_decoder *dec, struct grist_verify_report *rep)
 {
 	struct grist_map_guard guard;
+	struct view v = { .buf = map, .off = 0, .len = g->size, .size = g->size };
 	int ret;
 
 	grist_map_guard_push_one(&guard, map, g->size, path);
 	if (sigsetjmp(guard.env, 0))
 		return grist_map_guard_fail(&guard);
-	ret = walk(path, map, g, dec, rep);
+	ret = walk(path, &v, g, dec, rep);
 	grist_map_guard_pop(&guard);
 	return ret;
 }
@@ -191,27 +271,23 @@ GRIST_API int grist_file_verify_sized(const char *path, struct grist_verify_repo
 		goto out;
 	if (g->remote) {
 		/*
-		 * A URL: the walk checks every byte in order, so fetch them all (coalesced ranged
-		 * GETs, pinned to the ETag taken at open) into memory the size of the object.
+		 * A URL: the walk fetches it in windows as it goes (ranged GETs pinned to the ETag
+		 * taken at open), never all of it at once: objects can be larger than memory.
 		 */
-		map = mmap(NULL, g->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (map == MAP_FAILED) {
-			ret = grist_fail(-ENOMEM, "%s: cannot allocate %llu bytes to verify it", path,
-					 (unsigned long long)g->size);
-			goto out;
-		}
-		ret = grist_remote_read(g->remote, map, 0, g->size);
-		if (ret)
-			goto out;
-	} else {
-		map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
+		struct view v = { .remote = g->remote, .size = g->size };
+
+		ret = walk(path, &v, g, dec, rep);
+		grist_buf_free(&v.win);
+		goto walked;
 	}
+	map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
 	if (map == MAP_FAILED) {
 		ret = grist_fail(-errno, "%s: cannot map the file: %s", path, strerror(errno));
 		goto out;
 	}
 	madvise(map, g->size, MADV_SEQUENTIAL);
 	ret = walk_guarded(path, map, g, dec, rep);
+walked:
 	if (!ret && rep->num_records != g->num_records)
 		ret = grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
 				    "the footer says %llu records, the chunks hold %llu",

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,59 @@
 #include "io/remote.h"
 #include "io/remote_read.h"
 
+/*
+ * The objects whose io object is kept, most recently read first, each with a counted
+ * reference. A reader over many URLs reads each one's footer through its io object, and
+ * one kept per object held 4 descriptors (epoll, curl's wakeup pair, a keep-alive socket)
+ * and ~0.5 MB of libcurl handles for the object's life: 250 shards exhausted the usual
+ * 1,024 descriptors. So at most SYNC_KEPT are kept: the objects read lately keep their
+ * connections, and an object read again after its eviction makes a new io object.
+ */
+#define SYNC_KEPT 16
+
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct grist_remote_object *kept[SYNC_KEPT + 1];
+static unsigned nkept;
+
+/* Destroy @o's io object (a later read makes another). */
+static void release_sync(struct grist_remote_object *o)
+{
+	pthread_mutex_lock(&o->sync_lock);
+	if (o->sync_io) {
+		o->sync_io->files[o->sync_slot].remote = NULL; /* its uncounted reference, see below */
+		grist_io_destroy(o->sync_io);
+		o->sync_io = NULL;
+	}
+	pthread_mutex_unlock(&o->sync_lock);
+}
+
+/* @o, whose io object was just used, goes first in kept[]; the one pushed out is released. */
+static void keep(struct grist_remote_object *o)
+{
+	struct grist_remote_object *out = NULL;
+	unsigned i;
+
+	pthread_mutex_lock(&kept_lock);
+	for (i = 0; i < nkept && kept[i] != o; i++)
+		;
+	if (i == nkept)
+		kept[nkept++] = grist_remote_ref(o); /* nkept <= SYNC_KEPT before: room for one */
+	for (; i > 0; i--)
+		kept[i] = kept[i - 1];
+	kept[0] = o;
+	if (nkept > SYNC_KEPT)
+		out = kept[--nkept];
+	pthread_mutex_unlock(&kept_lock);
+	/* no lock held: the evicted object's own lock waits for a read of it in progress */
+	if (out) {
+		release_sync(out);
+		grist_remote_unref(out);
+	}
+}
+
 int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off, uint64_t len)
 {
+	bool has_io;
 	struct grist_io_req *reqs = NULL, **ptrs = NULL, *done[64];
 	struct grist_remote_options opt;
 	uint64_t piece, k, n, sent = 0, got = 0;
@@ -98,7 +150,10 @@ int grist_remote_read(struct grist_remote_object *o, uint8_t *dst, uint64_t off,
 			break;
 		got += (uint64_t)r;
 	}
+	has_io = o->sync_io != NULL;
 	pthread_mutex_unlock(&o->sync_lock);
+	if (has_io)
+		keep(o);
 out:
 	free(reqs);
 	free(ptrs);

@@ -89,6 +89,7 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 	char **out = NULL, *prefix = NULL, *token = NULL, region[64], *bucket_path = NULL;
 	size_t nout = 0, cap = 0, plen, pages;
 	const char *env_region;
+	bool literal = false; /* a key equal to the pattern was listed: it is the one match */
 	int ret;
 
 	if (!pattern || !urls || !n)
@@ -177,8 +178,18 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 				free(key);
 				goto listed;
 			}
-			/* as a local glob: '*' and '?' do not match '/' */
-			if (fnmatch(u.key, key, FNM_PATHNAME) == 0) {
+			/*
+			 * As a local glob: '*' and '?' do not match '/'. A key that is the pattern
+			 * itself ("a[1].ar" exists) is that object alone, as a local name that
+			 * exists is taken as it is: otherwise no glob could name it.
+			 */
+			if (!literal && !strcmp(key, u.key)) {
+				grist_remote_glob_free(out, nout);
+				out = NULL;
+				nout = cap = 0;
+				literal = true;
+			}
+			if (literal ? !strcmp(key, u.key) : fnmatch(u.key, key, FNM_PATHNAME) == 0) {
 				url = malloc(strlen(key) + strlen(u.bucket) + 8);
 				if (!url || grist_array_reserve((void **)&out, &cap, nout + 1, sizeof(*out))) {
 					free(url);

@@ -11,7 +11,9 @@ Each start raises Skip (with the reason) when the server cannot start here.
 """
 import asyncio
 import contextlib
+import email.utils
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -118,9 +120,10 @@ class Rclone(_Server):
 
 
 class Nginx(_Server):
-    """nginx (non-daemon, a config in a temporary folder) serving @root over http."""
+    """nginx (non-daemon, a config in a temporary folder) serving @root over http;
+    @server_conf goes into its server block (e.g. "max_ranges 0;": Range ignored)."""
 
-    def __init__(self, root):
+    def __init__(self, root, server_conf=""):
         exe = shutil.which("nginx") or ("/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None)
         if not exe:
             raise Skip("nginx not installed")
@@ -136,9 +139,9 @@ http {
   access_log off;
   client_body_temp_path %(d)s/body; proxy_temp_path %(d)s/proxy; fastcgi_temp_path %(d)s/fcgi;
   uwsgi_temp_path %(d)s/uwsgi; scgi_temp_path %(d)s/scgi;
-  server { listen 127.0.0.1:%(p)d; root %(r)s; }
+  server { listen 127.0.0.1:%(p)d; root %(r)s; %(c)s }
 }
-""" % {"d": self.dir, "p": self.port, "r": root})
+""" % {"d": self.dir, "p": self.port, "r": root, "c": server_conf})
         self._start([exe, "-c", conf, "-p", self.dir], "nginx")
         self.url = "http://127.0.0.1:%d" % self.port
 
@@ -172,14 +175,21 @@ class DelayProxy(_Server):
 class FaultProxy:
     """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
-    mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate";
-    @delay (seconds) applies to all."""
+    mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
+    "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off);
+    @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
+    (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
+    (request line, {lower-case name: value}), so a test can check what grist sent; a request
+    whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
 
     def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0):
         self.upstream = upstream_port
         self.mode, self.every, self.delay, self.retry_after = mode, every, delay, retry_after
         self.count = 0
         self.faults = 0
+        self.heads = []
+        self.expired_tokens = set()
+        self.connections = 0  # accepted from grist: with keep-alive, far fewer than requests
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -239,21 +249,39 @@ class FaultProxy:
 
     async def _client(self, reader, writer):
         up_r = up_w = None
+        self.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.count += 1
                 n = self.count
+                lines = head.decode("latin-1").split("\r\n")
+                fields = dict((k.strip().lower(), v.strip()) for k, _, v in
+                              (l.partition(":") for l in lines[1:] if ":" in l))
+                self.heads.append((lines[0], fields))
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 fault = self.mode if self.mode and n % self.every == 0 else None
+                if fields.get("x-amz-security-token") in self.expired_tokens:
+                    fault = "expired"
                 if fault:
                     self.faults += 1
                 if fault == "slowdown":
                     body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
                             b'<Message>Please reduce your request rate.</Message></Error>')
-                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %d\r\nContent-Type: application/xml\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % (self.retry_after, len(body)) + body)
+                    ra = self.retry_after
+                    if isinstance(ra, float):  # seconds from now, as an HTTP-date (RFC 9110 allows both forms)
+                        ra = email.utils.formatdate(time.time() + ra, usegmt=True)
+                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %s\r\nContent-Type: application/xml\r\n"
+                                 b"Content-Length: %d\r\n\r\n" % (str(ra).encode(), len(body)) + body)
+                    await writer.drain()
+                    continue
+                if fault == "5xx":
+                    status = (b"500 Internal Server Error", b"502 Bad Gateway", b"504 Gateway Timeout")[self.faults % 3]
+                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                            b'<Message>We encountered an internal error. Please try again.</Message></Error>')
+                    writer.write(b"HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n"
+                                 % (status, len(body)) + body)
                     await writer.drain()
                     continue
                 if fault == "expired":
@@ -281,6 +309,10 @@ class FaultProxy:
                 for line in rhead.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
+                if fault == "badrange":  # a server that says it sent other bytes than asked
+                    def shift(m):
+                        return b"Content-Range: bytes %d-%d/%s" % (int(m.group(1)) + 1, int(m.group(2)) + 1, m.group(3))
+                    rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
                 # stream the body (a client may stop reading a long range early)
                 send = length // 2 if fault == "truncate" and length > 1 else length
                 writer.write(rhead)
