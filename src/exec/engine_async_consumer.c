@@ -160,7 +160,8 @@ static struct unit *current_unit_locked(struct async_engine *e)
 			return NULL;
 		t = wake_target_locked(e, c);
 		__atomic_store_n(&e->consumer_wake_at, t + 1, __ATOMIC_SEQ_CST);
-		if (!unit_published(e, t))
+		/* seq_cst, not acquire: this load must not pass the store above */
+		if (__atomic_load_n(&e->units[t % e->nunits].published, __ATOMIC_SEQ_CST) != t + 1)
 			pthread_cond_wait(&e->done_cv, &e->lock);
 		__atomic_store_n(&e->consumer_wake_at, 0, __ATOMIC_SEQ_CST);
 	}
