@@ -135,6 +135,19 @@ int grist_map_guard_fail(struct grist_map_guard *g)
 {
 	const struct grist_map_range *r = &g->ranges[g->fault_range];
 	uint64_t offset = (uint64_t)(g->fault_addr - (uintptr_t)r->base);
+	sigset_t bus;
+
+	/*
+	 * The handler is installed with SA_NODEFER, so the kernel did not block SIGBUS while it
+	 * ran and sigsetjmp(env, 0) need not save the mask (a syscall per guard). But a runtime
+	 * that interposes on signals (ThreadSanitizer delivers through its own handler, without
+	 * our flags) may have blocked it, and siglongjmp(env, 0) leaves it so: the thread's next
+	 * fault would then kill the process. Unblocking here costs a syscall on this failure
+	 * path only.
+	 */
+	sigemptyset(&bus);
+	sigaddset(&bus, SIGBUS);
+	pthread_sigmask(SIG_UNBLOCK, &bus, NULL);
 
 	grist_map_guard_pop(g);
 	return grist_fail_at(-EIO, r->path, offset,

@@ -270,7 +270,8 @@ static void start_unit(struct worker *wk, struct unit *u)
 {
 	struct async_engine *e = wk->e;
 	struct work *w = pipeline_at(wk, wk->count++);
-	const struct async_plan_env env = { .p = e->p, .files = &e->files, .cursor = wk->cursor };
+	const struct async_plan_env env = { .p = e->p, .files = &e->files, .cursor = wk->cursor,
+					    .read_buffer = e->read_ahead };
 	int ret;
 
 	w->u = u;
@@ -373,7 +374,8 @@ static int decode_step(struct worker *wk, struct work *w, uint64_t *now)
 {
 	struct async_engine *e = wk->e;
 	const struct async_decode_input in = {
-		.p = e->p, .files = &e->files, .plan = &w->plan, .reads = &w->reads, .slot = w->u->slot,
+		.p = e->p, .files = &e->files, .plan = &w->plan, .reads = &w->reads, .reader = &wk->reader,
+		.slot = w->u->slot,
 		.tend_at = wk->tended_ns + TEND_INTERVAL_NS,
 	};
 	struct grist_map_guard guard;

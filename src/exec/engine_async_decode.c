@@ -254,6 +254,9 @@ static int fill_chunk(const struct step *s, uint32_t c, struct tally *ty, uint64
 	}
 	cs->filled = true;
 	s->d->nfilled++;
+	/* streamed: the region's space goes back to the arena once its last chunk is out */
+	if (s->pl->streamed && --s->d->region_left[cr->region] == 0)
+		grist_async_reads_release_region(s->in->reader, s->in->reads, cr->region);
 	/* between chunks, the worker takes the reads that landed meanwhile and refills the ring */
 	if (ty->t >= s->in->tend_at) {
 		*now = ty->t;
@@ -412,9 +415,10 @@ static int advance_by_chunk(const struct step *s, uint64_t *now)
 			 * (below); mapped ones stay in stream order, which writes the slot front to
 			 * back (they lie scattered over the page cache either way). Measured at
 			 * group_size 1: stream order saves 3% of the CPU per record when mapped,
-			 * and costs 3% when read into a buffer.
+			 * and costs 3% when read into a buffer. A streamed unit keeps this order to
+			 * the end: its regions are given back in it.
 			 */
-			if (d->shaped == pl->nitems &&
+			if (d->shaped == pl->nitems && !pl->streamed &&
 			    !grist_async_file(s->in->files, pl->chunks[c].component, pl->chunks[c].file)->map)
 				break;
 			d->fill_next++;
@@ -479,6 +483,13 @@ int grist_async_decode_prepare(struct async_decode *d, const struct async_plan *
 		return ret;
 	for (i = 0; i < pl->nitems; i++)
 		d->row_place[i] = ROW_UNKNOWN;
+	if (!pl->streamed)
+		return 0;
+	ret = grist_array_reserve((void **)&d->region_left, &d->region_left_cap, pl->nregions, sizeof(*d->region_left));
+	if (ret)
+		return ret;
+	for (i = 0; i < pl->nregions; i++)
+		d->region_left[i] = pl->regions[i].order_end - pl->regions[i].order_begin;
 	return 0;
 }
 
@@ -487,6 +498,7 @@ void grist_async_decode_free(struct async_decode *d)
 	free(d->chunks);
 	free(d->spans);
 	free(d->row_place);
+	free(d->region_left);
 }
 
 int grist_async_decoder_init(struct async_decoder *dc, size_t nslots)

@@ -59,6 +59,8 @@ struct async_decode {
 	size_t nfilled;        /* chunks whose rows were filled */
 	size_t fill_next;      /* next chunk of fill_order to try while rows are being placed */
 	size_t file_next;      /* next chunk of order[] to fill once every row has its place */
+	uint32_t *region_left; /* streamed: per region, its chunks not yet filled */
+	size_t region_left_cap;
 };
 
 /* What a decode step reads, and where it writes (@slot). */
@@ -66,7 +68,8 @@ struct async_decode_input {
 	const struct grist_engine_params *p;
 	const struct async_files *files;
 	const struct async_plan *plan;
-	const struct async_reads *reads;
+	struct async_reads *reads;   /* read only, but a streamed unit's regions are given back through it */
+	struct async_reader *reader; /* the worker's: where they are given back */
 	struct grist_slot *slot;
 	uint64_t tend_at;      /* the clock at which the reads want tending: the step yields after it */
 };

@@ -62,23 +62,18 @@ static int cmp_chunks(const void *a, const void *b, void *ctx)
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
-/* Adjacent or overlapping chunk extents of one file become one region (the read planner). */
-static int build_regions(const struct async_files *fs, struct async_plan *w)
+/*
+ * The chunks in order[], taken in that order, become regions: one that touches or
+ * overlaps the region before it in the same file joins it while that stays within @cap
+ * bytes (the read planner).
+ */
+static int coalesce_order(const struct async_files *fs, struct async_plan *w, uint64_t cap)
 {
-	size_t i, buf_need = 0;
 	struct async_region *r = NULL;
+	size_t i;
 	int ret;
 
 	w->nregions = 0;
-	for (i = 0; i < w->nchunks; i++)
-		w->order[i] = (uint32_t)i;
-	/*
-	 * Sorting finds the extents to coalesce into one read. When every file is mapped
-	 * nothing is read, so the chunks keep their stream order (first use), which is also
-	 * the order their rows fill the slot: a few percent of the CPU at group_size 1.
-	 */
-	if (fs->any_direct || fs->any_buffered)
-		qsort_r(w->order, w->nchunks, sizeof(*w->order), cmp_chunks, w->chunks);
 	for (i = 0; i < w->nchunks; i++) {
 		struct async_chunk *c = &w->chunks[w->order[i]];
 		const struct async_file *f = grist_async_file(fs, c->component, c->file);
@@ -87,7 +82,7 @@ static int build_regions(const struct async_files *fs, struct async_plan *w)
 		if (f->direct)
 			grist_read_align(f->align, &off, &end);
 		if (!r || r->component != c->component || r->file != c->file ||
-		    !grist_read_coalesce(r->offset, &r->len, off, end)) {
+		    !grist_read_coalesce_max(r->offset, &r->len, off, end, cap)) {
 			ret = grist_array_reserve((void **)&w->regions, &w->regions_cap, w->nregions + 1, sizeof(*w->regions));
 			if (ret)
 				return ret;
@@ -98,6 +93,27 @@ static int build_regions(const struct async_files *fs, struct async_plan *w)
 		c->region = (uint32_t)(w->nregions - 1);
 		r->order_end = (uint32_t)i + 1;
 	}
+	return 0;
+}
+
+/* Adjacent or overlapping chunk extents of one file become one region (the read planner). */
+static int build_regions(const struct async_files *fs, struct async_plan *w)
+{
+	size_t i, buf_need = 0;
+	int ret;
+
+	for (i = 0; i < w->nchunks; i++)
+		w->order[i] = (uint32_t)i;
+	/*
+	 * Sorting finds the extents to coalesce into one read. When every file is mapped
+	 * nothing is read, so the chunks keep their stream order (first use), which is also
+	 * the order their rows fill the slot: a few percent of the CPU at group_size 1.
+	 */
+	if (fs->any_direct || fs->any_buffered)
+		qsort_r(w->order, w->nchunks, sizeof(*w->order), cmp_chunks, w->chunks);
+	ret = coalesce_order(fs, w, GRIST_READ_REGION_MAX);
+	if (ret)
+		return ret;
 	for (i = 0; i < w->nregions; i++) {
 		w->regions[i].buf_off = buf_need;
 		/* a mapped file needs no buffer: its region is the mapping itself */
@@ -146,6 +162,91 @@ static int group_rows(struct async_plan *w)
 	return 0;
 }
 
+static size_t mem_align(uint64_t n)
+{
+	return (size_t)((n + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
+}
+
+/*
+ * Whether streamed regions fit a read buffer of @arena bytes at every moment. Region i
+ * can be given back once every chunk of it is copied out, which needs the rows up to
+ * its chunks' last items placed, so every region serving an item up to there read:
+ * region need[i]. Regions are read in order and their space is a FIFO ring in which a
+ * freed hole is reused only once the ones before it are free, so while region j is
+ * read the ring spans from the oldest region still needed (the least i with
+ * need[i] >= j) to j. A ring of that span plus twice the largest region (the room a
+ * wrap can waste, and the next region's) always finds space.
+ */
+static bool stream_fits(const struct async_files *fs, const struct async_plan *w, size_t arena)
+{
+	size_t i, j, k, lo, hi, oldest = 0, span = 0, most = 0, biggest = 0, need = 0;
+	size_t *size_of = malloc(w->nregions * sizeof(*size_of)), *need_of = malloc(w->nregions * sizeof(*need_of));
+	bool fits = true;
+
+	if (!size_of || !need_of) {
+		free(size_of);
+		free(need_of);
+		return false;
+	}
+	for (i = 0; i < w->nregions; i++) {
+		const struct async_region *r = &w->regions[i];
+
+		size_of[i] = grist_async_file(fs, r->component, r->file)->map ? 0 : mem_align(r->len);
+		if (size_of[i] > biggest)
+			biggest = size_of[i];
+		need = need > i ? need : i;
+		for (k = r->order_begin; k < r->order_end; k++) {
+			const struct async_chunk *c = &w->chunks[w->order[k]];
+			uint32_t last = w->rows[c->rows_end - 1].item;
+
+			/* chunks are numbered by their first item: the last chunk starting at or before @last */
+			lo = w->order[k];
+			hi = w->nchunks;
+			while (hi - lo > 1) {
+				size_t mid = lo + (hi - lo) / 2;
+
+				if (w->rows[w->chunks[mid].rows_begin].item <= last)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			if (w->chunks[lo].region > need)
+				need = w->chunks[lo].region;
+		}
+		need_of[i] = need;
+	}
+	for (j = 0; j < w->nregions && fits; j++) {
+		span += size_of[j];
+		while (oldest < j && need_of[oldest] < j)
+			span -= size_of[oldest++];
+		if (span > most)
+			most = span;
+		fits = most + 2 * biggest <= arena;
+	}
+	free(size_of);
+	free(need_of);
+	return fits;
+}
+
+/*
+ * A unit larger than half the read buffer is streamed (async_plan.streamed): its
+ * chunks in stream order (their numbering: first use), coalesced while adjacent in
+ * the file, each region at most an eighth of the buffer. Returns whether it fits
+ * (stream_fits()); when not, the caller plans it whole again.
+ */
+static int build_stream_regions(const struct async_files *fs, struct async_plan *w, size_t arena, bool *fits)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < w->nchunks; i++)
+		w->order[i] = (uint32_t)i;
+	ret = coalesce_order(fs, w, (arena / 8) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
+	if (!ret)
+		*fits = stream_fits(fs, w, arena);
+	return ret;
+}
+
 #define LOCATE_AHEAD 8
 
 int grist_async_plan_unit(struct async_plan *w, const struct async_plan_env *env, uint64_t first_j,
@@ -159,6 +260,7 @@ int grist_async_plan_unit(struct async_plan *w, const struct async_plan_env *env
 
 	w->nitems = w->nchunks = w->nregions = 0;
 	w->buf_need = 0;
+	w->streamed = false;
 	ret = grist_array_reserve((void **)&w->items, &w->items_cap, n, sizeof(*w->items));
 	if (ret)
 		return ret;
@@ -210,6 +312,20 @@ int grist_async_plan_unit(struct async_plan *w, const struct async_plan_env *env
 	ret = build_regions(env->files, w);
 	if (!ret && !p->layout->map)
 		ret = group_rows(w);
+	/*
+	 * Streaming needs the rows grouped by chunk (no map: with one, decoded chunks stay
+	 * cached and may be decoded again from the buffer). When the peak does not fit, the
+	 * unit is read whole as before (a heap buffer once it is alone).
+	 */
+	if (!ret && !p->layout->map && env->read_buffer && w->buf_need > env->read_buffer / 2) {
+		bool fits = false;
+
+		ret = build_stream_regions(env->files, w, env->read_buffer, &fits);
+		if (!ret && fits)
+			w->streamed = true;
+		else if (!ret)
+			ret = build_regions(env->files, w);
+	}
 	return ret;
 }
 

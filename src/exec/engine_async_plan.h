@@ -44,7 +44,7 @@ struct async_row {
 struct async_region {
 	uint32_t component, file;
 	uint64_t offset, len;     /* aligned for O_DIRECT files */
-	size_t buf_off;           /* where in the read buffer (a mapped file needs none) */
+	size_t buf_off;           /* where in the read buffer (a mapped file needs none; streamed: set when read) */
 	uint32_t order_begin, order_end; /* its chunks: order[order_begin, order_end) */
 };
 
@@ -61,6 +61,13 @@ struct async_plan {
 	struct async_region *regions;
 	size_t nregions, regions_cap;
 	size_t buf_need;          /* bytes its regions need in a read buffer (mapped files: none) */
+	/*
+	 * Streamed: the unit's reads are larger than half the read buffer, so instead of
+	 * one buffer for all of them, each region takes its space when it is read and gives
+	 * it back once its chunks are copied out. Its regions are then in stream order (by
+	 * the first item they serve), each at most an eighth of the buffer.
+	 */
+	bool streamed;
 	/* private to planning */
 	uint32_t *chunk_hash;     /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;
@@ -71,6 +78,7 @@ struct async_plan_env {
 	const struct grist_engine_params *p;
 	const struct async_files *files;
 	struct grist_stream_cursor *cursor;
+	size_t read_buffer;       /* the worker's read-ahead arena (0: never streamed) */
 };
 
 /*

@@ -96,6 +96,7 @@ void grist_async_reader_free(struct async_reader *rd)
 		munmap(rd->arena, rd->arena_len);
 	free(rd->resv);
 	free(rd->by_slot);
+	free(rd->stream);
 }
 
 void grist_async_reader_stats(struct async_reader *rd, struct grist_loader_stats *out, uint64_t *depth_area,
@@ -126,30 +127,125 @@ static void depth_account(struct async_reader *rd)
 }
 
 /*
- * Reserve @n bytes of the arena after the newest live reservation. Returns the offset,
- * or SIZE_MAX when it does not fit now.
+ * Where @n bytes fit in a ring of @len bytes whose live part starts at @head (the
+ * oldest reservation) and ends at @tail (the end of the newest, which starts at
+ * @last_off). Returns the offset, or SIZE_MAX when it does not fit now.
  */
-static size_t arena_reserve(const struct async_reader *rd, size_t n)
+static size_t ring_fit(size_t len, size_t head, size_t last_off, size_t tail, size_t n)
 {
-	const struct async_reservation *first, *last;
-	size_t head, tail;
-
-	if (n > rd->arena_len)
-		return SIZE_MAX;
-	if (!rd->resv_count)
-		return 0;
-	first = &rd->resv[rd->resv_head];
-	last = &rd->resv[(rd->resv_head + rd->resv_count - 1) % rd->nslots];
-	head = first->off;
-	tail = last->off + last->len;
-	if (last->off >= first->off) {
+	if (last_off >= head) {
 		/* live: [head, tail); free: [tail, end) and [0, head) */
-		if (rd->arena_len - tail >= n)
+		if (len - tail >= n)
 			return tail;
 		return head >= n ? 0 : SIZE_MAX;
 	}
 	/* wrapped, live: [head, end) and [0, tail); free: [tail, head) */
 	return head - tail >= n ? tail : SIZE_MAX;
+}
+
+/*
+ * Reserve @n bytes of the arena after the newest live reservation. Returns the offset,
+ * or SIZE_MAX when it does not fit now (or streamed regions hold the arena).
+ */
+static size_t arena_reserve(const struct async_reader *rd, size_t n)
+{
+	const struct async_reservation *first, *last;
+
+	if (n > rd->arena_len || rd->stream_head != rd->stream_tail)
+		return SIZE_MAX;
+	if (!rd->resv_count)
+		return 0;
+	first = &rd->resv[rd->resv_head];
+	last = &rd->resv[(rd->resv_head + rd->resv_count - 1) % rd->nslots];
+	return ring_fit(rd->arena_len, first->off, last->off, last->off + last->len, n);
+}
+
+/* A streamed region's @n bytes after the newest live one: its sequence + 1, or 0 when they do not fit now. */
+static uint64_t stream_reserve(struct async_reader *rd, size_t n, size_t *off)
+{
+	const struct async_stream_resv *first, *last;
+	size_t at = 0, mask;
+
+	if (n > rd->arena_len)
+		return 0;
+	if (rd->stream_head != rd->stream_tail) {
+		mask = rd->stream_cap - 1;
+		first = &rd->stream[rd->stream_head & mask];
+		last = &rd->stream[(rd->stream_tail - 1) & mask];
+		at = ring_fit(rd->arena_len, first->off, last->off, last->off + last->len, n);
+		if (at == SIZE_MAX)
+			return 0;
+	}
+	/* room for the entry was made when its unit was admitted (stream_ring_room()) */
+	rd->stream[rd->stream_tail & (rd->stream_cap - 1)] = (struct async_stream_resv){ .off = at, .len = n };
+	*off = at;
+	return ++rd->stream_tail;
+}
+
+/*
+ * Make the stream ring hold @more entries beyond the live ones and those that admitted
+ * units may still take, so that reserving never allocates (a failure there could only
+ * wait). Entries keep their sequence numbers, at their place under the new mask.
+ * Returns 0 or -ENOMEM.
+ */
+static int stream_ring_room(struct async_reader *rd, size_t more)
+{
+	size_t cap = rd->stream_cap ? rd->stream_cap : 64;
+	struct async_stream_resv *m;
+	uint64_t s;
+
+	while (cap < rd->stream_tail - rd->stream_head + rd->stream_owed + more)
+		cap *= 2;
+	if (cap == rd->stream_cap)
+		return 0;
+	m = malloc(cap * sizeof(*m));
+	if (!m)
+		return grist_fail(-ENOMEM, "async engine: out of memory");
+	for (s = rd->stream_head; s != rd->stream_tail; s++)
+		m[s & (cap - 1)] = rd->stream[s & (rd->stream_cap - 1)];
+	free(rd->stream);
+	rd->stream = m;
+	rd->stream_cap = cap;
+	return 0;
+}
+
+void grist_async_reads_release_region(struct async_reader *rd, struct async_reads *r, uint32_t region)
+{
+	struct async_landing *l = &r->land[region];
+	size_t mask = rd->stream_cap - 1;
+
+	if (!l->resv)
+		return;
+	rd->stream[(l->resv - 1) & mask].freed = true;
+	l->resv = 0;
+	while (rd->stream_head != rd->stream_tail && rd->stream[rd->stream_head & mask].freed)
+		rd->stream_head++;
+}
+
+/*
+ * Streamed: the region of request @q takes its space when its first request goes; its
+ * requests, consecutive in reqs[], get their buffers there. False when it does not fit now.
+ */
+static bool stream_place(struct async_reader *rd, struct async_reads *r, struct grist_io_req *q)
+{
+	uint32_t ri = (uint32_t)(q->user_data & 0xffffffffu);
+	const struct async_region *g = &r->plan->regions[ri];
+	struct async_landing *l = &r->land[ri];
+	struct grist_io_req *k, *end = r->reqs + r->nreqs;
+	size_t off = 0;
+
+	if (q->buf)
+		return true;
+	l->resv = stream_reserve(rd, (size_t)((g->len + GRIST_ENGINE_MEM_ALIGN - 1) &
+					      ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1)), &off);
+	if (!l->resv)
+		return false;
+	r->unreserved--;
+	rd->stream_owed--;
+	l->base = rd->arena + off;
+	for (k = q; k < end && (uint32_t)(k->user_data & 0xffffffffu) == ri; k++)
+		k->buf = rd->arena + off + (k->offset - g->offset);
+	return true;
 }
 
 void grist_async_reads_reset(struct async_reads *r)
@@ -161,6 +257,7 @@ void grist_async_reads_reset(struct async_reads *r)
 	r->buf = NULL;
 	r->arena_len = 0;
 	r->admitted = false;
+	r->streamed = false;
 	r->errmsg[0] = '\0';
 }
 
@@ -174,7 +271,14 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 	r->plan = pl;
 	r->buf = NULL;
 	r->arena_len = 0;
-	if (pl->buf_need) {
+	r->streamed = false; /* until admitted: retire() then gives nothing back */
+	if (pl->streamed) {
+		if (rd->resv_count)
+			return 0; /* waits for the whole units before it to retire */
+		ret = stream_ring_room(rd, pl->nregions);
+		if (ret)
+			return ret;
+	} else if (pl->buf_need) {
 		off = arena_reserve(rd, pl->buf_need);
 		if (off != SIZE_MAX) {
 			r->buf = rd->arena + off;
@@ -222,6 +326,7 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 		l->got = 0;
 		l->error = 0;
 		l->pieces_left = 0;
+		l->resv = 0;
 		if (f->map) {
 			/* the page cache is the buffer: nothing to submit, landed already */
 			l->base = f->map + g->offset;
@@ -230,7 +335,8 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 			r->landed[r->nlanded++] = (uint32_t)i;
 			continue;
 		}
-		l->base = r->buf + g->buf_off;
+		/* streamed: the region's place is chosen when it is pushed (stream_place()) */
+		l->base = pl->streamed ? NULL : r->buf + g->buf_off;
 		for (done = 0; done < g->len; done += GRIST_READ_PIECE_MAX) {
 			struct grist_io_req *q = &r->reqs[r->nreqs++];
 
@@ -238,7 +344,7 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 			q->file = rd->io_slot[g->component][g->file];
 			q->offset = g->offset + done;
 			q->len = grist_read_piece_len(g->len, done);
-			q->buf = r->buf + g->buf_off + done;
+			q->buf = pl->streamed ? NULL : r->buf + g->buf_off + done;
 			q->user_data = ((uint64_t)slot << 32) | i;
 			l->pieces_left++;
 		}
@@ -248,6 +354,11 @@ int grist_async_admit(struct async_reader *rd, struct async_reads *r, const stru
 		grist_counter_add(&rd->bytes_read, mapped);
 	r->submitted = 0;
 	r->pending = (unsigned)r->nreqs;
+	r->streamed = pl->streamed;
+	if (r->streamed) {
+		r->unreserved = pl->nregions;
+		rd->stream_owed += pl->nregions;
+	}
 	r->admitted = true;
 	return 0;
 }
@@ -270,14 +381,23 @@ static void trace_reads(const struct async_reader *rd, const struct async_reads 
 int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full)
 {
 	struct grist_io_req *batch[64];
+	bool no_room = false;
 	int taken;
 
 	while (r->submitted < r->nreqs) {
 		unsigned n = 0;
 
 		while (n < 64 && r->submitted + n < r->nreqs) {
+			if (r->streamed && !stream_place(rd, r, &r->reqs[r->submitted + n])) {
+				no_room = true;
+				break;
+			}
 			batch[n] = &r->reqs[r->submitted + n];
 			n++;
+		}
+		if (!n) {
+			*full = true; /* the arena is full: decoding gives regions back */
+			break;
 		}
 		depth_account(rd);
 		taken = grist_io_submit(rd->io, batch, n);
@@ -289,8 +409,8 @@ int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full)
 		r->submitted += (size_t)taken;
 		if (rd->io->inflight > rd->depth_max)
 			__atomic_store_n(&rd->depth_max, (uint64_t)rd->io->inflight, __ATOMIC_RELAXED);
-		if ((unsigned)taken < n) {
-			*full = true; /* caps reached: reap first */
+		if ((unsigned)taken < n || no_room) {
+			*full = true; /* caps reached: reap first (or decode, for arena room) */
 			break;
 		}
 	}
@@ -352,6 +472,15 @@ void grist_async_reads_abandon(struct async_reads *r)
 
 void grist_async_reads_retire(struct async_reader *rd, struct async_reads *r)
 {
+	uint32_t i;
+
+	/* streamed: the regions not given back yet (a failed unit's), and those never read */
+	for (i = 0; r->streamed && r->plan && i < r->plan->nregions; i++)
+		grist_async_reads_release_region(rd, r, i);
+	if (r->streamed) {
+		rd->stream_owed -= r->unreserved;
+		r->unreserved = 0;
+	}
 	if (r->arena_len) {
 		/* units retire oldest first: the oldest live reservation is this one */
 		rd->resv_head = (rd->resv_head + 1) % rd->nslots;

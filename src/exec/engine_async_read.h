@@ -25,6 +25,7 @@ struct async_landing {
 	uint64_t got;          /* bytes actually read (less only at EOF) */
 	unsigned pieces_left;  /* requests not yet back; 0 = landed (once admitted) */
 	int error;
+	uint64_t resv;         /* streamed: its space in the arena's stream ring (sequence + 1; 0: none) */
 };
 
 /* One unit's reads. */
@@ -41,11 +42,19 @@ struct async_reads {
 	uint8_t *buf;          /* read buffer: a part of the arena, or the reader's heap */
 	size_t arena_off, arena_len; /* its part of the arena (arena_len 0: none) */
 	bool admitted;         /* buffer reserved and requests built */
+	bool streamed;         /* each region takes its space when pushed (async_plan.streamed) */
+	size_t unreserved;     /* streamed: its regions that have not taken space yet */
 	char errmsg[GRIST_ASYNC_ERRMSG_MAX]; /* the message of the latest region that failed */
 };
 
 struct async_reservation {
 	size_t off, len;
+};
+
+/* One streamed region's space in the arena. */
+struct async_stream_resv {
+	size_t off, len;
+	bool freed;
 };
 
 struct async_reader {
@@ -68,6 +77,16 @@ struct async_reader {
 	struct async_reservation *resv;
 	unsigned nslots, resv_head, resv_count;
 	struct async_reads **by_slot; /* pipeline slot -> the reads admitted there (completions) */
+	/*
+	 * Streamed units' regions, oldest first, as a FIFO ring over the same arena: a
+	 * region is given back as soon as its chunks are copied out, possibly before older
+	 * ones, and its space is reused once every older region is given back too. The
+	 * arena holds either whole units (resv) or streamed regions (stream), never both.
+	 */
+	struct async_stream_resv *stream;
+	size_t stream_cap;     /* a power of two; entry of sequence s at s & (stream_cap - 1) */
+	uint64_t stream_head, stream_tail;
+	size_t stream_owed;    /* entries admitted streamed units may still reserve */
 	uint64_t depth_t;      /* when the in-flight count last changed (for its time average) */
 	/* counters, read by stats from another thread */
 	uint64_t reads, bytes_read;
@@ -109,12 +128,18 @@ void grist_async_reads_reset(struct async_reads *r);
  * Admit the reads of plan @pl (the newest unit of the pipeline, at pipeline slot @slot):
  * reserve its read buffer in the arena and build its requests. Reads that do not fit
  * stay unadmitted until older units retire; @alone in the pipeline they read into heap
- * memory instead. Returns 0 (admitted or not: grist_async_reads_admitted()) or -ENOMEM.
+ * memory instead. A streamed plan reserves nothing here (each region does when it is
+ * pushed) but waits until no whole unit holds arena space. Returns 0 (admitted or not:
+ * grist_async_reads_admitted()) or -ENOMEM.
  */
 int grist_async_admit(struct async_reader *rd, struct async_reads *r, const struct async_plan *pl, unsigned slot,
 		      bool alone);
 
-/* Push @r's queued requests as far as the ring's caps allow; *@full when they stopped it. Returns 0 or an io error. */
+/*
+ * Push @r's queued requests as far as the ring's caps allow (and, streamed, the arena:
+ * a region takes its space as its first request goes); *@full when either stopped it.
+ * Returns 0 or an io error.
+ */
 int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full);
 
 /*
@@ -122,6 +147,12 @@ int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full)
  * and credit them to their regions. Returns how many came back, or an io error.
  */
 int grist_async_reap(struct async_reader *rd, unsigned min_wait);
+
+/*
+ * Streamed units: region @region of @r has been copied out (its chunks are done), so
+ * its space in the arena is free again. Nothing when it holds none.
+ */
+void grist_async_reads_release_region(struct async_reader *rd, struct async_reads *r, uint32_t region);
 
 /* Drop @r's requests not yet submitted; what is in flight still comes back. */
 void grist_async_reads_cancel_unsubmitted(struct async_reads *r);

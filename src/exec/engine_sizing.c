@@ -8,8 +8,9 @@
  * granularity more when a larger read-ahead needs more units to fill it; at most
  * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
  * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
- * one). Read buffers are each worker's arena (read_ahead bytes), plus one unit's reads in
- * heap memory when a unit alone is larger than the arena.
+ * one; without, about ASSEMBLY_BYTES of slots). Read buffers are each worker's arena
+ * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
+ * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
 #include "exec/engine.h"
 #include "format/dataset.h"
@@ -18,6 +19,8 @@
 #define MAX_WORKS 1024                     /* units one worker reads ahead, at most */
 #define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 #define DEVICE_SLOTS_MAX 4096
+/* bytes of host slots the units being assembled ahead of the consumer may hold, about */
+#define ASSEMBLY_BYTES (512ull << 20)
 
 void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned online_cpus,
 				struct grist_engine_geometry *g)
@@ -104,8 +107,8 @@ static void size_chunk_units(const struct grist_engine_params *p, struct grist_e
 /*
  * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
  * extent, so the ring stays full while as many landed reads wait to be decoded, and at
- * least two units' reads (a unit larger than the arena is read alone, so the ring would
- * drain at its end), at most 64 MiB. A budget set in the configuration is split over the
+ * least two units' reads (a unit larger than half the arena waits for the whole units
+ * before it, streamed or read alone, so the ring would drain there), at most 64 MiB. A budget set in the configuration is split over the
  * workers as given.
  */
 static size_t size_read_ahead(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
@@ -181,6 +184,22 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	s->nunits = p->prefetch + (unsigned)works * s->workers;
 	s->slot_window = p->prefetch + 2 * s->workers;
 	s->assembly = p->deliver ? s->slot_window : s->nunits;
+	/*
+	 * Slots are counted in bytes as well: at 256 records of 1 MiB each unit's slot is
+	 * 256 MiB, and a window of 8 such units would fault in 2 GiB that the reads cannot
+	 * fill any faster. At most ASSEMBLY_BYTES of typical slots then (the row hint), but
+	 * never fewer than one per worker and two in all, so every worker can decode.
+	 */
+	if (s->row_bytes_hint && s->unit_items) {
+		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint, most = ASSEMBLY_BYTES / slot_bytes;
+
+		if (most < s->workers)
+			most = s->workers;
+		if (most < 2)
+			most = 2;
+		if (most < s->assembly)
+			s->assembly = (unsigned)most;
+	}
 
 	/* the device stage: the async engine's units are whole batches only at record granularity */
 	s->device_copy = p->engine != GRIST_ENGINE_REF && p->granularity == GRIST_GRANULARITY_CHUNK;

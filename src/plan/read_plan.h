@@ -27,6 +27,8 @@ void grist_read_align(uint64_t align, uint64_t *off, uint64_t *end);
  * GRIST_READ_REGION_MAX; false when it must start a region of its own.
  */
 bool grist_read_coalesce(uint64_t r_off, uint64_t *r_len, uint64_t off, uint64_t end);
+/* The same with a region bound of the caller's (@max bytes) instead of GRIST_READ_REGION_MAX. */
+bool grist_read_coalesce_max(uint64_t r_off, uint64_t *r_len, uint64_t off, uint64_t end, uint64_t max);
 
 /* How many requests a region of @len bytes is read in. */
 static inline size_t grist_read_pieces(uint64_t len)

@@ -98,6 +98,7 @@ enum {
 	DS_LARGE,  /* uncompressed, group 1, large records (read depth) */
 	DS_LARGEZ, /* zstd, group 3, two files, large records (read depth) */
 	DS_ZSTD1,  /* zstd, group 1, two files: values decoded straight into the rows */
+	DS_LARGE8, /* zstd, group 8, large records: units that cannot be streamed */
 	NUM_DS,
 };
 
@@ -113,7 +114,7 @@ static int group_setup(void **state)
 {
 	static const uint64_t plain[] = { 150 }, zstd[] = { 100, 57, 43 }, snappy[] = { 400, 150 },
 			      brotli[] = { 120 }, fixed[] = { 130, 70 }, small2[] = { 90 }, large[] = { 41 },
-			      largez[] = { 20, 13 }, zstd1[] = { 120, 80 };
+			      largez[] = { 20, 13 }, zstd1[] = { 120, 80 }, large8[] = { 48 };
 	int fd;
 
 	(void)state;
@@ -128,6 +129,7 @@ static int group_setup(void **state)
 	make_ds(&fx.ds[DS_LARGE], fx.dir, "large", "group_size:1,uncompressed", large, 1, 7, LEN_LARGE);
 	make_ds(&fx.ds[DS_LARGEZ], fx.dir, "largez", "group_size:3,zstd:1", largez, 2, 8, LEN_LARGE);
 	make_ds(&fx.ds[DS_ZSTD1], fx.dir, "zstd1", "group_size:1,zstd:3", zstd1, 2, 9, LEN_BIG);
+	make_ds(&fx.ds[DS_LARGE8], fx.dir, "large8", "group_size:8,zstd:1", large8, 1, 10, LEN_LARGE);
 	fd = open(fx.ds[DS_PLAIN].paths[0], O_RDONLY | O_DIRECT);
 	fx.direct_ok = fd >= 0;
 	if (fd >= 0)
@@ -1541,6 +1543,87 @@ static void test_fault_injection(void **state)
 	run_free(&ref);
 }
 
+/* Read requests as the engine submitted them: how often one starts below the one before. */
+struct descents {
+	uint64_t last, reads, down;
+};
+
+static void count_descent(void *ctx, const char *path, uint64_t offset, uint64_t len)
+{
+	struct descents *d = ctx;
+
+	(void)path;
+	(void)len;
+	d->down += d->reads++ && offset < d->last;
+	d->last = offset;
+}
+
+/*
+ * A unit many times larger than the read buffer: at group_size 1 it is streamed (each
+ * region takes read-buffer space when read and gives it back once copied out, regions
+ * in stream order), at group_size 8 a chunk's records lie far apart in the unit, so it
+ * is read whole as before. Either way the batches are the reference engine's, and a
+ * read that fails late in a streamed unit names its file.
+ */
+static void test_stream_large_unit(void **state)
+{
+	static const int sets[] = { DS_LARGE, DS_LARGE8 };
+	struct grist_loader_config c = { .size = sizeof(c) };
+	struct specs sp;
+	struct run ref, got;
+
+	(void)state;
+	for (size_t k = 0; k < 2; k++) {
+		struct descents d = { 0 };
+
+		spec1(&sp, &c, sets[k]);
+		c.seed = 5 + k;
+		c.epochs = 2;
+		c.batch_size = 32; /* about 4 MB a unit */
+		c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
+		c.queue_depth = 8;
+		c.read_ahead_bytes = 1u << 20; /* per worker at 1 thread: a quarter of a unit */
+		c.threads = 1;
+		compare_engines(c, 0, sp.check, 0, 0, &ref);
+		for (unsigned t = 1; t <= 2; t++) {
+			c.engine = GRIST_ENGINE_URING;
+			c.threads = t;
+			c.read_ahead_bytes = t * (1u << 20);
+			c.read_trace = t == 1 ? count_descent : NULL;
+			c.read_trace_ctx = &d;
+			run_cfg(&c, NULL, 0, &got, sp.check);
+			assert_same_runs(&ref, &got);
+			run_free(&got);
+		}
+		/*
+		 * Streamed regions are read in stream order (shuffled: about every other read
+		 * starts below the one before); a unit read whole is read in file order (one
+		 * descent per unit at most).
+		 */
+		if (sets[k] == DS_LARGE)
+			assert_true(d.down > d.reads / 4);
+		else
+			assert_true(d.down <= ref.nbatches);
+		c.read_trace = NULL;
+
+		/* EIO on a read late in the first unit: the error names the file, after the reference's prefix */
+		if (sets[k] == DS_LARGE) {
+			struct grist_io_fault f = { 20, GRIST_IO_FAULT_EIO, 0 };
+			struct grist_loader_hooks h = fault_hooks(&f, 1);
+
+			c.threads = 1;
+			c.read_ahead_bytes = 1u << 20;
+			run_cfg(&c, &h, 0, &got, NULL);
+			assert_int_equal(got.err, -EIO);
+			assert_non_null(strstr(got.msg, "large-0.array_record"));
+			assert_true(got.nbatches < ref.nbatches);
+			assert_memory_equal(got.blob, ref.blob, got.len);
+			run_free(&got);
+		}
+		run_free(&ref);
+	}
+}
+
 /* Destroy while reads are in flight (held back by delays) and batches are held: no hang, no leak. */
 static void test_destroy_mid_epoch(void **state)
 {
@@ -1786,6 +1869,7 @@ int main(void)
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_corrupt_file),
 		cmocka_unit_test(test_fault_injection),
+		cmocka_unit_test(test_stream_large_unit),
 		cmocka_unit_test(test_destroy_mid_epoch),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_read_depth),

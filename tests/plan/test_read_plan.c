@@ -31,6 +31,12 @@ static void test_coalesce_bound(void **state)
 	assert_int_equal(len, GRIST_READ_REGION_MAX);
 	len = 4096;
 	assert_false(grist_read_coalesce(4096, &len, 8192, 4096 + GRIST_READ_REGION_MAX + 1));
+	/* a caller's bound (a streamed unit's regions): the same rule at that size */
+	len = 4096;
+	assert_true(grist_read_coalesce_max(0, &len, 4096, 8192, 8192));
+	assert_int_equal(len, 8192);
+	assert_false(grist_read_coalesce_max(0, &len, 8192, 8193, 8192));
+	assert_int_equal(len, 8192);
 }
 
 static void test_align(void **state)
