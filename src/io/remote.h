@@ -136,7 +136,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x);
 enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, CURLcode rc);
 /* Free the headers and error body (not the easy handle). */
 void grist_remote_xfer_release(struct grist_remote_xfer *x);
-/* Run @x to its end on a private multi (blocking; retries included). 0 or x->error. */
+/* Run @x to its end on a private multi and easy handle (x->easy NULL on entry and on return; blocking; retries included). 0 or x->error. */
 int grist_remote_xfer_run(struct grist_remote_xfer *x);
 
 /*

@@ -84,12 +84,7 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 	u.path = bucket_path;
 	bucket_path = NULL;
 	grist_remote_options_current(&opt);
-	memset(&x, 0, sizeof(x));
-	x.easy = curl_easy_init();
-	if (!x.easy) {
-		ret = grist_fail(-ENOMEM, "%s: cannot make a libcurl handle", pattern);
-		goto out;
-	}
+	memset(&x, 0, sizeof(x)); /* x.easy stays NULL: grist_remote_xfer_run() brings its own */
 	x.u = &u;
 	x.display = pattern;
 	x.keep = &body;
@@ -165,7 +160,6 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 		}
 	}
 listed:
-	curl_easy_cleanup(x.easy);
 	grist_remote_xfer_release(&x);
 	if (!ret && pages == MAX_PAGES)
 		ret = grist_fail(-EPROTO, "%s: the listing did not end after %d pages", pattern, MAX_PAGES);
