@@ -9,7 +9,9 @@
  *   http(s)://HOST/PATH any server that answers Range GETs
  *
  * Reads are ranged GETs over HTTP/1.1 keep-alive connections (libcurl's multi
- * interface, driven by the thread that reads: no thread per request).
+ * interface, driven by the thread that reads: no thread per request). Opening a dataset
+ * of many URLs sends their opening GETs (the last 64 KiB, then on the same connection
+ * the footer) together, at most `inflight` at once, from the opening thread.
  *
  * In flight: each reading thread keeps a budget of bytes in flight, twice the round
  * trip it measures (the least time to first byte of recent GETs) times the bandwidth it
@@ -18,7 +20,8 @@
  * read-ahead window) wait in a queue while the budget is full, which is also what lets
  * them be merged: a deeper window means denser GETs. Nearby chunk
  * reads are coalesced into one GET, long ones split, failed ones retried with
- * jittered exponential backoff (Retry-After honoured) on 500, 502, 503, 504, 429,
+ * jittered exponential backoff (Retry-After honoured, seconds or an HTTP-date, capped
+ * by backoff_max_ms) on 500, 502, 503, 504, 429,
  * SlowDown, connection resets, timeouts and short bodies. Every response's status,
  * Content-Range and length are checked. An object is pinned at open: its ETag goes
  * out as If-Match on every GET and comes back checked on every response, so an
@@ -61,7 +64,9 @@ extern "C" {
 struct grist_remote_options {
 	size_t size;
 	unsigned connect_timeout_ms; /* connecting to the server, per attempt (5000) */
-	unsigned request_timeout_ms; /* one GET from start to last byte, per attempt (30000) */
+	unsigned request_timeout_ms; /* a GET that brings < 1 KiB/s for this long (whole seconds,
+					rounded up) has stalled, per attempt; none lasts more
+					than 10 x this from start to last byte (30000) */
 	unsigned retries;            /* attempts after the first (5) */
 	unsigned backoff_ms;         /* the first retry waits up to this (100), doubling per attempt */
 	unsigned backoff_max_ms;     /* the cap on one wait, Retry-After included (5000) */
@@ -85,7 +90,9 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
  * inflight, inflight_min. Sizes are read by grist_parse_size() (grist/options.h), as every
- * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024.
+ * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024. split given without coalesce
+ * lowers coalesce to it when it is above ("split:64K" alone means GETs of at most 64 KiB,
+ * coalesced up to that); both given with coalesce above split is -EINVAL.
  * Return: 0, or -EINVAL naming the bad item or a value out of bounds.
  */
 GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_options *o);

@@ -89,12 +89,17 @@ fixed:
 	return end > len || end < first ? len : end;
 }
 
-/* Wait on claim_cv (e->lock held): producer stall, timed from the first wait (*@t0 = 0 before). */
+/*
+ * Wait on claim_cv (e->lock held): producer stall, timed from the first wait (*@t0 = 0
+ * before). Counted in claim_waiters, so the consumer wakes workers only when one waits.
+ */
 static void stall_wait(struct async_engine *e, uint64_t *t0)
 {
 	if (!*t0)
 		*t0 = grist_now_ns();
+	e->claim_waiters++;
 	pthread_cond_wait(&e->claim_cv, &e->lock);
+	e->claim_waiters--;
 }
 
 static void stall_end(struct worker *wk, uint64_t t0)
@@ -133,8 +138,7 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 			u_no = e->next_unit;
 			__atomic_store_n(&e->next_unit, u_no + 1, __ATOMIC_RELAXED); /* also peeked at without the lock */
 			u = &e->units[u_no % e->nunits];
-			u->number = u_no;
-			u->state = UNIT_BUSY;
+			u->number = u_no; /* `published` keeps the previous user's number + 1 until this one is done */
 			u->error = 0;
 			u->errmsg[0] = '\0';
 			u->next_row = 0;
@@ -160,8 +164,11 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
  */
 static void publish_unit(struct async_engine *e, struct unit *u, int error, const char *read_msg)
 {
-	pthread_mutex_lock(&e->lock);
+	if (u->slot)
+		u->slot->stream_end = u->end_j;
 	if (error) {
+		/* rare: under the lock, which also stops the claimers and wakes everyone */
+		pthread_mutex_lock(&e->lock);
 		if (read_msg[0])
 			snprintf(u->errmsg, sizeof(u->errmsg), "%s", read_msg);
 		if (error == -ECANCELED && !u->errmsg[0])
@@ -170,19 +177,26 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
 		if (!u->errmsg[0])
 			snprintf(u->errmsg, sizeof(u->errmsg), "%s", grist_last_error());
 		e->failed = true;
+		__atomic_store_n(&u->published, u->number + 1, __ATOMIC_SEQ_CST);
 		pthread_cond_broadcast(&e->claim_cv);
-	}
-	if (u->slot)
-		u->slot->stream_end = u->end_j;
-	u->state = UNIT_DONE;
-	/*
-	 * The consumer only ever waits for the oldest unconsumed unit (and re-checks under the
-	 * lock before it sleeps), so waking it for any other unit would only take a worker's
-	 * core from under it to go back to sleep.
-	 */
-	if (error || u->number == e->consumed_units)
 		pthread_cond_broadcast(&e->done_cv);
-	pthread_mutex_unlock(&e->lock);
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	/*
+	 * The consumer sleeps only for the one unit it named in consumer_wake_at (seq_cst
+	 * against this store: see engine_async_shared.h and current_unit_locked()), so every
+	 * other unit is published without the lock and without a wake-up, which would only
+	 * take a worker's core from under it for the consumer to go back to sleep.
+	 */
+	uint64_t id = u->number + 1; /* once published, the unit is the consumer's, then a claimer's */
+
+	__atomic_store_n(&u->published, id, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&e->consumer_wake_at, __ATOMIC_SEQ_CST) == id) {
+		pthread_mutex_lock(&e->lock);
+		pthread_cond_signal(&e->done_cv); /* only the consumer waits there */
+		pthread_mutex_unlock(&e->lock);
+	}
 }
 
 /*
@@ -198,6 +212,9 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 	uint64_t t0 = 0;
 	int ret = 0;
 
+	/* consumed_units only grows: inside the window now means inside it for good */
+	if (u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
+		return 0;
 	pthread_mutex_lock(&e->lock);
 	while (u->number >= e->consumed_units + e->assembly) {
 		if (e->stop || !wait) {
@@ -562,6 +579,26 @@ static void teardown_worker(struct worker *wk)
 
 static void async_stop(void *engine);
 
+/*
+ * When its next unit is not done, the consumer sleeps until up to this many more are
+ * (current_unit_locked()): about WAKE_BATCH_BYTES of units per wake-up, so small units
+ * do not cost a sleep and a wake-up each, while a unit of a megabyte or more is handed
+ * over as soon as it is done. At most half the assembly window, so the workers keep
+ * decoding while the consumer sleeps; none when a slot provider (device mode) lends the
+ * slots, whose ring is sized for the batches ready ahead and not for a consumer that waits.
+ */
+#define WAKE_BATCH_BYTES (1u << 20)
+
+static unsigned wake_batch(const struct async_engine *e)
+{
+	size_t unit_bytes = e->unit_items * (e->row_bytes_hint ? e->row_bytes_hint : 1);
+	size_t n = WAKE_BATCH_BYTES / unit_bytes, cap = (e->assembly < e->nunits ? e->assembly : e->nunits) / 2;
+
+	if (e->p->deliver || n <= 1)
+		return 0;
+	return (unsigned)(n - 1 < cap ? n - 1 : cap);
+}
+
 static int async_start(const struct grist_engine_params *p, void **engine)
 {
 	struct grist_engine_geometry geom;
@@ -615,6 +652,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->nunits = sz.nunits;
 	e->assembly = sz.assembly;
 	e->row_bytes_hint = sz.row_bytes_hint;
+	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
 	if (p->granularity == GRIST_GRANULARITY_CHUNK && p->num_sources == 1 && p->shuffled) {
 		ret = grist_stream_cursor_create(p->stream, &e->plan_cursor);

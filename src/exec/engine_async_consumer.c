@@ -110,19 +110,62 @@ static int unit_error(struct unit *u)
 	return grist_fail(u->error, "%s", u->errmsg[0] ? u->errmsg : grist_strerror(u->error));
 }
 
-/* The unit the consumer works on now, waiting until it is done. Lock held. */
+static bool unit_published(struct async_engine *e, uint64_t n)
+{
+	return __atomic_load_n(&e->units[n % e->nunits].published, __ATOMIC_ACQUIRE) == n + 1;
+}
+
+/*
+ * The unit to sleep until, when unit @c is not done yet: the newest unit of a small batch
+ * [c, c + wake_batch] that is not published, so one wake-up serves several units (units
+ * are published roughly in order, so once the newest is done the others mostly are
+ * too; if not, the consumer sleeps again for the newest one still missing). Unit @c
+ * itself is not published yet.
+ * The batch stays inside what the workers can finish without the consumer: the stream's
+ * known end, and none at all once a unit failed (the workers stop claiming), nor for the
+ * first unit, whose wait is the loader's time to first batch. Lock held.
+ */
+static uint64_t wake_target_locked(struct async_engine *e, uint64_t c)
+{
+	/* the first batch comes as soon as it is done: batching wake-ups is for the steady state */
+	uint64_t last = c + (e->failed || c == 0 ? 0 : e->wake_batch), n;
+
+	if (last >= e->total_units)
+		last = e->total_units - 1;
+	for (n = last; n > c; n--)
+		if (!unit_published(e, n))
+			return n;
+	return c;
+}
+
+/*
+ * The unit the consumer works on now, waiting until it is done. Lock held.
+ *
+ * A publisher stores `published` and then reads consumer_wake_at (both seq_cst); the
+ * consumer stores consumer_wake_at and then reads `published`, so at least one of them
+ * sees the other's store: either the consumer does not sleep, or the publisher sees it
+ * asleep and signals it, under the lock that the consumer holds until it waits.
+ */
 static struct unit *current_unit_locked(struct async_engine *e)
 {
-	struct unit *u;
+	uint64_t c = e->consumed_units, t;
 
-	u = &e->units[e->consumed_units % e->nunits];
-	/* total_units becomes known only when a claimer reaches the end: re-check it on every wake-up */
-	while (!(u->state == UNIT_DONE && u->number == e->consumed_units)) {
-		if (e->aborted || e->consumed_units >= e->total_units)
+	for (;;) {
+		if (e->aborted)
 			return NULL;
-		pthread_cond_wait(&e->done_cv, &e->lock);
+		if (unit_published(e, c))
+			break;
+		/* total_units becomes known only when a claimer reaches the end: re-check it on every wake-up */
+		if (c >= e->total_units)
+			return NULL;
+		t = wake_target_locked(e, c);
+		__atomic_store_n(&e->consumer_wake_at, t + 1, __ATOMIC_SEQ_CST);
+		/* seq_cst, not acquire: this load must not pass the store above */
+		if (__atomic_load_n(&e->units[t % e->nunits].published, __ATOMIC_SEQ_CST) != t + 1)
+			pthread_cond_wait(&e->done_cv, &e->lock);
+		__atomic_store_n(&e->consumer_wake_at, 0, __ATOMIC_SEQ_CST);
 	}
-	return e->aborted ? NULL : u;
+	return &e->units[c % e->nunits];
 }
 
 /* Lock held. */
@@ -133,9 +176,11 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 	else if (u->slot)
 		grist_async_slot_discard_locked(e, u->slot);
 	u->slot = NULL;
-	u->state = UNIT_FREE;
-	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELAXED); /* workers peek at it */
-	pthread_cond_broadcast(&e->claim_cv);
+	/* release: the entry is free for a claimer, and the workers peek at it without the lock */
+	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELEASE);
+	/* workers waiting for the claim or assembly window register under the lock */
+	if (e->claim_waiters)
+		pthread_cond_broadcast(&e->claim_cv);
 }
 
 int grist_async_next(void *engine, struct grist_slot **out)

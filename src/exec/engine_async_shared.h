@@ -1,4 +1,8 @@
-/* The async engine's shared state: what its worker threads and its consumer share, under one lock. */
+/*
+ * The async engine's shared state: what its worker threads and its consumer share, under
+ * one lock, except a unit's publication and the consumer's progress, which are atomics
+ * (see "Publishing without the lock" below).
+ */
 #ifndef GRIST_EXEC_ENGINE_ASYNC_SHARED_H
 #define GRIST_EXEC_ENGINE_ASYNC_SHARED_H
 
@@ -23,11 +27,19 @@
 #include "exec/engine_async_plan.h"
 #include "exec/engine_async_read.h"
 
-enum unit_state { UNIT_FREE = 0, UNIT_BUSY, UNIT_DONE };
-
+/*
+ * Publishing without the lock. A unit is claimed, planned, read and decoded by one
+ * worker, then published by a release store of `published` = number + 1; the consumer
+ * owns it from its acquire load of that value until it advances consumed_units (a
+ * release store), after which a claimer may reuse the ring entry. So the consumer never
+ * takes the lock to learn that a unit is done, and a publisher takes it only to wake a
+ * consumer that said it sleeps (consumer_wake_at), once per wake-up batch rather than
+ * once per unit: at one 64 KiB record per unit the lock and a wake-up per unit cost a
+ * third of the CPU per GB (futex waits and context switches, issue 22).
+ */
 struct unit {
 	uint64_t number;
-	enum unit_state state;
+	uint64_t published;      /* number + 1 once done or failed (atomic: release / acquire) */
 	uint64_t first_j, end_j; /* shard positions [first_j, end_j) */
 	struct grist_slot *slot; /* taken when its decoding starts, not when it is claimed */
 	size_t next_row;         /* packer progress */
@@ -93,6 +105,13 @@ struct async_engine {
 	pthread_mutex_t lock;
 	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim or start decoding */
 	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
+	unsigned claim_waiters;     /* workers waiting on claim_cv (under lock): the consumer wakes them only then */
+	/*
+	 * 0 while the consumer runs; unit + 1 while it sleeps until that unit is published
+	 * (atomic, seq_cst against `published`). Set and cleared under the lock.
+	 */
+	uint64_t consumer_wake_at;
+	unsigned wake_batch;        /* the consumer sleeps until up to this many more units are done */
 	bool stop, failed, aborted;
 	uint64_t next_unit;         /* next unit to claim */
 	uint64_t next_first_j;      /* shard position where that unit starts */
@@ -100,7 +119,7 @@ struct async_engine {
 	size_t max_unit_items;
 	size_t row_bytes_hint;      /* expected bytes per row, to size slots once */
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
-	uint64_t consumed_units;    /* units the consumer has finished with */
+	uint64_t consumed_units;    /* units the consumer has finished with (written under lock; atomic for readers without it) */
 	unsigned nunits;            /* claim window: unit u may be claimed once u - nunits is consumed */
 	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
 	struct unit *units;         /* ring of nunits units, unit u at u % nunits */

@@ -92,7 +92,7 @@ static const struct entry table[] = {
 	   "read buffers of all threads: how far reads run ahead of decoding"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, "64MiB", "no batch may be larger"),
 	/* URLs (grist/remote.h): this loader's GETs; unset, the process-wide options */
-	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, "30000", "URLs: one GET's time limit, per attempt"),
+	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, "30000", "URLs: a GET below 1 KiB/s this long has stalled (per attempt; at most 10x in all)"),
 	RM("remote_connect_timeout_ms", GRIST_OPTION_UINT, 1, 600000, "5000", "URLs: connecting, per attempt"),
 	RM("remote_retries", GRIST_OPTION_UINT, 0, 100, "5", "URLs: attempts after the first"),
 	RM("remote_backoff_ms", GRIST_OPTION_UINT, 1, 600000, "100", "URLs: the first retry's wait cap, doubling"),

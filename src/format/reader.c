@@ -269,7 +269,11 @@ static int parse_footer(struct grist_reader *r, struct grist_file_geom *f, uint6
 	return 0;
 }
 
-static int open_file(struct grist_reader *r, struct grist_file_geom *f, const char *path)
+/*
+ * Open @path (a URL's object is already open in f->remote) and read its postscript:
+ * *@footer_offset is where its footer begins.
+ */
+static int open_file(struct grist_reader *r, struct grist_file_geom *f, const char *path, uint64_t *footer_offset)
 {
 	struct grist_postscript ps;
 	uint64_t ps_off;
@@ -279,10 +283,7 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	f->path = strdup(path);
 	if (!f->path)
 		return grist_fail(-ENOMEM, "cannot copy a path");
-	if (grist_url_scheme(path) != GRIST_URL_LOCAL) {
-		ret = grist_remote_open(path, &f->remote);
-		if (ret)
-			return ret;
+	if (f->remote) {
 		f->size = f->remote->size;
 	} else {
 		f->fd = grist_open_regular(path, 0, &st);
@@ -306,7 +307,79 @@ static int open_file(struct grist_reader *r, struct grist_file_geom *f, const ch
 	if (ps.footer_offset < 64 || ps.footer_offset >= ps_off)
 		return grist_fail_at(-EBADMSG, path, ps_off, "postscript points at footer offset %llu, outside [64, %llu)",
 				     (unsigned long long)ps.footer_offset, (unsigned long long)ps_off);
-	return parse_footer(r, f, ps.footer_offset);
+	*footer_offset = ps.footer_offset;
+	return 0;
+}
+
+/* What the opening of a reader's URLs needs to parse each one as it opens. */
+struct url_opening {
+	struct grist_reader *r;
+	const char *const *paths;
+	size_t *file;              /* the file of each URL */
+	uint64_t *footer_offsets;  /* per file */
+	struct grist_buf *pre;     /* per file: its footer, read with the opening */
+};
+
+/* @o, the URL of file u->file[@k], is open: its postscript says where the footer to read is. */
+static int url_opened(void *ud, size_t k, struct grist_remote_object *o, struct grist_remote_range *more)
+{
+	struct url_opening *u = ud;
+	size_t i = u->file[k];
+	struct grist_file_geom *f = &u->r->files[i];
+	uint64_t len;
+	int ret;
+
+	f->remote = o; /* lent for the postscript, which the opening GET brought */
+	ret = open_file(u->r, f, u->paths[i], &u->footer_offsets[i]);
+	f->remote = NULL;
+	if (ret || u->footer_offsets[i] >= o->tail_off)
+		return ret;
+	/* the footer runs up to the postscript's block; bounded by the object's size */
+	len = f->size - GRIST_BLOCK_SIZE - u->footer_offsets[i];
+	ret = grist_buf_reserve(&u->pre[i], (size_t)len);
+	if (ret)
+		return grist_fail_at(ret, f->path, u->footer_offsets[i], "cannot allocate %llu bytes for the footer",
+				     (unsigned long long)len);
+	u->pre[i].len = (size_t)len;
+	*more = (struct grist_remote_range){ u->footer_offsets[i], len, u->pre[i].data };
+	return 0;
+}
+
+/*
+ * The URLs among @paths, opened at once: their opening GETs together, each followed by
+ * its footer's GET on the same connection (grist_remote_open_many()), each object into
+ * its file's f->remote, each footer into @pre. One at a time, 200 shards behind a 20 ms
+ * round trip took 8.9 s to open.
+ */
+static int open_urls(struct grist_reader *r, const char *const *paths, uint64_t *footer_offsets,
+		     struct grist_buf *pre)
+{
+	struct url_opening u = { r, paths, NULL, footer_offsets, pre };
+	const char **urls;
+	struct grist_remote_object **objs;
+	size_t i, k = 0;
+	int ret;
+
+	urls = calloc(r->num_files, sizeof(*urls));
+	objs = calloc(r->num_files, sizeof(*objs));
+	u.file = calloc(r->num_files, sizeof(*u.file));
+	if (!urls || !objs || !u.file) {
+		ret = grist_fail(-ENOMEM, "cannot open %zu files: out of memory", r->num_files);
+		goto out;
+	}
+	for (i = 0; i < r->num_files; i++)
+		if (grist_url_scheme(paths[i]) != GRIST_URL_LOCAL) {
+			u.file[k] = i;
+			urls[k++] = paths[i];
+		}
+	ret = grist_remote_open_many(urls, k, objs, url_opened, &u);
+	for (i = 0; !ret && i < k; i++)
+		r->files[u.file[i]].remote = objs[i];
+out:
+	free(urls);
+	free(objs);
+	free(u.file);
+	return ret;
 }
 
 GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
@@ -314,6 +387,8 @@ GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 {
 	struct grist_reader_options o = { .size = sizeof(o) };
 	struct grist_reader *r;
+	uint64_t *footer_offsets = NULL;
+	struct grist_buf *pre = NULL;
 	size_t i;
 	int ret;
 
@@ -328,36 +403,63 @@ GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 	r->cur_file = SIZE_MAX;
 	r->opts = o;
 	r->files = calloc(num_paths, sizeof(*r->files));
-	if (!r->files) {
+	footer_offsets = calloc(num_paths, sizeof(*footer_offsets));
+	pre = calloc(num_paths, sizeof(*pre));
+	if (!r->files || !footer_offsets || !pre) {
 		ret = grist_fail(-ENOMEM, "cannot allocate %zu file entries", num_paths);
 		goto fail;
 	}
 	for (i = 0; i < num_paths; i++)
 		r->files[i].fd = -1;
 	r->num_files = num_paths;
-	ret = grist_chunk_decoder_create(&r->dec);
-	if (ret)
-		goto fail;
-	for (i = 0; i < num_paths; i++) {
+	for (i = 0; i < num_paths; i++)
 		if (!paths[i]) {
 			ret = grist_fail(-EINVAL, "grist_reader_open: path %zu is NULL", i);
 			goto fail;
 		}
-		ret = open_file(r, &r->files[i], paths[i]);
+	ret = grist_chunk_decoder_create(&r->dec);
+	if (!ret)
+		ret = open_urls(r, paths, footer_offsets, pre);
+	for (i = 0; !ret && i < num_paths; i++)
+		if (!r->files[i].remote)
+			ret = open_file(r, &r->files[i], paths[i], &footer_offsets[i]);
+	if (ret)
+		goto fail;
+	for (i = 0; i < num_paths; i++) {
+		struct grist_file_geom *f = &r->files[i];
+
+		if (pre[i].data) {
+			/* the footer read ahead: parse_footer() finds it where a scan's read-ahead goes */
+			grist_buf_free(&r->ahead);
+			r->ahead = pre[i];
+			pre[i] = (struct grist_buf){ 0 };
+			r->ahead_file = f;
+			r->ahead_off = footer_offsets[i];
+		}
+		ret = parse_footer(r, f, footer_offsets[i]);
 		if (ret)
 			goto fail;
-		r->files[i].first_record = r->num_records;
-		if (r->files[i].num_records > UINT64_MAX - r->num_records) {
+		f->first_record = r->num_records;
+		if (f->num_records > UINT64_MAX - r->num_records) {
 			ret = grist_fail(-EBADMSG, "%s: record count overflows the dataset", paths[i]);
 			goto fail;
 		}
-		r->num_records += r->files[i].num_records;
+		r->num_records += f->num_records;
 	}
-	/* The footer decode left r->cur pointing at footer records; forget it. */
+	/* The footer decode left r->cur pointing at footer records, r->ahead holding one; forget them. */
 	r->cur_file = SIZE_MAX;
+	r->ahead_file = NULL;
+	r->last_file = NULL;
+	grist_buf_free(&r->ahead);
+	free(footer_offsets);
+	free(pre);
 	*out = r;
 	return 0;
 fail:
+	for (i = 0; pre && i < num_paths; i++)
+		grist_buf_free(&pre[i]);
+	free(pre);
+	free(footer_offsets);
 	grist_reader_close(r);
 	return ret;
 }

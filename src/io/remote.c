@@ -20,8 +20,10 @@
 #include "io/remote.h"
 #include "io/s3_sign.h"
 
-#define TAIL_BYTES 65536
 #define ERRBODY_MAX 16384
+/* a GET slower than this for timeout_ms has stalled; none lasts more than STALL_CAP x timeout_ms */
+#define STALL_BYTES_PER_S 1024
+#define STALL_CAP 10
 
 uint64_t grist_remote_now_ns(void)
 {
@@ -135,6 +137,7 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	};
 	struct grist_remote_options t;
 	const char *p = text;
+	bool split = false, coalesce = false;
 	int ret;
 
 	if (!o || !text)
@@ -171,8 +174,19 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 						  table[k].name, v);
 			memcpy((char *)&t + table[k].off, &u, sizeof(u));
 		}
+		split |= table[k].off == offsetof(struct grist_remote_options, split_bytes);
+		coalesce |= table[k].off == offsetof(struct grist_remote_options, coalesce_bytes);
 		p = *comma ? comma + 1 : comma;
 	}
+	/*
+	 * split alone below the default coalesce (1 MiB) asks for shorter GETs, not for an
+	 * error: no gap may be wider than a GET, so coalesce comes down to it. A coalesce set
+	 * before (an earlier --remote-coalesce, applied by the option table one name at a
+	 * time) is the caller's choice and is never lowered: above split it is refused below,
+	 * whichever order the two came in, as when both are in this text.
+	 */
+	if (split && !coalesce && t.coalesce_bytes > t.split_bytes && o->coalesce_bytes == (1u << 20))
+		t.coalesce_bytes = t.split_bytes;
 	ret = check_options(&t);
 	if (ret)
 		return ret;
@@ -297,7 +311,7 @@ static void creds_get(struct creds *c, bool reload)
 	pthread_mutex_unlock(&creds_lock);
 }
 
-static void region_for(enum grist_url_scheme s, char *out, size_t cap)
+void grist_remote_region(enum grist_url_scheme s, char *out, size_t cap)
 {
 	struct creds c;
 
@@ -419,6 +433,31 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
 
 /* ---- one GET ---- */
 
+/*
+ * Retry-After's seconds: delta-seconds ("120"), or an HTTP-date (RFC 9110, its preferred
+ * IMF-fixdate form "Wed, 25 Nov 2026 14:00:00 GMT"), which says when to come back: the
+ * seconds from now to then, 0 for a date gone by. -1 when it is neither. backoff() caps
+ * both forms by backoff_max_ms.
+ */
+static long retry_after(const char *v)
+{
+	struct tm tm;
+	const char *end;
+	time_t t, now;
+
+	if (isdigit((unsigned char)*v))
+		return strtol(v, NULL, 10);
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!end)
+		return -1;
+	t = timegm(&tm);
+	now = time(NULL);
+	if (t == (time_t)-1)
+		return -1;
+	return t > now ? (long)(t - now) : 0;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct grist_remote_xfer *x = ud;
@@ -462,8 +501,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 
 		while (*v == ' ')
 			v++;
-		if (isdigit((unsigned char)*v))
-			x->retry_after_s = strtol(v, NULL, 10);
+		x->retry_after_s = retry_after(v);
 	}
 	return len;
 }
@@ -622,7 +660,16 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->opt->connect_timeout_ms);
-	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms);
+	/*
+	 * timeout_ms is a stall rule, not a deadline: a GET that brings less than 1 KiB/s for
+	 * that long (whole seconds, rounded up: curl's granularity) ends as a timeout. A
+	 * deadline on the whole transfer cut a big GET over a slow link on every attempt, the
+	 * retries included. The deadline stays as a cap, STALL_CAP times as long, so a server
+	 * trickling just above the floor cannot hold a reader for ever.
+	 */
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_LIMIT, (long)STALL_BYTES_PER_S);
+	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_TIME, (long)((x->opt->request_timeout_ms + 999) / 1000));
+	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms * STALL_CAP);
 	curl_easy_setopt(x->easy, CURLOPT_TCP_NODELAY, 1L);
 	/* larger reads from the socket: fewer recv calls and write callbacks per GET (16 KiB by default) */
 	curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024);
@@ -707,6 +754,64 @@ const char *grist_xml_next(const char *p, const char *end, const char *tag, cons
 	return e + strlen(close);
 }
 
+/*
+ * The XML entities servers use (the five named ones, &#N; and &#xN;), decoded in place:
+ * ListObjectsV2 keys, and the <Code> and <Message> of an error (Go's encoder, rclone's,
+ * writes a quote as &#34;).
+ */
+int grist_xml_unescape(char *s)
+{
+	static const struct {
+		const char *ent;
+		char c;
+	} ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' } };
+	char *w = s;
+	size_t k;
+
+	while (*s) {
+		if (*s != '&') {
+			*w++ = *s++;
+			continue;
+		}
+		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++)
+			if (!strncmp(s, ents[k].ent, strlen(ents[k].ent)))
+				break;
+		if (k < sizeof(ents) / sizeof(ents[0])) {
+			*w++ = ents[k].c;
+			s += strlen(ents[k].ent);
+			continue;
+		}
+		if (s[1] == '#') {
+			char *end;
+			unsigned long cp = s[2] == 'x' ? strtoul(s + 3, &end, 16) : strtoul(s + 2, &end, 10);
+
+			if (*end != ';' || cp == 0 || cp > 0x10ffff)
+				return -EPROTO;
+			/* UTF-8 encode the code point */
+			if (cp < 0x80) {
+				*w++ = (char)cp;
+			} else if (cp < 0x800) {
+				*w++ = (char)(0xc0 | (cp >> 6));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else if (cp < 0x10000) {
+				*w++ = (char)(0xe0 | (cp >> 12));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			} else {
+				*w++ = (char)(0xf0 | (cp >> 18));
+				*w++ = (char)(0x80 | ((cp >> 12) & 0x3f));
+				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
+				*w++ = (char)(0x80 | (cp & 0x3f));
+			}
+			s = end + 1;
+			continue;
+		}
+		return -EPROTO;
+	}
+	*w = '\0';
+	return 0;
+}
+
 /* The text between <Tag> and </Tag> in an XML body, or "". */
 static void xml_field(const struct grist_buf *b, const char *tag, char *out, size_t cap)
 {
@@ -714,8 +819,16 @@ static void xml_field(const struct grist_buf *b, const char *tag, char *out, siz
 	size_t n;
 
 	out[0] = '\0';
-	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n))
-		snprintf(out, cap, "%.*s", (int)n, v);
+	if (b->len && b->data && grist_xml_next((const char *)b->data, (const char *)b->data + b->len, tag, &v, &n)) {
+		char *t = strndup(v, n);
+
+		/* decoded whole, then cut to fit: an entity cut in two would not decode */
+		if (t && !grist_xml_unescape(t))
+			snprintf(out, cap, "%s", t);
+		else
+			snprintf(out, cap, "%.*s", (int)n, v);
+		free(t);
+	}
 }
 
 static void backoff(struct grist_remote_xfer *x, int cause)
@@ -854,134 +967,4 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	default:
 		return fail(x, -EPROTO, "%s", what);
 	}
-}
-
-int grist_remote_xfer_run(struct grist_remote_xfer *x)
-{
-	CURLM *m = curl_multi_init();
-	int ret = 0, running;
-
-	if (!m)
-		return grist_fail(-ENOMEM, "%s: cannot make a libcurl multi handle", x->display);
-	for (;;) {
-		enum grist_remote_outcome o;
-		CURLMsg *msg;
-		int left;
-		CURLcode rc = CURLE_OK;
-		bool done = false;
-
-		ret = grist_remote_xfer_setup(x);
-		if (ret)
-			break;
-		curl_multi_add_handle(m, x->easy);
-		/* bounded: curl ends the attempt by CURLOPT_TIMEOUT_MS at the latest */
-		while (!done) {
-			curl_multi_perform(m, &running);
-			while ((msg = curl_multi_info_read(m, &left))) {
-				if (msg->msg == CURLMSG_DONE) {
-					rc = msg->data.result;
-					done = true;
-				}
-			}
-			if (!done)
-				curl_multi_poll(m, NULL, 0, 100, NULL);
-		}
-		curl_multi_remove_handle(m, x->easy);
-		o = grist_remote_xfer_finish(x, rc);
-		if (o == GRIST_REMOTE_DONE) {
-			ret = x->error ? grist_fail(x->error, "%s: %s", x->display, x->msg) : 0;
-			break;
-		}
-		{
-			struct timespec ts = { (time_t)(x->delay_ns / 1000000000ull), (long)(x->delay_ns % 1000000000ull) };
-
-			nanosleep(&ts, NULL);
-		}
-	}
-	curl_multi_cleanup(m);
-	return ret;
-}
-
-/* ---- objects ---- */
-
-int grist_remote_open(const char *url, struct grist_remote_object **out)
-{
-	struct grist_remote_options opt;
-	struct grist_remote_object *o;
-	struct grist_remote_xfer x;
-	struct grist_buf keep = { 0 };
-	char region[64];
-	int ret;
-
-	*out = NULL;
-	ret = grist_remote_global_init();
-	if (ret)
-		return ret;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return grist_fail(-ENOMEM, "%s: out of memory", url);
-	o->refs = 1;
-	pthread_mutex_init(&o->sync_lock, NULL);
-	o->url = strdup(url);
-	if (!o->url) {
-		ret = grist_fail(-ENOMEM, "%s: out of memory", url);
-		goto fail;
-	}
-	region_for(grist_url_scheme(url), region, sizeof(region));
-	ret = grist_url_parse(url, region, true, &o->u);
-	if (ret)
-		goto fail;
-	grist_remote_options_current(&opt);
-	memset(&x, 0, sizeof(x));
-	x.easy = curl_easy_init();
-	if (!x.easy) {
-		ret = grist_fail(-ENOMEM, "%s: cannot make a libcurl handle", url);
-		goto fail;
-	}
-	x.u = &o->u;
-	x.display = o->url;
-	x.suffix = true;
-	x.len = TAIL_BYTES;
-	x.keep = &keep;
-	x.keep_max = TAIL_BYTES;
-	x.opt = &opt;
-	ret = grist_remote_xfer_run(&x);
-	if (ret && x.status == 416) {
-		/*
-		 * No last bytes to send: an empty object, or (rclone's S3 server) one shorter than
-		 * the suffix asked for, where RFC 9110 says to send it all. Either way the object
-		 * is smaller than TAIL_BYTES: one GET without a Range brings all of it.
-		 */
-		keep.len = 0;
-		x.suffix = false;
-		x.len = 0;
-		x.attempt = 0;
-		ret = grist_remote_xfer_run(&x);
-		x.has_range = false;
-	}
-	curl_easy_cleanup(x.easy);
-	grist_remote_xfer_release(&x);
-	if (ret)
-		goto fail;
-	if (x.has_range) {
-		if (x.cr_end + 1 != x.cr_total || x.cr_end + 1 - x.cr_start != keep.len) {
-			ret = grist_fail(-EPROTO, "%s: the server sent bytes %llu-%llu/%llu for the last %d bytes "
-					 "(%zu in the body)", url, (unsigned long long)x.cr_start,
-					 (unsigned long long)x.cr_end, (unsigned long long)x.cr_total, TAIL_BYTES, keep.len);
-			goto fail;
-		}
-		o->size = x.cr_total;
-		o->tail_off = x.cr_start;
-	} else {
-		o->size = keep.len;
-		o->tail_off = 0;
-	}
-	snprintf(o->etag, sizeof(o->etag), "%s", x.etag);
-	o->tail = keep.data;
-	*out = o;
-	return 0;
-fail:
-	grist_buf_free(&keep);
-	grist_remote_unref(o);
-	return ret;
 }

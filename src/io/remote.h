@@ -48,6 +48,30 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
  */
 int grist_remote_open(const char *url, struct grist_remote_object **out);
 
+/* One stretch of an object to read, and where its bytes go. */
+struct grist_remote_range {
+	uint64_t off, len;
+	uint8_t *dst;
+};
+
+/*
+ * Called by grist_remote_open_many() when @urls[@i] is open (@o's size, ETag and tail
+ * known; @o is lent, not given), on the opening thread. It may set *@more (zeroed) to a
+ * range of @o to read before the open ends: a dataset's footer, read at once, on the
+ * connection the opening GET used. Return: 0, or an error (grist_fail) that ends the batch.
+ */
+typedef int grist_remote_opened_fn(void *ud, size_t i, struct grist_remote_object *o,
+				   struct grist_remote_range *more);
+
+/*
+ * grist_remote_open_many() - open @n URLs as grist_remote_open() does, their GETs at once
+ * on the calling thread (at most `inflight` in flight), each followed by the range @then
+ * (or NULL) asks of it. Return: 0 with @out[i] for @urls[i], or the first error met
+ * (naming its URL) with every @out NULL: none is left open.
+ */
+int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remote_object **out,
+			   grist_remote_opened_fn *then, void *ud);
+
 /* Where one stretch of a GET's body goes. */
 struct grist_remote_seg {
 	uint64_t off;  /* object offset of the first byte */
@@ -116,6 +140,21 @@ void grist_remote_xfer_release(struct grist_remote_xfer *x);
 int grist_remote_xfer_run(struct grist_remote_xfer *x);
 
 /*
+ * Run @n transfers to their ends on one private multi handle, at most @bound at once,
+ * each retried as its options say (remote_open.c). An easy handle is lent to each while
+ * it runs (x->easy). @on_end (or NULL) is told of each end (x->error set or not): 1 when it
+ * has set the transfer up for another GET, 0 to take the end as it is, or an error
+ * (grist_fail) that ends the batch. Return: 0, or the first failure (a transfer's named by
+ * its display) with the others stopped and their handles freed; @what names the batch in
+ * other errors.
+ */
+int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsigned bound,
+			   int (*on_end)(struct grist_remote_xfer *x), const char *what);
+
+/* The region requests to @s are signed for: AWS_REGION, AWS_DEFAULT_REGION, or the default. */
+void grist_remote_region(enum grist_url_scheme s, char *out, size_t cap);
+
+/*
  * grist_remote_options_resolve() - @in (a caller's sized struct, possibly older and shorter)
  * over the defaults, checked against the bounds. 0 or -EINVAL naming the bad value.
  */
@@ -126,6 +165,9 @@ void grist_remote_options_current(struct grist_remote_options *o);
 
 /* The text of the first <tag>...</tag> in [p, end) as @val/@len; returns the position after it, or NULL. */
 const char *grist_xml_next(const char *p, const char *end, const char *tag, const char **val, size_t *len);
+
+/* Decode XML entities (&amp; ... &#34; &#x1F600;) in @s, in place. 0, or -EPROTO for a bad one. */
+int grist_xml_unescape(char *s);
 
 /* curl_global_init once for the process. 0 or -ENOMEM. */
 int grist_remote_global_init(void);

@@ -12,60 +12,6 @@
 #define LIST_BODY_MAX (64u << 20)
 #define MAX_PAGES 100000
 
-/* Decode the XML entities ListObjectsV2 uses in keys, in place. 0, or -EPROTO for a bad one. */
-static int xml_unescape(char *s)
-{
-	static const struct {
-		const char *ent;
-		char c;
-	} ents[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' } };
-	char *w = s;
-	size_t k;
-
-	while (*s) {
-		if (*s != '&') {
-			*w++ = *s++;
-			continue;
-		}
-		for (k = 0; k < sizeof(ents) / sizeof(ents[0]); k++)
-			if (!strncmp(s, ents[k].ent, strlen(ents[k].ent)))
-				break;
-		if (k < sizeof(ents) / sizeof(ents[0])) {
-			*w++ = ents[k].c;
-			s += strlen(ents[k].ent);
-			continue;
-		}
-		if (s[1] == '#') {
-			char *end;
-			unsigned long cp = s[2] == 'x' ? strtoul(s + 3, &end, 16) : strtoul(s + 2, &end, 10);
-
-			if (*end != ';' || cp == 0 || cp > 0x10ffff)
-				return -EPROTO;
-			/* UTF-8 encode the code point */
-			if (cp < 0x80) {
-				*w++ = (char)cp;
-			} else if (cp < 0x800) {
-				*w++ = (char)(0xc0 | (cp >> 6));
-				*w++ = (char)(0x80 | (cp & 0x3f));
-			} else if (cp < 0x10000) {
-				*w++ = (char)(0xe0 | (cp >> 12));
-				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-				*w++ = (char)(0x80 | (cp & 0x3f));
-			} else {
-				*w++ = (char)(0xf0 | (cp >> 18));
-				*w++ = (char)(0x80 | ((cp >> 12) & 0x3f));
-				*w++ = (char)(0x80 | ((cp >> 6) & 0x3f));
-				*w++ = (char)(0x80 | (cp & 0x3f));
-			}
-			s = end + 1;
-			continue;
-		}
-		return -EPROTO;
-	}
-	*w = '\0';
-	return 0;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -172,7 +118,7 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 			if (!grist_xml_next(v, v + vlen, "Key", &kv, &klen))
 				continue;
 			key = strndup(kv, klen);
-			if (!key || xml_unescape(key)) {
+			if (!key || grist_xml_unescape(key)) {
 				ret = key ? grist_fail(-EPROTO, "%s: a listed key has a bad XML entity", pattern)
 					  : grist_fail(-ENOMEM, "%s: out of memory", pattern);
 				free(key);
@@ -213,7 +159,7 @@ GRIST_API int grist_remote_glob(const char *pattern, char ***urls, size_t *n)
 			break;
 		}
 		token = strndup(v, vlen);
-		if (!token || xml_unescape(token)) {
+		if (!token || grist_xml_unescape(token)) {
 			ret = grist_fail(-EPROTO, "%s: a bad continuation token", pattern);
 			break;
 		}

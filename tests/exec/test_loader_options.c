@@ -133,10 +133,56 @@ static void test_remote_sizes(void **state)
 	}
 }
 
+/*
+ * split alone lowers coalesce to it ("split:64K" is not refused for the 1 MiB default
+ * coalesce), and only when it is above; both given, coalesce above split is refused.
+ */
+static void test_remote_split_alone(void **state)
+{
+	struct grist_remote_options o;
+
+	(void)state;
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("split:64K", &o), 0);
+	assert_true(o.split_bytes == 64 << 10 && o.coalesce_bytes == 64 << 10);
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("split:16M", &o), 0);
+	assert_true(o.split_bytes == 16 << 20 && o.coalesce_bytes == 1 << 20);
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("coalesce:16K,split:64K", &o), 0);
+	assert_true(o.coalesce_bytes == 16 << 10);
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("split:64K,coalesce:128K", &o), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "above split"));
+	assert_true(o.split_bytes == 8 << 20 && o.coalesce_bytes == 1 << 20); /* untouched */
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("coalesce:16M", &o), -EINVAL); /* above the 8 MiB split */
+	/* a coalesce set by an earlier call is the caller's: never lowered, in either order */
+	grist_remote_options_init(&o);
+	assert_int_equal(grist_remote_options_parse("split:4M", &o), 0);
+	assert_int_equal(grist_remote_options_parse("coalesce:2M", &o), 0);
+	assert_int_equal(grist_remote_options_parse("split:1M", &o), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "above split"));
+	assert_true(o.coalesce_bytes == 2 << 20 && o.split_bytes == 4 << 20); /* untouched */
+	{
+		struct grist_loader_config c;
+
+		grist_loader_config_init(&c);
+		assert_int_equal(grist_loader_config_set(&c, "remote_coalesce", "2M"), 0);
+		assert_int_equal(grist_loader_config_set(&c, "remote_split", "1M"), -EINVAL);
+		assert_true(c.remote.coalesce_bytes == 2 << 20);
+		grist_loader_config_init(&c);
+		assert_int_equal(grist_loader_config_set(&c, "remote_split", "1M"), 0);
+		assert_true(c.remote.coalesce_bytes == 1 << 20); /* the default, not above: kept */
+		assert_int_equal(grist_loader_config_set(&c, "remote_coalesce", "2M"), -EINVAL);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_remote_split_alone),
 		cmocka_unit_test(test_table_walk_and_find),
 		cmocka_unit_test(test_set_fields),
 		cmocka_unit_test(test_remote_sizes),

@@ -190,6 +190,8 @@ class FaultProxy:
         self.heads = []
         self.expired_tokens = set()
         self.connections = 0  # accepted from grist: with keep-alive, far fewer than requests
+        self.active = 0  # requests between their head's arrival and their answer's end
+        self.max_active = 0  # the most at once: how many GETs a client had in flight
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -259,77 +261,84 @@ class FaultProxy:
                 fields = dict((k.strip().lower(), v.strip()) for k, _, v in
                               (l.partition(":") for l in lines[1:] if ":" in l))
                 self.heads.append((lines[0], fields))
-                if self.delay:
-                    await asyncio.sleep(self.delay)
-                fault = self.mode if self.mode and n % self.every == 0 else None
-                if fields.get("x-amz-security-token") in self.expired_tokens:
-                    fault = "expired"
-                if fault:
-                    self.faults += 1
-                if fault == "slowdown":
-                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                            b'<Message>Please reduce your request rate.</Message></Error>')
-                    ra = self.retry_after
-                    if isinstance(ra, float):  # seconds from now, as an HTTP-date (RFC 9110 allows both forms)
-                        ra = email.utils.formatdate(time.time() + ra, usegmt=True)
-                    writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %s\r\nContent-Type: application/xml\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % (str(ra).encode(), len(body)) + body)
-                    await writer.drain()
-                    continue
-                if fault == "5xx":
-                    status = (b"500 Internal Server Error", b"502 Bad Gateway", b"504 Gateway Timeout")[self.faults % 3]
-                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
-                            b'<Message>We encountered an internal error. Please try again.</Message></Error>')
-                    writer.write(b"HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n"
-                                 % (status, len(body)) + body)
-                    await writer.drain()
-                    continue
-                if fault == "expired":
-                    body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code>'
-                            b'<Message>The provided token has expired.</Message></Error>')
-                    writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
-                    await writer.drain()
-                    continue
-                if fault == "reset":
-                    sock = writer.get_extra_info("socket")
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-                    writer.transport.abort()
-                    return
-                if up_w is None:
-                    up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
-                up_w.write(head)
-                await up_w.drain()
-                rhead = await up_r.readuntil(b"\r\n\r\n")
-                if b"transfer-encoding: chunked" in rhead.lower():  # rclone's listings
-                    if await self._chunked(up_r, writer, rhead, fault == "truncate"):
-                        return
-                    continue
-                length = 0
-                for line in rhead.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                if fault == "badrange":  # a server that says it sent other bytes than asked
-                    def shift(m):
-                        return b"Content-Range: bytes %d-%d/%s" % (int(m.group(1)) + 1, int(m.group(2)) + 1, m.group(3))
-                    rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
-                # stream the body (a client may stop reading a long range early)
-                send = length // 2 if fault == "truncate" and length > 1 else length
-                writer.write(rhead)
-                left = length
-                while left:
-                    piece = await up_r.read(min(left, 1 << 16))
-                    if not piece:
-                        raise asyncio.IncompleteReadError(b"", left)
-                    left -= len(piece)
-                    if send:
-                        writer.write(piece[:send])
-                        send -= min(send, len(piece))
+                self.active += 1
+                self.max_active = max(self.max_active, self.active)
+                try:
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    fault = self.mode if self.mode and n % self.every == 0 else None
+                    if fields.get("x-amz-security-token") in self.expired_tokens:
+                        fault = "expired"
+                    if fault:
+                        self.faults += 1
+                    if fault == "slowdown":
+                        body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                                b'<Message>Please reduce your request rate.</Message></Error>')
+                        ra = self.retry_after
+                        if isinstance(ra, float):  # seconds from now, as an HTTP-date (RFC 9110 allows both forms)
+                            ra = email.utils.formatdate(time.time() + ra, usegmt=True)
+                        writer.write(b"HTTP/1.1 503 Slow Down\r\nRetry-After: %s\r\nContent-Type: application/xml\r\n"
+                                     b"Content-Length: %d\r\n\r\n" % (str(ra).encode(), len(body)) + body)
                         await writer.drain()
-                if fault == "truncate" and length > 1:
-                    writer.transport.abort()
-                    return
-                await writer.drain()
+                        continue
+                    if fault == "5xx":
+                        status = (b"500 Internal Server Error", b"502 Bad Gateway",
+                                  b"504 Gateway Timeout")[self.faults % 3]
+                        body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code>'
+                                b'<Message>We encountered an internal error. Please try again.</Message></Error>')
+                        writer.write(b"HTTP/1.1 %s\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n"
+                                     % (status, len(body)) + body)
+                        await writer.drain()
+                        continue
+                    if fault == "expired":
+                        body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>ExpiredToken</Code>'
+                                b'<Message>The provided token has expired.</Message></Error>')
+                        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/xml\r\n"
+                                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                        await writer.drain()
+                        continue
+                    if fault == "reset":
+                        sock = writer.get_extra_info("socket")
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                        writer.transport.abort()
+                        return
+                    if up_w is None:
+                        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+                    up_w.write(head)
+                    await up_w.drain()
+                    rhead = await up_r.readuntil(b"\r\n\r\n")
+                    if b"transfer-encoding: chunked" in rhead.lower():  # rclone's listings
+                        if await self._chunked(up_r, writer, rhead, fault == "truncate"):
+                            return
+                        continue
+                    length = 0
+                    for line in rhead.split(b"\r\n"):
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":", 1)[1])
+                    if fault == "badrange":  # a server that says it sent other bytes than asked
+                        def shift(m):
+                            return b"Content-Range: bytes %d-%d/%s" % (int(m.group(1)) + 1, int(m.group(2)) + 1,
+                                                                        m.group(3))
+                        rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
+                    # stream the body (a client may stop reading a long range early)
+                    send = length // 2 if fault == "truncate" and length > 1 else length
+                    writer.write(rhead)
+                    left = length
+                    while left:
+                        piece = await up_r.read(min(left, 1 << 16))
+                        if not piece:
+                            raise asyncio.IncompleteReadError(b"", left)
+                        left -= len(piece)
+                        if send:
+                            writer.write(piece[:send])
+                            send -= min(send, len(piece))
+                            await writer.drain()
+                    if fault == "truncate" and length > 1:
+                        writer.transport.abort()
+                        return
+                    await writer.drain()
+                finally:
+                    self.active -= 1
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):
             pass
         finally:
