@@ -127,6 +127,7 @@ int grist_engine_record_error(const struct grist_engine_source *sources, size_t 
 struct grist_engine_geometry {
 	unsigned online_cpus;
 	bool any_remote;          /* some file is a URL */
+	bool all_remote;          /* every file is a URL: read buffers need no O_DIRECT alignment */
 	uint64_t largest_extent;  /* the largest chunk extent within the chunk size limit */
 	uint64_t smallest_group;  /* the fewest records per chunk of any file (>= 1) */
 	uint64_t row_bytes;       /* the most decoded bytes per record a footer announces (0: unknown) */

@@ -8,6 +8,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "exec/engine_async_files.h"
+#include "plan/read_plan.h"
 #include "format/dataset.h"
 
 /* AUTO maps a small dataset of small chunks whether cached or not: see grist_io_map_small(). */
@@ -101,6 +102,7 @@ int grist_async_files_open(const struct grist_engine_params *p, struct async_fil
 				fs->any_buffered = true;
 		}
 	}
+	fs->buf_align = fs->any_direct || fs->any_buffered ? GRIST_READ_BUF_ALIGN_DIRECT : GRIST_READ_BUF_ALIGN_REMOTE;
 	return 0;
 }
 

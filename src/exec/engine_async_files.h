@@ -27,6 +27,11 @@ struct async_files {
 	size_t num_sources;
 	const struct grist_engine_source *sources;
 	bool any_direct, any_buffered, any_mapped, any_remote;
+	/*
+	 * Where regions start in the read buffers (read_plan.h): a cache line when only URLs
+	 * are read into them, else 4 KiB, so every local read stays aligned beside them.
+	 */
+	uint32_t buf_align;
 	struct grist_map_range *map_ranges; /* the mapped files: decoding from them runs under a guard */
 	size_t num_map_ranges;
 };

@@ -118,9 +118,10 @@ static int build_regions(const struct async_files *fs, struct async_plan *w)
 		w->regions[i].buf_off = buf_need;
 		/* a mapped file needs no buffer: its region is the mapping itself */
 		if (!grist_async_file(fs, w->regions[i].component, w->regions[i].file)->map)
-			buf_need = (buf_need + w->regions[i].len + GRIST_ENGINE_MEM_ALIGN - 1) &
-				   ~(size_t)(GRIST_ENGINE_MEM_ALIGN - 1);
+			buf_need += (size_t)grist_read_buf_len(w->regions[i].len, fs->buf_align);
 	}
+	/* whole pages per unit: the units after it in the arena start aligned whatever it holds */
+	buf_need = (size_t)grist_read_buf_len(buf_need, GRIST_ENGINE_MEM_ALIGN);
 	/* the buffer itself is reserved when the unit's reads are admitted (grist_async_admit) */
 	w->buf_need = buf_need;
 	return 0;
@@ -162,11 +163,6 @@ static int group_rows(struct async_plan *w)
 	return 0;
 }
 
-static size_t mem_align(uint64_t n)
-{
-	return (size_t)((n + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
-}
-
 /*
  * Whether streamed regions fit a read buffer of @arena bytes at every moment. Region i
  * can be given back once every chunk of it is copied out, which needs the rows up to
@@ -191,7 +187,8 @@ static bool stream_fits(const struct async_files *fs, const struct async_plan *w
 	for (i = 0; i < w->nregions; i++) {
 		const struct async_region *r = &w->regions[i];
 
-		size_of[i] = grist_async_file(fs, r->component, r->file)->map ? 0 : mem_align(r->len);
+		size_of[i] = grist_async_file(fs, r->component, r->file)->map ? 0
+										: (size_t)grist_read_buf_len(r->len, fs->buf_align);
 		if (size_of[i] > biggest)
 			biggest = size_of[i];
 		need = need > i ? need : i;

@@ -236,8 +236,7 @@ static bool stream_place(struct async_reader *rd, struct async_reads *r, struct 
 
 	if (q->buf)
 		return true;
-	l->resv = stream_reserve(rd, (size_t)((g->len + GRIST_ENGINE_MEM_ALIGN - 1) &
-					      ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1)), &off);
+	l->resv = stream_reserve(rd, (size_t)grist_read_buf_len(g->len, rd->files->buf_align), &off);
 	if (!l->resv)
 		return false;
 	r->unreserved--;

@@ -5,8 +5,8 @@
  * Memory is bounded by the configuration. At most nunits = prefetch + works x workers
  * units are claimed and not yet consumed (a worker may claim unit u only once unit
  * u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
- * granularity more when a larger read-ahead needs more units to fill it; at most
- * MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
+ * granularity more when a larger read-ahead needs more units to fill it; for URLs at
+ * chunk granularity U counts the unit's reads, not its items; at most MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
  * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
  * one; without, about ASSEMBLY_BYTES of slots). Read buffers are each worker's arena
  * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
@@ -15,12 +15,23 @@
 #include "exec/engine.h"
 #include "format/dataset.h"
 #include "io/remote.h"
+#include "plan/read_plan.h"
 
 #define MAX_WORKS 1024                     /* units one worker reads ahead, at most */
 #define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
 #define DEVICE_SLOTS_MAX 4096
 /* bytes of host slots the units being assembled ahead of the consumer may hold, about */
 #define ASSEMBLY_BYTES (512ull << 20)
+/*
+ * URL datasets: the bytes of chunk reads one engine thread hands the http backend at
+ * once by default (its queue depth is this over the largest extent, at least
+ * GRIST_REMOTE_QUEUE_DEPTH and at most REMOTE_QUEUE_DEPTH_MAX). The backend makes its
+ * GETs from the reads waiting, so the more of the object they cover the fewer gap bytes
+ * a GET carries: 616-byte chunks of a chunk-window shuffle get 16384 reads (the read-ahead
+ * arena about 21 MiB), 1 MiB chunks stay at 4096 (docs/tuning.md).
+ */
+#define REMOTE_WINDOW_BYTES (16ull << 20)
+#define REMOTE_QUEUE_DEPTH_MAX 16384
 
 void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned online_cpus,
 				struct grist_engine_geometry *g)
@@ -29,7 +40,8 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 	const struct grist_file_geom *fg;
 	size_t d, f;
 
-	*g = (struct grist_engine_geometry){ .online_cpus = online_cpus, .smallest_group = UINT64_MAX };
+	*g = (struct grist_engine_geometry){ .online_cpus = online_cpus, .smallest_group = UINT64_MAX,
+					     .all_remote = true };
 	for (d = 0; d < p->num_sources; d++) {
 		for (f = 0; f < p->sources[d].num_files; f++) {
 			if (p->sources[d].files[f].group_size && p->sources[d].files[f].group_size < g->smallest_group)
@@ -39,6 +51,8 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 				continue;
 			if (fg->remote)
 				g->any_remote = true;
+			else
+				g->all_remote = false;
 			/*
 			 * A chunk above the limit is refused, with its file and offset, when a unit
 			 * reaches it (grist_reader_locate()); it must not size the arenas first, or a
@@ -60,6 +74,8 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 	}
 	if (g->smallest_group == UINT64_MAX)
 		g->smallest_group = 1;
+	if (!g->any_remote)
+		g->all_remote = false;
 }
 
 /* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
@@ -135,10 +151,25 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
 	return (size_t)((read_ahead + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
 }
 
+/* The default queue depth for URL datasets: REMOTE_WINDOW_BYTES of reads of @max_extent bytes. */
+static unsigned remote_queue_depth(uint64_t max_extent)
+{
+	uint64_t q = REMOTE_WINDOW_BYTES / (max_extent ? max_extent : 1);
+
+	if (q < GRIST_REMOTE_QUEUE_DEPTH)
+		q = GRIST_REMOTE_QUEUE_DEPTH;
+	return q > REMOTE_QUEUE_DEPTH_MAX ? REMOTE_QUEUE_DEPTH_MAX : (unsigned)q;
+}
+
 void grist_engine_size(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
 		       struct grist_engine_sizes *s)
 {
-	uint64_t max_extent = g->largest_extent + 2 * GRIST_ENGINE_MEM_ALIGN; /* rounded out to O_DIRECT pages */
+	/*
+	 * The most read buffer one chunk read takes: rounded out to O_DIRECT pages at both
+	 * ends, or for URLs only to the cache line its region starts on (read_plan.h).
+	 */
+	uint64_t max_extent = g->all_remote ? grist_read_buf_len(g->largest_extent, GRIST_READ_BUF_ALIGN_REMOTE)
+					    : g->largest_extent + 2 * GRIST_ENGINE_MEM_ALIGN;
 	uint64_t slots;
 	size_t works;
 
@@ -159,7 +190,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
 	 */
 	s->queue_depth = p->queue_depth ? p->queue_depth
-		       : g->any_remote && !p->io_override ? GRIST_REMOTE_QUEUE_DEPTH : 64;
+		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent) : 64;
 	s->read_ahead = size_read_ahead(p, g, s, max_extent);
 	/*
 	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough
@@ -175,6 +206,14 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * two units per worker, gets that smaller assembly window.
 	 */
 	works = 2 + 2 * (size_t)s->queue_depth / s->unit_items;
+	/*
+	 * URL datasets at chunk granularity: count the unit's reads, not its items. A unit of
+	 * group_size 64 chunks holds 64 items per read, so counting items kept a window of
+	 * 10 units (160 chunk reads) per thread, far fewer than the queue depth the backend's
+	 * GETs are made from; the arena still bounds the bytes.
+	 */
+	if (g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK)
+		works = 2 + 2 * (size_t)s->queue_depth / (s->unit_items / g->smallest_group + 2);
 	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
 	if (p->granularity != GRIST_GRANULARITY_CHUNK && s->read_ahead / (max_extent * s->unit_items) > works)
 		works = s->read_ahead / (max_extent * s->unit_items);

@@ -500,6 +500,27 @@ def test_budget_follows_latency():
     assert b50 > b0 and m50 > 2 * m0, got
 
 
+def test_read_window_not_rounded():
+    """A URL's chunk reads take only their bytes of the read-ahead arena, not whole 4 KiB
+    pages: with a 64 KiB arena and one thread, more than 64 KiB / 4 KiB = 16 reads of
+    a.ar's chunks (under 400 bytes each) wait for the GETs at once behind a 50 ms proxy
+    (measured: 16 with page-rounded regions, 160 without), and the bytes are the local ones."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=0.05)
+    try:
+        setenv(p.endpoint)
+        args = ["--batch-size", 16, "--seed", 6, "--granularity", "chunk", "--threads", 1,
+                "--read-ahead", "64K", "--queue-depth", 4096]
+        rc, out, err = g.run(["load", s3("a.ar"), "--stats", "--digest"] + args)
+        assert rc == 0, err[-2000:]
+        assert out == g.run_ok(["load", local("a.ar"), "--digest"] + args)
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
+    line = [l for l in err.splitlines() if l.startswith("reads in flight: ")][0]
+    most = int(line.split(" max ")[1].split()[0])
+    assert most > 64 * 1024 // 4096, line
+
+
 def test_http_through_nginx():
     n = rs.Nginx(ROOT)
     try:
@@ -590,8 +611,8 @@ def main():
                 test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                 test_retry_after_http_date,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                test_budget_follows_latency, test_http_through_nginx, test_slow_link_is_not_a_timeout,
-                test_many_shards_open_at_once])
+                test_budget_follows_latency, test_read_window_not_rounded, test_http_through_nginx,
+                test_slow_link_is_not_a_timeout, test_many_shards_open_at_once])
     finally:
         for s in SERVERS.values():
             s.stop()

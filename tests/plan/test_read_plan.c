@@ -1,4 +1,4 @@
-/* Tests for the read planner: coalescing of chunk extents into regions, O_DIRECT rounding, request pieces. */
+/* Tests for the read planner: coalescing of chunk extents into regions, O_DIRECT rounding, read buffer space, request pieces. */
 #include "helpers.h"
 #include "plan/read_plan.h"
 
@@ -57,6 +57,24 @@ static void test_align(void **state)
 	assert_int_equal(end, 9000);
 }
 
+/*
+ * Read buffer space per region: O_DIRECT files take whole pages, URLs only up to the next
+ * cache line, so a 616-byte chunk of a remote file takes 640 bytes of the read-ahead
+ * window instead of 4 KiB, and a region of exact multiples is not padded at all.
+ */
+static void test_buf_len(void **state)
+{
+	(void)state;
+	assert_int_equal(grist_read_buf_len(616, GRIST_READ_BUF_ALIGN_DIRECT), 4096);
+	assert_int_equal(grist_read_buf_len(616, GRIST_READ_BUF_ALIGN_REMOTE), 640);
+	assert_int_equal(grist_read_buf_len(640, GRIST_READ_BUF_ALIGN_REMOTE), 640);
+	assert_int_equal(grist_read_buf_len(1, GRIST_READ_BUF_ALIGN_REMOTE), 64);
+	assert_int_equal(grist_read_buf_len(0, GRIST_READ_BUF_ALIGN_REMOTE), 0);
+	assert_int_equal(grist_read_buf_len(4097, GRIST_READ_BUF_ALIGN_DIRECT), 8192);
+	assert_int_equal(grist_read_buf_len(GRIST_READ_REGION_MAX - 1, GRIST_READ_BUF_ALIGN_REMOTE),
+			 GRIST_READ_REGION_MAX);
+}
+
 /* Pieces cover a region exactly, each at most GRIST_READ_PIECE_MAX bytes. */
 static void test_pieces(void **state)
 {
@@ -88,6 +106,7 @@ int main(void)
 		cmocka_unit_test(test_coalesce_touching),
 		cmocka_unit_test(test_coalesce_bound),
 		cmocka_unit_test(test_align),
+		cmocka_unit_test(test_buf_len),
 		cmocka_unit_test(test_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
