@@ -289,54 +289,6 @@ static inline __attribute__((always_inline)) void prefetch_region(const struct s
 }
 
 /*
- * The values pass reads a whole chunk (the hash, then the codec) in fill order, which
- * is shuffled: the chunk this far ahead is pulled into cache meanwhile, up to
- * FILL_PREFETCH_MAX bytes of it (larger chunks take long enough to stream by themselves).
- */
-#define FILL_PREFETCH 2
-#define FILL_PREFETCH_MAX 4096
-
-/*
- * A chunk decompressed straight into its rows (direct_destination()) has them written by
- * the codec with plain stores, a line at a time; slot memory cycles through more than the
- * core's cache, so each line would be fetched for ownership just as the codec stores to
- * it. Such a chunk's rows are pulled in for writing meanwhile, up to FILL_PREFETCH_MAX
- * bytes (at group_size 1: 1-4% less CPU per record, medians of alternating runs). Rows
- * copied out of a scratch buffer need none: those copies use streaming stores.
- */
-static void prefetch_rows(const struct step *s, uint32_t chunk)
-{
-	const struct async_chunk *c = &s->pl->chunks[chunk];
-	const uint8_t *dst;
-	uint64_t n, i;
-
-	if (c->rows_end == c->rows_begin || s->pl->rows[c->rows_end - 1].item >= s->d->shaped)
-		return; /* a row of it has no place yet */
-	dst = direct_destination(s, chunk);
-	if (!dst)
-		return;
-	n = s->d->chunks[chunk].decoded_size < FILL_PREFETCH_MAX ? s->d->chunks[chunk].decoded_size : FILL_PREFETCH_MAX;
-	for (i = 0; i < n; i += 64)
-		__builtin_prefetch(dst + i, 1);
-}
-
-static void prefetch_chunk(const struct step *s, uint32_t chunk)
-{
-	const struct async_chunk *c = &s->pl->chunks[chunk];
-	const struct async_region *r = &s->pl->regions[c->region];
-	const struct async_landing *l = &s->rd->land[c->region];
-	uint64_t n = c->end - c->begin < FILL_PREFETCH_MAX ? c->end - c->begin : FILL_PREFETCH_MAX, i;
-	const uint8_t *p;
-
-	if (l->pieces_left || s->d->chunks[chunk].filled || !l->base)
-		return; /* not landed yet, or done */
-	p = l->base + (c->begin - r->offset);
-	for (i = 0; i < n; i += 64)
-		__builtin_prefetch(p + i);
-	prefetch_rows(s, chunk);
-}
-
-/*
  * Without a map, a row is the record itself, so its place in the slot follows from the
  * record sizes alone. As each region lands, its chunks' sizes sections are read (small);
  * rows get their places in stream order as far as the sizes before them are known; and
@@ -422,8 +374,6 @@ static int advance_by_chunk(const struct step *s, uint64_t *now)
 			    !grist_async_file(s->in->files, pl->chunks[c].component, pl->chunks[c].file)->map)
 				break;
 			d->fill_next++;
-			if (d->fill_next + FILL_PREFETCH < pl->nchunks)
-				prefetch_chunk(s, pl->fill_order[d->fill_next + FILL_PREFETCH]);
 			ret = fill_chunk(s, c, &ty, now);
 			if (ret)
 				goto out;
@@ -432,8 +382,6 @@ static int advance_by_chunk(const struct step *s, uint64_t *now)
 			c = pl->order[d->file_next];
 			if (d->chunks[c].filled)
 				continue;
-			if (d->file_next + FILL_PREFETCH < pl->nchunks)
-				prefetch_chunk(s, pl->order[d->file_next + FILL_PREFETCH]);
 			ret = fill_chunk(s, c, &ty, now);
 			if (ret)
 				goto out;

@@ -43,6 +43,13 @@ static struct grist_reader *open_reader(const char *const *names, size_t n)
 	return r;
 }
 
+/* @n record indices below 199, scattered: no two adjacent chunks in a row. */
+static void scattered(uint64_t *idx, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		idx[i] = (i * 37) % 199;
+}
+
 /* Each out[i] must be exactly what grist_reader_read() gives for indices[i]. */
 static void check_against_reader(struct grist_reader *r, const uint64_t *indices, size_t n,
 				 const struct grist_fetch_record *out)
@@ -164,8 +171,7 @@ static void test_one_submission(void **state)
 	size_t i;
 
 	(void)state;
-	for (i = 0; i < 100; i++)
-		idx[i] = (i * 37) % 199; /* scattered, no two adjacent chunks in a row */
+	scattered(idx, 100);
 	assert_int_equal(grist_fetcher_create(r, &reads, &f), 0);
 	assert_int_equal(grist_fetcher_read(f, idx, 100, out), 0);
 	grist_fetcher_stats(f, &st);
@@ -187,8 +193,7 @@ static void test_one_submission(void **state)
 	grist_fetcher_destroy(f);
 
 	/* a queue depth of 8 takes 100 scattered reads in several submissions, all correct */
-	for (i = 0; i < 100; i++)
-		idx[i] = (i * 37) % 199;
+	scattered(idx, 100);
 	assert_int_equal(grist_fetcher_create(r, &small, &f), 0);
 	assert_int_equal(grist_fetcher_read(f, idx, 100, out), 0);
 	grist_fetcher_stats(f, &st);
@@ -206,11 +211,9 @@ static void test_small_dataset_mapped(void **state)
 	struct grist_fetch_record out[100];
 	struct grist_fetcher *f;
 	struct grist_fetcher_stats st;
-	size_t i;
 
 	(void)state;
-	for (i = 0; i < 100; i++)
-		idx[i] = (i * 37) % 199;
+	scattered(idx, 100);
 	assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
 	assert_int_equal(grist_fetcher_read(f, idx, 100, out), 0);
 	check_against_reader(r, idx, 100, out);
