@@ -21,6 +21,7 @@ _logging.getLogger("grist").addHandler(_logging.NullHandler())
 from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
+from ._tfds_meta import is_url as _is_url  # noqa: E402  (the one test for a URL path)
 
 __version__ = _grist.__version__
 
@@ -28,7 +29,6 @@ __all__ = ["__version__", "Reader", "Writer", "ArrayRecordDataSource", "Loader",
            "set_remote_options"]
 
 _GLOB_CHARS = frozenset("*?[")
-_URL_PREFIXES = ("s3://", "gs://", "http://", "https://")
 
 
 def set_remote_options(**options: "int | str") -> None:
@@ -55,9 +55,6 @@ def set_remote_options(**options: "int | str") -> None:
         items.append("%s:%s" % (k, v))
     _grist.set_remote_options(",".join(items))
 
-
-def _is_url(p):
-    return p.lower().startswith(_URL_PREFIXES)
 
 if TYPE_CHECKING:  # names for the annotations only
     import os

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from . import _tfds_meta as _meta
 from ._grist import Writer, encode_examples
 
 __all__ = ["from_parquet", "ConversionError"]
@@ -254,10 +255,6 @@ def _name_and_version(out_dir):
     return base, "1.0.0"
 
 
-def _shard_name(name, split, k, n):
-    return f"{name}-{split}.array_record-{k:05d}-of-{n:05d}"
-
-
 def _leaves(fields, prefix=""):
     """(name, Arrow type) of every leaf column, a struct's fields named parent/child: TFDS
     flattens a nested FeaturesDict into Example keys the same way."""
@@ -369,7 +366,8 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
 
 
 def _write_shards(files, metas, columns, tmp, name, split, quota, options, progress, total):
-    names = [_shard_name(name, split, k, len(quota)) for k in range(len(quota))]
+    names = [_meta._shard_name(_meta.DEFAULT_TEMPLATE, name, split, "array_record", k, len(quota))
+             for k in range(len(quota))]
     shard, left, done, t0 = 0, quota[0], 0, time.perf_counter()
     writer = Writer(os.path.join(tmp, names[0]), options)
     try:
@@ -409,7 +407,7 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
 
 def _split_info(split, lengths, num_bytes):
     """A split's entry in dataset_info.json: TFDS's file name template and each shard's count."""
-    return {"filepathTemplate": "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}", "name": split,
+    return {"filepathTemplate": _meta.DEFAULT_TEMPLATE, "name": split,
             "numBytes": str(num_bytes), "shardLengths": [str(q) for q in lengths]}
 
 

@@ -23,6 +23,8 @@ _URL_PREFIXES = ("s3://", "gs://", "http://", "https://")
 # A metadata file fetched from a URL is at most this large (dataset_info.json lists every
 # shard's length: a few MB for the largest TFDS datasets).
 METADATA_MAX_BYTES = 64 << 20
+# TFDS's default filepathTemplate (core/naming.py): the names grist writes and reads by default.
+DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 
 
 def is_url(path):
@@ -194,7 +196,7 @@ def read_dataset_info(vdir):
         try:
             name = s["name"]
             lengths = [int(x) for x in s.get("shardLengths", [])]
-            template = s.get("filepathTemplate", "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}")
+            template = s.get("filepathTemplate", DEFAULT_TEMPLATE)
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"grist.tfds: {path}: bad split entry {s!r}: {e}") from None
         if any(n < 0 for n in lengths):

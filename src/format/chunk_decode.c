@@ -211,6 +211,19 @@ static int decode_recordless(const struct open_chunk *c, uint64_t chunk_begin, c
 	}
 }
 
+/* A chunk's whole data as pieces in the decoder's d->pieces (grown to fit), their number in *@n. */
+static int chunk_pieces(struct grist_chunk_decoder *d, const uint8_t *buf, uint64_t buf_file_offset,
+			uint64_t chunk_begin, const struct open_chunk *c, size_t *n)
+{
+	size_t cap = (size_t)(c->h.data_size / (GRIST_BLOCK_SIZE - GRIST_BLOCK_HEADER_SIZE)) + 2;
+	int ret = grist_array_reserve((void **)&d->pieces, &d->pieces_cap, cap, sizeof(*d->pieces));
+
+	if (ret)
+		return ret;
+	*n = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, c->h.data_size);
+	return 0;
+}
+
 /* The error for data whose hash is not the header's. */
 static int hash_mismatch(const struct open_chunk *c, uint64_t hash, uint64_t chunk_begin, const char *path)
 {
@@ -235,14 +248,12 @@ static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint6
 		*data = buf + (c->data_begin - buf_file_offset);
 		hash = grist_hash(*data, n);
 	} else {
-		k = (size_t)(n / (GRIST_BLOCK_SIZE - GRIST_BLOCK_HEADER_SIZE)) + 2;
-		ret = grist_array_reserve((void **)&d->pieces, &d->pieces_cap, k, sizeof(*d->pieces));
+		ret = chunk_pieces(d, buf, buf_file_offset, chunk_begin, c, &k);
 		if (!ret)
 			ret = grist_buf_reserve(&d->data, n);
 		if (ret)
 			return grist_fail_at(ret, path, chunk_begin, "cannot allocate %llu bytes for the chunk data",
 					     (unsigned long long)n);
-		k = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, n);
 		hash = grist_hash_pieces_gather(d->pieces, k, d->data.data);
 		*data = d->data.data;
 	}
@@ -362,11 +373,9 @@ static int values_in_place(struct grist_chunk_decoder *d, const uint8_t *buf, ui
 	codec = head_len ? grist_codec_find(head[0]) : NULL;
 	if (!codec || codec->type != GRIST_CODEC_NONE)
 		return 0; /* compressed, or a fault the general path reports */
-	n = (size_t)(c->h.data_size / (GRIST_BLOCK_SIZE - GRIST_BLOCK_HEADER_SIZE)) + 2;
-	ret = grist_array_reserve((void **)&d->pieces, &d->pieces_cap, n, sizeof(*d->pieces));
+	ret = chunk_pieces(d, buf, buf_file_offset, chunk_begin, c, &n);
 	if (ret)
 		return ret;
-	n = logical_pieces(d->pieces, buf, buf_file_offset, chunk_begin, GRIST_CHUNK_HEADER_SIZE, c->h.data_size);
 	ret = grist_simple_chunk_sizes_extent(head, (size_t)head_len, c->h.data_size, path, chunk_begin, &prefix_len);
 	if (!ret) {
 		values_len = c->h.data_size - prefix_len;
