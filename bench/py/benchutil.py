@@ -1,9 +1,12 @@
 """Helpers the Python baselines share: making a test file, warming the page
 cache, timing runs and printing the one-line JSON result the lead's bench parses."""
+import contextlib
 import json
 import os
 import random
+import shutil
 import statistics
+import tempfile
 import time
 
 
@@ -61,6 +64,21 @@ def alternate(commands, rounds):
             subprocess.run(commands[n], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             times[n].append(time.perf_counter() - t0)
     return times
+
+
+@contextlib.contextmanager
+def scratch(prefix):
+    """A fresh temporary folder and an empty list for the servers a bench starts there:
+    yields (folder, servers); on leaving, however it is left, each server is stopped, the
+    last started first, and the folder removed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    servers = []
+    try:
+        yield tmp, servers
+    finally:
+        for server in reversed(servers):
+            server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report_alternating(times, names, width, baseline, part):

@@ -16,12 +16,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "interop"))
 import remote_servers as rs  # noqa: E402
-from benchutil import alternate  # noqa: E402
+from benchutil import alternate, scratch  # noqa: E402
 
 
 def main():
@@ -33,9 +32,7 @@ def main():
     ap.add_argument("--delay", type=float, default=20.0, help="ms per request")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    tmp = tempfile.mkdtemp(prefix="grist-open-bench-")
-    servers = []
-    try:
+    with scratch("grist-open-bench-") as (tmp, servers):
         data = os.path.join(tmp, "bkt")
         os.makedirs(data)
         lines = b"".join(b"%08d\n" % i for i in range(a.records))
@@ -54,10 +51,6 @@ def main():
             print("%-50s %.3f s (median of %d: %s)" % (g, r["median_s"], len(r["runs_s"]),
                                                        ", ".join("%.3f" % t for t in r["runs_s"])))
         print(json.dumps({"shards": a.shards, "records": a.records, "delay_ms": a.delay, "results": out}))
-    finally:
-        for server in reversed(servers):
-            server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

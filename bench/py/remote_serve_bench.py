@@ -17,7 +17,6 @@ import argparse
 import os
 import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 import remote_servers as rs  # noqa: E402
+from benchutil import scratch  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -93,16 +93,14 @@ def main():
     ap.add_argument("--targets", default="rclone,nginx,rclone+pyproxy,nginx+pyproxy,rclone+cproxy,nginx+cproxy")
     a = ap.parse_args()
     get = size(a.get)
-    tmp = tempfile.mkdtemp(prefix="grist-serve-bench-")
-    os.chmod(tmp, 0o755)  # nginx workers run as nobody
-    os.makedirs(os.path.join(tmp, "b"))
-    path = os.path.join(tmp, "b", "f.bin")
-    with open(path, "wb") as f:
-        for _ in range(a.size):
-            f.write(os.urandom(1 << 20))
-    fsize = a.size << 20
-    started = []
-    try:
+    with scratch("grist-serve-bench-") as (tmp, started):
+        os.chmod(tmp, 0o755)  # nginx workers run as nobody
+        os.makedirs(os.path.join(tmp, "b"))
+        path = os.path.join(tmp, "b", "f.bin")
+        with open(path, "wb") as f:
+            for _ in range(a.size):
+                f.write(os.urandom(1 << 20))
+        fsize = a.size << 20
         rclone = rs.Rclone(tmp, extra=["--etag-hash", ""])
         started.append(rclone)
         nginx = rs.Nginx(tmp)
@@ -151,10 +149,6 @@ def main():
             print("%-16s %9.0f %9.1f %12.2f %12.2f %12.2f" % (
                 t, a.requests / w, a.requests * get / w / 1e6, statistics.median(v["client"]) / gib,
                 statistics.median(v["server"]) / gib, statistics.median(v["proxy"]) / gib))
-    finally:
-        for s in reversed(started):
-            s.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

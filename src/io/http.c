@@ -88,6 +88,8 @@ struct http_io {
 	size_t npending, pending_cap;
 	struct piece *sorted;
 	size_t sorted_cap;
+	struct group *groups; /* launch()'s, kept with sorted so a launch allocates nothing */
+	size_t groups_cap;
 	uint64_t seq;
 	struct grist_io_queue done;
 	uint64_t depth_t;
@@ -307,6 +309,7 @@ static void http_destroy(struct grist_io *io)
 	free(h->gets);
 	free(h->pending);
 	free(h->sorted);
+	free(h->groups);
 	free(h);
 }
 
@@ -539,7 +542,7 @@ static int ride(struct http_io *h)
 /* Turn waiting pieces into GETs while the budget has room. */
 static int launch(struct http_io *h)
 {
-	struct group *groups = NULL;
+	struct group *groups;
 	size_t i, ngroups = 0, k, kept;
 	int ret = ride(h);
 
@@ -551,9 +554,9 @@ static int launch(struct http_io *h)
 		return -ENOMEM;
 	memcpy(h->sorted, h->pending, h->npending * sizeof(*h->sorted));
 	qsort(h->sorted, h->npending, sizeof(*h->sorted), cmp_piece);
-	groups = malloc(h->npending * sizeof(*groups));
-	if (!groups)
+	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))
 		return -ENOMEM;
+	groups = h->groups;
 	for (i = 0; i < h->npending;) {
 		uint64_t start = h->sorted[i].off, end = start + h->sorted[i].len, seq = h->sorted[i].seq;
 		size_t j = i + 1;
@@ -630,7 +633,6 @@ static int launch(struct http_io *h)
 		h->npending = kept;
 		qsort(h->pending, h->npending, sizeof(*h->pending), cmp_seq);
 	}
-	free(groups);
 	return ret;
 }
 
