@@ -55,6 +55,7 @@
 
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
+#include "format/dataset.h"
 #include "io/remote.h"
 
 /* ---- claiming and publishing units ---- */
@@ -639,6 +640,14 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 		e->remote_ctr = calloc(1, sizeof(*e->remote_ctr));
 		if (!e->remote_ctr)
 			return grist_fail(-ENOMEM, "async engine: out of memory");
+		/* the stats count the GETs that opened the files too (2 a shard), not only the reads' */
+		for (size_t d = 0; d < p->num_sources; d++)
+			for (size_t f = 0; f < p->sources[d].num_files; f++) {
+				const struct grist_file_geom *fg = grist_reader_file_geom(p->sources[d].reader, f);
+
+				if (fg)
+					grist_remote_count_opening(e->remote_ctr, fg->remote);
+			}
 	}
 
 	/* every count and budget: engine_sizing.c, shared with the device stage */

@@ -504,6 +504,37 @@ def test_budget_follows_latency():
     assert b50 > b0 and m50 > 2 * m0, got
 
 
+def test_opening_gets_counted():
+    """--stats counts every GET the server saw, the opening ones included (each shard's tail,
+    then its footer on the same connection), and every body byte: the GETs and bytes the
+    recording proxy saw, which the stats left 2 GETs a shard short before."""
+    names = ["a.ar", "b.ar"]
+    p = recording_proxy()
+    try:
+        a = ["--batch-size", 64, "--seed", 2, "--digest", "--threads", 2]
+        rc, out, err = g.run(["load"] + [s3(n) for n in names] + ["--stats"] + a)
+        assert rc == 0, err[-2000:]
+        assert out == g.run_ok(["load"] + [local(n) for n in names] + a)
+        gets = [(line, f) for line, f in p.heads if line.startswith("GET ")]
+    finally:
+        stop_proxy(p)
+    size = {"/%s/%s" % (BUCKET, n): os.path.getsize(local(n)) for n in names}
+    body = 0
+    for line, f in gets:
+        whole = size[line.split()[1].split("?")[0]]
+        r = f.get("range", "")
+        if r.startswith("bytes=-"):
+            body += min(int(r[7:]), whole)
+        elif r.startswith("bytes="):
+            lo, hi = r[6:].split("-")
+            body += min(int(hi), whole - 1) - int(lo) + 1
+        else:
+            body += whole
+    line = [l for l in err.splitlines() if l.startswith("remote: ")][0]
+    assert all(s > 65536 for s in size.values()), size  # the opening GET is a suffix range, not a 416
+    assert (int(line.split()[1]), int(line.split()[3])) == (len(gets), body), (line, len(gets), body)
+
+
 def test_chunk_window_gets_dense():
     """A chunk-window shuffle of 600-byte chunks over a 13 MB object, whose read-ahead
     window covers most of the object, takes a few dense GETs per object and epoch: the
@@ -639,7 +670,7 @@ def main():
                 test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                 test_retry_after_http_date,
                 test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                test_budget_follows_latency, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
+                test_budget_follows_latency, test_opening_gets_counted, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
                 test_slow_link_is_not_a_timeout, test_many_shards_open_at_once])
     finally:
         for s in SERVERS.values():
