@@ -507,6 +507,21 @@ static void *worker_main(void *arg)
 				break;
 			}
 			start_unit(wk, u);
+			/*
+			 * URLs: admit and push it now. wants_more() asks for the newest unit's reads
+			 * to be out, so claiming stopped at one unit per pass, and a pass waits for
+			 * the oldest unit's reads: units of 16 chunk reads (chunk windows at
+			 * group_size 64) kept ~130 reads per thread out of a window of 4096, and the
+			 * http backend makes its GETs from the reads waiting. A ring of local reads
+			 * (64 deep) is full after a unit or two anyway; it keeps its one push per
+			 * pass (an unmeasured change there otherwise). An error here comes back
+			 * from the push below.
+			 */
+			if (broken || e->io_kind != GRIST_IO_HTTP)
+				continue;
+			admit_tail(wk);
+			if (push_pipeline(wk) < 0)
+				break;
 		}
 		if (!wk->count) {
 			if (!more)
