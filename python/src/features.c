@@ -8,6 +8,8 @@
 
 /* Calls with fewer records decode on the calling thread (a Grain source's __getitem__). */
 #define POOL_MIN_RECORDS 8
+/* Random access decodes at most this many bytes of rows at once (decode_records()). */
+#define GROUP_BYTES ((size_t)256 << 20)
 
 typedef struct {
 	PyObject_HEAD
@@ -20,6 +22,7 @@ typedef struct {
 	struct gristpy_paths paths;         /* the dataset's files, for fetch() */
 	struct grist_reader *reader;        /* fetch(): opened on first use */
 	struct grist_fetcher *fetcher;
+	size_t group_bytes;                 /* decode_records(): rows decoded at once, at most */
 } FeaturesObject;
 
 /*
@@ -189,10 +192,10 @@ static int gathered_append(struct gathered *all, struct gathered *part)
 /*
  * Decode @n records and gather them into @g, without the GIL. Records whose rows could be
  * large (images of unknown size are bounded by their largest shape, not their bytes) go in
- * groups of at most GROUP_BYTES of rows, so a request never reserves more than that at once
- * besides one record's bound. Return: 0 or a negative code.
+ * groups of at most self->group_bytes of rows (GROUP_BYTES unless a test asked otherwise), so
+ * a request never reserves more than that at once besides one record's bound.
+ * Return: 0 or a negative code.
  */
-#define GROUP_BYTES ((size_t)256 << 20)
 static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
 			  const uint64_t *indices, struct gathered *g)
 {
@@ -200,7 +203,7 @@ static int decode_records(FeaturesObject *self, const uint8_t *const *recs, cons
 	int code = 0;
 
 	memset(g, 0, sizeof(*g));
-	if (grist_features_batch_bound(self->spec, lens, n) <= GROUP_BYTES)
+	if (grist_features_batch_bound(self->spec, lens, n) <= self->group_bytes)
 		return decode_group(self, recs, lens, n, indices, g);
 	while (!code && a < n) {
 		struct gathered part;
@@ -209,7 +212,7 @@ static int decode_records(FeaturesObject *self, const uint8_t *const *recs, cons
 		for (b = a + 1; b < n; b++) {
 			size_t next = grist_features_row_bound(self->spec, lens[b]);
 
-			if (bytes + next > GROUP_BYTES)
+			if (bytes + next > self->group_bytes)
 				break;
 			bytes += next;
 		}
@@ -346,17 +349,20 @@ static void features_free(FeaturesObject *self)
  * Features(columns, paths=None, threads=0, datasets=None): @paths are the files of the one
  * dataset the records come from (for messages naming file and record, and for fetch());
  * @datasets instead, a list of such lists for a loader that mixes datasets (messages only);
- * @threads the pool's workers beside the calling thread (0: none).
+ * @threads the pool's workers beside the calling thread (0: none). The private
+ * @_group_bytes (tests) replaces GROUP_BYTES for this object, so a small dataset decodes in
+ * many groups.
  */
 static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "columns", "paths", "threads", "datasets", NULL };
+	static char *kwlist[] = { "columns", "paths", "threads", "datasets", "_group_bytes", NULL };
 	PyObject *columns, *paths = Py_None, *datasets = Py_None, *seq = NULL, *dseq = NULL;
 	struct grist_features *f = NULL;
 	struct gristpy_paths *p = NULL;
 	struct grist_dataset_spec *ds = NULL;
 	size_t nd = 0, d;
 	unsigned threads = 0;
+	Py_ssize_t group_bytes = (Py_ssize_t)GROUP_BYTES;
 	char msg[1024] = "";
 	Py_ssize_t i;
 	int ret = -1, code;
@@ -365,8 +371,13 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_ValueError, "Features: already initialised");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO:Features", kwlist, &columns, &paths, &threads, &datasets))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO$n:Features", kwlist, &columns, &paths, &threads, &datasets,
+					 &group_bytes))
 		return -1;
+	if (group_bytes < 1) {
+		PyErr_SetString(PyExc_ValueError, "Features: _group_bytes must be at least 1");
+		return -1;
+	}
 	if (paths != Py_None && datasets != Py_None) {
 		PyErr_SetString(PyExc_ValueError, "Features: paths or datasets, not both");
 		return -1;
@@ -427,6 +438,7 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		goto out;
 	}
 	self->spec = grist_features_decoder_spec(self->dec);
+	self->group_bytes = (size_t)group_bytes;
 	self->map.fn = grist_features_map;
 	self->map.ctx = self->dec;
 	self->map.id = grist_features_id(self->spec);
