@@ -57,7 +57,9 @@ enum grist_read_mode {
 				else per file: MMAP when the page cache holds it (mincore() on a
 				sample of its pages finds at least 95% cached), else O_DIRECT when it
 				is large relative to RAM and its file system allows it, else
-				BUFFERED. A mapped file has MMAP's caveat below */
+				BUFFERED. A mapped file has MMAP's caveat below; a file that
+				cannot be mapped (a file system that refuses mmap, such as FUSE
+				with direct I/O) is read instead */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
@@ -68,7 +70,8 @@ enum grist_read_mode {
 				naming the file and byte, from grist_loader_next(), as a read error
 				would be. The guard's SIGBUS handler is installed the first time a
 				mapped file is decoded and passes every other SIGBUS to the handler
-				it replaced (docs/architecture.md, "Mapped files") */
+				it replaced (docs/architecture.md, "Mapped files"). A file that
+				cannot be mapped is an error naming it (AUTO would read it) */
 };
 /* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
