@@ -395,6 +395,22 @@ static inline void grist_loader_stats(const struct grist_loader *l, struct grist
 }
 
 /**
+ * grist_loader_get_config() - the configuration @l runs with, written into @out, which the
+ * caller initialised with grist_loader_config_init() (only the fields its struct holds are
+ * written; out->size stays the caller's). It is what was given, with the defaults the
+ * loader resolves when it is created filled in: shard_count, pack_bins, prefetch,
+ * map_out_max and max_batch_bytes, so a front end that shows or enforces one of them asks
+ * here instead of repeating the library's number. What the engine sizes for itself (threads,
+ * queue_depth, read_ahead_bytes) stays as given, 0 for its default: grist_loader_stats()
+ * reports what it chose. The pointers in it (datasets and their paths, device,
+ * resume_state) are the loader's own copies, valid until grist_loader_destroy().
+ *
+ * Return: 0, or -EINVAL when @out has no size (not initialised).
+ * Thread-safety: any thread; the configuration never changes after grist_loader_create().
+ */
+GRIST_API int grist_loader_get_config(const struct grist_loader *l, struct grist_loader_config *out);
+
+/**
  * grist_loader_num_batches() - how many batches the loader delivers from its start (a
  * resumed one: from its checkpoint) to the end, after sharding, epochs and drop_remainder.
  * @out: set to the count (0 on error).
