@@ -38,6 +38,7 @@ int grist_async_files_open(const struct grist_engine_params *p, struct async_fil
 	struct grist_io_open_info oi;
 	struct grist_file_info info;
 	size_t d, f, ranges_cap = 0;
+	bool told = false; /* a file that cannot be mapped was logged */
 	void *m;
 	int ret;
 
@@ -82,7 +83,8 @@ int grist_async_files_open(const struct grist_engine_params *p, struct async_fil
 			   (and reads it where it cannot: grist_io_map_file()) */
 			m = NULL;
 			if ((p->read_mode == GRIST_READ_MMAP || oi.resident || map_all) &&
-			    (ret = grist_io_map_file(oi.fd, oi.size, info.path, p->read_mode == GRIST_READ_MMAP, &m)))
+			    (ret = grist_io_map_file(oi.fd, oi.size, info.path, p->read_mode == GRIST_READ_MMAP, &told,
+						     &m)))
 				return ret;
 			if (m) {
 				if (map_all && !oi.resident)

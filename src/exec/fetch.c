@@ -128,6 +128,7 @@ static void *helper_main(void *arg);
 static void map_files(struct grist_fetcher *f)
 {
 	uint64_t bytes = 0, chunks = 0;
+	bool told = false; /* a file that cannot be mapped was logged */
 	size_t i;
 
 	for (i = 0; i < f->nfiles; i++) {
@@ -145,7 +146,7 @@ static void map_files(struct grist_fetcher *f)
 
 		/* optional, so it cannot fail: a file it cannot map is read */
 		if (!g->remote)
-			grist_io_map_file(g->fd, g->size, g->path, false, &m);
+			grist_io_map_file(g->fd, g->size, g->path, false, &told, &m);
 		if (!m)
 			continue;
 		madvise(m, (size_t)g->size, MADV_WILLNEED); /* advice only */

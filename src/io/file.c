@@ -124,7 +124,7 @@ bool grist_io_map_small(uint64_t bytes, uint64_t chunks)
 	return chunks && ram && bytes <= ram / MAP_SMALL_RAM_SHARE && bytes / chunks <= MAP_SMALL_CHUNK_BYTES;
 }
 
-int grist_io_map_file(int fd, uint64_t size, const char *path, bool required, void **map)
+int grist_io_map_file(int fd, uint64_t size, const char *path, bool required, bool *told, void **map)
 {
 	int err = EFBIG;
 	void *m;
@@ -143,7 +143,10 @@ int grist_io_map_file(int fd, uint64_t size, const char *path, bool required, vo
 	if (required)
 		return grist_fail(-err, "%s: cannot map the file for io=mmap: %s (io=auto reads a file it cannot map)",
 				  path, strerror(err));
-	grist_log(GRIST_LOG_INFO, "%s: cannot map the file (%s): reading it instead", path, strerror(err));
+	if (!*told)
+		grist_log(GRIST_LOG_INFO, "%s: cannot map the file (%s): reading it, and any other file here "
+			  "that cannot be mapped, instead", path, strerror(err));
+	*told = true;
 	return 0;
 }
 
