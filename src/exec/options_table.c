@@ -26,6 +26,9 @@ struct entry {
 	const int *values; /* CHOICE without an apply: the value stored for each word, in order */
 };
 
+/* a number's default as the table's text: "4" from 4 */
+#define TEXT_(x) #x
+#define TEXT(x) TEXT_(x)
 #define FIELD(f) offsetof(struct grist_loader_config, f), sizeof(((struct grist_loader_config *)0)->f)
 #define END(f) (offsetof(struct grist_loader_config, f) + sizeof(((struct grist_loader_config *)0)->f))
 
@@ -87,7 +90,8 @@ static const struct entry table[] = {
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
 	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
 	U("queue_depth", 1, 32768, queue_depth, "64", "reads in flight per ring"),
-	U("prefetch", 1, 64, prefetch, "4", "batches assembled ahead, and the most a caller may hold"),
+	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, TEXT(GRIST_DEFAULT_PREFETCH),
+	  "batches assembled ahead, and the most a caller may hold"),
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "2 x queue_depth x largest chunk per thread",
 	   "read buffers of all threads: how far reads run ahead of decoding"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, "64MiB", "no batch may be larger"),

@@ -127,6 +127,22 @@ def test_arrays_keep_the_slot_alive(files, all_records):
         next(loader)
 
 
+@pytest.mark.parametrize("kw", [{}, {"prefetch": 2}, {"prefetch": 64}])
+def test_prefetch_is_the_libraries_hold_limit(files, kw):
+    """Loader.prefetch is the hold limit the library resolved (grist_loader_get_config()):
+    its default when none is given, one more than asked for a for loop's previous batch,
+    up to the option's bound. Holding that many works; one more is EBUSY."""
+    with grist.Loader(files, 8, seed=1, **kw) as loader:
+        if kw:
+            assert loader.prefetch == min(kw["prefetch"] + 1, 64)
+        held = [next(loader) for _ in range(loader.prefetch)]
+        with pytest.raises(grist.Error) as e:
+            next(loader)
+        assert e.value.errno == errno.EBUSY
+        for b in held:
+            b.release()
+
+
 def test_holding_too_many_batches_raises(files):
     loader = grist.Loader(files, 8, seed=1, prefetch=4)
     held = []
