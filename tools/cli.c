@@ -323,11 +323,16 @@ void cli_print_help(FILE *out, const char *text)
 {
 	const char *p = text, *open, *close;
 
-	while ((open = strchr(p, '{')) && (close = strchr(open, '}'))) {
+	while ((open = strchr(p, '{'))) {
 		fwrite(p, 1, (size_t)(open - p), out);
-		if (!help_field(out, open + 1, (size_t)(close - open - 1)))
-			fwrite(open, 1, (size_t)(close + 1 - open), out);
-		p = close + 1;
+		close = strchr(open, '}');
+		if (close && help_field(out, open + 1, (size_t)(close - open - 1))) {
+			p = close + 1;
+			continue;
+		}
+		/* a brace of the text itself ({"tokens": ...}): as written, and look on after it */
+		fputc('{', out);
+		p = open + 1;
 	}
 	fputs(p, out);
 }
