@@ -11,7 +11,7 @@
 #include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
-#define DEFAULT_MAX_BATCH_BYTES ((size_t)64 << 20)
+#define DEFAULT_MAX_BATCH_BYTES ((size_t)GRIST_DEFAULT_MAX_BATCH_MIB << 20)
 /* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
 #define PACK_ENGINE_BATCH 256
 

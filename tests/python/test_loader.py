@@ -143,6 +143,21 @@ def test_prefetch_is_the_libraries_hold_limit(files, kw):
             b.release()
 
 
+@pytest.mark.parametrize("kw", [{}, {"prefetch": 2}, {"prefetch": 8}])
+def test_batch_map_reads_ahead_to_the_libraries_hold_limit(files, kw):
+    """batch_map pulls as far ahead as the hold limit the library resolved (Loader.prefetch)
+    allows with the caller's batch in it: its depth was computed from the prefetch= asked
+    for, or a copy of the library's default, not from the limit the loader enforces. A
+    result that is the Batch itself keeps its slot, so the slots lent show the depth."""
+    with grist.Loader(files, 8, seed=1, batch_map=lambda b: b, map_threads=16, **kw) as loader:
+        first = next(loader)
+        assert loader.held == loader.prefetch - 1
+        second = next(loader)  # the loop's previous batch still held: the limit is reached, not passed
+        assert loader.held == loader.prefetch
+        first.release()
+        second.release()
+
+
 def test_holding_too_many_batches_raises(files):
     loader = grist.Loader(files, 8, seed=1, prefetch=4)
     held = []

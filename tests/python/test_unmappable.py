@@ -2,14 +2,17 @@
 where mmap fails with ENODEV), under the loader and under random access. Both follow one
 rule (grist_io_map_file()): a mapping that io="auto" chose is an optimisation, and such a
 file is read instead, the same records; a mapping the caller asked for with io="mmap" is
-an error naming the file. Skipped where FUSE cannot mount."""
+an error naming the file. `grist verify`, which maps a file without being asked to, reads
+one it cannot map, here and under an address-space limit smaller than the file (ulimit -v,
+as batch schedulers set). Skipped where FUSE cannot mount."""
 import errno
 import mmap
 import os
+import subprocess
 
 import pytest
 
-from conftest import grist, write_dataset, record
+from conftest import grist, grist_cli, write_dataset, record
 import remote_servers as rs
 
 N = 500
@@ -81,3 +84,49 @@ def test_random_access_reads_a_file_it_cannot_map(mounted):
     with grist.Reader(there) as r:
         assert r.read([N - 1, 0, 7, 7, 250]) == [record(i) for i in (N - 1, 0, 7, 7, 250)]
         assert r[123] == record(123)
+
+
+def verify(path, limit_as=None):
+    """`grist verify PATH` (under an RLIMIT_AS of @limit_as bytes): (exit status, stdout, stderr)."""
+    cli = grist_cli()
+    if not cli:
+        pytest.skip("the grist CLI is not built (set GRIST_CLI)")
+
+    args = [cli, "verify", path]
+    if limit_as:  # by the shell's ulimit: a preexec_fn would fork a process that may run JAX's threads
+        args = ["/bin/sh", "-c", 'ulimit -v %d && exec "$@"' % (limit_as >> 10), "sh"] + args
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_verify_reads_a_file_it_cannot_map(mounted):
+    paths, there = mounted
+    for here, far in zip(paths, there):
+        st, want, _ = verify(here)
+        assert st == 0 and "ok:" in want, want
+        st, out, err = verify(far)
+        assert st == 0, err
+        assert out.replace(far, here) == want
+        assert far in err and "No such device" in err and "reading it" in err, err
+
+
+def test_verify_reads_a_file_larger_than_its_address_space(tmp_path):
+    """Before verify mapped through grist_io_map_file(), its mapping of the whole file failed
+    here with ENOMEM and the file could not be verified at all."""
+    limit = 64 << 20
+    small = write_dataset(tmp_path / "small.ar", 10, "group_size:1,uncompressed")
+    st, _, err = verify(small, limit)
+    if st:  # a sanitizer's shadow memory, or a CLI linked against more: no room to test in
+        pytest.skip("grist verify does not start under a %d MiB address space: %s" % (limit >> 20, err))
+    big = str(tmp_path / "big.ar")
+    blob = os.urandom(1 << 20)
+    with grist.Writer(big, "group_size:1,uncompressed") as w:
+        for i in range(80):  # 80 MiB: the mapping alone would not fit
+            w.write(b"%03d" % i + blob)
+    try:
+        st, out, err = verify(big, limit)
+        assert st == 0, err
+        assert "ok: 80 records in 80 data chunks" in out, out
+        assert big in err and "Cannot allocate memory" in err and "reading it" in err, err
+    finally:
+        os.remove(big)
