@@ -474,7 +474,6 @@ class Loader(_grist.Loader):
             threads = 1 if map_threads is None else int(map_threads)
             if threads < 1:
                 raise ValueError("grist.Loader: map_threads must be >= 1")
-            prefetch = options.get("prefetch") or 4
             columns = self._columns
 
             def fn(batch):  # on a worker: the dict is built there too
@@ -486,8 +485,8 @@ class Loader(_grist.Loader):
                     # result is handed over: never later than the loop sees it.
                     batch.release()
                 return out
-            # Leave one batch for the caller to hold within the prefetch limit (a result that
-            # is the Batch itself still holds its slot).
+            # Leave one batch for the caller to hold within the hold limit the library
+            # resolved (self.prefetch: a result that is the Batch itself still holds its slot).
             me = _weakref.ref(self)  # no cycle: the loader's engine stops when it is dropped
 
             def pull():
@@ -495,7 +494,7 @@ class Loader(_grist.Loader):
                 if loader is None:
                     raise StopIteration
                 return _grist.Loader.__next__(loader), _grist.Loader.get_state(loader)
-            self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, prefetch - 1)),
+            self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, self.prefetch - 1)),
                                  _grist.Loader.get_state(self))
 
     def __next__(self):

@@ -11,9 +11,7 @@
 #include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
-#define DEFAULT_PREFETCH 4
-#define DEFAULT_MAX_BATCH_BYTES ((size_t)64 << 20)
-#define MAX_PREFETCH 64
+#define DEFAULT_MAX_BATCH_BYTES ((size_t)GRIST_DEFAULT_MAX_BATCH_MIB << 20)
 /* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
 #define PACK_ENGINE_BATCH 256
 
@@ -70,8 +68,8 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
 	if (c->verify != GRIST_VERIFY_ALL && c->verify != GRIST_VERIFY_HEADERS)
 		return grist_fail(-EINVAL, "loader: unknown verify %d", (int)c->verify);
-	if (c->prefetch > MAX_PREFETCH)
-		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, MAX_PREFETCH);
+	if (c->prefetch > GRIST_MAX_PREFETCH)
+		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, GRIST_MAX_PREFETCH);
 	if (c->device && c->layout == GRIST_LAYOUT_RAGGED && c->map && !c->device_slot_bytes &&
 	    c->map_out_max > ((size_t)1 << 40) / c->batch_size)
 		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
@@ -278,7 +276,7 @@ static int copy_config(struct grist_loader *l, const struct grist_loader_config 
 	if (!l->cfg.shard_count)
 		l->cfg.shard_count = 1;
 	if (!l->cfg.prefetch)
-		l->cfg.prefetch = DEFAULT_PREFETCH;
+		l->cfg.prefetch = GRIST_DEFAULT_PREFETCH;
 	if (!l->cfg.map_out_max)
 		l->cfg.map_out_max = DEFAULT_MAP_OUT_MAX;
 	if (!l->cfg.max_batch_bytes)
@@ -677,6 +675,26 @@ void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_
 		out->memory_bytes += grist_packer_memory(l->pack);
 	}
 	grist_sized_out(caller, size, out, sizeof(*out));
+}
+
+int grist_loader_get_config(const struct grist_loader *l, struct grist_loader_config *out)
+{
+	struct grist_loader_config c = l->cfg;
+	size_t size;
+
+	if (!out || out->size < sizeof(out->size))
+		return grist_fail(-EINVAL, "grist_loader_get_config: @out was not set up by grist_loader_config_init()");
+	size = out->size;
+	if (l->pack) {
+		/* cfg holds the engine's record batches: the caller asked for rows */
+		c.batch_size = l->pack_params.batch_rows;
+		c.drop_remainder = l->pack_params.drop_remainder;
+		if (c.pack == GRIST_PACK_FIRST_FIT)
+			c.pack_bins = l->pack_params.bins;
+	}
+	grist_sized_out(out, size, &c, sizeof(c));
+	out->size = size;
+	return 0;
 }
 
 int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out)
