@@ -228,6 +228,7 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 			ret = grist_fail(ret, "fetcher: cannot make a chunk decoder");
 			goto fail;
 		}
+		grist_chunk_decoder_check_data(f->ctx[i].dec, grist_reader_verify(r) == GRIST_VERIFY_ALL);
 	}
 	for (i = 1; i < f->nthreads; i++) {
 		ret = -pthread_create(&f->ctx[i].thread, NULL, helper_main, &f->ctx[i]);
