@@ -92,7 +92,7 @@ static const struct entry table[] = {
 	WORD("io", "auto, buffered, direct, mmap", read_modes, read_mode, "auto",
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
 	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
-	U("queue_depth", 1, 32768, queue_depth, TEXT(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
+	U("queue_depth", 1, GRIST_IO_MAX_QUEUE_DEPTH, queue_depth, TEXT(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
 	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, TEXT(GRIST_DEFAULT_PREFETCH),
 	  "batches assembled ahead, and the most a caller may hold"),
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "per thread 2 x queue_depth x largest chunk, at most "

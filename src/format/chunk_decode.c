@@ -5,7 +5,6 @@
 
 #include "codec/codec.h"
 #include "common/buf.h"
-#include "common/copy.h"
 #include "common/error.h"
 #include "format/block.h"
 #include "format/chunk.h"
@@ -231,31 +230,6 @@ static int chunk_pieces(struct grist_chunk_decoder *d, const uint8_t *buf, uint6
 	return 0;
 }
 
-/*
- * Bytes [@from, @from + @len) of the concatenation of @n pieces copied to @dst: what
- * grist_hash_pieces_copy() and grist_hash_pieces_gather() do, less the hash, for a
- * decoder told not to check data hashes. @stream: streaming stores (a batch row).
- */
-static void copy_pieces(const struct grist_hash_piece *pieces, size_t n, uint64_t from, uint8_t *dst,
-			uint64_t len, bool stream)
-{
-	uint64_t pos = 0, end = from + len;
-
-	for (size_t k = 0; k < n && pos < end; pos += pieces[k].len, k++) {
-		uint64_t a = pos > from ? pos : from, b = pos + pieces[k].len < end ? pos + pieces[k].len : end;
-
-		if (a >= b)
-			continue;
-		if (stream)
-			grist_copy_streaming(dst, pieces[k].data + (a - pos), (size_t)(b - a));
-		else
-			memcpy(dst, pieces[k].data + (a - pos), (size_t)(b - a));
-		dst += b - a;
-	}
-	if (stream)
-		grist_copy_streaming_done();
-}
-
 /* The error for data whose hash is not the header's. */
 static int hash_mismatch(const struct open_chunk *c, uint64_t hash, uint64_t chunk_begin, const char *path)
 {
@@ -290,7 +264,7 @@ static int checked_data(struct grist_chunk_decoder *d, const uint8_t *buf, uint6
 					     (unsigned long long)n);
 		*data = d->data.data;
 		if (d->skip_data_hash) {
-			copy_pieces(d->pieces, k, 0, d->data.data, n, false);
+			grist_pieces_copy(d->pieces, k, 0, d->data.data, (size_t)n, 0);
 			return 0;
 		}
 		hash = grist_hash_pieces_gather(d->pieces, k, d->data.data);
@@ -434,7 +408,7 @@ static int values_in_place(struct grist_chunk_decoder *d, const uint8_t *buf, ui
 		return hash != c->h.data_hash ? hash_mismatch(c, hash, chunk_begin, path) : ret;
 	}
 	if (d->skip_data_hash) {
-		copy_pieces(d->pieces, n, prefix_len, dst, values_len, true);
+		grist_pieces_copy(d->pieces, n, prefix_len, dst, (size_t)values_len, 1);
 		*compression = head[0];
 		return 1;
 	}

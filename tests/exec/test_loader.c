@@ -1477,6 +1477,10 @@ static void test_config_errors(void **state)
 	o.prefetch = 1000;
 	assert_int_equal(create_err(&o), -EINVAL);
 	o = c;
+	o.verify = (enum grist_verify)2;
+	assert_int_equal(create_err(&o), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "verify 2"));
+	o = c;
 	o.num_datasets = 0;
 	assert_int_equal(create_err(&o), -EINVAL);
 	for (int w = 0; w < 3; w++) {

@@ -1,9 +1,12 @@
 """verify="headers" against the default "all", end to end: the Loader on every engine and read
 mode, ArrayRecordDataSource, Reader and `grist load --verify`, on sound and corrupted files."""
 import functools
+import os
+import pickle
 import random
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -57,8 +60,12 @@ def batches(path, verify, **kw):
         return [b.records() for b in loader]
 
 
-@pytest.mark.parametrize("engine,io", [("uring", "direct"), ("uring", "buffered"), ("pread", "mmap"),
-                                       ("ref", "auto")])
+# every engine, and each way the async engine reads (ref always reads buffered)
+ENGINES = [("uring", "direct"), ("uring", "buffered"), ("uring", "mmap"), ("pread", "mmap"), ("pread", "auto"),
+           ("ref", "auto")]
+
+
+@pytest.mark.parametrize("engine,io", ENGINES)
 def test_headers_reads_the_same_as_all(sound, engine, io):
     for path in sound:
         assert batches(path, "headers", engine=engine, io=io) == batches(path, "all", engine=engine, io=io)
@@ -70,12 +77,22 @@ def test_headers_reads_the_same_as_all(sound, engine, io):
     assert r.read(list(range(N))) == [big(i)[:3000] for i in range(N)]
 
 
+def test_checkpoint_resumes_under_either_setting(sound):
+    """verify never changes what is delivered, so it is no part of a checkpoint: a state saved
+    under one setting resumes under the other with exactly the batches that were left."""
+    path = sound[1]
+    whole = batches(path, "all")
+    for first, then in (("all", "headers"), ("headers", "all")):
+        with grist.Loader(path, batch_size=5, seed=7, epochs=2, verify=first) as loader:
+            head = [next(loader).records() for _ in range(3)]
+            state = loader.get_state()
+        with grist.Loader(path, batch_size=5, seed=7, epochs=2, verify=then, state=state) as loader:
+            assert head + [b.records() for b in loader] == whole, (first, then)
+
+
 def test_flipped_value_byte(sound, tmp_path):
     path = corrupt(sound[0], tmp_path / "v.ar", value_offset(sound[0], 9))
     # the default: an error naming the file and the chunk's byte offset
-    for engine in ("uring", "ref"):
-        with pytest.raises(grist.Error, match=r"v\.ar: byte \d+: chunk data hash mismatch"):
-            batches(path, "all", engine=engine)
     with pytest.raises(grist.Error, match=r"v\.ar: byte \d+: chunk data hash mismatch"):
         grist.ArrayRecordDataSource(path)[9]
     # headers: what it gives up, plainly: record 9 arrives with one bit flipped
@@ -83,8 +100,42 @@ def test_flipped_value_byte(sound, tmp_path):
     want = big(9)
     diff = [k for k in range(SIZE) if got[k] != want[k]]
     assert diff == [30000] and got[30000] ^ want[30000] == 0x40
-    flat = [r for b in batches(path, "headers", engine="uring", io="direct") for r in b]
-    assert got in flat and len(flat) == 2 * N
+    # every engine and read mode delivers it; under "all" each refuses it, naming file and chunk
+    for engine, io in ENGINES:
+        flat = [r for b in batches(path, "headers", engine=engine, io=io) for r in b]
+        assert flat.count(got) == 2 and big(9) not in flat and len(flat) == 2 * N, (engine, io)
+        with pytest.raises(grist.Error, match=r"v\.ar: byte \d+: chunk data hash mismatch"):
+            batches(path, "all", engine=engine, io=io)
+    # random access: batched reads (the fetcher, on its threads too) follow the reader
+    src = grist.ArrayRecordDataSource(path, verify="headers")
+    assert src.__getitems__([9, 2, 9]) == [got, big(2), got]
+    assert grist.Reader(path, threads=2, verify="headers").read([9, 0]) == [got, big(0)]
+    with pytest.raises(grist.Error, match="data hash mismatch"):
+        grist.Reader(path, threads=2).read([9, 0])
+
+
+def test_data_source_keeps_verify_across_processes(sound, tmp_path):
+    """Grain hands a data source to its worker processes pickled: the setting goes with it,
+    for an element and for a batch of them, and the default stays the default."""
+    path = corrupt(sound[0], tmp_path / "p.ar", value_offset(sound[0], 9))
+    child = ("import pickle, sys\n"
+             "src = pickle.loads(sys.stdin.buffer.read())\n"
+             "try:\n"
+             "    got = [src[9], src.__getitems__([9, 1])[0]]\n"
+             "    sys.stdout.write(repr(src) + ' ' + ' '.join('%d:%d' % (len(g), g[30000]) for g in got))\n"
+             "except Exception as e:\n"
+             "    sys.stdout.write(repr(src) + ' error: ' + str(e))\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(grist.__file__)),
+                                                                  os.environ.get("PYTHONPATH")] if p))
+    run = lambda src: subprocess.run([sys.executable, "-c", child], input=pickle.dumps(src), capture_output=True,
+                                     env=env, timeout=120)
+    p = run(grist.ArrayRecordDataSource(path, verify="headers"))
+    flipped = big(9)[30000] ^ 0x40
+    assert p.returncode == 0 and p.stdout.decode() == "grist.ArrayRecordDataSource(%r, verify='headers') %d:%d %d:%d" % (
+        [path], SIZE, flipped, SIZE, flipped), (p.stdout, p.stderr[-2000:])
+    p = run(grist.ArrayRecordDataSource(path))
+    assert p.returncode == 0 and "error: " in p.stdout.decode() and "data hash mismatch" in p.stdout.decode(), (
+        p.stdout, p.stderr[-2000:])
 
 
 def chunk_begin(path, i):
