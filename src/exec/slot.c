@@ -7,17 +7,34 @@
 #include "common/error.h"
 #include "exec/slot.h"
 
-/* mmap'd so the region is page-aligned (DMA- and mlock-friendly) and can be huge-page backed. */
+#define HUGE_PAGE (2u << 20)
+
+/*
+ * Slot data is mmap'd, page-aligned (DMA- and mlock-friendly). A slot of 2 MiB or more
+ * starts on a 2 MiB boundary so that every 2 MiB of it can be one transparent huge
+ * page (THP is often `madvise` only, hence the advice): a 256 MiB slot then costs 128
+ * faults instead of 65536. Newer kernels align large anonymous mappings themselves;
+ * older ones start them anywhere, which left the first and last partial 2 MiB, or with
+ * an unlucky start all of it, in small pages.
+ */
 static uint8_t *pinned_alloc(size_t len, bool *pinned)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t extra = len >= HUGE_PAGE ? HUGE_PAGE : 0, head;
+	uint8_t *p = mmap(NULL, len + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return NULL;
+	if (extra) {
+		head = (HUGE_PAGE - (uintptr_t)p % HUGE_PAGE) % HUGE_PAGE;
+		if (head)
+			munmap(p, head);
+		if (extra - head)
+			munmap(p + head + len, extra - head);
+		p += head;
 #ifdef MADV_HUGEPAGE
-	if (len >= (2u << 20))
 		madvise(p, len, MADV_HUGEPAGE);
 #endif
+	}
 	/* mlock fails past RLIMIT_MEMLOCK (8 MiB by default): the slot then stays pageable. */
 	*pinned = mlock(p, len) == 0;
 	return p;
@@ -55,21 +72,24 @@ int grist_slot_init(struct grist_slot *s, size_t rows, size_t bytes_hint)
 	return bytes_hint ? grist_slot_reserve(s, bytes_hint) : 0;
 }
 
-static void account(struct grist_slot *s, int64_t delta)
+static void account(struct grist_slot *s, int64_t delta, unsigned maps)
 {
-	if (s->memory_counter)
-		__atomic_add_fetch(s->memory_counter, (uint64_t)delta, __ATOMIC_RELAXED);
+	if (!s->tally)
+		return;
+	__atomic_add_fetch(&s->tally->memory, (uint64_t)delta, __ATOMIC_RELAXED);
+	if (maps)
+		__atomic_add_fetch(&s->tally->maps, maps, __ATOMIC_RELAXED);
 }
 
-void grist_slot_account(struct grist_slot *s, uint64_t *counter)
+void grist_slot_account(struct grist_slot *s, struct grist_slot_tally *tally)
 {
-	s->memory_counter = counter;
-	account(s, (int64_t)grist_slot_memory(s));
+	s->tally = tally;
+	account(s, (int64_t)grist_slot_memory(s), s->cap && !s->external);
 }
 
 void grist_slot_free(struct grist_slot *s)
 {
-	account(s, -(int64_t)grist_slot_memory(s));
+	account(s, -(int64_t)grist_slot_memory(s), 0);
 	if (!s->external)
 		pinned_free(s->data, s->cap, s->pinned);
 	free(s->offsets);
@@ -127,7 +147,7 @@ int grist_slot_reserve(struct grist_slot *s, size_t bytes)
 		return grist_fail(-ENOMEM, "batch slot: cannot map %zu bytes", ncap);
 	if (s->bytes)
 		memcpy(p, s->data, s->bytes);
-	account(s, (int64_t)(ncap - s->cap));
+	account(s, (int64_t)(ncap - s->cap), 1);
 	pinned_free(s->data, s->cap, s->pinned);
 	s->data = p;
 	s->cap = ncap;
