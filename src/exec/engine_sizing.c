@@ -8,7 +8,7 @@
  * granularity more when a larger read-ahead needs more units to fill it; for URLs at
  * chunk granularity U counts the unit's reads, not its items; at most MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
  * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
- * one; without, about ASSEMBLY_BYTES of slots). Read buffers are each worker's arena
+ * one; without, about ASSEMBLY_BYTES of slots, the caller's batches included). Read buffers are each worker's arena
  * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
  * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
