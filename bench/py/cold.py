@@ -71,16 +71,18 @@ def settle(seconds):
     counter = os.path.join(PAGE_REPORTING, "parameters", "reported_kib")
     if not os.path.exists(counter):
         return
-    deadline = time.monotonic() + 10
+    # it reports in passes 2 s apart, a few hundred MiB each (512 MiB freed: 3 passes, 6 s),
+    # so it is done once a pass has gone by without a report
+    deadline = time.monotonic() + 20
     with open(counter) as f:
         last = f.read()
-    while time.monotonic() < deadline:
+    still = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - still < 2.5:
         time.sleep(0.5)
         with open(counter) as f:
             now = f.read()
-        if now == last:
-            return
-        last = now
+        if now != last:
+            last, still = now, time.monotonic()
 
 
 def run_timed(argv, env=None):
