@@ -227,6 +227,8 @@ def bench_case(a, path, batch, where, tmp, results):
         cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
     names = list(cmds)
     others = names[1:]
+    # the second grist against each fio too, from the same pairs (an option's cost against fio's)
+    b_others = [n for n in others if n != "b"] if "b" in cmds else []
     print("\n== %s, %s, batch %d: grist reads %d requests, %d bytes (mean %.0f); fio shape bs=%dk blockalign=4k"
           % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
     for n in names:
@@ -249,6 +251,9 @@ def bench_case(a, path, batch, where, tmp, results):
         for n in others:
             r["ratio_" + n] = got["grist"]["gbps"] / got[n]["gbps"]
             r["cpu_ratio_" + n] = got["grist"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
+        for n in b_others:
+            r["b_ratio_" + n] = got["b"]["gbps"] / got[n]["gbps"]
+            r["b_cpu_ratio_" + n] = got["b"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
         pairs.append(r)
         print("   %4d  %s %s %s %.1f" % (
             i + 1, " ".join("%5.3f %5.2f %6.3f    " % (got[n]["wall"], got[n]["gbps"], got[n]["cpu_per_gb"])
@@ -274,6 +279,13 @@ def bench_case(a, path, batch, where, tmp, results):
                  max(p["ratio_" + n] for p in pairs), summary["median_cpu_ratio_" + n],
                  summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"], summary["grist_ctx_per_gb"],
                  summary[n + "_ctx_per_gb"]), flush=True)
+    for n in b_others:
+        for k in ("b_ratio_", "b_cpu_ratio_"):
+            summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
+        print("   median of %d pairs, b / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s)"
+              % (len(pairs), n, summary["median_b_ratio_" + n], min(p["b_ratio_" + n] for p in pairs),
+                 max(p["b_ratio_" + n] for p in pairs), summary["median_b_cpu_ratio_" + n],
+                 summary["b_cpu_per_gb"], summary[n + "_cpu_per_gb"]), flush=True)
     results.append(summary)
 
 
@@ -348,6 +360,12 @@ def main():
             " | ".join("/%s %.3f (cpu %.2f; %.2f GB/s %.3f s/GB)" % (n, s["median_ratio_" + n],
                                                                      s["median_cpu_ratio_" + n], s[n + "_gbps"],
                                                                      s[n + "_cpu_per_gb"]) for n in others)))
+        b_others = [k[len("median_b_ratio_"):] for k in s if k.startswith("median_b_ratio_")]
+        if b_others:
+            print("  %-4s %-45s           b %.2f GB/s %.3f s/GB | %s" % (
+                "", "", s["b_gbps"], s["b_cpu_per_gb"],
+                " | ".join("b/%s %.3f (cpu %.2f)" % (n, s["median_b_ratio_" + n], s["median_b_cpu_ratio_" + n])
+                           for n in b_others)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

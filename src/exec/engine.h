@@ -59,6 +59,7 @@ struct grist_engine_params {
 	const struct grist_remote_options *remote; /* NULL: the defaults */
 	grist_read_trace_fn read_trace;
 	void *read_trace_ctx;
+	enum grist_verify verify;  /* GRIST_VERIFY_HEADERS: decoders skip the data hash */
 
 	/* test hook: reads through another io backend (the fault injector) */
 	bool io_override;

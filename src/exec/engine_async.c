@@ -581,7 +581,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 	if (!ret)
 		ret = grist_stream_cursor_create(e->p->stream, &wk->cursor);
 	if (!ret)
-		ret = grist_async_decoder_init(&wk->decoder, e->ncache);
+		ret = grist_async_decoder_init(&wk->decoder, e->ncache, e->p->verify == GRIST_VERIFY_ALL);
 	return ret;
 }
 

@@ -13,12 +13,13 @@
  * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
 #include "exec/engine.h"
+#include "exec/options_table.h"
 #include "format/dataset.h"
 #include "io/remote.h"
 #include "plan/read_plan.h"
 
 #define MAX_WORKS 1024                     /* units one worker reads ahead, at most */
-#define DEFAULT_READ_AHEAD_MAX (64u << 20) /* default read-ahead per worker, at most */
+#define DEFAULT_READ_AHEAD_MAX ((uint64_t)GRIST_DEFAULT_READ_AHEAD_MAX_MIB << 20) /* per worker */
 #define DEVICE_SLOTS_MAX 4096
 /* bytes of host slots the units being assembled ahead of the consumer may hold, about */
 #define ASSEMBLY_BYTES (512ull << 20)
@@ -190,7 +191,8 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
 	 */
 	s->queue_depth = p->queue_depth ? p->queue_depth
-		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent) : 64;
+		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent)
+						     : GRIST_DEFAULT_QUEUE_DEPTH;
 	s->read_ahead = size_read_ahead(p, g, s, max_extent);
 	/*
 	 * Read depth is its own quantity: each worker reads up to `works` units ahead, enough

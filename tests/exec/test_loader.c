@@ -11,6 +11,7 @@
 #include "exec/loader_internal.h"
 #include "grist/format.h"
 #include "grist/loader.h"
+#include "grist/options.h"
 #include "io/io.h"
 
 /* ------------------------------------------------------------ datasets */
@@ -1325,6 +1326,61 @@ static void test_hold_limit(void **state)
 	}
 }
 
+/*
+ * grist_loader_get_config(): what was given, with the defaults the loader resolves filled in
+ * (the option table's, so no front end repeats them); a packed loader's batch_size is the
+ * caller's rows, not the engine's record batches. The resolved prefetch is the hold limit.
+ */
+static void test_get_config(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) }, got;
+	struct grist_batch *b[64], *extra;
+	struct grist_loader *l;
+	struct specs sp;
+	uint64_t prefetch, max_batch;
+	unsigned i;
+
+	(void)state;
+	assert_int_equal(grist_parse_size(grist_loader_option_find("prefetch")->default_value, &prefetch), 0);
+	assert_int_equal(grist_parse_size(grist_loader_option_find("max_batch_bytes")->default_value, &max_batch), 0);
+	spec1(&sp, &c, DS_SNAPPY);
+	c.batch_size = 1;
+	c.seed = 5;
+	l = open_loader(&c, NULL);
+	grist_loader_config_init(&got);
+	assert_int_equal(grist_loader_get_config(l, &got), 0);
+	assert_int_equal(got.size, sizeof(got));
+	assert_int_equal(got.prefetch, prefetch);
+	assert_int_equal(got.shard_count, 1);
+	assert_true(got.max_batch_bytes == max_batch);
+	assert_int_equal(got.batch_size, 1);
+	assert_int_equal(got.seed, 5);
+	assert_int_equal(got.threads, 0); /* the engine's own sizing: stats say what it chose */
+	assert_int_equal(got.num_datasets, 1);
+	assert_string_equal(got.datasets[0].paths[0], c.datasets[0].paths[0]);
+	for (i = 0; i < got.prefetch; i++)
+		assert_int_equal(grist_loader_next(l, &b[i]), 0);
+	assert_int_equal(grist_loader_next(l, &extra), -EBUSY);
+	got.size = 0;
+	assert_int_equal(grist_loader_get_config(l, &got), -EINVAL);
+	grist_loader_destroy(l);
+
+	c.prefetch = 2;
+	c.pack = GRIST_PACK_FIRST_FIT;
+	c.pack_length = 64;
+	c.pack_token_bytes = 1;
+	c.batch_size = 3;
+	c.drop_remainder = true;
+	l = open_loader(&c, NULL);
+	grist_loader_config_init(&got);
+	assert_int_equal(grist_loader_get_config(l, &got), 0);
+	assert_int_equal(got.prefetch, 2);
+	assert_int_equal(got.batch_size, 3);
+	assert_true(got.drop_remainder);
+	assert_int_equal(got.pack_bins, 3);
+	grist_loader_destroy(l);
+}
+
 /* ------------------------------------------------------------ mixing */
 
 static void test_mixing(void **state)
@@ -1914,6 +1970,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
+		cmocka_unit_test(test_get_config),
 		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_auto_maps_small_datasets),
 		cmocka_unit_test(test_repeatable),
