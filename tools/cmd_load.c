@@ -456,7 +456,8 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		"reads issued: %llu\nbytes read: %llu\nchunks decoded: %llu\nbytes decoded: %llu\n"
 		"io wait: %.3f s\ndecode: %.3f s\nassemble: %.3f s\nconsumer stall: %.3f s\nproducer stall: %.3f s\n"
 		"reads in flight: mean %.1f, max %llu per ring\n"
-		"queue occupancy: %.2f units ready per next()\nmemory: %llu bytes (pinned: %s, registered buffers: %s)\n",
+		"queue occupancy: %.2f units ready per next()\nmemory: %llu bytes (pinned: %s, registered buffers: %s)\n"
+		"slot maps: %llu\n",
 		s->engine ? s->engine : "?", s->read_mode ? s->read_mode : "?", s->threads,
 		(unsigned long long)s->batches, (unsigned long long)s->records,
 		(unsigned long long)s->records_filtered, seconds, seconds > 0 ? (double)s->records / seconds : 0.0,
@@ -465,7 +466,7 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		s->decode_ns / 1e9, s->assemble_ns / 1e9, s->consumer_stall_ns / 1e9, s->producer_stall_ns / 1e9,
 		s->reads_in_flight_mean, (unsigned long long)s->reads_in_flight_max,
 		(double)s->queue_occupancy_sum / b, (unsigned long long)s->memory_bytes, s->pinned ? "yes" : "no",
-		s->registered_buffers ? "yes" : "no");
+		s->registered_buffers ? "yes" : "no", (unsigned long long)s->slot_maps);
 	if (s->remote.requests) {
 		int k;
 

@@ -320,6 +320,9 @@ struct grist_loader_stats {
 	bool pinned;                    /* batch slots are mlock'd */
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h); zero otherwise */
 	struct grist_remote_budget_stats remote_budget; /* their in-flight budget (grist/remote.h) */
+	uint64_t slot_maps;             /* batch slot buffers the engine has mapped (made or grown); each
+					   is fresh memory whose first touch faults, so a steady state
+					   adds none (device mode: only the engine's own host slots) */
 };
 
 /**
