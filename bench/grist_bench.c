@@ -30,18 +30,18 @@ static const char bench_usage[] =
 	"  --batches N           run for N batches instead\n"
 	"  --batch-size B        records per batch (default 256)\n"
 	"  --engine E            uring (default), pread or ref\n"
-	"  --threads T           decode threads, 1..256 (default: online CPUs)\n"
-	"  --queue-depth Q       reads in flight per ring, 1..32768 (default 64)\n"
-	"  --prefetch N          batches assembled ahead, 1..64 (default 4)\n"
-	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
+	"  --threads T           decode threads, {range:threads} (default: {default:threads})\n"
+	"  --queue-depth Q       reads in flight per ring, {range:queue_depth} (default {default:queue_depth})\n"
+	"  --prefetch N          batches assembled ahead, {range:prefetch} (default {default:prefetch})\n"
+	"  --max-batch-bytes N   no batch may be larger (default {default:max_batch_bytes}); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
-	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB);\n"
+	"                        (default {default:read_ahead});\n"
 	"                        sizes take K, M, G, T or KiB..TiB (powers of 1024); the loader's\n"
 	"                        options are the library's table (grist load --options)\n"
 	"  --io M                auto, direct, buffered or mmap (default auto; --cold forces direct)\n"
 	"  --granularity G       record (default) or chunk\n"
-	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
-	"  --seed S              shuffle seed (default 0)\n"
+	"  --window W            chunk granularity: chunks shuffled together (default {default:window})\n"
+	"  --seed S              shuffle seed (default {default:seed})\n"
 	"  --cold                O_DIRECT reads after dropping the page cache (root); default warm:\n"
 	"                        the file is read once first so it is cached\n"
 	"  --json                one JSON object on stdout instead of text\n"
@@ -157,11 +157,14 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 	a->cfg.seconds = 10;
 	a->cfg.baselines = (1u << BENCH_BASELINES) - 1;
 	a->out_dir = "./grist-bench-out";
-	/* Explicit defaults, so reports and the fio baseline name the values really used. */
+	/*
+	 * Explicit values, so reports and the fio baseline name the values really used: the
+	 * library's defaults, read from its option table rather than repeated here.
+	 */
 	c->batch_size = 256;
 	c->threads = ncpu > 0 ? (unsigned)ncpu : 1;
-	c->queue_depth = 64;
-	c->prefetch = 4;
+	if ((ret = cli_loader_option_default("queue_depth", c)) || (ret = cli_loader_option_default("prefetch", c)))
+		return ret;
 	optind = 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "h", bench_options, &idx)) != -1) {
@@ -235,7 +238,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			break;
 		case OPT_HELP:
 		case 'h':
-			fputs(bench_usage, stdout);
+			cli_print_help(stdout, bench_usage);
 			return -1;
 		default:
 			if (optopt >= OPT_DIR)

@@ -282,6 +282,61 @@ void cli_print_loader_options(FILE *out)
 	}
 }
 
+int cli_loader_option_default(const char *name, struct grist_loader_config *c)
+{
+	const struct grist_option *o = grist_loader_option_find(name);
+
+	if (!o || grist_loader_config_set(c, name, o->default_value)) {
+		fprintf(stderr, "%s: the option table has no number default for %s\n", cli_command_name, name);
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* {default:NAME} and {range:NAME} of cli_print_help(), written to @out; false for anything else. */
+static bool help_field(FILE *out, const char *field, size_t len)
+{
+	static const char *const kinds[] = { "default:", "range:" };
+	const struct grist_option *o;
+	char name[64];
+	size_t k, n;
+
+	for (k = 0; k < 2; k++) {
+		n = strlen(kinds[k]);
+		if (len <= n || len - n >= sizeof(name) || strncmp(field, kinds[k], n))
+			continue;
+		memcpy(name, field + n, len - n);
+		name[len - n] = 0;
+		o = grist_loader_option_find(name);
+		if (!o)
+			return false;
+		if (k == 0)
+			fputs(o->default_value, out);
+		else
+			fprintf(out, "%llu..%llu", (unsigned long long)o->min, (unsigned long long)o->max);
+		return true;
+	}
+	return false;
+}
+
+void cli_print_help(FILE *out, const char *text)
+{
+	const char *p = text, *open, *close;
+
+	while ((open = strchr(p, '{'))) {
+		fwrite(p, 1, (size_t)(open - p), out);
+		close = strchr(open, '}');
+		if (close && help_field(out, open + 1, (size_t)(close - open - 1))) {
+			p = close + 1;
+			continue;
+		}
+		/* a brace of the text itself ({"tokens": ...}): as written, and look on after it */
+		fputc('{', out);
+		p = open + 1;
+	}
+	fputs(p, out);
+}
+
 bool cli_is_help(const char *arg)
 {
 	return !strcmp(arg, "-h") || !strcmp(arg, "--help");

@@ -117,6 +117,22 @@ double cli_seconds_since(const struct timespec *t0);
 /* `grist load --options`: the library's option table, with bounds, defaults and help. */
 void cli_print_loader_options(FILE *out);
 
+/*
+ * cli_print_help() - print a command's usage @text with each {default:NAME} replaced by the
+ * default of loader option NAME and each {range:NAME} by its bounds "MIN..MAX", both from
+ * the library's table (grist/options.h), so no help text repeats a library number that
+ * could drift from it. Anything else in braces is printed as written.
+ */
+void cli_print_help(FILE *out, const char *text);
+
+/*
+ * cli_loader_option_default() - set option @name of @c to the table's default, for a front
+ * end that must name the value it runs with (grist-bench's reports, its fio baseline's
+ * depth). Return: 0, or CLI_EXIT_USAGE when the default is not a value (threads: "online
+ * CPUs").
+ */
+int cli_loader_option_default(const char *name, struct grist_loader_config *c);
+
 /* User + system CPU seconds of the process so far (getrusage). */
 double cli_cpu_seconds(void);
 

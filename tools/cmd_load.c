@@ -43,13 +43,13 @@ static const char load_usage[] =
 	"  --no-shuffle          index order\n"
 	"  --same-order          one permutation for every epoch\n"
 	"  --granularity G       record (default) or chunk\n"
-	"  --window W            chunk granularity: chunks shuffled together (default 16)\n"
+	"  --window W            chunk granularity: chunks shuffled together (default {default:window})\n"
 	"  --drop-remainder      drop a short final batch\n"
 	"  --layout L            ragged (default: records back to back), fixed:N (every record\n"
 	"                        exactly N bytes; another size is an error) or padded:N (each\n"
 	"                        record padded to N bytes, a longer one is an error; a short\n"
 	"                        final batch is filled up with pad rows to the batch size)\n"
-	"  --pad-value V         padded layout: the pad byte, 0..255 (default 0)\n"
+	"  --pad-value V         padded layout: the pad byte, {range:pad_value} (default {default:pad_value})\n"
 	"  --pack first-fit:L[:BINS] | concat-split:L\n"
 	"                        pack token records into rows of L tokens with segment ids and\n"
 	"                        positions, like Grain's FirstFitPackIterDataset (BINS rows open\n"
@@ -80,23 +80,30 @@ static const char load_usage[] =
 	"  --resume F            continue from a state saved by --save-state\n"
 	"execution (never changes the output):\n"
 	"  --engine E            uring (default; falls back to pread), pread or ref\n"
-	"  --threads T           decode threads, 1..256 (default: online CPUs)\n"
-	"  --queue-depth Q       reads in flight per ring, 1..32768 (default 64)\n"
+	"  --threads T           decode threads, {range:threads} (default: {default:threads})\n"
+	"  --queue-depth Q       reads in flight per ring, {range:queue_depth} (default {default:queue_depth};\n"
+	"                        deeper for URLs)\n"
 	"  --io M                auto (default), direct, buffered or mmap (decode straight out of\n"
 	"                        the page cache: fastest when the data is cached; a FILE that\n"
 	"                        shrinks while mapped stops the run with exit 1 naming it);\n"
 	"                        auto maps files that are cached, reads large ones direct and\n"
 	"                        the rest buffered; uring and pread only: ref always reads\n"
 	"                        through the page cache\n"
-	"  --prefetch N          units assembled ahead, 1..64 (default 4), and the most batches a\n"
+	"  --prefetch N          units assembled ahead, {range:prefetch} (default {default:prefetch}), and the most batches a\n"
 	"                        consumer may hold at once\n"
-	"  --max-batch-bytes N   no batch may be larger (default 64 MiB); bounds slot memory\n"
+	"  --max-batch-bytes N   no batch may be larger (default {default:max_batch_bytes}); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
-	"                        (default per thread 2 x queue depth x largest chunk, <= 64 MiB)\n"
+	"                        (default {default:read_ahead})\n"
 	"  --remote-inflight N, --remote-inflight-min N, --remote-coalesce BYTES, --remote-split BYTES,\n"
 	"  --remote-retries N, --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
 	"  --remote-backoff-max-ms T   this loader's GETs for URL FILEs (grist/remote.h); the global\n"
 	"                        --remote OPTS sets them for every command, footers included\n"
+	"checking (a sound file reads the same either way):\n"
+	"  --verify V            all or headers (default {default:verify}). all: every hash the format\n"
+	"                        has. headers: block and chunk headers, their hashes and the record\n"
+	"                        sizes, not each chunk's data hash: 20-30% less CPU on cold\n"
+	"                        uncompressed reads, and a flipped value byte of an uncompressed\n"
+	"                        chunk goes through unnoticed (for data checked with 'grist verify')\n"
 	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"
 	"all powers of 1024: --read-ahead 4M is 4194304 bytes. Values and their bounds are the\n"
 	"library's option table, shared with Python ('grist load --options' lists it); every\n"
@@ -147,6 +154,7 @@ static const struct option load_options[] = {
 	{ "remote-inflight", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-inflight-min", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
+	{ "verify", required_argument, NULL, CLI_OPT_LOADER },
 	/* the table's other names, so that every option 'grist load --options' lists is a flag */
 	{ "shuffle", required_argument, NULL, CLI_OPT_LOADER },
 	{ "shard-index", required_argument, NULL, CLI_OPT_LOADER },
@@ -240,7 +248,7 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 			return -1;
 		case OPT_HELP:
 		case 'h':
-			fputs(load_usage, stdout);
+			cli_print_help(stdout, load_usage);
 			return -1;
 		default:
 			return cli_usage_error("unknown option '%s'", argv[optind - 1]);
@@ -448,7 +456,8 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		"reads issued: %llu\nbytes read: %llu\nchunks decoded: %llu\nbytes decoded: %llu\n"
 		"io wait: %.3f s\ndecode: %.3f s\nassemble: %.3f s\nconsumer stall: %.3f s\nproducer stall: %.3f s\n"
 		"reads in flight: mean %.1f, max %llu per ring\n"
-		"queue occupancy: %.2f units ready per next()\nmemory: %llu bytes (pinned: %s, registered buffers: %s)\n",
+		"queue occupancy: %.2f units ready per next()\nmemory: %llu bytes (pinned: %s, registered buffers: %s)\n"
+		"slot maps: %llu\n",
 		s->engine ? s->engine : "?", s->read_mode ? s->read_mode : "?", s->threads,
 		(unsigned long long)s->batches, (unsigned long long)s->records,
 		(unsigned long long)s->records_filtered, seconds, seconds > 0 ? (double)s->records / seconds : 0.0,
@@ -457,7 +466,7 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		s->decode_ns / 1e9, s->assemble_ns / 1e9, s->consumer_stall_ns / 1e9, s->producer_stall_ns / 1e9,
 		s->reads_in_flight_mean, (unsigned long long)s->reads_in_flight_max,
 		(double)s->queue_occupancy_sum / b, (unsigned long long)s->memory_bytes, s->pinned ? "yes" : "no",
-		s->registered_buffers ? "yes" : "no");
+		s->registered_buffers ? "yes" : "no", (unsigned long long)s->slot_maps);
 	if (s->remote.requests) {
 		int k;
 

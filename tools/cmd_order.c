@@ -20,14 +20,14 @@ static const char order_usage[] =
 	"  --records N            a dataset of N records (instead of files)\n"
 	"  --mix W1,...,Wn        mix n datasets with weights W > 0 (Grain's MapDataset.mix)\n"
 	"  --group-size G         records per chunk with --records (default 1)\n"
-	"  --seed S               shuffle seed (default 0)\n"
+	"  --seed S               shuffle seed (default {default:seed})\n"
 	"  --epochs E             epochs to print; 0 = unbounded (default 1)\n"
-	"  --shard I/K            print shard I of K (default 0/1)\n"
+	"  --shard I/K            print shard I of K (default {default:shard})\n"
 	"  --shard-mode MODE      strided (default) or contiguous\n"
 	"  --no-shuffle           index order in every epoch\n"
 	"  --no-reshuffle         the same order in every epoch\n"
 	"  --granularity G        record (default) or chunk\n"
-	"  --window W             chunks shuffled together at chunk granularity (default 16)\n";
+	"  --window W             chunks shuffled together at chunk granularity (default {default:window})\n";
 
 /* Buffered decimal output: printf per line would dominate the run time. */
 struct out_buf {
@@ -132,7 +132,7 @@ int cmd_order(int argc, char **argv)
 		const char *a = argv[i], *v;
 
 		if (cli_is_help(a)) {
-			fputs(order_usage, stdout);
+			cli_print_help(stdout, order_usage);
 			goto out;
 		}
 		if (a[0] != '-') {

@@ -103,28 +103,17 @@ def run_grain(path, seconds):
     return float(out.stdout.split()[-1])
 
 
-class Mount:
+class Mount(rs.RcloneMount):
     """rclone mount of the S3 server behind the proxy, rclone's defaults otherwise."""
 
     def __init__(self, endpoint, bucket, where):
         env = dict(os.environ, RCLONE_CONFIG_GB_TYPE="s3", RCLONE_CONFIG_GB_PROVIDER="Other",
                    RCLONE_CONFIG_GB_ENDPOINT=endpoint, RCLONE_CONFIG_GB_ACCESS_KEY_ID=rs.ACCESS_KEY,
                    RCLONE_CONFIG_GB_SECRET_ACCESS_KEY=rs.SECRET_KEY)
-        self.where = where
-        self.proc = subprocess.Popen([rs.rclone_binary(), "mount", "gb:" + bucket, where, "--read-only"], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(200):
-            if os.path.ismount(where):
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError("rclone mount exited (is fuse3 installed?)")
-            time.sleep(0.05)
-        raise RuntimeError("rclone mount did not come up")
-
-    def stop(self):
-        subprocess.run(["fusermount3", "-u", self.where], capture_output=True)
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
+        try:
+            super().__init__("gb:" + bucket, where, env=env)
+        except rs.Skip as e:
+            raise RuntimeError(str(e)) from None
 
 
 COLORS = ["#000000", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]

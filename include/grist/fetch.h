@@ -42,7 +42,7 @@ struct grist_fetcher;
 enum grist_fetch_io {
 	GRIST_FETCH_IO_AUTO = 0, /* io_uring when it is usable here, else the pread pool; a dataset of
 				    at most 1/8 of RAM whose chunks average at most 16 KiB is mapped
-				    instead (see never_map) */
+				    instead (see never_map), but for a file that cannot be mapped */
 	GRIST_FETCH_IO_URING,    /* io_uring or fail at create */
 	GRIST_FETCH_IO_PREAD,    /* the pread thread pool */
 };

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "grist/error.h"
+#include "grist/format.h"
 #include "grist/plan.h"
 #include "grist/remote.h"
 
@@ -57,7 +58,9 @@ enum grist_read_mode {
 				else per file: MMAP when the page cache holds it (mincore() on a
 				sample of its pages finds at least 95% cached), else O_DIRECT when it
 				is large relative to RAM and its file system allows it, else
-				BUFFERED. A mapped file has MMAP's caveat below */
+				BUFFERED. A mapped file has MMAP's caveat below; a file that
+				cannot be mapped (a file system that refuses mmap, such as FUSE
+				with direct I/O) is read instead */
 	GRIST_READ_BUFFERED,
 	GRIST_READ_DIRECT,
 	GRIST_READ_MMAP,     /* map the files and decode straight out of the page cache: no read
@@ -68,7 +71,8 @@ enum grist_read_mode {
 				naming the file and byte, from grist_loader_next(), as a read error
 				would be. The guard's SIGBUS handler is installed the first time a
 				mapped file is decoded and passes every other SIGBUS to the handler
-				it replaced (docs/architecture.md, "Mapped files") */
+				it replaced (docs/architecture.md, "Mapped files"). A file that
+				cannot be mapped is an error naming it (AUTO would read it) */
 };
 /* read_mode applies to the uring and pread engines; the reference engine always reads buffered. */
 
@@ -244,6 +248,10 @@ struct grist_loader_config {
 					   per worker thread; called from the worker threads, concurrently.
 					   For replaying the exact reads elsewhere (fio's read_iolog) */
 	void *read_trace_ctx;
+	/* --- checking (never changes the output of a sound file) --- */
+	enum grist_verify verify;       /* GRIST_VERIFY_ALL (default): every hash the format has;
+					   GRIST_VERIFY_HEADERS: not the chunks' data hashes (see
+					   grist/format.h for what that gives up). Every engine */
 };
 
 /**
@@ -312,6 +320,9 @@ struct grist_loader_stats {
 	bool pinned;                    /* batch slots are mlock'd */
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h); zero otherwise */
 	struct grist_remote_budget_stats remote_budget; /* their in-flight budget (grist/remote.h) */
+	uint64_t slot_maps;             /* batch slot buffers the engine has mapped (made or grown); each
+					   is fresh memory whose first touch faults, so a steady state
+					   adds none (device mode: only the engine's own host slots) */
 };
 
 /**
@@ -390,6 +401,22 @@ static inline void grist_loader_stats(const struct grist_loader *l, struct grist
 {
 	grist_loader_stats_sized(l, out, sizeof(*out));
 }
+
+/**
+ * grist_loader_get_config() - the configuration @l runs with, written into @out, which the
+ * caller initialised with grist_loader_config_init() (only the fields its struct holds are
+ * written; out->size stays the caller's). It is what was given, with the defaults the
+ * loader resolves when it is created filled in: shard_count, pack_bins, prefetch,
+ * map_out_max and max_batch_bytes, so a front end that shows or enforces one of them asks
+ * here instead of repeating the library's number. What the engine sizes for itself (threads,
+ * queue_depth, read_ahead_bytes) stays as given, 0 for its default: grist_loader_stats()
+ * reports what it chose. The pointers in it (datasets and their paths, device,
+ * resume_state) are the loader's own copies, valid until grist_loader_destroy().
+ *
+ * Return: 0, or -EINVAL when @out has no size (not initialised).
+ * Thread-safety: any thread; the configuration never changes after grist_loader_create().
+ */
+GRIST_API int grist_loader_get_config(const struct grist_loader *l, struct grist_loader_config *out);
 
 /**
  * grist_loader_num_batches() - how many batches the loader delivers from its start (a

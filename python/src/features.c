@@ -8,6 +8,8 @@
 
 /* Calls with fewer records decode on the calling thread (a Grain source's __getitem__). */
 #define POOL_MIN_RECORDS 8
+/* Random access decodes at most this many bytes of rows at once (decode_records()). */
+#define GROUP_BYTES ((size_t)256 << 20)
 
 typedef struct {
 	PyObject_HEAD
@@ -20,6 +22,7 @@ typedef struct {
 	struct gristpy_paths paths;         /* the dataset's files, for fetch() */
 	struct grist_reader *reader;        /* fetch(): opened on first use */
 	struct grist_fetcher *fetcher;
+	size_t group_bytes;                 /* decode_records(): rows decoded at once, at most */
 } FeaturesObject;
 
 /*
@@ -132,119 +135,125 @@ static int decode_group(FeaturesObject *self, const uint8_t *const *recs, const 
 	return code;
 }
 
-/* Appends @part's features to @all (an empty @all takes @part whole). Frees @part. */
-static int gathered_append(struct gathered *all, struct gathered *part)
+/*
+ * A request's features as decode_records() gathered them: one part per group of rows, in
+ * record order, joined once (gathered_list()) straight into the Python arrays. Joining
+ * each group to the ones before as it came copied everything gathered so far at every
+ * group: copying that grew with the square of the group count.
+ */
+struct gathered_parts {
+	struct gathered *part;
+	size_t n;
+};
+
+static void gathered_parts_free(struct gathered_parts *ps)
 {
-	struct gathered m;
-	size_t i, total = 0, at = 0;
-
-	if (!all->arena) {
-		*all = *part;
-		memset(part, 0, sizeof(*part));
-		return 0;
-	}
-	m = *all;
-	m.n = all->n + part->n;
-	for (i = 0; i < all->nf; i++)
-		total += ((all->col[i].bytes + part->col[i].bytes + 7) & ~(size_t)7) + m.n * all->col[i].ndim * sizeof(int64_t) +
-			 (all->col[i].nlens + part->col[i].nlens) * sizeof(uint64_t);
-	m.arena = malloc(total ? total : 8);
-	if (!m.arena) {
-		gathered_free(part);
-		return -ENOMEM;
-	}
-	for (i = 0; i < all->nf; i++) {
-		uint8_t *v = (uint8_t *)m.arena + at;
-
-		memcpy(v, all->col[i].values, all->col[i].bytes);
-		memcpy(v + all->col[i].bytes, part->col[i].values, part->col[i].bytes);
-		m.col[i].values = v;           /* also all->col[i].values: the arrays are shared */
-		m.col[i].bytes += part->col[i].bytes;
-		at += (m.col[i].bytes + 7) & ~(size_t)7;
-		if (all->col[i].ndim) {
-			size_t a = all->n * all->col[i].ndim, b = part->n * all->col[i].ndim;
-			int64_t *old = all->col[i].dims; /* m shares all's columns: read before writing */
-
-			m.col[i].dims = (int64_t *)(void *)((uint8_t *)m.arena + at);
-			memcpy(m.col[i].dims, old, a * sizeof(int64_t));
-			memcpy(m.col[i].dims + a, part->col[i].dims, b * sizeof(int64_t));
-			at += (a + b) * sizeof(int64_t);
-		}
-		if (all->col[i].strs) {
-			uint64_t *old = all->col[i].lens;
-
-			m.col[i].lens = (uint64_t *)(void *)((uint8_t *)m.arena + at);
-			memcpy(m.col[i].lens, old, all->col[i].nlens * sizeof(uint64_t));
-			memcpy(m.col[i].lens + all->col[i].nlens, part->col[i].lens, part->col[i].nlens * sizeof(uint64_t));
-			m.col[i].nlens += part->col[i].nlens;
-			at += m.col[i].nlens * sizeof(uint64_t);
-		}
-	}
-	free(all->arena);
-	*all = m;
-	gathered_free(part);
-	return 0;
+	for (size_t p = 0; p < ps->n; p++)
+		gathered_free(&ps->part[p]);
+	free(ps->part);
+	memset(ps, 0, sizeof(*ps));
 }
 
 /*
- * Decode @n records and gather them into @g, without the GIL. Records whose rows could be
+ * Decode @n records and gather them into @out, without the GIL. Records whose rows could be
  * large (images of unknown size are bounded by their largest shape, not their bytes) go in
- * groups of at most GROUP_BYTES of rows, so a request never reserves more than that at once
- * besides one record's bound. Return: 0 or a negative code.
+ * groups of at most self->group_bytes of rows (GROUP_BYTES unless a test asked otherwise), so
+ * a request never reserves more than that at once besides one record's bound.
+ * Return: 0 or a negative code (@out empty then).
  */
-#define GROUP_BYTES ((size_t)256 << 20)
 static int decode_records(FeaturesObject *self, const uint8_t *const *recs, const size_t *lens, size_t n,
-			  const uint64_t *indices, struct gathered *g)
+			  const uint64_t *indices, struct gathered_parts *out)
 {
-	size_t a = 0, b;
+	bool one = grist_features_batch_bound(self->spec, lens, n) <= self->group_bytes;
+	size_t a, b;
 	int code = 0;
 
-	memset(g, 0, sizeof(*g));
-	if (grist_features_batch_bound(self->spec, lens, n) <= GROUP_BYTES)
-		return decode_group(self, recs, lens, n, indices, g);
-	while (!code && a < n) {
-		struct gathered part;
-		size_t bytes = grist_features_row_bound(self->spec, lens[a]);
+	/* a group holds a record at least: never more groups than records */
+	out->n = 0;
+	out->part = calloc(one || !n ? 1 : n, sizeof(*out->part));
+	if (!out->part)
+		return -ENOMEM;
+	/* one pass at least: no records still make one (empty) part */
+	for (a = 0; !code && (a < n || !out->n); a = b) {
+		b = n;
+		if (!one) {
+			size_t bytes = grist_features_row_bound(self->spec, lens[a]);
 
-		for (b = a + 1; b < n; b++) {
-			size_t next = grist_features_row_bound(self->spec, lens[b]);
+			for (b = a + 1; b < n; b++) {
+				size_t next = grist_features_row_bound(self->spec, lens[b]);
 
-			if (bytes + next > GROUP_BYTES)
-				break;
-			bytes += next;
+				if (bytes + next > self->group_bytes)
+					break;
+				bytes += next;
+			}
 		}
-		code = decode_group(self, recs + a, lens + a, b - a, indices ? indices + a : NULL, &part);
+		code = decode_group(self, recs + a, lens + a, b - a, indices ? indices + a : NULL, &out->part[out->n]);
 		if (!code)
-			code = gathered_append(g, &part);
-		a = b;
+			out->n++;
 	}
 	if (code)
-		gathered_free(g);
+		gathered_parts_free(out);
 	return code;
 }
 
-/* A bytearray of @len bytes at @p, or None for a NULL @p. */
-static PyObject *bytearray_or_none(const void *p, size_t len)
+enum gathered_piece { PIECE_VALUES, PIECE_DIMS, PIECE_LENGTHS };
+
+/* Column @i's @k in @g: where it is (NULL: the feature has none) and its bytes. */
+static const void *gathered_piece(const struct gathered *g, size_t i, enum gathered_piece k, size_t *len)
 {
-	if (!p)
+	const struct gathered_col *c = &g->col[i];
+
+	switch (k) {
+	case PIECE_VALUES:
+		*len = c->bytes;
+		return c->values;
+	case PIECE_DIMS:
+		*len = g->n * c->ndim * sizeof(int64_t);
+		return c->dims;
+	case PIECE_LENGTHS:
+	default:
+		*len = c->nlens * sizeof(uint64_t);
+		return c->strs ? c->lens : NULL;
+	}
+}
+
+/* Column @i's @k of every part, in order, in one bytearray; None where the feature has none. */
+static PyObject *gathered_join(const struct gathered_parts *ps, size_t i, enum gathered_piece k)
+{
+	size_t len, total = 0, at = 0, p;
+	PyObject *out;
+
+	if (!gathered_piece(&ps->part[0], i, k, &len))
 		Py_RETURN_NONE;
-	return PyByteArray_FromStringAndSize((const char *)p, (Py_ssize_t)len);
+	for (p = 0; p < ps->n; p++) {
+		gathered_piece(&ps->part[p], i, k, &len);
+		total += len;
+	}
+	out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)total);
+	for (p = 0; out && p < ps->n; p++) {
+		const void *src = gathered_piece(&ps->part[p], i, k, &len);
+
+		if (len)
+			memcpy(PyByteArray_AS_STRING(out) + at, src, len);
+		at += len;
+	}
+	return out;
 }
 
 /*
- * @g as a list of (values, dims, lengths) per feature, each a bytearray: dims (int64, n x
+ * @ps as a list of (values, dims, lengths) per feature, each a bytearray: dims (int64, n x
  * ndim) for a feature whose shape varies, lengths (uint64, one per string) for a strings
- * feature, None otherwise. Frees @g.
+ * feature, None otherwise. Frees @ps, which holds one part at least.
  */
-static PyObject *gathered_list(struct gathered *g)
+static PyObject *gathered_list(struct gathered_parts *ps)
 {
-	PyObject *out = PyList_New((Py_ssize_t)g->nf);
-	size_t i;
+	size_t i, nf = ps->part[0].nf;
+	PyObject *out = PyList_New((Py_ssize_t)nf);
 
-	for (i = 0; out && i < g->nf; i++) {
-		PyObject *v = bytearray_or_none(g->col[i].values, g->col[i].bytes);
-		PyObject *d = v ? bytearray_or_none(g->col[i].dims, g->n * g->col[i].ndim * sizeof(int64_t)) : NULL;
-		PyObject *l = d ? bytearray_or_none(g->col[i].strs ? g->col[i].lens : NULL, g->col[i].nlens * sizeof(uint64_t)) : NULL;
+	for (i = 0; out && i < nf; i++) {
+		PyObject *v = gathered_join(ps, i, PIECE_VALUES);
+		PyObject *d = v ? gathered_join(ps, i, PIECE_DIMS) : NULL;
+		PyObject *l = d ? gathered_join(ps, i, PIECE_LENGTHS) : NULL;
 		PyObject *t = l ? PyTuple_Pack(3, v, d, l) : NULL;
 
 		Py_XDECREF(v);
@@ -255,7 +264,7 @@ static PyObject *gathered_list(struct gathered *g)
 		else
 			PyList_SET_ITEM(out, (Py_ssize_t)i, t);
 	}
-	gathered_free(g);
+	gathered_parts_free(ps);
 	return out;
 }
 
@@ -346,17 +355,20 @@ static void features_free(FeaturesObject *self)
  * Features(columns, paths=None, threads=0, datasets=None): @paths are the files of the one
  * dataset the records come from (for messages naming file and record, and for fetch());
  * @datasets instead, a list of such lists for a loader that mixes datasets (messages only);
- * @threads the pool's workers beside the calling thread (0: none).
+ * @threads the pool's workers beside the calling thread (0: none). The private
+ * @_group_bytes (tests) replaces GROUP_BYTES for this object, so a small dataset decodes in
+ * many groups.
  */
 static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "columns", "paths", "threads", "datasets", NULL };
+	static char *kwlist[] = { "columns", "paths", "threads", "datasets", "_group_bytes", NULL };
 	PyObject *columns, *paths = Py_None, *datasets = Py_None, *seq = NULL, *dseq = NULL;
 	struct grist_features *f = NULL;
 	struct gristpy_paths *p = NULL;
 	struct grist_dataset_spec *ds = NULL;
 	size_t nd = 0, d;
 	unsigned threads = 0;
+	Py_ssize_t group_bytes = (Py_ssize_t)GROUP_BYTES;
 	char msg[1024] = "";
 	Py_ssize_t i;
 	int ret = -1, code;
@@ -365,8 +377,13 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		PyErr_SetString(PyExc_ValueError, "Features: already initialised");
 		return -1;
 	}
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO:Features", kwlist, &columns, &paths, &threads, &datasets))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OIO$n:Features", kwlist, &columns, &paths, &threads, &datasets,
+					 &group_bytes))
 		return -1;
+	if (group_bytes < 1) {
+		PyErr_SetString(PyExc_ValueError, "Features: _group_bytes must be at least 1");
+		return -1;
+	}
 	if (paths != Py_None && datasets != Py_None) {
 		PyErr_SetString(PyExc_ValueError, "Features: paths or datasets, not both");
 		return -1;
@@ -427,6 +444,7 @@ static int features_init(FeaturesObject *self, PyObject *args, PyObject *kwds)
 		goto out;
 	}
 	self->spec = grist_features_decoder_spec(self->dec);
+	self->group_bytes = (size_t)group_bytes;
 	self->map.fn = grist_features_map;
 	self->map.ctx = self->dec;
 	self->map.id = grist_features_id(self->spec);
@@ -519,7 +537,7 @@ static PyObject *decode_to_list(FeaturesObject *self, const uint8_t **recs, size
 				const uint64_t *indices)
 {
 	struct grist_fetch_record *fetched = NULL;
-	struct gathered g;
+	struct gathered_parts g = { 0 };
 	const uint8_t **data = recs;
 	char msg[1024] = "";
 	size_t i;
@@ -697,13 +715,16 @@ static PyObject *features_gather(FeaturesObject *self, PyObject *args)
 		goto out;
 	}
 	{
-		struct gathered g;
-		int code;
+		struct gathered_parts one = { calloc(1, sizeof(struct gathered)), 0 };
+		int code = -ENOMEM;
 
 		Py_BEGIN_ALLOW_THREADS
-		code = gather_rows(self->spec, rows.buf, offs.obj ? offs.buf : NULL, (size_t)n, &g);
+		if (one.part && !(code = gather_rows(self->spec, rows.buf, offs.obj ? offs.buf : NULL, (size_t)n, one.part)))
+			one.n = 1;
 		Py_END_ALLOW_THREADS
-		out = code ? gristpy_raise(code, NULL) : gathered_list(&g);
+		if (code)
+			gathered_parts_free(&one);
+		out = code ? gristpy_raise(code, NULL) : gathered_list(&one);
 	}
 out:
 	if (offs.obj)

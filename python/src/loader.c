@@ -13,7 +13,7 @@ typedef struct {
 	enum grist_batch_layout layout;
 	unsigned token_bytes;       /* packing: bytes per token; 0 when not packing */
 	Py_ssize_t live;            /* batches handed out and not yet given back */
-	unsigned prefetch;          /* the most batches the caller may hold (cfg.prefetch resolved) */
+	unsigned prefetch;          /* the most batches the caller may hold (the loader's resolved prefetch) */
 	bool closed;                /* close() was called: destroy once live reaches 0 */
 	bool ended;
 	/* for repr() and stats(): what it was asked for, and what --stats measures */
@@ -217,6 +217,7 @@ fail:
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 {
 	struct loader_args a;
+	struct grist_loader_config run;
 	struct datasets ds = { 0 };
 	struct grist_loader *l = NULL;
 	char msg[1024] = "";
@@ -250,7 +251,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	 * still holds the previous batch (its variable) while it asks for the next: one more
 	 * is lent here, so prefetch=1 works in a loop as `grist load --prefetch 1` does.
 	 */
-	if (a.cfg.prefetch && a.cfg.prefetch < 64)
+	if (a.cfg.prefetch && a.cfg.prefetch < grist_loader_option_find("prefetch")->max)
 		a.cfg.prefetch++;
 	if (datasets_from(a.paths, a.weights, &ds))
 		goto out;
@@ -275,14 +276,16 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	self->l = l;
 	Py_XINCREF(a.map);
 	self->map_owner = a.map;
-	/* the library's hold limit: 0 asks for its default, which loader.h documents as 4 */
-	self->prefetch = a.cfg.prefetch ? a.cfg.prefetch : 4;
-	self->layout = a.cfg.layout;
-	self->token_bytes = a.cfg.pack ? a.cfg.pack_token_bytes : 0;
-	self->batch_size = a.cfg.batch_size;
-	self->epochs = a.cfg.epochs;
-	self->shard_index = a.cfg.shard_index;
-	self->shard_count = a.cfg.shard_count ? a.cfg.shard_count : 1;
+	/* the values the loader runs with, its defaults resolved (0 asked for them) */
+	grist_loader_config_init(&run);
+	grist_loader_get_config(l, &run);
+	self->prefetch = run.prefetch; /* the library's hold limit */
+	self->layout = run.layout;
+	self->token_bytes = run.pack ? run.pack_token_bytes : 0;
+	self->batch_size = run.batch_size;
+	self->epochs = run.epochs;
+	self->shard_index = run.shard_index;
+	self->shard_count = run.shard_count;
 	self->num_datasets = ds.n;
 	self->record_bytes = a.cfg.record_bytes;
 	for (size_t d = 0; d < ds.n; d++)
@@ -472,7 +475,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	    F64("reads_in_flight_mean", st.reads_in_flight_mean) || U64("reads_in_flight_max", st.reads_in_flight_max) ||
 	    U64("queue_occupancy_sum", st.queue_occupancy_sum) ||
 	    F64("queue_occupancy", (double)st.queue_occupancy_sum / batches) || U64("memory_bytes", st.memory_bytes) ||
-	    put(d, "pinned", PyBool_FromLong(st.pinned)) ||
+	    U64("slot_maps", st.slot_maps) || put(d, "pinned", PyBool_FromLong(st.pinned)) ||
 	    put(d, "registered_buffers", PyBool_FromLong(st.registered_buffers)) ||
 	    put(d, "first_batch_seconds",
 		self->first_batch_ns ? PyFloat_FromDouble((double)(self->first_batch_ns - self->t0_ns) / 1e9)
@@ -641,7 +644,7 @@ static PyMethodDef loader_methods[] = {
 	  "batches, records, records_filtered, seconds (since creation), records_per_second, reads_issued,\n"
 	  "bytes_read, chunks_decoded, bytes_decoded, io_wait_ns, decode_ns, assemble_ns,\n"
 	  "consumer_stall_ns, producer_stall_ns, reads_in_flight_mean, reads_in_flight_max,\n"
-	  "queue_occupancy (and _sum), memory_bytes, pinned, registered_buffers, first_batch_seconds,\n"
+	  "queue_occupancy (and _sum), memory_bytes, slot_maps, pinned, registered_buffers, first_batch_seconds,\n"
 	  "startup_seconds (in grist_loader_create()), pack_tokens, pack_capacity, pack_efficiency,\n"
 	  "dataset_records (delivered per dataset)." },
 	{ "num_records", (PyCFunction)loader_num_records, METH_VARARGS,

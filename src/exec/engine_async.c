@@ -201,11 +201,30 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
 }
 
 /*
- * Before a unit takes a slot: it must be within the assembly window, so at most
- * `assembly` units hold slots however far the reads run ahead (device mode sizes its
- * slot ring by that). The oldest unconsumed unit is always inside it, so this cannot
- * wait on itself. Without @wait it does not block (the worker has reads to tend).
- * Returns 0, -EAGAIN (not yet, and not @wait), or -ECANCELED when the loader stops.
+ * Whether unit @u may take a slot now. It must be within the assembly window, so at
+ * most `assembly` units hold slots however far the reads run ahead (device mode sizes
+ * its slot ring by that). When slots are counted in bytes (unit_slots_max no more than
+ * the assembly window), the batches the caller holds count against the same budget: the
+ * window shrinks by them, so a caller holding batch 0 while unit 1 is ready does not
+ * make unit 2 map a third 256 MiB slot; unit 2 takes batch 0's once it is back. The
+ * window counts every unit before @u, slot or not, so the budget stays theirs (a
+ * younger unit taking the last slot would leave the oldest to exceed it). The oldest
+ * unconsumed unit is always inside: a caller holding more batches than the budget still
+ * gets the next one. Lock held, or consumed_units read atomically when uncapped.
+ */
+static bool slot_window(const struct async_engine *e, const struct unit *u, uint64_t consumed)
+{
+	unsigned window = e->assembly;
+
+	if (e->unit_slots_max <= e->assembly)
+		window = e->unit_slots_max > e->slots_with_caller ? e->unit_slots_max - e->slots_with_caller : 0;
+	return u->number == consumed || u->number < consumed + window;
+}
+
+/*
+ * Before a unit takes a slot: slot_window(). Without @wait it does not block (the
+ * worker has reads to tend). Returns 0, -EAGAIN (not yet, and not @wait), or
+ * -ECANCELED when the loader stops.
  */
 static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 {
@@ -213,11 +232,13 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 	uint64_t t0 = 0;
 	int ret = 0;
 
-	/* consumed_units only grows: inside the window now means inside it for good */
-	if (u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
+	/* uncapped: consumed_units only grows, so inside the window now means inside it for good */
+	if (e->unit_slots_max > e->assembly &&
+	    u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
 		return 0;
 	pthread_mutex_lock(&e->lock);
-	while (u->number >= e->consumed_units + e->assembly) {
+	/* a unit consumed and a held slot given back both wake claim_cv under the lock */
+	while (!slot_window(e, u, e->consumed_units)) {
 		if (e->stop || !wait) {
 			ret = e->stop ? -ECANCELED : -EAGAIN;
 			break;
@@ -576,7 +597,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 	if (!ret)
 		ret = grist_stream_cursor_create(e->p->stream, &wk->cursor);
 	if (!ret)
-		ret = grist_async_decoder_init(&wk->decoder, e->ncache);
+		ret = grist_async_decoder_init(&wk->decoder, e->ncache, e->p->verify == GRIST_VERIFY_ALL);
 	return ret;
 }
 
@@ -675,6 +696,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->read_ahead = sz.read_ahead;
 	e->nunits = sz.nunits;
 	e->assembly = sz.assembly;
+	e->unit_slots_max = sz.unit_slots;
 	e->row_bytes_hint = sz.row_bytes_hint;
 	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
@@ -748,7 +770,8 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
 	out->assemble_ns += e->pack_ns;
-	out->memory_bytes += grist_counter_read(&e->slot_memory);
+	out->memory_bytes += grist_counter_read(&e->slots.memory);
+	out->slot_maps = grist_counter_read(&e->slots.maps);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
 	out->pinned = out->pinned || e->p->deliver;

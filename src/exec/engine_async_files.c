@@ -38,6 +38,8 @@ int grist_async_files_open(const struct grist_engine_params *p, struct async_fil
 	struct grist_io_open_info oi;
 	struct grist_file_info info;
 	size_t d, f, ranges_cap = 0;
+	bool told = false; /* a file that cannot be mapped was logged */
+	void *m;
 	int ret;
 
 	bool map_all = map_small_dataset(p);
@@ -77,12 +79,14 @@ int grist_async_files_open(const struct grist_engine_params *p, struct async_fil
 				.fd = oi.fd, .direct = oi.direct, .align = oi.direct ? oi.offset_align : 1, .path = info.path,
 				.size = oi.size,
 			};
-			/* auto maps a file the page cache already holds: no read copies, no syscalls */
-			if ((p->read_mode == GRIST_READ_MMAP || oi.resident || map_all) && oi.size) {
-				void *m = mmap(NULL, oi.size, PROT_READ, MAP_SHARED, oi.fd, 0);
-
-				if (m == MAP_FAILED)
-					return grist_fail(-errno, "%s: cannot map the file: %s", info.path, strerror(errno));
+			/* auto maps a file the page cache already holds: no read copies, no syscalls
+			   (and reads it where it cannot: grist_io_map_file()) */
+			m = NULL;
+			if ((p->read_mode == GRIST_READ_MMAP || oi.resident || map_all) &&
+			    (ret = grist_io_map_file(oi.fd, oi.size, info.path, p->read_mode == GRIST_READ_MMAP, &told,
+						     &m)))
+				return ret;
+			if (m) {
 				if (map_all && !oi.resident)
 					madvise(m, oi.size, MADV_WILLNEED); /* advice only: a refusal costs faults */
 				fs->at[d][f].map = m;

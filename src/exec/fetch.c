@@ -123,11 +123,12 @@ static void *helper_main(void *arg);
  * AUTO maps a small dataset of small chunks (grist_io_map_small(), as the loader does):
  * a request for one record then costs no io submission, no syscall and no copy, which
  * was a third of src[i]'s time for a TFDS MNIST record. A file that cannot be mapped is
- * read as before.
+ * read as before: the mapping is AUTO's choice, not the caller's (grist_io_map_file()).
  */
 static void map_files(struct grist_fetcher *f)
 {
 	uint64_t bytes = 0, chunks = 0;
+	bool told = false; /* a file that cannot be mapped was logged */
 	size_t i;
 
 	for (i = 0; i < f->nfiles; i++) {
@@ -141,10 +142,12 @@ static void map_files(struct grist_fetcher *f)
 	f->maps = calloc(f->nfiles, sizeof(*f->maps));
 	for (i = 0; f->maps && i < f->nfiles; i++) {
 		const struct grist_file_geom *g = grist_reader_file_geom(f->r, i);
-		void *m = !g->remote && g->size && g->size <= SIZE_MAX ? mmap(NULL, (size_t)g->size, PROT_READ, MAP_SHARED, g->fd, 0)
-							 : MAP_FAILED;
+		void *m = NULL;
 
-		if (m == MAP_FAILED)
+		/* optional, so it cannot fail: a file it cannot map is read */
+		if (!g->remote)
+			grist_io_map_file(g->fd, g->size, g->path, false, &told, &m);
+		if (!m)
 			continue;
 		madvise(m, (size_t)g->size, MADV_WILLNEED); /* advice only */
 		f->maps[i] = (struct grist_map_range){ .base = m, .len = (size_t)g->size, .path = g->path };
@@ -228,6 +231,7 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 			ret = grist_fail(ret, "fetcher: cannot make a chunk decoder");
 			goto fail;
 		}
+		grist_chunk_decoder_check_data(f->ctx[i].dec, grist_reader_verify(r) == GRIST_VERIFY_ALL);
 	}
 	for (i = 1; i < f->nthreads; i++) {
 		ret = -pthread_create(&f->ctx[i].thread, NULL, helper_main, &f->ctx[i]);

@@ -11,9 +11,7 @@
 #include "format/dataset.h"
 
 #define DEFAULT_MAP_OUT_MAX (1u << 20)
-#define DEFAULT_PREFETCH 4
-#define DEFAULT_MAX_BATCH_BYTES ((size_t)64 << 20)
-#define MAX_PREFETCH 64
+#define DEFAULT_MAX_BATCH_BYTES ((size_t)GRIST_DEFAULT_MAX_BATCH_MIB << 20)
 /* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
 #define PACK_ENGINE_BATCH 256
 
@@ -68,8 +66,10 @@ static int check_config(const struct grist_loader_config *c)
 	}
 	if (c->engine != GRIST_ENGINE_URING && c->engine != GRIST_ENGINE_PREAD && c->engine != GRIST_ENGINE_REF)
 		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
-	if (c->prefetch > MAX_PREFETCH)
-		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, MAX_PREFETCH);
+	if (c->verify != GRIST_VERIFY_ALL && c->verify != GRIST_VERIFY_HEADERS)
+		return grist_fail(-EINVAL, "loader: unknown verify %d", (int)c->verify);
+	if (c->prefetch > GRIST_MAX_PREFETCH)
+		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, GRIST_MAX_PREFETCH);
 	if (c->device && c->layout == GRIST_LAYOUT_RAGGED && c->map && !c->device_slot_bytes &&
 	    c->map_out_max > ((size_t)1 << 40) / c->batch_size)
 		return grist_fail(-EINVAL, "loader: batch_size x map_out_max is too large for device slots");
@@ -113,9 +113,13 @@ static int open_sources(struct grist_loader *l)
 {
 	const struct grist_loader_config *c = &l->cfg;
 	struct grist_engine_source *src;
+	struct grist_reader_options ro;
 	struct grist_file_info info;
 	size_t d, f;
 	int ret;
+
+	grist_reader_options_init(&ro);
+	ro.verify = c->verify; /* the reference engine reads through these readers */
 
 	l->sources = calloc(c->num_datasets, sizeof(*l->sources));
 	if (!l->sources)
@@ -123,7 +127,7 @@ static int open_sources(struct grist_loader *l)
 	l->num_sources = c->num_datasets;
 	for (d = 0; d < c->num_datasets; d++) {
 		src = &l->sources[d];
-		ret = grist_reader_open(c->datasets[d].paths, c->datasets[d].num_paths, NULL, &src->reader);
+		ret = grist_reader_open(c->datasets[d].paths, c->datasets[d].num_paths, &ro, &src->reader);
 		if (ret)
 			return ret;
 		src->num_files = grist_reader_num_files(src->reader);
@@ -272,7 +276,7 @@ static int copy_config(struct grist_loader *l, const struct grist_loader_config 
 	if (!l->cfg.shard_count)
 		l->cfg.shard_count = 1;
 	if (!l->cfg.prefetch)
-		l->cfg.prefetch = DEFAULT_PREFETCH;
+		l->cfg.prefetch = GRIST_DEFAULT_PREFETCH;
 	if (!l->cfg.map_out_max)
 		l->cfg.map_out_max = DEFAULT_MAP_OUT_MAX;
 	if (!l->cfg.max_batch_bytes)
@@ -363,9 +367,11 @@ static void engine_params(struct grist_loader *l)
 		.remote = c->remote.size ? &c->remote : NULL,
 		.read_trace = c->read_trace,
 		.read_trace_ctx = c->read_trace_ctx,
+		.verify = c->verify,
 		.io_override = l->hooks.io_override,
 		.io_kind = l->hooks.io_kind,
 		.io_config = l->hooks.io_config,
+		.assembly_bytes = l->hooks.assembly_bytes,
 		.deliver = l->provider,
 	};
 }
@@ -670,6 +676,26 @@ void grist_loader_stats_sized(const struct grist_loader *l, struct grist_loader_
 		out->memory_bytes += grist_packer_memory(l->pack);
 	}
 	grist_sized_out(caller, size, out, sizeof(*out));
+}
+
+int grist_loader_get_config(const struct grist_loader *l, struct grist_loader_config *out)
+{
+	struct grist_loader_config c = l->cfg;
+	size_t size;
+
+	if (!out || out->size < sizeof(out->size))
+		return grist_fail(-EINVAL, "grist_loader_get_config: @out was not set up by grist_loader_config_init()");
+	size = out->size;
+	if (l->pack) {
+		/* cfg holds the engine's record batches: the caller asked for rows */
+		c.batch_size = l->pack_params.batch_rows;
+		c.drop_remainder = l->pack_params.drop_remainder;
+		if (c.pack == GRIST_PACK_FIRST_FIT)
+			c.pack_bins = l->pack_params.bins;
+	}
+	grist_sized_out(out, size, &c, sizeof(c));
+	out->size = size;
+	return 0;
 }
 
 int grist_loader_num_batches(const struct grist_loader *l, uint64_t *out)

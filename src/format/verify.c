@@ -13,8 +13,7 @@
 #include "format/chunk.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
-#include "io/remote.h"
-#include "io/remote_read.h"
+#include "io/io.h"
 #include "format/footer.h"
 
 struct found_chunk {
@@ -84,21 +83,22 @@ static int check_padding(const char *path, const uint8_t *buf, uint64_t buf_off,
 }
 
 /*
- * The bytes walk() reads: a local file's mapping (all of it), or for a URL a window of
- * VIEW_WINDOW bytes (more for a larger chunk) fetched as the walk reaches it, so that
- * verifying an object of any size takes memory of the order of its largest chunk.
+ * The bytes walk() reads: a local file's mapping (all of it), or for a URL or a file that
+ * cannot be mapped a window of VIEW_WINDOW bytes (more for a larger chunk) read as the
+ * walk reaches it, so that verifying a file of any size takes memory of the order of its
+ * largest chunk.
  */
 #define VIEW_WINDOW (16u << 20)
 
 struct view {
 	const uint8_t *buf; /* the file bytes [off, off + len) */
 	uint64_t off, len;
-	struct grist_remote_object *remote; /* NULL: buf maps the whole file */
+	const struct grist_file_geom *file; /* read in windows; NULL: buf maps the whole file */
 	struct grist_buf win;
 	uint64_t size;
 };
 
-/* Make the view cover [begin, end) of a URL: one read of at least VIEW_WINDOW bytes. */
+/* Make the view cover [begin, end) of the file: one read of at least VIEW_WINDOW bytes. */
 static int view_cover(struct view *v, uint64_t begin, uint64_t end)
 {
 	uint64_t want = end - begin > VIEW_WINDOW ? end - begin : VIEW_WINDOW;
@@ -111,8 +111,9 @@ static int view_cover(struct view *v, uint64_t begin, uint64_t end)
 	v->len = 0;
 	ret = grist_buf_reserve(&v->win, (size_t)want);
 	if (ret)
-		return grist_fail(ret, "cannot allocate %llu bytes to verify", (unsigned long long)want);
-	ret = grist_remote_read(v->remote, v->win.data, begin, want);
+		return grist_fail(ret, "%s: cannot allocate %llu bytes to verify", v->file->path,
+				  (unsigned long long)want);
+	ret = grist_file_read(v->file, v->win.data, begin, (size_t)want);
 	if (ret)
 		return ret;
 	v->buf = v->win.data;
@@ -122,7 +123,7 @@ static int view_cover(struct view *v, uint64_t begin, uint64_t end)
 }
 
 /*
- * For a URL: the extent of the chunk at @pos, from its header, fetched into the view.
+ * For a file read in windows: the extent of the chunk at @pos, from its header, read into the view.
  * A header that does not parse gets a window's worth, and the decoder says what is wrong.
  */
 static int view_chunk(struct view *v, const char *path, uint64_t pos, uint64_t *ext_end)
@@ -168,7 +169,7 @@ static int walk(const char *path, struct view *v, const struct grist_file_geom *
 	while (pos < g->size) {
 		uint64_t ext_end = g->size;
 
-		if (v->remote) {
+		if (v->file) {
 			ret = view_chunk(v, path, pos, &ext_end);
 			if (ret)
 				goto out;
@@ -256,7 +257,7 @@ GRIST_API int grist_file_verify_sized(const char *path, struct grist_verify_repo
 	struct grist_reader *r = NULL;
 	struct grist_chunk_decoder *dec = NULL;
 	const struct grist_file_geom *g;
-	void *map = MAP_FAILED;
+	void *map = NULL;
 	int ret;
 
 	memset(rep, 0, sizeof(*rep));
@@ -269,31 +270,36 @@ GRIST_API int grist_file_verify_sized(const char *path, struct grist_verify_repo
 	ret = grist_chunk_decoder_create(&dec);
 	if (ret)
 		goto out;
-	if (g->remote) {
-		/*
-		 * A URL: the walk fetches it in windows as it goes (ranged GETs pinned to the ETag
-		 * taken at open), never all of it at once: objects can be larger than memory.
-		 */
-		struct view v = { .remote = g->remote, .size = g->size };
+	/*
+	 * A local file is mapped, as the loader's io=auto maps it: through the one helper, so
+	 * a file that cannot be mapped (FUSE with direct I/O refuses a shared mapping; a
+	 * ulimit -v smaller than the file) is read instead. Nothing here asks for a mapping,
+	 * so a refused one is never an error. A URL is read the same way: in windows (ranged
+	 * GETs pinned to the ETag taken at open), never all at once, since objects can be
+	 * larger than memory.
+	 */
+	if (!g->remote) {
+		bool told = false;
+
+		ret = grist_io_map_file(g->fd, g->size, path, false, &told, &map);
+		if (ret)
+			goto out;
+	}
+	if (map) {
+		madvise(map, g->size, MADV_SEQUENTIAL);
+		ret = walk_guarded(path, map, g, dec, rep);
+	} else {
+		struct view v = { .file = g, .size = g->size };
 
 		ret = walk(path, &v, g, dec, rep);
 		grist_buf_free(&v.win);
-		goto walked;
 	}
-	map = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, g->fd, 0);
-	if (map == MAP_FAILED) {
-		ret = grist_fail(-errno, "%s: cannot map the file: %s", path, strerror(errno));
-		goto out;
-	}
-	madvise(map, g->size, MADV_SEQUENTIAL);
-	ret = walk_guarded(path, map, g, dec, rep);
-walked:
 	if (!ret && rep->num_records != g->num_records)
 		ret = grist_fail_at(-EBADMSG, path, g->chunk_offsets[g->num_chunks],
 				    "the footer says %llu records, the chunks hold %llu",
 				    (unsigned long long)g->num_records, (unsigned long long)rep->num_records);
 out:
-	if (map != MAP_FAILED)
+	if (map)
 		munmap(map, g->size);
 	grist_chunk_decoder_destroy(dec);
 	grist_reader_close(r);

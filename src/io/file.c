@@ -124,6 +124,32 @@ bool grist_io_map_small(uint64_t bytes, uint64_t chunks)
 	return chunks && ram && bytes <= ram / MAP_SMALL_RAM_SHARE && bytes / chunks <= MAP_SMALL_CHUNK_BYTES;
 }
 
+int grist_io_map_file(int fd, uint64_t size, const char *path, bool required, bool *told, void **map)
+{
+	int err = EFBIG;
+	void *m;
+
+	*map = NULL;
+	if (!size)
+		return 0;
+	if (size <= SIZE_MAX) {
+		m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED) {
+			*map = m;
+			return 0;
+		}
+		err = errno;
+	}
+	if (required)
+		return grist_fail(-err, "%s: cannot map the file for io=mmap: %s (io=auto reads a file it cannot map)",
+				  path, strerror(err));
+	if (!*told)
+		grist_log(GRIST_LOG_INFO, "%s: cannot map the file (%s): reading it, and any other file here "
+			  "that cannot be mapped, instead", path, strerror(err));
+	*told = true;
+	return 0;
+}
+
 #define RESIDENT_RUNS 256
 #define RESIDENT_RUN_PAGES 16
 

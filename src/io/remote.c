@@ -57,15 +57,15 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->size = sizeof(*o);
-	o->connect_timeout_ms = 5000;
-	o->request_timeout_ms = 30000;
-	o->retries = 5;
-	o->backoff_ms = 100;
-	o->backoff_max_ms = 5000;
-	o->coalesce_bytes = 1u << 20;
-	o->split_bytes = 8u << 20;
-	o->max_inflight = 64;
-	o->min_inflight = 2;
+	o->connect_timeout_ms = GRIST_REMOTE_DEFAULT_CONNECT_TIMEOUT_MS;
+	o->request_timeout_ms = GRIST_REMOTE_DEFAULT_TIMEOUT_MS;
+	o->retries = GRIST_REMOTE_DEFAULT_RETRIES;
+	o->backoff_ms = GRIST_REMOTE_DEFAULT_BACKOFF_MS;
+	o->backoff_max_ms = GRIST_REMOTE_DEFAULT_BACKOFF_MAX_MS;
+	o->coalesce_bytes = (uint64_t)GRIST_REMOTE_DEFAULT_COALESCE_MIB << 20;
+	o->split_bytes = (uint64_t)GRIST_REMOTE_DEFAULT_SPLIT_MIB << 20;
+	o->max_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT;
+	o->min_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT_MIN;
 }
 
 /* The bounds of every option, checked in this one place. */
@@ -217,7 +217,7 @@ int grist_remote_options_resolve(const struct grist_remote_options *in, struct g
 	memcpy(&t, in, in->size);
 	t.size = sizeof(t);
 	if (!t.min_inflight) /* an older caller's zeroed tail padding (grist/remote.h) */
-		t.min_inflight = 2;
+		t.min_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT_MIN;
 	ret = check_options(&t);
 	if (ret)
 		return ret;

@@ -14,6 +14,20 @@
 #include "io/url.h"
 
 /*
+ * The options' defaults, once: grist_remote_options_init() sets them and the loader's option
+ * table shows them (remote_*) to every front end. Plain numbers, so the table can print them.
+ */
+#define GRIST_REMOTE_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define GRIST_REMOTE_DEFAULT_TIMEOUT_MS 30000
+#define GRIST_REMOTE_DEFAULT_RETRIES 5
+#define GRIST_REMOTE_DEFAULT_BACKOFF_MS 100
+#define GRIST_REMOTE_DEFAULT_BACKOFF_MAX_MS 5000
+#define GRIST_REMOTE_DEFAULT_COALESCE_MIB 1
+#define GRIST_REMOTE_DEFAULT_SPLIT_MIB 8
+#define GRIST_REMOTE_DEFAULT_INFLIGHT 64
+#define GRIST_REMOTE_DEFAULT_INFLIGHT_MIN 2
+
+/*
  * Counters that several io objects (one per engine thread) add to with relaxed atomics,
  * and a stats call reads while they run. Latency is a histogram of 8 buckets per power
  * of two of microseconds, so p50/p99 cost no allocation and no lock.

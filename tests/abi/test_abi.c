@@ -152,12 +152,28 @@ static void test_old_caller_keeps_working(void **state)
 		assert_int_equal(old.canary[i], 0xA5);
 }
 
-static void test_old_caller_stats_not_overrun(void **state)
+/* A loader over the fixture, built by a current caller. */
+static struct grist_loader *fx_loader(uint64_t batch_size, uint64_t epochs, uint64_t seed)
 {
-	const char *paths[] = { fx.path };
-	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
+	static const char *paths[1];
+	static struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct grist_loader_config c;
 	struct grist_loader *l;
+
+	paths[0] = fx.path;
+	grist_loader_config_init(&c);
+	c.datasets = &ds;
+	c.num_datasets = 1;
+	c.batch_size = batch_size;
+	c.epochs = epochs;
+	c.seed = seed;
+	assert_int_equal(grist_loader_create(&c, &l), 0);
+	return l;
+}
+
+static void test_old_caller_stats_not_overrun(void **state)
+{
+	struct grist_loader *l = fx_loader(10, 1, 0);
 	struct grist_batch *b;
 	/* an older, shorter stats struct: up to memory_bytes */
 	size_t old_size = offsetof(struct grist_loader_stats, pack_tokens);
@@ -165,12 +181,6 @@ static void test_old_caller_stats_not_overrun(void **state)
 	size_t i;
 
 	(void)state;
-	grist_loader_config_init(&c);
-	c.datasets = &ds;
-	c.num_datasets = 1;
-	c.batch_size = 10;
-	c.epochs = 1;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 	grist_loader_release(l, b);
 	memset(buf, 0x5A, sizeof(buf));
@@ -178,6 +188,32 @@ static void test_old_caller_stats_not_overrun(void **state)
 	assert_int_equal(((struct grist_loader_stats *)buf)->batches, 1);
 	for (i = old_size; i < sizeof(buf); i++)
 		assert_int_equal(buf[i], 0x5A);
+	grist_loader_destroy(l);
+}
+
+/* An old caller reads the resolved configuration into its shorter struct: only that is written. */
+static void test_old_caller_get_config(void **state)
+{
+	struct grist_loader *l = fx_loader(10, 0, 3);
+	struct {
+		struct old_loader_config cfg;
+		unsigned char canary[64];
+	} old;
+	uint64_t prefetch;
+	size_t i;
+
+	(void)state;
+	memset(&old, 0xA5, sizeof(old));
+	memset(&old.cfg, 0, sizeof(old.cfg));
+	old.cfg.size = sizeof(old.cfg);
+	assert_int_equal(grist_loader_get_config(l, (struct grist_loader_config *)&old.cfg), 0);
+	assert_int_equal(old.cfg.size, sizeof(old.cfg));
+	assert_int_equal(old.cfg.batch_size, 10);
+	assert_int_equal(old.cfg.seed, 3);
+	assert_int_equal(grist_parse_size(grist_loader_option_find("prefetch")->default_value, &prefetch), 0);
+	assert_int_equal(old.cfg.prefetch, prefetch); /* resolved: the default the table shows */
+	for (i = 0; i < sizeof(old.canary); i++)
+		assert_int_equal(old.canary[i], 0xA5);
 	grist_loader_destroy(l);
 }
 
@@ -229,6 +265,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_old_caller_keeps_working),
 		cmocka_unit_test(test_old_caller_stats_not_overrun),
+		cmocka_unit_test(test_old_caller_get_config),
 		cmocka_unit_test(test_newer_caller_and_uninitialised),
 		cmocka_unit_test(test_version),
 	};

@@ -130,6 +130,12 @@ def main():
             fail("p99 %.4f ms below p50 %.4f ms" % (res["batch_p99_ms"], res["batch_p50_ms"]))
         if doc["mode"] != "warm" or "baselines" in doc:
             fail("unexpected mode or baselines: %r" % doc)
+        # It runs with, and reports, the library's defaults: read from its option table, not copied.
+        table = subprocess.run([GRIST, "load", "--options"], capture_output=True, text=True, timeout=30).stdout
+        for key in ("queue_depth", "prefetch"):
+            m = re.search(r"^  %s +number \S+; default (\d+)$" % key, table, re.M)
+            if not m or doc[key] != int(m.group(1)):
+                fail("grist-bench ran with %s %r; the library's default: %s" % (key, doc[key], m and m.group(1)))
         cached = [f for f in os.listdir(os.path.join(tmp, "data")) if f.endswith(".array_record")]
         if len(cached) != 1:
             fail("expected one cached dataset, found %r" % cached)

@@ -11,6 +11,7 @@
 #include "exec/loader_internal.h"
 #include "grist/format.h"
 #include "grist/loader.h"
+#include "grist/options.h"
 #include "io/io.h"
 
 /* ------------------------------------------------------------ datasets */
@@ -1325,6 +1326,61 @@ static void test_hold_limit(void **state)
 	}
 }
 
+/*
+ * grist_loader_get_config(): what was given, with the defaults the loader resolves filled in
+ * (the option table's, so no front end repeats them); a packed loader's batch_size is the
+ * caller's rows, not the engine's record batches. The resolved prefetch is the hold limit.
+ */
+static void test_get_config(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) }, got;
+	struct grist_batch *b[64], *extra;
+	struct grist_loader *l;
+	struct specs sp;
+	uint64_t prefetch, max_batch;
+	unsigned i;
+
+	(void)state;
+	assert_int_equal(grist_parse_size(grist_loader_option_find("prefetch")->default_value, &prefetch), 0);
+	assert_int_equal(grist_parse_size(grist_loader_option_find("max_batch_bytes")->default_value, &max_batch), 0);
+	spec1(&sp, &c, DS_SNAPPY);
+	c.batch_size = 1;
+	c.seed = 5;
+	l = open_loader(&c, NULL);
+	grist_loader_config_init(&got);
+	assert_int_equal(grist_loader_get_config(l, &got), 0);
+	assert_int_equal(got.size, sizeof(got));
+	assert_int_equal(got.prefetch, prefetch);
+	assert_int_equal(got.shard_count, 1);
+	assert_true(got.max_batch_bytes == max_batch);
+	assert_int_equal(got.batch_size, 1);
+	assert_int_equal(got.seed, 5);
+	assert_int_equal(got.threads, 0); /* the engine's own sizing: stats say what it chose */
+	assert_int_equal(got.num_datasets, 1);
+	assert_string_equal(got.datasets[0].paths[0], c.datasets[0].paths[0]);
+	for (i = 0; i < got.prefetch; i++)
+		assert_int_equal(grist_loader_next(l, &b[i]), 0);
+	assert_int_equal(grist_loader_next(l, &extra), -EBUSY);
+	got.size = 0;
+	assert_int_equal(grist_loader_get_config(l, &got), -EINVAL);
+	grist_loader_destroy(l);
+
+	c.prefetch = 2;
+	c.pack = GRIST_PACK_FIRST_FIT;
+	c.pack_length = 64;
+	c.pack_token_bytes = 1;
+	c.batch_size = 3;
+	c.drop_remainder = true;
+	l = open_loader(&c, NULL);
+	grist_loader_config_init(&got);
+	assert_int_equal(grist_loader_get_config(l, &got), 0);
+	assert_int_equal(got.prefetch, 2);
+	assert_int_equal(got.batch_size, 3);
+	assert_true(got.drop_remainder);
+	assert_int_equal(got.pack_bins, 3);
+	grist_loader_destroy(l);
+}
+
 /* ------------------------------------------------------------ mixing */
 
 static void test_mixing(void **state)
@@ -1420,6 +1476,10 @@ static void test_config_errors(void **state)
 	o = c;
 	o.prefetch = 1000;
 	assert_int_equal(create_err(&o), -EINVAL);
+	o = c;
+	o.verify = (enum grist_verify)2;
+	assert_int_equal(create_err(&o), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "verify 2"));
 	o = c;
 	o.num_datasets = 0;
 	assert_int_equal(create_err(&o), -EINVAL);
@@ -1622,6 +1682,68 @@ static void test_stream_large_unit(void **state)
 		}
 		run_free(&ref);
 	}
+}
+
+/*
+ * Slots counted in bytes (256 records of 1 MiB: two 256 MiB slots) count the batches the
+ * caller holds too. A caller that holds each batch for a moment, as a training step
+ * does, used to let a third unit take a fresh slot meanwhile: 256 MiB more to fault in.
+ * Here the slot budget (a test hook) allows two slots; a caller holding @hold batches
+ * at a time (one as the CLI does) gets its batches from at most max(2, hold + 1) slot
+ * mappings, as stats count them, in the reference engine's order; holding three, more
+ * than the budget, does not deadlock (the oldest unit always gets a slot).
+ */
+static void test_slot_budget(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) };
+	struct grist_loader_hooks h = { .assembly_bytes = 1 }; /* as few slots as the workers need: 2 */
+	struct specs sp;
+	struct run ref;
+
+	(void)state;
+	spec1(&sp, &c, DS_LARGE);
+	c.seed = 17;
+	c.epochs = 4; /* 164 records: whole batches (a short last one is packed into a slot of its own) */
+	c.batch_size = 4;
+	c.threads = 2;
+	c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
+	compare_engines(c, 0, sp.check, 0, 0, &ref);
+	c.engine = GRIST_ENGINE_URING;
+	for (size_t hold = 1; hold <= 3; hold++) {
+		struct grist_batch *held[3] = { NULL };
+		struct grist_loader *l = open_loader(&c, &h);
+		struct grist_loader_stats st;
+		struct run got = { 0 };
+		size_t n = 0;
+
+		for (;;) {
+			struct grist_batch *b;
+
+			/* the oldest batch goes back first: at most @hold held, the new one included */
+			if (held[n % hold])
+				grist_loader_release(l, held[n % hold]);
+			held[n % hold] = NULL;
+			assert_int_equal(grist_loader_next(l, &b), 0);
+			if (!b)
+				break;
+			check_batch(&c, b, sp.check);
+			record_batch(&got, b);
+			/* the caller's step: the workers run ahead meanwhile, as far as slots let them */
+			usleep(2000);
+			held[n++ % hold] = b;
+		}
+		for (size_t k = 0; k < hold; k++)
+			if (held[k])
+				grist_loader_release(l, held[k]);
+		grist_loader_stats(l, &st);
+		assert_true(st.slot_maps >= 2);
+		if (st.slot_maps > (hold + 1 > 2 ? hold + 1 : 2))
+			fail_msg("holding %zu batches: %llu slots mapped", hold, (unsigned long long)st.slot_maps);
+		assert_same_runs(&ref, &got);
+		run_free(&got);
+		grist_loader_destroy(l);
+	}
+	run_free(&ref);
 }
 
 /* Destroy while reads are in flight (held back by delays) and batches are held: no hang, no leak. */
@@ -1852,6 +1974,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
+		cmocka_unit_test(test_get_config),
 		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_auto_maps_small_datasets),
 		cmocka_unit_test(test_repeatable),
@@ -1870,6 +1993,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_file),
 		cmocka_unit_test(test_fault_injection),
 		cmocka_unit_test(test_stream_large_unit),
+		cmocka_unit_test(test_slot_budget),
 		cmocka_unit_test(test_destroy_mid_epoch),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_read_depth),

@@ -1,4 +1,5 @@
 /* The loader's option table (grist/options.h): sizes, names, bounds, and the fields they set. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -178,6 +179,56 @@ static void test_remote_split_alone(void **state)
 	}
 }
 
+/*
+ * The remote_* options' defaults that the table shows (and every front end prints from it)
+ * are the values grist_remote_options_init() sets: setting each option to its shown default
+ * stores the library's value.
+ */
+static void test_remote_defaults(void **state)
+{
+	struct grist_remote_options o;
+	struct grist_loader_config c;
+	const struct grist_option *opt;
+	const struct {
+		const char *name;
+		size_t offset;
+	} *r, rows[] = {
+#define ROW(n, f) { n, offsetof(struct grist_remote_options, f) }
+		ROW("remote_timeout_ms", request_timeout_ms), ROW("remote_connect_timeout_ms", connect_timeout_ms),
+		ROW("remote_retries", retries), ROW("remote_backoff_ms", backoff_ms),
+		ROW("remote_backoff_max_ms", backoff_max_ms), ROW("remote_coalesce", coalesce_bytes),
+		ROW("remote_split", split_bytes), ROW("remote_inflight", max_inflight),
+		ROW("remote_inflight_min", min_inflight),
+#undef ROW
+	};
+	size_t i, n = 0;
+
+	(void)state;
+	grist_remote_options_init(&o);
+	for (i = 0; (opt = grist_loader_option_at(i)); i++)
+		n += !strncmp(opt->name, "remote_", 7);
+	assert_int_equal(n, sizeof(rows) / sizeof(rows[0])); /* a new remote option needs a row here */
+	for (r = rows; r < rows + n; r++) {
+		const char *lib_field = (const char *)&o + r->offset, *set_field = (const char *)&c.remote + r->offset;
+		uint64_t lib, set;
+
+		opt = grist_loader_option_find(r->name);
+		assert_non_null(opt);
+		grist_loader_config_init(&c);
+		assert_int_equal(grist_loader_config_set(&c, r->name, opt->default_value), 0);
+		if (opt->type == GRIST_OPTION_SIZE) {
+			lib = *(const uint64_t *)lib_field;
+			set = *(const uint64_t *)set_field;
+		} else {
+			lib = *(const unsigned *)lib_field;
+			set = *(const unsigned *)set_field;
+		}
+		if (set != lib)
+			fail_msg("%s: the table shows %s, the library's default is %llu", r->name, opt->default_value,
+				 (unsigned long long)lib);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -186,6 +237,7 @@ int main(void)
 		cmocka_unit_test(test_table_walk_and_find),
 		cmocka_unit_test(test_set_fields),
 		cmocka_unit_test(test_remote_sizes),
+		cmocka_unit_test(test_remote_defaults),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
 - FaultProxy: an asyncio HTTP/1.1 proxy in front of either, adding per-request delay,
   503 SlowDown with Retry-After, connection resets and truncated bodies;
 - DelayProxy: bench/delay_proxy.c (epoll + splice), per-request delay only, for benchmarks:
-  the asyncio proxy costs about half as much CPU per byte as rclone itself.
+  the asyncio proxy costs about half as much CPU per byte as rclone itself;
+- RcloneMount: rclone mount (FUSE) of a folder or a remote, read-only.
 
 Each start raises Skip (with the reason) when the server cannot start here.
 """
@@ -117,6 +118,35 @@ class Rclone(_Server):
                      "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + list(extra) + [root],
                     "rclone serve s3")
         self.endpoint = "http://127.0.0.1:%d" % self.port
+
+
+class RcloneMount:
+    """rclone mount of @source (a local folder, or "remote:path" with @env naming the remote)
+    at the empty folder @where, read-only, with @extra flags (--direct-io: a file system
+    that refuses to map its files, as FUSE with direct I/O does). Skip when FUSE cannot
+    mount here (no /dev/fuse, no fuse3, no rights)."""
+
+    def __init__(self, source, where, extra=(), env=None):
+        self.where = where
+        self.proc = subprocess.Popen([rclone_binary(), "mount", source, where, "--read-only"] + list(extra),
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if os.path.ismount(where):
+                return
+            if self.proc.poll() is not None:
+                raise Skip("rclone mount exited at start (status %s; is fuse3 installed?)" % self.proc.returncode)
+            time.sleep(0.05)
+        self.stop()
+        raise Skip("rclone mount did not come up within 10 s")
+
+    def stop(self):
+        # lazily where a file is still open (a failed test's loader): gone once it closes
+        if subprocess.run(["fusermount3", "-u", self.where], capture_output=True).returncode:
+            subprocess.run(["fusermount3", "-u", "-z", self.where], capture_output=True)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
 
 
 class Nginx(_Server):

@@ -127,6 +127,37 @@ def test_arrays_keep_the_slot_alive(files, all_records):
         next(loader)
 
 
+@pytest.mark.parametrize("kw", [{}, {"prefetch": 2}, {"prefetch": 64}])
+def test_prefetch_is_the_libraries_hold_limit(files, kw):
+    """Loader.prefetch is the hold limit the library resolved (grist_loader_get_config()):
+    its default when none is given, one more than asked for a for loop's previous batch,
+    up to the option's bound. Holding that many works; one more is EBUSY."""
+    with grist.Loader(files, 8, seed=1, **kw) as loader:
+        if kw:
+            assert loader.prefetch == min(kw["prefetch"] + 1, 64)
+        held = [next(loader) for _ in range(loader.prefetch)]
+        with pytest.raises(grist.Error) as e:
+            next(loader)
+        assert e.value.errno == errno.EBUSY
+        for b in held:
+            b.release()
+
+
+@pytest.mark.parametrize("kw", [{}, {"prefetch": 2}, {"prefetch": 8}])
+def test_batch_map_reads_ahead_to_the_libraries_hold_limit(files, kw):
+    """batch_map pulls as far ahead as the hold limit the library resolved (Loader.prefetch)
+    allows with the caller's batch in it: its depth was computed from the prefetch= asked
+    for, or a copy of the library's default, not from the limit the loader enforces. A
+    result that is the Batch itself keeps its slot, so the slots lent show the depth."""
+    with grist.Loader(files, 8, seed=1, batch_map=lambda b: b, map_threads=16, **kw) as loader:
+        first = next(loader)
+        assert loader.held == loader.prefetch - 1
+        second = next(loader)  # the loop's previous batch still held: the limit is reached, not passed
+        assert loader.held == loader.prefetch
+        first.release()
+        second.release()
+
+
 def test_holding_too_many_batches_raises(files):
     loader = grist.Loader(files, 8, seed=1, prefetch=4)
     held = []

@@ -175,3 +175,50 @@ def test_every_table_option_is_a_load_flag(data):
         run = [subprocess.run([cli, "load", data, "--epochs", "1", "--digest"] + x, capture_output=True,
                               text=True, timeout=60) for x in (a, b)]
         assert run[0].returncode == 0 and run[0].stdout == run[1].stdout != "", (a, b, run[0].stderr)
+
+
+def table_numbers(cli):
+    """{name: (min, max, default text)} of the table's number and size options (`grist load --options`)."""
+    out = subprocess.run([cli, "load", "--options"], capture_output=True, text=True, timeout=60).stdout
+    pat = r"^  ([a-z_]+) +(?:number|size) (\d+)\.\.(\d+)(?:; default (.*))?$"
+    return {m.group(1): (m.group(2), m.group(3), m.group(4)) for m in re.finditer(pat, out, re.M)}
+
+
+# the front ends' own defaults, which their help states as theirs: not the library's
+OWN = {"batch_size", "epochs"}
+
+
+@pytest.mark.parametrize("tool", ["load", "order", "bench"])
+def test_help_shows_the_libraries_defaults_and_bounds(data, tool):
+    """Each loader option's default and bounds in `grist load`, `grist order` and grist-bench
+    help are the library's table's, printed from it rather than copied (they had drifted:
+    "64 MiB" beside the table's 64MiB, a read-ahead default without its cap); and the prefetch
+    default they name is the hold limit grist.Loader gets from the library when none is given."""
+    cli = grist_cli()
+    bench = grist_bench()
+    if not cli or (tool == "bench" and not bench):
+        pytest.skip("the grist CLI or grist-bench is not built")
+    table = table_numbers(cli)
+    assert {"queue_depth", "prefetch", "window", "max_batch_bytes", "read_ahead"} <= set(table), table
+    with grist.Loader(data, 8) as loader:
+        assert str(loader.prefetch) == table["prefetch"][2]
+    args = [bench, "--help"] if tool == "bench" else [cli, tool, "--help"]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "{" + "default:" not in p.stdout, p.stdout
+    # each flag's text: from its line to the next flag's
+    checked = set()
+    for m in re.finditer(r"^  --([a-z-]+)(.*(?:\n {20,}.*)*)", p.stdout, re.M):
+        name, text = m.group(1).replace("-", "_"), m.group(2)
+        if name not in table or name in OWN:
+            continue
+        lo, hi, default = table[name]
+        d = re.search(r"\(default:? ([^;)]*)", text)
+        if d:
+            assert " ".join(d.group(1).split()) == default, (tool, name, text)
+            checked.add(name)
+        r = re.search(r"(\d+)\.\.(\d+)", text)
+        if r:
+            assert (r.group(1), r.group(2)) == (lo, hi), (tool, name, text)
+    want = {"order": {"seed", "window"}}.get(tool, {"queue_depth", "prefetch", "window", "max_batch_bytes",
+                                                    "read_ahead", "threads", "seed"})
+    assert want <= checked, (tool, checked)

@@ -151,6 +151,27 @@ def test_threads_do_not_change_records():
             assert_same(got, want[i])
 
 
+def test_random_access_in_groups_of_rows(name):
+    """A request whose rows' bound exceeds the group bound is decoded group by group and
+    the groups' arrays joined: here many groups of two records (a private bound of 2.5 rows),
+    every array the same bytes as the default's (one group for MNIST; one record a group for
+    grist_features, whose images of unknown size bound a row above 256 MiB), and every
+    record as TFDS decodes it. The rows' memory is reserved, not touched."""
+    src = grist.tfds.data_source(name, "train", data_dir=DATA, threads=0)
+    want = EXPECTED[name]["splits"]["train"]
+    every = list(range(len(src)))
+    ref = src._decoder().fetch(every)
+    bound = max(src._decoder().row_bound(fi["max_record_bytes"]) for fi in grist.Reader(src.files).info())
+    for threads in (0, 2):
+        grouped = grist._grist.Features(src._columns, src.files, threads, _group_bytes=bound * 5 // 2)
+        assert grouped.fetch(every) == ref
+        src._features = grouped
+        for i, got in enumerate(src.__getitems__(every)):
+            assert_same(got, want[i], f"{name}[{i}]")
+    with pytest.raises(ValueError, match="_group_bytes"):
+        grist._grist.Features(src._columns, src.files, 0, _group_bytes=0)
+
+
 def test_pickle_and_threads():
     src = grist.tfds.data_source("grist_features", "train+test[:3]", data_dir=DATA)
     copy = pickle.loads(pickle.dumps(src))

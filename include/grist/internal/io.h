@@ -96,8 +96,11 @@ struct grist_io_fault {
 	uint64_t arg;
 };
 
+/* The deepest ring an io object takes (the loader's queue_depth option is bounded by it). */
+#define GRIST_IO_MAX_QUEUE_DEPTH 32768
+
 struct grist_io_config {
-	unsigned queue_depth;         /* max requests in flight; 0 = 64 */
+	unsigned queue_depth;         /* max requests in flight; 0 = 64, at most GRIST_IO_MAX_QUEUE_DEPTH */
 	uint64_t max_bytes_in_flight; /* cap on the sum of len in flight; 0 = 64 MiB */
 	unsigned threads;             /* pread pool workers; 0 = 4 */
 	unsigned max_files;           /* file slots (fixed-file table size); 0 = 256 */
@@ -249,6 +252,21 @@ int grist_io_open_file(const char *path, enum grist_io_mode mode, struct grist_i
  * ahead instead of faulting page by page.
  */
 bool grist_io_map_small(uint64_t bytes, uint64_t chunks);
+
+/*
+ * grist_io_map_file() - map the first @size bytes of open @fd read-only and shared, to
+ * decode straight out of the page cache. Every caller that maps a data file goes through
+ * here, so one rule holds everywhere. A mapping grist chose (AUTO: a cached file, a small
+ * dataset) is an optimisation: where it fails (a file system that refuses mmap, as FUSE
+ * with direct I/O does with ENODEV; an exhausted address space) the file is read instead,
+ * *@map NULL, and the log callback hears why (INFO) once per *@told: a caller opening
+ * many files passes one flag for all, so a thousand shards on such a file system make one
+ * line, not a thousand. A mapping the caller asked for (@required: GRIST_READ_MMAP,
+ * `--io mmap`) fails instead, naming @path.
+ * Return: 0 (*@map the mapping, or NULL: @size 0, or a failed optional mapping), or,
+ * @required only, the negative errno of mmap with a message.
+ */
+int grist_io_map_file(int fd, uint64_t size, const char *path, bool required, bool *told, void **map);
 
 /* The cached share from which AUTO treats a file as resident. */
 #define GRIST_IO_RESIDENT_SHARE 0.95
