@@ -345,7 +345,7 @@ def test_verify_corrupt_matches_local():
 def test_load_coalesces_and_splits():
     """A shuffled load's chunk reads leave in far fewer GETs than chunks, none longer than
     split (8 MiB by default, here 64 KiB given alone); with coalesce:0,split:4096 gaps are not joined, and
-    hundreds of GETs share a few keep-alive connections."""
+    the GETs share a few keep-alive connections."""
     a = ["--batch-size", 64, "--seed", 5, "--digest"]
     p = recording_proxy()
     try:
@@ -362,9 +362,12 @@ def test_load_coalesces_and_splits():
         conns = p.connections - conns
     finally:
         stop_proxy(p)
-    # HTTP/1.1 keep-alive: hundreds of GETs over a few connections (8 GETs in flight per
-    # reading thread; the opening's GETs have their own)
-    assert conns <= 40 and len(single) >= 20 * conns, (conns, len(single))
+    # HTTP/1.1 keep-alive: many GETs over a few connections (8 GETs in flight per reading
+    # thread; the opening's GETs have their own). Reads that wait for their turn join
+    # their touching neighbours, so the 393 KB object takes about 80 GETs of up to 4 KiB
+    # (hundreds when every read went out at once): 5 a connection at least, where a
+    # connection per GET would be 1.
+    assert conns <= 40 and len(single) >= 5 * conns, (conns, len(single))
     assert 0 < len(joined) <= 1200 // 10, len(joined)  # 1,200 chunks
     assert max(joined) <= 8 << 20 and max(split) <= 64 << 10, (max(joined), max(split))
     # (coalesce:0 still joins chunks that touch, and reads riding on a GET already out)
