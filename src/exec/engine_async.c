@@ -55,6 +55,7 @@
 
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
+#include "format/dataset.h"
 #include "io/remote.h"
 
 /* ---- claiming and publishing units ---- */
@@ -527,6 +528,21 @@ static void *worker_main(void *arg)
 				break;
 			}
 			start_unit(wk, u);
+			/*
+			 * URLs: admit and push it now. wants_more() asks for the newest unit's reads
+			 * to be out, so claiming stopped at one unit per pass, and a pass waits for
+			 * the oldest unit's reads: units of 16 chunk reads (chunk windows at
+			 * group_size 64) kept ~130 reads per thread out of a window of 4096, and the
+			 * http backend makes its GETs from the reads waiting. A ring of local reads
+			 * (64 deep) is full after a unit or two anyway; it keeps its one push per
+			 * pass (an unmeasured change there otherwise). An error here comes back
+			 * from the push below.
+			 */
+			if (broken || e->io_kind != GRIST_IO_HTTP)
+				continue;
+			admit_tail(wk);
+			if (push_pipeline(wk) < 0)
+				break;
 		}
 		if (!wk->count) {
 			if (!more)
@@ -660,6 +676,14 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 		e->remote_ctr = calloc(1, sizeof(*e->remote_ctr));
 		if (!e->remote_ctr)
 			return grist_fail(-ENOMEM, "async engine: out of memory");
+		/* the stats count the GETs that opened the files too (2 a shard), not only the reads' */
+		for (size_t d = 0; d < p->num_sources; d++)
+			for (size_t f = 0; f < p->sources[d].num_files; f++) {
+				const struct grist_file_geom *fg = grist_reader_file_geom(p->sources[d].reader, f);
+
+				if (fg)
+					grist_remote_count_opening(e->remote_ctr, fg->remote);
+			}
 	}
 
 	/* every count and budget: engine_sizing.c, shared with the device stage */

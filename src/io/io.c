@@ -341,6 +341,7 @@ void grist_remote_unref(struct grist_remote_object *o)
 		grist_io_destroy(o->sync_io);
 	}
 	pthread_mutex_destroy(&o->sync_lock);
+	free(o->opening);
 	grist_url_free(&o->u);
 	free(o->tail);
 	free(o->url);
