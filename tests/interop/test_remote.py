@@ -351,14 +351,18 @@ def test_load_coalesces_and_splits():
         split = range_lengths(p.heads)
         del p.heads[:]
         conns = p.connections
-        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096,inflight:8"] + a, ["load", local("a.ar")] + a)
+        threads = ["--threads", 2]  # the connection bound below counts them
+        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096,inflight:8"] + a + threads,
+             ["load", local("a.ar")] + a + threads)
         single = range_lengths(p.heads)
         conns = p.connections - conns
     finally:
         stop_proxy(p)
-    # HTTP/1.1 keep-alive: hundreds of GETs over a few connections (8 GETs in flight per
-    # reading thread; the opening's GETs have their own)
-    assert conns <= 40 and len(single) >= 20 * conns, (conns, len(single))
+    # HTTP/1.1 keep-alive: each reading thread keeps at most `inflight` connections, the
+    # opening one of its own. How many GETs there are depends on scheduling (pieces that
+    # waited are joined), from ~700 down to ~160 under load, but the 320 KiB read in GETs
+    # of at most 4 KiB (asserted below) take at least 80: one connection per GET breaks both.
+    assert conns <= 2 * 8 + 1 and len(single) > 4 * conns, (conns, len(single))
     assert 0 < len(joined) <= 1200 // 10, len(joined)  # 1,200 chunks
     assert max(joined) <= 8 << 20 and max(split) <= 64 << 10, (max(joined), max(split))
     # (coalesce:0 still joins chunks that touch, and reads riding on a GET already out)
