@@ -11,7 +11,8 @@ queue depth:
           untimed run beforehand: the very extents grist reads, in its order.
 
 The three runs of a pair go in a rotating order and the page cache is dropped before
-each. Rates are bytes read over the reading time, without process start-up (see
+each; on a VM that hands freed memory back to its host, each also waits until it has
+(--settle, see settle()), so no run inherits the memory the one before it freed. Rates are bytes read over the reading time, without process start-up (see
 measure()); every pair is printed, and the summary is the median of the per-pair ratios,
 grist's bytes/s over fio's. CPU per GB is user + system time per 10^9 bytes read; work
 the kernel does in its own threads (a loop device's worker copying from tmpfs) counts
@@ -47,6 +48,41 @@ def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3\n")
+
+
+PAGE_REPORTING = "/sys/module/page_reporting"
+
+
+def settle(seconds):
+    """
+    Wait @seconds, and then while the VM still hands freed memory back to its host. With
+    free page reporting (virtio-balloon), a guest gives the host every free 2 MiB block
+    about 2 s after it is freed, and touching such a block again costs a host fault per
+    page: 512 MiB of batch slots (256 records of 1 MiB) then take 0.7-1.2 s of system
+    CPU to fault in instead of 0.1 s. A run started sooner than that after a grist run
+    gets that run's memory back still backed, so whichever contender comes right after a
+    grist run wins its first touch, and the rotating order makes that the same one in
+    most pairs. Waiting puts every run where a freshly started job is. The counter of
+    reported memory is this VM kernel's; elsewhere only the wait applies.
+    """
+    if seconds <= 0:
+        return
+    time.sleep(seconds)
+    counter = os.path.join(PAGE_REPORTING, "parameters", "reported_kib")
+    if not os.path.exists(counter):
+        return
+    # it reports in passes 2 s apart, a few hundred MiB each (512 MiB freed: 3 passes, 6 s),
+    # so it is done once a pass has gone by without a report
+    deadline = time.monotonic() + 20
+    with open(counter) as f:
+        last = f.read()
+    still = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - still < 2.5:
+        time.sleep(0.5)
+        with open(counter) as f:
+            now = f.read()
+        if now != last:
+            last, still = now, time.monotonic()
 
 
 def run_timed(argv, env=None):
@@ -191,6 +227,8 @@ def bench_case(a, path, batch, where, tmp, results):
         cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
     names = list(cmds)
     others = names[1:]
+    # the second grist against each fio too, from the same pairs (an option's cost against fio's)
+    b_others = [n for n in others if n != "b"] if "b" in cmds else []
     print("\n== %s, %s, batch %d: grist reads %d requests, %d bytes (mean %.0f); fio shape bs=%dk blockalign=4k"
           % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
     for n in names:
@@ -207,11 +245,15 @@ def bench_case(a, path, batch, where, tmp, results):
         for name in order:
             kind, argv, nbytes = cmds[name]
             drop_caches()
+            settle(a.settle)
             got[name] = measure(kind, argv, nbytes, env.get(name))
         r = {"order": order, **got, "load": os.getloadavg()[0]}
         for n in others:
             r["ratio_" + n] = got["grist"]["gbps"] / got[n]["gbps"]
             r["cpu_ratio_" + n] = got["grist"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
+        for n in b_others:
+            r["b_ratio_" + n] = got["b"]["gbps"] / got[n]["gbps"]
+            r["b_cpu_ratio_" + n] = got["b"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
         pairs.append(r)
         print("   %4d  %s %s %s %.1f" % (
             i + 1, " ".join("%5.3f %5.2f %6.3f    " % (got[n]["wall"], got[n]["gbps"], got[n]["cpu_per_gb"])
@@ -237,6 +279,13 @@ def bench_case(a, path, batch, where, tmp, results):
                  max(p["ratio_" + n] for p in pairs), summary["median_cpu_ratio_" + n],
                  summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"], summary["grist_ctx_per_gb"],
                  summary[n + "_ctx_per_gb"]), flush=True)
+    for n in b_others:
+        for k in ("b_ratio_", "b_cpu_ratio_"):
+            summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
+        print("   median of %d pairs, b / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s)"
+              % (len(pairs), n, summary["median_b_ratio_" + n], min(p["b_ratio_" + n] for p in pairs),
+                 max(p["b_ratio_" + n] for p in pairs), summary["median_b_cpu_ratio_" + n],
+                 summary["b_cpu_per_gb"], summary[n + "_cpu_per_gb"]), flush=True)
     results.append(summary)
 
 
@@ -263,6 +312,11 @@ def main():
     ap.add_argument("--vs-env", action="append", default=[], help="K=V in the environment of the second grist")
     ap.add_argument("--no-fio", action="store_true", help="leave fio out (with --vs-grist)")
     ap.add_argument("--json", help="write every pair and summary to this file")
+    ap.add_argument("--settle", type=float,
+                    default=3.0 if os.path.isdir(PAGE_REPORTING) else 0.0,
+                    help="seconds to wait before each run, then while the VM reports freed memory to its host"
+                         " (default 3 where the kernel has free page reporting, else 0): every run then finds"
+                         " fresh memory in the same state (see settle())")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("cold.py needs root: it drops the page cache and sets up a loop device")
@@ -277,8 +331,8 @@ def main():
         a.grist_bench = os.path.join(os.path.dirname(os.path.dirname(a.grist)), "bench", "grist-bench")
     files = [make_file(a.grist_bench, a.dir, k) for k in keys]
     results = []
-    print("cold.py: %s; load average %.2f %.2f %.2f" % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                                                        *os.getloadavg()))
+    print("cold.py: %s; load average %.2f %.2f %.2f; settle %.1f s before each run"
+          % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), *os.getloadavg(), a.settle))
     with tempfile.TemporaryDirectory(prefix="grist-cold-") as tmp:
         for target in a.targets.split(","):
             if target == "disk":
@@ -306,6 +360,12 @@ def main():
             " | ".join("/%s %.3f (cpu %.2f; %.2f GB/s %.3f s/GB)" % (n, s["median_ratio_" + n],
                                                                      s["median_cpu_ratio_" + n], s[n + "_gbps"],
                                                                      s[n + "_cpu_per_gb"]) for n in others)))
+        b_others = [k[len("median_b_ratio_"):] for k in s if k.startswith("median_b_ratio_")]
+        if b_others:
+            print("  %-4s %-45s           b %.2f GB/s %.3f s/GB | %s" % (
+                "", "", s["b_gbps"], s["b_cpu_per_gb"],
+                " | ".join("b/%s %.3f (cpu %.2f)" % (n, s["median_b_ratio_" + n], s["median_b_cpu_ratio_" + n])
+                           for n in b_others)))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

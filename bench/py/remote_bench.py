@@ -12,11 +12,22 @@ reported):
   grist-record       grist load s3://... shuffled records, batches of 256
   grain-fuse         grain.sources.ArrayRecordDataSource(mount/...).__getitems__(256), shuffled
   grist-window       grist load s3://... --granularity chunk (chunk-window shuffling)
-  grist-local-window grist load on the local files, the same settings as grist-window
-  grist-window-deep, grist-local-window-deep   the same with --deep (default: --queue-depth
-                     16384 --read-ahead 256M): a read-ahead window holding most of an epoch
-  http-window-deep   grist-window-deep over http:// from nginx behind the same delay: the same
-                     reads from a server that costs ~7x less CPU per byte than rclone
+  grist-local-window grist load on the local files, the same settings as grist-window: read
+                     from the page cache (--io auto maps the cached file), the local side at
+                     its fastest ("local, page cache" in the report)
+  grist-local-window-direct   the same read with --io direct (O_DIRECT, no page cache), the
+                     page cache dropped before each run when run as root: the local side as
+                     a cold disk read ("local, O_DIRECT cold"); this VM's disk is cached by
+                     its host, so it is a warm device, not a cold one
+  grist-window-deep, grist-local-window-deep, grist-local-window-deep-direct   the same with
+                     --deep (default: --queue-depth 16384 --read-ahead 256M): a read-ahead
+                     window holding most of an epoch
+  http-window, http-window-deep   grist-window and grist-window-deep over http:// from nginx
+                     behind the same delay: the same reads from a server that costs ~7x less
+                     CPU per byte than rclone
+
+Each remote figure is reported against both local readings, labelled; the target (0.5x of
+local) is judged against the page cache one, the faster.
 
 and a sweep of proxy delay (--sweep-delays) against GETs in flight (--sweep-inflight:
 "adaptive" is the default rtt x bandwidth budget, N pins N GETs) for grist-record and
@@ -41,6 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 import remote_servers as rs  # noqa: E402
+from cold import drop_caches  # noqa: E402
 
 
 def write_file(grist, path, n, group):
@@ -48,8 +60,10 @@ def write_file(grist, path, n, group):
     subprocess.run([grist, "write", "--options", "group_size:%d,zstd:3" % group, path], input=lines, check=True)
 
 
-def run_grist(grist, args, seconds, env):
+def run_grist(grist, args, seconds, env, cold=False):
     """Records/s of `grist load ARGS` stopped after about @seconds (whole process)."""
+    if cold and os.geteuid() == 0:
+        drop_caches()  # root only: otherwise --io direct alone keeps the reads off the page cache
     t0 = time.monotonic()
     p = subprocess.Popen([grist, "load"] + [str(a) for a in args] + ["--print-indices"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -191,30 +205,35 @@ def main():
         deep = win + a.deep.split()
         for g in (1, 64) if not a.no_main else ():
             url, local = "s3://b/g%d.ar" % g, os.path.join(data, "g%d.ar" % g)
-            runs = {"grist-record": [], "grain-fuse": [], "grist-window": [], "grist-local-window": [],
-                    "grist-window-deep": [], "grist-local-window-deep": [], "http-window-deep": []}
+            hurl = "%s/b/g%d.ar" % (hproxy.endpoint, g) if hproxy else None
+            plan = [("grist-record", [url] + rec, False)]
+            plan += [("grist-window", [url] + win, False), ("grist-local-window", [local] + win, False),
+                     ("grist-local-window-direct", [local] + win + ["--io", "direct"], True)]
+            plan += [("http-window", [hurl] + win, False)] if hurl else []
+            plan += [("grist-window-deep", [url] + deep, False), ("grist-local-window-deep", [local] + deep, False),
+                     ("grist-local-window-deep-direct", [local] + deep + ["--io", "direct"], True)]
+            plan += [("http-window-deep", [hurl] + deep, False)] if hurl else []
+            runs = {name: [] for name, _, _ in plan}
+            runs["grain-fuse"] = []
             for _ in range(a.rounds):
-                runs["grist-record"].append(run_grist(a.grist, [url] + rec, a.seconds, env))
-                if mount:
-                    runs["grain-fuse"].append(run_grain(os.path.join(mount.where, "g%d.ar" % g), a.seconds))
-                runs["grist-window"].append(run_grist(a.grist, [url] + win, a.seconds, env))
-                runs["grist-local-window"].append(run_grist(a.grist, [local] + win, a.seconds, env))
-                runs["grist-window-deep"].append(run_grist(a.grist, [url] + deep, a.seconds, env))
-                runs["grist-local-window-deep"].append(run_grist(a.grist, [local] + deep, a.seconds, env))
-                if hproxy:
-                    runs["http-window-deep"].append(run_grist(a.grist, ["%s/b/g%d.ar" % (hproxy.endpoint, g)] + deep,
-                                                              a.seconds, env))
+                for name, args, cold in plan:
+                    runs[name].append(run_grist(a.grist, args, a.seconds, env, cold))
+                    if name == "grist-record" and mount:
+                        runs["grain-fuse"].append(run_grain(os.path.join(mount.where, "g%d.ar" % g), a.seconds))
             med = {k: statistics.median(v) for k, v in runs.items() if v}
             results["group_size_%d" % g] = {"runs": runs, "median_records_per_s": med}
             print("group_size %d, %g ms: %s" % (g, a.delay, json.dumps({k: round(v) for k, v in med.items()})))
             if "grain-fuse" in med:
                 print("  grist / grain through FUSE: %.1fx" % (med["grist-record"] / med["grain-fuse"]))
-            print("  grist chunk windows remote / local: %.2fx" % (med["grist-window"] / med["grist-local-window"]))
-            print("  grist chunk windows, deep read-ahead, remote / local: %.2fx" % (
-                med["grist-window-deep"] / med["grist-local-window-deep"]))
-            if "http-window-deep" in med:
-                print("  the same over http:// from nginx / local: %.2fx" % (
-                    med["http-window-deep"] / med["grist-local-window-deep"]))
+            for what, remote, local_run in (("chunk windows, s3:// (rclone)", "grist-window", "grist-local-window"),
+                                            ("chunk windows, http:// (nginx)", "http-window", "grist-local-window"),
+                                            ("chunk windows, --deep, s3:// (rclone)", "grist-window-deep",
+                                             "grist-local-window-deep"),
+                                            ("chunk windows, --deep, http:// (nginx)", "http-window-deep",
+                                             "grist-local-window-deep")):
+                if remote in med:
+                    print("  %s / local: %.2fx against local, page cache; %.2fx against local, O_DIRECT cold" % (
+                        what, med[remote] / med[local_run], med[remote] / med[local_run + "-direct"]))
         proxy.stop()
         proxy = None
         sweep = {}

@@ -69,6 +69,23 @@ GRIST_API void grist_set_max_chunk_bytes(uint64_t bytes);
 
 struct grist_reader;
 
+/*
+ * What a read checks of each chunk (the reader's, the fetcher's and the loader's "verify").
+ * GRIST_VERIFY_ALL (the default) checks everything the format can: every block header and
+ * its hash, every chunk header and its hash, the HighwayHash of each chunk's data, the
+ * chunk's extent, and every record size against the chunk header. GRIST_VERIFY_HEADERS
+ * checks all of that except the data hash, which is most of a read's CPU for uncompressed
+ * data (about as much as the read itself costs the kernel). What it gives up: a flipped
+ * byte in the values of an uncompressed chunk is delivered as it is, without an error; in a
+ * compressed chunk it is caught only where the codec itself notices. For data already
+ * checked whole (grist verify) and read again for many epochs from a disk that stores
+ * what was written (see docs/tuning.md, "Checking less").
+ */
+enum grist_verify {
+	GRIST_VERIFY_ALL = 0,
+	GRIST_VERIFY_HEADERS = 1,
+};
+
 /* Options of grist_reader_open(): grist_reader_options_init(), then set what you need. A sized struct. */
 struct grist_reader_options {
 	size_t size;              /* sizeof(struct grist_reader_options), set by _init() */
@@ -78,6 +95,9 @@ struct grist_reader_options {
 	 * alone, which applies in any case.
 	 */
 	uint64_t max_chunk_bytes;
+	/* GRIST_VERIFY_ALL (0, the default) or GRIST_VERIFY_HEADERS; fetchers made from this
+	   reader (grist/fetch.h) check the same */
+	enum grist_verify verify;
 };
 
 /**

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "grist/error.h"
+#include "grist/format.h"
 #include "grist/plan.h"
 #include "grist/remote.h"
 
@@ -247,6 +248,10 @@ struct grist_loader_config {
 					   per worker thread; called from the worker threads, concurrently.
 					   For replaying the exact reads elsewhere (fio's read_iolog) */
 	void *read_trace_ctx;
+	/* --- checking (never changes the output of a sound file) --- */
+	enum grist_verify verify;       /* GRIST_VERIFY_ALL (default): every hash the format has;
+					   GRIST_VERIFY_HEADERS: not the chunks' data hashes (see
+					   grist/format.h for what that gives up). Every engine */
 };
 
 /**
@@ -315,6 +320,9 @@ struct grist_loader_stats {
 	bool pinned;                    /* batch slots are mlock'd */
 	struct grist_remote_stats remote; /* the GETs of URL datasets (grist/remote.h); zero otherwise */
 	struct grist_remote_budget_stats remote_budget; /* their in-flight budget (grist/remote.h) */
+	uint64_t slot_maps;             /* batch slot buffers the engine has mapped (made or grown); each
+					   is fresh memory whose first touch faults, so a steady state
+					   adds none (device mode: only the engine's own host slots) */
 };
 
 /**

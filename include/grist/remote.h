@@ -125,8 +125,8 @@ GRIST_API const char *grist_remote_retry_cause_name(int cause);
 
 /* What the remote reads of a loader (or fetcher) did. All zero when it read no URL. */
 struct grist_remote_stats {
-	uint64_t requests;          /* GETs completed (each attempt counts) */
-	uint64_t bytes;             /* body bytes received */
+	uint64_t requests;          /* GETs completed (each attempt counts; the files' opening GETs included) */
+	uint64_t bytes;             /* body bytes received (the opening GETs' included) */
 	uint64_t retries[GRIST_REMOTE_RETRY_CAUSES];
 	uint64_t errors;            /* GETs that failed for good */
 	double inflight_mean;       /* GETs in flight per reading thread, averaged over time */

@@ -133,7 +133,7 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
 
 
 class Reader(_grist.Reader):
-    """Reader(paths, threads=None): random and batched access to an ArrayRecord dataset.
+    """Reader(paths, threads=None, verify=None): random and batched access to an ArrayRecord dataset.
 
     paths is a path, a glob pattern or a list of them; the files are one dataset, their
     records concatenated in order. len(r), r[i] -> bytes, r.read(indices) -> list[bytes]
@@ -141,11 +141,13 @@ class Reader(_grist.Reader):
     submission; threads=N instead splits the chunks of one call over N threads, worth it
     for large batches on idle cores), r.info() -> list[dict], r.close(), `with`.
     Thread-safe: calls from several threads take turns, with the GIL released while reading.
+    verify is the Loader's option of that name: "all" (None, the default) checks every hash
+    the format has; "headers" skips the data hash of each chunk (docs/tuning.md).
     """
 
-    def __init__(self, paths: "_Paths", threads: "int | None" = None) -> None:
+    def __init__(self, paths: "_Paths", threads: "int | None" = None, verify: "str | None" = None) -> None:
         self.paths = _expand(paths)
-        super().__init__(self.paths, threads)
+        super().__init__(self.paths, threads, verify)
 
 
 class Writer(_grist.Writer):
@@ -168,10 +170,15 @@ class ArrayRecordDataSource:
     files on first use. Safe from several threads: each thread that reads gets its own
     reader (and with it its own io_uring ring for __getitems__), so Grain's read threads
     never wait for each other.
+
+    verify="headers" skips the data hash of each chunk, as the Loader's option of that name
+    does (docs/tuning.md: for data already checked with `grist verify`); "all", the default,
+    checks every hash the format has.
     """
 
-    def __init__(self, paths):
+    def __init__(self, paths, verify="all"):
         self._paths = _expand(paths)
+        self._verify = verify
         self._setup()
         self._len = len(self._get_reader())  # opens the files now: a bad path fails here
 
@@ -183,7 +190,7 @@ class ArrayRecordDataSource:
     def _get_reader(self):
         r = getattr(self._local, "reader", None)
         if r is None:
-            r = _grist.Reader(self._paths)
+            r = _grist.Reader(self._paths, None, self._verify)
             with self._lock:
                 self._readers.append(r)
             self._local.reader = r
@@ -199,14 +206,17 @@ class ArrayRecordDataSource:
         return self._get_reader().read(indices)
 
     def __repr__(self):
-        return f"grist.ArrayRecordDataSource({self._paths!r})"
+        if self._verify == "all":
+            return f"grist.ArrayRecordDataSource({self._paths!r})"
+        return f"grist.ArrayRecordDataSource({self._paths!r}, verify={self._verify!r})"
 
     def __getstate__(self):
-        return {"paths": self._paths, "len": self._len}
+        return {"paths": self._paths, "len": self._len, "verify": self._verify}
 
     def __setstate__(self, state):
         self._paths = state["paths"]
         self._len = state["len"]
+        self._verify = state.get("verify", "all")
         self._setup()
 
     def close(self):

@@ -475,7 +475,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 	    F64("reads_in_flight_mean", st.reads_in_flight_mean) || U64("reads_in_flight_max", st.reads_in_flight_max) ||
 	    U64("queue_occupancy_sum", st.queue_occupancy_sum) ||
 	    F64("queue_occupancy", (double)st.queue_occupancy_sum / batches) || U64("memory_bytes", st.memory_bytes) ||
-	    put(d, "pinned", PyBool_FromLong(st.pinned)) ||
+	    U64("slot_maps", st.slot_maps) || put(d, "pinned", PyBool_FromLong(st.pinned)) ||
 	    put(d, "registered_buffers", PyBool_FromLong(st.registered_buffers)) ||
 	    put(d, "first_batch_seconds",
 		self->first_batch_ns ? PyFloat_FromDouble((double)(self->first_batch_ns - self->t0_ns) / 1e9)
@@ -644,7 +644,7 @@ static PyMethodDef loader_methods[] = {
 	  "batches, records, records_filtered, seconds (since creation), records_per_second, reads_issued,\n"
 	  "bytes_read, chunks_decoded, bytes_decoded, io_wait_ns, decode_ns, assemble_ns,\n"
 	  "consumer_stall_ns, producer_stall_ns, reads_in_flight_mean, reads_in_flight_max,\n"
-	  "queue_occupancy (and _sum), memory_bytes, pinned, registered_buffers, first_batch_seconds,\n"
+	  "queue_occupancy (and _sum), memory_bytes, slot_maps, pinned, registered_buffers, first_batch_seconds,\n"
 	  "startup_seconds (in grist_loader_create()), pack_tokens, pack_capacity, pack_efficiency,\n"
 	  "dataset_records (delivered per dataset)." },
 	{ "num_records", (PyCFunction)loader_num_records, METH_VARARGS,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "grist/fetch.h"
+#include "grist/options.h"
 
 #define MAX_THREADS 64
 
@@ -39,15 +40,26 @@ static int reader_open_check(ReaderObject *self)
 
 static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "paths", "threads", NULL };
+	static char *kwlist[] = { "paths", "threads", "verify", NULL };
 	struct gristpy_paths paths;
+	struct grist_reader_options ro;
+	struct grist_loader_config checks;
 	PyObject *obj, *threads_obj = Py_None;
+	const char *verify = NULL;
 	char msg[1024] = "";
 	long threads;
 	int ret = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:Reader", kwlist, &obj, &threads_obj))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|Oz:Reader", kwlist, &obj, &threads_obj, &verify))
 		return -1;
+	/* "verify" is the loader's option: its one parser reads the word (grist/options.h) */
+	grist_loader_config_init(&checks);
+	if (verify && (ret = grist_loader_config_set(&checks, "verify", verify))) {
+		gristpy_raise(ret, grist_last_error());
+		return -1;
+	}
+	grist_reader_options_init(&ro);
+	ro.verify = checks.verify;
 	if (self->r) {
 		PyErr_SetString(PyExc_ValueError, "grist.Reader: already open");
 		return -1;
@@ -72,7 +84,7 @@ static int reader_init(ReaderObject *self, PyObject *args, PyObject *kwds)
 	if (gristpy_paths_from(obj, &paths))
 		return -1;
 	Py_BEGIN_ALLOW_THREADS
-	ret = grist_reader_open((const char *const *)paths.v, paths.n, NULL, &self->r);
+	ret = grist_reader_open((const char *const *)paths.v, paths.n, &ro, &self->r);
 	if (ret)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS

@@ -59,11 +59,14 @@ struct grist_engine_params {
 	const struct grist_remote_options *remote; /* NULL: the defaults */
 	grist_read_trace_fn read_trace;
 	void *read_trace_ctx;
+	enum grist_verify verify;  /* GRIST_VERIFY_HEADERS: decoders skip the data hash */
 
 	/* test hook: reads through another io backend (the fault injector) */
 	bool io_override;
 	enum grist_io_kind io_kind;
 	struct grist_io_config io_config;
+	/* test hook: bytes of slots the units ahead of the consumer may hold (0: the default) */
+	uint64_t assembly_bytes;
 
 	/*
 	 * Delivery: where a batch's memory comes from. NULL: the engine's own host slots;
@@ -149,6 +152,7 @@ struct grist_engine_sizes {
 	unsigned nunits;          /* claim window: units claimed and not yet consumed */
 	unsigned slot_window;     /* units that may hold a lent (provider) slot at once */
 	unsigned assembly;        /* units that may hold a slot at once */
+	unsigned unit_slots;      /* unit slots out at once, with units or the caller (beyond the oldest unit's) */
 	size_t row_bytes_hint;    /* expected bytes per row, to size slots once (0: none) */
 	/* the device stage */
 	bool device_copy;         /* batches are copied into its slots (units are not batches) */

@@ -55,6 +55,7 @@
 
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
+#include "format/dataset.h"
 #include "io/remote.h"
 
 /* ---- claiming and publishing units ---- */
@@ -200,11 +201,30 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
 }
 
 /*
- * Before a unit takes a slot: it must be within the assembly window, so at most
- * `assembly` units hold slots however far the reads run ahead (device mode sizes its
- * slot ring by that). The oldest unconsumed unit is always inside it, so this cannot
- * wait on itself. Without @wait it does not block (the worker has reads to tend).
- * Returns 0, -EAGAIN (not yet, and not @wait), or -ECANCELED when the loader stops.
+ * Whether unit @u may take a slot now. It must be within the assembly window, so at
+ * most `assembly` units hold slots however far the reads run ahead (device mode sizes
+ * its slot ring by that). When slots are counted in bytes (unit_slots_max no more than
+ * the assembly window), the batches the caller holds count against the same budget: the
+ * window shrinks by them, so a caller holding batch 0 while unit 1 is ready does not
+ * make unit 2 map a third 256 MiB slot; unit 2 takes batch 0's once it is back. The
+ * window counts every unit before @u, slot or not, so the budget stays theirs (a
+ * younger unit taking the last slot would leave the oldest to exceed it). The oldest
+ * unconsumed unit is always inside: a caller holding more batches than the budget still
+ * gets the next one. Lock held, or consumed_units read atomically when uncapped.
+ */
+static bool slot_window(const struct async_engine *e, const struct unit *u, uint64_t consumed)
+{
+	unsigned window = e->assembly;
+
+	if (e->unit_slots_max <= e->assembly)
+		window = e->unit_slots_max > e->slots_with_caller ? e->unit_slots_max - e->slots_with_caller : 0;
+	return u->number == consumed || u->number < consumed + window;
+}
+
+/*
+ * Before a unit takes a slot: slot_window(). Without @wait it does not block (the
+ * worker has reads to tend). Returns 0, -EAGAIN (not yet, and not @wait), or
+ * -ECANCELED when the loader stops.
  */
 static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 {
@@ -212,11 +232,13 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 	uint64_t t0 = 0;
 	int ret = 0;
 
-	/* consumed_units only grows: inside the window now means inside it for good */
-	if (u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
+	/* uncapped: consumed_units only grows, so inside the window now means inside it for good */
+	if (e->unit_slots_max > e->assembly &&
+	    u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
 		return 0;
 	pthread_mutex_lock(&e->lock);
-	while (u->number >= e->consumed_units + e->assembly) {
+	/* a unit consumed and a held slot given back both wake claim_cv under the lock */
+	while (!slot_window(e, u, e->consumed_units)) {
 		if (e->stop || !wait) {
 			ret = e->stop ? -ECANCELED : -EAGAIN;
 			break;
@@ -506,6 +528,21 @@ static void *worker_main(void *arg)
 				break;
 			}
 			start_unit(wk, u);
+			/*
+			 * URLs: admit and push it now. wants_more() asks for the newest unit's reads
+			 * to be out, so claiming stopped at one unit per pass, and a pass waits for
+			 * the oldest unit's reads: units of 16 chunk reads (chunk windows at
+			 * group_size 64) kept ~130 reads per thread out of a window of 4096, and the
+			 * http backend makes its GETs from the reads waiting. A ring of local reads
+			 * (64 deep) is full after a unit or two anyway; it keeps its one push per
+			 * pass (an unmeasured change there otherwise). An error here comes back
+			 * from the push below.
+			 */
+			if (broken || e->io_kind != GRIST_IO_HTTP)
+				continue;
+			admit_tail(wk);
+			if (push_pipeline(wk) < 0)
+				break;
 		}
 		if (!wk->count) {
 			if (!more)
@@ -560,7 +597,7 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 	if (!ret)
 		ret = grist_stream_cursor_create(e->p->stream, &wk->cursor);
 	if (!ret)
-		ret = grist_async_decoder_init(&wk->decoder, e->ncache);
+		ret = grist_async_decoder_init(&wk->decoder, e->ncache, e->p->verify == GRIST_VERIFY_ALL);
 	return ret;
 }
 
@@ -639,6 +676,14 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 		e->remote_ctr = calloc(1, sizeof(*e->remote_ctr));
 		if (!e->remote_ctr)
 			return grist_fail(-ENOMEM, "async engine: out of memory");
+		/* the stats count the GETs that opened the files too (2 a shard), not only the reads' */
+		for (size_t d = 0; d < p->num_sources; d++)
+			for (size_t f = 0; f < p->sources[d].num_files; f++) {
+				const struct grist_file_geom *fg = grist_reader_file_geom(p->sources[d].reader, f);
+
+				if (fg)
+					grist_remote_count_opening(e->remote_ctr, fg->remote);
+			}
 	}
 
 	/* every count and budget: engine_sizing.c, shared with the device stage */
@@ -651,6 +696,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->read_ahead = sz.read_ahead;
 	e->nunits = sz.nunits;
 	e->assembly = sz.assembly;
+	e->unit_slots_max = sz.unit_slots;
 	e->row_bytes_hint = sz.row_bytes_hint;
 	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
@@ -724,7 +770,8 @@ static void async_stats(void *engine, struct grist_loader_stats *out)
 	pthread_mutex_lock(&e->lock);
 	out->queue_occupancy_sum = e->queue_occupancy;
 	out->assemble_ns += e->pack_ns;
-	out->memory_bytes += grist_counter_read(&e->slot_memory);
+	out->memory_bytes += grist_counter_read(&e->slots.memory);
+	out->slot_maps = grist_counter_read(&e->slots.maps);
 	for (size_t k = 0; k < e->host_pool.n; k++)
 		out->pinned = out->pinned || e->host_pool.items[k]->pinned;
 	out->pinned = out->pinned || e->p->deliver;

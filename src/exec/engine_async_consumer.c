@@ -7,6 +7,45 @@
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
 
+/* Bytes a fresh slot starts with: a typical unit's, within the batch bound (0: grow as needed). */
+static size_t slot_hint(const struct async_engine *e, bool provider, bool view)
+{
+	size_t typical = e->unit_items, bound = e->p->layout->max_batch_bytes;
+
+	if (provider || view || !e->row_bytes_hint || typical > bound / e->row_bytes_hint)
+		return 0;
+	return typical * e->row_bytes_hint;
+}
+
+/*
+ * Lock held: the pooled slot that suits, newest first. A view needs no data memory and
+ * a unit or a batch needs a typical unit's (@want), so a view takes a slot without data
+ * and a unit one with enough: a data-less view slot grown into fresh memory while a
+ * grown slot sat idle would map and fault in a whole slot for nothing. Failing that,
+ * the one closest to it. NULL when the pool is empty.
+ */
+static struct grist_slot *pool_pick_locked(struct slot_pool *pool, bool view, size_t want)
+{
+	size_t best = pool->n, k = pool->n;
+	struct grist_slot *s;
+
+	while (k-- > 0) {
+		size_t cap = pool->items[k]->cap;
+
+		if (view ? cap == 0 : cap >= want && cap > 0) {
+			best = k;
+			break;
+		}
+		if (best == pool->n || (view ? cap < pool->items[best]->cap : cap > pool->items[best]->cap))
+			best = k;
+	}
+	if (best == pool->n)
+		return NULL;
+	s = pool->items[best];
+	pool->items[best] = pool->items[--pool->n];
+	return s;
+}
+
 /*
  * A slot for a unit or a batch. @deliver: it may be handed to the consumer as is, so
  * when the loader has a slot provider (the device stage) its memory comes from there.
@@ -16,23 +55,19 @@ int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struc
 {
 	const struct grist_slot_provider *p = deliver ? e->p->deliver : NULL;
 	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
-	struct grist_slot *s = NULL;
+	size_t hint = slot_hint(e, p != NULL, view);
+	struct grist_slot *s;
 	int ret;
 
 	pthread_mutex_lock(&e->lock);
-	if (pool->n)
-		s = pool->items[--pool->n];
+	/* provider wrappers hold no memory of their own: any will do */
+	s = !p ? pool_pick_locked(pool, view, hint) : pool->n ? pool->items[--pool->n] : NULL;
 	pthread_mutex_unlock(&e->lock);
 	if (!s) {
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return grist_fail(-ENOMEM, "async engine: cannot allocate a batch slot");
 		size_t rows = p ? e->p->batch_size : e->max_unit_items;
-		size_t typical = e->unit_items;
-		size_t bound = e->p->layout->max_batch_bytes;
-		size_t hint = !view && e->row_bytes_hint && typical <= bound / e->row_bytes_hint
-				      ? typical * e->row_bytes_hint
-				      : 0;
 
 		/*
 		 * Sized for a typical unit up front: growing a pinned slot costs an mlock of fresh
@@ -42,13 +77,13 @@ int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struc
 		 * batch bound, which a caller raises for larger batches (256 records of 1 MiB), not
 		 * a fixed 64 MiB: there, 2 epochs took a third less system time (medians of 3).
 		 */
-		ret = grist_slot_init(s, rows, p ? 0 : hint);
+		ret = grist_slot_init(s, rows, hint);
 		if (ret) {
 			free(s);
 			return ret;
 		}
 		s->provider_wrapper = p != NULL;
-		grist_slot_account(s, &e->slot_memory);
+		grist_slot_account(s, &e->slots);
 	}
 	grist_slot_reset(s);
 	if (p) {
@@ -70,6 +105,13 @@ void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s)
 	struct slot_pool *pool = s->provider_wrapper ? &e->dev_pool : &e->host_pool;
 	struct grist_slot **n;
 
+	if (s->with_caller) {
+		s->with_caller = false;
+		e->slots_with_caller--;
+		/* a worker may wait for the budget this slot held (wait_assembly()) */
+		if (e->claim_waiters)
+			pthread_cond_broadcast(&e->claim_cv);
+	}
 	if (s->provider_wrapper)
 		grist_slot_unbind(s);
 	if (pool->n == pool->cap) {
@@ -168,12 +210,20 @@ static struct unit *current_unit_locked(struct async_engine *e)
 	return &e->units[c % e->nunits];
 }
 
+/* Lock held: @s stays with the caller after its unit is done (counted, see wait_assembly()). */
+static void with_caller_locked(struct async_engine *e, struct grist_slot *s)
+{
+	s->with_caller = true;
+	e->slots_with_caller++;
+}
+
 /* Lock held. */
 static void finish_unit_locked(struct async_engine *e, struct unit *u)
 {
-	if (u->slot && u->slot->refs)
+	if (u->slot && u->slot->refs) {
 		u->slot->detached = true; /* views of it are still out: the last release frees it */
-	else if (u->slot)
+		with_caller_locked(e, u->slot);
+	} else if (u->slot)
 		grist_async_slot_discard_locked(e, u->slot);
 	u->slot = NULL;
 	/* release: the entry is free for a claimer, and the workers peek at it without the lock */
@@ -214,6 +264,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 		if (!pack && u->next_row == 0 && u->slot->count == batch && e->unit_items == batch) {
 			/* the unit is exactly the next batch: hand its slot over without a copy */
 			*out = u->slot;
+			with_caller_locked(e, u->slot);
 			u->slot = NULL;
 			finish_unit_locked(e, u);
 			pthread_mutex_unlock(&e->lock);

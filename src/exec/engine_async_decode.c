@@ -449,7 +449,7 @@ void grist_async_decode_free(struct async_decode *d)
 	free(d->region_left);
 }
 
-int grist_async_decoder_init(struct async_decoder *dc, size_t nslots)
+int grist_async_decoder_init(struct async_decoder *dc, size_t nslots, bool check_data)
 {
 	size_t i;
 	int ret;
@@ -462,6 +462,7 @@ int grist_async_decoder_init(struct async_decoder *dc, size_t nslots)
 		ret = grist_chunk_decoder_create(&dc->slots[i].dec);
 		if (ret)
 			return ret;
+		grist_chunk_decoder_check_data(dc->slots[i].dec, check_data);
 	}
 	return 0;
 }

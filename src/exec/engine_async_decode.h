@@ -74,7 +74,7 @@ struct async_decode_input {
 	uint64_t tend_at;      /* the clock at which the reads want tending: the step yields after it */
 };
 
-int grist_async_decoder_init(struct async_decoder *dc, size_t nslots);
+int grist_async_decoder_init(struct async_decoder *dc, size_t nslots, bool check_data);
 void grist_async_decoder_free(struct async_decoder *dc);
 /* A new unit starts decoding: the cache holds its chunks from now on. */
 void grist_async_decoder_next_unit(struct async_decoder *dc);

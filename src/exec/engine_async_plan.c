@@ -172,18 +172,24 @@ static int group_rows(struct async_plan *w)
  * read the ring spans from the oldest region still needed (the least i with
  * need[i] >= j) to j. A ring of that span plus twice the largest region (the room a
  * wrap can waste, and the next region's) always finds space.
+ *
+ * Its two arrays are the plan's, reused from unit to unit (no allocation per unit once
+ * they have grown); running out of memory growing them is an error, not "does not fit".
  */
-static bool stream_fits(const struct async_files *fs, const struct async_plan *w, size_t arena)
+static int stream_fits(const struct async_files *fs, struct async_plan *w, size_t arena, bool *fits)
 {
-	size_t i, j, k, lo, hi, oldest = 0, span = 0, most = 0, biggest = 0, need = 0;
-	size_t *size_of = malloc(w->nregions * sizeof(*size_of)), *need_of = malloc(w->nregions * sizeof(*need_of));
-	bool fits = true;
+	size_t i, j, k, lo, hi, oldest = 0, span = 0, most = 0, biggest = 0, need = 0, cap = w->stream_cap;
+	size_t *size_of, *need_of;
+	int ret;
 
-	if (!size_of || !need_of) {
-		free(size_of);
-		free(need_of);
-		return false;
-	}
+	ret = grist_array_reserve((void **)&w->region_bytes, &cap, w->nregions, sizeof(*w->region_bytes));
+	if (!ret)
+		ret = grist_array_reserve((void **)&w->region_need, &w->stream_cap, w->nregions, sizeof(*w->region_need));
+	if (ret)
+		return grist_fail(ret, "async engine: cannot plan a streamed unit of %zu regions", w->nregions);
+	size_of = w->region_bytes;
+	need_of = w->region_need;
+	*fits = true;
 	for (i = 0; i < w->nregions; i++) {
 		const struct async_region *r = &w->regions[i];
 
@@ -212,17 +218,15 @@ static bool stream_fits(const struct async_files *fs, const struct async_plan *w
 		}
 		need_of[i] = need;
 	}
-	for (j = 0; j < w->nregions && fits; j++) {
+	for (j = 0; j < w->nregions && *fits; j++) {
 		span += size_of[j];
 		while (oldest < j && need_of[oldest] < j)
 			span -= size_of[oldest++];
 		if (span > most)
 			most = span;
-		fits = most + 2 * biggest <= arena;
+		*fits = most + 2 * biggest <= arena;
 	}
-	free(size_of);
-	free(need_of);
-	return fits;
+	return 0;
 }
 
 /*
@@ -240,7 +244,7 @@ static int build_stream_regions(const struct async_files *fs, struct async_plan 
 		w->order[i] = (uint32_t)i;
 	ret = coalesce_order(fs, w, (arena / 8) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
 	if (!ret)
-		*fits = stream_fits(fs, w, arena);
+		ret = stream_fits(fs, w, arena, fits);
 	return ret;
 }
 
@@ -335,4 +339,6 @@ void grist_async_plan_free(struct async_plan *pl)
 	free(pl->order);
 	free(pl->regions);
 	free(pl->fill_order);
+	free(pl->region_bytes);
+	free(pl->region_need);
 }

@@ -69,6 +69,9 @@ struct async_plan {
 	 */
 	bool streamed;
 	/* private to planning */
+	size_t *region_bytes;     /* streamed: each region's read-buffer bytes (stream_fits()) */
+	size_t *region_need;      /* streamed: the last region read before each can be given back */
+	size_t stream_cap;
 	uint32_t *chunk_hash;     /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;
 };

@@ -122,11 +122,18 @@ struct async_engine {
 	uint64_t consumed_units;    /* units the consumer has finished with (written under lock; atomic for readers without it) */
 	unsigned nunits;            /* claim window: unit u may be claimed once u - nunits is consumed */
 	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
+	/*
+	 * Unit slots the caller holds (handed over, or a consumed unit's slot that views of
+	 * it keep alive), under the lock; when unit_slots_max <= assembly (slots counted in
+	 * bytes) they shrink the assembly window (wait_assembly()).
+	 */
+	unsigned slots_with_caller;
+	unsigned unit_slots_max;
 	struct unit *units;         /* ring of nunits units, unit u at u % nunits */
 
 	struct slot_pool host_pool, dev_pool;
 	struct grist_slot *pack;    /* the batch the packer is filling */
-	uint64_t slot_memory;       /* bytes all slots own, kept by the slots themselves */
+	struct grist_slot_tally slots; /* what all slots own and have mapped, kept by the slots themselves */
 	uint64_t queue_occupancy;
 	uint64_t pack_ns;           /* the packer's row copies (under the lock when added) */
 };
@@ -139,7 +146,7 @@ struct async_engine {
  */
 int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out);
 
-/* Back to its pool. Called with e->lock held. */
+/* Back to its pool (one the caller held: no longer counted, see wait_assembly()). Called with e->lock held. */
 void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s);
 
 /* A slot that will not be delivered: provider memory goes back unsubmitted. e->lock held. */

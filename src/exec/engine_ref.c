@@ -26,7 +26,7 @@ struct ref_engine {
 	bool pinned;           /* some delivered batch was in pinned memory */
 	uint64_t bytes_read;   /* atomic: written by the producer, read by stats */
 	uint64_t reads;        /* atomic, likewise */
-	uint64_t slot_memory;  /* atomic: kept by the slots themselves */
+	struct grist_slot_tally tally; /* atomic: kept by the slots themselves */
 };
 
 static int ref_start(const struct grist_engine_params *p, void **engine)
@@ -73,7 +73,7 @@ static int take_slot(struct ref_engine *e, struct grist_slot **out)
 			pthread_mutex_unlock(&e->lock);
 			return ret == -ENOMEM ? grist_fail(-ENOMEM, "ref engine: out of memory") : ret;
 		}
-		grist_slot_account(e->slots[i], &e->slot_memory);
+		grist_slot_account(e->slots[i], &e->tally);
 	}
 	e->busy[i] = true;
 	s = e->slots[i];
@@ -176,7 +176,8 @@ static void ref_stats(void *engine, struct grist_loader_stats *out)
 	out->threads = 1;
 	out->reads_issued = grist_counter_read(&e->reads);
 	out->bytes_decoded = grist_counter_read(&e->bytes_read);
-	out->memory_bytes = grist_counter_read(&e->slot_memory);
+	out->memory_bytes = grist_counter_read(&e->tally.memory);
+	out->slot_maps = grist_counter_read(&e->tally.maps);
 	pthread_mutex_lock(&e->lock);
 	out->pinned = e->pinned;
 	pthread_mutex_unlock(&e->lock);

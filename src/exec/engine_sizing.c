@@ -8,7 +8,7 @@
  * granularity more when a larger read-ahead needs more units to fill it; for URLs at
  * chunk granularity U counts the unit's reads, not its items; at most MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
  * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
- * one; without, about ASSEMBLY_BYTES of slots). Read buffers are each worker's arena
+ * one; without, about ASSEMBLY_BYTES of slots, the caller's batches included). Read buffers are each worker's arena
  * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
  * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
@@ -226,20 +226,32 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	s->slot_window = p->prefetch + 2 * s->workers;
 	s->assembly = p->deliver ? s->slot_window : s->nunits;
 	/*
+	 * Unit slots out at once: those of the units in the assembly window and the batches
+	 * the caller holds (prefetch at most), so this bound never binds unless slots are
+	 * counted in bytes (below).
+	 */
+	s->unit_slots = s->assembly + p->prefetch;
+	/*
 	 * Slots are counted in bytes as well: at 256 records of 1 MiB each unit's slot is
 	 * 256 MiB, and a window of 8 such units would fault in 2 GiB that the reads cannot
 	 * fill any faster. At most ASSEMBLY_BYTES of typical slots then (the row hint), but
-	 * never fewer than one per worker and two in all, so every worker can decode.
+	 * never fewer than one per worker and two in all, so every worker can decode. The
+	 * batches the caller holds count against the same bytes: only the oldest unit takes
+	 * a slot beyond them (engine_async.c, wait_assembly()), so a caller holding batch 0
+	 * while units 1 and 2 are ready does not make a third 256 MiB slot (issue 22).
 	 */
 	if (s->row_bytes_hint && s->unit_items) {
-		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint, most = ASSEMBLY_BYTES / slot_bytes;
+		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint,
+			 most = (p->assembly_bytes ? p->assembly_bytes : ASSEMBLY_BYTES) / slot_bytes;
 
 		if (most < s->workers)
 			most = s->workers;
 		if (most < 2)
 			most = 2;
-		if (most < s->assembly)
+		if (most < s->assembly) {
 			s->assembly = (unsigned)most;
+			s->unit_slots = (unsigned)most;
+		}
 	}
 
 	/* the device stage: the async engine's units are whole batches only at record granularity */

@@ -194,8 +194,11 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 	       : o.io == GRIST_FETCH_IO_PREAD ? GRIST_IO_PREAD
 					      : GRIST_IO_AUTO;
 	for (i = 0; i < f->nfiles; i++)
-		if (grist_reader_file_geom(r, i)->remote)
+		if (grist_reader_file_geom(r, i)->remote) {
 			kind = GRIST_IO_HTTP; /* URLs: ranged GETs (local files of the dataset: pread) */
+			/* the stats count the GETs that opened the files too, not only the reads' */
+			grist_remote_count_opening(&f->remote, grist_reader_file_geom(r, i)->remote);
+		}
 	ioc.remote_counters = &f->remote;
 	ret = grist_io_create(kind, &ioc, &f->io);
 	if (ret)
@@ -228,6 +231,7 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 			ret = grist_fail(ret, "fetcher: cannot make a chunk decoder");
 			goto fail;
 		}
+		grist_chunk_decoder_check_data(f->ctx[i].dec, grist_reader_verify(r) == GRIST_VERIFY_ALL);
 	}
 	for (i = 1; i < f->nthreads; i++) {
 		ret = -pthread_create(&f->ctx[i].thread, NULL, helper_main, &f->ctx[i]);

@@ -66,6 +66,8 @@ static int check_config(const struct grist_loader_config *c)
 	}
 	if (c->engine != GRIST_ENGINE_URING && c->engine != GRIST_ENGINE_PREAD && c->engine != GRIST_ENGINE_REF)
 		return grist_fail(-EINVAL, "loader: unknown engine %d", (int)c->engine);
+	if (c->verify != GRIST_VERIFY_ALL && c->verify != GRIST_VERIFY_HEADERS)
+		return grist_fail(-EINVAL, "loader: unknown verify %d", (int)c->verify);
 	if (c->prefetch > GRIST_MAX_PREFETCH)
 		return grist_fail(-EINVAL, "loader: prefetch %u is above the limit %d", c->prefetch, GRIST_MAX_PREFETCH);
 	if (c->device && c->layout == GRIST_LAYOUT_RAGGED && c->map && !c->device_slot_bytes &&
@@ -111,9 +113,13 @@ static int open_sources(struct grist_loader *l)
 {
 	const struct grist_loader_config *c = &l->cfg;
 	struct grist_engine_source *src;
+	struct grist_reader_options ro;
 	struct grist_file_info info;
 	size_t d, f;
 	int ret;
+
+	grist_reader_options_init(&ro);
+	ro.verify = c->verify; /* the reference engine reads through these readers */
 
 	l->sources = calloc(c->num_datasets, sizeof(*l->sources));
 	if (!l->sources)
@@ -121,7 +127,7 @@ static int open_sources(struct grist_loader *l)
 	l->num_sources = c->num_datasets;
 	for (d = 0; d < c->num_datasets; d++) {
 		src = &l->sources[d];
-		ret = grist_reader_open(c->datasets[d].paths, c->datasets[d].num_paths, NULL, &src->reader);
+		ret = grist_reader_open(c->datasets[d].paths, c->datasets[d].num_paths, &ro, &src->reader);
 		if (ret)
 			return ret;
 		src->num_files = grist_reader_num_files(src->reader);
@@ -361,9 +367,11 @@ static void engine_params(struct grist_loader *l)
 		.remote = c->remote.size ? &c->remote : NULL,
 		.read_trace = c->read_trace,
 		.read_trace_ctx = c->read_trace_ctx,
+		.verify = c->verify,
 		.io_override = l->hooks.io_override,
 		.io_kind = l->hooks.io_kind,
 		.io_config = l->hooks.io_config,
+		.assembly_bytes = l->hooks.assembly_bytes,
 		.deliver = l->provider,
 	};
 }

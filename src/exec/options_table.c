@@ -53,6 +53,7 @@ static const int granularities[] = { GRIST_GRANULARITY_RECORD, GRIST_GRANULARITY
 static const int token_widths[] = { 1, 2, 4 };
 static const int engines[] = { GRIST_ENGINE_URING, GRIST_ENGINE_PREAD, GRIST_ENGINE_REF };
 static const int read_modes[] = { GRIST_READ_AUTO, GRIST_READ_BUFFERED, GRIST_READ_DIRECT, GRIST_READ_MMAP };
+static const int verifies[] = { GRIST_VERIFY_ALL, GRIST_VERIFY_HEADERS };
 /* a field of cfg.remote, parsed by grist_remote_options_parse() (grist/remote.h) under its own name */
 #define RM(n, type, lo, hi, def, h) { { n, type, lo, hi, NULL, def, h }, 0, 0, apply_remote, END(remote), NULL }
 #define TX(n, grammar, fn, end, def, h) { { n, GRIST_OPTION_TEXT, 0, 0, grammar, def, h }, 0, 0, fn, end, NULL }
@@ -91,7 +92,7 @@ static const struct entry table[] = {
 	WORD("io", "auto, buffered, direct, mmap", read_modes, read_mode, "auto",
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
 	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
-	U("queue_depth", 1, 32768, queue_depth, TEXT(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
+	U("queue_depth", 1, GRIST_IO_MAX_QUEUE_DEPTH, queue_depth, TEXT(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
 	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, TEXT(GRIST_DEFAULT_PREFETCH),
 	  "batches assembled ahead, and the most a caller may hold"),
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "per thread 2 x queue_depth x largest chunk, at most "
@@ -99,6 +100,10 @@ static const struct entry table[] = {
 	   "read buffers of all threads: how far reads run ahead of decoding"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, TEXT(GRIST_DEFAULT_MAX_BATCH_MIB) "MiB",
 	   "no batch may be larger"),
+	/* checking: a sound file reads the same either way (grist/format.h, docs/tuning.md) */
+	WORD("verify", "all, headers", verifies, verify, "all",
+	   "all: every hash the format has; headers: not the chunks' data hashes, so a flipped value "
+	   "byte of an uncompressed chunk goes through (for data checked with grist verify)"),
 	/* URLs (grist/remote.h): this loader's GETs; unset, the process-wide options */
 	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, TEXT(GRIST_REMOTE_DEFAULT_TIMEOUT_MS), "URLs: a GET below 1 KiB/s this long has stalled (per attempt; at most 10x in all)"),
 	RM("remote_connect_timeout_ms", GRIST_OPTION_UINT, 1, 600000, TEXT(GRIST_REMOTE_DEFAULT_CONNECT_TIMEOUT_MS), "URLs: connecting, per attempt"),

@@ -30,6 +30,17 @@ struct grist_layout {
 struct grist_slot;
 
 /*
+ * An engine's account of its slots, kept by the slots themselves (relaxed atomics, read
+ * by stats() from another thread): the bytes they own now, and how many data buffers
+ * they have mapped. Each mapping is fresh memory whose first touch costs a page fault
+ * per page (on a VM, possibly a host fault too), so a steady state maps none.
+ */
+struct grist_slot_tally {
+	uint64_t memory;
+	uint64_t maps;
+};
+
+/*
  * Where delivered batches live when it is not the engine's own pinned memory: the
  * device stage lends its slots (mapped device buffers or pinned staging), so batches
  * are assembled straight into memory the device reads.
@@ -65,7 +76,8 @@ struct grist_slot {
 	size_t view_first;
 	unsigned refs;
 	bool detached;
-	uint64_t *memory_counter; /* optional: the memory this slot owns is added here (relaxed atomics) */
+	struct grist_slot_tally *tally; /* optional: what this slot owns and maps is added here */
+	bool with_caller;    /* the async engine counts it as held by the caller until it is pooled again */
 	uint64_t *offsets;   /* rows_cap + 1 */
 	uint64_t *indices;   /* rows_cap */
 	uint32_t *datasets;  /* rows_cap */
@@ -129,7 +141,7 @@ int grist_slot_publish(struct grist_slot *s, const struct grist_layout *L, uint6
 /* Bytes of memory the slot owns (lent provider memory is not counted). */
 size_t grist_slot_memory(const struct grist_slot *s);
 
-/* Count the slot's memory, now and as it grows, in *@counter (an engine's total). */
-void grist_slot_account(struct grist_slot *s, uint64_t *counter);
+/* Count the slot's memory and mappings, now and as it grows, in *@tally (an engine's total). */
+void grist_slot_account(struct grist_slot *s, struct grist_slot_tally *tally);
 
 #endif

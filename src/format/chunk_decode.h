@@ -2,6 +2,7 @@
 #ifndef GRIST_FORMAT_CHUNK_DECODE_H
 #define GRIST_FORMAT_CHUNK_DECODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,13 @@ struct grist_decoded_chunk {
 
 /* Make a decoder. 0 or -ENOMEM. */
 int grist_chunk_decoder_create(struct grist_chunk_decoder **out);
+/*
+ * grist_chunk_decoder_check_data() - whether @d checks each chunk's data hash (the
+ * default: true). false is GRIST_VERIFY_HEADERS (grist/format.h): chunk and block
+ * headers, their hashes, the chunk's extent and the simple chunk's sizes are still
+ * checked, the HighwayHash of the data is not computed.
+ */
+void grist_chunk_decoder_check_data(struct grist_chunk_decoder *d, bool check);
 /* Free a decoder and everything it holds; NULL is fine. */
 void grist_chunk_decoder_destroy(struct grist_chunk_decoder *d);
 

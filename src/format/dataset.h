@@ -43,6 +43,8 @@ int grist_file_read(const struct grist_file_geom *f, uint8_t *dst, uint64_t off,
 
 /* File @i of @r (0-based), or NULL when out of range. */
 const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *r, size_t i);
+/* What the reader was opened to check (grist_reader_options.verify): its fetchers check the same. */
+enum grist_verify grist_reader_verify(const struct grist_reader *r);
 
 /* Locate @global_index. 0, or -ERANGE (message recorded) when past the end. Thread-safe. */
 int grist_reader_locate(const struct grist_reader *r, uint64_t global_index, struct grist_record_loc *loc);

@@ -40,4 +40,13 @@ uint64_t grist_hash_pieces_copy(const struct grist_hash_piece *pieces, size_t n,
  */
 uint64_t grist_hash_pieces_gather(const struct grist_hash_piece *pieces, size_t n, void *dst);
 
+/*
+ * Bytes [@from, @from + @len) of the concatenation of @n pieces copied to @dst, with no
+ * hash: streaming stores (fenced before it returns) when @stream, else ordinary ones. The
+ * copy half of the two calls above where they cannot fuse it with the hash, and all of
+ * what a decoder told not to check data hashes does (GRIST_VERIFY_HEADERS). Thread-safe.
+ */
+void grist_pieces_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst, size_t len,
+		       int stream);
+
 #endif

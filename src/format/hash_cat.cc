@@ -39,14 +39,13 @@ extern "C" uint64_t grist_hash_pieces(const struct grist_hash_piece *pieces, siz
 	return out;
 }
 
-/* Two passes, for CPUs without AVX2: the hash brings the bytes into cache for the copy. */
-static uint64_t hash_then_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst, size_t len,
-			       int stream)
+extern "C" void grist_pieces_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst,
+				  size_t len, int stream)
 {
-	uint64_t hash = grist_hash_pieces(pieces, n), pos = 0, end = from + len;
+	uint64_t pos = 0, end = from + len;
 	uint8_t *to = static_cast<uint8_t *>(dst);
 
-	for (size_t k = 0; k < n; pos += pieces[k].len, k++) {
+	for (size_t k = 0; k < n && pos < end; pos += pieces[k].len, k++) {
 		uint64_t a = pos > from ? pos : from, b = pos + pieces[k].len < end ? pos + pieces[k].len : end;
 
 		if (a < b) {
@@ -59,6 +58,15 @@ static uint64_t hash_then_copy(const struct grist_hash_piece *pieces, size_t n, 
 	}
 	if (stream)
 		grist_copy_streaming_done();
+}
+
+/* Two passes, for CPUs without AVX2: the hash brings the bytes into cache for the copy. */
+static uint64_t hash_then_copy(const struct grist_hash_piece *pieces, size_t n, uint64_t from, void *dst, size_t len,
+			       int stream)
+{
+	uint64_t hash = grist_hash_pieces(pieces, n);
+
+	grist_pieces_copy(pieces, n, from, dst, len, stream);
 	return hash;
 }
 

@@ -417,9 +417,16 @@ GRIST_API int grist_reader_open(const char *const *paths, size_t num_paths,
 			ret = grist_fail(-EINVAL, "grist_reader_open: path %zu is NULL", i);
 			goto fail;
 		}
+	if (o.verify != GRIST_VERIFY_ALL && o.verify != GRIST_VERIFY_HEADERS) {
+		ret = grist_fail(-EINVAL, "grist_reader_open: verify %d is neither GRIST_VERIFY_ALL nor "
+				 "GRIST_VERIFY_HEADERS", (int)o.verify);
+		goto fail;
+	}
 	ret = grist_chunk_decoder_create(&r->dec);
-	if (!ret)
+	if (!ret) {
+		grist_chunk_decoder_check_data(r->dec, o.verify == GRIST_VERIFY_ALL);
 		ret = open_urls(r, paths, footer_offsets, pre);
+	}
 	for (i = 0; !ret && i < num_paths; i++)
 		if (!r->files[i].remote)
 			ret = open_file(r, &r->files[i], paths[i], &footer_offsets[i]);
@@ -494,6 +501,11 @@ GRIST_API uint64_t grist_reader_num_records(const struct grist_reader *r)
 GRIST_API size_t grist_reader_num_files(const struct grist_reader *r)
 {
 	return r->num_files;
+}
+
+enum grist_verify grist_reader_verify(const struct grist_reader *r)
+{
+	return r->opts.verify;
 }
 
 const struct grist_file_geom *grist_reader_file_geom(const struct grist_reader *r, size_t i)

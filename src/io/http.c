@@ -2,12 +2,12 @@
  * The remote io backend: ranged GETs on one libcurl multi handle, driven by the thread
  * that submits and reaps (no thread per request, no thread of its own).
  *
- * Requests wait in submission order until the in-flight budget has room (see below; at
- * most max_inflight GETs per io object, each slot keeping its easy handle and, in the
- * multi's cache, its keep-alive connection). When room frees up, the waiting pieces are sorted by object
- * and offset and neighbours closer than coalesce_bytes are joined into one GET of at
- * most split_bytes (a longer request was already cut into pieces at submit); the GETs
- * go out oldest piece first, so the engine's pipeline order holds. A GET's body is
+ * Requests wait, kept sorted by object and offset, until the in-flight budget has room
+ * (see below; at most max_inflight GETs per io object, each slot keeping its easy handle
+ * and, in the multi's cache, its keep-alive connection) and the caller will want them
+ * soon (launch()). Then neighbours closer than coalesce_bytes are joined into one GET
+ * of at most split_bytes (a longer request was already cut into pieces at submit); the
+ * GETs go out oldest piece first, so the engine's pipeline order holds. A GET's body is
  * scattered into its pieces' buffers; the gaps between them are dropped.
  *
  * The multi handle runs on libcurl's socket API: curl says which sockets to watch
@@ -51,6 +51,7 @@ enum { GET_FREE, GET_ACTIVE, GET_WAITING };
 #define BUDGET_START (4ull << 20)          /* bytes, before anything is measured */
 #define RTT_WINDOW_NS 4000000000ull         /* the round trip is the least of the last 4-8 s */
 #define BW_INTERVAL_MIN_NS 20000000ull      /* a bandwidth sample spans at least this */
+#define HORIZON_START 256                   /* pieces, before a rate and a GET's time are measured */
 
 struct get {
 	struct grist_remote_xfer x;
@@ -61,6 +62,8 @@ struct get {
 	int state;
 	bool probe;      /* started while the depth was held at min_inflight: its time to first byte is the round trip */
 	uint32_t file;   /* the io file slot the GET reads */
+	uint64_t seq_min; /* the oldest piece it carries (riders included) */
+	unsigned riders;  /* ride(): the new pieces joining it */
 	struct get *next;
 };
 
@@ -72,6 +75,7 @@ struct piece {
 	uint8_t *buf;
 	uint64_t seq;
 	uint32_t file;
+	int32_t ride; /* ride(): the GET it joins, or -1 */
 };
 
 struct http_io {
@@ -84,11 +88,12 @@ struct http_io {
 	unsigned ngets;
 	unsigned active;  /* GETs in the multi */
 	unsigned waiting; /* GETs waiting out a backoff */
+	/* the waiting pieces: [0, nsorted) by object and offset, then the newly arrived in submission order */
 	struct piece *pending;
-	size_t npending, pending_cap;
-	struct piece *sorted;
-	size_t sorted_cap;
-	struct group *groups; /* launch()'s, kept with sorted so a launch allocates nothing */
+	size_t npending, nsorted, pending_cap;
+	struct piece *merged; /* launch()'s merge target, swapped with pending */
+	size_t merged_cap;
+	struct group *groups; /* launch()'s, kept so a launch allocates nothing */
 	size_t groups_cap;
 	uint64_t seq;
 	struct grist_io_queue done;
@@ -101,6 +106,12 @@ struct http_io {
 	bool probing;
 	uint64_t bw, bw_t, bw_bytes;
 	unsigned floor;          /* min(min_inflight, max_inflight) */
+	/* the read-ahead horizon (see launch()) */
+	uint64_t lat_ns;         /* a GET's time, start to end, smoothed */
+	uint64_t rate;           /* pieces done per second, smoothed */
+	uint64_t rate_t, rate_done, done_pieces;
+	bool dirty;              /* something launch() decides on changed since it last ran */
+	bool starved;            /* the caller waits in reap for a read */
 	int epfd;          /* the sockets curl asked us to watch */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };
@@ -180,6 +191,8 @@ static void measure(struct http_io *h, const struct get *g, uint64_t bytes, uint
 			h->rtt_cur = s;
 		if (g->probe)
 			h->probing = false;
+		s = now - x->start_ns;
+		h->lat_ns = h->lat_ns ? (3 * h->lat_ns + s) / 4 : s;
 	}
 	if (!h->rtt_win_t)
 		h->rtt_win_t = now;
@@ -204,6 +217,23 @@ static void measure(struct http_io *h, const struct get *g, uint64_t bytes, uint
 		set_budget(h, (uint64_t)((double)BUDGET_GAIN * (double)h->bw * (double)h->rtt_ns / 1e9), true);
 		__atomic_store_n(&h->ctr->rtt_ns, h->rtt_ns, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->ctr->bandwidth, h->bw, __ATOMIC_RELAXED);
+	}
+}
+
+/* @n pieces are done: the rate the caller consumes reads at (see launch()). */
+static void count_done(struct http_io *h, uint64_t n, uint64_t now)
+{
+	h->done_pieces += n;
+	if (!h->rate_t) {
+		h->rate_t = now;
+		return;
+	}
+	if (now - h->rate_t >= (2 * h->rtt_ns > BW_INTERVAL_MIN_NS ? 2 * h->rtt_ns : BW_INTERVAL_MIN_NS)) {
+		uint64_t r = (uint64_t)((double)(h->done_pieces - h->rate_done) * 1e9 / (double)(now - h->rate_t));
+
+		h->rate = h->rate ? (h->rate + r) / 2 : r;
+		h->rate_t = now;
+		h->rate_done = h->done_pieces;
 	}
 }
 
@@ -308,7 +338,7 @@ static void http_destroy(struct grist_io *io)
 	close(h->epfd);
 	free(h->gets);
 	free(h->pending);
-	free(h->sorted);
+	free(h->merged);
 	free(h->groups);
 	free(h);
 }
@@ -379,6 +409,7 @@ static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 			p->seq = h->seq++;
 			p->file = r->file;
 			h->ahead_bytes += p->len;
+			h->dirty = true;
 		}
 	}
 	return 0;
@@ -392,13 +423,6 @@ static int cmp_piece(const void *a, const void *b)
 		return x->file < y->file ? -1 : 1;
 	if (x->off != y->off)
 		return x->off < y->off ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-static int cmp_seq(const void *a, const void *b)
-{
-	const struct piece *x = a, *y = b;
-
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
@@ -432,6 +456,7 @@ static void fail_get(struct http_io *h, struct get *g)
 		if (r->done >= avail(h, r))
 			complete(h, r);
 	}
+	count_done(h, g->nsegs, grist_remote_now_ns());
 	g->state = GET_FREE;
 }
 
@@ -490,20 +515,25 @@ static int get_reserve(struct get *g, unsigned n)
  * piece would otherwise fetch bytes another GET is about to bring anyway. Body bytes
  * reach the segments only inside curl_multi_socket_action on this thread, so adding a
  * segment past the body's current position is safe; a retried GET brings it again.
+ * Only the newly arrived pieces try: the others tried when they came, and a GET made
+ * since took every waiting piece in its span.
  */
 static int ride(struct http_io *h)
 {
-	size_t i, kept = 0;
+	size_t i, j, kept = h->nsorted;
+	unsigned k;
 	int ret = 0;
 
 	if (!h->active && !h->waiting)
 		return 0;
-	for (i = 0; i < h->npending; i++) {
+	/* which GET each new piece joins, and how many each GET takes */
+	for (k = 0; k < h->ngets; k++)
+		h->gets[k].riders = 0;
+	for (i = h->nsorted; i < h->npending; i++) {
 		struct piece *p = &h->pending[i];
-		struct get *g = NULL;
-		unsigned k, at, low;
 
-		for (k = 0; !ret && k < h->ngets; k++) {
+		p->ride = -1;
+		for (k = 0; k < h->ngets; k++) {
 			struct get *c = &h->gets[k];
 			uint64_t next;
 
@@ -513,52 +543,135 @@ static int ride(struct http_io *h)
 			if (c->state == GET_ACTIVE && c->x.body_started && (c->x.status < 200 || c->x.status > 299))
 				continue; /* an error answer: this attempt brings no bytes */
 			if (p->off >= next && p->off + p->len <= c->x.off + c->x.len) {
-				g = c;
+				p->ride = (int32_t)k;
+				c->riders++;
 				break;
 			}
 		}
-		if (g && get_reserve(g, g->nsegs + 1))
+	}
+	/*
+	 * Merge each GET's new pieces (sorted by offset, as the new pieces are) into its
+	 * segments, from the back: one pass per GET, not one shift of the segments per piece
+	 * (thousands of pieces join a GET spanning an object).
+	 */
+	for (k = 0; k < h->ngets; k++) {
+		struct get *g = &h->gets[k];
+		unsigned low, at, from;
+
+		if (!g->riders)
+			continue;
+		if (get_reserve(g, g->nsegs + g->riders)) {
 			ret = -ENOMEM;
-		if (!g || ret) {
-			h->pending[kept++] = *p;
+			for (i = h->nsorted; i < h->npending; i++)
+				if (h->pending[i].ride == (int32_t)k)
+					h->pending[i].ride = -1;
 			continue;
 		}
-		/* keep the segments sorted by offset: the new one goes after every one that starts before it */
 		low = g->state == GET_ACTIVE ? g->x.seg_at : 0; /* a waiting GET starts its body over */
-		for (at = g->nsegs; at > low && g->segs[at - 1].off > p->off; at--) {
-			g->segs[at] = g->segs[at - 1];
-			g->owners[at] = g->owners[at - 1];
+		at = g->nsegs + g->riders;
+		from = g->nsegs;
+		for (j = h->npending; j-- > h->nsorted;) {
+			const struct piece *p = &h->pending[j];
+
+			if (p->ride != (int32_t)k)
+				continue;
+			/* the new one goes after every one that starts before it */
+			while (from > low && g->segs[from - 1].off > p->off) {
+				at--;
+				from--;
+				g->segs[at] = g->segs[from];
+				g->owners[at] = g->owners[from];
+			}
+			at--;
+			g->segs[at] = (struct grist_remote_seg){ p->off, p->len, p->buf };
+			g->owners[at] = p->req;
+			if (p->seq < g->seq_min)
+				g->seq_min = p->seq;
+			h->ahead_bytes -= p->len;
 		}
-		g->segs[at] = (struct grist_remote_seg){ p->off, p->len, p->buf };
-		g->owners[at] = p->req;
-		h->ahead_bytes -= p->len;
-		g->nsegs++;
+		g->nsegs += g->riders;
 		g->x.nsegs = g->nsegs;
 	}
+	for (i = h->nsorted; i < h->npending; i++)
+		if (h->pending[i].ride < 0)
+			h->pending[kept++] = h->pending[i];
 	h->npending = kept;
 	return ret;
 }
 
-/* Turn waiting pieces into GETs while the budget has room. */
+/*
+ * Put the newly arrived pieces (sorted by launch()) into the sorted part of the waiting
+ * list, so a launch costs O(waiting + new log new), not a sort of everything waiting
+ * each time (thousands wait while the budget is full).
+ */
+static int merge_pending(struct http_io *h)
+{
+	size_t i, j, k, nnew = h->npending - h->nsorted;
+	struct piece *t;
+
+	if (!nnew)
+		return 0;
+	if (h->nsorted) {
+		if (grist_array_reserve((void **)&h->merged, &h->merged_cap, h->npending, sizeof(*h->merged)))
+			return -ENOMEM;
+		for (i = 0, j = h->nsorted, k = 0; i < h->nsorted || j < h->npending;)
+			h->merged[k++] = j == h->npending || (i < h->nsorted && cmp_piece(&h->pending[i], &h->pending[j]) <= 0)
+						 ? h->pending[i++]
+						 : h->pending[j++];
+		t = h->pending;
+		h->pending = h->merged;
+		h->merged = t;
+		k = h->pending_cap;
+		h->pending_cap = h->merged_cap;
+		h->merged_cap = k;
+	}
+	h->nsorted = h->npending;
+	return 0;
+}
+
+/* Pieces the caller will want within about this many of the oldest not yet done (see launch()). */
+static uint64_t horizon(const struct http_io *h)
+{
+	if (!h->rate || !h->lat_ns)
+		return HORIZON_START;
+	return h->rate * h->lat_ns / 1000000000ull + HORIZON_START;
+}
+
+/*
+ * Turn waiting pieces into GETs while the budget has room.
+ *
+ * Only the pieces the caller will want soon go out: those within horizon() of the oldest
+ * piece not yet done (the rate reads are done at x a GET's time, twice over), unless the
+ * caller waits with nothing in flight. The rest wait, and ride on the GETs that do go
+ * out or join them: a chunk-window shuffle hands over most of an object's chunks, in an
+ * order spread over the whole object, and a GET made as soon as a unit's few hundred
+ * reads arrived spanned the object for 1-2% of its bytes (12 MB objects of 616-byte
+ * chunks at 20 ms: 257 MB of bodies for 37 MB of chunks; docs/tuning.md).
+ */
 static int launch(struct http_io *h)
 {
 	struct group *groups;
 	size_t i, ngroups = 0, k, kept;
-	int ret = ride(h);
+	uint64_t oldest = UINT64_MAX, limit, hz;
+	bool force;
+	int ret;
 
+	if (!h->dirty)
+		return 0;
+	qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
+	ret = ride(h);
+	if (!ret)
+		ret = merge_pending(h);
 	if (ret)
 		return ret;
 	if (!h->npending || !room(h))
 		return 0;
-	if (grist_array_reserve((void **)&h->sorted, &h->sorted_cap, h->npending, sizeof(*h->sorted)))
-		return -ENOMEM;
-	memcpy(h->sorted, h->pending, h->npending * sizeof(*h->sorted));
-	qsort(h->sorted, h->npending, sizeof(*h->sorted), cmp_piece);
+	h->dirty = false;
 	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))
 		return -ENOMEM;
 	groups = h->groups;
 	for (i = 0; i < h->npending;) {
-		uint64_t start = h->sorted[i].off, end = start + h->sorted[i].len, seq = h->sorted[i].seq;
+		uint64_t start = h->pending[i].off, end = start + h->pending[i].len, seq = h->pending[i].seq;
 		size_t j = i + 1;
 
 		/*
@@ -569,26 +682,37 @@ static int launch(struct http_io *h)
 		 * the GETs: 15.5k against 111k records/s for chunk windows of 1 KiB records at
 		 * 20 ms, rclone's ~1.3 ms of CPU per GET being the limit; docs/tuning.md.)
 		 */
-		while (j < h->npending && h->sorted[j].file == h->sorted[i].file &&
-		       h->sorted[j].off <= end + h->opt.coalesce_bytes &&
-		       (h->sorted[j].off + h->sorted[j].len > end ? h->sorted[j].off + h->sorted[j].len : end) - start <=
+		while (j < h->npending && h->pending[j].file == h->pending[i].file &&
+		       h->pending[j].off <= end + h->opt.coalesce_bytes &&
+		       (h->pending[j].off + h->pending[j].len > end ? h->pending[j].off + h->pending[j].len : end) - start <=
 			       h->opt.split_bytes) {
-			if (h->sorted[j].off + h->sorted[j].len > end)
-				end = h->sorted[j].off + h->sorted[j].len;
-			if (h->sorted[j].seq < seq)
-				seq = h->sorted[j].seq;
+			if (h->pending[j].off + h->pending[j].len > end)
+				end = h->pending[j].off + h->pending[j].len;
+			if (h->pending[j].seq < seq)
+				seq = h->pending[j].seq;
 			j++;
 		}
 		groups[ngroups++] = (struct group){ i, j - i, seq };
 		i = j;
 	}
 	qsort(groups, ngroups, sizeof(*groups), cmp_group);
+	for (k = 0; k < h->ngets; k++)
+		if ((h->gets[k].state == GET_ACTIVE || h->gets[k].state == GET_WAITING) && h->gets[k].seq_min < oldest)
+			oldest = h->gets[k].seq_min;
+	if (groups[0].seq < oldest)
+		oldest = groups[0].seq;
+	hz = horizon(h);
+	limit = hz > UINT64_MAX - oldest ? UINT64_MAX : oldest + hz;
+	force = h->starved && !h->active && !h->waiting;
 	for (k = 0; k < ngroups && room(h); k++) {
 		struct group *gr = &groups[k];
-		struct get *g = free_get(h);
-		struct grist_remote_object *o = h->io.files[h->sorted[gr->first].file].remote;
-		uint64_t start = h->sorted[gr->first].off, end = start;
+		struct get *g;
+		struct grist_remote_object *o = h->io.files[h->pending[gr->first].file].remote;
+		uint64_t start = h->pending[gr->first].off, end = start;
 
+		if (gr->seq > limit && !force)
+			break;
+		g = free_get(h);
 		if (!g)
 			break;
 		if (get_reserve(g, (unsigned)gr->n)) {
@@ -596,7 +720,7 @@ static int launch(struct http_io *h)
 			break;
 		}
 		for (i = 0; i < gr->n; i++) {
-			const struct piece *p = &h->sorted[gr->first + i];
+			const struct piece *p = &h->pending[gr->first + i];
 
 			g->segs[i] = (struct grist_remote_seg){ p->off, p->len, p->buf };
 			g->owners[i] = p->req;
@@ -604,11 +728,12 @@ static int launch(struct http_io *h)
 				end = p->off + p->len;
 		}
 		for (i = 0; i < gr->n; i++) {
-			h->ahead_bytes -= h->sorted[gr->first + i].len;
-			h->sorted[gr->first + i].req = NULL; /* taken */
+			h->ahead_bytes -= h->pending[gr->first + i].len;
+			h->pending[gr->first + i].req = NULL; /* taken */
 		}
 		g->nsegs = (unsigned)gr->n;
-		g->file = h->sorted[gr->first].file;
+		g->seq_min = gr->seq;
+		g->file = h->pending[gr->first].file;
 		g->x.attempt = 0;
 		g->x.obj = o;
 		g->x.u = &o->u;
@@ -625,13 +750,12 @@ static int launch(struct http_io *h)
 		g->state = GET_ACTIVE;
 		start_get(h, g);
 	}
-	/* keep the untaken pieces, back in submission order */
+	/* keep the untaken pieces, still sorted */
 	if (k) {
 		for (i = 0, kept = 0; i < h->npending; i++)
-			if (h->sorted[i].req)
-				h->pending[kept++] = h->sorted[i];
-		h->npending = kept;
-		qsort(h->pending, h->npending, sizeof(*h->pending), cmp_seq);
+			if (h->pending[i].req)
+				h->pending[kept++] = h->pending[i];
+		h->npending = h->nsorted = kept;
 	}
 	return ret;
 }
@@ -677,6 +801,7 @@ static int progress(struct http_io *h, int wait_ms)
 			curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 			g = (struct get *)x;
 			depth_account(h);
+			h->dirty = true;
 			/* finish reads msg->data before the removal frees it */
 			o = grist_remote_xfer_finish(&g->x, msg->data.result);
 			curl_multi_remove_handle(h->multi, g->x.easy);
@@ -702,6 +827,7 @@ static int progress(struct http_io *h, int wait_ms)
 					if (r->done >= avail(h, r))
 						complete(h, r);
 				}
+				count_done(h, g->nsegs, now);
 				g->state = GET_FREE;
 			}
 		}
@@ -747,11 +873,17 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 		return ret;
 	n = grist_io_queue_drain(&h->done, done, max);
 	/* bounded: every GET ends within its timeouts, and its retries are counted */
-	while (n < min_wait) {
-		ret = progress(h, wait_ms(h));
+	if (n < min_wait) {
+		h->starved = h->dirty = true; /* what waits goes out if nothing else is in flight */
+		while (n < min_wait) {
+			ret = progress(h, wait_ms(h));
+			if (ret)
+				break;
+			n += grist_io_queue_drain(&h->done, done + n, max - n);
+		}
+		h->starved = false;
 		if (ret)
 			return ret;
-		n += grist_io_queue_drain(&h->done, done + n, max - n);
 	}
 	for (unsigned i = 0; i < n; i++)
 		done[i]->retries = 0; /* remote retries are counted by cause in the counters */

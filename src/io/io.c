@@ -14,7 +14,6 @@
 #define DEFAULT_THREADS 4
 #define DEFAULT_MAX_FILES 256
 /* Bounds that keep a bad config from asking for absurd rings, threads or tables. */
-#define MAX_QUEUE_DEPTH 32768
 #define MAX_THREADS 1024
 #define MAX_FILES 65536
 #define MAX_FAULTS 65536
@@ -33,9 +32,9 @@ int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_co
 		out->threads = DEFAULT_THREADS;
 	if (!out->max_files)
 		out->max_files = DEFAULT_MAX_FILES;
-	if (out->queue_depth > MAX_QUEUE_DEPTH)
+	if (out->queue_depth > GRIST_IO_MAX_QUEUE_DEPTH)
 		return grist_fail(-EINVAL, "io queue depth %u is above the limit %u",
-				  out->queue_depth, MAX_QUEUE_DEPTH);
+				  out->queue_depth, GRIST_IO_MAX_QUEUE_DEPTH);
 	if (out->threads > MAX_THREADS)
 		return grist_fail(-EINVAL, "io threads %u is above the limit %u",
 				  out->threads, MAX_THREADS);
@@ -342,6 +341,7 @@ void grist_remote_unref(struct grist_remote_object *o)
 		grist_io_destroy(o->sync_io);
 	}
 	pthread_mutex_destroy(&o->sync_lock);
+	free(o->opening);
 	grist_url_free(&o->u);
 	free(o->tail);
 	free(o->url);

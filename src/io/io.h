@@ -52,6 +52,11 @@ struct grist_remote_object {
 	struct grist_io *sync_io;
 	uint32_t sync_slot;
 	int refs;                  /* atomic */
+	/*
+	 * The GETs that opened it (its tail, and a dataset's footer read with it), counted into
+	 * the remote stats of each loader or fetcher that reads it (grist_remote_count_opening()).
+	 */
+	struct grist_remote_counters *opening;
 };
 
 /*

@@ -404,6 +404,12 @@ void grist_remote_counters_read(const struct grist_remote_counters *c, struct gr
 	st->latency_p99_us = percentile(h, total, 0.99);
 }
 
+void grist_remote_count_opening(struct grist_remote_counters *to, const struct grist_remote_object *o)
+{
+	if (o && o->opening)
+		grist_remote_counters_merge(to, o->opening);
+}
+
 void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from)
 {
 	uint64_t m = ld(&from->inflight_max);

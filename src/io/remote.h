@@ -55,6 +55,8 @@ void grist_remote_counters_read(const struct grist_remote_counters *c, struct gr
 				struct grist_remote_budget_stats *bs);
 /* Add @from's counts to @to (both may be live: relaxed atomic reads and adds). */
 void grist_remote_counters_merge(struct grist_remote_counters *to, const struct grist_remote_counters *from);
+/* Add the GETs that opened @o (if a URL, else nothing) to @to: a reader's stats count them. */
+void grist_remote_count_opening(struct grist_remote_counters *to, const struct grist_remote_object *o);
 
 /*
  * grist_remote_open() - open @url: one GET of its last 64 KiB, which gives its size,
@@ -118,6 +120,7 @@ struct grist_remote_xfer {
 	struct grist_buf *keep;          /* keep the body here (at most keep_max bytes) */
 	size_t keep_max;
 	const struct grist_remote_options *opt;
+	struct grist_remote_counters *ctr; /* NULL, or where grist_remote_xfers_run() counts its attempts */
 	/* per attempt */
 	unsigned attempt;
 	uint64_t start_ns;

@@ -1,5 +1,6 @@
 /* Tests for the fetcher: batched random access against grist_reader_read() on the golden files. */
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,83 @@ static void test_passes_between_threads(void **state)
 	grist_reader_close(r);
 }
 
+/*
+ * grist_reader_options.verify: a fetcher checks what its reader was opened to check, on
+ * every io path and thread count, as the reader itself does. A flipped value byte of an
+ * uncompressed chunk fails under GRIST_VERIFY_ALL (the default, also for an older caller
+ * whose struct ends before verify) and is delivered as it is under GRIST_VERIFY_HEADERS.
+ * A value that is neither is refused at open, naming it.
+ */
+static void test_verify_follows_the_reader(void **state)
+{
+	char *dir = t_mkdtemp();
+	const char *path = t_path(dir, "flipped.array_record");
+	struct grist_reader *good = open_reader(&golden[0], 1), *r;
+	struct grist_reader_options o;
+	struct grist_fetch_record out[3];
+	struct grist_fetcher *f;
+	const uint8_t *got;
+	uint8_t *bytes, *at, *want;
+	uint64_t idx[3] = { 7, 120, 7 };
+	size_t len, want_len, got_len, v;
+
+	(void)state;
+	bytes = t_read_file(t_data(golden[0]), &len);
+	assert_non_null(bytes);
+	assert_int_equal(grist_reader_read(good, 120, &got, &want_len), 0);
+	assert_true(want_len > 0);
+	want = malloc(want_len); /* the reader's buffer lasts until its next call */
+	assert_non_null(want);
+	memcpy(want, got, want_len);
+	at = memmem(bytes, len, want, want_len);
+	assert_non_null(at); /* the record's bytes, whole between block headers */
+	assert_null(memmem(at + 1, len - (size_t)(at + 1 - bytes), want, want_len));
+	at[want_len - 1] ^= 0x04;
+	assert_int_equal(t_write_file(path, bytes, len), 0);
+	free(bytes);
+
+	/* the default, and an older caller's options (before verify): every data hash */
+	for (v = 0; v < 2; v++) {
+		grist_reader_options_init(&o);
+		if (v)
+			o.size = offsetof(struct grist_reader_options, verify);
+		assert_int_equal(grist_reader_open(&path, 1, &o, &r), 0);
+		assert_int_equal(grist_reader_read(r, 120, &got, &got_len), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "data hash mismatch"));
+		assert_int_equal(grist_fetcher_create(r, NULL, &f), 0);
+		assert_int_equal(grist_fetcher_read(f, idx, 3, out), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "flipped.array_record"));
+		grist_fetcher_destroy(f);
+		grist_reader_close(r);
+	}
+
+	grist_reader_options_init(&o);
+	o.verify = GRIST_VERIFY_HEADERS;
+	assert_int_equal(grist_reader_open(&path, 1, &o, &r), 0);
+	assert_int_equal(grist_reader_read(r, 120, &got, &got_len), 0);
+	assert_int_equal(got_len, want_len);
+	assert_memory_equal(got, want, want_len - 1);
+	assert_int_equal(got[want_len - 1] ^ want[want_len - 1], 0x04);
+	for (v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+		assert_int_equal(grist_fetcher_create(r, &variants[v], &f), 0);
+		assert_int_equal(grist_fetcher_read(f, idx, 3, out), 0);
+		assert_int_equal(out[1].len, want_len);
+		assert_memory_equal(out[1].data, want, want_len - 1);
+		assert_int_equal(out[1].data[want_len - 1] ^ want[want_len - 1], 0x04);
+		check_against_reader(good, idx, 1, out);
+		grist_fetcher_destroy(f);
+	}
+	grist_reader_close(r);
+
+	o.verify = (enum grist_verify)7;
+	assert_int_equal(grist_reader_open(&path, 1, &o, &r), -EINVAL);
+	assert_null(r);
+	assert_non_null(strstr(grist_last_error(), "verify 7"));
+	grist_reader_close(good);
+	free(want);
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +463,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_chunk),
 		cmocka_unit_test(test_uring_or_refusal),
 		cmocka_unit_test(test_passes_between_threads),
+		cmocka_unit_test(test_verify_follows_the_reader),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1477,6 +1477,10 @@ static void test_config_errors(void **state)
 	o.prefetch = 1000;
 	assert_int_equal(create_err(&o), -EINVAL);
 	o = c;
+	o.verify = (enum grist_verify)2;
+	assert_int_equal(create_err(&o), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "verify 2"));
+	o = c;
 	o.num_datasets = 0;
 	assert_int_equal(create_err(&o), -EINVAL);
 	for (int w = 0; w < 3; w++) {
@@ -1678,6 +1682,68 @@ static void test_stream_large_unit(void **state)
 		}
 		run_free(&ref);
 	}
+}
+
+/*
+ * Slots counted in bytes (256 records of 1 MiB: two 256 MiB slots) count the batches the
+ * caller holds too. A caller that holds each batch for a moment, as a training step
+ * does, used to let a third unit take a fresh slot meanwhile: 256 MiB more to fault in.
+ * Here the slot budget (a test hook) allows two slots; a caller holding @hold batches
+ * at a time (one as the CLI does) gets its batches from at most max(2, hold + 1) slot
+ * mappings, as stats count them, in the reference engine's order; holding three, more
+ * than the budget, does not deadlock (the oldest unit always gets a slot).
+ */
+static void test_slot_budget(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) };
+	struct grist_loader_hooks h = { .assembly_bytes = 1 }; /* as few slots as the workers need: 2 */
+	struct specs sp;
+	struct run ref;
+
+	(void)state;
+	spec1(&sp, &c, DS_LARGE);
+	c.seed = 17;
+	c.epochs = 4; /* 164 records: whole batches (a short last one is packed into a slot of its own) */
+	c.batch_size = 4;
+	c.threads = 2;
+	c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
+	compare_engines(c, 0, sp.check, 0, 0, &ref);
+	c.engine = GRIST_ENGINE_URING;
+	for (size_t hold = 1; hold <= 3; hold++) {
+		struct grist_batch *held[3] = { NULL };
+		struct grist_loader *l = open_loader(&c, &h);
+		struct grist_loader_stats st;
+		struct run got = { 0 };
+		size_t n = 0;
+
+		for (;;) {
+			struct grist_batch *b;
+
+			/* the oldest batch goes back first: at most @hold held, the new one included */
+			if (held[n % hold])
+				grist_loader_release(l, held[n % hold]);
+			held[n % hold] = NULL;
+			assert_int_equal(grist_loader_next(l, &b), 0);
+			if (!b)
+				break;
+			check_batch(&c, b, sp.check);
+			record_batch(&got, b);
+			/* the caller's step: the workers run ahead meanwhile, as far as slots let them */
+			usleep(2000);
+			held[n++ % hold] = b;
+		}
+		for (size_t k = 0; k < hold; k++)
+			if (held[k])
+				grist_loader_release(l, held[k]);
+		grist_loader_stats(l, &st);
+		assert_true(st.slot_maps >= 2);
+		if (st.slot_maps > (hold + 1 > 2 ? hold + 1 : 2))
+			fail_msg("holding %zu batches: %llu slots mapped", hold, (unsigned long long)st.slot_maps);
+		assert_same_runs(&ref, &got);
+		run_free(&got);
+		grist_loader_destroy(l);
+	}
+	run_free(&ref);
 }
 
 /* Destroy while reads are in flight (held back by delays) and batches are held: no hang, no leak. */
@@ -1927,6 +1993,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt_file),
 		cmocka_unit_test(test_fault_injection),
 		cmocka_unit_test(test_stream_large_unit),
+		cmocka_unit_test(test_slot_budget),
 		cmocka_unit_test(test_destroy_mid_epoch),
 		cmocka_unit_test(test_stats),
 		cmocka_unit_test(test_read_depth),

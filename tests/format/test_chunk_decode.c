@@ -600,6 +600,139 @@ static void test_stored_corruption_named(void **state)
 	free(file);
 }
 
+/*
+ * grist_chunk_decoder_check_data(d, false), GRIST_VERIFY_HEADERS: the same records from a
+ * sound chunk, stored or compressed, through every entry point; a flipped value byte goes
+ * through (what the setting gives up), while a flipped byte in the chunk header, in a
+ * block header or in the sizes section is still an error naming the file and the chunk.
+ */
+static void test_headers_only(void **state)
+{
+	const struct grist_codec_params params = { .level = 3 };
+	const uint8_t codecs[] = { GRIST_CODEC_NONE, GRIST_CODEC_ZSTD };
+	const size_t count = 300;
+	const uint64_t begin = GRIST_BLOCK_SIZE - 100;
+	size_t file_len = 7 * GRIST_BLOCK_SIZE, values_len = 0, sizes_len = 0, i, k;
+	uint8_t *file = calloc(1, file_len), *values = malloc(count * 1000), *row = malloc(count * 1000);
+	uint8_t *row2 = malloc(count * 1000), *sizes = malloc(count * 2);
+	struct grist_buf scratch = { 0 }, data = { 0 };
+	struct grist_codec_set set = { 0 };
+	struct grist_chunk_decoder *all, *hdr;
+	struct grist_decoded_chunk c, c2;
+	char name[64];
+	uint64_t end, p, data_begin;
+	void *ctx;
+
+	(void)state;
+	assert_non_null(file);
+	assert_non_null(values);
+	assert_non_null(row);
+	assert_non_null(row2);
+	assert_non_null(sizes);
+	for (i = 0; i < count; i++) {
+		sizes_len += grist_varint_write(sizes + sizes_len, 1000);
+		t_fill(values + values_len, 1000, i);
+		values_len += 1000;
+	}
+	assert_int_equal(grist_chunk_decoder_create(&all), 0);
+	assert_int_equal(grist_chunk_decoder_create(&hdr), 0);
+	grist_chunk_decoder_check_data(hdr, false);
+	snprintf(name, sizeof(name), "f.array_record: byte %llu: ", (unsigned long long)begin);
+	data_begin = grist_block_add_with_overhead(begin, GRIST_CHUNK_HEADER_SIZE);
+	for (k = 0; k < sizeof(codecs); k++) {
+		const struct grist_codec_ops *codec = grist_codec_find(codecs[k]);
+
+		assert_int_equal(grist_codec_set_get(&set, codec, &ctx), 0);
+		assert_int_equal(grist_simple_chunk_encode(codec, ctx, &params, sizes, sizes_len, values, values_len,
+							   &scratch, &data), 0);
+		memset(file, 0, file_len);
+		end = make_chunk(file, begin, 'r', data.data, data.len, count, values_len);
+		/* a sound chunk: the same records either way, by every entry point */
+		assert_int_equal(grist_chunk_decode_values_into(hdr, file, 0, file_len, begin, end, "f.array_record",
+								row, values_len, &c), 0);
+		assert_memory_equal(row, values, values_len);
+		assert_int_equal(grist_chunk_decode(hdr, file, 0, file_len, begin, end, "f.array_record", &c), 0);
+		assert_int_equal(c.num_records, count);
+		assert_memory_equal(c.values, values, values_len);
+		assert_int_equal(grist_chunk_decode_sizes(hdr, file, 0, file_len, begin, end, "f.array_record", &c), 0);
+		assert_int_equal(c.offsets[count], values_len);
+		assert_int_equal(grist_chunk_decode_values(hdr, file, 0, file_len, begin, end, "f.array_record", &c), 0);
+		assert_memory_equal(c.values, values, values_len);
+
+		/* a flipped byte of the values, past the sizes section and away from block headers */
+		p = grist_block_add_with_overhead(data_begin, data.len - 5000);
+		file[p] ^= 0x40;
+		assert_int_equal(grist_chunk_decode_values_into(all, file, 0, file_len, begin, end, "f.array_record",
+								row2, values_len, &c2), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "data hash mismatch"));
+		assert_ptr_equal(strstr(grist_last_error(), name), grist_last_error());
+		if (codecs[k] == GRIST_CODEC_NONE) {
+			/* what "headers" gives up: the byte is delivered as it is, and only that byte differs */
+			assert_int_equal(grist_chunk_decode_values_into(hdr, file, 0, file_len, begin, end,
+									"f.array_record", row2, values_len, &c2), 0);
+			for (i = 0; i < values_len; i++)
+				if (row2[i] != values[i])
+					break;
+			assert_true(i < values_len);
+			assert_int_equal(row2[i] ^ values[i], 0x40);
+			assert_memory_equal(row2 + i + 1, values + i + 1, values_len - i - 1);
+		}
+		file[p] ^= 0x40;
+
+		/* the chunk header (its data_hash field, covered by the header hash) */
+		p = grist_block_add_with_overhead(begin, 16);
+		file[p] ^= 0x01;
+		assert_int_equal(grist_chunk_decode_values_into(hdr, file, 0, file_len, begin, end, "f.array_record",
+								row2, values_len, &c2), -EBADMSG);
+		assert_ptr_equal(strstr(grist_last_error(), name), grist_last_error());
+		assert_int_equal(grist_chunk_decode(hdr, file, 0, file_len, begin, end, "f.array_record", &c2), -EBADMSG);
+		file[p] ^= 0x01;
+
+		/* a block header inside the chunk */
+		file[2 * GRIST_BLOCK_SIZE + 3] ^= 0x01;
+		assert_int_equal(grist_chunk_decode_values_into(hdr, file, 0, file_len, begin, end, "f.array_record",
+								row2, values_len, &c2), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "f.array_record"));
+		assert_int_equal(grist_chunk_decode_sizes(hdr, file, 0, file_len, begin, end, "f.array_record", &c2),
+				 -EBADMSG);
+		file[2 * GRIST_BLOCK_SIZE + 3] ^= 0x01;
+
+		/* the record structure: the first size one less, so the sizes no longer add up */
+		if (codecs[k] == GRIST_CODEC_NONE) {
+			uint64_t first;
+			const uint8_t *q = data.data + 1;
+			uint64_t stored_len = 0;
+
+			assert_int_equal(grist_varint_read(&q, data.data + data.len, &stored_len), 0);
+			first = grist_block_add_with_overhead(data_begin, (uint64_t)(q - data.data));
+			if (!(first % GRIST_BLOCK_SIZE))
+				first += GRIST_BLOCK_HEADER_SIZE;
+			assert_int_equal(file[first], 0xe8); /* 1000 = e8 07 */
+			file[first] ^= 0x01;
+			assert_int_equal(grist_chunk_decode_sizes(hdr, file, 0, file_len, begin, end, "f.array_record",
+								  &c2), -EBADMSG);
+			assert_ptr_equal(strstr(grist_last_error(), name), grist_last_error());
+			assert_int_equal(grist_chunk_decode(hdr, file, 0, file_len, begin, end, "f.array_record", &c2),
+					 -EBADMSG);
+			file[first] ^= 0x01;
+		}
+		/* and back to sound: the default decoder agrees */
+		assert_int_equal(grist_chunk_decode_values_into(all, file, 0, file_len, begin, end, "f.array_record",
+								row2, values_len, &c2), 0);
+		assert_memory_equal(row2, values, values_len);
+	}
+	grist_chunk_decoder_destroy(all);
+	grist_chunk_decoder_destroy(hdr);
+	grist_codec_set_clear(&set);
+	grist_buf_free(&scratch);
+	grist_buf_free(&data);
+	free(sizes);
+	free(values);
+	free(row);
+	free(row2);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -612,6 +745,7 @@ int main(void)
 		cmocka_unit_test(test_values_into),
 		cmocka_unit_test(test_hash_pieces_copy),
 		cmocka_unit_test(test_stored_corruption_named),
+		cmocka_unit_test(test_headers_only),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

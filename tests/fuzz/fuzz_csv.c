@@ -60,5 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(out, sizeof(out), "%s/out.ar-00001-of-00002", dir);
 	unlink(out);
 	unlink(in);
+	/* Per input, not at exit: libFuzzer may end the process without running atexit handlers,
+	 * and each run used to leave its scratch folder behind in /dev/shm. */
+	rmdir(dir);
+	dir[0] = 0;
 	return 0;
 }

@@ -109,10 +109,17 @@ def test_interrupted_write_leaves_no_temporary():
     """A write killed by SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGXFSZ removes its temporary file and
     dies of that signal; the target never appears."""
     line = b"%0200x\n" % 12345
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
+
+    def default_actions():
+        # The test may itself run under nohup or as a shell's background job, whose ignored
+        # SIGHUP or SIGINT the child would inherit and (rightly) keep ignoring.
+        for s in sigs:
+            signal.signal(s, signal.SIG_DFL)
+    for sig in sigs:
         target = path("sig-%d.ar" % sig)
         p = subprocess.Popen([g.grist_cli(), "write", "--options", "uncompressed", target],
-                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=default_actions)
         p.stdin.write(line * 50000)  # 10 MB: the writer is well under way
         p.stdin.flush()
         deadline = time.time() + 20
@@ -135,6 +142,29 @@ def test_interrupted_write_leaves_no_temporary():
                        preexec_fn=limit, capture_output=True, timeout=60)
     assert p.returncode == -signal.SIGXFSZ, p.returncode
     assert not temporaries(target) and not os.path.exists(target), temporaries(target)
+
+
+def test_ignored_hangup_stays_ignored():
+    """Under nohup (SIGHUP ignored by the parent) a write goes on through a SIGHUP and
+    completes: the cleanup handler is not installed over an inherited SIG_IGN."""
+    line = b"%0200x\n" % 12345
+    target = path("nohup.ar")
+
+    def ignore_hup():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    p = subprocess.Popen([g.grist_cli(), "write", "--options", "uncompressed", target],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ignore_hup)
+    p.stdin.write(line * 50000)
+    p.stdin.flush()
+    deadline = time.time() + 20
+    while not temporaries(target) and time.time() < deadline:
+        time.sleep(0.01)
+    assert temporaries(target), "no temporary appeared"
+    p.send_signal(signal.SIGHUP)
+    p.stdin.write(line * 1000)
+    p.stdin.close()
+    assert p.wait(timeout=20) == 0, (p.returncode, p.stderr.read())
+    assert not temporaries(target) and os.path.getsize(target) >= 200 * 51000  # every line is in it
 
 
 def test_stale_temporaries_removed():
@@ -368,7 +398,8 @@ def main():
     try:
         setup()
         g.main([test_fifo_input_is_refused, test_output_errors_fail, test_chunk_limit_every_command,
-                test_interrupted_write_leaves_no_temporary, test_stale_temporaries_removed,
+                test_interrupted_write_leaves_no_temporary, test_ignored_hangup_stays_ignored,
+                test_stale_temporaries_removed,
                 test_exit_codes_follow_one_rule, test_footer_counts_that_overflow,
                 test_mmap_truncated_under_the_loader, test_ref_engine_says_io_does_not_apply,
                 test_sparse_huge_chunk, test_device_checkpoint_at_the_end, test_elastic_resume_range_checked])

@@ -125,7 +125,7 @@ STATS_KEYS = {
     "bytes decoded": ["bytes_decoded"], "io wait": ["io_wait_ns"], "decode": ["decode_ns"],
     "assemble": ["assemble_ns"], "consumer stall": ["consumer_stall_ns"], "producer stall": ["producer_stall_ns"],
     "reads in flight": ["reads_in_flight_mean", "reads_in_flight_max"], "queue occupancy": ["queue_occupancy"],
-    "memory": ["memory_bytes", "pinned", "registered_buffers"], "first batch": ["first_batch_seconds"], "start-up": ["startup_seconds"],
+    "memory": ["memory_bytes", "pinned", "registered_buffers"], "slot maps": ["slot_maps"], "first batch": ["first_batch_seconds"], "start-up": ["startup_seconds"],
     "packed tokens": ["pack_tokens", "pack_capacity"], "packing efficiency": ["pack_efficiency"],
     "dataset": ["dataset_records"],
 }

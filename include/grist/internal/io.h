@@ -96,8 +96,11 @@ struct grist_io_fault {
 	uint64_t arg;
 };
 
+/* The deepest ring an io object takes (the loader's queue_depth option is bounded by it). */
+#define GRIST_IO_MAX_QUEUE_DEPTH 32768
+
 struct grist_io_config {
-	unsigned queue_depth;         /* max requests in flight; 0 = 64 */
+	unsigned queue_depth;         /* max requests in flight; 0 = 64, at most GRIST_IO_MAX_QUEUE_DEPTH */
 	uint64_t max_bytes_in_flight; /* cap on the sum of len in flight; 0 = 64 MiB */
 	unsigned threads;             /* pread pool workers; 0 = 4 */
 	unsigned max_files;           /* file slots (fixed-file table size); 0 = 256 */
