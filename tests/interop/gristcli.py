@@ -5,6 +5,7 @@ import ctypes.util
 import json
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -46,6 +47,14 @@ def golden_dir():
 def load_manifest():
     with open(os.path.join(golden_dir(), "MANIFEST.json")) as f:
         return json.load(f)
+
+
+def default_signal_actions():
+    """preexec_fn for a child that a test ends with a signal: the default action of each
+    signal grist cleans up on. Run under nohup or as a shell's background job, the test
+    would otherwise hand down an ignored SIGHUP or SIGINT, which grist rightly keeps."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE):
+        signal.signal(s, signal.SIG_DFL)
 
 
 def run(args, stdin=None, timeout=RUN_TIMEOUT):

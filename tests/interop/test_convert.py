@@ -426,7 +426,8 @@ def test_signal_leaves_nothing():
                 for _attempt in range(5):
                     p = subprocess.Popen([g.grist_cli(), "convert", "--options", "group_size:8,brotli:9,max_parallelism:2"]
                                          + extra + [src, os.path.join(outdir, "o.ar")],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                         preexec_fn=g.default_signal_actions)
                     if wait_for_temporary(outdir, p, time.time() + 20):
                         p.send_signal(sig)
                         caught = True
@@ -440,7 +441,7 @@ def test_signal_leaves_nothing():
                 assert caught, "convert finished before a signal could reach it"
         # `grist write` shares the cleanup: its temporary exists while stdin is open.
         p = subprocess.Popen([g.grist_cli(), "write", os.path.join(outdir, "w.ar")], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=g.default_signal_actions)
         p.stdin.write(b"one\ntwo\n")
         p.stdin.flush()
         assert wait_for_temporary(outdir, p, time.time() + 20)

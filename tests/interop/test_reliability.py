@@ -109,17 +109,10 @@ def test_interrupted_write_leaves_no_temporary():
     """A write killed by SIGINT, SIGTERM, SIGHUP, SIGPIPE or SIGXFSZ removes its temporary file and
     dies of that signal; the target never appears."""
     line = b"%0200x\n" % 12345
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
-
-    def default_actions():
-        # The test may itself run under nohup or as a shell's background job, whose ignored
-        # SIGHUP or SIGINT the child would inherit and (rightly) keep ignoring.
-        for s in sigs:
-            signal.signal(s, signal.SIG_DFL)
-    for sig in sigs:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         target = path("sig-%d.ar" % sig)
         p = subprocess.Popen([g.grist_cli(), "write", "--options", "uncompressed", target],
-                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=default_actions)
+                             stdin=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=g.default_signal_actions)
         p.stdin.write(line * 50000)  # 10 MB: the writer is well under way
         p.stdin.flush()
         deadline = time.time() + 20
