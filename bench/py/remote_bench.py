@@ -37,11 +37,15 @@ with its default MD5 it hashes the whole object on every GET, which would be the
 every figure here.
 
     bench/py/remote_bench.py --grist build/release/tools/grist --delay 20 --seconds 10
+
+--serve starts the files and servers only and prints the environment that reaches them, so a
+single run can be profiled or timed by hand (docs/tuning.md, run E).
 """
 import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -156,6 +160,22 @@ def draw_sweep(path, sweep, delays, settings, command):
         f.write("\n".join(out) + "\n")
 
 
+def serve(env, data, hproxy):
+    """--serve: what a shell needs to reach the servers; waits until SIGINT or SIGTERM (the
+    caller's finally stops the servers and removes the files)."""
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"):
+        print("export %s=%s" % (k, env[k]))
+    print("# s3://b/g1.ar, s3://b/g64.ar; local: %s/g1.ar, %s/g64.ar" % (data, data))
+    if hproxy:
+        print("# http: %s/b/g64.ar" % hproxy.endpoint)
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grist", default=os.path.join(ROOT, "build", "release", "tools", "grist"))
@@ -172,6 +192,9 @@ def main():
     ap.add_argument("--no-main", action="store_true", help="the sweep only")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--svg", help="draw the sweep here")
+    ap.add_argument("--serve", action="store_true",
+                    help="start the files and servers, print the environment to reach them, and wait (for "
+                         "perf or /usr/bin/time by hand) until interrupted; no runs")
     a = ap.parse_args()
 
     def delay_proxy(port, seconds):
@@ -197,6 +220,9 @@ def main():
         env = dict(os.environ, AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
                    AWS_ENDPOINT_URL=proxy.endpoint)
         env.pop("AWS_SESSION_TOKEN", None)
+        if a.serve:
+            serve(env, data, hproxy)
+            return
         if not a.no_grain and not a.no_main:
             os.makedirs(os.path.join(tmp, "mnt"))
             mount = Mount(proxy.endpoint, "b", os.path.join(tmp, "mnt"))
