@@ -357,17 +357,19 @@ def test_load_coalesces_and_splits():
         split = range_lengths(p.heads)
         del p.heads[:]
         conns = p.connections
-        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096,inflight:8"] + a, ["load", local("a.ar")] + a)
+        threads = ["--threads", 2]  # the connection bound below counts them
+        same(["load", s3("a.ar"), "--remote", "coalesce:0,split:4096,inflight:8"] + a + threads,
+             ["load", local("a.ar")] + a + threads)
         single = range_lengths(p.heads)
         conns = p.connections - conns
     finally:
         stop_proxy(p)
-    # HTTP/1.1 keep-alive: many GETs over a few connections (8 GETs in flight per reading
-    # thread; the opening's GETs have their own). Reads that wait for their turn join
-    # their touching neighbours, so the 393 KB object takes about 80 GETs of up to 4 KiB
-    # (hundreds when every read went out at once): 5 a connection at least, where a
-    # connection per GET would be 1.
-    assert conns <= 40 and len(single) >= 5 * conns, (conns, len(single))
+    # HTTP/1.1 keep-alive: each reading thread keeps at most `inflight` connections, the
+    # opening one of its own. How many GETs there are depends on scheduling (reads that wait
+    # for their turn join their touching neighbours): hundreds, or as few as the 320 KiB read
+    # in GETs of at most 4 KiB (asserted below) allows, 80. Over 4 a connection either way,
+    # where a connection per GET would be 1.
+    assert conns <= 2 * 8 + 1 and len(single) > 4 * conns, (conns, len(single))
     assert 0 < len(joined) <= 1200 // 10, len(joined)  # 1,200 chunks
     assert max(joined) <= 8 << 20 and max(split) <= 64 << 10, (max(joined), max(split))
     # (coalesce:0 still joins chunks that touch, and reads riding on a GET already out)
@@ -492,7 +494,10 @@ def test_budget_follows_latency():
         p = rs.FaultProxy(SERVERS["rclone"].port, delay=delay)
         try:
             setenv(p.endpoint)
-            args = ["--batch-size", 64, "--seed", 4, "--epochs", 3, "--threads", 1, "--queue-depth", 512]
+            # 8 epochs, not 3: the first GETs go out on the starting budget before any bandwidth is
+            # measured, and at 0 ms that burst (up to ~200 GETs) weighed enough in 3 epochs' mean
+            # depth to fail the comparison in 2 of 10 loaded runs
+            args = ["--batch-size", 64, "--seed", 4, "--epochs", 8, "--threads", 1, "--queue-depth", 512]
             rc, out, err = g.run(["load", s3("a.ar"), "--stats", "--digest", "--remote",
                                   "coalesce:0,inflight:256,inflight_min:2"] + args)
             assert rc == 0, err[-2000:]
@@ -504,7 +509,7 @@ def test_budget_follows_latency():
     (m0, b0, r0), (m50, b50, r50) = got[0.0], got[0.05]
     # the round trip measured is the proxy's; the budget follows it, and the depth with it (by less
     # than the rtt's ratio: the bandwidth at 0 ms is the server's, at 50 ms what 256 GETs bring;
-    # measured 13-33 KB against 54-60 KB, and 6-20 against 89-93 GETs)
+    # measured 28-71 KB against 111-133 KB, and 11-24 against 162-223 GETs)
     assert r50 >= 45 and r0 < 25, got
     assert b50 > b0 and m50 > 2 * m0, got
 

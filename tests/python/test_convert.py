@@ -125,6 +125,10 @@ def test_ctrl_c_cancels_and_leaves_nothing(tmp_path):
     src = big_slow_input(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
+    # A pytest started in the background of a non-interactive shell (`cmd &`, nohup) inherits
+    # SIGINT ignored, and Python then never installs the handler that raises KeyboardInterrupt:
+    # the signal would be dropped before grist could see it. Put Python's own handler in place.
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     t0 = time.monotonic()
     timer.start()
@@ -133,6 +137,7 @@ def test_ctrl_c_cancels_and_leaves_nothing(tmp_path):
             grist.convert(src, str(out / "o.ar"), options="brotli:11,group_size:64")
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, was)
     # Seen within the next progress call (0.1 s), plus the chunk being compressed.
     assert time.monotonic() - t0 < 20
     only(out, [])
