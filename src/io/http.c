@@ -641,12 +641,15 @@ static uint64_t horizon(const struct http_io *h)
  * Turn waiting pieces into GETs while the budget has room.
  *
  * Only the pieces the caller will want soon go out: those within horizon() of the oldest
- * piece not yet done (the rate reads are done at x a GET's time, twice over), unless the
- * caller waits with nothing in flight. The rest wait, and ride on the GETs that do go
- * out or join them: a chunk-window shuffle hands over most of an object's chunks, in an
- * order spread over the whole object, and a GET made as soon as a unit's few hundred
- * reads arrived spanned the object for 1-2% of its bytes (12 MB objects of 616-byte
- * chunks at 20 ms: 257 MB of bodies for 37 MB of chunks; docs/tuning.md).
+ * piece not yet done (the rate reads are done at x a GET's time, plus HORIZON_START),
+ * unless the caller waits with nothing in flight. The rest wait, and ride on the GETs
+ * that do go out or join them: a chunk-window shuffle hands over most of an object's
+ * chunks, in an order spread over the whole object, and a GET made as soon as a unit's
+ * few hundred reads arrived spanned the object for 1-2% of its bytes (12 MB objects of
+ * 616-byte chunks at 20 ms: 257 MB of bodies for 37 MB of chunks; docs/tuning.md).
+ * Holding cannot stall a read: with no GET out, the oldest waiting piece is where the
+ * horizon starts, so its GET always goes out; with GETs out, each one's end (bounded by
+ * the timeouts) runs this again, from an oldest piece that has moved on.
  */
 static int launch(struct http_io *h)
 {
