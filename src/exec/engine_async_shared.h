@@ -124,11 +124,11 @@ struct async_engine {
 	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
 	/*
 	 * Unit slots the caller holds (handed over, or a consumed unit's slot that views of
-	 * it keep alive), under the lock; when unit_slots_max <= assembly (slots counted in
-	 * bytes) they shrink the assembly window (wait_assembly()).
+	 * it keep alive), under the lock; when slots are counted in bytes (assembly_in_bytes)
+	 * they shrink the assembly window (wait_assembly()).
 	 */
 	unsigned slots_with_caller;
-	unsigned unit_slots_max;
+	bool assembly_in_bytes;
 	struct unit *units;         /* ring of nunits units, unit u at u % nunits */
 
 	struct slot_pool host_pool, dev_pool;
