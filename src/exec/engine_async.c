@@ -214,11 +214,7 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
  */
 static bool slot_window(const struct async_engine *e, const struct unit *u, uint64_t consumed)
 {
-	unsigned window = e->assembly;
-
-	if (e->assembly_in_bytes)
-		window = e->assembly > e->slots_with_caller ? e->assembly - e->slots_with_caller : 0;
-	return u->number == consumed || u->number < consumed + window;
+	return u->number == consumed || u->number < consumed + grist_async_slot_window(e);
 }
 
 /*

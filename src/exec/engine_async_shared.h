@@ -138,6 +138,19 @@ struct async_engine {
 	uint64_t pack_ns;           /* the packer's row copies (under the lock when added) */
 };
 
+/*
+ * How many units from the oldest unconsumed one may hold slots now (the oldest always
+ * may, whatever this says): the assembly window, less the slots the caller holds when
+ * slots are counted in bytes (slot_window(), engine_async.c). Lock held, or
+ * !assembly_in_bytes.
+ */
+static inline unsigned grist_async_slot_window(const struct async_engine *e)
+{
+	if (!e->assembly_in_bytes)
+		return e->assembly;
+	return e->assembly > e->slots_with_caller ? e->assembly - e->slots_with_caller : 0;
+}
+
 /* ---- slots and the consumer (engine_async_consumer.c) ---- */
 
 /*
