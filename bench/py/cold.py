@@ -12,8 +12,8 @@ queue depth:
 
 The three runs of a pair go in a rotating order and the page cache is dropped before
 each; on a VM that hands freed memory back to its host, each also waits until it has
-(--settle, see settle()), so no run inherits the memory the one before it freed. Rates are bytes read over the reading time, without process start-up (see
-measure()); every pair is printed, and the summary is the median of the per-pair ratios,
+(--settle, see settle()), so no run inherits the memory the one before it freed. Rates
+are bytes read over the reading time, without process start-up (see measure()); every pair is printed, and the summary is the median of the per-pair ratios,
 grist's bytes/s over fio's. CPU per GB is user + system time per 10^9 bytes read; work
 the kernel does in its own threads (a loop device's worker copying from tmpfs) counts
 for neither side. Context switches per GB (voluntary and involuntary: grist's whole

@@ -152,7 +152,7 @@ struct grist_engine_sizes {
 	unsigned nunits;          /* claim window: units claimed and not yet consumed */
 	unsigned slot_window;     /* units that may hold a lent (provider) slot at once */
 	unsigned assembly;        /* units that may hold a slot at once */
-	unsigned unit_slots;      /* unit slots out at once, with units or the caller (beyond the oldest unit's) */
+	bool assembly_in_bytes;   /* assembly was cut to a budget of bytes: the caller's batches count against it */
 	size_t row_bytes_hint;    /* expected bytes per row, to size slots once (0: none) */
 	/* the device stage */
 	bool device_copy;         /* batches are copied into its slots (units are not batches) */

@@ -203,22 +203,18 @@ static void publish_unit(struct async_engine *e, struct unit *u, int error, cons
 /*
  * Whether unit @u may take a slot now. It must be within the assembly window, so at
  * most `assembly` units hold slots however far the reads run ahead (device mode sizes
- * its slot ring by that). When slots are counted in bytes (unit_slots_max no more than
- * the assembly window), the batches the caller holds count against the same budget: the
- * window shrinks by them, so a caller holding batch 0 while unit 1 is ready does not
- * make unit 2 map a third 256 MiB slot; unit 2 takes batch 0's once it is back. The
- * window counts every unit before @u, slot or not, so the budget stays theirs (a
- * younger unit taking the last slot would leave the oldest to exceed it). The oldest
- * unconsumed unit is always inside: a caller holding more batches than the budget still
- * gets the next one. Lock held, or consumed_units read atomically when uncapped.
+ * its slot ring by that). When slots are counted in bytes (assembly_in_bytes), the
+ * batches the caller holds count against the same budget: the window shrinks by them,
+ * so a caller holding batch 0 while unit 1 is ready does not make unit 2 map a third
+ * 256 MiB slot; unit 2 takes batch 0's once it is back. The window counts every unit
+ * before @u, slot or not, so the budget stays theirs (a younger unit taking the last
+ * slot would leave the oldest to exceed it). The oldest unconsumed unit is always
+ * inside: a caller holding more batches than the budget still gets the next one. Lock
+ * held, or consumed_units read atomically when uncapped.
  */
 static bool slot_window(const struct async_engine *e, const struct unit *u, uint64_t consumed)
 {
-	unsigned window = e->assembly;
-
-	if (e->unit_slots_max <= e->assembly)
-		window = e->unit_slots_max > e->slots_with_caller ? e->unit_slots_max - e->slots_with_caller : 0;
-	return u->number == consumed || u->number < consumed + window;
+	return u->number == consumed || u->number < consumed + grist_async_slot_window(e);
 }
 
 /*
@@ -233,7 +229,7 @@ static int wait_assembly(struct worker *wk, const struct unit *u, bool wait)
 	int ret = 0;
 
 	/* uncapped: consumed_units only grows, so inside the window now means inside it for good */
-	if (e->unit_slots_max > e->assembly &&
+	if (!e->assembly_in_bytes &&
 	    u->number < __atomic_load_n(&e->consumed_units, __ATOMIC_ACQUIRE) + e->assembly)
 		return 0;
 	pthread_mutex_lock(&e->lock);
@@ -696,7 +692,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->read_ahead = sz.read_ahead;
 	e->nunits = sz.nunits;
 	e->assembly = sz.assembly;
-	e->unit_slots_max = sz.unit_slots;
+	e->assembly_in_bytes = sz.assembly_in_bytes;
 	e->row_bytes_hint = sz.row_bytes_hint;
 	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */

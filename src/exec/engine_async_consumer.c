@@ -164,16 +164,22 @@ static bool unit_published(struct async_engine *e, uint64_t n)
  * too; if not, the consumer sleeps again for the newest one still missing). Unit @c
  * itself is not published yet.
  * The batch stays inside what the workers can finish without the consumer: the stream's
- * known end, and none at all once a unit failed (the workers stop claiming), nor for the
- * first unit, whose wait is the loader's time to first batch. Lock held.
+ * known end, the slot window (a unit beyond it waits for this consumer to take a slot:
+ * sleeping for it hung when the caller's batches narrowed the window below the batch),
+ * and none at all once a unit failed (the workers stop claiming), nor for the first
+ * unit, whose wait is the loader's time to first batch. Lock held: the window cannot
+ * narrow while the consumer sleeps, only the consumer hands the caller slots.
  */
 static uint64_t wake_target_locked(struct async_engine *e, uint64_t c)
 {
 	/* the first batch comes as soon as it is done: batching wake-ups is for the steady state */
 	uint64_t last = c + (e->failed || c == 0 ? 0 : e->wake_batch), n;
+	unsigned window = grist_async_slot_window(e);
 
 	if (last >= e->total_units)
 		last = e->total_units - 1;
+	if (last - c >= window)
+		last = c + (window ? window - 1 : 0);
 	for (n = last; n > c; n--)
 		if (!unit_published(e, n))
 			return n;

@@ -173,30 +173,27 @@ static int group_rows(struct async_plan *w)
  * need[i] >= j) to j. A ring of that span plus twice the largest region (the room a
  * wrap can waste, and the next region's) always finds space.
  *
- * Its two arrays are the plan's, reused from unit to unit (no allocation per unit once
- * they have grown); running out of memory growing them is an error, not "does not fit".
+ * Its array is the plan's, reused from unit to unit (no allocation per unit once it has
+ * grown); running out of memory growing it is an error, not "does not fit".
  */
 static int stream_fits(const struct async_files *fs, struct async_plan *w, size_t arena, bool *fits)
 {
-	size_t i, j, k, lo, hi, oldest = 0, span = 0, most = 0, biggest = 0, need = 0, cap = w->stream_cap;
-	size_t *size_of, *need_of;
+	size_t i, j, k, lo, hi, oldest = 0, span = 0, most = 0, biggest = 0, need = 0;
+	struct async_stream_region *sr;
 	int ret;
 
-	ret = grist_array_reserve((void **)&w->region_bytes, &cap, w->nregions, sizeof(*w->region_bytes));
-	if (!ret)
-		ret = grist_array_reserve((void **)&w->region_need, &w->stream_cap, w->nregions, sizeof(*w->region_need));
+	ret = grist_array_reserve((void **)&w->stream_regions, &w->stream_cap, w->nregions, sizeof(*w->stream_regions));
 	if (ret)
 		return grist_fail(ret, "async engine: cannot plan a streamed unit of %zu regions", w->nregions);
-	size_of = w->region_bytes;
-	need_of = w->region_need;
+	sr = w->stream_regions;
 	*fits = true;
 	for (i = 0; i < w->nregions; i++) {
 		const struct async_region *r = &w->regions[i];
 
-		size_of[i] = grist_async_file(fs, r->component, r->file)->map ? 0
-										: (size_t)grist_read_buf_len(r->len, fs->buf_align);
-		if (size_of[i] > biggest)
-			biggest = size_of[i];
+		sr[i].bytes = grist_async_file(fs, r->component, r->file)->map ? 0
+										 : (size_t)grist_read_buf_len(r->len, fs->buf_align);
+		if (sr[i].bytes > biggest)
+			biggest = sr[i].bytes;
 		need = need > i ? need : i;
 		for (k = r->order_begin; k < r->order_end; k++) {
 			const struct async_chunk *c = &w->chunks[w->order[k]];
@@ -216,12 +213,12 @@ static int stream_fits(const struct async_files *fs, struct async_plan *w, size_
 			if (w->chunks[lo].region > need)
 				need = w->chunks[lo].region;
 		}
-		need_of[i] = need;
+		sr[i].need = need;
 	}
 	for (j = 0; j < w->nregions && *fits; j++) {
-		span += size_of[j];
-		while (oldest < j && need_of[oldest] < j)
-			span -= size_of[oldest++];
+		span += sr[j].bytes;
+		while (oldest < j && sr[oldest].need < j)
+			span -= sr[oldest++].bytes;
 		if (span > most)
 			most = span;
 		*fits = most + 2 * biggest <= arena;
@@ -339,6 +336,5 @@ void grist_async_plan_free(struct async_plan *pl)
 	free(pl->order);
 	free(pl->regions);
 	free(pl->fill_order);
-	free(pl->region_bytes);
-	free(pl->region_need);
+	free(pl->stream_regions);
 }

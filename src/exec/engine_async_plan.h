@@ -69,8 +69,10 @@ struct async_plan {
 	 */
 	bool streamed;
 	/* private to planning */
-	size_t *region_bytes;     /* streamed: each region's read-buffer bytes (stream_fits()) */
-	size_t *region_need;      /* streamed: the last region read before each can be given back */
+	struct async_stream_region {
+		size_t bytes;     /* its read-buffer bytes */
+		size_t need;      /* the last region read before it can be given back */
+	} *stream_regions;        /* streamed: one per region (stream_fits()) */
 	size_t stream_cap;
 	uint32_t *chunk_hash;     /* open addressing over chunks; UINT32_MAX = empty */
 	size_t hash_cap;

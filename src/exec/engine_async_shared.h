@@ -124,11 +124,11 @@ struct async_engine {
 	unsigned assembly;          /* slot window: unit u may take a slot once u - assembly is consumed */
 	/*
 	 * Unit slots the caller holds (handed over, or a consumed unit's slot that views of
-	 * it keep alive), under the lock; when unit_slots_max <= assembly (slots counted in
-	 * bytes) they shrink the assembly window (wait_assembly()).
+	 * it keep alive), under the lock; when slots are counted in bytes (assembly_in_bytes)
+	 * they shrink the assembly window (wait_assembly()).
 	 */
 	unsigned slots_with_caller;
-	unsigned unit_slots_max;
+	bool assembly_in_bytes;
 	struct unit *units;         /* ring of nunits units, unit u at u % nunits */
 
 	struct slot_pool host_pool, dev_pool;
@@ -137,6 +137,19 @@ struct async_engine {
 	uint64_t queue_occupancy;
 	uint64_t pack_ns;           /* the packer's row copies (under the lock when added) */
 };
+
+/*
+ * How many units from the oldest unconsumed one may hold slots now (the oldest always
+ * may, whatever this says): the assembly window, less the slots the caller holds when
+ * slots are counted in bytes (slot_window(), engine_async.c). Lock held, or
+ * !assembly_in_bytes.
+ */
+static inline unsigned grist_async_slot_window(const struct async_engine *e)
+{
+	if (!e->assembly_in_bytes)
+		return e->assembly;
+	return e->assembly > e->slots_with_caller ? e->assembly - e->slots_with_caller : 0;
+}
 
 /* ---- slots and the consumer (engine_async_consumer.c) ---- */
 

@@ -226,12 +226,6 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	s->slot_window = p->prefetch + 2 * s->workers;
 	s->assembly = p->deliver ? s->slot_window : s->nunits;
 	/*
-	 * Unit slots out at once: those of the units in the assembly window and the batches
-	 * the caller holds (prefetch at most), so this bound never binds unless slots are
-	 * counted in bytes (below).
-	 */
-	s->unit_slots = s->assembly + p->prefetch;
-	/*
 	 * Slots are counted in bytes as well: at 256 records of 1 MiB each unit's slot is
 	 * 256 MiB, and a window of 8 such units would fault in 2 GiB that the reads cannot
 	 * fill any faster. At most ASSEMBLY_BYTES of typical slots then (the row hint), but
@@ -250,7 +244,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 			most = 2;
 		if (most < s->assembly) {
 			s->assembly = (unsigned)most;
-			s->unit_slots = (unsigned)most;
+			s->assembly_in_bytes = true;
 		}
 	}
 

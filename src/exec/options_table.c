@@ -15,6 +15,7 @@
 #include "grist/options.h"
 #include "grist/plan.h"
 #include "grist/remote.h"
+#include "grist/version.h"
 #include "io/remote.h"
 
 _Static_assert(sizeof(size_t) == sizeof(uint64_t), "sizes are stored as 64-bit fields");
@@ -28,9 +29,6 @@ struct entry {
 	const int *values; /* CHOICE without an apply: the value stored for each word, in order */
 };
 
-/* a number's default as the table's text: "4" from 4 */
-#define TEXT_(x) #x
-#define TEXT(x) TEXT_(x)
 #define FIELD(f) offsetof(struct grist_loader_config, f), sizeof(((struct grist_loader_config *)0)->f)
 #define END(f) (offsetof(struct grist_loader_config, f) + sizeof(((struct grist_loader_config *)0)->f))
 
@@ -74,7 +72,7 @@ static const struct entry table[] = {
 	   "strided: positions I, I+K, ...; contiguous: Grain's split into K runs"),
 	WORD("granularity", "record, chunk", granularities, granularity, "record",
 	   "shuffle records, or chunks (each chunk read and decoded once per epoch)"),
-	U("window", 1, 65536, window_chunks, TEXT(GRIST_PLAN_DEFAULT_WINDOW), "chunk granularity: chunks shuffled together"),
+	U("window", 1, 65536, window_chunks, GRIST_STRINGIFY(GRIST_PLAN_DEFAULT_WINDOW), "chunk granularity: chunks shuffled together"),
 	B("drop_remainder", drop_remainder, "false", "drop a short final batch"),
 	CH("layout", "ragged, fixed, padded, fixed:N, padded:N", apply_layout, END(record_bytes), "ragged",
 	   "ragged: records back to back; fixed/padded: rows of record_bytes (padded: pad_value fills)"),
@@ -92,30 +90,30 @@ static const struct entry table[] = {
 	WORD("io", "auto, buffered, direct, mmap", read_modes, read_mode, "auto",
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
 	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
-	U("queue_depth", 1, GRIST_IO_MAX_QUEUE_DEPTH, queue_depth, TEXT(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
-	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, TEXT(GRIST_DEFAULT_PREFETCH),
+	U("queue_depth", 1, GRIST_IO_MAX_QUEUE_DEPTH, queue_depth, GRIST_STRINGIFY(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
+	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, GRIST_STRINGIFY(GRIST_DEFAULT_PREFETCH),
 	  "batches assembled ahead, and the most a caller may hold"),
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "per thread 2 x queue_depth x largest chunk, at most "
-	   TEXT(GRIST_DEFAULT_READ_AHEAD_MAX_MIB) "MiB",
+	   GRIST_STRINGIFY(GRIST_DEFAULT_READ_AHEAD_MAX_MIB) "MiB",
 	   "read buffers of all threads: how far reads run ahead of decoding"),
-	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, TEXT(GRIST_DEFAULT_MAX_BATCH_MIB) "MiB",
+	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, GRIST_STRINGIFY(GRIST_DEFAULT_MAX_BATCH_MIB) "MiB",
 	   "no batch may be larger"),
 	/* checking: a sound file reads the same either way (grist/format.h, docs/tuning.md) */
 	WORD("verify", "all, headers", verifies, verify, "all",
 	   "all: every hash the format has; headers: not the chunks' data hashes, so a flipped value "
 	   "byte of an uncompressed chunk goes through (for data checked with grist verify)"),
 	/* URLs (grist/remote.h): this loader's GETs; unset, the process-wide options */
-	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, TEXT(GRIST_REMOTE_DEFAULT_TIMEOUT_MS), "URLs: a GET below 1 KiB/s this long has stalled (per attempt; at most 10x in all)"),
-	RM("remote_connect_timeout_ms", GRIST_OPTION_UINT, 1, 600000, TEXT(GRIST_REMOTE_DEFAULT_CONNECT_TIMEOUT_MS), "URLs: connecting, per attempt"),
-	RM("remote_retries", GRIST_OPTION_UINT, 0, 100, TEXT(GRIST_REMOTE_DEFAULT_RETRIES), "URLs: attempts after the first"),
-	RM("remote_backoff_ms", GRIST_OPTION_UINT, 1, 600000, TEXT(GRIST_REMOTE_DEFAULT_BACKOFF_MS), "URLs: the first retry's wait cap, doubling"),
-	RM("remote_backoff_max_ms", GRIST_OPTION_UINT, 1, 600000, TEXT(GRIST_REMOTE_DEFAULT_BACKOFF_MAX_MS), "URLs: the cap on one wait"),
-	RM("remote_coalesce", GRIST_OPTION_SIZE, 0, (uint64_t)1 << 30, TEXT(GRIST_REMOTE_DEFAULT_COALESCE_MIB) "MiB",
+	RM("remote_timeout_ms", GRIST_OPTION_UINT, 1, 3600000, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_TIMEOUT_MS), "URLs: a GET below 1 KiB/s this long has stalled (per attempt; at most 10x in all)"),
+	RM("remote_connect_timeout_ms", GRIST_OPTION_UINT, 1, 600000, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_CONNECT_TIMEOUT_MS), "URLs: connecting, per attempt"),
+	RM("remote_retries", GRIST_OPTION_UINT, 0, 100, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_RETRIES), "URLs: attempts after the first"),
+	RM("remote_backoff_ms", GRIST_OPTION_UINT, 1, 600000, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_BACKOFF_MS), "URLs: the first retry's wait cap, doubling"),
+	RM("remote_backoff_max_ms", GRIST_OPTION_UINT, 1, 600000, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_BACKOFF_MAX_MS), "URLs: the cap on one wait"),
+	RM("remote_coalesce", GRIST_OPTION_SIZE, 0, (uint64_t)1 << 30, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_COALESCE_MIB) "MiB",
 	   "URLs: reads of one object closer than this share one GET"),
-	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, TEXT(GRIST_REMOTE_DEFAULT_SPLIT_MIB) "MiB", "URLs: no GET is longer"),
-	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, TEXT(GRIST_REMOTE_DEFAULT_INFLIGHT),
+	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_SPLIT_MIB) "MiB", "URLs: no GET is longer"),
+	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_INFLIGHT),
 	   "URLs: the hard cap on GETs in flight per reading thread (the budget follows rtt x bandwidth)"),
-	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, TEXT(GRIST_REMOTE_DEFAULT_INFLIGHT_MIN),
+	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_INFLIGHT_MIN),
 	   "URLs: GETs always allowed in flight; = remote_inflight pins the depth"),
 };
 
