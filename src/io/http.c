@@ -812,11 +812,8 @@ static int progress(struct http_io *h, int wait_ms)
 			h->inflight_bytes -= g->x.len;
 			now = grist_remote_now_ns();
 			measure(h, g, g->x.got, now);
-			__atomic_fetch_add(&h->ctr->requests, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&h->ctr->bytes, g->x.got, __ATOMIC_RELAXED);
-			grist_remote_counters_add_latency(h->ctr, now - g->x.start_ns);
+			grist_remote_counters_add_get(h->ctr, &g->x, o == GRIST_REMOTE_RETRY, now);
 			if (o == GRIST_REMOTE_RETRY) {
-				__atomic_fetch_add(&h->ctr->retries[g->x.cause], 1, __ATOMIC_RELAXED);
 				g->due_ns = grist_remote_now_ns() + g->x.delay_ns;
 				g->state = GET_WAITING;
 				h->waiting++;

@@ -346,9 +346,14 @@ static uint64_t lat_edge(unsigned b)
 	return ((8ull + sub + 1) << (e - 3));
 }
 
-void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns)
+void grist_remote_counters_add_get(struct grist_remote_counters *c, const struct grist_remote_xfer *x,
+				   bool retried, uint64_t now)
 {
-	__atomic_fetch_add(&c->latency[lat_bucket(ns / 1000)], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->latency[lat_bucket((now - x->start_ns) / 1000)], 1, __ATOMIC_RELAXED);
+	if (retried)
+		__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
 }
 
 static uint64_t ld(const uint64_t *p)

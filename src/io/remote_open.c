@@ -113,14 +113,8 @@ int grist_remote_xfers_run(struct grist_remote_xfer *const *xs, size_t n, unsign
 				continue;
 			curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
 			o = grist_remote_xfer_finish(x, msg->data.result);
-			if (x->ctr) {
-				/* as the http backend counts its GETs: each attempt, its body bytes, its time */
-				__atomic_fetch_add(&x->ctr->requests, 1, __ATOMIC_RELAXED);
-				__atomic_fetch_add(&x->ctr->bytes, x->got, __ATOMIC_RELAXED);
-				grist_remote_counters_add_latency(x->ctr, grist_remote_now_ns() - x->start_ns);
-				if (o == GRIST_REMOTE_RETRY)
-					__atomic_fetch_add(&x->ctr->retries[x->cause], 1, __ATOMIC_RELAXED);
-			}
+			if (x->ctr)
+				grist_remote_counters_add_get(x->ctr, x, o == GRIST_REMOTE_RETRY, grist_remote_now_ns());
 			curl_multi_remove_handle(b.m, e);
 			x->easy = NULL;
 			b.pool[b.npool++] = e;
