@@ -185,7 +185,8 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	 * time) is the caller's choice and is never lowered: above split it is refused below,
 	 * whichever order the two came in, as when both are in this text.
 	 */
-	if (split && !coalesce && t.coalesce_bytes > t.split_bytes && o->coalesce_bytes == (1u << 20))
+	if (split && !coalesce && t.coalesce_bytes > t.split_bytes &&
+	    o->coalesce_bytes == (uint64_t)GRIST_REMOTE_DEFAULT_COALESCE_MIB << 20)
 		t.coalesce_bytes = t.split_bytes;
 	ret = check_options(&t);
 	if (ret)
