@@ -340,12 +340,14 @@ int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remot
 		ret = grist_fail(-ENOMEM, "cannot open %zu objects: out of memory", n);
 		goto out;
 	}
-	for (i = 0; i < n && !ret; i++) {
+	for (i = 0; i < n; i++) {
 		struct grist_remote_xfer *x = &ops[i].x;
 
 		ops[i].batch = &batch;
 		ops[i].index = i;
 		ret = open_prepare(&ops[i], urls[i]);
+		if (ret)
+			break; /* ops[i].o may be NULL (out of memory) */
 		x->u = &ops[i].o->u;
 		x->display = ops[i].o->url;
 		x->suffix = true;
