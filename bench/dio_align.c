@@ -34,33 +34,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define GRIST_INTERNAL /* chunk extents and values from the footer: see grist/internal/chunks.h */
+#define GRIST_INTERNAL /* chunk extents, values, where data bytes lie: see grist/internal/chunks.h */
 #include "grist/error.h"
 #include "grist/internal/chunks.h"
 
-#define BLOCK 65536u
-#define BLOCK_HEADER 24u
-#define CHUNK_HEADER 40u
 #define PROBE 4096u
-
-/* File offset of logical byte @l of the chunk at @begin: the riegeli layout, 24 bytes of block header per 64 KiB. */
-static uint64_t physical(uint64_t begin, uint64_t l)
-{
-	uint64_t p = begin;
-
-	while (l) {
-		uint64_t room = BLOCK - p % BLOCK, take;
-
-		if (p % BLOCK == 0) {
-			p += BLOCK_HEADER;
-			room -= BLOCK_HEADER;
-		}
-		take = l < room ? l : room;
-		p += take;
-		l -= take;
-	}
-	return p % BLOCK == 0 ? p + BLOCK_HEADER : p;
-}
 
 static unsigned varint_len(uint64_t v)
 {
@@ -148,17 +126,23 @@ int main(int argc, char **argv)
 		n = c.values_len;
 		/* compression byte, the sizes section's length, the one size: then the values */
 		prefix = 1 + varint_len(varint_len(n)) + varint_len(n);
-		first = physical(c.extent.begin, CHUNK_HEADER + prefix);
-		last = n ? physical(c.extent.begin, CHUNK_HEADER + prefix + n - 1) : first;
-		/* the arithmetic checked against the file: the values' first bytes are where it says */
+		first = grist_chunk_data_byte_offset(c.extent.begin, prefix);
+		last = n ? grist_chunk_data_byte_offset(c.extent.begin, prefix + n - 1) : first;
+		/* the arithmetic checked against the file: the values' first 16 bytes are where it says,
+		   a block header among them included (a chunk's data is followed by at least the footer's
+		   40-byte chunk header, so the read is whole) */
 		{
-			uint8_t head[16];
-			size_t m = n < sizeof(head) ? (size_t)n : sizeof(head);
+			uint8_t head[16 + 24];
+			uint64_t m = n < 16 ? n : 16, j;
+			ssize_t got = m ? pread(fd, head, sizeof(head), (off_t)first) : 0;
 
-			if (m > BLOCK - first % BLOCK)
-				m = BLOCK - first % BLOCK; /* up to the next block header */
+			for (j = 0; j < m; j++) {
+				uint64_t at = grist_chunk_data_byte_offset(c.extent.begin, prefix + j) - first;
 
-			if (m && (pread(fd, head, m, (off_t)first) != (ssize_t)m || memcmp(head, c.values, m))) {
+				if (got < 0 || at >= (uint64_t)got || head[at] != c.values[j])
+					break;
+			}
+			if (j < m) {
 				fprintf(stderr, "dio_align: chunk %llu: values not at byte %llu as computed\n",
 					(unsigned long long)k, (unsigned long long)first);
 				return 1;

@@ -101,7 +101,7 @@ static const char load_usage[] =
 	"checking (a sound file reads the same either way):\n"
 	"  --verify V            all or headers (default {default:verify}). all: every hash the format\n"
 	"                        has. headers: block and chunk headers, their hashes and the record\n"
-	"                        sizes, not each chunk's data hash: 20-30% less CPU on cold\n"
+	"                        sizes, not each chunk's data hash: 17-37% less CPU on cold\n"
 	"                        uncompressed reads, and a flipped value byte of an uncompressed\n"
 	"                        chunk goes through unnoticed (for data checked with 'grist verify')\n"
 	"Sizes (BYTES, --max-batch-bytes, --layout N) take K, M, G, T or KiB, MiB, GiB, TiB,\n"

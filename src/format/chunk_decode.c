@@ -400,21 +400,20 @@ static int values_in_place(struct grist_chunk_decoder *d, const uint8_t *buf, ui
 					    "values section holds %llu bytes, the chunk header says %llu",
 					    (unsigned long long)values_len, (unsigned long long)c->h.decoded_data_size);
 	}
-	if (ret && d->skip_data_hash)
-		return ret;
 	if (ret) {
+		if (d->skip_data_hash)
+			return ret;
 		/* nothing copied: the hash alone says whether the data or the caller is wrong */
 		hash = grist_hash_pieces(d->pieces, n);
 		return hash != c->h.data_hash ? hash_mismatch(c, hash, chunk_begin, path) : ret;
 	}
 	if (d->skip_data_hash) {
 		grist_pieces_copy(d->pieces, n, prefix_len, dst, (size_t)values_len, 1);
-		*compression = head[0];
-		return 1;
+	} else {
+		hash = grist_hash_pieces_copy(d->pieces, n, prefix_len, dst, (size_t)values_len);
+		if (hash != c->h.data_hash)
+			return hash_mismatch(c, hash, chunk_begin, path);
 	}
-	hash = grist_hash_pieces_copy(d->pieces, n, prefix_len, dst, (size_t)values_len);
-	if (hash != c->h.data_hash)
-		return hash_mismatch(c, hash, chunk_begin, path);
 	*compression = head[0];
 	return 1;
 }

@@ -10,6 +10,7 @@
 #include "codec/codec.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "format/block.h"
 #include "format/chunk.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -83,6 +84,14 @@ int grist_chunk_walker_extent(const struct grist_chunk_walker *w, uint64_t k, st
 	*out = (struct grist_chunk_extent){ .begin = g->chunk_offsets[k], .end = g->chunk_offsets[k + 1],
 					    .num_records = grist_file_chunk_records(g, k) };
 	return 0;
+}
+
+uint64_t grist_chunk_data_byte_offset(uint64_t chunk_begin, uint64_t i)
+{
+	uint64_t p = grist_block_add_with_overhead(chunk_begin, GRIST_CHUNK_HEADER_SIZE + i);
+
+	/* where the bytes before it end at a block boundary, the block's header comes first */
+	return p % GRIST_BLOCK_SIZE ? p : p + GRIST_BLOCK_HEADER_SIZE;
 }
 
 int grist_chunk_walker_read(struct grist_chunk_walker *w, uint64_t k, struct grist_chunk_view *out)

@@ -54,6 +54,15 @@ static uint64_t make_chunk(uint8_t *file, uint64_t begin, uint8_t type, const ui
 	return end;
 }
 
+/* Append a record of @len bytes (t_fill() with @seed) to a simple chunk's sizes and values sections. */
+static void add_record(uint8_t *sizes, size_t *sizes_len, uint8_t *values, size_t *values_len, size_t len,
+		       uint64_t seed)
+{
+	*sizes_len += grist_varint_write(sizes + *sizes_len, len);
+	t_fill(values + *values_len, len, seed);
+	*values_len += len;
+}
+
 static void test_crossing_and_zero_copy(void **state)
 {
 	size_t file_len = 4 * GRIST_BLOCK_SIZE;
@@ -322,13 +331,8 @@ static void test_halves(void **state)
 	assert_non_null(file);
 	assert_non_null(values);
 	assert_int_equal(zstd->ctx_create(&ctx), 0);
-	for (i = 0; i < N; i++) {
-		size_t len = (i * 37) % 200;
-
-		sizes_len += grist_varint_write(sizes + sizes_len, len);
-		t_fill(values + values_len, len, i);
-		values_len += len;
-	}
+	for (i = 0; i < N; i++)
+		add_record(sizes, &sizes_len, values, &values_len, (i * 37) % 200, i);
 	assert_int_equal(grist_simple_chunk_encode(zstd, ctx, &params, sizes, sizes_len, values, values_len, &scratch,
 						   &data), 0);
 	assert_int_equal(grist_chunk_decoder_create(&d), 0);
@@ -405,13 +409,8 @@ static void test_values_into(void **state)
 		assert_int_equal(grist_codec_set_get(&set, codec, &ctx), 0);
 		for (n = 0; n < 3; n++) {
 			values_len = sizes_len = 0;
-			for (i = 0; i < counts[n]; i++) {
-				size_t len = 1000 + (i * 37) % 500;
-
-				sizes_len += grist_varint_write(sizes + sizes_len, len);
-				t_fill(values + values_len, len, i + k);
-				values_len += len;
-			}
+			for (i = 0; i < counts[n]; i++)
+				add_record(sizes, &sizes_len, values, &values_len, 1000 + (i * 37) % 500, i + k);
 			assert_int_equal(grist_simple_chunk_encode(codec, ctx, &params, sizes, sizes_len, values,
 								   values_len, &scratch, &data), 0);
 			for (b = 0; b < 3; b++) {
@@ -559,11 +558,8 @@ static void test_stored_corruption_named(void **state)
 	assert_non_null(values);
 	assert_non_null(row);
 	assert_non_null(sizes);
-	for (i = 0; i < count; i++) {
-		sizes_len += grist_varint_write(sizes + sizes_len, 1000);
-		t_fill(values + values_len, 1000, i);
-		values_len += 1000;
-	}
+	for (i = 0; i < count; i++)
+		add_record(sizes, &sizes_len, values, &values_len, 1000, i);
 	assert_int_equal(grist_simple_chunk_encode(codec, NULL, &params, sizes, sizes_len, values, values_len,
 						   &scratch, &data), 0);
 	end = make_chunk(file, begin, 'r', data.data, data.len, count, values_len);
@@ -629,11 +625,8 @@ static void test_headers_only(void **state)
 	assert_non_null(row);
 	assert_non_null(row2);
 	assert_non_null(sizes);
-	for (i = 0; i < count; i++) {
-		sizes_len += grist_varint_write(sizes + sizes_len, 1000);
-		t_fill(values + values_len, 1000, i);
-		values_len += 1000;
-	}
+	for (i = 0; i < count; i++)
+		add_record(sizes, &sizes_len, values, &values_len, 1000, i);
 	assert_int_equal(grist_chunk_decoder_create(&all), 0);
 	assert_int_equal(grist_chunk_decoder_create(&hdr), 0);
 	grist_chunk_decoder_check_data(hdr, false);

@@ -57,6 +57,14 @@ const struct grist_chunk_file *grist_chunk_walker_file(const struct grist_chunk_
 int grist_chunk_walker_extent(const struct grist_chunk_walker *w, uint64_t k, struct grist_chunk_extent *out);
 
 /*
+ * The file offset of byte @i of the data of the chunk beginning at @chunk_begin: past the
+ * 40-byte chunk header and every 24-byte block header (one at each 64 KiB) on the way; a
+ * byte never lies where a block header does. No I/O. For benchmarks that reason about where
+ * a record's bytes sit on the disk (bench/dio_align.c).
+ */
+uint64_t grist_chunk_data_byte_offset(uint64_t chunk_begin, uint64_t i);
+
+/*
  * Read chunk @k with one pread and decode it with every check a reader makes.
  * Return: 0; -ERANGE, -EFBIG (beyond grist_max_chunk_bytes()), -EIO, -EBADMSG, -ENOTSUP, -ENOMEM.
  * Thread-safety: one thread per walker.
