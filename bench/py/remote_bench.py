@@ -44,18 +44,17 @@ single run can be profiled or timed by hand (docs/tuning.md, run E).
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 import remote_servers as rs  # noqa: E402
+from benchutil import scratch  # noqa: E402
 from cold import drop_caches  # noqa: E402
 
 
@@ -200,21 +199,24 @@ def main():
     def delay_proxy(port, seconds):
         return rs.DelayProxy(port, delay=seconds) if a.proxy == "c" else rs.FaultProxy(port, delay=seconds)
 
-    tmp = tempfile.mkdtemp(prefix="grist-remote-bench-")
-    os.chmod(tmp, 0o755)  # nginx's workers run as another user
-    data = os.path.join(tmp, "root", "b")
-    os.makedirs(data)
-    results = {"delay_ms": a.delay, "records": a.records, "seconds": a.seconds, "rounds": a.rounds}
-    server = proxy = mount = nginx = hproxy = None
-    try:
+    with scratch("grist-remote-bench-") as (tmp, servers):
+        os.chmod(tmp, 0o755)  # nginx's workers run as another user
+        data = os.path.join(tmp, "root", "b")
+        os.makedirs(data)
+        results = {"delay_ms": a.delay, "records": a.records, "seconds": a.seconds, "rounds": a.rounds}
+        hproxy = mount = None
         for g in (1, 64):
             write_file(a.grist, os.path.join(data, "g%d.ar" % g), a.records, g)
         server = rs.Rclone(os.path.join(tmp, "root"), extra=["--etag-hash", ""])
+        servers.append(server)
         proxy = delay_proxy(server.port, a.delay / 1000.0)
+        servers.append(proxy)
         if not a.no_main:
             try:
                 nginx = rs.Nginx(os.path.join(tmp, "root"))
+                servers.append(nginx)
                 hproxy = delay_proxy(nginx.port, a.delay / 1000.0)
+                servers.append(hproxy)
             except rs.Skip as e:
                 print("http runs skipped: %s" % e)
         env = dict(os.environ, AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
@@ -226,6 +228,7 @@ def main():
         if not a.no_grain and not a.no_main:
             os.makedirs(os.path.join(tmp, "mnt"))
             mount = Mount(proxy.endpoint, "b", os.path.join(tmp, "mnt"))
+            servers.append(mount)
         rec = ["--batch-size", 256, "--seed", 1, "--epochs", 0]
         win = rec + ["--granularity", "chunk"]
         deep = win + a.deep.split()
@@ -261,12 +264,13 @@ def main():
                     print("  %s / local: %.2fx against local, page cache; %.2fx against local, O_DIRECT cold" % (
                         what, med[remote] / med[local_run], med[remote] / med[local_run + "-direct"]))
         proxy.stop()
-        proxy = None
+        servers.remove(proxy)
         sweep = {}
         delays = [float(x) for x in a.sweep_delays.split(",") if x]
         settings = [x for x in a.sweep_inflight.split(",") if x]
         for d in delays:
             p = delay_proxy(server.port, d / 1000.0)
+            servers.append(p)
             env["AWS_ENDPOINT_URL"] = p.endpoint
             for inf in settings:
                 for what, args in (("record", ["s3://b/g1.ar"] + rec), ("window-deep", ["s3://b/g64.ar"] + deep)):
@@ -275,21 +279,13 @@ def main():
                     sweep.setdefault(what, {})["%g,%s" % (d, inf)] = r
                     print("sweep %s: delay %g ms, inflight %s: %.0f records/s" % (what, d, inf, r), flush=True)
             p.stop()
+            servers.remove(p)
         results["sweep_records_per_s"] = sweep
         if a.svg:
             draw_sweep(a.svg, sweep, delays, settings, " ".join(sys.argv[1:]))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(results, f, indent=1)
-    finally:
-        if mount:
-            mount.stop()
-        for s in (proxy, hproxy, nginx):
-            if s:
-                s.stop()
-        if server:
-            server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

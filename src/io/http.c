@@ -179,6 +179,12 @@ static void set_budget(struct http_io *h, uint64_t b, bool measured)
 	h->budget = b;
 }
 
+/* A rate sample (bandwidth, pieces done) spans two round trips, at least BW_INTERVAL_MIN_NS. */
+static uint64_t sample_ns(const struct http_io *h)
+{
+	return 2 * h->rtt_ns > BW_INTERVAL_MIN_NS ? 2 * h->rtt_ns : BW_INTERVAL_MIN_NS;
+}
+
 /* A GET came back with @bytes of body; @g its slot (its first-byte time a round-trip sample). */
 static void measure(struct http_io *h, const struct get *g, uint64_t bytes, uint64_t now)
 {
@@ -207,7 +213,7 @@ static void measure(struct http_io *h, const struct get *g, uint64_t bytes, uint
 	h->bw_bytes += bytes;
 	if (!h->bw_t)
 		h->bw_t = x->start_ns;
-	if (h->rtt_ns && now - h->bw_t >= (2 * h->rtt_ns > BW_INTERVAL_MIN_NS ? 2 * h->rtt_ns : BW_INTERVAL_MIN_NS)) {
+	if (h->rtt_ns && now - h->bw_t >= sample_ns(h)) {
 		uint64_t rate = (uint64_t)((double)h->bw_bytes * 1e9 / (double)(now - h->bw_t));
 
 		/* the best recent rate, decaying by a quarter an interval: an idle spell does not erase it */
@@ -228,7 +234,7 @@ static void count_done(struct http_io *h, uint64_t n, uint64_t now)
 		h->rate_t = now;
 		return;
 	}
-	if (now - h->rate_t >= (2 * h->rtt_ns > BW_INTERVAL_MIN_NS ? 2 * h->rtt_ns : BW_INTERVAL_MIN_NS)) {
+	if (now - h->rate_t >= sample_ns(h)) {
 		uint64_t r = (uint64_t)((double)(h->done_pieces - h->rate_done) * 1e9 / (double)(now - h->rate_t));
 
 		h->rate = h->rate ? (h->rate + r) / 2 : r;
@@ -813,11 +819,8 @@ static int progress(struct http_io *h, int wait_ms)
 			h->inflight_bytes -= g->x.len;
 			now = grist_remote_now_ns();
 			measure(h, g, g->x.got, now);
-			__atomic_fetch_add(&h->ctr->requests, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&h->ctr->bytes, g->x.got, __ATOMIC_RELAXED);
-			grist_remote_counters_add_latency(h->ctr, now - g->x.start_ns);
+			grist_remote_counters_add_get(h->ctr, &g->x, o == GRIST_REMOTE_RETRY, now);
 			if (o == GRIST_REMOTE_RETRY) {
-				__atomic_fetch_add(&h->ctr->retries[g->x.cause], 1, __ATOMIC_RELAXED);
 				g->due_ns = grist_remote_now_ns() + g->x.delay_ns;
 				g->state = GET_WAITING;
 				h->waiting++;

@@ -185,7 +185,8 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	 * time) is the caller's choice and is never lowered: above split it is refused below,
 	 * whichever order the two came in, as when both are in this text.
 	 */
-	if (split && !coalesce && t.coalesce_bytes > t.split_bytes && o->coalesce_bytes == (1u << 20))
+	if (split && !coalesce && t.coalesce_bytes > t.split_bytes &&
+	    o->coalesce_bytes == (uint64_t)GRIST_REMOTE_DEFAULT_COALESCE_MIB << 20)
 		t.coalesce_bytes = t.split_bytes;
 	ret = check_options(&t);
 	if (ret)
@@ -346,9 +347,14 @@ static uint64_t lat_edge(unsigned b)
 	return ((8ull + sub + 1) << (e - 3));
 }
 
-void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns)
+void grist_remote_counters_add_get(struct grist_remote_counters *c, const struct grist_remote_xfer *x,
+				   bool retried, uint64_t now)
 {
-	__atomic_fetch_add(&c->latency[lat_bucket(ns / 1000)], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&c->latency[lat_bucket((now - x->start_ns) / 1000)], 1, __ATOMIC_RELAXED);
+	if (retried)
+		__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
 }
 
 static uint64_t ld(const uint64_t *p)

@@ -50,7 +50,13 @@ struct grist_remote_counters {
 	uint64_t latency[GRIST_REMOTE_LAT_BUCKETS];
 };
 
-void grist_remote_counters_add_latency(struct grist_remote_counters *c, uint64_t ns);
+struct grist_remote_xfer;
+/*
+ * Count one ended attempt of @x into @c (every GET the server saw counts, by whichever
+ * path sent it): the request, its body bytes, its time to @now, and @retried's cause.
+ */
+void grist_remote_counters_add_get(struct grist_remote_counters *c, const struct grist_remote_xfer *x,
+				   bool retried, uint64_t now);
 void grist_remote_counters_read(const struct grist_remote_counters *c, struct grist_remote_stats *st,
 				struct grist_remote_budget_stats *bs);
 /* Add @from's counts to @to (both may be live: relaxed atomic reads and adds). */
