@@ -17,6 +17,7 @@
 #include "common/number.h"
 #include "grist/options.h"
 #include "io/io.h"
+#include "io/http_date.h"
 #include "io/remote.h"
 #include "io/s3_sign.h"
 
@@ -446,26 +447,18 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
 /* ---- one GET ---- */
 
 /*
- * Retry-After's seconds: delta-seconds ("120"), or an HTTP-date (RFC 9110, its preferred
- * IMF-fixdate form "Wed, 25 Nov 2026 14:00:00 GMT"), which says when to come back: the
- * seconds from now to then, 0 for a date gone by. -1 when it is neither. backoff() caps
- * both forms by backoff_max_ms.
+ * Retry-After's seconds: delta-seconds ("120"), or an HTTP-date (RFC 9110: "Wed, 25 Nov 2026
+ * 14:00:00 GMT", or either obsolete form), which says when to come back: the seconds from now
+ * to then, 0 for a date gone by. -1 when it is neither. backoff() caps both forms by
+ * backoff_max_ms.
  */
 static long retry_after(const char *v)
 {
-	struct tm tm;
-	const char *end;
-	time_t t, now;
+	time_t t, now = time(NULL);
 
 	if (isdigit((unsigned char)*v))
 		return strtol(v, NULL, 10);
-	memset(&tm, 0, sizeof(tm));
-	end = strptime(v, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-	if (!end)
-		return -1;
-	t = timegm(&tm);
-	now = time(NULL);
-	if (t == (time_t)-1)
+	if (grist_http_date_parse(v, now, &t))
 		return -1;
 	return t > now ? (long)(t - now) : 0;
 }

@@ -1,0 +1,136 @@
+/* HTTP-dates (RFC 9110 section 5.6.7), parsed without the C library's locale. */
+#include <errno.h>
+#include <string.h>
+
+#include "io/http_date.h"
+
+static const char *const DAYS[7] = { "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun" };
+static const char *const LONG_DAYS[7] = { "Monday", "Tuesday", "Wednesday", "Thursday", "Friday",
+					  "Saturday", "Sunday" };
+static const char *const MONTHS[12] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+					"Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+
+/* The cursor moves only on a match; every helper returns whether it matched. */
+static int lit(const char **p, const char *want)
+{
+	size_t n = strlen(want);
+
+	if (strncmp(*p, want, n) != 0)
+		return 0;
+	*p += n;
+	return 1;
+}
+
+static int name(const char **p, const char *const *names, int count)
+{
+	for (int i = 0; i < count; i++)
+		if (lit(p, names[i]))
+			return i + 1;
+	return 0;
+}
+
+/* Exactly @digits decimal digits, or with @pad a space then @digits - 1 (asctime's day). */
+static int num(const char **p, int digits, int pad, int *v)
+{
+	const char *s = *p;
+	int n = 0;
+
+	if (pad && *s == ' ') {
+		s++;
+		digits--;
+	}
+	for (int i = 0; i < digits; i++, s++) {
+		if (*s < '0' || *s > '9')
+			return 0;
+		n = n * 10 + (*s - '0');
+	}
+	*p = s;
+	*v = n;
+	return 1;
+}
+
+static int clock_time(const char **p, int *h, int *m, int *sec)
+{
+	return num(p, 2, 0, h) && lit(p, ":") && num(p, 2, 0, m) && lit(p, ":") && num(p, 2, 0, sec);
+}
+
+/* Days from 1970-01-01 to @y-@m-@d in the proleptic Gregorian calendar (Howard Hinnant's method). */
+static long long days_from_civil(long long y, int m, int d)
+{
+	long long era, yoe, doy, doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+	static const int n[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+	if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+		return 29;
+	return n[m - 1];
+}
+
+struct civil {
+	int y, mon, d, h, mi, sec;
+};
+
+static int imf_fixdate(const char *p, struct civil *c, const char **end)
+{
+	int ok = name(&p, DAYS, 7) && lit(&p, ", ") && num(&p, 2, 0, &c->d) && lit(&p, " ") &&
+		 (c->mon = name(&p, MONTHS, 12)) && lit(&p, " ") && num(&p, 4, 0, &c->y) && lit(&p, " ") &&
+		 clock_time(&p, &c->h, &c->mi, &c->sec) && lit(&p, " GMT");
+
+	*end = p;
+	return ok;
+}
+
+/* A two-digit year, placed within 50 years of @now's (RFC 9110: not more than 50 ahead). */
+static int rfc850(const char *p, time_t now, struct civil *c, const char **end)
+{
+	struct tm t;
+	int year_now;
+	int ok = name(&p, LONG_DAYS, 7) && lit(&p, ", ") && num(&p, 2, 0, &c->d) && lit(&p, "-") &&
+		 (c->mon = name(&p, MONTHS, 12)) && lit(&p, "-") && num(&p, 2, 0, &c->y) && lit(&p, " ") &&
+		 clock_time(&p, &c->h, &c->mi, &c->sec) && lit(&p, " GMT");
+
+	*end = p;
+	if (!ok)
+		return 0;
+	year_now = gmtime_r(&now, &t) ? t.tm_year + 1900 : 1970;
+	c->y += year_now - year_now % 100;
+	if (c->y > year_now + 50)
+		c->y -= 100;
+	return 1;
+}
+
+/* asctime's form: no comma, the day space-padded, the year last. */
+static int asctime_form(const char *p, struct civil *c, const char **end)
+{
+	int ok = name(&p, DAYS, 7) && lit(&p, " ") && (c->mon = name(&p, MONTHS, 12)) && lit(&p, " ") &&
+		 num(&p, 2, 1, &c->d) && lit(&p, " ") && clock_time(&p, &c->h, &c->mi, &c->sec) && lit(&p, " ") &&
+		 num(&p, 4, 0, &c->y);
+
+	*end = p;
+	return ok;
+}
+
+int grist_http_date_parse(const char *s, time_t now, time_t *out)
+{
+	const char *start = s + strspn(s, " \t"), *p;
+	struct civil c = { 0 };
+
+	if (!imf_fixdate(start, &c, &p) && !rfc850(start, now, &c, &p) && !asctime_form(start, &c, &p))
+		return -EINVAL;
+	p += strspn(p, " \t");
+	/* 60 seconds: a leap second, which the grammar allows; it counts as the next one */
+	if (*p || c.d < 1 || c.d > days_in_month(c.y, c.mon) || c.h > 23 || c.mi > 59 || c.sec > 60)
+		return -EINVAL;
+	*out = (time_t)(days_from_civil(c.y, c.mon, c.d) * 86400 + c.h * 3600 + c.mi * 60 + c.sec);
+	return 0;
+}

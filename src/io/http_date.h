@@ -1,0 +1,21 @@
+/* HTTP-dates (RFC 9110 section 5.6.7), parsed without the C library's locale. */
+#ifndef GRIST_IO_HTTP_DATE_H
+#define GRIST_IO_HTTP_DATE_H
+
+#include <time.h>
+
+/*
+ * Parse @s, an HTTP-date in any of the three forms a recipient must accept:
+ *   IMF-fixdate  "Sun, 06 Nov 1994 08:49:37 GMT"   (what servers send now)
+ *   RFC 850      "Sunday, 06-Nov-94 08:49:37 GMT"  (obsolete; a two-digit year more than 50
+ *                                                   years ahead of now is taken as last century)
+ *   asctime      "Sun Nov  6 08:49:37 1994"        (obsolete)
+ * Leading and trailing spaces are allowed. Day and month names are matched as ASCII, case
+ * sensitively as the grammar says, never through strptime(), whose %a and %b follow
+ * LC_TIME: an application that set a French locale would otherwise read no Retry-After
+ * date at all. @now is only used for RFC 850's century.
+ * Returns 0 and the time in *@out (seconds since the epoch, UTC), or -EINVAL.
+ */
+int grist_http_date_parse(const char *s, time_t now, time_t *out);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * HTTP-dates for Retry-After (RFC 9110 section 5.6.7): the three forms, the calendar's edges,
+ * what is refused, and a round trip over two centuries against the C library's own clock.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "io/http_date.h"
+
+/* 2026-11-28 00:00:00 UTC, the "now" that places RFC 850's two-digit years */
+#define NOW ((time_t)1795824000)
+
+static time_t parse_ok(const char *s)
+{
+	time_t t = 0;
+
+	assert_int_equal(grist_http_date_parse(s, NOW, &t), 0);
+	return t;
+}
+
+static void three_forms(void **state)
+{
+	(void)state;
+	/* RFC 9110's own example, in each of its three forms */
+	assert_int_equal(parse_ok("Sun, 06 Nov 1994 08:49:37 GMT"), 784111777);
+	assert_int_equal(parse_ok("Sunday, 06-Nov-94 08:49:37 GMT"), 784111777);
+	assert_int_equal(parse_ok("Sun Nov  6 08:49:37 1994"), 784111777);
+	/* spaces around the value, as a header line may leave them */
+	assert_int_equal(parse_ok("  Sun, 06 Nov 1994 08:49:37 GMT \t"), 784111777);
+	assert_int_equal(parse_ok("Sat, 28 Nov 2026 00:00:00 GMT"), NOW);
+	assert_int_equal(parse_ok("Thu, 01 Jan 1970 00:00:00 GMT"), 0);
+}
+
+static void calendar_edges(void **state)
+{
+	time_t t;
+
+	(void)state;
+	assert_int_equal(parse_ok("Thu, 29 Feb 2024 12:00:00 GMT"), 1709208000);
+	assert_int_equal(parse_ok("Tue, 29 Feb 2000 00:00:00 GMT"), 951782400);
+	assert_int_equal(grist_http_date_parse("Wed, 29 Feb 2023 00:00:00 GMT", NOW, &t), -EINVAL);
+	assert_int_equal(grist_http_date_parse("Sat, 29 Feb 2100 00:00:00 GMT", NOW, &t), -EINVAL);
+	assert_int_equal(grist_http_date_parse("Thu, 31 Apr 2026 00:00:00 GMT", NOW, &t), -EINVAL);
+	assert_int_equal(parse_ok("Thu, 31 Dec 2026 23:59:59 GMT"), 1798761599);
+	/* a leap second is allowed by the grammar and lands on the next second */
+	assert_int_equal(parse_ok("Thu, 31 Dec 2026 23:59:60 GMT"), 1798761600);
+	/* RFC 850: a year more than 50 years ahead of now is last century's */
+	assert_int_equal(parse_ok("Wednesday, 01-Jan-76 00:00:00 GMT"), 3345062400LL);
+	assert_int_equal(parse_ok("Saturday, 01-Jan-77 00:00:00 GMT"), 220924800);
+}
+
+static void refused(void **state)
+{
+	static const char *const bad[] = {
+		"",
+		"120",
+		"Sun, 06 Nov 1994 08:49:37 UTC",   /* GMT is the only zone the grammar has */
+		"sun, 06 Nov 1994 08:49:37 GMT",   /* names are case-sensitive */
+		"Sun, 6 Nov 1994 08:49:37 GMT",    /* IMF-fixdate's day has two digits */
+		"Sun, 06 Nov 94 08:49:37 GMT",     /* and its year four */
+		"Sun, 06 Nov 1994 08:49 GMT",
+		"Sun, 06 Nov 1994 24:00:00 GMT",
+		"Sun, 06 Nov 1994 08:60:00 GMT",
+		"Sun, 00 Nov 1994 08:49:37 GMT",
+		"Sun, 06 Nov 1994 08:49:37 GMT x", /* trailing words */
+		"Sun, 06 Foo 1994 08:49:37 GMT",
+		"Sunday, 06-Nov-1994 08:49:37 GMT",
+		"Sun Nov 6 08:49:37 1994",         /* asctime pads the day with a space */
+		"Sun Nov  6 08:49:37",
+	};
+	time_t t = 12345;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (grist_http_date_parse(bad[i], NOW, &t) != -EINVAL)
+			fail_msg("accepted \"%s\"", bad[i]);
+		assert_int_equal(t, 12345);
+	}
+}
+
+/*
+ * Every 37 hours and 13 seconds from 1970 to 2170, formatted by strftime() in the C locale
+ * (English names, as on the wire) and parsed back.
+ */
+static void round_trip(void **state)
+{
+	char s[64];
+	int n = 0;
+
+	(void)state;
+	for (time_t t = 0; t < (time_t)6311433600LL; t += 37 * 3600 + 13) {
+		struct tm tm;
+		time_t got = 0;
+
+		gmtime_r(&t, &tm);
+		strftime(s, sizeof(s), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		assert_int_equal(grist_http_date_parse(s, NOW, &got), 0);
+		if (got != t)
+			fail_msg("\"%s\" read as %lld, not %lld", s, (long long)got, (long long)t);
+		n++;
+	}
+	assert_true(n > 40000);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(three_forms),
+		cmocka_unit_test(calendar_edges),
+		cmocka_unit_test(refused),
+		cmocka_unit_test(round_trip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
