@@ -6,9 +6,12 @@
  * units are claimed and not yet consumed (a worker may claim unit u only once unit
  * u - nunits has been consumed), where works = 2 + 2 x queue_depth / U (at record
  * granularity more when a larger read-ahead needs more units to fill it; for URLs at
- * chunk granularity U counts the unit's reads, not its items; at most MAX_WORKS), so at most that many slots exist, each taken when its unit's decoding
- * starts (with a slot provider, only slot_window = prefetch + 2 x workers units may hold
- * one; without, about ASSEMBLY_BYTES of slots, the caller's batches included). Read buffers are each worker's arena
+ * chunk granularity U counts the unit's reads, not its items, and works is at most the
+ * units whose reads fit the arena; at most MAX_WORKS), so at most that many slots exist,
+ * each taken when its unit's decoding starts (with a slot provider, only slot_window =
+ * prefetch + 2 x workers units may hold one; without, about ASSEMBLY_BYTES of slots,
+ * REMOTE_ASSEMBLY_BYTES for URLs at chunk granularity, the caller's batches included).
+ * Read buffers are each worker's arena
  * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
  * than the arena and cannot be streamed through it (engine_async_plan.c).
  */
@@ -33,6 +36,13 @@
  */
 #define REMOTE_WINDOW_BYTES (16ull << 20)
 #define REMOTE_QUEUE_DEPTH_MAX 16384
+/*
+ * URL datasets at chunk granularity: bytes of host slots ahead of the consumer, about
+ * (instead of ASSEMBLY_BYTES). A GET lands the reads of many units at once, so the
+ * workers decoded up to 100-450 units ahead of the consumer into a slot each (1 MiB at
+ * group_size 64), fresh memory that mlock faulted in (docs/tuning.md, run F).
+ */
+#define REMOTE_ASSEMBLY_BYTES (64ull << 20)
 
 void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned online_cpus,
 				struct grist_engine_geometry *g)
@@ -214,8 +224,19 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * 10 units (160 chunk reads) per thread, far fewer than the queue depth the backend's
 	 * GETs are made from; the arena still bounds the bytes.
 	 */
-	if (g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK)
-		works = 2 + 2 * (size_t)s->queue_depth / (s->unit_items / g->smallest_group + 2);
+	if (g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK) {
+		uint64_t unit_reads = s->unit_items / g->smallest_group + 2, in_arena;
+
+		works = 2 + 2 * (size_t)s->queue_depth / unit_reads;
+		/*
+		 * No more than the arena holds: a unit is admitted only once its reads fit, so
+		 * the units claimed beyond that only take plans (each its own memory to fault
+		 * in) and, decoded, slots far ahead of the consumer.
+		 */
+		in_arena = 2 + s->read_ahead / (unit_reads * max_extent);
+		if (in_arena < works)
+			works = (size_t)in_arena;
+	}
 	/* a larger read-ahead budget than that needs more units to fill it (record granularity) */
 	if (p->granularity != GRIST_GRANULARITY_CHUNK && s->read_ahead / (max_extent * s->unit_items) > works)
 		works = s->read_ahead / (max_extent * s->unit_items);
@@ -236,7 +257,10 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 */
 	if (s->row_bytes_hint && s->unit_items) {
 		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint,
-			 most = (p->assembly_bytes ? p->assembly_bytes : ASSEMBLY_BYTES) / slot_bytes;
+			 most = (p->assembly_bytes ? p->assembly_bytes
+			       : g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK ? REMOTE_ASSEMBLY_BYTES
+											     : ASSEMBLY_BYTES) /
+				slot_bytes;
 
 		if (most < s->workers)
 			most = s->workers;
