@@ -1,0 +1,151 @@
+/*
+ * Engine sizing (grist_engine_size()): a pure function from the parameters and the files'
+ * geometry to every count and byte budget. Its contracts over a sweep of configurations,
+ * and the bounds of URL chunk windows (docs/tuning.md, run F): a claim window no deeper
+ * than the read-ahead arena holds, and about 64 MiB of slots ahead of the consumer.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "exec/engine.h"
+#include "exec/options_table.h"
+
+struct setup {
+	struct grist_plan_file file;
+	struct grist_engine_source src;
+	struct grist_layout layout;
+	struct grist_engine_params p;
+	struct grist_engine_geometry g;
+};
+
+/* One dataset of one file, @group records per chunk, a ragged layout, nothing mapped. */
+static void setup(struct setup *s, uint64_t batch, enum grist_granularity gran, uint64_t group, bool remote)
+{
+	memset(s, 0, sizeof(*s));
+	s->file = (struct grist_plan_file){ .num_records = 1u << 20, .group_size = group };
+	s->src = (struct grist_engine_source){ .files = &s->file, .num_files = 1, .num_records = 1u << 20,
+					       .weight = 1.0 };
+	s->layout = (struct grist_layout){ .kind = GRIST_LAYOUT_RAGGED, .batch_size = batch,
+					   .max_batch_bytes = 64u << 20 };
+	s->p = (struct grist_engine_params){ .sources = &s->src, .num_sources = 1, .layout = &s->layout,
+					     .batch_size = batch, .engine = GRIST_ENGINE_URING,
+					     .granularity = gran, .shard_count = 1, .shuffled = true,
+					     .threads = 2, .prefetch = 4 };
+	/* about 1 KiB a record, zstd-compressed to half: 64 records make a 33 KB chunk */
+	s->g = (struct grist_engine_geometry){ .online_cpus = 2, .any_remote = remote, .all_remote = remote,
+					       .largest_extent = 520 * group + 600, .smallest_group = group,
+					       .row_bytes = 1024, .max_chunk_decoded = 1024 * group };
+}
+
+static void check_contracts(const struct setup *t)
+{
+	struct grist_engine_sizes a, b;
+
+	grist_engine_size(&t->p, &t->g, &a);
+	grist_engine_size(&t->p, &t->g, &b);
+	assert_memory_equal(&a, &b, sizeof(a)); /* pure: the device stage must get the engine's figures */
+	assert_true(a.workers >= 1);
+	if (t->p.engine == GRIST_ENGINE_REF)
+		assert_int_equal(a.workers, 1);
+	else if (t->p.threads)
+		assert_int_equal(a.workers, t->p.threads);
+	assert_true(a.queue_depth >= 1);
+	if (t->p.queue_depth)
+		assert_int_equal(a.queue_depth, t->p.queue_depth);
+	/* every chunk read fits the arena, whose length is whole pages */
+	assert_true(a.read_ahead >= t->g.largest_extent);
+	assert_int_equal(a.read_ahead % GRIST_ENGINE_MEM_ALIGN, 0);
+	if (t->p.read_ahead_bytes && t->p.read_ahead_bytes / a.workers >= t->g.largest_extent + 2 * 4096)
+		assert_true(a.read_ahead <= t->p.read_ahead_bytes / a.workers + GRIST_ENGINE_MEM_ALIGN);
+	/* a unit is whole batches, and a chunk-granularity unit may stretch */
+	assert_true(a.unit_items >= t->p.batch_size);
+	assert_int_equal(a.unit_items % t->p.batch_size, 0);
+	assert_true(a.max_unit_items >= a.unit_items);
+	/* the claim window: a pipeline of at least two units per worker, at most MAX_WORKS */
+	assert_true(a.works >= 2 && a.works <= 1024);
+	assert_int_equal(a.nunits, t->p.prefetch + a.works * a.workers);
+	assert_int_equal(a.slot_window, t->p.prefetch + 2 * a.workers);
+	/* slots: never more than the units claimed, and enough for every worker to decode */
+	assert_true(a.assembly <= a.nunits);
+	assert_true(a.assembly >= (a.workers > 2 ? a.workers : 2) || a.assembly == a.nunits);
+	if (a.assembly_in_bytes)
+		assert_true(a.assembly < a.nunits);
+	assert_true(a.device_slots >= 1);
+}
+
+static void test_contracts_sweep(void **state)
+{
+	static const uint64_t batches[] = { 1, 16, 256 };
+	static const uint64_t groups[] = { 1, 64 };
+	static const unsigned threads[] = { 0, 1, 2, 16 };
+	static const uint64_t read_ahead[] = { 0, 1u << 20, 256u << 20 };
+	static const enum grist_engine_kind engines[] = { GRIST_ENGINE_URING, GRIST_ENGINE_REF };
+	struct setup t;
+	int n = 0;
+
+	(void)state;
+	for (size_t e = 0; e < 2; e++)
+		for (int gran = 0; gran < 2; gran++)
+			for (int remote = 0; remote < 2; remote++)
+				for (size_t b = 0; b < 3; b++)
+					for (size_t gr = 0; gr < 2; gr++)
+						for (size_t th = 0; th < 4; th++)
+							for (size_t ra = 0; ra < 3; ra++) {
+								setup(&t, batches[b],
+								      gran ? GRIST_GRANULARITY_CHUNK
+									   : GRIST_GRANULARITY_RECORD,
+								      groups[gr], remote);
+								t.p.engine = engines[e];
+								t.p.threads = threads[th];
+								t.p.read_ahead_bytes = read_ahead[ra];
+								check_contracts(&t);
+								n++;
+							}
+	assert_int_equal(n, 2 * 2 * 2 * 3 * 2 * 4 * 3);
+}
+
+/*
+ * URL datasets at chunk granularity (group_size 64, batches of 256): the backend lands a
+ * GET's reads for many units at once, so a claim window sized by the queue depth alone
+ * (457 units per worker) let the workers plan and decode hundreds of units ahead of the
+ * consumer, each into a fresh slot. Now a worker claims no more units than its arena holds
+ * the reads of, and slots ahead of the consumer hold about 64 MiB. Local files keep their
+ * sizing.
+ */
+static void test_url_chunk_windows_bounded(void **state)
+{
+	struct grist_engine_sizes url, local;
+	uint64_t unit_reads, slot_bytes;
+	struct setup t;
+
+	(void)state;
+	setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, true);
+	grist_engine_size(&t.p, &t.g, &url);
+	check_contracts(&t);
+	unit_reads = url.unit_items / 64 + 2;
+	/* as many units as the arena holds the reads of (the arena rounds extents up: at most that) */
+	assert_true(url.works <= 2 + url.read_ahead / (unit_reads * t.g.largest_extent));
+	/* and still enough for the backend's window: more than a disk's 2 + 2 x depth / items */
+	assert_true(url.works > 2 + 2 * (uint64_t)GRIST_DEFAULT_QUEUE_DEPTH / url.unit_items);
+	slot_bytes = url.unit_items * t.g.row_bytes;
+	assert_true(url.assembly_in_bytes);
+	assert_true(url.assembly * slot_bytes <= (64u << 20));
+
+	/* the same files on a local disk: the queue depth's window, and slots up to 512 MiB */
+	setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, false);
+	grist_engine_size(&t.p, &t.g, &local);
+	assert_int_equal(local.works, 2 + 2 * local.queue_depth / local.unit_items);
+	assert_false(local.assembly_in_bytes && local.assembly * slot_bytes <= (64u << 20));
+
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_contracts_sweep),
+		cmocka_unit_test(test_url_chunk_windows_bounded),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
