@@ -24,22 +24,23 @@
  * otherwise.
  *
  * Why (issue 22): a read's buffer reaches the device as one segment per physically
- * contiguous run of pages, and small pages fresh from the allocator are scattered (1.0-1.4
+ * contiguous run of pages, and small pages fresh from the allocator are scattered (1.0-1.7
  * pages per run here), so a 66 KB read is 17-18 segments. The development VM's virtio
- * disk has no indirect descriptors: each segment takes a descriptor of its 256-entry
- * ring, so at most about 13 such reads fit in it, and the rest wait in the block layer;
+ * disk has no indirect descriptors: each segment takes a descriptor of its ring (256
+ * entries, from its 128 tags), so about 13 such reads fit, and the rest wait in the block layer;
  * every time the ring is full when a request is dispatched it is requeued (`perf stat -e
- * block:block_rq_requeue`: 400-1500 per 768 MiB epoch at 64 KiB records, against 0-6 in
- * 2 MiB pages). In 2 MiB pages a read is one or two segments. Measured there, cold.py
- * on the disk, 64 KiB records, 6 alternating pairs (docs/tuning.md, "Huge-page read
- * arenas"): 1.5x the bytes/s at batch 1 and 16, 8-25% less CPU per GB.
+ * block:block_rq_requeue`: 390-1600 per 768 MiB epoch at 64 KiB records, against 1-10 in
+ * 2 MiB pages). In 2 MiB pages a read is one or two segments. Measured there, cold.py,
+ * 64 KiB records, 6 alternating pairs against small pages (docs/tuning.md, "Huge-page
+ * read arenas"): 1.51x and 1.55x the bytes/s on the disk at batch 16 and 1, 1.16x and
+ * 1.20x on a loop device, 13-24% less CPU per GB on the disk; 0.02-0.05 s more start-up.
  *
  * Why only small arenas: faulting fresh huge pages costs more on that VM (the host has
  * taken back the free 2 MiB blocks, and each 4 KiB of them faults on the host again), and
- * the arena is pinned at start-up: 128 MiB of them (1 MiB records) took 0.35 s more
- * start-up, with no change in bytes/s at 1 MiB records (one or two reads of 1 MiB fill
- * the ring either way). THP "never" or a refused madvise leaves small pages, which is
- * only slower.
+ * the arena is pinned at start-up: 128 MiB of them (1 MiB records) took 0.3 s more
+ * start-up, with no change in bytes/s at 1 MiB records (small / huge pages 0.97 and 1.00,
+ * batch 16 and 1). THP "never" or a refused madvise leaves small pages, which is only
+ * slower.
  */
 #define ARENA_HUGE_PAGE ((size_t)2 << 20)
 #define ARENA_HUGE_MAX ((size_t)16 << 20)
