@@ -64,6 +64,7 @@ struct async_reader {
 	uint32_t **io_slot;    /* [component][file] -> io file slot */
 	uint8_t *arena;        /* read buffers, allocated in pipeline order; registered with io_uring when allowed */
 	size_t arena_len;
+	size_t arena_map_len;  /* bytes mapped for it: arena_len, rounded up to whole huge pages when it has them */
 	bool fixed_buffers;    /* the arena is registered */
 	/*
 	 * A unit whose reads are larger than the whole arena reads here, alone in the
