@@ -137,7 +137,25 @@ static void test_url_chunk_windows_bounded(void **state)
 	grist_engine_size(&t.p, &t.g, &local);
 	assert_int_equal(local.works, 2 + 2 * local.queue_depth / local.unit_items);
 	assert_false(local.assembly_in_bytes && local.assembly * slot_bytes <= (64u << 20));
+}
 
+/*
+ * URL files whose chunks are all above grist_max_chunk_bytes() (or that have none) leave
+ * largest_extent 0: such a chunk is refused with its file and offset when a unit reaches
+ * it, so sizing must not divide by the extent first (SIGFPE before any message).
+ */
+static void test_url_no_extent(void **state)
+{
+	struct setup t;
+
+	(void)state;
+	for (int gran = 0; gran < 2; gran++)
+		for (size_t ra = 0; ra < 2; ra++) {
+			setup(&t, 256, gran ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD, 64, true);
+			t.g.largest_extent = 0;
+			t.p.read_ahead_bytes = ra ? 8u << 20 : 0;
+			check_contracts(&t);
+		}
 }
 
 int main(void)
@@ -145,6 +163,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_contracts_sweep),
 		cmocka_unit_test(test_url_chunk_windows_bounded),
+		cmocka_unit_test(test_url_no_extent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
