@@ -87,7 +87,7 @@ static void test_contracts_sweep(void **state)
 	(void)state;
 	for (size_t e = 0; e < 2; e++)
 		for (int gran = 0; gran < 2; gran++)
-			for (int remote = 0; remote < 2; remote++)
+			for (int remote = 0; remote < 3; remote++) /* local, URL, both */
 				for (size_t b = 0; b < 3; b++)
 					for (size_t gr = 0; gr < 2; gr++)
 						for (size_t th = 0; th < 4; th++)
@@ -95,14 +95,15 @@ static void test_contracts_sweep(void **state)
 								setup(&t, batches[b],
 								      gran ? GRIST_GRANULARITY_CHUNK
 									   : GRIST_GRANULARITY_RECORD,
-								      groups[gr], remote);
+								      groups[gr], remote != 0);
+								t.g.all_remote = remote == 1;
 								t.p.engine = engines[e];
 								t.p.threads = threads[th];
 								t.p.read_ahead_bytes = read_ahead[ra];
 								check_contracts(&t);
 								n++;
 							}
-	assert_int_equal(n, 2 * 2 * 2 * 3 * 2 * 4 * 3);
+	assert_int_equal(n, 2 * 2 * 3 * 3 * 2 * 4 * 3);
 }
 
 /*
