@@ -138,6 +138,17 @@ static void test_url_chunk_windows_bounded(void **state)
 	grist_engine_size(&t.p, &t.g, &local);
 	assert_int_equal(local.works, 2 + 2 * local.queue_depth / local.unit_items);
 	assert_false(local.assembly_in_bytes && local.assembly * slot_bytes <= (64u << 20));
+	/*
+	 * That alone holds for any budget (8 units claimed, fewer than 64 slots): with a window
+	 * of more than 64 MiB of slots the local files keep every one of them (512 MiB budget).
+	 */
+	t.p.threads = 16;
+	t.p.queue_depth = 4096;
+	grist_engine_size(&t.p, &t.g, &local);
+	assert_true((uint64_t)local.nunits * slot_bytes > (64u << 20));
+	assert_true((uint64_t)local.nunits * slot_bytes <= (512u << 20));
+	assert_int_equal(local.assembly, local.nunits);
+	assert_false(local.assembly_in_bytes);
 }
 
 /*
