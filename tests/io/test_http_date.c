@@ -55,6 +55,10 @@ static void calendar_edges(void **state)
 	/* RFC 850: a year more than 50 years ahead of now is last century's */
 	assert_int_equal(parse_ok("Wednesday, 01-Jan-76 00:00:00 GMT"), 3345062400LL);
 	assert_int_equal(parse_ok("Saturday, 01-Jan-77 00:00:00 GMT"), 220924800);
+	/* "appears to be more than 50 years in the future": the timestamp, not only its year */
+	assert_int_equal(parse_ok("Saturday, 28-Nov-76 00:00:00 GMT"), 3373747200LL);
+	assert_int_equal(parse_ok("Sunday, 28-Nov-76 00:00:01 GMT"), 217987201);
+	assert_int_equal(parse_ok("Friday, 31-Dec-76 00:00:00 GMT"), 220838400);
 }
 
 static void refused(void **state)
