@@ -8,7 +8,7 @@
 # (seconds for everything, default 330: cold.py stops at it), CANDIDATES (folders to try).
 # --settle 0: the 6 cases take about 2 minutes on a fast drive, and 6+ minutes
 # with the wait; on a VM with free page reporting the order of the pairs rotates instead.
-set -u
+set -uo pipefail  # the exit below (no drive folder) passes through the tee
 R=$(cd "$(dirname "$0")" && pwd)
 export PATH="$R/bin:$PATH" LD_LIBRARY_PATH="$R/lib"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
