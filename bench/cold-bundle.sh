@@ -20,9 +20,16 @@ for b in "${bins[@]}"; do
 done
 mkdir -p "$out/bin" "$out/lib"
 cp "${bins[@]}" "$out/bin/"
+# ldd one binary at a time: a static one (fio's --build-static) fails ldd and has nothing to add
+libs=$(for b in "${bins[@]}"; do ldd "$b" 2>/dev/null || true; done)
+if grep -q 'not found' <<<"$libs"; then
+	echo "cold-bundle: libraries not found here:" >&2
+	grep 'not found' <<<"$libs" >&2
+	exit 1
+fi
 # glibc stays the host's: a newer one runs these binaries, and its pieces must match each other
-ldd "${bins[@]}" | awk '/=>/ {print $3}' | sort -u |
-	grep -vE '/(libc|libm|libmvec|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+awk '/=> \// {print $3}' <<<"$libs" | sort -u |
+	{ grep -vE '/(libc|libm|libmvec|libresolv|libpthread|libdl|librt|ld-linux[^/]*)\.so' || true; } |
 	xargs -r -I{} cp -L {} "$out/lib/"
 cp "$src/py/cold.py" "$src/cold-machine.sh" "$out/"
 chmod +x "$out/cold-machine.sh" "$out/cold.py"

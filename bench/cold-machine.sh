@@ -5,10 +5,11 @@
 # two files, runs dio_align on them, fio alone at depths 32 and 128, then cold.py on 64 KiB
 # and 1 MiB records at batch 16, 1 and 256. As root: BUNDLE/cold-machine.sh
 # Environment: OUT (where the log and JSON go, default /tmp/out), PAIRS (default 6), BUDGET
-# (seconds for everything, default 330: cold.py stops at it), CANDIDATES (folders to try).
+# (seconds for everything, default 330: a cold.py still running then is killed, and its JSON
+# is not written; the log keeps what it printed), CANDIDATES (folders to try).
 # --settle 0: the 6 cases take about 2 minutes on a fast drive, and 6+ minutes
 # with the wait; on a VM with free page reporting the order of the pairs rotates instead.
-set -u
+set -uo pipefail  # the exit below (no drive folder) passes through the tee
 R=$(cd "$(dirname "$0")" && pwd)
 export PATH="$R/bin:$PATH" LD_LIBRARY_PATH="$R/lib"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -184,6 +184,12 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	uint64_t slots;
 	size_t works;
 
+	/*
+	 * URL files whose chunks are all above the limit (refused when a unit reaches one) or
+	 * that have none leave no extent: size for a cache line's read, never divide by 0.
+	 */
+	if (!max_extent)
+		max_extent = GRIST_READ_BUF_ALIGN_REMOTE;
 	*s = (struct grist_engine_sizes){ 0 };
 	s->workers = p->engine == GRIST_ENGINE_REF ? 1 : p->threads ? p->threads : g->online_cpus;
 	if (s->workers < 1)

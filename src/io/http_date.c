@@ -90,7 +90,23 @@ static int imf_fixdate(const char *p, struct civil *c, const char **end)
 	return ok;
 }
 
-/* A two-digit year, placed within 50 years of @now's (RFC 9110: not more than 50 ahead). */
+/* Whether @c is later than @now's date and time @years years on, field by field. */
+static int after_years(const struct civil *c, const struct tm *now, int years)
+{
+	const int a[6] = { c->y, c->mon, c->d, c->h, c->mi, c->sec };
+	const int b[6] = { now->tm_year + 1900 + years, now->tm_mon + 1, now->tm_mday,
+			   now->tm_hour, now->tm_min, now->tm_sec };
+
+	for (int i = 0; i < 6; i++)
+		if (a[i] != b[i])
+			return a[i] > b[i];
+	return 0;
+}
+
+/*
+ * A two-digit year in @now's century, or the one before when the timestamp would be more
+ * than 50 years in the future (RFC 9110: the timestamp, so 50 years and a day is too far).
+ */
 static int rfc850(const char *p, time_t now, struct civil *c, const char **end)
 {
 	struct tm t;
@@ -102,9 +118,11 @@ static int rfc850(const char *p, time_t now, struct civil *c, const char **end)
 	*end = p;
 	if (!ok)
 		return 0;
-	year_now = gmtime_r(&now, &t) ? t.tm_year + 1900 : 1970;
+	if (!gmtime_r(&now, &t))
+		t = (struct tm){ .tm_year = 70, .tm_mday = 1 };
+	year_now = t.tm_year + 1900;
 	c->y += year_now - year_now % 100;
-	if (c->y > year_now + 50)
+	if (after_years(c, &t, 50))
 		c->y -= 100;
 	return 1;
 }

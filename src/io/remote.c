@@ -851,9 +851,10 @@ static void backoff(struct grist_remote_xfer *x, int cause)
 	x->rng ^= x->rng << 17;
 	x->delay_ns = cap ? x->rng % cap : 0;
 	if (x->retry_after_s >= 0) {
-		uint64_t ra = (uint64_t)x->retry_after_s * 1000000000ull;
+		/* in seconds first: a wait past 2^64 ns (584 years) would wrap to a short one */
+		uint64_t ra = (uint64_t)x->retry_after_s;
 
-		x->delay_ns = ra < max ? ra : max;
+		x->delay_ns = ra <= max / 1000000000ull ? ra * 1000000000ull : max;
 	}
 	x->cause = cause;
 }

@@ -87,7 +87,7 @@ static void test_contracts_sweep(void **state)
 	(void)state;
 	for (size_t e = 0; e < 2; e++)
 		for (int gran = 0; gran < 2; gran++)
-			for (int remote = 0; remote < 2; remote++)
+			for (int remote = 0; remote < 3; remote++) /* local, URL, both */
 				for (size_t b = 0; b < 3; b++)
 					for (size_t gr = 0; gr < 2; gr++)
 						for (size_t th = 0; th < 4; th++)
@@ -95,14 +95,15 @@ static void test_contracts_sweep(void **state)
 								setup(&t, batches[b],
 								      gran ? GRIST_GRANULARITY_CHUNK
 									   : GRIST_GRANULARITY_RECORD,
-								      groups[gr], remote);
+								      groups[gr], remote != 0);
+								t.g.all_remote = remote == 1;
 								t.p.engine = engines[e];
 								t.p.threads = threads[th];
 								t.p.read_ahead_bytes = read_ahead[ra];
 								check_contracts(&t);
 								n++;
 							}
-	assert_int_equal(n, 2 * 2 * 2 * 3 * 2 * 4 * 3);
+	assert_int_equal(n, 2 * 2 * 3 * 3 * 2 * 4 * 3);
 }
 
 /*
@@ -137,7 +138,36 @@ static void test_url_chunk_windows_bounded(void **state)
 	grist_engine_size(&t.p, &t.g, &local);
 	assert_int_equal(local.works, 2 + 2 * local.queue_depth / local.unit_items);
 	assert_false(local.assembly_in_bytes && local.assembly * slot_bytes <= (64u << 20));
+	/*
+	 * That alone holds for any budget (8 units claimed, fewer than 64 slots): with a window
+	 * of more than 64 MiB of slots the local files keep every one of them (512 MiB budget).
+	 */
+	t.p.threads = 16;
+	t.p.queue_depth = 4096;
+	grist_engine_size(&t.p, &t.g, &local);
+	assert_true((uint64_t)local.nunits * slot_bytes > (64u << 20));
+	assert_true((uint64_t)local.nunits * slot_bytes <= (512u << 20));
+	assert_int_equal(local.assembly, local.nunits);
+	assert_false(local.assembly_in_bytes);
+}
 
+/*
+ * URL files whose chunks are all above grist_max_chunk_bytes() (or that have none) leave
+ * largest_extent 0: such a chunk is refused with its file and offset when a unit reaches
+ * it, so sizing must not divide by the extent first (SIGFPE before any message).
+ */
+static void test_url_no_extent(void **state)
+{
+	struct setup t;
+
+	(void)state;
+	for (int gran = 0; gran < 2; gran++)
+		for (size_t ra = 0; ra < 2; ra++) {
+			setup(&t, 256, gran ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD, 64, true);
+			t.g.largest_extent = 0;
+			t.p.read_ahead_bytes = ra ? 8u << 20 : 0;
+			check_contracts(&t);
+		}
 }
 
 int main(void)
@@ -145,6 +175,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_contracts_sweep),
 		cmocka_unit_test(test_url_chunk_windows_bounded),
+		cmocka_unit_test(test_url_no_extent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -415,6 +415,10 @@ def test_retry_after_http_date():
     assert faults == 1 and took >= 1.0, (faults, took)
     faults, took = slowdown_once(30.0, "retries:2,backoff_ms:1,backoff_max_ms:200")
     assert faults == 1 and took < 10, (faults, took)
+    # a wait whose nanoseconds pass 2^64 is capped, not wrapped (18446744074 s x 10^9 would
+    # wrap to 0.29 s; a date more than 584 years ahead does the same)
+    faults, took = slowdown_once(18446744074, "retries:2,backoff_ms:1,backoff_max_ms:2000")
+    assert faults == 1 and took >= 1.5, (faults, took)
 
 
 def test_signing_environment():
