@@ -29,7 +29,12 @@ for b in /sys/block/*; do
 	echo "$n: model=$(cat $b/device/model 2>/dev/null | xargs) dma_alignment=$(cat $b/queue/dma_alignment 2>/dev/null)" \
 		"lbs=$(cat $b/queue/logical_block_size) pbs=$(cat $b/queue/physical_block_size)" \
 		"max_sectors_kb=$(cat $b/queue/max_sectors_kb) nr_requests=$(cat $b/queue/nr_requests)" \
-		"rotational=$(cat $b/queue/rotational) sched=$(cat $b/queue/scheduler 2>/dev/null)"
+		"rotational=$(cat $b/queue/rotational) sched=$(cat $b/queue/scheduler 2>/dev/null)" \
+		"max_segments=$(cat $b/queue/max_segments 2>/dev/null)"
+	# a virtio disk without indirect descriptors spends a ring entry per segment (docs/tuning.md,
+	# "Huge-page read arenas"): feature bit 28
+	v=$(readlink -f $b/device 2>/dev/null)
+	if [ -r "$v/features" ]; then f=$(cat "$v/features"); echo "$n: virtio indirect descriptors=${f:28:1}"; fi
 done
 fio --version; grist --help >/dev/null 2>&1; echo "grist runs: $?"
 
