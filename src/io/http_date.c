@@ -54,28 +54,6 @@ static int clock_time(const char **p, int *h, int *m, int *sec)
 	return num(p, 2, 0, h) && lit(p, ":") && num(p, 2, 0, m) && lit(p, ":") && num(p, 2, 0, sec);
 }
 
-/* Days from 1970-01-01 to @y-@m-@d in the proleptic Gregorian calendar (Howard Hinnant's method). */
-static long long days_from_civil(long long y, int m, int d)
-{
-	long long era, yoe, doy, doe;
-
-	y -= m <= 2;
-	era = (y >= 0 ? y : y - 399) / 400;
-	yoe = y - era * 400;
-	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
-static int days_in_month(int y, int m)
-{
-	static const int n[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-
-	if (m == 2 && ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
-		return 29;
-	return n[m - 1];
-}
-
 struct civil {
 	int y, mon, d, h, mi, sec;
 };
@@ -142,13 +120,25 @@ int grist_http_date_parse(const char *s, time_t now, time_t *out)
 {
 	const char *start = s + strspn(s, " \t"), *p;
 	struct civil c = { 0 };
+	struct tm tm, back;
+	time_t t;
 
 	if (!imf_fixdate(start, &c, &p) && !rfc850(start, now, &c, &p) && !asctime_form(start, &c, &p))
 		return -EINVAL;
 	p += strspn(p, " \t");
-	/* 60 seconds: a leap second, which the grammar allows; it counts as the next one */
-	if (*p || c.d < 1 || c.d > days_in_month(c.y, c.mon) || c.h > 23 || c.mi > 59 || c.sec > 60)
+	if (*p || c.sec > 60)
 		return -EINVAL;
-	*out = (time_t)(days_from_civil(c.y, c.mon, c.d) * 86400 + c.h * 3600 + c.mi * 60 + c.sec);
+	/*
+	 * timegm() (no locale in it) does the calendar, but normalises what it is given (31
+	 * Apr becomes 1 May), so a date is valid when it comes back unchanged. A leap second,
+	 * which the grammar allows, is read as :59 and counts as the next second.
+	 */
+	tm = (struct tm){ .tm_year = c.y - 1900, .tm_mon = c.mon - 1, .tm_mday = c.d, .tm_hour = c.h,
+			  .tm_min = c.mi, .tm_sec = c.sec == 60 ? 59 : c.sec };
+	t = timegm(&tm);
+	if (!gmtime_r(&t, &back) || back.tm_year != c.y - 1900 || back.tm_mon != c.mon - 1 || back.tm_mday != c.d ||
+	    back.tm_hour != c.h || back.tm_min != c.mi)
+		return -EINVAL;
+	*out = t + (c.sec == 60);
 	return 0;
 }
