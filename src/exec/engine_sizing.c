@@ -11,9 +11,9 @@
  * each taken when its unit's decoding starts (with a slot provider, only slot_window =
  * prefetch + 2 x workers units may hold one; without, about ASSEMBLY_BYTES of slots,
  * REMOTE_ASSEMBLY_BYTES for URLs at chunk granularity, the caller's batches included).
- * Read buffers are each worker's arena
- * (read_ahead bytes), plus one unit's reads in heap memory when a unit alone is larger
- * than the arena and cannot be streamed through it (engine_async_plan.c).
+ * Read buffers are each worker's arena (read_ahead bytes), plus one unit's reads in heap
+ * memory when a unit alone is larger than the arena and cannot be streamed through it
+ * (engine_async_plan.c).
  */
 #include "exec/engine.h"
 #include "exec/options_table.h"
@@ -181,6 +181,12 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 */
 	uint64_t max_extent = g->all_remote ? grist_read_buf_len(g->largest_extent, GRIST_READ_BUF_ALIGN_REMOTE)
 					    : g->largest_extent + 2 * GRIST_ENGINE_MEM_ALIGN;
+	/*
+	 * URL chunk windows: the backend makes its GETs from many units' reads at once and
+	 * lands them together, so the claim window counts reads and the slots ahead of the
+	 * consumer get their own budget (below).
+	 */
+	bool url_windows = g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK;
 	uint64_t slots;
 	size_t works;
 
@@ -230,7 +236,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * 10 units (160 chunk reads) per thread, far fewer than the queue depth the backend's
 	 * GETs are made from; the arena still bounds the bytes.
 	 */
-	if (g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK) {
+	if (url_windows) {
 		uint64_t unit_reads = s->unit_items / g->smallest_group + 2, in_arena;
 
 		works = 2 + 2 * (size_t)s->queue_depth / unit_reads;
@@ -263,10 +269,10 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 */
 	if (s->row_bytes_hint && s->unit_items) {
 		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint,
-			 most = (p->assembly_bytes ? p->assembly_bytes
-			       : g->any_remote && p->granularity == GRIST_GRANULARITY_CHUNK ? REMOTE_ASSEMBLY_BYTES
-											     : ASSEMBLY_BYTES) /
-				slot_bytes;
+			 budget = p->assembly_bytes ? p->assembly_bytes
+				  : url_windows    ? REMOTE_ASSEMBLY_BYTES
+						   : ASSEMBLY_BYTES,
+			 most = budget / slot_bytes;
 
 		if (most < s->workers)
 			most = s->workers;
