@@ -9,7 +9,8 @@
 
 /*
  * Slot data is mmap'd: page-aligned, DMA- and mlock-friendly. In small pages, like the
- * read arenas, and deliberately not MADV_HUGEPAGE (issue 22): a huge page needs a free
+ * read arenas larger than 16 MiB (engine_async_read.c, arena_map(), says why small arenas
+ * differ), and deliberately not MADV_HUGEPAGE (issue 22): a huge page needs a free
  * 2 MiB block, and on a VM with free page reporting (virtio-balloon) every such block
  * has been handed back to the host 2 s after it was freed, so faulting it in costs a
  * host fault per 4 KiB on top of the guest's; small pages come first from the smaller
