@@ -51,21 +51,17 @@ done
 [ -n "$D" ] || { echo "no O_DIRECT-capable disk folder found"; exit 1; }
 echo "using $D"; mount | grep -E " $(df -P "$D" | awk 'NR==2{print $6}') " | head -2
 
-log "== data files"
-for k in "65536 12288" "1048576 768"; do
-	set -- $k
-	f="$D/bench-n$2-s$1-g1-uncompressed.array_record"
-	[ -f "$f" ] || grist-bench --dir "$D" --records "$2" --record-size "$1" --compression uncompressed \
-		--batches 1 --batch-size 1 >/dev/null || echo "grist-bench failed for $1"
-	ls -l "$f"
-done
+log "== data files (cold.py --prepare: its own names, written once)"
+mapfile -t files < <(python3 "$R/cold.py" --prepare --grist-bench "$R/bin/grist-bench" --dir "$D" --records 64k,1m)
+[ ${#files[@]} -eq 2 ] || { echo "cold.py --prepare failed"; exit 1; }
+ls -l "${files[@]}"
 sync
 
 log "== dio_align (can a record's values land in place on this drive?)"
-for f in "$D"/bench-*.array_record; do dio_align "$f" 2>&1 | tail -n 12; done
+for f in "${files[@]}"; do dio_align "$f" 2>&1 | tail -n 12; done
 
 log "== the drive alone: fio randread, O_DIRECT, io_uring, 64k aligned, 3 s each"
-f64="$D/bench-n12288-s65536-g1-uncompressed.array_record"
+f64=${files[0]}
 for qd in 32 128; do
 	echo 3 > /proc/sys/vm/drop_caches
 	fio --name=probe --readonly --filename="$f64" --ioengine=io_uring --direct=1 --rw=randread --bs=64k \

@@ -291,6 +291,12 @@ def bench_case(a, path, batch, where, tmp, results):
     results.append(summary)
 
 
+def grist_bench_path(a):
+    """--grist-bench, or grist-bench beside --grist's build: build/release/tools/grist -> build/release/bench/grist-bench."""
+    return a.grist_bench or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.grist))), "bench",
+                                         "grist-bench")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grist", default="build/release/tools/grist")
@@ -314,12 +320,19 @@ def main():
     ap.add_argument("--vs-env", action="append", default=[], help="K=V in the environment of the second grist")
     ap.add_argument("--no-fio", action="store_true", help="leave fio out (with --vs-grist)")
     ap.add_argument("--json", help="write every pair and summary to this file")
+    ap.add_argument("--prepare", action="store_true",
+                    help="only write the data files under --dir for --records and print their paths, one a line")
     ap.add_argument("--settle", type=float,
                     default=3.0 if os.path.isdir(PAGE_REPORTING) else 0.0,
                     help="seconds to wait before each run, then while the VM reports freed memory to its host"
                          " (default 3 where the kernel has free page reporting, else 0): every run then finds"
                          " fresh memory in the same state (see settle())")
     a = ap.parse_args()
+    if a.prepare:
+        os.makedirs(a.dir, exist_ok=True)
+        for k in a.records.split(","):
+            print(make_file(grist_bench_path(a), a.dir, k))
+        return
     if os.geteuid() != 0:
         sys.exit("cold.py needs root: it drops the page cache and sets up a loop device")
     if not shutil.which("fio"):
@@ -328,10 +341,7 @@ def main():
     keys = a.records.split(",")
     batches = [int(b) for b in a.batch_sizes.split(",")]
     os.makedirs(a.dir, exist_ok=True)
-    if not a.grist_bench:
-        # build/release/tools/grist -> build/release/bench/grist-bench
-        a.grist_bench = os.path.join(os.path.dirname(os.path.dirname(a.grist)), "bench", "grist-bench")
-    files = [make_file(a.grist_bench, a.dir, k) for k in keys]
+    files = [make_file(grist_bench_path(a), a.dir, k) for k in keys]
     results = []
     print("cold.py: %s; load average %.2f %.2f %.2f; settle %.1f s before each run"
           % (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), *os.getloadavg(), a.settle))
