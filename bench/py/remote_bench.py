@@ -40,6 +40,12 @@ every figure here.
 
 --serve starts the files and servers only and prints the environment that reaches them, so a
 single run can be profiled or timed by hand (docs/tuning.md, run E).
+
+--server-cpus and --grist-cpus split the cores: every server process (rclone, nginx and its
+workers, the proxies, the FUSE mount), all their threads, is pinned to the first set and every
+grist and Grain run (remote and local alike) to the second. On this 2-core VM the servers
+otherwise take their CPU from the reader's cores, which a store on its own machines does not
+(docs/tuning.md, run G). grist sizes its default thread count by its affinity mask.
 """
 import argparse
 import json
@@ -63,13 +69,44 @@ def write_file(grist, path, n, group):
     subprocess.run([grist, "write", "--options", "group_size:%d,zstd:3" % group, path], input=lines, check=True)
 
 
+CLIENT_CPUS = None  # --grist-cpus: the affinity of every grist and Grain run
+
+
+def pin_client():
+    if CLIENT_CPUS:
+        os.sched_setaffinity(0, CLIENT_CPUS)
+
+
+def cpu_list(text):
+    """'0', '1-3' or '0,2' as a set of CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def pin_tree(pid, cpus):
+    """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus."""
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for tid in os.listdir("/proc/%d/task" % p):
+                os.sched_setaffinity(int(tid), cpus)
+                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # exited meanwhile
+
+
 def run_grist(grist, args, seconds, env, cold=False):
     """Records/s of `grist load ARGS` stopped after about @seconds (whole process)."""
     if cold and os.geteuid() == 0:
         drop_caches()  # root only: otherwise --io direct alone keeps the reads off the page cache
     t0 = time.monotonic()
     p = subprocess.Popen([grist, "load"] + [str(a) for a in args] + ["--print-indices"], env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pin_client)
     n = 0
     deadline = t0 + seconds
     for line in p.stdout:
@@ -100,7 +137,7 @@ print(got / (time.monotonic() - t0))
 
 def run_grain(path, seconds):
     out = subprocess.run([sys.executable, "-c", GRAIN, path, str(seconds)], capture_output=True, text=True,
-                         timeout=seconds + 120)
+                         timeout=seconds + 120, preexec_fn=pin_client)
     if out.returncode:
         raise RuntimeError(out.stderr[-500:])
     return float(out.stdout.split()[-1])
@@ -191,10 +228,16 @@ def main():
     ap.add_argument("--no-main", action="store_true", help="the sweep only")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--svg", help="draw the sweep here")
+    ap.add_argument("--server-cpus", type=cpu_list,
+                    help="pin every server process and thread to these CPUs (e.g. 1); default: unpinned")
+    ap.add_argument("--grist-cpus", type=cpu_list,
+                    help="run grist and Grain on these CPUs (e.g. 0); default: unpinned")
     ap.add_argument("--serve", action="store_true",
                     help="start the files and servers, print the environment to reach them, and wait (for "
                          "perf or /usr/bin/time by hand) until interrupted; no runs")
     a = ap.parse_args()
+    global CLIENT_CPUS
+    CLIENT_CPUS = a.grist_cpus
 
     def delay_proxy(port, seconds):
         return rs.DelayProxy(port, delay=seconds) if a.proxy == "c" else rs.FaultProxy(port, delay=seconds)
@@ -222,6 +265,17 @@ def main():
         env = dict(os.environ, AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
                    AWS_ENDPOINT_URL=proxy.endpoint)
         env.pop("AWS_SESSION_TOKEN", None)
+
+        def pin_servers():
+            if a.server_cpus:
+                for srv in servers:
+                    # the asyncio proxy (--proxy py) is a thread of this process: pin it with it
+                    pin_tree(srv.proc.pid if hasattr(srv, "proc") else os.getpid(), a.server_cpus)
+        pin_servers()
+        if a.server_cpus or a.grist_cpus:
+            print("servers on CPUs %s, grist on CPUs %s" % (
+                ",".join(map(str, sorted(a.server_cpus))) if a.server_cpus else "any",
+                ",".join(map(str, sorted(a.grist_cpus))) if a.grist_cpus else "any"), flush=True)
         if a.serve:
             serve(env, data, hproxy)
             return
@@ -229,6 +283,7 @@ def main():
             os.makedirs(os.path.join(tmp, "mnt"))
             mount = Mount(proxy.endpoint, "b", os.path.join(tmp, "mnt"))
             servers.append(mount)
+            pin_servers()
         rec = ["--batch-size", 256, "--seed", 1, "--epochs", 0]
         win = rec + ["--granularity", "chunk"]
         deep = win + a.deep.split()
@@ -271,6 +326,8 @@ def main():
         for d in delays:
             p = delay_proxy(server.port, d / 1000.0)
             servers.append(p)
+            if a.server_cpus:
+                pin_tree(p.proc.pid if hasattr(p, "proc") else os.getpid(), a.server_cpus)
             env["AWS_ENDPOINT_URL"] = p.endpoint
             for inf in settings:
                 for what, args in (("record", ["s3://b/g1.ar"] + rec), ("window-deep", ["s3://b/g64.ar"] + deep)):
