@@ -214,6 +214,30 @@ def test_errors_name_url_status_and_code():
     finally:
         p.stop()
         setenv(SERVERS["rclone"].endpoint)
+    # a Content-Range with junk after it: refused as malformed and quoted, not read as absent
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="junkrange", every=2)
+    try:
+        setenv(p.endpoint)
+        expect_error(["cat", s3("b.ar")], [s3("b.ar"), "a malformed Content-Range header: 'bytes ", "xyz'"])
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
+    # a length of "*": the opening GET cannot learn the size from it; later reads can do without
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="starlen", every=1)
+    try:
+        setenv(p.endpoint)
+        expect_error(["info", s3("b.ar")], [s3("b.ar"), "without the object's size"])
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="starlen_reads", every=1)
+    try:
+        setenv(p.endpoint)
+        same(["cat", "--hex", s3("b.ar")], ["cat", "--hex", local("b.ar")])
+        assert p.faults > 0
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
     # a server that never answers: the request timeout ends it
     p = rs.FaultProxy(SERVERS["rclone"].port, delay=30)
     try:
