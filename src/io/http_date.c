@@ -68,7 +68,7 @@ static int imf_fixdate(const char *p, struct civil *c, const char **end)
 	return ok;
 }
 
-/* Whether @c is later than @now's date and time @years years on, field by field. */
+/* Whether @c is later than @now's date and time @years years on (or back), field by field. */
 static int after_years(const struct civil *c, const struct tm *now, int years)
 {
 	const int a[6] = { c->y, c->mon, c->d, c->h, c->mi, c->sec };
@@ -82,8 +82,12 @@ static int after_years(const struct civil *c, const struct tm *now, int years)
 }
 
 /*
- * A two-digit year in @now's century, or the one before when the timestamp would be more
- * than 50 years in the future (RFC 9110: the timestamp, so 50 years and a day is too far).
+ * RFC 9110 section 5.6.7: a timestamp that appears to be more than 50 years in the future is
+ * in the most recent year in the past with the same two digits. Every other reading stands,
+ * so the year is the one that puts the timestamp within (now - 50 years, now + 50 years]:
+ * in @now's century, then 100 years back if that is too far ahead, or 100 years on if it
+ * is 50 years ago or more (in 2060, "05" is 2105, 45 years ahead, not 2005). The timestamp
+ * is compared, not only its year: 50 years and a second ahead is too far.
  */
 static int rfc850(const char *p, time_t now, struct civil *c, const char **end)
 {
@@ -102,6 +106,8 @@ static int rfc850(const char *p, time_t now, struct civil *c, const char **end)
 	c->y += year_now - year_now % 100;
 	if (after_years(c, &t, 50))
 		c->y -= 100;
+	else if (!after_years(c, &t, -50))
+		c->y += 100;
 	return 1;
 }
 

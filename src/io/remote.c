@@ -3,9 +3,9 @@
  * the latency histogram, opening (pinning) an object, and one GET's life from setup to
  * verdict. http.c drives many GETs on one multi handle; the blocking calls here drive one.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +18,7 @@
 #include "grist/options.h"
 #include "io/io.h"
 #include "io/http_date.h"
+#include "io/http_fields.h"
 #include "io/remote.h"
 #include "io/s3_sign.h"
 
@@ -447,30 +448,79 @@ void grist_remote_counters_merge(struct grist_remote_counters *to, const struct 
 /* ---- one GET ---- */
 
 /*
- * Retry-After's seconds: delta-seconds ("120"), or an HTTP-date (RFC 9110: "Wed, 25 Nov 2026
- * 14:00:00 GMT", or either obsolete form), which says when to come back: the seconds from now
- * to then, 0 for a date gone by. -1 when it is neither. backoff() caps both forms by
- * backoff_max_ms.
+ * Retry-After's seconds: delta-seconds ("120", at most 2^31: http_fields.h), or an HTTP-date
+ * (RFC 9110: "Wed, 25 Nov 2026 14:00:00 GMT", or either obsolete form), which says when to
+ * come back: the seconds from now to then, 0 for a date gone by. -1 when it is neither
+ * ("120abc", "-5"): a field grist cannot read is one the server did not send, and the
+ * jittered backoff applies. backoff() caps both forms by backoff_max_ms.
  */
 static long retry_after(const char *v)
 {
 	time_t t, now = time(NULL);
+	uint64_t s;
 
-	if (isdigit((unsigned char)*v))
-		return strtol(v, NULL, 10);
+	if (!grist_http_delta_seconds_parse(v, &s))
+		return s < (uint64_t)LONG_MAX ? (long)s : LONG_MAX;
 	if (grist_http_date_parse(v, now, &t))
 		return -1;
 	return t > now ? (long)(t - now) : 0;
 }
 
+/* @v for a message to quote: at most @cap - 1 bytes, anything but printable ASCII as '?'. */
+static void quotable(char *out, size_t cap, const char *v)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < cap && v[i]; i++)
+		out[i] = v[i] >= 0x20 && v[i] < 0x7f ? v[i] : '?';
+	out[i] = '\0';
+}
+
+static void cr_forget(struct grist_remote_xfer *x)
+{
+	x->has_range = false;
+	x->cr_bad = false;
+	x->cr_unsatisfied = false;
+	x->cr_total_unknown = false;
+	x->cr_start = x->cr_end = x->cr_total = 0;
+	x->cr_text[0] = '\0';
+}
+
+/*
+ * A Content-Range as sent: its range in cr_*, and its text in cr_text for a message, judged
+ * once the status is known. A 416's "bytes *" then "/length" is its right form, and a non-2xx
+ * answer's body is only read for its error code, so nothing here fails the transfer:
+ * cr_refusal() does, for 2xx.
+ */
+static void content_range(struct grist_remote_xfer *x, const char *v, bool truncated)
+{
+	struct grist_http_content_range cr;
+
+	cr_forget(x);
+	quotable(x->cr_text, sizeof(x->cr_text), v + strspn(v, " \t"));
+	/* a line cut to fit the buffer could read as a shorter, valid value */
+	if (truncated || grist_http_content_range_parse(v, &cr)) {
+		x->cr_bad = true;
+		return;
+	}
+	x->cr_unsatisfied = cr.unsatisfied;
+	x->cr_total_unknown = cr.complete_unknown;
+	x->has_range = !cr.unsatisfied;
+	x->cr_start = cr.first;
+	x->cr_end = cr.last;
+	x->cr_total = cr.complete;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
 	struct grist_remote_xfer *x = ud;
-	size_t len = size * n, nl;
+	size_t len = size * n, nl, content = len;
 	char line[512];
 
 	line[0] = 0;
 
+	while (content && (p[content - 1] == '\r' || p[content - 1] == '\n'))
+		content--;
 	nl = len < sizeof(line) - 1 ? len : sizeof(line) - 1;
 	memcpy(line, p, nl);
 	line[nl] = '\0';
@@ -478,23 +528,13 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		line[--nl] = '\0';
 	if (!strncmp(line, "HTTP/", 5)) {
 		/* a new response (after a 100 Continue, say): forget the last one's headers */
-		x->has_range = false;
+		cr_forget(x);
 		x->etag[0] = '\0';
 		x->retry_after_s = -1;
 		return len;
 	}
 	if (!strncasecmp(line, "content-range:", 14)) {
-		unsigned long long a, b, t;
-		const char *v = line + 14;
-
-		while (v && *v == ' ')
-			v++;
-		if (sscanf(v, "bytes %llu-%llu/%llu", &a, &b, &t) == 3) {
-			x->has_range = true;
-			x->cr_start = a;
-			x->cr_end = b;
-			x->cr_total = t;
-		}
+		content_range(x, line + 14, content > sizeof(line) - 1);
 	} else if (!strncasecmp(line, "etag:", 5)) {
 		const char *v = line + 5;
 
@@ -502,11 +542,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 			v++;
 		snprintf(x->etag, sizeof(x->etag), "%.255s", v);
 	} else if (!strncasecmp(line, "retry-after:", 12)) {
-		const char *v = line + 12;
-
-		while (*v == ' ')
-			v++;
-		x->retry_after_s = retry_after(v);
+		x->retry_after_s = content > sizeof(line) - 1 ? -1 : retry_after(line + 12);
 	}
 	return len;
 }
@@ -523,9 +559,33 @@ static size_t refuse(struct grist_remote_xfer *x, int code, const char *fmt, ...
 	return 0; /* curl aborts the transfer with CURLE_WRITE_ERROR */
 }
 
+/*
+ * Whether a 2xx answer's Content-Range is one grist cannot act on; @why says how, quoting it.
+ * Its length ("/1000") is how the opening GET learns the object's size and how a later GET
+ * sees the object replaced (body_start()). A "*" for the length, unknown, is taken only where
+ * the size is known already (x->obj->size, from the opening): the range is still checked
+ * against the request, and If-Match (the ETag) still guards against a replacement. Anywhere
+ * else, the opening suffix GET above all (open_finish() takes the size from it), the size
+ * would be a guess: refused.
+ */
+static bool cr_refusal(const struct grist_remote_xfer *x, char *why, size_t cap)
+{
+	if (x->cr_bad)
+		snprintf(why, cap, "a malformed Content-Range header: '%s'", x->cr_text);
+	else if (x->cr_unsatisfied)
+		snprintf(why, cap, "a Content-Range header that names no range: '%s'", x->cr_text);
+	else if (x->cr_total_unknown && !(x->obj && x->obj->size))
+		snprintf(why, cap, "a Content-Range header without the object's size, which grist needs "
+			 "here: '%s'", x->cr_text);
+	else
+		return false;
+	return true;
+}
+
 /* The body's first bytes: decide where they go, before any lands in a caller's buffer. */
 static size_t body_start(struct grist_remote_xfer *x)
 {
+	char why[sizeof(x->bad)];
 	long status = 0;
 
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -534,9 +594,11 @@ static size_t body_start(struct grist_remote_xfer *x)
 	x->first_ns = grist_remote_now_ns();
 	if (status < 200 || status > 299)
 		return 1; /* an error body: kept for its code */
+	if (cr_refusal(x, why, sizeof(why)))
+		return refuse(x, -EPROTO, "%s", why);
 	if (x->has_range) {
 		/* 206, or 200 with Content-Range as rclone answers: the range must be the one asked */
-		if (x->obj && x->obj->size && x->cr_total != x->obj->size)
+		if (x->obj && x->obj->size && !x->cr_total_unknown && x->cr_total != x->obj->size)
 			return refuse(x, -ESTALE, "the object changed under the reader: its size is now %llu, "
 				      "it was %llu when opened", (unsigned long long)x->cr_total,
 				      (unsigned long long)x->obj->size);
@@ -635,7 +697,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	x->headers = NULL;
 	x->errbody.len = 0;
 	x->status = 0;
-	x->has_range = false;
+	cr_forget(x);
 	x->etag[0] = '\0';
 	x->retry_after_s = -1;
 	x->got = 0;
@@ -921,12 +983,16 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 		if (x->obj && x->obj->etag[0] && x->etag[0] && strcmp(x->obj->etag, x->etag))
 			return fail(x, -ESTALE, "HTTP %ld: the object changed under the reader (ETag %s when "
 				    "opened, now %s)", status, x->obj->etag, x->etag);
+		/* an empty body never reached body_start(): its Content-Range is judged here */
+		if (!x->body_started && cr_refusal(x, what, sizeof(what)))
+			return fail(x, -EPROTO, "HTTP %ld: %s", status, what);
 		want = x->suffix ? 0 : x->len;
 		if (!x->body_started && !want && !x->keep)
 			return GRIST_REMOTE_DONE;
 		if (want && x->got < want) {
 			/* the server promised less than we asked? only past the object's end */
-			if (x->has_range && x->cr_end + 1 == x->cr_total && x->got == x->cr_end + 1 - x->off)
+			if (x->has_range && !x->cr_total_unknown && x->cr_end + 1 == x->cr_total &&
+			    x->got == x->cr_end + 1 - x->off)
 				return fail(x, -EBADMSG, "HTTP %ld: bytes %llu-%llu asked, the object ends at %llu",
 					    status, (unsigned long long)x->off,
 					    (unsigned long long)(x->off + x->len - 1), (unsigned long long)x->cr_total);

@@ -216,6 +216,7 @@ static int open_finish(struct opening *op)
 	struct grist_remote_object *o = op->o;
 	struct grist_remote_xfer *x = &op->x;
 
+	/* cr_total is known here: remote.c refuses a "*" length where no size is known yet */
 	if (x->has_range && !op->whole) {
 		if (x->cr_end + 1 != x->cr_total || x->cr_end + 1 - x->cr_start != op->keep.len)
 			return grist_fail(-EPROTO, "%s: the server sent bytes %llu-%llu/%llu for the last %d bytes "

@@ -206,7 +206,9 @@ class FaultProxy:
     """An HTTP/1.1 proxy on its own thread (Content-Length and chunked bodies). Faults apply to every @every-th request
     (1-based count over the proxy's life), so a retried request eventually passes:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
-    "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off);
+    "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off),
+    "junkrange" (Content-Range with "xyz" after it), "starlen" (Content-Range's length as "*"),
+    "starlen_reads" (the same, but not for an opening's suffix GET, "Range: bytes=-n");
     @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
     (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
@@ -350,6 +352,12 @@ class FaultProxy:
                             return b"Content-Range: bytes %d-%d/%s" % (int(m.group(1)) + 1, int(m.group(2)) + 1,
                                                                         m.group(3))
                         rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
+                    if fault == "junkrange":  # what sscanf("%llu") once read as valid
+                        rhead = re.sub(rb"(?i)(content-range: bytes \d+-\d+/\d+)", rb"\1xyz", rhead)
+                    if fault == "starlen_reads" and not fields.get("range", "").startswith("bytes=-"):
+                        fault = "starlen"
+                    if fault == "starlen":  # RFC 9110 allows a range whose length the server does not know
+                        rhead = re.sub(rb"(?i)(content-range: bytes \d+-\d+)/\d+", rb"\1/*", rhead)
                     # stream the body (a client may stop reading a long range early)
                     send = length // 2 if fault == "truncate" and length > 1 else length
                     writer.write(rhead)

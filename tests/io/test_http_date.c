@@ -61,6 +61,77 @@ static void calendar_edges(void **state)
 	assert_int_equal(parse_ok("Friday, 31-Dec-76 00:00:00 GMT"), 220838400);
 }
 
+static time_t parse_at(const char *s, time_t now)
+{
+	time_t t = 0;
+
+	if (grist_http_date_parse(s, now, &t))
+		fail_msg("refused \"%s\"", s);
+	return t;
+}
+
+/*
+ * RFC 850's two-digit year at other nows: the timestamp lands in (now - 50 years, now + 50
+ * years], so past the middle of a century the small years are the next century's.
+ */
+static void rfc850_century(void **state)
+{
+	const time_t y2049 = 2507328000LL; /* 2049-06-15 00:00:00 */
+	const time_t y2051 = 2570400000LL; /* 2051-06-15 00:00:00 */
+	const time_t y2060 = 2840140800LL; /* 2060-01-01 00:00:00 */
+
+	(void)state;
+	assert_int_equal(parse_at("Thursday, 01-Jan-99 00:00:00 GMT", y2049), 4070908800LL); /* 2099 */
+	assert_int_equal(parse_at("Friday, 31-Dec-99 00:00:00 GMT", y2049), 946598400);      /* 1999 */
+	assert_int_equal(parse_at("Saturday, 01-Jan-00 00:00:00 GMT", y2049), 946684800);    /* 2000 */
+	/* 2000 would be 51 years ago: 2100, 49 years ahead, is the reading */
+	assert_int_equal(parse_at("Friday, 01-Jan-00 00:00:00 GMT", y2051), 4102444800LL);   /* 2100 */
+	assert_int_equal(parse_at("Saturday, 01-Jan-01 00:00:00 GMT", y2051), 4133980800LL); /* 2101 */
+	assert_int_equal(parse_at("Monday, 31-Dec-01 00:00:00 GMT", y2051), 1009756800);     /* 2001 */
+	assert_int_equal(parse_at("Thursday, 01-Jan-99 00:00:00 GMT", y2051), 4070908800LL); /* 2099 */
+	assert_int_equal(parse_at("Thursday, 01-Jan-05 00:00:00 GMT", y2060), 4260211200LL); /* 2105 */
+	assert_int_equal(parse_at("Friday, 01-Mar-09 00:00:00 GMT", y2060), 4391539200LL);   /* 2109 */
+	/* exactly 50 years ahead is not more than 50: the future reading stands */
+	assert_int_equal(parse_at("Wednesday, 01-Jan-10 00:00:00 GMT", y2060), 4417977600LL); /* 2110 */
+	assert_int_equal(parse_at("Friday, 01-Jan-10 00:00:01 GMT", y2060), 1262304001);      /* 2010 */
+	assert_int_equal(parse_at("Tuesday, 01-Jun-10 00:00:00 GMT", y2060), 1275350400);     /* 2010 */
+	assert_int_equal(parse_at("Tuesday, 01-Jun-60 00:00:00 GMT", y2060), 2853273600LL);   /* 2060 */
+}
+
+/* For each now, every 37 hours and 13 seconds across its window reads back as itself. */
+static void rfc850_window(void **state)
+{
+	static const int years[] = { 2026, 2049, 2050, 2051, 2060, 2099 };
+	char s[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(years) / sizeof(years[0]); i++) {
+		struct tm at = { .tm_year = years[i] - 1900, .tm_mon = 6, .tm_mday = 15, .tm_hour = 12 };
+		struct tm lo_tm = at, hi_tm = at;
+		time_t now = timegm(&at), lo, hi;
+
+		lo_tm.tm_year -= 50;
+		hi_tm.tm_year += 50;
+		lo = timegm(&lo_tm);
+		hi = timegm(&hi_tm);
+		for (time_t t = lo + 1; t <= hi; t += 37 * 3600 + 13) {
+			struct tm tm;
+			time_t got = 0;
+
+			gmtime_r(&t, &tm);
+			strftime(s, sizeof(s), "%A, %d-%b-%y %H:%M:%S GMT", &tm);
+			assert_int_equal(grist_http_date_parse(s, now, &got), 0);
+			if (got != t)
+				fail_msg("at %d \"%s\" read as %lld, not %lld", years[i], s, (long long)got,
+					 (long long)t);
+		}
+		/* the window's ends: 50 years ago reads as 50 years on, which is not too far */
+		gmtime_r(&hi, &hi_tm);
+		strftime(s, sizeof(s), "%A, %d-%b-%y %H:%M:%S GMT", &hi_tm);
+		assert_int_equal(parse_at(s, now), hi);
+	}
+}
+
 static void refused(void **state)
 {
 	static const char *const bad[] = {
@@ -128,6 +199,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(three_forms),
 		cmocka_unit_test(calendar_edges),
+		cmocka_unit_test(rfc850_century),
+		cmocka_unit_test(rfc850_window),
 		cmocka_unit_test(refused),
 		cmocka_unit_test(round_trip),
 	};
