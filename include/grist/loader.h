@@ -210,7 +210,7 @@ struct grist_loader_config {
 	/* --- how it is executed (never changes the output) --- */
 	enum grist_engine_kind engine;
 	enum grist_read_mode read_mode;
-	unsigned threads;               /* decode threads (default: online CPUs) */
+	unsigned threads;               /* decode threads (default: the CPUs in the affinity mask) */
 	unsigned queue_depth;           /* reads in flight per ring (default 64) */
 	unsigned prefetch;              /* batches assembled ahead of the consumer (default 4, at most
 					   64); also the most batches a caller may hold at once */

@@ -42,6 +42,15 @@ _WIRE = {_meta.INT64: _grist.WIRE_INT64, _meta.FLOAT: _grist.WIRE_FLOAT, _meta.B
 IMAGE_MAX_HW = (8192, 8192)
 
 
+def _cpus_allowed():
+    """The CPUs this process may run on (its affinity mask: taskset, a container's cpuset), as
+    the C loader counts them for its default threads; os.cpu_count() is the machine's."""
+    try:
+        return len(_os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return _os.cpu_count() or 1
+
+
 def _c_dtype(leaf):
     """The column's dtype in C: strings travel as uint8 bytes."""
     return _np.dtype(_np.uint8) if leaf.kind == _meta.BYTES else leaf.dtype
@@ -235,7 +244,7 @@ class DataSource:
                 if self._features is None:
                     threads = self._threads
                     if threads is None:
-                        threads = max(0, min(8, (_os.cpu_count() or 1)) - 1)
+                        threads = max(0, min(8, _cpus_allowed()) - 1)
                     self._features = _grist.Features(self._columns, self.files, threads)
                 f = self._features
         return f
@@ -374,7 +383,7 @@ def data_source(name, split="train", *, data_dir=None, threads=None):
     missing dataset, version, metadata file or shard is FileNotFoundError naming the URL;
     refused credentials or an unreachable server, grist.Error with the URL and HTTP status. @split
     takes TFDS's syntax ("train", "test[:10%]", "train[100:200]", "train+test", "all").
-    @threads: decode threads beside the caller's for __getitems__ (default: CPUs - 1).
+    @threads: decode threads beside the caller's for __getitems__ (default: the CPUs it may run on - 1, at most 7).
     A feature grist cannot decode is a ValueError naming it, here.
     """
     return DataSource(_meta.find_version_dir(name, data_dir), split, threads=threads)

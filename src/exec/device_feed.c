@@ -36,9 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 
 #include "grist_config.h"
+#include "common/cpus.h"
 #include "common/error.h"
 #include "exec/loader_internal.h"
 
@@ -180,7 +180,7 @@ int grist_loader_device_start(struct grist_loader *l)
 	pthread_cond_init(&d->cond, NULL);
 	l->device = d;
 	/* the engine's own sizing: the slot ring holds what its windows can have out at once */
-	grist_engine_geometry_read(&l->params, (unsigned)get_nprocs(), &geom);
+	grist_engine_geometry_read(&l->params, grist_cpus_allowed(), &geom);
 	grist_engine_size(&l->params, &geom, &sizes);
 	ret = parse_device(l->cfg.device, &dc.selector);
 	if (!ret)

@@ -52,7 +52,7 @@ struct grist_engine_params {
 	uint64_t window_chunks;   /* chunk granularity: 0 = the plan's default */
 	uint64_t shard_count;     /* >= 1 */
 	bool shuffled;            /* false: index order (no_shuffle) */
-	unsigned threads;         /* 0 = online CPUs */
+	unsigned threads;         /* 0 = the CPUs the process may run on (grist_cpus_allowed()) */
 	unsigned queue_depth;     /* 0 = the default */
 	unsigned prefetch;        /* batches the consumer may hold, and units assembled ahead */
 	uint64_t read_ahead_bytes; /* all workers' read buffers; 0 = the default */

@@ -46,13 +46,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sysinfo.h>
 
 #include "grist_config.h"
 #if GRIST_HAVE_NUMA
 #include <numa.h>
 #endif
 
+#include "common/cpus.h"
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
 #include "format/dataset.h"
@@ -475,20 +475,64 @@ static int step_head(struct worker *wk, bool stopping)
 	return 1;
 }
 
+#if GRIST_HAVE_NUMA
+/* The CPUs of @node that @allowed holds, into @set; how many. */
+static int node_allowed(int node, const cpu_set_t *allowed, struct bitmask *cpus, cpu_set_t *set)
+{
+	unsigned cpu, bits;
+
+	CPU_ZERO(set);
+	if (numa_node_to_cpus(node, cpus))
+		return 0;
+	bits = (unsigned)numa_bitmask_nbytes(cpus) * 8;
+	for (cpu = 0; cpu < CPU_SETSIZE && cpu < bits; cpu++)
+		if (CPU_ISSET(cpu, allowed) && numa_bitmask_isbitset(cpus, cpu))
+			CPU_SET(cpu, set);
+	return CPU_COUNT(set);
+}
+
+/*
+ * Several NUMA nodes: spread workers over the nodes that hold CPUs of @allowed, each on its
+ * node's CPUs within @allowed, so it decodes into node-local memory. Not numa_run_on_node():
+ * that takes every CPU of the node, so a process started with `taskset -c 0-3` had its
+ * workers move onto cores it was kept off. False when the allowed CPUs are on one node.
+ */
+static bool pin_worker_node(const struct worker *wk, const cpu_set_t *allowed)
+{
+	struct bitmask *cpus;
+	cpu_set_t set;
+	int node, nodes = numa_max_node() + 1, usable = 0, k;
+	bool pinned = false;
+
+	if (numa_available() < 0 || nodes < 2)
+		return false;
+	cpus = numa_allocate_cpumask();
+	if (!cpus)
+		return false;
+	for (node = 0; node < nodes; node++)
+		usable += node_allowed(node, allowed, cpus, &set) > 0;
+	if (usable > 1) {
+		k = (int)(wk->id % (unsigned)usable);
+		for (node = 0; node < nodes && !pinned; node++)
+			if (node_allowed(node, allowed, cpus, &set) > 0 && k-- == 0)
+				pinned = !pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	numa_free_cpumask(cpus);
+	return pinned;
+}
+#endif
+
 static void pin_worker(struct worker *wk)
 {
 	cpu_set_t allowed, one;
 	int cpu, seen = -1, want;
 
-#if GRIST_HAVE_NUMA
-	/* Several NUMA nodes: spread workers over nodes so each decodes into node-local memory. */
-	if (numa_available() >= 0 && numa_max_node() > 0) {
-		numa_run_on_node((int)(wk->id % (unsigned)(numa_max_node() + 1)));
-		return;
-	}
-#endif
 	if (sched_getaffinity(0, sizeof(allowed), &allowed))
 		return;
+#if GRIST_HAVE_NUMA
+	if (pin_worker_node(wk, &allowed))
+		return;
+#endif
 	want = (int)(wk->id % (unsigned)CPU_COUNT(&allowed));
 	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
 		if (CPU_ISSET(cpu, &allowed) && ++seen == want) {
@@ -650,7 +694,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	pthread_cond_init(&e->done_cv, NULL);
 	*engine = e;
 
-	grist_engine_geometry_read(p, (unsigned)get_nprocs(), &geom);
+	grist_engine_geometry_read(p, grist_cpus_allowed(), &geom);
 	if (p->io_override) {
 		e->io_kind = p->io_kind;
 		e->name = "hooked";

@@ -89,7 +89,7 @@ static const struct entry table[] = {
 	   "io_uring (falls back to pread), a pread pool, or the one-thread reference"),
 	WORD("io", "auto, buffered, direct, mmap", read_modes, read_mode, "auto",
 	   "how reads reach the disk; auto maps cached files and reads large ones direct"),
-	U("threads", 1, 256, threads, "online CPUs", "decode threads"),
+	U("threads", 1, 256, threads, "CPUs allowed", "decode threads"),
 	U("queue_depth", 1, GRIST_IO_MAX_QUEUE_DEPTH, queue_depth, GRIST_STRINGIFY(GRIST_DEFAULT_QUEUE_DEPTH), "reads in flight per ring"),
 	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, GRIST_STRINGIFY(GRIST_DEFAULT_PREFETCH),
 	  "batches assembled ahead, and the most a caller may hold"),

@@ -1,6 +1,7 @@
 /* Tests for the loader: the async engine against the reference engine, stream semantics, layouts, maps, checkpoints, errors. */
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1326,6 +1327,53 @@ static void test_hold_limit(void **state)
 	}
 }
 
+/* The threads a loader of @c runs, once it has delivered a batch. */
+static unsigned threads_chosen(const struct grist_loader_config *c)
+{
+	struct grist_loader *l = open_loader(c, NULL);
+	struct grist_loader_stats st;
+	struct grist_batch *b;
+
+	assert_int_equal(grist_loader_next(l, &b), 0);
+	grist_loader_release(l, b);
+	grist_loader_stats(l, &st);
+	grist_loader_destroy(l);
+	return st.threads;
+}
+
+/*
+ * The default thread count is the CPUs the process may run on, not the machine's online
+ * CPUs: under `taskset -c 0`, in a cpuset-limited container, one worker, not one per CPU of
+ * the machine crowded onto the one it may use. The mask is put back before the counts are
+ * compared, so a wrong count leaves the rest of the suite unpinned.
+ */
+static void test_threads_follow_affinity(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) };
+	unsigned one_cpu, all;
+	struct specs sp;
+	cpu_set_t saved, one;
+	int cpu = 0;
+
+	(void)state;
+	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	if (CPU_COUNT(&saved) < 2)
+		skip(); /* one CPU allowed already: both readings are 1 */
+	while (!CPU_ISSET(cpu, &saved))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	spec1(&sp, &c, DS_SNAPPY);
+	c.batch_size = 4;
+	c.seed = 3;
+	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	one_cpu = threads_chosen(&c);
+	assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
+	all = threads_chosen(&c);
+	assert_int_equal(one_cpu, 1);
+	assert_int_equal(all, CPU_COUNT(&saved));
+}
+
 /*
  * grist_loader_get_config(): what was given, with the defaults the loader resolves filled in
  * (the option table's, so no front end repeats them); a packed loader's batch_size is the
@@ -1984,6 +2032,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
 		cmocka_unit_test(test_get_config),
+		cmocka_unit_test(test_threads_follow_affinity),
 		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_auto_maps_small_datasets),
 		cmocka_unit_test(test_repeatable),
