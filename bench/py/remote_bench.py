@@ -87,17 +87,27 @@ def cpu_list(text):
 
 
 def pin_tree(pid, cpus):
-    """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus."""
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for tid in os.listdir("/proc/%d/task" % p):
-                os.sched_setaffinity(int(tid), cpus)
-                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
-                    todo += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # exited meanwhile
+    """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus.
+    A new thread or process takes its creator's mask, so one started by a thread not pinned
+    yet (after its process's task list was read) would keep the old one: walk again until a
+    walk finds nothing new. Then every creator was pinned before it could start another."""
+    pinned = set()
+    while True:
+        todo, new = [pid], False
+        while todo:
+            p = todo.pop()
+            try:
+                for tid in os.listdir("/proc/%d/task" % p):
+                    if int(tid) not in pinned:
+                        os.sched_setaffinity(int(tid), cpus)
+                        pinned.add(int(tid))
+                        new = True
+                    with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                        todo += [int(c) for c in f.read().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # exited meanwhile
+        if not new:
+            return
 
 
 def run_grist(grist, args, seconds, env, cold=False):
