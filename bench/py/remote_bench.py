@@ -110,6 +110,16 @@ def pin_tree(pid, cpus):
             return
 
 
+def pin_server(srv, cpus):
+    """Pin a server to @cpus: its process tree, or for the asyncio proxy (--proxy py), a thread of
+    this process, that thread alone. Not this whole process: its main thread starts every grist
+    and Grain run, which would inherit the servers' CPUs where --grist-cpus is not given."""
+    if hasattr(srv, "proc"):
+        pin_tree(srv.proc.pid, cpus)
+    else:
+        os.sched_setaffinity(srv.thread.native_id, cpus)
+
+
 def run_grist(grist, args, seconds, env, cold=False):
     """Records/s of `grist load ARGS` stopped after about @seconds (whole process)."""
     if cold and os.geteuid() == 0:
@@ -279,8 +289,7 @@ def main():
         def pin_servers():
             if a.server_cpus:
                 for srv in servers:
-                    # the asyncio proxy (--proxy py) is a thread of this process: pin it with it
-                    pin_tree(srv.proc.pid if hasattr(srv, "proc") else os.getpid(), a.server_cpus)
+                    pin_server(srv, a.server_cpus)
         pin_servers()
         if a.server_cpus or a.grist_cpus:
             print("servers on CPUs %s, grist on CPUs %s" % (
@@ -337,7 +346,7 @@ def main():
             p = delay_proxy(server.port, d / 1000.0)
             servers.append(p)
             if a.server_cpus:
-                pin_tree(p.proc.pid if hasattr(p, "proc") else os.getpid(), a.server_cpus)
+                pin_server(p, a.server_cpus)
             env["AWS_ENDPOINT_URL"] = p.endpoint
             for inf in settings:
                 for what, args in (("record", ["s3://b/g1.ar"] + rec), ("window-deep", ["s3://b/g64.ar"] + deep)):

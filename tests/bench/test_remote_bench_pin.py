@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """bench/py/remote_bench.py's CPU split (--server-cpus, --grist-cpus): pin_tree() leaves no thread
-of a server unpinned, not even one started while it walks.
+of a server unpinned, not even one started while it walks; pin_server() pins the in-process
+asyncio proxy's thread without the bench's main thread, whose mask every grist run inherits.
 Needs two CPUs in the affinity mask (77 otherwise)."""
 import os
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -62,6 +64,24 @@ def main():
         finally:
             p.kill()
             p.wait()
+    # pin_server() on a proxy that is a thread of this process: that thread only
+    os.sched_setaffinity(0, allowed)
+    ev = threading.Event()
+    proxy = threading.Thread(target=ev.wait, daemon=True)
+    proxy.start()
+
+    class Proxy:  # the part of remote_servers.FaultProxy that pinning looks at
+        thread = proxy
+    rb.pin_server(Proxy(), other)
+    if os.sched_getaffinity(proxy.native_id) != other:
+        fail("the proxy's thread is on %s, not %s" % (os.sched_getaffinity(proxy.native_id), other))
+    for cpus, want in ((None, allowed), ({first}, {first})):  # --server-cpus alone, then with --grist-cpus
+        rb.CLIENT_CPUS = cpus
+        got = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                             capture_output=True, text=True, preexec_fn=rb.pin_client).stdout.strip()
+        if got != str(sorted(want)):
+            fail("--grist-cpus %s: a grist run started on CPUs %s, not %s" % (cpus, got, sorted(want)))
+    ev.set()
     print("ok")
     return 0
 
