@@ -87,17 +87,37 @@ def cpu_list(text):
 
 
 def pin_tree(pid, cpus):
-    """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus."""
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for tid in os.listdir("/proc/%d/task" % p):
-                os.sched_setaffinity(int(tid), cpus)
-                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
-                    todo += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            pass  # exited meanwhile
+    """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus.
+    A new thread or process takes its creator's mask, so one started by a thread not pinned
+    yet (after its process's task list was read) would keep the old one: walk again until a
+    walk finds nothing new. Then every creator was pinned before it could start another."""
+    pinned = set()
+    while True:
+        todo, new = [pid], False
+        while todo:
+            p = todo.pop()
+            try:
+                for tid in os.listdir("/proc/%d/task" % p):
+                    if int(tid) not in pinned:
+                        os.sched_setaffinity(int(tid), cpus)
+                        pinned.add(int(tid))
+                        new = True
+                    with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                        todo += [int(c) for c in f.read().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # exited meanwhile
+        if not new:
+            return
+
+
+def pin_server(srv, cpus):
+    """Pin a server to @cpus: its process tree, or for the asyncio proxy (--proxy py), a thread of
+    this process, that thread alone. Not this whole process: its main thread starts every grist
+    and Grain run, which would inherit the servers' CPUs where --grist-cpus is not given."""
+    if hasattr(srv, "proc"):
+        pin_tree(srv.proc.pid, cpus)
+    else:
+        os.sched_setaffinity(srv.thread.native_id, cpus)
 
 
 def run_grist(grist, args, seconds, env, cold=False):
@@ -269,8 +289,7 @@ def main():
         def pin_servers():
             if a.server_cpus:
                 for srv in servers:
-                    # the asyncio proxy (--proxy py) is a thread of this process: pin it with it
-                    pin_tree(srv.proc.pid if hasattr(srv, "proc") else os.getpid(), a.server_cpus)
+                    pin_server(srv, a.server_cpus)
         pin_servers()
         if a.server_cpus or a.grist_cpus:
             print("servers on CPUs %s, grist on CPUs %s" % (
@@ -327,7 +346,7 @@ def main():
             p = delay_proxy(server.port, d / 1000.0)
             servers.append(p)
             if a.server_cpus:
-                pin_tree(p.proc.pid if hasattr(p, "proc") else os.getpid(), a.server_cpus)
+                pin_server(p, a.server_cpus)
             env["AWS_ENDPOINT_URL"] = p.endpoint
             for inf in settings:
                 for what, args in (("record", ["s3://b/g1.ar"] + rec), ("window-deep", ["s3://b/g64.ar"] + deep)):

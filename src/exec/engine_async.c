@@ -501,10 +501,14 @@ static bool pin_worker_node(const struct worker *wk, const cpu_set_t *allowed)
 {
 	struct bitmask *cpus;
 	cpu_set_t set;
-	int node, nodes = numa_max_node() + 1, usable = 0, k;
+	int node, nodes, usable = 0, k;
 	bool pinned = false;
 
-	if (numa_available() < 0 || nodes < 2)
+	/* numa(3): numa_available() first; without it the other calls are undefined */
+	if (numa_available() < 0)
+		return false;
+	nodes = numa_max_node() + 1;
+	if (nodes < 2)
 		return false;
 	cpus = numa_allocate_cpumask();
 	if (!cpus)

@@ -1341,25 +1341,43 @@ static unsigned threads_chosen(const struct grist_loader_config *c)
 	return st.threads;
 }
 
+/* test_threads_follow_affinity()'s mask, while it has the process on one CPU */
+static cpu_set_t affinity_saved;
+static bool affinity_pinned;
+
+/*
+ * Its teardown: cmocka runs it after a failed assertion too, which leaves the test between its
+ * two sched_setaffinity() calls (a loader that fails to open or deliver on one CPU).
+ */
+static int affinity_restore(void **state)
+{
+	(void)state;
+	if (affinity_pinned && sched_setaffinity(0, sizeof(affinity_saved), &affinity_saved))
+		return -1;
+	affinity_pinned = false;
+	return 0;
+}
+
 /*
  * The default thread count is the CPUs the process may run on, not the machine's online
  * CPUs: under `taskset -c 0`, in a cpuset-limited container, one worker, not one per CPU of
  * the machine crowded onto the one it may use. The mask is put back before the counts are
- * compared, so a wrong count leaves the rest of the suite unpinned.
+ * compared, and by the teardown if an assertion fails while the process is on one CPU, so
+ * a failure here leaves the rest of the suite unpinned.
  */
 static void test_threads_follow_affinity(void **state)
 {
 	struct grist_loader_config c = { .size = sizeof(c) };
 	unsigned one_cpu, all;
 	struct specs sp;
-	cpu_set_t saved, one;
+	cpu_set_t one;
 	int cpu = 0;
 
 	(void)state;
-	assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
-	if (CPU_COUNT(&saved) < 2)
+	assert_int_equal(sched_getaffinity(0, sizeof(affinity_saved), &affinity_saved), 0);
+	if (CPU_COUNT(&affinity_saved) < 2)
 		skip(); /* one CPU allowed already: both readings are 1 */
-	while (!CPU_ISSET(cpu, &saved))
+	while (!CPU_ISSET(cpu, &affinity_saved))
 		cpu++;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
@@ -1367,11 +1385,13 @@ static void test_threads_follow_affinity(void **state)
 	c.batch_size = 4;
 	c.seed = 3;
 	assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+	affinity_pinned = true;
 	one_cpu = threads_chosen(&c);
-	assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
+	assert_int_equal(sched_setaffinity(0, sizeof(affinity_saved), &affinity_saved), 0);
+	affinity_pinned = false;
 	all = threads_chosen(&c);
 	assert_int_equal(one_cpu, 1);
-	assert_int_equal(all, CPU_COUNT(&saved));
+	assert_int_equal(all, CPU_COUNT(&affinity_saved));
 }
 
 /*
@@ -2032,7 +2052,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_async_equals_ref),
 		cmocka_unit_test(test_get_config),
-		cmocka_unit_test(test_threads_follow_affinity),
+		cmocka_unit_test_teardown(test_threads_follow_affinity, affinity_restore),
 		cmocka_unit_test(test_auto_maps_cached_files),
 		cmocka_unit_test(test_auto_maps_small_datasets),
 		cmocka_unit_test(test_repeatable),
