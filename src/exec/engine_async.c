@@ -47,14 +47,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grist_config.h"
-#if GRIST_HAVE_NUMA
-#include <numa.h>
-#endif
-
 #include "common/cpus.h"
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
+#include "exec/placement.h"
 #include "format/dataset.h"
 #include "io/remote.h"
 
@@ -475,77 +471,22 @@ static int step_head(struct worker *wk, bool stopping)
 	return 1;
 }
 
-#if GRIST_HAVE_NUMA
-/* The CPUs of @node that @allowed holds, into @set; how many. */
-static int node_allowed(int node, const cpu_set_t *allowed, struct bitmask *cpus, cpu_set_t *set)
-{
-	unsigned cpu, bits;
-
-	CPU_ZERO(set);
-	if (numa_node_to_cpus(node, cpus))
-		return 0;
-	bits = (unsigned)numa_bitmask_nbytes(cpus) * 8;
-	for (cpu = 0; cpu < CPU_SETSIZE && cpu < bits; cpu++)
-		if (CPU_ISSET(cpu, allowed) && numa_bitmask_isbitset(cpus, cpu))
-			CPU_SET(cpu, set);
-	return CPU_COUNT(set);
-}
-
 /*
- * Several NUMA nodes: spread workers over the nodes that hold CPUs of @allowed, each on its
- * node's CPUs within @allowed, so it decodes into node-local memory. Not numa_run_on_node():
- * that takes every CPU of the node, so a process started with `taskset -c 0-3` had its
- * workers move onto cores it was kept off. False when the allowed CPUs are on one node.
+ * Where each worker runs (exec/placement.c), decided here on the starting thread: a worker
+ * only applies its set. Out of memory for the table, the workers run where the scheduler
+ * puts them.
  */
-static bool pin_worker_node(const struct worker *wk, const cpu_set_t *allowed)
+static void place_workers(struct async_engine *e)
 {
-	struct bitmask *cpus;
-	cpu_set_t set;
-	int node, nodes, usable = 0, k;
-	bool pinned = false;
+	cpu_set_t *sets = calloc(e->nworkers, sizeof(*sets));
+	unsigned i;
 
-	/* numa(3): numa_available() first; without it the other calls are undefined */
-	if (numa_available() < 0)
-		return false;
-	nodes = numa_max_node() + 1;
-	if (nodes < 2)
-		return false;
-	cpus = numa_allocate_cpumask();
-	if (!cpus)
-		return false;
-	for (node = 0; node < nodes; node++)
-		usable += node_allowed(node, allowed, cpus, &set) > 0;
-	if (usable > 1) {
-		k = (int)(wk->id % (unsigned)usable);
-		for (node = 0; node < nodes && !pinned; node++)
-			if (node_allowed(node, allowed, cpus, &set) > 0 && k-- == 0)
-				pinned = !pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	}
-	numa_free_cpumask(cpus);
-	return pinned;
-}
-#endif
-
-static void pin_worker(struct worker *wk)
-{
-	cpu_set_t allowed, one;
-	int cpu, seen = -1, want;
-
-	if (sched_getaffinity(0, sizeof(allowed), &allowed))
-		return;
-#if GRIST_HAVE_NUMA
-	if (pin_worker_node(wk, &allowed))
-		return;
-#endif
-	want = (int)(wk->id % (unsigned)CPU_COUNT(&allowed));
-	for (cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-		if (CPU_ISSET(cpu, &allowed) && ++seen == want) {
-			CPU_ZERO(&one);
-			CPU_SET(cpu, &one);
-			pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-			return;
+	if (sets && grist_place_workers_here(e->nworkers, sets))
+		for (i = 0; i < e->nworkers; i++) {
+			e->workers[i].cpus = sets[i];
+			e->workers[i].placed = true;
 		}
-	}
+	free(sets);
 }
 
 /*
@@ -563,7 +504,8 @@ static void *worker_main(void *arg)
 	uint64_t t0;
 	int ret;
 
-	pin_worker(wk);
+	if (wk->placed)
+		pthread_setaffinity_np(pthread_self(), sizeof(wk->cpus), &wk->cpus);
 	for (;;) {
 		while (more && wants_more(wk)) {
 			u = claim_unit(wk, wk->count == 0, &ended);
@@ -772,6 +714,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 		if (ret)
 			goto fail;
 	}
+	place_workers(e);
 	for (i = 0; i < e->nworkers; i++) {
 		ret = -pthread_create(&e->workers[i].thread, NULL, worker_main, &e->workers[i]);
 		if (ret) {

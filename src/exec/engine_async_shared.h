@@ -19,6 +19,7 @@
  *   engine_async_consumer.c  batch slots, and the consumer: units in order, packing
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -77,6 +78,8 @@ struct worker {
 	unsigned id;
 	pthread_t thread;
 	bool started;
+	bool placed;          /* run on cpus (exec/placement.c), set before the thread starts */
+	cpu_set_t cpus;
 	struct async_reader reader;
 	struct async_decoder decoder;
 	struct grist_stream_cursor *cursor;
