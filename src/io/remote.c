@@ -480,9 +480,7 @@ static void cr_forget(struct grist_remote_xfer *x)
 {
 	x->has_range = false;
 	x->cr_bad = false;
-	x->cr_unsatisfied = false;
-	x->cr_total_unknown = false;
-	x->cr_start = x->cr_end = x->cr_total = 0;
+	x->cr = (struct grist_http_content_range){ 0 };
 	x->cr_text[0] = '\0';
 }
 
@@ -503,12 +501,8 @@ static void content_range(struct grist_remote_xfer *x, const char *v, bool trunc
 		x->cr_bad = true;
 		return;
 	}
-	x->cr_unsatisfied = cr.unsatisfied;
-	x->cr_total_unknown = cr.complete_unknown;
+	x->cr = cr;
 	x->has_range = !cr.unsatisfied;
-	x->cr_start = cr.first;
-	x->cr_end = cr.last;
-	x->cr_total = cr.complete;
 }
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
@@ -572,9 +566,9 @@ static bool cr_refusal(const struct grist_remote_xfer *x, char *why, size_t cap)
 {
 	if (x->cr_bad)
 		snprintf(why, cap, "a malformed Content-Range header: '%s'", x->cr_text);
-	else if (x->cr_unsatisfied)
+	else if (x->cr.unsatisfied)
 		snprintf(why, cap, "a Content-Range header that names no range: '%s'", x->cr_text);
-	else if (x->cr_total_unknown && !(x->obj && x->obj->size))
+	else if (x->cr.complete_unknown && !(x->obj && x->obj->size))
 		snprintf(why, cap, "a Content-Range header without the object's size, which grist needs "
 			 "here: '%s'", x->cr_text);
 	else
@@ -598,15 +592,15 @@ static size_t body_start(struct grist_remote_xfer *x)
 		return refuse(x, -EPROTO, "%s", why);
 	if (x->has_range) {
 		/* 206, or 200 with Content-Range as rclone answers: the range must be the one asked */
-		if (x->obj && x->obj->size && !x->cr_total_unknown && x->cr_total != x->obj->size)
+		if (x->obj && x->obj->size && !x->cr.complete_unknown && x->cr.complete != x->obj->size)
 			return refuse(x, -ESTALE, "the object changed under the reader: its size is now %llu, "
-				      "it was %llu when opened", (unsigned long long)x->cr_total,
+				      "it was %llu when opened", (unsigned long long)x->cr.complete,
 				      (unsigned long long)x->obj->size);
-		if (!x->suffix && x->len && (x->cr_start != x->off || x->cr_end != x->off + x->len - 1))
+		if (!x->suffix && x->len && (x->cr.first != x->off || x->cr.last != x->off + x->len - 1))
 			return refuse(x, -EPROTO, "asked for bytes %llu-%llu, the server sent %llu-%llu",
 				      (unsigned long long)x->off, (unsigned long long)(x->off + x->len - 1),
-				      (unsigned long long)x->cr_start, (unsigned long long)x->cr_end);
-		x->base = x->cr_start;
+				      (unsigned long long)x->cr.first, (unsigned long long)x->cr.last);
+		x->base = x->cr.first;
 	} else {
 		if (status == 206)
 			return refuse(x, -EPROTO, "a 206 answer without a Content-Range header");
@@ -991,11 +985,11 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 			return GRIST_REMOTE_DONE;
 		if (want && x->got < want) {
 			/* the server promised less than we asked? only past the object's end */
-			if (x->has_range && !x->cr_total_unknown && x->cr_end + 1 == x->cr_total &&
-			    x->got == x->cr_end + 1 - x->off)
+			if (x->has_range && !x->cr.complete_unknown && x->cr.last + 1 == x->cr.complete &&
+			    x->got == x->cr.last + 1 - x->off)
 				return fail(x, -EBADMSG, "HTTP %ld: bytes %llu-%llu asked, the object ends at %llu",
 					    status, (unsigned long long)x->off,
-					    (unsigned long long)(x->off + x->len - 1), (unsigned long long)x->cr_total);
+					    (unsigned long long)(x->off + x->len - 1), (unsigned long long)x->cr.complete);
 			snprintf(what, sizeof(what), "HTTP %ld: a short body: %llu of %llu bytes", status,
 				 (unsigned long long)x->got, (unsigned long long)want);
 			return retry_or_fail(x, GRIST_REMOTE_RETRY_SHORT, -EIO, what);

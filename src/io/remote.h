@@ -10,6 +10,7 @@
 
 #include "common/buf.h"
 #include "grist/remote.h"
+#include "io/http_fields.h"
 #include "io/io.h"
 #include "io/url.h"
 
@@ -131,11 +132,9 @@ struct grist_remote_xfer {
 	unsigned attempt;
 	uint64_t start_ns;
 	long status;
-	bool has_range;                  /* a Content-Range with a range: cr_start-cr_end */
-	bool cr_total_unknown;           /* ... and "*" for the length: cr_total is 0 */
-	bool cr_unsatisfied;             /* a Content-Range with the length only (a 416's) */
+	bool has_range;                  /* a Content-Range with a range: cr.first-cr.last */
 	bool cr_bad;                     /* a Content-Range that is not RFC 9110's */
-	uint64_t cr_start, cr_end, cr_total;
+	struct grist_http_content_range cr; /* the Content-Range as parsed; zero when none or bad */
 	char cr_text[96];                /* the Content-Range as sent, quotable; "" when none */
 	char etag[256];
 	long retry_after_s;

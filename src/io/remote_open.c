@@ -216,15 +216,15 @@ static int open_finish(struct opening *op)
 	struct grist_remote_object *o = op->o;
 	struct grist_remote_xfer *x = &op->x;
 
-	/* cr_total is known here: remote.c refuses a "*" length where no size is known yet */
+	/* cr.complete is known here: remote.c refuses a "*" length where no size is known yet */
 	if (x->has_range && !op->whole) {
-		if (x->cr_end + 1 != x->cr_total || x->cr_end + 1 - x->cr_start != op->keep.len)
+		if (x->cr.last + 1 != x->cr.complete || x->cr.last + 1 - x->cr.first != op->keep.len)
 			return grist_fail(-EPROTO, "%s: the server sent bytes %llu-%llu/%llu for the last %d bytes "
-					  "(%zu in the body)", o->url, (unsigned long long)x->cr_start,
-					  (unsigned long long)x->cr_end, (unsigned long long)x->cr_total, TAIL_BYTES,
+					  "(%zu in the body)", o->url, (unsigned long long)x->cr.first,
+					  (unsigned long long)x->cr.last, (unsigned long long)x->cr.complete, TAIL_BYTES,
 					  op->keep.len);
-		o->size = x->cr_total;
-		o->tail_off = x->cr_start;
+		o->size = x->cr.complete;
+		o->tail_off = x->cr.first;
 	} else {
 		o->size = op->keep.len;
 		o->tail_off = 0;
