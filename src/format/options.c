@@ -1,11 +1,11 @@
 /* Writer options: parsing the official grammar and reproducing Options::ToString(). */
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "codec/codec.h"
+#include "common/cpus.h"
 #include "common/error.h"
 #include "format/options.h"
 
@@ -111,13 +111,8 @@ static int parse_item(char *item, struct grist_writer_options *o, unsigned *seen
 		if (!val || (strcmp(val, "auto") && !parse_int(val, 1, 2147483647, &v)))
 			return grist_fail(-EINVAL, "option max_parallelism: invalid value '%s', expected auto or 1..2147483647",
 					  val ? val : "");
-		if (!strcmp(val, "auto")) {
-			cpu_set_t allowed;
-
-			v = sched_getaffinity(0, sizeof(allowed), &allowed) ? 1 : CPU_COUNT(&allowed);
-			if (v < 1)
-				v = 1;
-		}
+		if (!strcmp(val, "auto"))
+			v = (int)grist_cpus_allowed();
 		/* More threads than this only buys memory (2 chunks each): no machine has the cores. */
 		o->max_parallelism = v > GRIST_WRITER_MAX_PARALLELISM ? GRIST_WRITER_MAX_PARALLELISM : (unsigned)v;
 		return 0;
