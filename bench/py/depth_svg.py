@@ -2,7 +2,7 @@
 """Plot reads in flight over time, one line per ring, as an SVG (no dependencies).
 
 Input: files of "TIME_NS IN_FLIGHT" lines, one per worker, as the experiment build of
-bench/cold-experiments.patch writes them (GRIST_X_DEPTH=PREFIX gives PREFIX.0, PREFIX.1).
+the knobs patch of docs/tuning.md ("Cold-read experiments: the knobs patch") writes them (GRIST_X_DEPTH=PREFIX gives PREFIX.0, PREFIX.1).
 Each file is drawn as a step line; the figure's title says what ran.
 
   bench/py/depth_svg.py --title "per completion" --out a.svg /tmp/d.0 /tmp/d.1
