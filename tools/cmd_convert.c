@@ -8,6 +8,7 @@
 
 #include "grist/convert.h"
 #include "cli.h"
+#include "commands.h"
 
 static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"

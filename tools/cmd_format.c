@@ -8,6 +8,7 @@
 
 #include "grist/format.h"
 #include "cli.h"
+#include "commands.h"
 
 static int open_files(int argc, char **argv, struct grist_reader **r)
 {

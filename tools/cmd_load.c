@@ -15,6 +15,7 @@
 #include "grist/device.h"
 #endif
 #include "cli.h"
+#include "commands.h"
 #include "cli_iolog.h"
 #include "common/error.h"
 #include "common/open.h"

@@ -7,6 +7,7 @@
 #include "grist/format.h"
 #include "grist/plan.h"
 #include "cli.h"
+#include "commands.h"
 
 static const char order_usage[] =
 	"usage: grist order [options] (--records N | FILE...)\n"

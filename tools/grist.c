@@ -4,6 +4,7 @@
 
 #include "grist/error.h"
 #include "cli.h"
+#include "commands.h"
 
 struct command {
 	const char *name;
@@ -36,7 +37,7 @@ static void usage(FILE *out)
 	fprintf(out, "\nA FILE may be an s3://, gs:// or http(s):// URL (s3:// and gs:// globs are listed);\n"
 		     "any command takes --remote OPTS, e.g. timeout_ms:5000,retries:3,inflight:32,coalesce:1M\n"
 		     "(see include/grist/remote.h).\n"
-		     "\nRun 'grist <command> --help' for a command's options.\n"
+		     "\nRun 'grist <command> --help' for a command's options, 'grist --version' for the version.\n"
 		     "Exit status: 0 ok, 1 data or I/O error, 2 usage error.\n");
 }
 

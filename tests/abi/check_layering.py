@@ -7,8 +7,11 @@ Usage: check_layering.py LIBGRIST_SO GRIST_CLI
   (bench/), which says what it runs. Read from their dynamic imports with nm -D, so a call
   hidden behind a macro or a helper still counts.
 - bench/ reaches the library through its public headers (grist/*.h), the internal API that
-  is declared as such (grist/internal/*.h), the front ends' shared helpers (tools/cli.h) and
-  its own headers: never a private header of src/ ("io/io.h", "common/error.h", ...).
+  is declared as such (grist/internal/*.h), the front ends' shared helpers (src/frontend/cli.h)
+  and its own headers: never a private header of src/ ("io/io.h", "common/error.h", ...).
+- The benchmark and the CLI do not depend on each other (issue 36): no file of bench/ includes
+  a header of tools/, none of tools/ a header of bench/, and neither meson.build names the
+  other's targets; what both need is src/frontend/'s library.
 - Nothing the user is told to `pip install` is the unrelated PyPI project called grist: the
   distribution is grist-loader (pyproject.toml), `import grist` stays.
 Exit 77 (skip) without nm.
@@ -47,6 +50,26 @@ def bench_includes():
     return bad
 
 
+def fronts_apart():
+    bad = []
+    headers = {d: {f for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".h")} for d in ("bench", "tools")}
+    targets = {"bench": ("grist_bench_exe", "bench_py_install_dir"), "tools": ("grist_exe", "grist_cli_sources")}
+    for here, there in (("bench", "tools"), ("tools", "bench")):
+        for name in sorted(os.listdir(os.path.join(ROOT, here))):
+            path = os.path.join(ROOT, here, name)
+            if name.endswith((".c", ".h", ".cc")):
+                for n, line in enumerate(open(path), 1):
+                    m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                    if m and os.path.basename(m.group(1)) in headers[there] - headers[here]:
+                        bad.append("%s/%s:%d includes %s's \"%s\"" % (here, name, n, there, m.group(1)))
+            elif name == "meson.build":
+                for n, line in enumerate(open(path), 1):
+                    for t in targets[there]:
+                        if re.search(r"\b%s\b" % t, line.split("#")[0]):
+                            bad.append("%s/meson.build:%d uses %s's %s" % (here, n, there, t))
+    return bad
+
+
 def pip_names():
     """Every `pip install grist...` that names a distribution (not a path) must name grist-loader."""
     bad = []
@@ -76,12 +99,14 @@ def main():
             problems.append("%s calls %s: only grist-bench may start programs" % (os.path.basename(binary),
                                                                                   spawned))
     problems += bench_includes()
+    problems += fronts_apart()
     problems += pip_names()
     for p in problems:
         print("FAIL: " + p)
     if problems:
         return 1
     print("libgrist and the CLI start no process; bench/ includes public and declared-internal headers only; "
+          "bench/ and tools/ share src/frontend/ and nothing of each other; "
           "every pip install names grist-loader")
     return 0
 

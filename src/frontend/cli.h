@@ -1,6 +1,11 @@
-/* Shared pieces of the `grist` CLI: exit codes, error printing, strict number parsing. */
-#ifndef GRIST_TOOLS_CLI_H
-#define GRIST_TOOLS_CLI_H
+/*
+ * The front ends' shared helpers (the `grist` CLI in tools/ and grist-bench in bench/ both link
+ * this static library; neither depends on the other): exit codes, error printing, strict number
+ * and loader-option parsing, help texts from the option table, --mix dataset groups, URLs on
+ * the command line, signals. Not part of libgrist and never installed.
+ */
+#ifndef GRIST_FRONTEND_CLI_H
+#define GRIST_FRONTEND_CLI_H
 
 #include <signal.h>
 #include <stdio.h>
@@ -145,15 +150,5 @@ bool cli_is_help(const char *arg);
  * (grist_remote_glob()). 0, or an exit status after printing why.
  */
 int cli_remote_args(int *argc, char ***argv);
-
-/* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
-int cmd_order(int argc, char **argv);
-int cmd_info(int argc, char **argv);
-int cmd_cat(int argc, char **argv);
-int cmd_get(int argc, char **argv);
-int cmd_verify(int argc, char **argv);
-int cmd_write(int argc, char **argv);
-int cmd_convert(int argc, char **argv);
-int cmd_load(int argc, char **argv);
 
 #endif

@@ -1,4 +1,4 @@
-/* Helpers shared by the subcommands of the `grist` CLI. */
+/* Helpers shared by the front ends (the `grist` CLI and grist-bench): messages, numbers, loader options. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
