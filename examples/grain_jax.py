@@ -9,9 +9,8 @@ The first run writes DATA/lr.parquet (20000 rows: x, 16 float32 features; y, a f
 1.0 when x . w_true + b_true > 0) and converts it with grist.tfds.from_parquet into the TFDS
 dataset DATA/lr/1.0.0 (2 shards). Then:
 
-  source   grist.tfds.data_source(DATA/lr/1.0.0, "train") when grist has it (dict batches
-           decoded by grist's engine); otherwise the split's shard files, whose records
-           (tf.train.Example bytes) a Grain map parses with protobuf
+  source   grist.tfds.data_source(DATA/lr/1.0.0, "train"): dict batches {"x", "y"} decoded
+           from the tf.train.Example records by grist's engine
   Grain    grist.grain.LoaderDataset(source, 64, seed=0) -> .map(to x, y) -> .filter(all
            batches here; the hook for a real predicate)
   device   grist.jax.device_put(iterator, NamedSharding(mesh, P("data"))): the batch's rows
@@ -36,7 +35,7 @@ import grist
 import grist.grain
 import grist.jax
 
-from grist.tfds import from_parquet
+from grist.tfds import data_source, from_parquet
 
 from train_jax import FEATURES, make_train_step, true_rule  # the same model and rule, beside this file
 
@@ -62,31 +61,6 @@ def make_dataset(data):
     return out
 
 
-def source_and_parse(out):
-    """What LoaderDataset reads, and the map from its batches to {"x", "y"}."""
-    try:
-        from grist.tfds import data_source
-        return data_source(out, "train"), lambda d: {"x": np.asarray(d["x"], np.float32),
-                                                     "y": np.asarray(d["y"], np.float32)}
-    except ImportError:
-        pass
-    from tensorflow_datasets.core.example_parser import tf_example_pb2
-
-    info = json.load(open(os.path.join(out, "dataset_info.json")))
-    split = next(s for s in info["splits"] if s["name"] == "train")
-    n = len(split["shardLengths"])
-    paths = [os.path.join(out, f"{info['name']}-train.array_record-{k:05d}-of-{n:05d}") for k in range(n)]
-
-    def parse(batch):
-        xs, ys = [], []
-        for rec in batch.records():
-            f = tf_example_pb2.Example.FromString(rec).features.feature
-            xs.append(f["x"].float_list.value)
-            ys.append(f["y"].float_list.value[0])
-        return {"x": np.asarray(xs, np.float32), "y": np.asarray(ys, np.float32)}
-    return paths, parse
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="folder for lr.parquet and the lr dataset (made when missing)")
@@ -103,9 +77,10 @@ def main():
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     os.makedirs(args.data, exist_ok=True)
-    source, parse = source_and_parse(make_dataset(args.data))
+    source = data_source(make_dataset(args.data), "train")
     ds = grist.grain.LoaderDataset(source, args.batch_size, seed=0, epochs=None)
-    ds = ds.map(parse).filter(lambda b: len(b["y"]) == args.batch_size)
+    ds = ds.map(lambda b: {"x": np.asarray(b["x"], np.float32), "y": np.asarray(b["y"], np.float32)})
+    ds = ds.filter(lambda b: len(b["y"]) == args.batch_size)
 
     mesh = Mesh(np.array(jax.devices()), ("data",))
     batches = grist.jax.device_put(iter(ds), NamedSharding(mesh, P("data")))

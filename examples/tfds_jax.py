@@ -9,8 +9,8 @@ The dataset is any prepared TFDS dataset (file_format="array_record") with an 'i
 grist.Loader parses each tf.train.Example and decodes each PNG on grist's threads straight
 into the batch, and batch_map runs the tutorial's normalize on background threads. Each
 batch is a plain dict {"image": float32 (B, H, W, C), "label": int64 (B,)}; it goes through
-grist.jax.device_prefetch (jax.device_put, two batches ahead) into a jitted softmax
-regression step. The last line on stdout is a JSON summary (first and last losses, steps).
+grist.jax.device_put (the transfers on background threads, batches kept ahead on the
+device) into a jitted softmax regression step. The last line on stdout is a JSON summary (first and last losses, steps).
 """
 import argparse
 import json
@@ -59,11 +59,13 @@ def main():
         return jax.tree_util.tree_map(lambda a, d: a - args.lr * d, p, g), loss
 
     losses = []
-    for step, batch in enumerate(grist.jax.device_prefetch(loader, size=2)):
+    batches = grist.jax.device_put(loader, jax.devices()[0])
+    for step, batch in enumerate(batches):
         if step >= args.steps:
             break
         params, loss = train_step(params, batch["image"], batch["label"])
         losses.append(float(loss))
+    batches.close()
     loader.close()
     k = min(20, len(losses))
     print(json.dumps({"steps": len(losses), "first_loss": float(np.mean(losses[:k])),
