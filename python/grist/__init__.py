@@ -10,6 +10,7 @@ import concurrent.futures as _futures
 import glob as _glob
 import logging as _logging
 import os as _os
+import textwrap as _textwrap
 import threading as _threading
 import weakref as _weakref
 from typing import TYPE_CHECKING
@@ -110,10 +111,12 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
     inputs is a path, a glob pattern or a list of them, read in order (a folder is one record
     per regular file under it, in bytewise order of relative path). format is "tfrecord"
     (plain or GZIP), "lines" (plain or GZIP text, one record per line), "dir" or
-    "arrayrecord"; None tells each input's by its file type and first bytes. options are the
-    official writer options ("group_size:64,zstd:3,max_parallelism:4"). shards=N writes N
-    files, output-00000-of-0000N ..., contiguous runs whose counts differ by at most one.
-    check=False skips TFRecord data CRCs (lengths are still checked).
+    "arrayrecord"; None (the default) tells each input's by its file type and first bytes.
+    options are the official writer options ("group_size:64,zstd:3,max_parallelism:4"; the
+    default "" means the official defaults). shards=N writes N files, output-00000-of-0000N
+    ..., contiguous runs whose counts differ by at most one (None, the default: one file).
+    check=True (the default) checks every TFRecord CRC; check=False skips the data CRCs
+    (lengths are still checked). features (None by default) is the CSV spec above.
 
     progress, when given, is called about ten times a second with a dict: records, bytes
     (written so far), input_bytes_done, input_bytes_total (0 when unknown), seconds, input
@@ -163,7 +166,11 @@ class Writer(_grist.Writer):
 
 
 class ArrayRecordDataSource:
-    """A drop-in for grain.sources.ArrayRecordDataSource (Grain's RandomAccessDataSource).
+    """ArrayRecordDataSource(paths, verify="all"): a drop-in for grain.sources.ArrayRecordDataSource
+    (Grain's RandomAccessDataSource).
+
+    paths is a path, a glob pattern or a list of them: one dataset, the files' records
+    concatenated in order.
 
     len(src), src[i] -> bytes, src.__getitems__(indices) -> list[bytes]. Picklable: the
     pickle holds the file names only, and a copy (in a Grain worker process) opens the
@@ -518,3 +525,27 @@ class Loader(_grist.Loader):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _options_doc():
+    """The Loader docstring's list of libgrist's options, written from the table itself, so help()
+    says what `grist load --options` says and cannot drift from what the library parses."""
+    lines = ["", "Options: every entry of libgrist's table is a keyword (and a `grist load` flag, the",
+             "name with dashes); the values it accepts, and what leaving it out (None) means:", ""]
+    for o in _grist.loader_options():
+        if o["type"] in ("number", "size"):
+            accepts = "%s %d..%d" % ("an int" if o["type"] == "number" else "a size (bytes; \"4M\")",
+                                     o["min"], o["max"])
+        elif o["type"] == "bool":
+            accepts = "True or False"
+        else:
+            accepts = "one of " + o["choices"] if o["type"] == "choice" else o["choices"]
+        default = "default " + o["default"] if o["default"] else "no default"
+        entry = "%s: %s; %s; %s." % (o["name"], o["help"], accepts, default)
+        lines += _textwrap.wrap(entry, 92, initial_indent="  ", subsequent_indent="        ")
+    return "\n".join(lines)
+
+
+# the class docstring's lines after the first are indented by 4, as these are
+if Loader.__doc__:  # None under python -OO
+    Loader.__doc__ = Loader.__doc__.rstrip() + "\n" + _textwrap.indent(_options_doc(), "    ") + "\n"

@@ -303,7 +303,13 @@ def _dump(obj, path, indent):
 
 def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, options="group_size:1,zstd:3",
                  progress=False):
-    """Convert Parquet files into a prepared TFDS dataset in out_dir (a version folder).
+    """from_parquet(paths, out_dir, *, split="train", features=None, shards=1,
+    options="group_size:1,zstd:3", progress=False): convert Parquet files into a prepared TFDS
+    dataset in out_dir (a version folder).
+
+    split names the split written ("train" by default); shards the files written (1 by
+    default); options the ArrayRecord writer options ("group_size:1,zstd:3", TFDS's own, by
+    default); features (None by default: every column as the schema says) declares columns.
 
     paths: a path, a glob or a list of them, read in order; their rows keep that order, and
     the same input always gives the same bytes. out_dir: the dataset's version folder, e.g.
@@ -324,7 +330,7 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     A row that does not fit (a null, a bad image, a label out of range, a list of the wrong
     length) or a file whose schema differs from the first's raises ConversionError naming
     the file, row and column; nothing is left at out_dir then. progress=True prints rows done
-    and rows/s to stderr. Returns {"rows": n, "shards": [file names], "out_dir": out_dir}.
+    and rows/s to stderr (False, the default: silent). Returns {"rows": n, "shards": [file names], "out_dir": out_dir}.
     """
     import pyarrow.parquet as pq
 

@@ -151,6 +151,7 @@ class WriteToArrayRecord(beam.PTransform):
         self._sink = _ArrayRecordSink(file_path_prefix, num_shards, options, shard_name_template, file_name_suffix)
 
     def expand(self, pcoll):
+        """Beam's PTransform.expand: the PCollection of bytes written; returns the files' names."""
         return pcoll | iobase.Write(self._sink)
 
 
@@ -272,8 +273,9 @@ class ReadFromArrayRecord(beam.PTransform):
     Each file is read in ranges of whole chunks that runners size to their workers and split
     further while they run (the chunk is the unit of reading and decoding, so no chunk is
     read twice). Every chunk's hash is checked; a corrupt file fails the pipeline with
-    grist's error, which names the file and byte offset. validate=True checks at pipeline
-    construction that the pattern matches a file.
+    grist's error, which names the file and byte offset. file_pattern is a path or a glob
+    the workers see locally. validate=True (the default) checks at pipeline construction that
+    the pattern matches a file.
     """
 
     def __init__(self, file_pattern, *, validate=True):
@@ -281,6 +283,7 @@ class ReadFromArrayRecord(beam.PTransform):
         self._source = _ArrayRecordSource(file_pattern, validate=validate)
 
     def expand(self, pbegin):
+        """Beam's PTransform.expand: the records of the matching files, read as a bounded source."""
         return pbegin | iobase.Read(self._source)
 
 
@@ -580,6 +583,10 @@ class WriteToTFDS(beam.PTransform):
     Shards are written in a staging folder beside out_dir and moved in only after every bundle
     of every split succeeded, dataset_info.json last: out_dir holds the old dataset or the new
     one. out_dir is local (or mounted). The result is the PCollection of the shard paths.
+
+    num_shards: shards per split (0, the default, lets the runner decide: a shard per bundle);
+    options: the ArrayRecord writer options of each shard ("group_size:1,zstd:3", TFDS's own,
+    by default).
     """
 
     def __init__(self, out_dir, *, features, split="train", num_shards=0, options="group_size:1,zstd:3"):
@@ -598,6 +605,8 @@ class WriteToTFDS(beam.PTransform):
         self._features_json = _features_json(self._columns)
 
     def expand(self, pcolls):
+        """Beam's PTransform.expand: one PCollection (the split named split=) or a dict of them
+        by split, written and published; returns the shard paths."""
         splits = pcolls if isinstance(pcolls, dict) else {self._split: pcolls}
         for split in splits:
             if not isinstance(split, str) or not re.fullmatch(r"[A-Za-z0-9_]+", split):

@@ -23,8 +23,9 @@ _STATE_KEY = "grist_loader_state"
 class LoaderDataset(grain.IterDataset):
     """LoaderDataset(source_or_paths, batch_size, **loader_options): a grist.Loader as a grain.IterDataset.
 
-    source_or_paths and the keywords are grist.Loader's (a path, a glob, a list of them, a
-    grist.tfds source, weights=, layout=, seed=, ...); state= starts from a Loader checkpoint.
+    source_or_paths, batch_size (records per batch) and the keywords are grist.Loader's (a
+    path, a glob, a list of them, a grist.tfds source, weights=, layout=, seed=, ...; see
+    help(grist.Loader) for each and its default); state= starts from a Loader checkpoint.
     Its iterator yields what the Loader yields, in the same order: grist.Batch objects for
     bytes, dicts of numpy arrays for typed sources.
 
@@ -64,8 +65,10 @@ class LoaderDataset(grain.IterDataset):
 
 
 class LoaderDatasetIterator(grain.DatasetIterator):
-    """The iterator of a LoaderDataset. The loader starts on the first next() (or start_prefetch()),
-    so get_state()/set_state() before it cost nothing."""
+    """LoaderDatasetIterator(ds): the iterator of the LoaderDataset ds (what iter(ds) returns).
+
+    ds is the LoaderDataset whose loader options it uses. The loader starts on the first
+    next() (or start_prefetch()), so get_state()/set_state() before it cost nothing."""
 
     def __init__(self, ds):
         super().__init__()

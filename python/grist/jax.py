@@ -174,9 +174,16 @@ def _halt_and_close(pipeline, close_source):
 
 
 class DevicePutIterator:
-    """The iterator device_put() returns: next(), close(), `with`, and get_state()/set_state()
-    when the source has them (the state after the last item returned, however many items
-    the buffers hold; set_state() drops the buffers and restarts from that point)."""
+    """DevicePutIterator(source, target, cpu_buffer_size, device_buffer_size): the iterator
+    device_put() returns (call device_put(); the arguments are its own): next(), close(),
+    `with`, and get_state()/set_state() when the source has them (the state after the last
+    item returned, however many items the buffers hold; set_state() drops the buffers and
+    restarts from that point).
+
+    source is the iterator whose items are moved; target the jax Device or Sharding they go
+    to (device_put's device_or_sharding, resolved); cpu_buffer_size the items the host
+    thread keeps ready and device_buffer_size the items already on the device (device_put's
+    defaults: 4 and 2)."""
 
     def __init__(self, source, target, cpu_buffer_size, device_buffer_size):
         if cpu_buffer_size < 1 or device_buffer_size < 1:
@@ -217,11 +224,15 @@ class DevicePutIterator:
             self._p.start()
 
     def get_state(self):
+        """get_state(): the source's state right after the last item next() returned, however
+        many items the buffers hold (TypeError when the source has no get_state())."""
         if not self._p.stateful:
             raise TypeError("grist.jax.device_put: the source iterator has no get_state()")
         return self._state
 
     def set_state(self, state):
+        """set_state(state): drop the buffered items, set the source's state and restart the
+        threads from it: the next item is the one after that checkpoint."""
         if not callable(getattr(self._p.source, "set_state", None)):
             raise TypeError("grist.jax.device_put: the source iterator has no set_state()")
         self._p.halt()
@@ -283,8 +294,13 @@ def device_put(iterator, device_or_sharding=None, *, cpu_buffer_size=4, device_b
 
 
 def device_prefetch(iterator, size=2, sharding=None):
-    """The earlier name of device_put(iterator, sharding, cpu_buffer_size=size,
-    device_buffer_size=size), kept for existing code."""
+    """device_prefetch(iterator, size=2, sharding=None): the earlier name of
+    device_put(iterator, sharding, cpu_buffer_size=size, device_buffer_size=size), kept for
+    existing code; new code calls device_put.
+
+    iterator is any iterator (a Loader, a Grain iterator, a generator); size is the items
+    kept ahead on the host and on the device (default 2); sharding the
+    jax Sharding or Device the items go to (None, the default: the default device)."""
     if size < 1:
         raise ValueError("device_prefetch: size must be >= 1")
     return device_put(iterator, sharding, cpu_buffer_size=size, device_buffer_size=size)

@@ -168,7 +168,12 @@ def _converter(leaf):
 
 
 class DataSource:
-    """A TFDS split read by grist: Grain's RandomAccessDataSource protocol.
+    """DataSource(version_dir, split="train", *, threads=None): a TFDS split read by grist,
+    Grain's RandomAccessDataSource protocol. data_source() opens one by name; this is the class.
+
+    version_dir is the dataset's version folder (local or a URL); split a TFDS split spec
+    ("train", the default; "test[:10%]", "train+test", ...); threads the decode threads of
+    __getitems__ (None, the default: the CPUs allowed).
 
     len(src); src[i] -> the dict tfds.data_source(...)[i] returns; src.__getitems__(indices)
     -> list of them, decoded on grist's threads without the GIL. Picklable (the pickle holds

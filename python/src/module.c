@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "grist/options.h"
+
 /* remote_glob(pattern) -> list[str]: grist_remote_glob(), the GIL released while it lists. */
 static PyObject *module_remote_glob(PyObject *self, PyObject *arg)
 {
@@ -86,6 +88,36 @@ static PyObject *module_set_remote_options(PyObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+/*
+ * loader_options() -> list[dict]: libgrist's option table (grist_loader_option_at()), so the
+ * package documents every Loader keyword from the one place that parses it.
+ */
+static PyObject *module_loader_options(PyObject *self, PyObject *unused)
+{
+	static const char *const types[] = { "number", "size", "bool", "choice", "text" };
+	const struct grist_option *o;
+	PyObject *list = PyList_New(0);
+	size_t i;
+
+	(void)self;
+	(void)unused;
+	if (!list)
+		return NULL;
+	for (i = 0; (o = grist_loader_option_at(i)); i++) {
+		PyObject *d = Py_BuildValue("{s:s,s:s,s:K,s:K,s:s,s:s,s:s}", "name", o->name, "type", types[o->type],
+					    "min", (unsigned long long)o->min, "max", (unsigned long long)o->max,
+					    "choices", o->choices ? o->choices : "", "default",
+					    o->default_value ? o->default_value : "", "help", o->help ? o->help : "");
+		if (!d || PyList_Append(list, d)) {
+			Py_XDECREF(d);
+			Py_DECREF(list);
+			return NULL;
+		}
+		Py_DECREF(d);
+	}
+	return list;
+}
+
 static PyMethodDef grist_functions[] = {
 	{ "convert", (PyCFunction)(void (*)(void))gristpy_convert, METH_VARARGS | METH_KEYWORDS,
 	  "convert(inputs, output, format=None, options='', shards=None, check=True, progress=None):\n"
@@ -95,6 +127,9 @@ static PyMethodDef grist_functions[] = {
 	  "Each column is (key, 'int64' | 'float', values, rows) or (key, 'bytes', data, rows, offsets):\n"
 	  "values an int64 or float32 array; data bytes with uint64 offsets (m + 1) bounding each value;\n"
 	  "rows int64 (n + 1), row r holding values (bytes: offsets) rows[r] .. rows[r + 1]." },
+	{ "loader_options", module_loader_options, METH_NOARGS,
+	  "loader_options() -> list[dict]: the loader's option table (name, type, min, max, choices,\n"
+	  "default, help), as 'grist load --options' prints it" },
 	{ "remote_glob", module_remote_glob, METH_O, "remote_glob(pattern): the sorted URLs an s3:// or gs:// glob matches" },
 	{ "remote_get", module_remote_get, METH_VARARGS,
 	  "remote_get(url, max_bytes): the whole of a small object at an s3://, gs:// or http(s):// URL" },
