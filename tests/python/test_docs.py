@@ -190,3 +190,17 @@ def test_marked_block_runs(doc, line, lang, code, cli_path, tmp_path):
     argv = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [sys.executable, "-c", code]
     p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, "%s:%d exited %d\n%s" % (doc, line, p.returncode, p.stderr[-3000:])
+
+
+@pytest.mark.parametrize("doc", [d for d in DOCS if os.path.basename(os.path.dirname(d)) == "docs"],
+                         ids=lambda p: os.path.relpath(p, ROOT))
+def test_each_page_says_what_it_is_for_and_links_its_neighbours(doc):
+    """Within its opening (the text before the second heading) a page links back to the
+    README and to at least one other page of docs/."""
+    text = read(doc)
+    heads = [m.start() for m in re.finditer(r"^## ", text, re.M)]
+    opening = text[:heads[1] if len(heads) > 1 else len(text)]
+    targets = [t for t, _ in links(doc) if t.split("#")[0] and text.find("(" + t + ")") < len(opening)]
+    assert "../README.md" in targets, "%s: no link back to the README in its opening" % doc
+    pages = {t.split("#")[0] for t in targets if re.match(r"^[\w-]+\.md$", t.split("#")[0])}
+    assert pages, "%s: no link to a neighbouring page of docs/ in its opening" % doc
