@@ -5,13 +5,15 @@
 - every relative link in README.md and docs/*.md resolves, its #anchor included (GitHub's
   heading slugs);
 - every code block marked as a command runs. The convention (docs/architecture.md, "Docs"): a
-  fenced ```sh or ```python block right after a line `<!-- run -->` is run by this test in an
-  empty temporary folder, with the `grist` CLI first on PATH, the package importable and
-  $GRIST_TEST_DATA pointing at tests/data; it makes its own small data and must exit 0.
+  fenced ```sh, ```python or ```c block right after a line `<!-- run -->` is run by this test
+  in an empty temporary folder, with the `grist` CLI first on PATH, the package importable and
+  $GRIST_TEST_DATA pointing at tests/data (a C block is compiled against include/ and the
+  built libgrist.so first); it makes its own small data and must exit 0.
 """
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -168,8 +170,8 @@ def run_blocks():
         for i, line in enumerate(lines):
             if line != "<!-- run -->":
                 continue
-            m = re.match(r"^```(sh|python)\s*$", lines[i + 1]) if i + 1 < len(lines) else None
-            assert m, "%s:%d: <!-- run --> must stand right before a ```sh or ```python block" % (doc, i + 1)
+            m = re.match(r"^```(sh|python|c)\s*$", lines[i + 1]) if i + 1 < len(lines) else None
+            assert m, "%s:%d: <!-- run --> must stand right before a ```sh, ```python or ```c block" % (doc, i + 1)
             end = next(k for k in range(i + 2, len(lines)) if lines[k].startswith("```"))
             out.append((os.path.relpath(doc, ROOT), i + 3, m.group(1), "\n".join(lines[i + 2:end]) + "\n"))
     return out
@@ -183,11 +185,29 @@ def test_some_blocks_are_marked():
     assert {"README.md", "docs/cli.md", "docs/python.md"} <= docs
 
 
+def compile_c(code, cli_path, tmp_path):
+    """Build a C block against this tree's headers and the libgrist.so beside the CLI's build."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(cli_path))), "src")
+    if not cc or not os.path.exists(os.path.join(libdir, "libgrist.so")):
+        pytest.skip("no C compiler, or no built libgrist.so beside %s" % cli_path)
+    src, exe = tmp_path / "prog.c", str(tmp_path / "prog")
+    src.write_text(code)
+    p = subprocess.run([cc, "-std=c11", "-Wall", "-Werror", "-I", os.path.join(ROOT, "include"), str(src),
+                        "-o", exe, "-L", libdir, "-lgrist", "-Wl,-rpath," + libdir],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return exe
+
+
 @pytest.mark.parametrize("doc,line,lang,code", BLOCKS, ids=["%s:%d" % (b[0], b[1]) for b in BLOCKS])
 def test_marked_block_runs(doc, line, lang, code, cli_path, tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(cli_path)) + os.pathsep + os.environ["PATH"],
                GRIST_TEST_DATA=os.path.join(ROOT, "tests", "data"))
-    argv = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [sys.executable, "-c", code]
+    if lang == "c":
+        argv = [compile_c(code, cli_path, tmp_path)]
+    else:
+        argv = ["bash", "-euo", "pipefail", "-c", code] if lang == "sh" else [sys.executable, "-c", code]
     p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, "%s:%d exited %d\n%s" % (doc, line, p.returncode, p.stderr[-3000:])
 
