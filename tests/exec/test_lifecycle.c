@@ -287,8 +287,8 @@ enum kind { KIND_BYTES, KIND_FEATURES, KIND_PACK };
 struct seq {
 	uint64_t rng;
 	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
-	const char *path;
+	struct grist_dataset_spec ds[2];
+	const char *path, *path2;
 	struct grist_loader_hooks hooks;
 	struct grist_io_fault faults[4];
 	bool hooked, eio, two_devices;
@@ -318,13 +318,26 @@ static void configure(struct seq *q)
 	uint64_t *r = &q->rng;
 
 	grist_loader_config_init(c);
-	memset(&q->ds, 0, sizeof(q->ds));
+	memset(q->ds, 0, sizeof(q->ds));
 	q->kind = (enum kind)pick(r, 3);
 	q->path = q->kind == KIND_FEATURES ? fx.mnist : pick(r, 8) == 0 ? fx.damaged : pick(r, 2) ? fx.bytes3 : fx.bytes1;
-	q->ds.paths = &q->path;
-	q->ds.num_paths = 1;
-	c->datasets = &q->ds;
+	q->ds[0].paths = &q->path;
+	q->ds[0].num_paths = 1;
+	c->datasets = q->ds;
 	c->num_datasets = 1;
+	/* bytes: sometimes mixed with the other numbered file (record N in either) */
+	if (q->kind == KIND_BYTES && q->path != fx.damaged && pick(r, 4) == 0) {
+		q->path2 = q->path == fx.bytes3 ? fx.bytes1 : fx.bytes3;
+		q->ds[1].paths = &q->path2;
+		q->ds[1].num_paths = 1;
+		q->ds[0].weight = 1 + pick(r, 3);
+		q->ds[1].weight = 1 + pick(r, 3);
+		c->num_datasets = 2;
+	}
+	if (pick(r, 5) == 0) { /* one shard of two or three */
+		c->shard_count = 2 + pick(r, 2);
+		c->shard_index = pick(r, (unsigned)c->shard_count);
+	}
 	c->engine = (enum grist_engine_kind)pick(r, 3);
 	c->granularity = pick(r, 3) ? GRIST_GRANULARITY_RECORD : GRIST_GRANULARITY_CHUNK;
 	c->threads = 1 + pick(r, 3);
@@ -376,11 +389,15 @@ static void configure(struct seq *q)
 	tally.engines[c->engine]++;
 	tally.devices[c->device ? 1 + q->two_devices : 0]++;
 	tally.faults += q->eio;
-	note("%s engine=%s gran=%s threads=%u prefetch=%u batch=%llu epochs=%llu drop=%d qd=%u%s%s%s%s faults=%u;",
-	     q->kind == KIND_BYTES ? "bytes" : q->kind == KIND_FEATURES ? "features" : "pack", engine_names[c->engine],
+	note("%s%s shard=%llu/%llu engine=%s gran=%s threads=%u prefetch=%u batch=%llu epochs=%llu drop=%d qd=%u"
+	     "%s%s%s%s faults=%u;",
+	     q->kind == KIND_BYTES ? "bytes" : q->kind == KIND_FEATURES ? "features" : "pack",
+	     c->num_datasets > 1 ? " mixed" : "", (unsigned long long)c->shard_index,
+	     (unsigned long long)c->shard_count, engine_names[c->engine],
 	     c->granularity == GRIST_GRANULARITY_CHUNK ? "chunk" : "record", c->threads, c->prefetch,
 	     (unsigned long long)c->batch_size, (unsigned long long)c->epochs, c->drop_remainder, c->queue_depth,
-	     c->device ? " device=" : "", c->device ? c->device : "", q->path == fx.bytes1 ? " group1" : q->path == fx.damaged ? " damaged" : "",
+	     c->device ? " device=" : "", c->device ? c->device : "",
+	     q->path == fx.bytes1 ? " group1" : q->path == fx.damaged ? " damaged" : "",
 	     q->kind == KIND_PACK ? (c->pack == GRIST_PACK_FIRST_FIT ? " first_fit" : " concat") : "",
 	     q->hooked ? q->hooks.io_config.fault.nr_faults : 0);
 	for (unsigned i = 0; q->hooked && i < q->hooks.io_config.fault.nr_faults; i++)
@@ -605,8 +622,16 @@ static void run_sequence(uint64_t seed)
 			op_release(q, false);
 		} else if (r < 16) {
 			op_release(q, true);
-		} else if (r < 18) {
+		} else if (r < 17) {
 			op_save(q);
+		} else if (r < 18) { /* stats: read while the engine's threads run */
+			struct grist_loader_stats st;
+
+			note(" stats");
+			grist_loader_stats(q->l, &st);
+			if (st.batches > q->next_seq)
+				seq_fail("stats count %llu batches, %llu delivered", (unsigned long long)st.batches,
+					 (unsigned long long)q->next_seq);
 		} else if (r < 19) { /* resume from the last save (or from the start): the old loader goes, holding */
 			note(" resume%s", q->state_len ? "" : "(start)");
 			destroy(q);
