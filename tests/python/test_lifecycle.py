@@ -22,14 +22,33 @@ import time
 
 import pytest
 
-from conftest import grist, record
+from conftest import ROOT, grist, record
 
 SECONDS = float(os.environ.get("GRIST_PY_LIFECYCLE_SECONDS", "4"))
 ROUNDS = int(os.environ.get("GRIST_PY_LIFECYCLE_ROUNDS", "0"))
 
 
+_MNIST = {}
+
+
+def mnist():
+    """grist_mnist's train split as a grist.tfds source, and every (image, label) row it has."""
+    if not _MNIST:
+        import grist.tfds
+        src = grist.tfds.data_source("grist_mnist", "train", data_dir=os.path.join(ROOT, "tests", "data", "tfds"))
+        _MNIST["src"] = src
+        _MNIST["rows"] = {(r["image"].tobytes(), int(r["label"])) for r in (src[i] for i in range(len(src)))}
+    return _MNIST["src"], _MNIST["rows"]
+
+
 def check_batch(b, where):
-    """A kept Batch (or a LoaderDataset copy) still holds the records its indices name."""
+    """A kept Batch (or a LoaderDataset copy) still holds the records its indices name; a kept
+    dict batch of grist_mnist still holds rows of that dataset."""
+    if isinstance(b, dict):
+        rows = mnist()[1]
+        for img, label in zip(b["image"], b["label"]):
+            assert (img.tobytes(), int(label)) in rows, f"{where}: a row that is not grist_mnist's"
+        return
     if b.segment_ids is not None:  # packed rows: tokens of records, no record per index
         assert b.data.shape[0] >= 1, where
         return
@@ -98,6 +117,10 @@ def end(rng, obj, kept, where):
 
 def round_loader(files, rng, kept, where):
     opts, batch = loader_options(rng), rng.randint(1, 24)
+    if rng.random() < 0.3:  # typed: dicts of arrays decoded from tf.train.Example records
+        files = mnist()[0]
+        for k in ("pack", "pack_length", "token_bytes"):
+            opts.pop(k, None)
     loader = grist.Loader(files, batch, **opts)
     it = iter(loader)
     take(it, rng, rng.randint(0, 30), kept, where)
@@ -109,7 +132,10 @@ def round_loader(files, rng, kept, where):
             first = next(iter(again), None)
             assert (after is None) == (first is None), where
             if after is not None:
-                assert after.records() == first.records() and after.sequence == first.sequence, where
+                if isinstance(after, dict):
+                    assert all((after[k] == first[k]).all() for k in after), where
+                else:
+                    assert after.records() == first.records() and after.sequence == first.sequence, where
             del first
         del after
     del it
@@ -143,7 +169,9 @@ def round_device_put(files, rng, kept, where):
 def kinds():
     """The rounds this machine can run. Grain and JAX are imported here, before any round
     arms its interrupter: a KeyboardInterrupt inside `import jax` leaves jaxlib half
-    initialised, and freeing that module crashes in nanobind (jaxlib 0.10, not grist)."""
+    initialised, and freeing that module crashes in nanobind (jaxlib 0.10, not grist). The
+    grist_mnist rows are read here too."""
+    mnist()  # read before any interrupter too
     out = [round_loader]
     try:
         import grist.grain  # noqa: F401
