@@ -30,9 +30,13 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 #include "io/io.h"
+#if GRIST_HAVE_OPENCL
+#include "grist/device.h"
+#endif
 
 #define RECORDS 300
 #define FEATURE_RECORDS 96
+#define MAX_QUEUES 8 /* devices of one stage the test reads back from */
 
 static struct {
 	char *dir;
@@ -161,7 +165,7 @@ static void sequence_end(void)
 /* What the sequences did, printed at the end: each path the test means to exercise was. */
 static struct {
 	unsigned kinds[3], engines[3], devices[3], faults, resumes, saves, destroys_holding, oracle;
-	unsigned long batches, ends, busy, errors, releases;
+	unsigned long batches, ends, busy, errors, releases, device_read_back, device_events;
 } tally;
 
 /* ---- data ---- */
@@ -306,6 +310,12 @@ struct seq {
 	/* the checkpoint oracle: what the batch right after the save was, once it came */
 	bool after_save_pending, after_save_known, resumed_check;
 	uint64_t after_save;  /* digest_batch() of it, or 0: the end */
+#if GRIST_HAVE_OPENCL
+	/* device mode: the consumer's own queues, to read batches back and make done events */
+	cl_command_queue queue[MAX_QUEUES];
+	cl_device_id queue_device[MAX_QUEUES];
+	unsigned num_queues;
+#endif
 };
 
 static void check_content(const struct seq *q, const struct grist_batch *b, const char *when);
@@ -406,6 +416,116 @@ static void configure(struct seq *q)
 	note("\n");
 }
 
+#if GRIST_HAVE_OPENCL
+/* Device mode: the consumer's own in-order queue on each device of the loader's stage. */
+static void open_queues(struct seq *q)
+{
+	const struct grist_device_stage *st = grist_loader_device_stage(q->l);
+	unsigned n = st ? grist_device_stage_num_devices(st) : 0;
+	cl_int err;
+
+	q->num_queues = 0;
+	if (n > MAX_QUEUES)
+		seq_fail("%u devices, the test reads back from %d", n, MAX_QUEUES);
+	for (unsigned k = 0; k < n; k++) {
+		q->queue_device[k] = grist_device_stage_device(st, k);
+		q->queue[k] = clCreateCommandQueue(grist_device_stage_context(st), q->queue_device[k], 0, &err);
+		if (err != CL_SUCCESS)
+			seq_fail("clCreateCommandQueue: %d", err);
+		q->num_queues++;
+	}
+}
+
+/* Once the loader is gone (its stage waited for every done event made on these queues). */
+static void close_queues(struct seq *q)
+{
+	for (unsigned k = 0; k < q->num_queues; k++)
+		clReleaseCommandQueue(q->queue[k]);
+	q->num_queues = 0;
+}
+
+static cl_command_queue queue_of(const struct seq *q, cl_device_id dev)
+{
+	for (unsigned k = 0; k < q->num_queues; k++)
+		if (q->queue_device[k] == dev)
+			return q->queue[k];
+	seq_fail("a batch part on a device the stage did not list");
+	return NULL;
+}
+
+/* A device batch read back, part by part after its ready event, and checked as a host batch is. */
+static void check_device_content(const struct seq *q, const struct grist_batch *b, const char *when)
+{
+	const struct grist_device_batch *db = b->device;
+	size_t row = 0;
+	char want[32];
+
+	for (unsigned k = 0; k < db->num_parts; k++) {
+		const struct grist_device_part *p = &db->parts[k];
+		uint8_t *host = malloc(p->bytes ? p->bytes : 1);
+		cl_int err = CL_SUCCESS;
+
+		assert_non_null(host);
+		if (p->bytes)
+			err = clEnqueueReadBuffer(queue_of(q, p->device), p->data, CL_TRUE, p->offset, p->bytes, host, 1,
+						  &p->ready, NULL);
+		if (err != CL_SUCCESS) {
+			free(host);
+			seq_fail("%s: reading batch %llu part %u back: %d", when, (unsigned long long)b->sequence, k, err);
+		}
+		for (size_t r = 0; r < p->rows && row < b->num_records; r++, row++) {
+			uint64_t i = b->indices[row];
+			bool same;
+
+			if (q->kind == KIND_FEATURES) {
+				same = i < FEATURE_RECORDS &&
+				       !memcmp(host + r * fx.row_bytes, fx.rows + i * fx.row_bytes, fx.row_bytes);
+			} else {
+				size_t n = (size_t)snprintf(want, sizeof(want), "record %llu", (unsigned long long)i);
+
+				same = p->row_offsets[r + 1] - p->row_offsets[r] == n &&
+				       !memcmp(host + p->row_offsets[r], want, n);
+			}
+			if (!same) {
+				free(host);
+				seq_fail("%s: device batch %llu row %zu (part %u) is not record %llu's", when,
+					 (unsigned long long)b->sequence, row, k, (unsigned long long)i);
+			}
+		}
+		free(host);
+	}
+	tally.device_read_back++;
+}
+
+/*
+ * release_after() with the consumer's own events: a marker on each part's device queue
+ * behind the part's ready event, as a kernel reading the batch would leave. The stage
+ * waits for them before the slot is written again, or at destroy.
+ */
+static int release_after_events(struct seq *q, struct grist_batch *b)
+{
+	const struct grist_device_batch *db = b->device;
+	cl_event ev[MAX_QUEUES];
+	unsigned n = 0;
+	int ret;
+
+	for (unsigned k = 0; k < db->num_parts && k < MAX_QUEUES; k++) {
+		cl_command_queue cq = queue_of(q, db->parts[k].device);
+		cl_int err = clEnqueueMarkerWithWaitList(cq, 1, &db->parts[k].ready, &ev[n]);
+
+		if (err != CL_SUCCESS)
+			seq_fail("clEnqueueMarkerWithWaitList: %d", err);
+		clFlush(cq);
+		n++;
+	}
+	ret = grist_loader_release_after(q->l, b, n, (void *const *)ev);
+	tally.device_events++;
+	for (unsigned k = 0; k < n; k++)
+		clReleaseEvent(ev[k]);
+	return ret;
+}
+#endif
+
 static void open_loader(struct seq *q, bool resume)
 {
 	int ret;
@@ -419,6 +539,9 @@ static void open_loader(struct seq *q, bool resume)
 	q->error = 0;
 	q->ended = false;
 	q->next_seq = resume ? q->state_seq : 0;
+#if GRIST_HAVE_OPENCL
+	open_queues(q);
+#endif
 }
 
 static void destroy(struct seq *q)
@@ -428,6 +551,9 @@ static void destroy(struct seq *q)
 	tally.destroys_holding += q->nheld > 0;
 	grist_loader_destroy(q->l); /* with whatever is still held */
 	q->l = NULL;
+#if GRIST_HAVE_OPENCL
+	close_queues(q);
+#endif
 	q->nheld = 0;
 }
 
@@ -470,6 +596,12 @@ static void check_content(const struct seq *q, const struct grist_batch *b, cons
 	char want[32];
 	size_t r, n;
 
+#if GRIST_HAVE_OPENCL
+	if (b->device) {
+		check_device_content(q, b, when);
+		return;
+	}
+#endif
 	if (!b->data || q->kind == KIND_PACK)
 		return;
 	for (r = 0; r < b->num_records; r++) {
@@ -565,6 +697,11 @@ static void op_release(struct seq *q, bool after)
 	k = pick(&q->rng, q->nheld);
 	note(" %s#%llu", after ? "release_after" : "release", (unsigned long long)q->held[k]->sequence);
 	check_content(q, q->held[k], "held until its release");
+#if GRIST_HAVE_OPENCL
+	if (after && q->held[k]->device)
+		ret = release_after_events(q, q->held[k]);
+	else
+#endif
 	if (after)
 		ret = grist_loader_release_after(q->l, q->held[k], 0, NULL);
 	else
@@ -696,10 +833,12 @@ static void test_lifecycle(void **state)
 		(unsigned long long)seed, now_s() - t0);
 	fprintf(stderr, "lifecycle: bytes/features/pack %u/%u/%u, uring/pread/ref %u/%u/%u, host/device/2 devices "
 		"%u/%u/%u, with EIO %u; %lu batches, %lu ends, %lu errors, %lu refused as held, %lu releases, "
-		"%u saves, %u resumes (%u compared), %u destroys holding\n", tally.kinds[0], tally.kinds[1], tally.kinds[2],
+		"%u saves, %u resumes (%u compared), %u destroys holding; device batches read back %lu, released after "
+		"events %lu\n", tally.kinds[0], tally.kinds[1], tally.kinds[2],
 		tally.engines[0], tally.engines[1], tally.engines[2], tally.devices[0], tally.devices[1],
 		tally.devices[2], tally.faults, tally.batches, tally.ends, tally.errors, tally.busy, tally.releases,
-		tally.saves, tally.resumes, tally.oracle, tally.destroys_holding);
+		tally.saves, tally.resumes, tally.oracle, tally.destroys_holding, tally.device_read_back,
+		tally.device_events);
 }
 
 int main(void)
