@@ -121,6 +121,8 @@ def round_loader(files, rng, kept, where):
         files = mnist()[0]
         for k in ("pack", "pack_length", "token_bytes"):
             opts.pop(k, None)
+    if rng.random() < 0.25:  # batch_map on its threads, ahead of the caller: the batch itself comes back
+        opts.update(batch_map=lambda b: b, map_threads=rng.randint(1, 3))
     loader = grist.Loader(files, batch, **opts)
     it = iter(loader)
     take(it, rng, rng.randint(0, 30), kept, where)
