@@ -500,6 +500,8 @@ static int jpeg_decode(struct gf_image *img, uint8_t *dst, size_t pitch)
 {
 	tjhandle h = tj_handle();
 
+	if (!h) /* a handle retired after another image's failure is made again here */
+		return grist_fail(-ENOMEM, "JPEG: cannot make a TurboJPEG decompressor");
 	/*
 	 * Warnings stop the decode: libjpeg turns a truncated or damaged stream into a
 	 * warning and fills the rest with gray, which would be a made-up row.
