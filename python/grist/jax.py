@@ -140,13 +140,16 @@ class _Pipeline:
         return copy.deepcopy(self.source.get_state()) if self.stateful else None
 
     def start(self):
-        if self.threads:
-            return
-        self.stop.clear()
-        self.threads = [threading.Thread(target=self.fill_host, name="grist-device-put-host", daemon=True),
-                        threading.Thread(target=self.fill_device, name="grist-device-put-device", daemon=True)]
+        """Start the threads, or those an interrupted start() left unstarted: a KeyboardInterrupt
+        can land between the two starts, and a pipeline with one thread never started would
+        wait forever for items (and halt() could not join it)."""
+        if not self.threads:
+            self.stop.clear()
+            self.threads = [threading.Thread(target=self.fill_host, name="grist-device-put-host", daemon=True),
+                            threading.Thread(target=self.fill_device, name="grist-device-put-device", daemon=True)]
         for t in self.threads:
-            t.start()
+            if t.ident is None:
+                t.start()
 
     def drain(self):
         for q in (self.host, self.device):
@@ -161,7 +164,7 @@ class _Pipeline:
         self.stop.set()
         self.drain()
         for t in self.threads:
-            if t is not threading.current_thread():
+            if t is not threading.current_thread() and t.ident is not None:  # never started: nothing to join
                 t.join()
         self.threads = []
         self.drain()

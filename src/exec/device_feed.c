@@ -24,8 +24,9 @@
  *
  * Ownership of a device slot: provider mode, a worker acquires it (or the engine's
  * consumer side, for a batch it packs), copy mode, the feeder does; a helper submits
- * it; the consumer gets it from grist_device_stage_next() and releases it with its
- * own completion events; only then can it be acquired again. A unit whose rows are
+ * it; the consumer gets it from grist_device_stage_next(), its batch then held by the
+ * loader's held table alone, and releases it with its own completion events; only then
+ * can it be acquired again. A unit whose rows are
  * copied elsewhere (a filter shifted the batch boundaries) cancels its device slot.
  *
  * The feeder's end position reaches the consumer only through the join: the feeder
@@ -62,7 +63,13 @@ struct grist_loader_device {
 	struct grist_device_stage *stage;
 	struct grist_slot_provider provider;
 	bool copy;                    /* copy mode (see above) */
-	struct grist_slot **by_slot;  /* stage slot -> the loader slot bound to it */
+	/*
+	 * Stage slot -> the loader slot submitted through it and not yet handed to the
+	 * consumer. next() takes the entry out as it hands the batch over: from then on the
+	 * caller's held table is its one owner, so whoever tears down (quiesce, for the
+	 * batches nobody took; destroy, for the held ones) gives each back exactly once.
+	 */
+	struct grist_slot **by_slot;
 	unsigned num_slots;
 	size_t slot_bytes;
 	pthread_t feeder;
@@ -462,6 +469,7 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, ui
 	s = d->by_slot[db.slot];
 	if (!s)
 		return grist_fail(-EIO, "device stage returned slot %u, which holds no batch", db.slot);
+	d->by_slot[db.slot] = NULL; /* the caller owns it now (see by_slot) */
 	s->device_batch = db;
 	s->batch.device = &s->device_batch;
 	s->batch.data = NULL; /* the bytes now belong to the device */
@@ -473,11 +481,8 @@ int grist_loader_device_next(struct grist_loader *l, struct grist_slot **out, ui
 int grist_loader_device_release(struct grist_loader *l, struct grist_slot *s, unsigned n, void *const *events)
 {
 	struct grist_loader_device *d = l->device;
-	unsigned k = s->device_batch.slot;
 	int ret;
 
-	/* forget the binding first: once released, the slot may be bound to another batch at once */
-	d->by_slot[k] = NULL;
 	ret = grist_device_stage_release(d->stage, &s->device_batch, n, (const cl_event *)events);
 	l->ops->release(l->engine, s); /* provider mode: the engine unbinds the slot from the stage's memory */
 	return ret;

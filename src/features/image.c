@@ -73,6 +73,25 @@ static tjhandle tj_handle(void)
 }
 
 /*
+ * After a failed call the handle is retired and the thread's next image gets a fresh
+ * one. TurboJPEG 2.1 leaves a decompressor that failed inside tjDecompressHeader3()
+ * (a reserved marker, a stream cut in its header, a bogus Huffman table) mid-header,
+ * and every later call on it then fails too ("Improper call to JPEG library in state"
+ * or the old error again): one bad image would fail every JPEG after it on this thread
+ * (issue 35). A failure is rare, so making a handle then costs nothing that matters.
+ * The message is taken first: it lives in the handle.
+ */
+static int tj_fail(tjhandle h, const char *what)
+{
+	int ret = grist_fail(-EBADMSG, "%s: %s", what, tjGetErrorStr2(h));
+
+	if (pthread_getspecific(tj_key) == h)
+		pthread_setspecific(tj_key, NULL);
+	tjDestroy(h);
+	return ret;
+}
+
+/*
  * The direct path for the PNGs datasets are made of (8- or 16-bit gray, gray+alpha, RGB,
  * RGBA, not interlaced: what TFDS's encoder writes), beside libspng. libspng 0.7 makes a
  * context per image and inflates scanline by scanline, one inflate() call per row, with
@@ -390,7 +409,7 @@ static int jpeg_open(struct gf_image *img)
 	if (!h)
 		return grist_fail(-ENOMEM, "JPEG: cannot make a TurboJPEG decompressor");
 	if (img->len > (unsigned long)-1 || tjDecompressHeader3(h, img->p, (unsigned long)img->len, &w, &hh, &subsamp, &cs))
-		return grist_fail(-EBADMSG, "not a valid JPEG: %s", tjGetErrorStr2(h));
+		return tj_fail(h, "not a valid JPEG");
 	if (cs == TJCS_CMYK || cs == TJCS_YCCK)
 		return grist_fail(-ENOTSUP, "a CMYK JPEG: only grayscale and color (YCbCr, RGB) JPEGs are decoded");
 	if (w <= 0 || hh <= 0)
@@ -481,13 +500,15 @@ static int jpeg_decode(struct gf_image *img, uint8_t *dst, size_t pitch)
 {
 	tjhandle h = tj_handle();
 
+	if (!h) /* a handle retired after another image's failure is made again here */
+		return grist_fail(-ENOMEM, "JPEG: cannot make a TurboJPEG decompressor");
 	/*
 	 * Warnings stop the decode: libjpeg turns a truncated or damaged stream into a
 	 * warning and fills the rest with gray, which would be a made-up row.
 	 */
 	if (tjDecompress2(h, img->p, (unsigned long)img->len, dst, (int)img->width, (int)pitch, (int)img->height,
 			  img->channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING))
-		return grist_fail(-EBADMSG, "JPEG does not decode: %s", tjGetErrorStr2(h));
+		return tj_fail(h, "JPEG does not decode");
 	return 0;
 }
 

@@ -191,6 +191,51 @@ static void test_hold_limit(void **state)
 }
 
 /*
+ * Destroy right after the hold-limit refusal, with every batch still held (issue 35):
+ * a held batch belongs to the caller's held table alone, so destroy hands each back to
+ * the engine once. It used to stay in the feeder's slot map too, and destroy gave it
+ * back from both: a slot pooled twice, freed twice (ASan: heap-use-after-free in
+ * grist_async_pool_free; a release build aborted with "double free" about 1 run in 6).
+ */
+static void test_destroy_holding_after_limit(void **state)
+{
+	static const struct {
+		enum grist_engine_kind engine;
+		enum grist_granularity granularity;
+	} cases[] = {
+		{ GRIST_ENGINE_URING, GRIST_GRANULARITY_RECORD },
+		{ GRIST_ENGINE_URING, GRIST_GRANULARITY_CHUNK },
+		{ GRIST_ENGINE_PREAD, GRIST_GRANULARITY_RECORD },
+		{ GRIST_ENGINE_REF, GRIST_GRANULARITY_RECORD },
+	};
+	static const unsigned kept[] = { 4, 3, 1 }; /* of the four: destroy frees those, and no more */
+	struct grist_loader_config c;
+	struct grist_dataset_spec ds;
+	struct grist_batch *b[4], *extra;
+	struct grist_loader *l;
+	unsigned i, j, k;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (j = 0; j < sizeof(kept) / sizeof(kept[0]); j++) {
+			config(&c, &ds);
+			c.batch_size = 4;
+			c.engine = cases[i].engine;
+			c.granularity = cases[i].granularity;
+			l = open_device(&c);
+			for (k = 0; k < 4; k++) {
+				assert_int_equal(grist_loader_next(l, &b[k]), 0);
+				assert_non_null(b[k]);
+			}
+			assert_int_equal(grist_loader_next(l, &extra), -EBUSY);
+			for (k = kept[j]; k < 4; k++)
+				grist_loader_release(l, b[k]);
+			grist_loader_destroy(l);
+		}
+	}
+}
+
+/*
  * A batch that does not fit a device slot fails the loader only after every batch
  * before it was delivered, in order: record granularity (workers decode into the
  * slots: -ENOMEM from the engine) and chunk granularity (helpers copy into slots
@@ -300,6 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_end_checkpoint),
 		cmocka_unit_test(test_hold_limit),
+		cmocka_unit_test(test_destroy_holding_after_limit),
 		cmocka_unit_test(test_oversized_batch_after_the_others),
 		cmocka_unit_test(test_chunk_slots_sized_to_batches),
 	};

@@ -492,6 +492,73 @@ def test_bad_records_name_file_record_feature(mnist_copy):
         list(grist.Loader(src, 16, epochs=1))
 
 
+def _damaged_images(jpeg, png):
+    """Each kind of damage to a JPEG and a PNG: cut in the header, cut in the data, a
+    reserved marker / unknown critical chunk, bad Huffman / deflate data, empty."""
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    sos = jpeg.index(b"\xff\xda")
+    scan = sos + 2 + int.from_bytes(jpeg[sos + 2:sos + 4], "big")
+    idat = png.index(b"IDAT") - 4
+    n = int.from_bytes(png[idat:idat + 4], "big")
+    body = png[idat + 8:idat + 8 + n]
+    return [
+        ("jpeg cut in its header", jpeg[:jpeg.index(b"\xff\xc4") + 7]),
+        ("jpeg cut in its data", jpeg[:len(jpeg) * 2 // 3]),
+        ("jpeg with a reserved marker", jpeg[:3] + b"\x02" + jpeg[4:]),
+        ("jpeg with bad Huffman data", jpeg[:scan] + b"\xff\x00" * 24 + jpeg[scan + 48:]),
+        ("png cut in its header", png[:20]),
+        ("png cut in its data", png[:len(png) * 2 // 3]),
+        ("png with an unknown critical chunk", png[:33] + chunk(b"ABCD", b"") + png[33:]),
+        ("png with bad deflate data", png[:idat] + chunk(b"IDAT", body[:2] + b"\xff" + body[3:]) + png[idat + 12 + n:]),
+        ("empty", b""),
+    ]
+
+
+def test_good_images_after_bad_ones_on_one_thread(mnist_copy):
+    """Issue 35: one bad JPEG poisoned its thread's TurboJPEG handle, so every later JPEG
+    on that thread failed too. On a source with one decode thread, each damaged image
+    fails naming its record, and the good JPEGs and PNGs around it decode as before."""
+    from PIL import Image
+    import io
+
+    shard = mnist_copy / "grist_mnist-test.array_record-00001-of-00002"
+    first = 52  # the shard's records start after the first shard's 52
+    want = EXPECTED["grist_mnist"]["splits"]["test"]
+    buf = io.BytesIO()
+    Image.fromarray(want[first]["image"][:, :, 0]).save(buf, "JPEG", quality=90)
+    jpeg = buf.getvalue()
+    good = grist.Reader(str(shard))[0]
+    png = good[good.index(b"\x89PNG"):]
+    png = png[:png.index(b"IEND") + 8]
+    bad = _damaged_images(jpeg, png)
+
+    def edit(recs):
+        out = list(recs)
+        out[0] = example({"image": ("bytes", [jpeg]), "label": ("int64", [want[first]["label"]])})
+        for i, (_, img) in enumerate(bad):
+            out[2 + i] = example({"image": ("bytes", [img]), "label": ("int64", [1])})
+        return out
+    rewrite_shard(shard, edit)
+    src = grist.tfds.data_source(str(mnist_copy), "test", threads=1)
+    jpeg_pixels = src[first]["image"]
+    np.testing.assert_array_equal(jpeg_pixels, np.asarray(Image.open(io.BytesIO(jpeg)))[:, :, None])
+    png_row = first + 1
+    assert_same(src[png_row], want[png_row])
+    for i, (what, _) in enumerate(bad):
+        with pytest.raises(grist.Error, match=f"record {2 + i}\\b"):
+            src[first + 2 + i]
+        for _ in range(2):  # one at a time, then together on the decode thread beside the caller
+            np.testing.assert_array_equal(src[first]["image"], jpeg_pixels, err_msg=f"the JPEG after {what}")
+            assert_same(src[png_row], want[png_row], f"the PNG after {what}")
+        got = src.__getitems__([first, png_row] * 4)
+        for k in range(0, 8, 2):
+            np.testing.assert_array_equal(got[k]["image"], jpeg_pixels, err_msg=f"the JPEGs after {what}")
+            assert_same(got[k + 1], want[png_row], f"the PNGs after {what}")
+
+
 def test_wrong_features_json(mnist_copy):
     path = mnist_copy / "features.json"
     text = path.read_text()
