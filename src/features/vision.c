@@ -1,0 +1,201 @@
+/*
+ * A transform applied to one image: header checked, box drawn, region decoded, resized,
+ * then flipped, normalized and converted into the caller's dtype and layout.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "features/features_internal.h"
+#include "features/vision_internal.h"
+
+size_t grist_vision_out_bytes(const struct grist_vision_transform *tr)
+{
+	struct grist_vision_transform t;
+
+	if (gv_transform_load(&t, tr))
+		return 0;
+	return gv_out_bytes(&t);
+}
+
+size_t gv_out_bytes(const struct grist_vision_transform *t)
+{
+	return (size_t)t->out_height * t->out_width * 3 * gf_dtype_bytes(t->dtype);
+}
+
+/* Flip, normalize, convert and lay out @px (out_h x out_w x 3 uint8) into @out. */
+static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool flip, void *out)
+{
+	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow;
+	bool chw = t->layout == GRIST_VISION_CHW;
+	float scale[3], shift[3];
+
+	for (int c = 0; c < 3; c++) {
+		scale[c] = t->std[c];
+		shift[c] = t->mean[c];
+	}
+	for (size_t y = 0; y < oh; y++) {
+		for (size_t x = 0; x < ow; x++) {
+			const uint8_t *p = px + (y * ow + (flip ? ow - 1 - x : x)) * 3;
+
+			for (size_t c = 0; c < 3; c++) {
+				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * 3 + c;
+				float f;
+
+				if (t->dtype == GRIST_DTYPE_UINT8) {
+					((uint8_t *)out)[at] = p[c];
+					continue;
+				}
+				/* as torchvision in float32: ToTensor's x / 255, then Normalize's (x - mean) / std */
+				f = (float)p[c] / 255.0f;
+				if (t->normalize)
+					f = (f - shift[c]) / scale[c];
+				if (t->dtype == GRIST_DTYPE_FLOAT32)
+					((float *)out)[at] = f;
+				else
+					((uint16_t *)out)[at] = gf_float_to_half(f);
+			}
+		}
+	}
+}
+
+/* Gray, gray+alpha and RGBA rows to RGB (Pillow's convert("RGB"): gray copied, alpha dropped). */
+static void to_rgb(const uint8_t *in, uint32_t c, uint8_t *out, size_t n)
+{
+	for (size_t x = 0; x < n; x++, in += c, out += 3) {
+		out[0] = in[0];
+		out[1] = c >= 3 ? in[1] : in[0];
+		out[2] = c >= 3 ? in[2] : in[0];
+	}
+}
+
+int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+	     const char *key, void *out, struct grist_vision_box *box_out)
+{
+	struct grist_vision_box box;
+	struct gf_image im;
+	struct gv_jpeg_info ji;
+	uint32_t h, w, rh, rw;
+	uint8_t *region = NULL, *px = NULL, *full = NULL;
+	const uint8_t *src;
+	size_t stride;
+	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
+	int ret;
+
+	if (jpeg) {
+		if ((ret = gv_jpeg_header(img, len, &ji)))
+			return ret;
+		h = ji.height;
+		w = ji.width;
+	} else {
+		if ((ret = gf_image_open(&im, GRIST_DECODE_IMAGE, img, len)))
+			return ret;
+		h = im.height;
+		w = im.width;
+		if (im.sample_bytes != 1) {
+			gf_image_close(&im);
+			return grist_fail(-ENOTSUP, "a 16-bit PNG: transforms take 8-bit images");
+		}
+	}
+	if ((uint64_t)h * w > t->max_pixels) {
+		if (!jpeg)
+			gf_image_close(&im);
+		return grist_fail(-EFBIG, "a %ux%u image: more than the %llu pixels allowed (max_pixels)", h, w,
+				  (unsigned long long)t->max_pixels);
+	}
+	if ((ret = gv_box(t, h, w, epoch, index, key, &box))) {
+		if (!jpeg)
+			gf_image_close(&im);
+		return ret;
+	}
+	/* the pixels resized: the box, or (torchvision's centre crop: resize, then crop) the whole image */
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
+		rh = h;
+		rw = w;
+		box = (struct grist_vision_box){ 0, 0, (int32_t)h, (int32_t)w, box.flipped };
+	} else {
+		rh = (uint32_t)box.height;
+		rw = (uint32_t)box.width;
+	}
+	px = malloc((size_t)t->out_height * t->out_width * 3);
+	if (!px) {
+		ret = grist_fail(-ENOMEM, "vision: out of memory");
+		goto out;
+	}
+	if (jpeg) {
+		region = malloc((size_t)rh * rw * 3);
+		if (!region) {
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
+			goto out;
+		}
+		ret = gv_jpeg_decode_region(img, len, (uint32_t)box.top, (uint32_t)box.left, rh, rw, false, region,
+					    (size_t)rw * 3, t->scan_limit);
+		src = region;
+		stride = (size_t)rw * 3;
+	} else {
+		size_t row = (size_t)w * im.channels;
+
+		full = malloc(row * h);
+		if (!full) {
+			gf_image_close(&im);
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u image", h, w);
+			goto out;
+		}
+		ret = gf_image_decode(&im, full, row);
+		if (!ret && im.channels != 3) {
+			/* to RGB in place of the region: a buffer of its own */
+			region = malloc((size_t)rh * rw * 3);
+			if (!region) {
+				ret = grist_fail(-ENOMEM, "vision: out of memory");
+				goto out;
+			}
+			for (uint32_t y = 0; y < rh; y++)
+				to_rgb(full + (size_t)(box.top + y) * row + (size_t)box.left * im.channels, im.channels,
+				       region + (size_t)y * rw * 3, rw);
+			src = region;
+			stride = (size_t)rw * 3;
+		} else {
+			src = full + (size_t)box.top * row + (size_t)box.left * 3;
+			stride = row;
+		}
+	}
+	if (ret)
+		goto out;
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
+		uint32_t nh, nw;
+		struct grist_vision_box win;
+
+		gv_center_resized(t, h, w, &nh, &nw);
+		gv_center_params(t, h, w, &win);
+		ret = gv_resize_window(src, rh, rw, stride, 3, nh, nw, (uint32_t)win.top, (uint32_t)win.left, px,
+				       t->out_height, t->out_width, (size_t)t->out_width * 3, t->interp);
+	} else {
+		ret = gv_resize(src, rh, rw, stride, 3, px, t->out_height, t->out_width, (size_t)t->out_width * 3,
+				t->interp);
+	}
+	if (ret)
+		goto out;
+	emit(t, px, box.flipped, out);
+	if (box_out)
+		gv_box(t, h, w, epoch, index, key, box_out);
+out:
+	free(px);
+	free(region);
+	free(full);
+	return ret;
+}
+
+int grist_vision_apply(const struct grist_vision_transform *tr, const uint8_t *img, size_t len, uint64_t epoch,
+		       uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box)
+{
+	struct grist_vision_transform t;
+	int ret;
+
+	if ((ret = gv_transform_load(&t, tr)))
+		return ret;
+	if (!img || !out || cap < gv_out_bytes(&t))
+		return grist_fail(-EINVAL, "vision: apply: NULL argument or %zu bytes of room, %zu needed", cap,
+				  gv_out_bytes(&t));
+	return gv_apply(&t, img, len, epoch, index, key, out, box);
+}

@@ -1,0 +1,216 @@
+/*
+ * JPEG region decode through the libjpeg API (libjpeg-turbo 2.1 has no TurboJPEG crop):
+ * only the crop's rows are decoded and only its iMCU columns are transformed.
+ *
+ * - jpeg_crop_scanline() moves the region's left edge down to an iMCU boundary; the
+ *   region asked for has one column of margin on each side, because fancy upsampling
+ *   treats a region's first and last column as the image's edge and would give them other
+ *   values than a full decode does. The margins are dropped when the rows are copied out.
+ * - jpeg_skip_scanlines() to the crop's first row (entropy decoding still runs, the IDCT,
+ *   upsampling and colour conversion do not), the crop's rows read, then
+ *   jpeg_abort_decompress(): jpeg_finish_decompress() would want every remaining row.
+ * - ISLOW IDCT and fancy upsampling (libjpeg's defaults, Pillow's and torchvision's), so the
+ *   pixels equal a full decode then crop.
+ * - A libjpeg warning (a truncated or damaged stream, which libjpeg fills in with gray) is
+ *   an error, as TurboJPEG's TJFLAG_STOPONWARNING makes it; a progress monitor stops a
+ *   progressive file past the scan limit (TurboJPEG's TJFLAG_LIMITSCANS, 500 there).
+ * - CMYK and YCCK (libjpeg converts YCCK to CMYK) become RGB as Pillow makes them: the
+ *   samples inverted first ("assume adobe conventions", JpegImagePlugin.py reads every
+ *   CMYK JPEG as CMYK;I), then Convert.c's cmyk2rgb.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "common/error.h"
+#include "features/vision_internal.h"
+
+struct jerr {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	char msg[JMSG_LENGTH_MAX];
+	int code;
+};
+
+struct jprog {
+	struct jpeg_progress_mgr pub;
+	uint32_t limit;
+};
+
+static void on_error(j_common_ptr c)
+{
+	struct jerr *e = (struct jerr *)c->err;
+
+	(*c->err->format_message)(c, e->msg);
+	e->code = -EBADMSG;
+	longjmp(e->jb, 1);
+}
+
+/* Warnings (level -1) are damaged data: stop, as a made-up gray region is not the image. */
+static void on_message(j_common_ptr c, int level)
+{
+	struct jerr *e = (struct jerr *)c->err;
+
+	if (level >= 0)
+		return;
+	(*c->err->format_message)(c, e->msg);
+	e->code = -EBADMSG;
+	longjmp(e->jb, 1);
+}
+
+static void on_progress(j_common_ptr c)
+{
+	struct jerr *e = (struct jerr *)c->err;
+	struct jprog *p = (struct jprog *)c->progress;
+
+	if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > (int)p->limit) {
+		snprintf(e->msg, sizeof(e->msg), "a progressive JPEG of more than %u scans (the scan limit)", p->limit);
+		e->code = -EFBIG;
+		longjmp(e->jb, 1);
+	}
+}
+
+/* Read the header into a fresh decompressor: 0, or the code (the jmp_buf is the caller's). */
+static void setup(struct jpeg_decompress_struct *d, struct jerr *e, struct jprog *p, uint32_t limit)
+{
+	memset(d, 0, sizeof(*d));
+	d->err = jpeg_std_error(&e->pub);
+	e->pub.error_exit = on_error;
+	e->pub.emit_message = on_message;
+	e->msg[0] = 0;
+	e->code = 0;
+	p->pub.progress_monitor = on_progress;
+	p->limit = limit;
+}
+
+int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)
+{
+	struct jpeg_decompress_struct d;
+	struct jerr e;
+	struct jprog pr;
+
+	if (len > (unsigned long)-1)
+		return grist_fail(-EFBIG, "a JPEG of %zu bytes", len);
+	setup(&d, &e, &pr, 0);
+	if (setjmp(e.jb)) {
+		jpeg_destroy_decompress(&d);
+		return grist_fail(e.code, "not a valid JPEG: %s", e.msg);
+	}
+	jpeg_create_decompress(&d);
+	jpeg_mem_src(&d, p, (unsigned long)len);
+	jpeg_read_header(&d, TRUE);
+	info->width = d.image_width;
+	info->height = d.image_height;
+	info->components = (uint32_t)d.num_components;
+	info->progressive = d.progressive_mode;
+	jpeg_destroy_decompress(&d);
+	if (!info->width || !info->height)
+		return grist_fail(-EBADMSG, "not a valid JPEG: %ux%u pixels", info->height, info->width);
+	if (info->components != 1 && info->components != 3 && info->components != 4)
+		return grist_fail(-ENOTSUP, "a JPEG of %u components", info->components);
+	return 0;
+}
+
+static inline uint8_t muldiv255(int a, int b)
+{
+	int t = a * b + 128;
+
+	return (uint8_t)(((t >> 8) + t) >> 8);
+}
+
+/* Pillow's "CMYK;I" unpack then cmyk2rgb, for @n pixels. */
+static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, size_t n)
+{
+	for (size_t x = 0; x < n; x++, in += 4, out += 3) {
+		int nk = 255 - (255 - in[3]);
+
+		for (int ch = 0; ch < 3; ch++) {
+			int v = nk - muldiv255(255 - in[ch], nk);
+
+			out[ch] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+		}
+	}
+}
+
+int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
+			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit)
+{
+	struct jpeg_decompress_struct d;
+	struct jerr e;
+	struct jprog pr;
+	uint8_t *volatile row = NULL;
+	JDIMENSION x, w, skip;
+	uint32_t cmyk, ch;
+
+	if (len > (unsigned long)-1)
+		return grist_fail(-EFBIG, "a JPEG of %zu bytes", len);
+	setup(&d, &e, &pr, scan_limit);
+	if (setjmp(e.jb)) {
+		jpeg_destroy_decompress(&d);
+		free(row);
+		return grist_fail(e.code, e.code == -EFBIG ? "%s" : "JPEG does not decode: %s", e.msg);
+	}
+	jpeg_create_decompress(&d);
+	d.progress = &pr.pub;
+	jpeg_mem_src(&d, p, (unsigned long)len);
+	jpeg_read_header(&d, TRUE);
+	if (!width || !height || top > d.image_height || height > d.image_height - top || left > d.image_width ||
+	    width > d.image_width - left) {
+		uint32_t ih = d.image_height, iw = d.image_width;
+
+		jpeg_destroy_decompress(&d);
+		return grist_fail(-EINVAL, "JPEG region %ux%u at (%u, %u) is not inside the %ux%u image", height, width,
+				  top, left, ih, iw);
+	}
+	cmyk = d.num_components == 4;
+	if (d.num_components == 1 && gray_out)
+		d.out_color_space = JCS_GRAYSCALE;
+	else if (cmyk)
+		d.out_color_space = JCS_CMYK;
+	else
+		d.out_color_space = JCS_RGB;
+	ch = d.out_color_space == JCS_GRAYSCALE ? 1 : cmyk ? 4 : 3;
+	d.dct_method = JDCT_ISLOW;
+	d.do_fancy_upsampling = TRUE;
+	jpeg_start_decompress(&d);
+	/* one column of margin each side (see the top of the file) */
+	x = left ? left - 1 : 0;
+	w = (left + width < d.image_width ? left + width + 1 : d.image_width) - x;
+	if (x || w != d.image_width)
+		jpeg_crop_scanline(&d, &x, &w);
+	row = malloc((size_t)w * ch);
+	if (!row) {
+		jpeg_destroy_decompress(&d);
+		return grist_fail(-ENOMEM, "JPEG: out of memory for a row of %u pixels", (unsigned)w);
+	}
+	if (top) {
+		skip = jpeg_skip_scanlines(&d, top);
+		if (skip != top) {
+			jpeg_destroy_decompress(&d);
+			free(row);
+			return grist_fail(-EBADMSG, "JPEG does not decode: %u of %u rows skipped", (unsigned)skip, top);
+		}
+	}
+	for (uint32_t y = 0; y < height; y++) {
+		JSAMPROW r = row;
+		const uint8_t *from = row + (size_t)(left - x) * ch;
+
+		if (jpeg_read_scanlines(&d, &r, 1) != 1) {
+			jpeg_destroy_decompress(&d);
+			free(row);
+			return grist_fail(-EBADMSG, "JPEG does not decode: row %u is missing", top + y);
+		}
+		if (cmyk)
+			cmyk_to_rgb(from, dst + (size_t)y * pitch, width);
+		else
+			memcpy(dst + (size_t)y * pitch, from, (size_t)width * ch);
+	}
+	jpeg_abort_decompress(&d);
+	jpeg_destroy_decompress(&d);
+	free(row);
+	return 0;
+}
