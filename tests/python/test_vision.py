@@ -68,3 +68,123 @@ def test_resize_random_sizes_equal_pillow():
         for interp in (BILINEAR, BICUBIC):
             d = np.abs(grist_resize(a, oh, ow, interp).astype(int) - pil_resize(a, oh, ow, interp)).max()
             assert d <= 1, (h, w, oh, ow, interp, d)
+
+
+# ---------------------------------------------------------------- the crop sampler
+
+def torchvision_get_params(height, width, scale, ratio, uniform):
+    """torchvision/transforms/transforms.py RandomResizedCrop.get_params, line by line, with its
+    torch draws made from ``uniform()``: uniform_(a, b) is a + u (b - a), randint(0, n) floor(u n)."""
+    area = height * width
+    log_ratio = (math.log(ratio[0]), math.log(ratio[1]))
+    for _ in range(10):
+        target_area = area * (scale[0] + uniform() * (scale[1] - scale[0]))
+        aspect_ratio = math.exp(log_ratio[0] + uniform() * (log_ratio[1] - log_ratio[0]))
+        w = int(round(math.sqrt(target_area * aspect_ratio)))
+        h = int(round(math.sqrt(target_area / aspect_ratio)))
+        if 0 < w <= width and 0 < h <= height:
+            i = min(int(math.floor(uniform() * (height - h + 1))), height - h)
+            j = min(int(math.floor(uniform() * (width - w + 1))), width - w)
+            return i, j, h, w
+    # Fallback to central crop
+    in_ratio = float(width) / float(height)
+    if in_ratio < min(ratio):
+        w = width
+        h = int(round(w / min(ratio)))
+    elif in_ratio > max(ratio):
+        h = height
+        w = int(round(h * max(ratio)))
+    else:  # whole image
+        w = width
+        h = height
+    i = (height - h) // 2
+    j = (width - w) // 2
+    return i, j, h, w
+
+
+def test_sampler_exact_boxes_for_injected_uniforms():
+    rng = np.random.default_rng(3)
+    sizes = [(375, 500), (500, 375), (1, 1), (1, 1000), (1000, 1), (7, 3), (224, 224), (33, 1999), (480, 640)]
+    settings = [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 1.0), (0.5, 2.0)), ((0.99, 1.0), (1.0, 1.0)),
+                ((0.08, 0.08), (3.0, 4.0)), ((0.2, 0.9), (0.1, 0.2))]
+    n = 0
+    for h, w in sizes + [tuple(int(v) for v in rng.integers(1, 800, 2)) for _ in range(40)]:
+        for scale, ratio in settings:
+            for _ in range(25):
+                u = [float(x) for x in rng.random(40)]
+                it = iter(u)
+                want = torchvision_get_params(h, w, scale, ratio, lambda: next(it))
+                if 0 in want[2:]:
+                    # torchvision's fallback can round a side to 0 on a thin image (a crop that
+                    # then fails); grist keeps the box at least 1 pixel, centred as torchvision does
+                    ch, cw = max(want[2], 1), max(want[3], 1)
+                    want = ((h - ch) // 2, (w - cw) // 2, ch, cw)
+                got = _grist._vision_rrc(h, w, scale, ratio, u)
+                assert got == want, (h, w, scale, ratio, u)
+                n += 1
+    # ties: an area whose square root is exactly k + 0.5 must round to even, as Python's round
+    for k in range(1, 40):
+        side = k + 0.5
+        u = [(side * side / (100 * 100) - 0.08) / (1.0 - 0.08), 0.5, 0.25, 0.75]
+        it = iter(u)
+        assert _grist._vision_rrc(100, 100, (0.08, 1.0), (3 / 4, 4 / 3), u) == \
+            torchvision_get_params(100, 100, (0.08, 1.0), (3 / 4, 4 / 3), lambda: next(it))
+    assert n > 1000
+
+
+def test_sampler_fallback_is_the_clamped_centre():
+    # uniforms of 0.999.. make every attempt too large for a thin image: the fallback runs
+    assert _grist._vision_rrc(10, 1000, (0.99, 1.0), (3 / 4, 4 / 3), [0.999] * 40) == (0, 493, 10, 13)
+    assert _grist._vision_rrc(1000, 10, (0.99, 1.0), (3 / 4, 4 / 3), [0.999] * 40) == (493, 0, 13, 10)
+
+
+def test_sampler_distribution_matches_torchvision():
+    """20k draws of grist's generator against the reimplementation driven by numpy (two-sample KS)."""
+    stats = pytest.importorskip("scipy.stats")
+    t = grist.vision.RandomResizedCrop(224)
+    h, w, n = 375, 500, 20000
+    got = np.array([t.params(h, w, seed=5, epoch=e, index=i)[:4] for e in range(2) for i in range(n // 2)])
+    rng = np.random.default_rng(11)
+    want = np.array([torchvision_get_params(h, w, (0.08, 1.0), (3 / 4, 4 / 3), lambda: float(rng.random()))
+                     for _ in range(n)])
+    for name, f in (("area", lambda b: b[:, 2] * b[:, 3]), ("aspect", lambda b: b[:, 3] / b[:, 2]),
+                    ("top", lambda b: b[:, 0]), ("left", lambda b: b[:, 1])):
+        p = stats.ks_2samp(f(got), f(want)).pvalue
+        assert p > 1e-3, (name, p)
+    # every box fits the image
+    assert (got[:, 0] + got[:, 2] <= h).all() and (got[:, 1] + got[:, 3] <= w).all() and (got >= 0).all()
+
+
+def test_params_are_keyed_by_seed_epoch_index_and_feature():
+    t = grist.vision.RandomResizedCrop(224, flip=0.5)
+    b = t.params(375, 500, seed=1, epoch=2, index=3, feature="image")
+    assert b == t.params(375, 500, seed=1, epoch=2, index=3, feature="image")
+    assert isinstance(b, grist.vision.Box) and b._fields == ("top", "left", "height", "width", "flipped")
+    others = {t.params(375, 500, seed=s, epoch=e, index=i, feature=f)
+              for s, e, i, f in [(2, 2, 3, "image"), (1, 3, 3, "image"), (1, 2, 4, "image"), (1, 2, 3, "other")]}
+    assert b not in others and len(others) == 4
+    flips = [t.params(375, 500, index=i).flipped for i in range(2000)]
+    assert 900 < sum(flips) < 1100
+    assert not any(grist.vision.RandomResizedCrop(224).params(375, 500, index=i).flipped for i in range(200))
+
+
+def torchvision_center_crop_box(h, w, size, resize):
+    """torchvision Resize(resize) then CenterCrop(size): the crop's offsets in the resized image."""
+    short, long = (h, w) if h <= w else (w, h)
+    new_short, new_long = resize, int(resize * long / short)
+    nh, nw = (new_short, new_long) if h <= w else (new_long, new_short)
+    top = int(round((nh - size) / 2.0))
+    left = int(round((nw - size) / 2.0))
+    return nh, nw, top, left
+
+
+def test_center_crop_boxes():
+    for h, w in [(375, 500), (500, 375), (256, 256), (257, 1000), (300, 301), (224, 225)]:
+        c = int(0.875 * min(h, w))
+        b = grist.vision.CenterCrop(224, crop_fraction=0.875).params(h, w)
+        assert b == (((h - c) + 1) // 2, ((w - c) + 1) // 2, c, c, 0)
+        nh, nw, top, left = torchvision_center_crop_box(h, w, 224, 256)
+        b = grist.vision.CenterCrop(224, resize=256).params(h, w)
+        assert (b.top, b.left) == (int(top * h / nh), int(left * w / nw))
+    with pytest.raises(ValueError):
+        grist.vision.CenterCrop(224, resize=200).params(375, 500)

@@ -1,0 +1,183 @@
+"""grist.vision: image transforms that run in C on the loader's decode threads (grist/vision.h).
+
+    loader = grist.Loader(grist.tfds.data_source("imagenet2012", split="train"), 256, seed=0,
+                          transforms={"image": grist.vision.RandomResizedCrop(
+                              224, flip=0.5, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225))},
+                          boxes=True)
+
+gives batches whose "image" is (256, 224, 224, 3) float32 whatever size each JPEG has, and
+"image_box" int32 (256, 5): top, left, height, width (source pixels) and flipped. Every
+draw comes from a generator keyed by (seed, epoch, record index, feature key), so
+``transform.params(h, w, seed=, epoch=, index=, feature=)`` tells the box the loader uses.
+"""
+import collections
+
+from . import _grist
+
+__all__ = ["Box", "RandomResizedCrop", "CenterCrop", "Resize"]
+
+Box = collections.namedtuple("Box", "top left height width flipped")
+Box.__doc__ = "Where a transformed image comes from: the crop in source pixels, and whether it was flipped."
+
+_OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
+_INTERP = {"bilinear": 0, "bicubic": 1}
+_DTYPES = {"uint8": 1, "float16": 9, "float32": 10}
+_LAYOUTS = {"HWC": 0, "CHW": 1}
+
+
+def _size(size):
+    if isinstance(size, int):
+        return (size, size)
+    h, w = size
+    return (int(h), int(w))
+
+
+class _Transform:
+    """What the three transforms share: the output's options, params() and apply()."""
+
+    _op = None
+
+    def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
+                 max_pixels=None, scan_limit=None):
+        self.size = _size(size)
+        if interpolation not in _INTERP:
+            raise ValueError("interpolation must be 'bilinear' or 'bicubic', not %r" % (interpolation,))
+        if (mean is None) != (std is None):
+            raise ValueError("mean and std go together")
+        if dtype is None:
+            dtype = "float32" if mean is not None else "uint8"
+        dtype = getattr(dtype, "name", dtype)
+        if dtype not in _DTYPES:
+            raise ValueError("dtype must be uint8, float16 or float32, not %r" % (dtype,))
+        if layout not in _LAYOUTS:
+            raise ValueError("layout must be 'HWC' or 'CHW', not %r" % (layout,))
+        self.interpolation = interpolation
+        self.flip = float(flip)
+        self.mean = tuple(float(v) for v in mean) if mean is not None else None
+        self.std = tuple(float(v) for v in std) if std is not None else None
+        self.dtype = dtype
+        self.layout = layout
+        self.max_pixels = max_pixels
+        self.scan_limit = scan_limit
+
+    def _spec(self):
+        d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
+             "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
+             "max_pixels": self.max_pixels, "scan_limit": self.scan_limit}
+        d.update(self._extra())
+        return d
+
+    def _extra(self):
+        return {}
+
+    @property
+    def shape(self):
+        """The shape of one output image: (h, w, 3), or (3, h, w) for layout "CHW"."""
+        h, w = self.size
+        return (h, w, 3) if self.layout == "HWC" else (3, h, w)
+
+    def params(self, height, width, seed=0, epoch=0, index=0, feature="image"):
+        """The Box this transform gives a height x width image of record ``index`` (within its
+        dataset) in ``epoch`` under loader ``seed``, for the feature named ``feature``: what
+        the loader uses, without decoding anything."""
+        return Box(*_grist.vision_box(self._spec(), height, width, seed, epoch, index, feature))
+
+    def apply(self, image, seed=0, epoch=0, index=0, feature="image"):
+        """Decode one PNG or JPEG (bytes) and transform it as the loader would: returns
+        (numpy array of ``shape`` and ``dtype``, Box)."""
+        import numpy as np
+
+        data, box = _grist.vision_apply(self._spec(), bytes(image), seed, epoch, index, feature)
+        return np.frombuffer(data, self.dtype).reshape(self.shape), Box(*box)
+
+    def _repr_args(self):
+        return []
+
+    def __repr__(self):
+        args = ["size=%r" % (self.size,)] + self._repr_args()
+        args += ["interpolation=%r" % self.interpolation, "flip=%r" % self.flip]
+        if self.mean is not None:
+            args += ["mean=%r" % (self.mean,), "std=%r" % (self.std,)]
+        args += ["dtype=%r" % self.dtype, "layout=%r" % self.layout]
+        return "grist.vision.%s(%s)" % (type(self).__name__, ", ".join(args))
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    def __hash__(self):
+        return hash(repr(self))
+
+
+class RandomResizedCrop(_Transform):
+    """torchvision's RandomResizedCrop, in C, with the flip and normalization fused.
+
+    Keywords:
+      size: output side (int) or (height, width).
+      scale: range of the crop's area as a fraction of the image's; default (0.08, 1.0).
+      ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3).
+      interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters.
+      flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
+      mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
+        ToTensor + Normalize); default None (no normalization).
+      dtype: "uint8", "float16" or "float32"; default uint8, or float32 with mean/std. A float
+        output without mean/std is pixel / 255.
+      layout: "HWC" (default) or "CHW".
+      max_pixels: images with more pixels are refused before decoding; default None (2^28).
+      scan_limit: the most scans a progressive JPEG may have; default None (500).
+
+    The box follows torchvision's get_params exactly (10 attempts, Python's rounding, the
+    clamped centre fallback); the uniforms come from grist's own generator, keyed per record.
+    """
+
+    _op = "random_resized_crop"
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), **kw):
+        super().__init__(size, **kw)
+        self.scale = (float(scale[0]), float(scale[1]))
+        self.ratio = (float(ratio[0]), float(ratio[1]))
+
+    def _extra(self):
+        return {"scale": self.scale, "ratio": self.ratio}
+
+    def _repr_args(self):
+        return ["scale=%r" % (self.scale,), "ratio=%r" % (self.ratio,)]
+
+
+class CenterCrop(_Transform):
+    """The evaluation crop, in one of two conventions.
+
+    Keywords:
+      size: output side (int) or (height, width).
+      resize: torchvision's Resize(resize) first (the shorter side to ``resize``, the longer
+        one truncated), then a centred ``size`` crop at torchvision's offsets (round half to
+        even); default 256. Ignored when crop_fraction is given.
+      crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
+        shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
+      and interpolation, flip, mean, std, dtype, layout, max_pixels, scan_limit as
+      RandomResizedCrop (flip defaults to 0.0).
+    """
+
+    _op = "center_crop"
+
+    def __init__(self, size, resize=256, crop_fraction=None, **kw):
+        super().__init__(size, **kw)
+        self.resize = int(resize)
+        self.crop_fraction = None if crop_fraction is None else float(crop_fraction)
+
+    def _extra(self):
+        return {"resize": self.resize, "crop_fraction": self.crop_fraction}
+
+    def _repr_args(self):
+        if self.crop_fraction is not None:
+            return ["crop_fraction=%r" % self.crop_fraction]
+        return ["resize=%r" % self.resize]
+
+
+class Resize(_Transform):
+    """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
+
+    Keywords: size, and interpolation, flip, mean, std, dtype, layout, max_pixels, scan_limit
+    as RandomResizedCrop.
+    """
+
+    _op = "resize"
