@@ -188,3 +188,68 @@ def test_center_crop_boxes():
         assert (b.top, b.left) == (int(top * h / nh), int(left * w / nw))
     with pytest.raises(ValueError):
         grist.vision.CenterCrop(224, resize=200).params(375, 500)
+
+
+# ---------------------------------------------------------------- JPEG region decode
+
+def jpeg_bytes(a, mode=None, **kw):
+    from PIL import ImageFile
+
+    ImageFile.MAXBLOCK = max(ImageFile.MAXBLOCK, 1 << 22)  # a progressive file is written in one block
+    im = Image.fromarray(a)
+    if mode:
+        im = im.convert(mode)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=kw.pop("quality", 90), **kw)
+    return buf.getvalue()
+
+
+def region(data, top, left, h, w):
+    out, c = _grist._vision_jpeg_region(data, top, left, h, w)
+    return np.frombuffer(out, np.uint8).reshape(h, w, c)
+
+
+JPEG_KINDS = {
+    "444": dict(subsampling=0), "422": dict(subsampling=1), "420": dict(subsampling=2),
+    "gray": dict(mode="L"), "cmyk": dict(mode="CMYK"), "progressive": dict(progressive=True, subsampling=2),
+    "progressive444": dict(progressive=True, subsampling=0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(JPEG_KINDS))
+def test_region_decode_equals_full_decode_then_crop(kind):
+    rng = np.random.default_rng(1)
+    for h, w in [(123, 77), (64, 96), (17, 250), (301, 299)]:
+        data = jpeg_bytes(smooth_image(rng, h, w, 3), **JPEG_KINDS[kind])
+        full = region(data, 0, 0, h, w)
+        # the full decode is Pillow's (the same libjpeg settings: ISLOW, fancy upsampling)
+        pil = Image.open(io.BytesIO(data))
+        pil = np.asarray(pil.convert("RGB") if pil.mode == "CMYK" else pil).reshape(full.shape)
+        assert np.abs(full.astype(int) - pil).max() <= 1, (kind, h, w)
+        crops = [(0, 0, h, w), (0, 0, 1, 1), (h - 1, w - 1, 1, 1), (16, 16, min(32, h - 16), min(32, w - 16)),
+                 (h // 2, 0, h - h // 2, w), (0, w // 3, h, w - w // 3), (5, 3, h - 9, w - 7)]
+        crops += [(int(rng.integers(0, h)), int(rng.integers(0, w)), 0, 0) for _ in range(12)]
+        for top, left, ch, cw in crops:
+            if ch == 0:  # a random box inside
+                ch = int(rng.integers(1, h - top + 1))
+                cw = int(rng.integers(1, w - left + 1))
+            got = region(data, top, left, ch, cw)
+            want = full[top:top + ch, left:left + cw]
+            assert np.array_equal(got, want), (kind, h, w, top, left, ch, cw,
+                                               np.abs(got.astype(int) - want).max())
+
+
+def test_region_decode_bad_input():
+    rng = np.random.default_rng(2)
+    data = jpeg_bytes(smooth_image(rng, 64, 64, 3))
+    with pytest.raises(grist.Error, match="JPEG"):
+        _grist._vision_jpeg_region(data[:len(data) // 2], 0, 0, 64, 64)  # truncated: a warning is an error
+    with pytest.raises(grist.Error, match="JPEG"):
+        _grist._vision_jpeg_region(b"\xff\xd8\xff" + b"\x00" * 100, 0, 0, 1, 1)
+    with pytest.raises(ValueError, match="not inside"):
+        _grist._vision_jpeg_region(data, 60, 0, 5, 5)
+    # a progressive file past the scan limit is refused, not decoded for minutes
+    prog = jpeg_bytes(smooth_image(rng, 64, 64, 3), progressive=True)
+    region(prog, 0, 0, 64, 64)
+    with pytest.raises(grist.Error, match="scan limit"):
+        _grist._vision_jpeg_region(prog, 0, 0, 64, 64, 3)
