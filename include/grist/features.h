@@ -258,6 +258,8 @@ struct grist_feature_column {
 	size_t bytes;               /* bytes at offset in every row */
 	size_t dims_offset;         /* PAD and RAGGED: int64[ndim], this record's real shape;
 				       SIZE_MAX for NONE */
+	size_t box_offset;          /* a transform with boxes (grist/vision.h): int32[5], the record's
+				       box (top, left, height, width, flipped); SIZE_MAX otherwise */
 };
 
 /** grist_feature_column_init() - zero @c and set its size field. */

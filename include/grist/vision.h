@@ -145,6 +145,18 @@ GRIST_API int grist_vision_apply(const struct grist_vision_transform *t, const u
 				 uint64_t epoch, uint64_t index, const char *key, void *out, size_t cap,
 				 struct grist_vision_box *box);
 
+/**
+ * grist_features_set_transform() - attach @t to image feature @i (decode PNG, JPEG or
+ * IMAGE, shape (H, W, C) with H and W fixed or -1, any varlen mode) before finish. Its
+ * column becomes (out_h, out_w, 3) (HWC) or (3, out_h, out_w) (CHW) of the transform's
+ * dtype, the same for every record; with @boxes, an int32[5] column of the record's
+ * box follows it (grist_feature_column().box_offset).
+ * Return: 0, or -EINVAL naming the feature (not an image, a bad transform, a finished spec),
+ * -E2BIG (a newer caller's struct with options this library does not know).
+ */
+GRIST_API int grist_features_set_transform(struct grist_features *f, size_t i, const struct grist_vision_transform *t,
+					   bool boxes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -312,7 +312,8 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None):
+    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None, transforms=None, boxes=False,
+                         seed=0):
         """(Features, columns, leaves) for a Loader: every feature a column of fixed size,
         but those in @ragged.
 
@@ -321,12 +322,16 @@ class DataSource:
         (not parsed at all). @ragged names features whose first dimension varies (a Text,
         a (None,) or (None, 3) Tensor, a Sequence of scalars): they are stored in the row
         with their length, and the Loader reads the batch as ragged rows. A feature whose
-        shape varies and is in none of them is an error naming it.
+        shape varies and is in none of them is an error naming it. @transforms maps an image
+        feature's key to a grist.vision transform: its column is the transform's fixed output
+        (keyed by @seed), with '<name>_box' beside it when @boxes.
         """
         pad, skip, ragged = dict(pad or {}), set(skip or ()), list(ragged or ())
-        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip):
-            raise ValueError("grist.Loader: a feature is named twice in pad, skip and ragged")
-        unknown = (set(pad) | skip | set(ragged)) - {leaf.key for leaf in self.leaves}
+        transforms = dict(transforms or {})
+        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip) or set(transforms) & (
+                set(pad) | skip | set(ragged)):
+            raise ValueError("grist.Loader: a feature is named twice in pad, skip, ragged and transforms")
+        unknown = (set(pad) | skip | set(ragged) | set(transforms)) - {leaf.key for leaf in self.leaves}
         if unknown:
             raise ValueError(f"grist.Loader: pad, skip or ragged names no feature of {self.name}: "
                              f"{sorted(unknown)}")
@@ -336,7 +341,14 @@ class DataSource:
         cols = []
         for leaf in leaves:
             shape = _c_shape(leaf)
-            if leaf.key in pad:
+            if leaf.key in transforms:
+                t = transforms[leaf.key]
+                if not hasattr(t, "_spec"):
+                    raise TypeError(f"grist.Loader: transforms[{leaf.key!r}] is not a grist.vision transform")
+                if leaf.kind != "image":
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} is not an image: no transform applies")
+                cols.append(_column(leaf, _grist.VARLEN_NONE) + (t._spec(), int(seed), bool(boxes)))
+            elif leaf.key in pad:
                 max_shape = pad[leaf.key]
                 max_shape = (max_shape,) if isinstance(max_shape, int) else tuple(max_shape)
                 if len(max_shape) != len(shape):
@@ -366,6 +378,8 @@ class DataSource:
         for leaf in leaves:
             if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in paths:
                 raise ValueError(f"grist.Loader: feature {leaf.key!r}_shape exists: cannot pad {leaf.key!r}")
+            if boxes and leaf.key in transforms and leaf.path[:-1] + (leaf.path[-1] + "_box",) in paths:
+                raise ValueError(f"grist.Loader: feature {leaf.key!r}_box exists: boxes=True cannot add it")
         if datasets is not None:  # a mixture: messages name each dataset's files
             return _grist.Features(cols, threads=0, datasets=datasets), cols, leaves
         return _grist.Features(cols, self.files, 0), cols, leaves

@@ -256,7 +256,13 @@ static int decode_strings(const struct gf_feature *ft, const struct gf_span *ent
 	return 0;
 }
 
-static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl)
+/* Which record is decoded: keys a transform's draws. */
+struct where {
+	uint64_t index, epoch;
+};
+
+static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl,
+			  const struct where *at)
 {
 	struct gf_values v;
 	uint8_t *dst;
@@ -275,6 +281,13 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 	}
 	if (ft->decode == GRIST_DECODE_STRINGS)
 		return decode_strings(ft, entry, &v, pl);
+	if (ft->has_tf) {
+		if (v.count != 1)
+			return grist_fail(-EMSGSIZE, "feature '%s': a bytes_list of %" PRIu64 " values, one image expected",
+					  ft->key, v.count);
+		ret = gf_transform_image(ft, v.first, v.first_len, at->epoch, at->index, pl->row);
+		return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
+	}
 	if (ft->decode >= GRIST_DECODE_PNG && ft->decode <= GRIST_DECODE_IMAGE)
 		return decode_images(ft, entry, &v, pl);
 	if (v.count != 1)
@@ -301,7 +314,7 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 
 /* Decode into @row; the message (without the record's location) on error. */
 static int decode_row(const struct grist_features *f, const uint8_t *rec, size_t len, uint8_t *row, size_t cap,
-		      size_t *row_len)
+		      size_t *row_len, const struct where *at)
 {
 	struct gf_span stack[SPANS_ON_STACK], *spans = stack;
 	struct place pl = { .row = row, .cap = cap, .cursor = f->row_bytes };
@@ -327,10 +340,14 @@ static int decode_row(const struct grist_features *f, const uint8_t *rec, size_t
 			memset(row + end, 0, ft->dims_offset - end);
 			end = ft->dims_offset + 8 * ft->ndim;
 		}
+		if (ft->box_offset != SIZE_MAX) {
+			memset(row + end, 0, ft->box_offset - end);
+			end = ft->box_offset + 5 * sizeof(int32_t);
+		}
 		if (!spans[i].p)
 			ret = grist_fail(-EBADMSG, "feature '%s': missing (the record has no such key)", ft->key);
 		else
-			ret = decode_feature(ft, &spans[i], &pl);
+			ret = decode_feature(ft, &spans[i], &pl, at);
 	}
 	if (!ret) {
 		memset(row + end, 0, f->row_bytes - end);
@@ -365,9 +382,10 @@ static int locate(const struct grist_features_decoder *d, int ret, uint32_t data
 }
 
 int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
-		      uint64_t index, bool known, uint8_t *row, size_t cap, size_t *row_len)
+		      uint64_t index, uint64_t epoch, bool known, uint8_t *row, size_t cap, size_t *row_len)
 {
-	int ret = decode_row(d->spec, rec, len, row, cap, row_len);
+	struct where at = { .index = index, .epoch = epoch };
+	int ret = decode_row(d->spec, rec, len, row, cap, row_len, &at);
 
 	return ret ? locate(d, ret, dataset, index, known) : 0;
 }
@@ -377,12 +395,13 @@ int grist_features_decode(const struct grist_features_decoder *d, const uint8_t 
 {
 	if (!d || (!rec && len) || !row || !row_len)
 		return grist_fail(-EINVAL, "features: decode: NULL argument");
-	return gf_decode_located(d, rec, len, dataset, index, true, row, cap, row_len);
+	return gf_decode_located(d, rec, len, dataset, index, 0, true, row, cap, row_len);
 }
 
 int grist_features_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap, size_t *out_len)
 {
-	int ret = gf_decode_located(ctx, in->data, in->len, in->dataset, in->index, true, out, out_cap, out_len);
+	int ret = gf_decode_located(ctx, in->data, in->len, in->dataset, in->index, in->epoch, true, out, out_cap,
+				    out_len);
 
 	return ret ? ret : 1;
 }

@@ -8,6 +8,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "features/features_internal.h"
+#include "features/vision_internal.h"
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
 
@@ -278,6 +279,25 @@ int grist_features_set_pad_value(struct grist_features *f, size_t i, double valu
 }
 
 /* pad_value as the bytes of the feature's dtype. */
+int grist_features_set_transform(struct grist_features *f, size_t i, const struct grist_vision_transform *t,
+				 bool boxes)
+{
+	struct gf_feature *ft;
+	int ret = check_feature(f, i, &ft);
+
+	if (ret)
+		return ret;
+	if (!t) {
+		ft->has_tf = ft->boxes = false;
+		return 0;
+	}
+	if ((ret = gv_transform_load(&ft->tf, t)))
+		return grist_fail_prefix(ret, "feature '%s'", ft->key);
+	ft->has_tf = true;
+	ft->boxes = boxes;
+	return 0;
+}
+
 static void pad_bytes(struct gf_feature *ft)
 {
 	double v = ft->pad_value;
@@ -307,6 +327,25 @@ static int check_and_size(struct gf_feature *ft)
 
 	ft->elem_bytes = gf_dtype_bytes(ft->dtype);
 	ft->var_dim = -1;
+	ft->box_offset = SIZE_MAX;
+	if (ft->has_tf) {
+		/* the column is the transform's output, the same for every record */
+		bool chw = ft->tf.layout == GRIST_VISION_CHW;
+
+		if (!is_image(ft->decode) || ft->ndim != 3 || ft->dtype != GRIST_DTYPE_UINT8)
+			return grist_fail(-EINVAL, "feature '%s': a transform takes an image of uint8 (H, W, C)", ft->key);
+		ft->elem_bytes = gf_dtype_bytes(ft->tf.dtype);
+		ft->row_shape[0] = chw ? 3 : ft->tf.out_height;
+		ft->row_shape[1] = chw ? ft->tf.out_height : ft->tf.out_width;
+		ft->row_shape[2] = chw ? ft->tf.out_width : 3;
+		ft->count = (uint64_t)ft->tf.out_height * ft->tf.out_width * 3;
+		if (ft->count > GF_ROW_MAX / ft->elem_bytes)
+			return grist_fail(-EINVAL, "feature '%s': the transform's output is larger than 1 GiB", ft->key);
+		ft->varlen = GRIST_VARLEN_NONE;
+		ft->inner = 1;
+		pad_bytes(ft);
+		return 0;
+	}
 	for (size_t d = 0; d < ft->ndim; d++)
 		if (ft->shape[d] < 0 && !vars++)
 			ft->var_dim = (int)d;
@@ -376,6 +415,17 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 	XXH64_update(st, words, sizeof(words));
 	XXH64_update(st, ft->key, ft->key_len);
 	XXH64_update(st, ft->pad_bytes, sizeof(ft->pad_bytes));
+	if (ft->has_tf) {
+		/* field by field: the struct's padding bytes are not part of the transform */
+		const struct grist_vision_transform *t = &ft->tf;
+		double d[] = { t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], t->crop_fraction, t->flip,
+			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2] };
+		uint64_t w[] = { t->op, t->out_height, t->out_width, t->interp, t->resize, t->normalize, t->dtype,
+				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes };
+
+		XXH64_update(st, d, sizeof(d));
+		XXH64_update(st, w, sizeof(w));
+	}
 }
 
 int grist_features_finish(struct grist_features *f)
@@ -402,6 +452,10 @@ int grist_features_finish(struct grist_features *f)
 		if (ft->varlen != GRIST_VARLEN_NONE) {
 			ft->dims_offset = ALIGN8(pos);
 			pos = ft->dims_offset + 8 * ft->ndim;
+		}
+		if (ft->has_tf && ft->boxes) {
+			ft->box_offset = ALIGN8(pos);
+			pos = ft->box_offset + 5 * sizeof(int32_t);
 		}
 		if (ft->varlen == GRIST_VARLEN_RAGGED)
 			f->ragged = true;
@@ -455,6 +509,9 @@ int gf_clone(const struct grist_features *f, struct grist_features **out)
 		c->feat[i].has_max = ft->has_max;
 		memcpy(c->feat[i].max_shape, ft->max_shape, sizeof(ft->max_shape));
 		c->feat[i].pad_value = ft->pad_value;
+		c->feat[i].has_tf = ft->has_tf;
+		c->feat[i].boxes = ft->boxes;
+		c->feat[i].tf = ft->tf;
 	}
 	ret = grist_features_finish(c);
 	if (ret)
@@ -507,6 +564,12 @@ int grist_feature_column(const struct grist_features *f, size_t i, struct grist_
 	c.offset = ft->offset;
 	c.bytes = ft->bytes;
 	c.dims_offset = ft->dims_offset;
+	c.box_offset = ft->box_offset;
+	if (ft->has_tf) {
+		c.dtype = ft->tf.dtype;
+		c.varlen = GRIST_VARLEN_NONE;
+		memcpy(c.shape, ft->row_shape, sizeof(c.shape));
+	}
 	c.size = out->size < sizeof(c) ? out->size : sizeof(c);
 	memcpy(out, &c, c.size);
 	return 0;

@@ -73,7 +73,7 @@ static void to_rgb(const uint8_t *in, uint32_t c, uint8_t *out, size_t n)
 int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
 	     const char *key, void *out, struct grist_vision_box *box_out)
 {
-	struct grist_vision_box box;
+	struct grist_vision_box box, drawn;
 	struct gf_image im;
 	struct gv_jpeg_info ji;
 	uint32_t h, w, rh, rw;
@@ -109,6 +109,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			gf_image_close(&im);
 		return ret;
 	}
+	drawn = box;
 	/* the pixels resized: the box, or (torchvision's centre crop: resize, then crop) the whole image */
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		rh = h;
@@ -178,7 +179,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		goto out;
 	emit(t, px, box.flipped, out);
 	if (box_out)
-		gv_box(t, h, w, epoch, index, key, box_out);
+		*box_out = drawn;
 out:
 	free(px);
 	free(region);
@@ -198,4 +199,18 @@ int grist_vision_apply(const struct grist_vision_transform *tr, const uint8_t *i
 		return grist_fail(-EINVAL, "vision: apply: NULL argument or %zu bytes of room, %zu needed", cap,
 				  gv_out_bytes(&t));
 	return gv_apply(&t, img, len, epoch, index, key, out, box);
+}
+
+int gf_transform_image(const struct gf_feature *ft, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+		       uint8_t *row)
+{
+	struct grist_vision_box b;
+	int ret = gv_apply(&ft->tf, img, len, epoch, index, ft->key, row + ft->offset, &b);
+
+	if (!ret && ft->box_offset != SIZE_MAX) {
+		int32_t v[5] = { b.top, b.left, b.height, b.width, b.flipped };
+
+		memcpy(row + ft->box_offset, v, sizeof(v));
+	}
+	return ret;
 }

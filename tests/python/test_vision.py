@@ -253,3 +253,109 @@ def test_region_decode_bad_input():
     region(prog, 0, 0, 64, 64)
     with pytest.raises(grist.Error, match="scan limit"):
         _grist._vision_jpeg_region(prog, 0, 0, 64, 64, 3)
+
+
+# ---------------------------------------------------------------- the whole pipeline, in the loader
+
+def make_photo_folder(root, n=24):
+    """A TFDS ImageFolder of JPEGs of many sizes (4:2:0, 4:4:4, progressive) and a PNG named .jpeg."""
+    import os
+
+    rng = np.random.default_rng(9)
+    for i in range(n):
+        label = "ab"[i % 2]
+        os.makedirs(os.path.join(root, "train", label), exist_ok=True)
+        h, w = (int(v) for v in rng.integers(30, 160, 2))
+        a = smooth_image(rng, h, w, 3)
+        path = os.path.join(root, "train", label, "img%02d.jpeg" % i)
+        if i == 5:
+            Image.fromarray(a).save(path, "PNG")  # told by its bytes, never the name
+        else:
+            Image.fromarray(a).save(path, "JPEG", quality=85, subsampling=[2, 0][i % 2], progressive=i % 3 == 0)
+
+
+def pillow_pipeline(data, box, t):
+    """What torchvision does on a PIL image: decode, crop at the box, resize, flip, ToTensor, Normalize."""
+    im = Image.open(io.BytesIO(data)).convert("RGB")
+    im = im.crop((box.left, box.top, box.left + box.width, box.top + box.height))
+    im = im.resize((t.size[1], t.size[0]), PIL_FILTER[BILINEAR if t.interpolation == "bilinear" else BICUBIC],
+                   reducing_gap=None)
+    a = np.asarray(im)
+    if box.flipped:
+        a = a[:, ::-1]
+    if t.dtype != "uint8":
+        a = a.astype(np.float32) / np.float32(255)
+        if t.mean is not None:
+            a = (a - np.array(t.mean, np.float32)) / np.array(t.std, np.float32)
+    return a.transpose(2, 0, 1) if t.layout == "CHW" else a
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("photos"))
+    make_photo_folder(root)
+    out = str(tmp_path_factory.mktemp("tfds") / "photos" / "1.0.0")
+    grist.convert(root, out, format="imagefolder", shards=2)
+    return root, out
+
+
+def take(loader):
+    def copy(x):
+        return {k: copy(v) for k, v in x.items()} if isinstance(x, dict) else np.array(x)
+    return [copy(d) for d in loader]
+
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+PIPELINES = [
+    grist.vision.RandomResizedCrop(32, flip=0.5, mean=MEAN, std=STD),
+    grist.vision.RandomResizedCrop((24, 40), scale=(0.3, 1.0), interpolation="bicubic", flip=0.5),
+    grist.vision.CenterCrop(28, crop_fraction=0.875, dtype="float32"),
+    grist.vision.Resize((20, 30), mean=MEAN, std=STD, layout="CHW", flip=0.5),
+]
+
+
+@pytest.mark.parametrize("t", PIPELINES, ids=repr)
+def test_loader_pipeline_equals_pillow(photos, t):
+    import grist.tfds as gtfds
+    import os
+
+    root, out = photos
+    src = gtfds.data_source(out, split="train")
+    opts = dict(seed=3, epochs=2)
+    batches = take(grist.Loader(src, 8, transforms={"image": t}, boxes=True, skip=["image/filename"], **opts))
+    ref = [(b.indices.tolist(), b.epochs.tolist()) for b in grist.Loader(src.files, 8, **opts)]
+    assert len(batches) == len(ref) == (2 * len(src) + 7) // 8
+    # a float level is 1/255 before the division by std
+    tol = 1 if t.dtype == "uint8" else (1.0 / 255) / (min(t.std) if t.mean else 1.0) + 1e-5
+    for d, (idx, epochs) in zip(batches, ref):
+        assert d["image"].shape == (len(idx),) + t.shape and d["image"].dtype == np.dtype(t.dtype)
+        assert d["image_box"].shape == (len(idx), 5) and d["image_box"].dtype == np.int32
+        for row, (i, e) in enumerate(zip(idx, epochs)):
+            with open(os.path.join(root, src[i]["image/filename"].decode()), "rb") as f:
+                data = f.read()
+            h, w = Image.open(io.BytesIO(data)).size[::-1]
+            box = t.params(h, w, seed=3, epoch=e, index=i, feature="image")
+            assert tuple(d["image_box"][row]) == tuple(box), (i, e)
+            want = pillow_pipeline(data, box, t)
+            diff = np.abs(d["image"][row].astype(np.float64) - want).max()
+            assert diff <= tol, (i, e, box, diff)
+            # apply() is the same path, one image at a time
+            one, one_box = t.apply(data, seed=3, epoch=e, index=i)
+            assert one_box == box and np.array_equal(one, d["image"][row])
+
+
+def test_loader_same_batches_at_1_and_2_threads(photos):
+    import grist.tfds as gtfds
+
+    src = gtfds.data_source(photos[1], split="train")
+    t = grist.vision.RandomResizedCrop(16, flip=0.5, mean=MEAN, std=STD)
+    runs = [take(grist.Loader(src, 5, seed=1, epochs=2, threads=n, transforms={"image": t}, boxes=True,
+                              skip=["image/filename"]))
+            for n in (1, 2)]
+    assert len(runs[0]) == len(runs[1]) > 0
+    for a, b in zip(*runs):
+        for k in ("image", "image_box", "label"):
+            assert np.array_equal(a[k], b[k]), k
+    # another seed, other boxes
+    other = take(grist.Loader(src, 5, seed=2, epochs=2, transforms={"image": t}, boxes=True, skip=["image/filename"]))
+    assert any(not np.array_equal(a["image_box"], b["image_box"]) for a, b in zip(runs[0], other))
