@@ -359,3 +359,55 @@ def test_loader_same_batches_at_1_and_2_threads(photos):
     # another seed, other boxes
     other = take(grist.Loader(src, 5, seed=2, epochs=2, transforms={"image": t}, boxes=True, skip=["image/filename"]))
     assert any(not np.array_equal(a["image_box"], b["image_box"]) for a, b in zip(runs[0], other))
+
+
+def test_loader_resume_gives_the_same_batches(photos):
+    import grist.tfds as gtfds
+
+    src = gtfds.data_source(photos[1], split="train")
+    opts = dict(seed=4, epochs=2, transforms={"image": grist.vision.RandomResizedCrop(16, flip=0.5)}, boxes=True,
+                skip=["image/filename"])
+    full = take(grist.Loader(src, 5, **opts))
+    loader = grist.Loader(src, 5, **opts)
+    it = iter(loader)
+    for _ in range(6):  # into the second epoch
+        next(it)
+    state = loader.get_state()
+    rest = take(grist.Loader(src, 5, state=state, **opts))
+    assert len(rest) == len(full) - 6
+    for a, b in zip(full[6:], rest):
+        assert np.array_equal(a["image"], b["image"]) and np.array_equal(a["image_box"], b["image_box"])
+    # another transform is another spec: the checkpoint is refused
+    with pytest.raises(grist.Error, match="fingerprint"):
+        other = dict(opts, transforms={"image": grist.vision.RandomResizedCrop(17, flip=0.5)})
+        grist.Loader(src, 5, state=state, **other)
+
+
+@pytest.mark.parametrize("kind", ["gray", "cmyk", "420", "png_gray", "png_rgba"])
+def test_apply_other_images_equal_pillow(kind):
+    rng = np.random.default_rng(4)
+    a = smooth_image(rng, 83, 121, 3)
+    if kind.startswith("png"):
+        im = Image.fromarray(a).convert("L" if kind == "png_gray" else "RGBA")
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+        data = buf.getvalue()
+    else:
+        data = jpeg_bytes(a, **JPEG_KINDS[kind])
+    for t in (grist.vision.RandomResizedCrop(40, flip=0.5), grist.vision.CenterCrop(32, resize=48),
+              grist.vision.Resize(24, dtype="float16", mean=MEAN, std=STD)):
+        for index in range(4):
+            got, box = t.apply(data, seed=1, index=index)
+            if isinstance(t, grist.vision.CenterCrop):
+                # torchvision: Resize(48) on the whole image, then CenterCrop(32)
+                im = Image.open(io.BytesIO(data)).convert("RGB")
+                h, w = im.height, im.width
+                nh, nw, top, left = torchvision_center_crop_box(h, w, 32, 48)
+                want = np.asarray(im.resize((nw, nh), Image.BILINEAR, reducing_gap=None))[top:top + 32,
+                                                                                           left:left + 32]
+                if box.flipped:
+                    want = want[:, ::-1]
+            else:
+                want = pillow_pipeline(data, box, t)
+            tol = 1 if t.dtype == "uint8" else 1 / 255 / min(STD) + 2e-3  # float16 keeps 11 bits
+            assert np.abs(got.astype(np.float64) - want).max() <= tol, (kind, t, index)
