@@ -105,7 +105,7 @@ static PyMethodDef grist_functions[] = {
 	{ "vision_apply", gristpy_vision_apply, METH_VARARGS,
 	  "vision_apply(spec, image, seed, epoch, index, key) -> (bytes, box): one image transformed" },
 	{ "_vision_resize", gristpy_vision_resize, METH_VARARGS,
-	  "_vision_resize(pixels, h, w, c, out_h, out_w, interp) -> bytes: the resize alone (tests)" },
+	  "_vision_resize(pixels, h, w, c, out_h, out_w, interp[, simd]) -> bytes: the resize alone (tests)" },
 	{ "_vision_rrc", gristpy_vision_rrc, METH_VARARGS,
 	  "_vision_rrc(h, w, scale, ratio, uniforms) -> (top, left, height, width): the sampler on given uniforms (tests)" },
 	{ "_vision_jpeg_region", gristpy_vision_jpeg_region, METH_VARARGS,

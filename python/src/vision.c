@@ -156,16 +156,17 @@ PyObject *gristpy_vision_apply(PyObject *self, PyObject *args)
 	return res;
 }
 
-/* _vision_resize(pixels, h, w, c, out_h, out_w, interp) -> bytes: the resize alone, for tests. */
+/* _vision_resize(pixels, h, w, c, out_h, out_w, interp[, simd]) -> bytes: the resize alone, for tests. */
 PyObject *gristpy_vision_resize(PyObject *self, PyObject *args)
 {
 	unsigned int h, w, c, oh, ow, interp;
+	int simd = 1;
 	PyObject *out;
 	Py_buffer in;
 	int ret;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "y*IIIIII", &in, &h, &w, &c, &oh, &ow, &interp))
+	if (!PyArg_ParseTuple(args, "y*IIIIII|p", &in, &h, &w, &c, &oh, &ow, &interp, &simd))
 		return NULL;
 	if ((size_t)in.len != (size_t)h * w * c || !oh || !ow) {
 		PyBuffer_Release(&in);
@@ -178,8 +179,8 @@ PyObject *gristpy_vision_resize(PyObject *self, PyObject *args)
 		return NULL;
 	}
 	Py_BEGIN_ALLOW_THREADS
-	ret = gv_resize(in.buf, h, w, (size_t)w * c, c, (uint8_t *)PyBytes_AS_STRING(out), oh, ow, (size_t)ow * c,
-			(enum grist_vision_interp)interp);
+	ret = gv_resize_with(in.buf, h, w, (size_t)w * c, c, oh, ow, 0, 0, (uint8_t *)PyBytes_AS_STRING(out), oh, ow,
+			     (size_t)ow * c, (enum grist_vision_interp)interp, simd);
 	Py_END_ALLOW_THREADS
 	PyBuffer_Release(&in);
 	if (ret) {

@@ -24,37 +24,49 @@ size_t gv_out_bytes(const struct grist_vision_transform *t)
 	return (size_t)t->out_height * t->out_width * 3 * gf_dtype_bytes(t->dtype);
 }
 
-/* Flip, normalize, convert and lay out @px (out_h x out_w x 3 uint8) into @out. */
+/*
+ * Flip, normalize, convert and lay out @px (out_h x out_w x 3 uint8) into @out. A float
+ * output is a function of (channel, value) alone, so it is computed 3 x 256 times into a
+ * table, each entry as torchvision computes it in float32: ToTensor's x / 255, then
+ * Normalize's (x - mean) / std; the pixels then only look it up.
+ */
 static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool flip, void *out)
 {
-	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow;
+	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow, esz = gf_dtype_bytes(t->dtype);
 	bool chw = t->layout == GRIST_VISION_CHW;
-	float scale[3], shift[3];
+	float lut[3][256];
+	uint16_t lut16[3][256];
 
-	for (int c = 0; c < 3; c++) {
-		scale[c] = t->std[c];
-		shift[c] = t->mean[c];
+	if (t->dtype == GRIST_DTYPE_UINT8 && !chw && !flip) {
+		memcpy(out, px, plane * 3);
+		return;
+	}
+	for (int c = 0; c < 3 && t->dtype != GRIST_DTYPE_UINT8; c++) {
+		for (int v = 0; v < 256; v++) {
+			float f = (float)v / 255.0f;
+
+			if (t->normalize)
+				f = (f - t->mean[c]) / t->std[c];
+			lut[c][v] = f;
+			lut16[c][v] = gf_float_to_half(f);
+		}
 	}
 	for (size_t y = 0; y < oh; y++) {
+		const uint8_t *row = px + y * ow * 3;
+
 		for (size_t x = 0; x < ow; x++) {
-			const uint8_t *p = px + (y * ow + (flip ? ow - 1 - x : x)) * 3;
+			const uint8_t *p = row + (flip ? ow - 1 - x : x) * 3;
 
 			for (size_t c = 0; c < 3; c++) {
 				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * 3 + c;
-				float f;
+				uint8_t *dst = (uint8_t *)out + at * esz;
 
-				if (t->dtype == GRIST_DTYPE_UINT8) {
-					((uint8_t *)out)[at] = p[c];
-					continue;
-				}
-				/* as torchvision in float32: ToTensor's x / 255, then Normalize's (x - mean) / std */
-				f = (float)p[c] / 255.0f;
-				if (t->normalize)
-					f = (f - shift[c]) / scale[c];
-				if (t->dtype == GRIST_DTYPE_FLOAT32)
-					((float *)out)[at] = f;
+				if (esz == 1)
+					*dst = p[c];
+				else if (esz == 4)
+					memcpy(dst, &lut[c][p[c]], 4);
 				else
-					((uint16_t *)out)[at] = gf_float_to_half(f);
+					memcpy(dst, &lut16[c][p[c]], 2);
 			}
 		}
 	}

@@ -25,6 +25,16 @@ int gv_resize(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint
 int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		     uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		     enum grist_vision_interp interp);
+/* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
+int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		   enum grist_vision_interp interp, bool simd);
+
+/* vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical output row. */
+void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
+		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
+		       size_t dstride);
+void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
 
 /* ---- the generator and the samplers (vision_sample.c) ---- */
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "grist_config.h"
 #include "features/vision_internal.h"
 
 #define PRECISION_BITS (32 - 8 - 2)
@@ -131,10 +132,27 @@ static inline uint8_t clip8(int32_t v)
 	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
-/* Rows [y0, y0 + rows) of @src, each resized horizontally into a row of @dst. */
-static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t c, uint32_t y0, uint32_t rows,
-			    const struct coeffs *co, uint32_t dw, uint8_t *dst, size_t dstride)
+/* AVX2 where the library was built for it and the CPU has it (the same integers either way). */
+static bool have_avx2(void)
 {
+#if GRIST_HAVE_VISION_AVX2
+	return __builtin_cpu_supports("avx2");
+#else
+	return false;
+#endif
+}
+
+/* Rows [y0, y0 + rows) of @src (@sw pixels wide), each resized horizontally into a row of @dst. */
+static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, uint32_t y0, uint32_t rows,
+			    const struct coeffs *co, uint32_t dw, uint8_t *dst, size_t dstride, bool simd)
+{
+#if GRIST_HAVE_VISION_AVX2
+	if (c == 3 && simd) {
+		gv_hpass_rgb_avx2(src, sstride, sw, y0, rows, co->bounds, co->k, co->ksize, dw, dst, dstride);
+		return;
+	}
+#endif
+	(void)sw;
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
 		uint8_t *out = dst + (size_t)y * dstride;
@@ -170,13 +188,20 @@ static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t c, uint
 
 /* Every output row: a weighted sum of source rows, element by element (vectorizes). */
 static void pass_vertical(const uint8_t *src, size_t sstride, size_t row_bytes, const struct coeffs *co,
-			  uint32_t dh, int32_t shift, uint8_t *dst, size_t dstride, int32_t *acc)
+			  uint32_t dh, int32_t shift, uint8_t *dst, size_t dstride, int32_t *acc, bool avx2)
 {
 	for (uint32_t yy = 0; yy < dh; yy++) {
 		const int32_t *k = co->k + (size_t)yy * co->ksize;
 		int32_t ymin = co->bounds[2 * yy] - shift, n = co->bounds[2 * yy + 1];
 		uint8_t *out = dst + (size_t)yy * dstride;
 
+#if GRIST_HAVE_VISION_AVX2
+		if (avx2) {
+			gv_vrow_avx2(src + (size_t)ymin * sstride, sstride, n, k, row_bytes, out);
+			continue;
+		}
+#endif
+		(void)avx2;
 		for (size_t i = 0; i < row_bytes; i++)
 			acc[i] = 1 << (PRECISION_BITS - 1);
 		for (int32_t y = 0; y < n; y++) {
@@ -201,6 +226,14 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 		     uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		     enum grist_vision_interp interp)
 {
+	return gv_resize_with(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride, interp,
+			      have_avx2());
+}
+
+int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		   enum grist_vision_interp interp, bool simd)
+{
 	bool need_h = full_w != sw, need_v = full_h != sh;
 	struct coeffs ch = { 0 }, cv = { 0 };
 	const struct filter *f;
@@ -221,10 +254,11 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 		tmp = malloc((size_t)dh * sw * c);
 		if (!tmp)
 			return grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, sw);
-		ret = gv_resize_window(src, sh, sw, sstride, c, full_h, sw, y0, 0, tmp, dh, sw, (size_t)sw * c, interp);
+		ret = gv_resize_with(src, sh, sw, sstride, c, full_h, sw, y0, 0, tmp, dh, sw, (size_t)sw * c, interp,
+				     simd);
 		if (!ret)
-			ret = gv_resize_window(tmp, dh, sw, (size_t)sw * c, c, dh, full_w, 0, x0, dst, dh, dw, dstride,
-					       interp);
+			ret = gv_resize_with(tmp, dh, sw, (size_t)sw * c, c, dh, full_w, 0, x0, dst, dh, dw, dstride, interp,
+					     simd);
 		free(tmp);
 		return ret;
 	}
@@ -239,7 +273,7 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 	if (!need_h)
 		src += (size_t)x0 * c; /* the window's columns, unresized */
 	if (!need_v) {
-		pass_horizontal(src, sstride, c, y0, dh, &ch, dw, dst, dstride);
+		pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, dst, dstride, simd);
 		goto out;
 	}
 	acc = malloc(sizeof(int32_t) * dw * c);
@@ -258,10 +292,10 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 			ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", last - first, dw);
 			goto out;
 		}
-		pass_horizontal(src, sstride, c, first, last - first, &ch, dw, tmp, row);
-		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, dst, dstride, acc);
+		pass_horizontal(src, sstride, sw, c, first, last - first, &ch, dw, tmp, row, simd);
+		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, dst, dstride, acc, simd);
 	} else {
-		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, dst, dstride, acc);
+		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, dst, dstride, acc, simd);
 	}
 out:
 	free(tmp);
