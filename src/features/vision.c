@@ -88,6 +88,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct grist_vision_box box, drawn;
 	struct gf_image im;
 	struct gv_jpeg_info ji;
+	struct gv_jpeg *jd = NULL;
 	uint32_t h, w, rh, rw;
 	uint8_t *region = NULL, *px = NULL, *full = NULL;
 	const uint8_t *src;
@@ -96,7 +97,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	int ret;
 
 	if (jpeg) {
-		if ((ret = gv_jpeg_header(img, len, &ji)))
+		if ((ret = gv_jpeg_open(img, len, t->scan_limit, &jd, &ji)))
 			return ret;
 		h = ji.height;
 		w = ji.width;
@@ -113,12 +114,14 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if ((uint64_t)h * w > t->max_pixels) {
 		if (!jpeg)
 			gf_image_close(&im);
+		gv_jpeg_close(jd);
 		return grist_fail(-EFBIG, "a %ux%u image: more than the %llu pixels allowed (max_pixels)", h, w,
 				  (unsigned long long)t->max_pixels);
 	}
 	if ((ret = gv_box(t, h, w, epoch, index, key, &box))) {
 		if (!jpeg)
 			gf_image_close(&im);
+		gv_jpeg_close(jd);
 		return ret;
 	}
 	drawn = box;
@@ -142,8 +145,9 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
 			goto out;
 		}
-		ret = gv_jpeg_decode_region(img, len, (uint32_t)box.top, (uint32_t)box.left, rh, rw, false, region,
-					    (size_t)rw * 3, t->scan_limit);
+		ret = gv_jpeg_read_region(jd, (uint32_t)box.top, (uint32_t)box.left, rh, rw, false, region,
+					  (size_t)rw * 3);
+		jd = NULL; /* read_region released it */
 		src = region;
 		stride = (size_t)rw * 3;
 	} else {
@@ -193,6 +197,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if (box_out)
 		*box_out = drawn;
 out:
+	gv_jpeg_close(jd);
 	free(px);
 	free(region);
 	free(full);

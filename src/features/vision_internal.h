@@ -93,6 +93,16 @@ struct gv_jpeg_info {
 };
 int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info);
 /*
+ * The same in two steps on this thread's decompressor: open reads the header (and leaves
+ * the decompressor holding it), read_region decodes and releases it; close releases it
+ * without decoding (NULL is fine). Between them no other JPEG may be opened on this thread.
+ */
+struct gv_jpeg;
+int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info);
+int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+			bool gray_out, uint8_t *dst, size_t pitch);
+void gv_jpeg_close(struct gv_jpeg *j);
+/*
  * Decode rows [top, top + height) and columns [left, left + width) of a JPEG as RGB (or
  * gray, @gray_out, for a 1-component file) into @dst, rows @pitch bytes apart: ISLOW IDCT,
  * fancy upsampling, the pixels a full decode then crop gives. @scan_limit bounds a

@@ -19,6 +19,7 @@
  *   CMYK JPEG as CMYK;I), then Convert.c's cmyk2rgb.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
@@ -74,45 +75,105 @@ static void on_progress(j_common_ptr c)
 	}
 }
 
-/* Read the header into a fresh decompressor: 0, or the code (the jmp_buf is the caller's). */
-static void setup(struct jpeg_decompress_struct *d, struct jerr *e, struct jprog *p, uint32_t limit)
-{
-	memset(d, 0, sizeof(*d));
-	d->err = jpeg_std_error(&e->pub);
-	e->pub.error_exit = on_error;
-	e->pub.emit_message = on_message;
-	e->msg[0] = 0;
-	e->code = 0;
-	p->pub.progress_monitor = on_progress;
-	p->limit = limit;
-}
-
-int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)
-{
+/*
+ * One decompressor per thread, made on first use and destroyed when the thread exits
+ * (decode threads live as long as their loader): jpeg_create_decompress() allocates its
+ * pools, jpeg_abort_decompress() after each image keeps them for the next.
+ */
+struct gv_jpeg {
 	struct jpeg_decompress_struct d;
 	struct jerr e;
 	struct jprog pr;
+	uint8_t *row;          /* one decoded row of the region with its margins */
+	size_t row_cap;
+};
 
+static pthread_key_t jkey;
+static pthread_once_t jonce = PTHREAD_ONCE_INIT;
+static int jkey_ret;
+
+static void jfree(void *v)
+{
+	struct gv_jpeg *j = v;
+
+	jpeg_destroy_decompress(&j->d);
+	free(j->row);
+	free(j);
+}
+
+static void jkey_make(void)
+{
+	jkey_ret = pthread_key_create(&jkey, jfree);
+}
+
+static struct gv_jpeg *jpeg_tls(void)
+{
+	struct gv_jpeg *j;
+
+	pthread_once(&jonce, jkey_make);
+	if (jkey_ret)
+		return NULL;
+	j = pthread_getspecific(jkey);
+	if (j)
+		return j;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->d.err = jpeg_std_error(&j->e.pub);
+	j->e.pub.error_exit = on_error;
+	j->e.pub.emit_message = on_message;
+	if (setjmp(j->e.jb)) { /* jpeg_create_decompress fails only for want of memory */
+		free(j);
+		return NULL;
+	}
+	jpeg_create_decompress(&j->d);
+	j->pr.pub.progress_monitor = on_progress;
+	j->d.progress = &j->pr.pub;
+	if (pthread_setspecific(jkey, j)) {
+		jfree(j);
+		return NULL;
+	}
+	return j;
+}
+
+int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info)
+{
+	struct gv_jpeg *j = jpeg_tls();
+
+	*out = NULL;
+	if (!j)
+		return grist_fail(-ENOMEM, "JPEG: cannot make a decompressor");
 	if (len > (unsigned long)-1)
 		return grist_fail(-EFBIG, "a JPEG of %zu bytes", len);
-	setup(&d, &e, &pr, 0);
-	if (setjmp(e.jb)) {
-		jpeg_destroy_decompress(&d);
-		return grist_fail(e.code, "not a valid JPEG: %s", e.msg);
+	j->e.msg[0] = 0;
+	j->e.code = 0;
+	j->pr.limit = scan_limit;
+	if (setjmp(j->e.jb)) {
+		jpeg_abort_decompress(&j->d);
+		return grist_fail(j->e.code, "not a valid JPEG: %s", j->e.msg);
 	}
-	jpeg_create_decompress(&d);
-	jpeg_mem_src(&d, p, (unsigned long)len);
-	jpeg_read_header(&d, TRUE);
-	info->width = d.image_width;
-	info->height = d.image_height;
-	info->components = (uint32_t)d.num_components;
-	info->progressive = d.progressive_mode;
-	jpeg_destroy_decompress(&d);
-	if (!info->width || !info->height)
+	jpeg_mem_src(&j->d, p, (unsigned long)len);
+	jpeg_read_header(&j->d, TRUE);
+	info->width = j->d.image_width;
+	info->height = j->d.image_height;
+	info->components = (uint32_t)j->d.num_components;
+	info->progressive = j->d.progressive_mode;
+	if (!info->width || !info->height) {
+		jpeg_abort_decompress(&j->d);
 		return grist_fail(-EBADMSG, "not a valid JPEG: %ux%u pixels", info->height, info->width);
-	if (info->components != 1 && info->components != 3 && info->components != 4)
+	}
+	if (info->components != 1 && info->components != 3 && info->components != 4) {
+		jpeg_abort_decompress(&j->d);
 		return grist_fail(-ENOTSUP, "a JPEG of %u components", info->components);
+	}
+	*out = j;
 	return 0;
+}
+
+void gv_jpeg_close(struct gv_jpeg *j)
+{
+	if (j)
+		jpeg_abort_decompress(&j->d);
 }
 
 static inline uint8_t muldiv255(int a, int b)
@@ -136,81 +197,90 @@ static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, size_t n)
 	}
 }
 
-int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
-			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit)
+static int region_fail(struct gv_jpeg *j, int code, const char *what, unsigned a, unsigned b)
 {
-	struct jpeg_decompress_struct d;
-	struct jerr e;
-	struct jprog pr;
-	uint8_t *volatile row = NULL;
+	jpeg_abort_decompress(&j->d);
+	return grist_fail(code, "JPEG does not decode: %s %u of %u", what, a, b);
+}
+
+int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+			bool gray_out, uint8_t *dst, size_t pitch)
+{
+	struct jpeg_decompress_struct *d = &j->d;
 	JDIMENSION x, w, skip;
 	uint32_t cmyk, ch;
 
-	if (len > (unsigned long)-1)
-		return grist_fail(-EFBIG, "a JPEG of %zu bytes", len);
-	setup(&d, &e, &pr, scan_limit);
-	if (setjmp(e.jb)) {
-		jpeg_destroy_decompress(&d);
-		free(row);
-		return grist_fail(e.code, e.code == -EFBIG ? "%s" : "JPEG does not decode: %s", e.msg);
+	if (setjmp(j->e.jb)) {
+		jpeg_abort_decompress(d);
+		return grist_fail(j->e.code, j->e.code == -EFBIG ? "%s" : "JPEG does not decode: %s", j->e.msg);
 	}
-	jpeg_create_decompress(&d);
-	d.progress = &pr.pub;
-	jpeg_mem_src(&d, p, (unsigned long)len);
-	jpeg_read_header(&d, TRUE);
-	if (!width || !height || top > d.image_height || height > d.image_height - top || left > d.image_width ||
-	    width > d.image_width - left) {
-		uint32_t ih = d.image_height, iw = d.image_width;
+	if (!width || !height || top > d->image_height || height > d->image_height - top || left > d->image_width ||
+	    width > d->image_width - left) {
+		uint32_t ih = d->image_height, iw = d->image_width;
 
-		jpeg_destroy_decompress(&d);
+		jpeg_abort_decompress(d);
 		return grist_fail(-EINVAL, "JPEG region %ux%u at (%u, %u) is not inside the %ux%u image", height, width,
 				  top, left, ih, iw);
 	}
-	cmyk = d.num_components == 4;
-	if (d.num_components == 1 && gray_out)
-		d.out_color_space = JCS_GRAYSCALE;
+	cmyk = d->num_components == 4;
+	if (d->num_components == 1 && gray_out)
+		d->out_color_space = JCS_GRAYSCALE;
 	else if (cmyk)
-		d.out_color_space = JCS_CMYK;
+		d->out_color_space = JCS_CMYK;
 	else
-		d.out_color_space = JCS_RGB;
-	ch = d.out_color_space == JCS_GRAYSCALE ? 1 : cmyk ? 4 : 3;
-	d.dct_method = JDCT_ISLOW;
-	d.do_fancy_upsampling = TRUE;
-	jpeg_start_decompress(&d);
+		d->out_color_space = JCS_RGB;
+	ch = d->out_color_space == JCS_GRAYSCALE ? 1 : cmyk ? 4 : 3;
+	d->dct_method = JDCT_ISLOW;
+	d->do_fancy_upsampling = TRUE;
+	jpeg_start_decompress(d);
 	/* one column of margin each side (see the top of the file) */
 	x = left ? left - 1 : 0;
-	w = (left + width < d.image_width ? left + width + 1 : d.image_width) - x;
-	if (x || w != d.image_width)
-		jpeg_crop_scanline(&d, &x, &w);
-	row = malloc((size_t)w * ch);
-	if (!row) {
-		jpeg_destroy_decompress(&d);
-		return grist_fail(-ENOMEM, "JPEG: out of memory for a row of %u pixels", (unsigned)w);
-	}
-	if (top) {
-		skip = jpeg_skip_scanlines(&d, top);
-		if (skip != top) {
-			jpeg_destroy_decompress(&d);
-			free(row);
-			return grist_fail(-EBADMSG, "JPEG does not decode: %u of %u rows skipped", (unsigned)skip, top);
-		}
-	}
-	for (uint32_t y = 0; y < height; y++) {
-		JSAMPROW r = row;
-		const uint8_t *from = row + (size_t)(left - x) * ch;
+	w = (left + width < d->image_width ? left + width + 1 : d->image_width) - x;
+	if (x || w != d->image_width)
+		jpeg_crop_scanline(d, &x, &w);
+	if ((size_t)w * ch > j->row_cap) {
+		uint8_t *r = realloc(j->row, (size_t)w * ch);
 
-		if (jpeg_read_scanlines(&d, &r, 1) != 1) {
-			jpeg_destroy_decompress(&d);
-			free(row);
-			return grist_fail(-EBADMSG, "JPEG does not decode: row %u is missing", top + y);
+		if (!r) {
+			jpeg_abort_decompress(d);
+			return grist_fail(-ENOMEM, "JPEG: out of memory for a row of %u pixels", (unsigned)w);
 		}
+		j->row = r;
+		j->row_cap = (size_t)w * ch;
+	}
+	if (top && (skip = jpeg_skip_scanlines(d, top)) != top)
+		return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, top);
+	for (uint32_t y = 0; y < height; y++) {
+		JSAMPROW r = j->row;
+		const uint8_t *from = j->row + (size_t)(left - x) * ch;
+
+		if (jpeg_read_scanlines(d, &r, 1) != 1)
+			return region_fail(j, -EBADMSG, "row missing:", top + y, d->image_height);
 		if (cmyk)
 			cmyk_to_rgb(from, dst + (size_t)y * pitch, width);
 		else
 			memcpy(dst + (size_t)y * pitch, from, (size_t)width * ch);
 	}
-	jpeg_abort_decompress(&d);
-	jpeg_destroy_decompress(&d);
-	free(row);
+	/* not jpeg_finish_decompress(): it would want the rows below the region */
+	jpeg_abort_decompress(d);
 	return 0;
+}
+
+int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)
+{
+	struct gv_jpeg *j;
+	int ret = gv_jpeg_open(p, len, 0, &j, info);
+
+	gv_jpeg_close(j);
+	return ret;
+}
+
+int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
+			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit)
+{
+	struct gv_jpeg_info info;
+	struct gv_jpeg *j;
+	int ret = gv_jpeg_open(p, len, scan_limit, &j, &info);
+
+	return ret ? ret : gv_jpeg_read_region(j, top, left, height, width, gray_out, dst, pitch);
 }
