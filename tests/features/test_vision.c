@@ -14,6 +14,8 @@
 #include "helpers.h"
 #include "features/vision_internal.h"
 #include "grist/features.h"
+#include "grist/format.h"
+#include "grist/loader.h"
 #include "grist/vision.h"
 
 /* A smooth RGB image with noise, @h x @w, deterministic. */
@@ -302,6 +304,114 @@ static void test_transformed_feature_row(void **state)
 	grist_features_destroy(f);
 }
 
+/* A file of @n Examples, each a JPEG of its own size (record @bad, if >= 0, cut short). */
+static void write_photos(const char *path, int n, int bad)
+{
+	struct grist_example_encoder *e;
+	struct grist_writer *w;
+
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	assert_int_equal(grist_writer_open(path, "group_size:2,zstd:1", &w), 0);
+	for (int i = 0; i < n; i++) {
+		int h = 20 + (i * 37) % 90, wd = 24 + (i * 53) % 110;
+		uint8_t *px = photo(h, wd, (uint64_t)i), *jpg;
+		unsigned long len;
+		const uint8_t *rec;
+		size_t rl;
+
+		jpg = encode(px, h, wd, i % 3 ? TJSAMP_420 : TJSAMP_444, i % 4 == 1 ? TJFLAG_PROGRESSIVE : 0, &len);
+		rec = example(e, jpg, i == bad ? len / 2 : len, &rl);
+		assert_int_equal(grist_writer_write(w, rec, rl), 0);
+		free(px);
+		free(jpg);
+	}
+	assert_int_equal(grist_writer_close(w), 0);
+	grist_example_encoder_destroy(e);
+}
+
+/* Every batch of a loader running the transform, back to back; *err is the loader's end. */
+static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, int *err)
+{
+	struct grist_features *f;
+	struct grist_features_decoder *d;
+	struct grist_vision_transform t;
+	struct grist_dataset_spec ds = { .paths = &path, .num_paths = 1 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
+	struct grist_loader *l;
+	struct grist_batch *b;
+	uint8_t *all = NULL;
+	size_t at = 0;
+	int img, ret;
+
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = 16;
+	t.out_width = 24;
+	t.flip = 0.5;
+	t.seed = 42;
+	assert_int_equal(grist_features_create(&f), 0);
+	img = grist_features_add(f, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+	assert_true(grist_features_add(f, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0) > 0);
+	assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_DECODE, GRIST_DECODE_JPEG), 0);
+	assert_int_equal(grist_features_set_transform(f, (size_t)img, &t, true), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
+	cfg.datasets = &ds;
+	cfg.num_datasets = 1;
+	cfg.seed = 42;
+	cfg.epochs = 2;
+	cfg.batch_size = 8;
+	cfg.layout = GRIST_LAYOUT_FIXED;
+	cfg.record_bytes = grist_features_row_bytes(f);
+	cfg.map = grist_features_map;
+	cfg.map_ctx = d;
+	cfg.map_id = grist_features_id(f);
+	cfg.threads = threads;
+	assert_int_equal(grist_loader_create(&cfg, &l), 0);
+	while ((ret = grist_loader_next(l, &b)) == 0 && b) {
+		all = realloc(all, at + b->bytes);
+		memcpy(all + at, b->data, b->bytes);
+		at += b->bytes;
+		grist_loader_release(l, b);
+	}
+	*err = ret;
+	grist_loader_destroy(l);
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+	*total = at;
+	return all;
+}
+
+static void test_loader_threads(void **state)
+{
+	char *dir = t_mkdtemp(), path[512];
+	uint8_t *one, *two;
+	size_t n1, n2;
+	int err;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", t_path(dir, "photos.array_record"));
+	write_photos(path, 29, -1);
+	one = run_loader(path, 1, &n1, &err);
+	assert_int_equal(err, 0);
+	two = run_loader(path, 2, &n2, &err);
+	assert_int_equal(err, 0);
+	assert_true(n1 > 0);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(one, two, n1); /* the same pixels and boxes at any thread count */
+	free(one);
+	free(two);
+
+	/* a corrupt image stops the loader with the file, the record and the feature */
+	write_photos(path, 29, 17);
+	one = run_loader(path, 2, &n1, &err);
+	assert_int_equal(err, -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "photos.array_record: record 17"));
+	assert_non_null(strstr(grist_last_error(), "feature 'image'"));
+	free(one);
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +419,7 @@ int main(void)
 		cmocka_unit_test(test_bad_images),
 		cmocka_unit_test(test_transform_checks),
 		cmocka_unit_test(test_transformed_feature_row),
+		cmocka_unit_test(test_loader_threads),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
