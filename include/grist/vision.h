@@ -25,6 +25,10 @@
  *                        resized to out.
  *   RESIZE               the whole image to out_h x out_w, no crop.
  *
+ * Channels: 3 (RGB) or 1 (Pillow's convert("L") of the RGB pixels: ITU-R 601-2 luma in
+ * Pillow's fixed point, (R x 19595 + G x 38470 + B x 7471 + 32768) >> 16; a gray image's
+ * own values).
+ *
  * Resizing is Pillow's (Image.resize, reducing_gap=None): separable, the filter's
  * support widened by the downscale factor (antialiased), bilinear (triangle) or bicubic
  * (a = -0.5), in Pillow's 22-bit fixed point with a uint8 intermediate: the tests find it
@@ -100,6 +104,7 @@ struct grist_vision_transform {
 	uint64_t seed;                    /* the generator's key (the loader's seed) */
 	uint64_t max_pixels;              /* images with more pixels are refused; 0: 2^28 (268 Mpx) */
 	uint32_t scan_limit;              /* progressive JPEG scans allowed; 0: 500 (TurboJPEG's) */
+	uint32_t channels;                /* 3 (RGB) or 1 (Pillow's "L"); 0: 3 */
 };
 
 /** grist_vision_transform_init() - zero @t, set its size and the defaults of the fields. */
@@ -128,8 +133,8 @@ GRIST_API int grist_vision_box(const struct grist_vision_transform *t, uint32_t 
 			       uint64_t epoch, uint64_t index, const char *key, struct grist_vision_box *box);
 
 /**
- * grist_vision_out_bytes() - the bytes one transformed image takes: out_h x out_w x 3 x
- * the dtype's size; 0 for a bad transform.
+ * grist_vision_out_bytes() - the bytes one transformed image takes: out_h x out_w x channels
+ * x the dtype's size; 0 for a bad transform.
  */
 GRIST_API size_t grist_vision_out_bytes(const struct grist_vision_transform *t);
 
@@ -148,7 +153,8 @@ GRIST_API int grist_vision_apply(const struct grist_vision_transform *t, const u
 /**
  * grist_features_set_transform() - attach @t to image feature @i (decode PNG, JPEG or
  * IMAGE, shape (H, W, C) with H and W fixed or -1, any varlen mode) before finish. Its
- * column becomes (out_h, out_w, 3) (HWC) or (3, out_h, out_w) (CHW) of the transform's
+ * column becomes (out_h, out_w, C) (HWC) or (C, out_h, out_w) (CHW), C the transform's
+ * channels, of the transform's
  * dtype, the same for every record; with @boxes, an int32[5] column of the record's
  * box follows it (grist_feature_column().box_offset).
  * Return: 0, or -EINVAL naming the feature (not an image, a bad transform, a finished spec),

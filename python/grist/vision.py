@@ -38,8 +38,11 @@ class _Transform:
     _op = None
 
     def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
-                 max_pixels=None, scan_limit=None):
+                 channels=3, max_pixels=None, scan_limit=None):
         self.size = _size(size)
+        if channels not in (1, 3):
+            raise ValueError("channels must be 1 or 3, not %r" % (channels,))
+        self.channels = int(channels)
         if interpolation not in _INTERP:
             raise ValueError("interpolation must be 'bilinear' or 'bicubic', not %r" % (interpolation,))
         if (mean is None) != (std is None):
@@ -55,6 +58,8 @@ class _Transform:
         self.flip = float(flip)
         self.mean = tuple(float(v) for v in mean) if mean is not None else None
         self.std = tuple(float(v) for v in std) if std is not None else None
+        if self.mean is not None and (len(self.mean) != self.channels or len(self.std) != self.channels):
+            raise ValueError("mean and std need %d values (one per channel)" % self.channels)
         self.dtype = dtype
         self.layout = layout
         self.max_pixels = max_pixels
@@ -63,7 +68,9 @@ class _Transform:
     def _spec(self):
         d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
              "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
-             "max_pixels": self.max_pixels, "scan_limit": self.scan_limit}
+             "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels}
+        if self.mean is not None and self.channels == 1:  # the C struct holds three
+            d["mean"], d["std"] = self.mean * 3, self.std * 3
         d.update(self._extra())
         return d
 
@@ -72,9 +79,9 @@ class _Transform:
 
     @property
     def shape(self):
-        """The shape of one output image: (h, w, 3), or (3, h, w) for layout "CHW"."""
+        """The shape of one output image: (h, w, channels), or (channels, h, w) for layout "CHW"."""
         h, w = self.size
-        return (h, w, 3) if self.layout == "HWC" else (3, h, w)
+        return (h, w, self.channels) if self.layout == "HWC" else (self.channels, h, w)
 
     def params(self, height, width, seed=0, epoch=0, index=0, feature="image"):
         """The Box this transform gives a height x width image of record ``index`` (within its
@@ -99,6 +106,8 @@ class _Transform:
         if self.mean is not None:
             args += ["mean=%r" % (self.mean,), "std=%r" % (self.std,)]
         args += ["dtype=%r" % self.dtype, "layout=%r" % self.layout]
+        if self.channels != 3:
+            args.append("channels=%r" % self.channels)
         return "grist.vision.%s(%s)" % (type(self).__name__, ", ".join(args))
 
     def __eq__(self, other):
@@ -122,6 +131,7 @@ class RandomResizedCrop(_Transform):
       dtype: "uint8", "float16" or "float32"; default uint8, or float32 with mean/std. A float
         output without mean/std is pixel / 255.
       layout: "HWC" (default) or "CHW".
+      channels: 3 (default; gray and CMYK images become RGB) or 1 (Pillow's convert("L")).
       max_pixels: images with more pixels are refused before decoding; default None (2^28).
       scan_limit: the most scans a progressive JPEG may have; default None (500).
 
@@ -153,7 +163,7 @@ class CenterCrop(_Transform):
         even); default 256. Ignored when crop_fraction is given.
       crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
         shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
-      and interpolation, flip, mean, std, dtype, layout, max_pixels, scan_limit as
+      and interpolation, flip, mean, std, dtype, layout, channels, max_pixels, scan_limit as
       RandomResizedCrop (flip defaults to 0.0).
     """
 
@@ -176,8 +186,8 @@ class CenterCrop(_Transform):
 class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
-    Keywords: size, and interpolation, flip, mean, std, dtype, layout, max_pixels, scan_limit
-    as RandomResizedCrop.
+    Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, max_pixels,
+    scan_limit as RandomResizedCrop.
     """
 
     _op = "resize"

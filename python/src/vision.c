@@ -60,11 +60,11 @@ static int double_from(PyObject *d, const char *name, double *out)
 /*
  * The dict grist.vision's classes build (_spec()): op, out (h, w), scale, ratio, interp,
  * resize, crop_fraction, flip, mean, std (normalize when given), dtype, layout, max_pixels,
- * scan_limit; the seed is the caller's.
+ * scan_limit, channels; the seed is the caller's.
  */
 int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t)
 {
-	uint64_t op = 0, interp = 0, resize = 0, dtype = 0, layout = 0, maxpx = 0, scans = 0;
+	uint64_t op = 0, interp = 0, resize = 0, dtype = 0, layout = 0, maxpx = 0, scans = 0, channels = 0;
 	double out[2] = { 0, 0 };
 
 	grist_vision_transform_init(t);
@@ -76,7 +76,8 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	    pair_from(d, "ratio", t->ratio) || u64_from(d, "interp", &interp) || u64_from(d, "resize", &resize) ||
 	    double_from(d, "crop_fraction", &t->crop_fraction) || double_from(d, "flip", &t->flip) ||
 	    triple_from(d, "mean", t->mean) || triple_from(d, "std", t->std) || u64_from(d, "dtype", &dtype) ||
-	    u64_from(d, "layout", &layout) || u64_from(d, "max_pixels", &maxpx) || u64_from(d, "scan_limit", &scans))
+	    u64_from(d, "layout", &layout) || u64_from(d, "max_pixels", &maxpx) || u64_from(d, "scan_limit", &scans) ||
+	    u64_from(d, "channels", &channels))
 		return -1;
 	t->op = (enum grist_vision_op)op;
 	t->out_height = (uint32_t)out[0];
@@ -88,6 +89,7 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	t->layout = (enum grist_vision_layout)layout;
 	t->max_pixels = maxpx;
 	t->scan_limit = (uint32_t)scans;
+	t->channels = (uint32_t)channels;
 	t->seed = seed;
 	return 0;
 }

@@ -335,10 +335,10 @@ static int check_and_size(struct gf_feature *ft)
 		if (!is_image(ft->decode) || ft->ndim != 3 || ft->dtype != GRIST_DTYPE_UINT8)
 			return grist_fail(-EINVAL, "feature '%s': a transform takes an image of uint8 (H, W, C)", ft->key);
 		ft->elem_bytes = gf_dtype_bytes(ft->tf.dtype);
-		ft->row_shape[0] = chw ? 3 : ft->tf.out_height;
+		ft->row_shape[0] = chw ? ft->tf.channels : ft->tf.out_height;
 		ft->row_shape[1] = chw ? ft->tf.out_height : ft->tf.out_width;
-		ft->row_shape[2] = chw ? ft->tf.out_width : 3;
-		ft->count = (uint64_t)ft->tf.out_height * ft->tf.out_width * 3;
+		ft->row_shape[2] = chw ? ft->tf.out_width : ft->tf.channels;
+		ft->count = (uint64_t)ft->tf.out_height * ft->tf.out_width * ft->tf.channels;
 		if (ft->count > GF_ROW_MAX / ft->elem_bytes)
 			return grist_fail(-EINVAL, "feature '%s': the transform's output is larger than 1 GiB", ft->key);
 		ft->varlen = GRIST_VARLEN_NONE;
@@ -421,7 +421,7 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 		double d[] = { t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], t->crop_fraction, t->flip,
 			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2] };
 		uint64_t w[] = { t->op, t->out_height, t->out_width, t->interp, t->resize, t->normalize, t->dtype,
-				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes };
+				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes, t->channels };
 
 		XXH64_update(st, d, sizeof(d));
 		XXH64_update(st, w, sizeof(w));

@@ -21,27 +21,27 @@ size_t grist_vision_out_bytes(const struct grist_vision_transform *tr)
 
 size_t gv_out_bytes(const struct grist_vision_transform *t)
 {
-	return (size_t)t->out_height * t->out_width * 3 * gf_dtype_bytes(t->dtype);
+	return (size_t)t->out_height * t->out_width * t->channels * gf_dtype_bytes(t->dtype);
 }
 
 /*
- * Flip, normalize, convert and lay out @px (out_h x out_w x 3 uint8) into @out. A float
+ * Flip, normalize, convert and lay out @px (out_h x out_w x channels uint8) into @out. A float
  * output is a function of (channel, value) alone, so it is computed 3 x 256 times into a
  * table, each entry as torchvision computes it in float32: ToTensor's x / 255, then
  * Normalize's (x - mean) / std; the pixels then only look it up.
  */
 static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool flip, void *out)
 {
-	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow, esz = gf_dtype_bytes(t->dtype);
+	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
 	bool chw = t->layout == GRIST_VISION_CHW;
 	float lut[3][256];
 	uint16_t lut16[3][256];
 
-	if (t->dtype == GRIST_DTYPE_UINT8 && !chw && !flip) {
-		memcpy(out, px, plane * 3);
+	if (t->dtype == GRIST_DTYPE_UINT8 && (!chw || nc == 1) && !flip) {
+		memcpy(out, px, plane * nc);
 		return;
 	}
-	for (int c = 0; c < 3 && t->dtype != GRIST_DTYPE_UINT8; c++) {
+	for (size_t c = 0; c < nc && t->dtype != GRIST_DTYPE_UINT8; c++) {
 		for (int v = 0; v < 256; v++) {
 			float f = (float)v / 255.0f;
 
@@ -52,13 +52,13 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 		}
 	}
 	for (size_t y = 0; y < oh; y++) {
-		const uint8_t *row = px + y * ow * 3;
+		const uint8_t *row = px + y * ow * nc;
 
 		for (size_t x = 0; x < ow; x++) {
-			const uint8_t *p = row + (flip ? ow - 1 - x : x) * 3;
+			const uint8_t *p = row + (flip ? ow - 1 - x : x) * nc;
 
-			for (size_t c = 0; c < 3; c++) {
-				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * 3 + c;
+			for (size_t c = 0; c < nc; c++) {
+				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * nc + c;
 				uint8_t *dst = (uint8_t *)out + at * esz;
 
 				if (esz == 1)
@@ -69,6 +69,18 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 					memcpy(dst, &lut16[c][p[c]], 2);
 			}
 		}
+	}
+}
+
+/* RGB rows to Pillow's "L" (Convert.c rgb2l: ITU-R 601-2 luma in 16-bit fixed point), in place. */
+static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
+{
+	for (size_t y = 0; y < rows; y++) {
+		const uint8_t *in = p + y * stride;
+		uint8_t *out = p + y * stride;
+
+		for (size_t x = 0; x < cols; x++, in += 3)
+			out[x] = (uint8_t)((in[0] * 19595 + in[1] * 38470 + in[2] * 7471 + 0x8000) >> 16);
 	}
 }
 
@@ -134,7 +146,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		rh = (uint32_t)box.height;
 		rw = (uint32_t)box.width;
 	}
-	px = malloc((size_t)t->out_height * t->out_width * 3);
+	px = malloc((size_t)t->out_height * t->out_width * t->channels);
 	if (!px) {
 		ret = grist_fail(-ENOMEM, "vision: out of memory");
 		goto out;
@@ -179,17 +191,24 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	}
 	if (ret)
 		goto out;
+	if (t->channels == 1) {
+		/* to "L" where the pixels lie: the region is this call's own buffer, or the PNG's */
+		uint8_t *own = region ? region : full + (size_t)box.top * stride + (size_t)box.left * 3;
+
+		rgb_to_l(own, rh, rw, stride);
+		src = own;
+	}
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		uint32_t nh, nw;
 		struct grist_vision_box win;
 
 		gv_center_resized(t, h, w, &nh, &nw);
 		gv_center_params(t, h, w, &win);
-		ret = gv_resize_window(src, rh, rw, stride, 3, nh, nw, (uint32_t)win.top, (uint32_t)win.left, px,
-				       t->out_height, t->out_width, (size_t)t->out_width * 3, t->interp);
+		ret = gv_resize_window(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left, px,
+				       t->out_height, t->out_width, (size_t)t->out_width * t->channels, t->interp);
 	} else {
-		ret = gv_resize(src, rh, rw, stride, 3, px, t->out_height, t->out_width, (size_t)t->out_width * 3,
-				t->interp);
+		ret = gv_resize(src, rh, rw, stride, t->channels, px, t->out_height, t->out_width,
+				(size_t)t->out_width * t->channels, t->interp);
 	}
 	if (ret)
 		goto out;

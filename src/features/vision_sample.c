@@ -177,6 +177,10 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 		t->max_pixels = (uint64_t)1 << 28;
 	if (!t->scan_limit)
 		t->scan_limit = 500;
+	if (!t->channels)
+		t->channels = 3;
+	if (t->channels != 1 && t->channels != 3)
+		return grist_fail(-EINVAL, "vision: channels must be 1 or 3, not %u", t->channels);
 	if (t->op < GRIST_VISION_RANDOM_RESIZED_CROP || t->op > GRIST_VISION_RESIZE)
 		return grist_fail(-EINVAL, "vision: unknown transform op %d", (int)t->op);
 	if (!t->out_height || !t->out_width || t->out_height > 65536 || t->out_width > 65536)

@@ -281,10 +281,12 @@ def make_photo_folder(root, n=24):
 def pillow_pipeline(data, box, t):
     """What torchvision does on a PIL image: decode, crop at the box, resize, flip, ToTensor, Normalize."""
     im = Image.open(io.BytesIO(data)).convert("RGB")
+    if t.channels == 1:
+        im = im.convert("L")
     im = im.crop((box.left, box.top, box.left + box.width, box.top + box.height))
     im = im.resize((t.size[1], t.size[0]), PIL_FILTER[BILINEAR if t.interpolation == "bilinear" else BICUBIC],
                    reducing_gap=None)
-    a = np.asarray(im)
+    a = np.asarray(im).reshape(im.height, im.width, t.channels)
     if box.flipped:
         a = a[:, ::-1]
     if t.dtype != "uint8":
@@ -315,6 +317,7 @@ PIPELINES = [
     grist.vision.RandomResizedCrop((24, 40), scale=(0.3, 1.0), interpolation="bicubic", flip=0.5),
     grist.vision.CenterCrop(28, crop_fraction=0.875, dtype="float32"),
     grist.vision.Resize((20, 30), mean=MEAN, std=STD, layout="CHW", flip=0.5),
+    grist.vision.CenterCrop(20, crop_fraction=0.9, channels=1, dtype="float16"),
 ]
 
 
@@ -399,9 +402,12 @@ def test_apply_other_images_equal_pillow(kind):
     else:
         data = jpeg_bytes(a, **JPEG_KINDS[kind])
     for t in (grist.vision.RandomResizedCrop(40, flip=0.5), grist.vision.CenterCrop(32, resize=48),
-              grist.vision.Resize(24, dtype="float16", mean=MEAN, std=STD)):
+              grist.vision.Resize(24, dtype="float16", mean=MEAN, std=STD),
+              grist.vision.RandomResizedCrop((20, 30), channels=1, flip=0.5, mean=(0.5,), std=(0.25,), layout="CHW"),
+              grist.vision.Resize(17, channels=1)):
         for index in range(4):
             got, box = t.apply(data, seed=1, index=index)
+            assert got.shape == t.shape
             if isinstance(t, grist.vision.CenterCrop):
                 # torchvision: Resize(48) on the whole image, then CenterCrop(32)
                 im = Image.open(io.BytesIO(data)).convert("RGB")
@@ -415,3 +421,17 @@ def test_apply_other_images_equal_pillow(kind):
                 want = pillow_pipeline(data, box, t)
             tol = 1 if t.dtype == "uint8" else 1 / 255 / min(STD) + 2e-3  # float16 keeps 11 bits
             assert np.abs(got.astype(np.float64) - want).max() <= tol, (kind, t, index)
+
+
+def test_transforms_pickle_and_repr():
+    import pickle
+
+    for t in PIPELINES + [grist.vision.CenterCrop(224, resize=256)]:
+        u = pickle.loads(pickle.dumps(t))
+        assert u == t and repr(u) == repr(t) and repr(t).startswith("grist.vision.")
+        assert u.params(375, 500, seed=1, index=9) == t.params(375, 500, seed=1, index=9)
+    for bad in (dict(interpolation="nearest"), dict(dtype="int16"), dict(layout="NHWC"), dict(mean=(0.5,) * 3)):
+        with pytest.raises(ValueError):
+            grist.vision.Resize(8, **bad)
+    with pytest.raises(ValueError, match="flip"):
+        grist.vision.Resize(8, flip=2).params(10, 10)
