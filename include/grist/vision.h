@@ -47,6 +47,12 @@
  * CMYK and YCCK become RGB as Pillow's convert("RGB") makes them (inverted first when the
  * file has an Adobe marker). PNG decodes whole, then is cropped.
  *
+ * Fast mode (decode = GRIST_VISION_DECODE_FAST) trades fidelity for speed, as TF's and
+ * FFCV's decoders do: the JPEG is decoded at the smallest of 1/8, 1/4, 1/2 or 1 scale at
+ * which the crop is still at least the output size (libjpeg's reduced IDCTs), with the
+ * fast integer IDCT and without fancy upsampling; the crop is the box rounded outward to
+ * the scaled grid. docs/vision.md gives its measured PSNR against exact mode.
+ *
  * Limits. The header is checked before anything is allocated: an image larger than
  * max_pixels is refused (-EFBIG), as is a progressive JPEG with more than scan_limit
  * scans (a hostile file of thousands of scans would cost minutes).
@@ -81,6 +87,13 @@ enum grist_vision_interp {
 	GRIST_VISION_BICUBIC,             /* Pillow's BICUBIC (a = -0.5, antialiased) */
 };
 
+/* How a JPEG is decoded. */
+enum grist_vision_decode {
+	GRIST_VISION_DECODE_EXACT = 0,    /* accurate IDCT, fancy upsampling: a full decode's pixels */
+	GRIST_VISION_DECODE_FAST,         /* DCT scaling by 1/2, 1/4 or 1/8 where the crop stays at least
+					     the output size, the fast IDCT, plain upsampling */
+};
+
 enum grist_vision_layout {
 	GRIST_VISION_HWC = 0,
 	GRIST_VISION_CHW,
@@ -105,6 +118,7 @@ struct grist_vision_transform {
 	uint64_t max_pixels;              /* images with more pixels are refused; 0: 2^28 (268 Mpx) */
 	uint32_t scan_limit;              /* progressive JPEG scans allowed; 0: 500 (TurboJPEG's) */
 	uint32_t channels;                /* 3 (RGB) or 1 (Pillow's "L"); 0: 3 */
+	enum grist_vision_decode decode;  /* JPEG: EXACT (default) or FAST */
 };
 
 /** grist_vision_transform_init() - zero @t, set its size and the defaults of the fields. */

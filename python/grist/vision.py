@@ -23,6 +23,7 @@ _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
 _INTERP = {"bilinear": 0, "bicubic": 1}
 _DTYPES = {"uint8": 1, "float16": 9, "float32": 10}
 _LAYOUTS = {"HWC": 0, "CHW": 1}
+_DECODES = {"exact": 0, "fast": 1}
 
 
 def _size(size):
@@ -38,8 +39,11 @@ class _Transform:
     _op = None
 
     def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
-                 channels=3, max_pixels=None, scan_limit=None):
+                 channels=3, decode="exact", max_pixels=None, scan_limit=None):
         self.size = _size(size)
+        if decode not in _DECODES:
+            raise ValueError("decode must be 'exact' or 'fast', not %r" % (decode,))
+        self.decode = decode
         if channels not in (1, 3):
             raise ValueError("channels must be 1 or 3, not %r" % (channels,))
         self.channels = int(channels)
@@ -68,7 +72,8 @@ class _Transform:
     def _spec(self):
         d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
              "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
-             "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels}
+             "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels,
+             "decode": _DECODES[self.decode]}
         if self.mean is not None and self.channels == 1:  # the C struct holds three
             d["mean"], d["std"] = self.mean * 3, self.std * 3
         d.update(self._extra())
@@ -108,6 +113,8 @@ class _Transform:
         args += ["dtype=%r" % self.dtype, "layout=%r" % self.layout]
         if self.channels != 3:
             args.append("channels=%r" % self.channels)
+        if self.decode != "exact":
+            args.append("decode=%r" % self.decode)
         return "grist.vision.%s(%s)" % (type(self).__name__, ", ".join(args))
 
     def __eq__(self, other):
@@ -132,6 +139,9 @@ class RandomResizedCrop(_Transform):
         output without mean/std is pixel / 255.
       layout: "HWC" (default) or "CHW".
       channels: 3 (default; gray and CMYK images become RGB) or 1 (Pillow's convert("L")).
+      decode: "exact" (default: a full decode's pixels) or "fast" (JPEG decoded at 1/2, 1/4
+        or 1/8 scale where the crop stays at least the output size, fast IDCT, plain
+        upsampling; docs/vision.md gives its PSNR against exact).
       max_pixels: images with more pixels are refused before decoding; default None (2^28).
       scan_limit: the most scans a progressive JPEG may have; default None (500).
 
@@ -163,8 +173,8 @@ class CenterCrop(_Transform):
         even); default 256. Ignored when crop_fraction is given.
       crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
         shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
-      and interpolation, flip, mean, std, dtype, layout, channels, max_pixels, scan_limit as
-      RandomResizedCrop (flip defaults to 0.0).
+      and interpolation, flip, mean, std, dtype, layout, channels, decode, max_pixels,
+      scan_limit as RandomResizedCrop (flip defaults to 0.0).
     """
 
     _op = "center_crop"
@@ -186,8 +196,8 @@ class CenterCrop(_Transform):
 class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
-    Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, max_pixels,
-    scan_limit as RandomResizedCrop.
+    Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, decode,
+    max_pixels, scan_limit as RandomResizedCrop.
     """
 
     _op = "resize"

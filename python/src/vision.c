@@ -60,11 +60,11 @@ static int double_from(PyObject *d, const char *name, double *out)
 /*
  * The dict grist.vision's classes build (_spec()): op, out (h, w), scale, ratio, interp,
  * resize, crop_fraction, flip, mean, std (normalize when given), dtype, layout, max_pixels,
- * scan_limit, channels; the seed is the caller's.
+ * scan_limit, channels, decode; the seed is the caller's.
  */
 int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t)
 {
-	uint64_t op = 0, interp = 0, resize = 0, dtype = 0, layout = 0, maxpx = 0, scans = 0, channels = 0;
+	uint64_t op = 0, interp = 0, resize = 0, dtype = 0, layout = 0, maxpx = 0, scans = 0, channels = 0, decode = 0;
 	double out[2] = { 0, 0 };
 
 	grist_vision_transform_init(t);
@@ -77,7 +77,7 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	    double_from(d, "crop_fraction", &t->crop_fraction) || double_from(d, "flip", &t->flip) ||
 	    triple_from(d, "mean", t->mean) || triple_from(d, "std", t->std) || u64_from(d, "dtype", &dtype) ||
 	    u64_from(d, "layout", &layout) || u64_from(d, "max_pixels", &maxpx) || u64_from(d, "scan_limit", &scans) ||
-	    u64_from(d, "channels", &channels))
+	    u64_from(d, "channels", &channels) || u64_from(d, "decode", &decode))
 		return -1;
 	t->op = (enum grist_vision_op)op;
 	t->out_height = (uint32_t)out[0];
@@ -90,6 +90,7 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	t->max_pixels = maxpx;
 	t->scan_limit = (uint32_t)scans;
 	t->channels = (uint32_t)channels;
+	t->decode = (enum grist_vision_decode)decode;
 	t->seed = seed;
 	return 0;
 }

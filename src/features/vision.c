@@ -94,6 +94,22 @@ static void to_rgb(const uint8_t *in, uint32_t c, uint8_t *out, size_t n)
 	}
 }
 
+/*
+ * Fast mode's scale: the largest 1/8, 1/4 or 1/2 at which the region (@rh x @rw of an
+ * @h x @w image) still has at least as many pixels as what it is resized to, on both axes.
+ */
+static uint32_t fast_denom(const struct grist_vision_transform *t, uint32_t h, uint32_t w, uint32_t rh, uint32_t rw)
+{
+	uint32_t need_h = t->out_height, need_w = t->out_width;
+
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0))
+		gv_center_resized(t, h, w, &need_h, &need_w); /* the whole image resized, then cropped */
+	for (uint32_t d = 8; d > 1; d /= 2)
+		if (rh / d >= need_h && rw / d >= need_w)
+			return d;
+	return 1;
+}
+
 int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
 	     const char *key, void *out, struct grist_vision_box *box_out)
 {
@@ -152,13 +168,30 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		goto out;
 	}
 	if (jpeg) {
+		uint32_t denom = t->decode == GRIST_VISION_DECODE_FAST ? fast_denom(t, h, w, rh, rw) : 1;
+		uint32_t top = (uint32_t)box.top, left = (uint32_t)box.left;
+
+		if (denom > 1) {
+			/* the box rounded outward to the scaled grid */
+			uint32_t sh, sw, bottom, right;
+
+			gv_jpeg_scaled(&ji, denom, &sh, &sw);
+			bottom = (uint32_t)(((uint64_t)top + rh + denom - 1) / denom);
+			right = (uint32_t)(((uint64_t)left + rw + denom - 1) / denom);
+			top /= denom;
+			left /= denom;
+			rh = (bottom < sh ? bottom : sh) - top;
+			rw = (right < sw ? right : sw) - left;
+		}
 		region = malloc((size_t)rh * rw * 3);
 		if (!region) {
 			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
 			goto out;
 		}
-		ret = gv_jpeg_read_region(jd, (uint32_t)box.top, (uint32_t)box.left, rh, rw, false, region,
-					  (size_t)rw * 3);
+		if (t->decode == GRIST_VISION_DECODE_FAST)
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, rh, rw, region, (size_t)rw * 3);
+		else
+			ret = gv_jpeg_read_region(jd, top, left, rh, rw, false, region, (size_t)rw * 3);
 		jd = NULL; /* read_region released it */
 		src = region;
 		stride = (size_t)rw * 3;

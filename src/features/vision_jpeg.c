@@ -203,8 +203,14 @@ static int region_fail(struct gv_jpeg *j, int code, const char *what, unsigned a
 	return grist_fail(code, "JPEG does not decode: %s %u of %u", what, a, b);
 }
 
-int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
-			bool gray_out, uint8_t *dst, size_t pitch)
+void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h, uint32_t *w)
+{
+	*h = (uint32_t)(((uint64_t)info->height + denom - 1) / denom);
+	*w = (uint32_t)(((uint64_t)info->width + denom - 1) / denom);
+}
+
+static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
+		       uint32_t width, bool gray_out, uint8_t *dst, size_t pitch)
 {
 	struct jpeg_decompress_struct *d = &j->d;
 	JDIMENSION x, w, skip;
@@ -214,9 +220,14 @@ int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t
 		jpeg_abort_decompress(d);
 		return grist_fail(j->e.code, j->e.code == -EFBIG ? "%s" : "JPEG does not decode: %s", j->e.msg);
 	}
-	if (!width || !height || top > d->image_height || height > d->image_height - top || left > d->image_width ||
-	    width > d->image_width - left) {
-		uint32_t ih = d->image_height, iw = d->image_width;
+	d->scale_num = 1;
+	d->scale_denom = denom;
+	d->dct_method = fast ? JDCT_IFAST : JDCT_ISLOW;
+	d->do_fancy_upsampling = !fast;
+	jpeg_calc_output_dimensions(d);
+	if (!width || !height || top > d->output_height || height > d->output_height - top ||
+	    left > d->output_width || width > d->output_width - left) {
+		uint32_t ih = d->output_height, iw = d->output_width;
 
 		jpeg_abort_decompress(d);
 		return grist_fail(-EINVAL, "JPEG region %ux%u at (%u, %u) is not inside the %ux%u image", height, width,
@@ -230,13 +241,11 @@ int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t
 	else
 		d->out_color_space = JCS_RGB;
 	ch = d->out_color_space == JCS_GRAYSCALE ? 1 : cmyk ? 4 : 3;
-	d->dct_method = JDCT_ISLOW;
-	d->do_fancy_upsampling = TRUE;
 	jpeg_start_decompress(d);
 	/* one column of margin each side (see the top of the file) */
 	x = left ? left - 1 : 0;
-	w = (left + width < d->image_width ? left + width + 1 : d->image_width) - x;
-	if (x || w != d->image_width)
+	w = (left + width < d->output_width ? left + width + 1 : d->output_width) - x;
+	if (x || w != d->output_width)
 		jpeg_crop_scanline(d, &x, &w);
 	if ((size_t)w * ch > j->row_cap) {
 		uint8_t *r = realloc(j->row, (size_t)w * ch);
@@ -255,7 +264,7 @@ int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t
 		const uint8_t *from = j->row + (size_t)(left - x) * ch;
 
 		if (jpeg_read_scanlines(d, &r, 1) != 1)
-			return region_fail(j, -EBADMSG, "row missing:", top + y, d->image_height);
+			return region_fail(j, -EBADMSG, "row missing:", top + y, d->output_height);
 		if (cmyk)
 			cmyk_to_rgb(from, dst + (size_t)y * pitch, width);
 		else
@@ -264,6 +273,18 @@ int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t
 	/* not jpeg_finish_decompress(): it would want the rows below the region */
 	jpeg_abort_decompress(d);
 	return 0;
+}
+
+int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+			bool gray_out, uint8_t *dst, size_t pitch)
+{
+	return read_region(j, 1, false, top, left, height, width, gray_out, dst, pitch);
+}
+
+int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
+			     uint32_t width, uint8_t *dst, size_t pitch)
+{
+	return read_region(j, denom, true, top, left, height, width, false, dst, pitch);
 }
 
 int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)

@@ -179,6 +179,8 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 		t->scan_limit = 500;
 	if (!t->channels)
 		t->channels = 3;
+	if ((unsigned)t->decode > GRIST_VISION_DECODE_FAST)
+		return grist_fail(-EINVAL, "vision: unknown decode mode %d", (int)t->decode);
 	if (t->channels != 1 && t->channels != 3)
 		return grist_fail(-EINVAL, "vision: channels must be 1 or 3, not %u", t->channels);
 	if (t->op < GRIST_VISION_RANDOM_RESIZED_CROP || t->op > GRIST_VISION_RESIZE)

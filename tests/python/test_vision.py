@@ -435,3 +435,28 @@ def test_transforms_pickle_and_repr():
             grist.vision.Resize(8, **bad)
     with pytest.raises(ValueError, match="flip"):
         grist.vision.Resize(8, flip=2).params(10, 10)
+
+
+def test_fast_decode_is_close_to_exact():
+    """decode="fast": the same boxes, pixels within a PSNR bound of exact mode (docs/vision.md
+    quotes it on photographs); a PNG decodes exactly either way."""
+    rng = np.random.default_rng(12)
+    y, x = np.mgrid[0:768, 0:1024]
+    a = np.clip(127 + 90 * np.sin(x[..., None] / (11 + 7 * np.arange(3)) + y[..., None] / 23.0)
+                + rng.normal(0, 3, (768, 1024, 3)), 0, 255).astype(np.uint8)
+    data = jpeg_bytes(a, subsampling=2)
+    psnr = []
+    for exact, fast in ((grist.vision.RandomResizedCrop(64), grist.vision.RandomResizedCrop(64, decode="fast")),
+                        (grist.vision.CenterCrop(64, resize=80), grist.vision.CenterCrop(64, resize=80, decode="fast"))):
+        for i in range(12):
+            e, be = exact.apply(data, index=i)
+            f, bf = fast.apply(data, index=i)
+            assert be == bf and e.shape == f.shape
+            mse = ((e.astype(float) - f) ** 2).mean()
+            psnr.append(10 * np.log10(255 ** 2 / max(mse, 1e-12)))
+    assert np.median(psnr) > 30 and min(psnr) > 22, psnr
+    buf = io.BytesIO()
+    Image.fromarray(a[:100, :100]).save(buf, "PNG")
+    e, _ = grist.vision.Resize(32).apply(buf.getvalue())
+    f, _ = grist.vision.Resize(32, decode="fast").apply(buf.getvalue())
+    assert np.array_equal(e, f)
