@@ -164,6 +164,49 @@ static void test_bad_images(void **state)
 	free(px);
 }
 
+/* CMYK (TurboJPEG writes it as Adobe does) and fast mode at every scale, for the sanitizers. */
+static void test_cmyk_and_fast(void **state)
+{
+	uint8_t *px = photo(300, 420, 5), *cmyk = malloc(300 * 420 * 4), *jpg, *full, *got;
+	tjhandle tc = tjInitCompress();
+	unsigned char *out = NULL;
+	unsigned long len = 0;
+	struct grist_vision_transform t;
+	uint8_t o[48 * 40 * 3];
+
+	(void)state;
+	for (size_t i = 0; i < 300 * 420; i++)
+		for (int c = 0; c < 4; c++)
+			cmyk[i * 4 + c] = (uint8_t)(c < 3 ? 255 - px[i * 3 + c] : px[i * 3] / 4);
+	assert_int_equal(tjCompress2(tc, cmyk, 420, 0, 300, TJPF_CMYK, &out, &len, TJSAMP_420, 90, 0), 0);
+	/* the region equals the full decode's crop, CMYK converted to RGB the same way */
+	full = malloc(300 * 420 * 3);
+	got = malloc(100 * 77 * 3);
+	assert_int_equal(gv_jpeg_decode_region(out, len, 0, 0, 300, 420, false, full, 420 * 3, 500), 0);
+	assert_int_equal(gv_jpeg_decode_region(out, len, 101, 33, 100, 77, false, got, 77 * 3, 500), 0);
+	for (int y = 0; y < 100; y++)
+		assert_memory_equal(got + y * 77 * 3, full + ((101 + y) * 420 + 33) * 3, 77 * 3);
+	tjFree(out);
+	tjDestroy(tc);
+	free(cmyk);
+	free(full);
+	free(got);
+
+	grist_vision_transform_init(&t);
+	t.out_height = 48;
+	t.out_width = 40;
+	t.decode = GRIST_VISION_DECODE_FAST;
+	jpg = encode(px, 300, 420, TJSAMP_420, 0, &len);
+	for (int op = GRIST_VISION_RANDOM_RESIZED_CROP; op <= GRIST_VISION_RESIZE; op++) {
+		t.op = (enum grist_vision_op)op;
+		t.resize = 64;
+		for (uint64_t i = 0; i < 20; i++)
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", o, sizeof(o), NULL), 0);
+	}
+	free(jpg);
+	free(px);
+}
+
 static void test_transform_checks(void **state)
 {
 	struct grist_vision_transform t, bad;
@@ -417,6 +460,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_region_equals_full_decode),
 		cmocka_unit_test(test_bad_images),
+		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_transform_checks),
 		cmocka_unit_test(test_transformed_feature_row),
 		cmocka_unit_test(test_loader_threads),
