@@ -119,6 +119,9 @@ struct grist_vision_transform {
 	uint32_t scan_limit;              /* progressive JPEG scans allowed; 0: 500 (TurboJPEG's) */
 	uint32_t channels;                /* 3 (RGB) or 1 (Pillow's "L"); 0: 3 */
 	enum grist_vision_decode decode;  /* JPEG: EXACT (default) or FAST */
+	bool exif_orientation;            /* JPEG: turn the image as its EXIF orientation says, as
+					     Pillow's ImageOps.exif_transpose; default off (TFDS and
+					     torchvision's ImageNet recipes do not) */
 };
 
 /** grist_vision_transform_init() - zero @t, set its size and the defaults of the fields. */

@@ -39,11 +39,12 @@ class _Transform:
     _op = None
 
     def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
-                 channels=3, decode="exact", max_pixels=None, scan_limit=None):
+                 channels=3, decode="exact", exif_orientation=False, max_pixels=None, scan_limit=None):
         self.size = _size(size)
         if decode not in _DECODES:
             raise ValueError("decode must be 'exact' or 'fast', not %r" % (decode,))
         self.decode = decode
+        self.exif_orientation = bool(exif_orientation)
         if channels not in (1, 3):
             raise ValueError("channels must be 1 or 3, not %r" % (channels,))
         self.channels = int(channels)
@@ -73,7 +74,7 @@ class _Transform:
         d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
              "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
              "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels,
-             "decode": _DECODES[self.decode]}
+             "decode": _DECODES[self.decode], "exif_orientation": self.exif_orientation}
         if self.mean is not None and self.channels == 1:  # the C struct holds three
             d["mean"], d["std"] = self.mean * 3, self.std * 3
         d.update(self._extra())
@@ -115,6 +116,8 @@ class _Transform:
             args.append("channels=%r" % self.channels)
         if self.decode != "exact":
             args.append("decode=%r" % self.decode)
+        if self.exif_orientation:
+            args.append("exif_orientation=True")
         return "grist.vision.%s(%s)" % (type(self).__name__, ", ".join(args))
 
     def __eq__(self, other):
@@ -142,6 +145,8 @@ class RandomResizedCrop(_Transform):
       decode: "exact" (default: a full decode's pixels) or "fast" (JPEG decoded at 1/2, 1/4
         or 1/8 scale where the crop stays at least the output size, fast IDCT, plain
         upsampling; docs/vision.md gives its PSNR against exact).
+      exif_orientation: turn a JPEG as its EXIF orientation says (Pillow's
+        ImageOps.exif_transpose); boxes are then in the turned image; default False.
       max_pixels: images with more pixels are refused before decoding; default None (2^28).
       scan_limit: the most scans a progressive JPEG may have; default None (500).
 
@@ -173,8 +178,8 @@ class CenterCrop(_Transform):
         even); default 256. Ignored when crop_fraction is given.
       crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
         shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
-      and interpolation, flip, mean, std, dtype, layout, channels, decode, max_pixels,
-      scan_limit as RandomResizedCrop (flip defaults to 0.0).
+      and interpolation, flip, mean, std, dtype, layout, channels, decode, exif_orientation,
+      max_pixels, scan_limit as RandomResizedCrop (flip defaults to 0.0).
     """
 
     _op = "center_crop"
@@ -197,7 +202,7 @@ class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
     Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, decode,
-    max_pixels, scan_limit as RandomResizedCrop.
+    exif_orientation, max_pixels, scan_limit as RandomResizedCrop.
     """
 
     _op = "resize"

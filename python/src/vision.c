@@ -60,7 +60,7 @@ static int double_from(PyObject *d, const char *name, double *out)
 /*
  * The dict grist.vision's classes build (_spec()): op, out (h, w), scale, ratio, interp,
  * resize, crop_fraction, flip, mean, std (normalize when given), dtype, layout, max_pixels,
- * scan_limit, channels, decode; the seed is the caller's.
+ * scan_limit, channels, decode, exif_orientation; the seed is the caller's.
  */
 int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t)
 {
@@ -91,6 +91,8 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	t->scan_limit = (uint32_t)scans;
 	t->channels = (uint32_t)channels;
 	t->decode = (enum grist_vision_decode)decode;
+	t->exif_orientation = PyDict_GetItemString(d, "exif_orientation") &&
+			      PyObject_IsTrue(PyDict_GetItemString(d, "exif_orientation")) == 1;
 	t->seed = seed;
 	return 0;
 }

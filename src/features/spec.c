@@ -422,7 +422,7 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2] };
 		uint64_t w[] = { t->op, t->out_height, t->out_width, t->interp, t->resize, t->normalize, t->dtype,
 				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes, t->channels,
-				 t->decode };
+				 t->decode, t->exif_orientation };
 
 		XXH64_update(st, d, sizeof(d));
 		XXH64_update(st, w, sizeof(w));

@@ -117,7 +117,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct gf_image im;
 	struct gv_jpeg_info ji;
 	struct gv_jpeg *jd = NULL;
-	uint32_t h, w, rh, rw;
+	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL, *px = NULL, *full = NULL;
 	const uint8_t *src;
 	size_t stride;
@@ -127,8 +127,11 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if (jpeg) {
 		if ((ret = gv_jpeg_open(img, len, t->scan_limit, &jd, &ji)))
 			return ret;
-		h = ji.height;
-		w = ji.width;
+		/* with exif_orientation, everything but the decode sees the image as displayed */
+		if (t->exif_orientation)
+			o = gv_jpeg_orientation(img, len);
+		h = o >= 5 ? ji.width : ji.height;
+		w = o >= 5 ? ji.height : ji.width;
 	} else {
 		if ((ret = gf_image_open(&im, GRIST_DECODE_IMAGE, img, len)))
 			return ret;
@@ -169,30 +172,51 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	}
 	if (jpeg) {
 		uint32_t denom = t->decode == GRIST_VISION_DECODE_FAST ? fast_denom(t, h, w, rh, rw) : 1;
-		uint32_t top = (uint32_t)box.top, left = (uint32_t)box.left;
+		struct grist_vision_box shown = { box.top, box.left, (int32_t)rh, (int32_t)rw, 0 }, stored;
+		uint32_t top, left, qh, qw;
 
+		/* the region as stored in the file */
+		gv_orient_region(o, ji.height, ji.width, &shown, &stored);
+		top = (uint32_t)stored.top;
+		left = (uint32_t)stored.left;
+		qh = (uint32_t)stored.height;
+		qw = (uint32_t)stored.width;
 		if (denom > 1) {
-			/* the box rounded outward to the scaled grid */
+			/* the region rounded outward to the scaled grid */
 			uint32_t sh, sw, bottom, right;
 
 			gv_jpeg_scaled(&ji, denom, &sh, &sw);
-			bottom = (uint32_t)(((uint64_t)top + rh + denom - 1) / denom);
-			right = (uint32_t)(((uint64_t)left + rw + denom - 1) / denom);
+			bottom = (uint32_t)(((uint64_t)top + qh + denom - 1) / denom);
+			right = (uint32_t)(((uint64_t)left + qw + denom - 1) / denom);
 			top /= denom;
 			left /= denom;
-			rh = (bottom < sh ? bottom : sh) - top;
-			rw = (right < sw ? right : sw) - left;
+			qh = (bottom < sh ? bottom : sh) - top;
+			qw = (right < sw ? right : sw) - left;
 		}
-		region = malloc((size_t)rh * rw * 3);
+		region = malloc((size_t)qh * qw * 3);
 		if (!region) {
-			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 			goto out;
 		}
 		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, rh, rw, region, (size_t)rw * 3);
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, region, (size_t)qw * 3);
 		else
-			ret = gv_jpeg_read_region(jd, top, left, rh, rw, false, region, (size_t)rw * 3);
+			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, region, (size_t)qw * 3);
 		jd = NULL; /* read_region released it */
+		rh = o >= 5 ? qw : qh;
+		rw = o >= 5 ? qh : qw;
+		if (!ret && o != 1) {
+			/* turned as displayed */
+			uint8_t *turned = malloc((size_t)qh * qw * 3);
+
+			if (!turned) {
+				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
+				goto out;
+			}
+			gv_orient_pixels(o, region, qh, qw, (size_t)qw * 3, 3, turned);
+			free(region);
+			region = turned;
+		}
 		src = region;
 		stride = (size_t)rw * 3;
 	} else {

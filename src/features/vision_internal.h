@@ -75,6 +75,17 @@ double gv_round_half_even(double x);
 /* A transform read from a caller (sized), its zero fields given their defaults, checked. -EINVAL + message. */
 int gv_transform_load(struct grist_vision_transform *dst, const struct grist_vision_transform *src);
 
+/* ---- EXIF orientation (vision_exif.c) ---- */
+
+/* A JPEG's EXIF orientation, 1 to 8 (1 when absent or unreadable). */
+uint32_t gv_jpeg_orientation(const uint8_t *p, size_t len);
+/* Where box @d of the image as displayed (orientation @o) lies in the stored @h x @w image. */
+void gv_orient_region(uint32_t o, uint32_t h, uint32_t w, const struct grist_vision_box *d,
+		      struct grist_vision_box *s);
+/* @src (stored, @sh x @sw x @c, rows @sstride apart) turned as displayed into @dst (packed). */
+void gv_orient_pixels(uint32_t o, const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c,
+		      uint8_t *dst);
+
 /* ---- one image (vision.c) ---- */
 
 /* Bytes of one output image of a loaded transform. */

@@ -207,6 +207,46 @@ static void test_cmyk_and_fast(void **state)
 	free(px);
 }
 
+/* The EXIF reader on every truncation and corruption of an APP1 block: 6, or 1, never a bad read. */
+static void test_exif_reader(void **state)
+{
+	static const uint8_t le[] = {
+		0xff, 0xd8, 0xff, 0xe1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
+		'I', 'I', 0x2a, 0x00, 0x08, 0x00, 0x00, 0x00,             /* TIFF, IFD0 at 8 */
+		0x01, 0x00,                                                 /* one entry */
+		0x12, 0x01, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0xff, 0xda };
+	static const uint8_t be[] = {
+		0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0x00, 0x00,             /* an APP0 first */
+		0xff, 0xe1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
+		'M', 'M', 0x00, 0x2a, 0x00, 0x00, 0x00, 0x08,
+		0x00, 0x01,
+		0x01, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0xff, 0xda };
+	uint8_t buf[sizeof(be)];
+
+	(void)state;
+	assert_int_equal(gv_jpeg_orientation(le, sizeof(le)), 6);
+	assert_int_equal(gv_jpeg_orientation(be, sizeof(be)), 8);
+	for (size_t n = 0; n < sizeof(le); n++) {
+		uint8_t *cut = malloc(n ? n : 1); /* exactly n bytes, so ASan sees a read past them */
+
+		memcpy(cut, le, n);
+		assert_true(gv_jpeg_orientation(cut, n) == 1 || n >= sizeof(le) - 2);
+		free(cut);
+	}
+	for (size_t i = 0; i < sizeof(be); i++) {
+		for (int v = 0; v < 256; v += 51) {
+			uint32_t o;
+
+			memcpy(buf, be, sizeof(be));
+			buf[i] = (uint8_t)v;
+			o = gv_jpeg_orientation(buf, sizeof(buf));
+			assert_true(o >= 1 && o <= 8);
+		}
+	}
+}
+
 static void test_transform_checks(void **state)
 {
 	struct grist_vision_transform t, bad;
@@ -461,6 +501,7 @@ int main(void)
 		cmocka_unit_test(test_region_equals_full_decode),
 		cmocka_unit_test(test_bad_images),
 		cmocka_unit_test(test_cmyk_and_fast),
+		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),
 		cmocka_unit_test(test_transformed_feature_row),
 		cmocka_unit_test(test_loader_threads),

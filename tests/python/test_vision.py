@@ -280,7 +280,12 @@ def make_photo_folder(root, n=24):
 
 def pillow_pipeline(data, box, t):
     """What torchvision does on a PIL image: decode, crop at the box, resize, flip, ToTensor, Normalize."""
-    im = Image.open(io.BytesIO(data)).convert("RGB")
+    im = Image.open(io.BytesIO(data))
+    if t.exif_orientation:
+        from PIL import ImageOps
+
+        im = ImageOps.exif_transpose(im)
+    im = im.convert("RGB")
     if t.channels == 1:
         im = im.convert("L")
     im = im.crop((box.left, box.top, box.left + box.width, box.top + box.height))
@@ -460,3 +465,30 @@ def test_fast_decode_is_close_to_exact():
     e, _ = grist.vision.Resize(32).apply(buf.getvalue())
     f, _ = grist.vision.Resize(32, decode="fast").apply(buf.getvalue())
     assert np.array_equal(e, f)
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_exif_orientation_equals_pillow_exif_transpose(orientation):
+    rng = np.random.default_rng(orientation)
+    a = smooth_image(rng, 75, 130, 3)
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    Image.fromarray(a).save(buf, "JPEG", quality=90, exif=exif)
+    data = buf.getvalue()
+    shown = (130, 75) if orientation >= 5 else (75, 130)
+    for t in (grist.vision.RandomResizedCrop(24, flip=0.5, exif_orientation=True),
+              grist.vision.Resize((20, 30), exif_orientation=True, channels=1),
+              grist.vision.CenterCrop(16, crop_fraction=0.8, exif_orientation=True)):
+        for index in range(6):
+            got, box = t.apply(data, index=index)
+            assert box == t.params(*shown, index=index)
+            want = pillow_pipeline(data, box, t)
+            assert np.abs(got.astype(int) - want).max() <= 1, (orientation, t, index)
+    fast = grist.vision.RandomResizedCrop(24, exif_orientation=True, decode="fast")
+    assert fast.apply(data)[0].shape == (24, 24, 3)
+    # off by default: the stored pixels, as TFDS and torchvision's ImageNet recipes read them
+    t = grist.vision.RandomResizedCrop(24)
+    got, box = t.apply(data, index=1)
+    assert box == t.params(75, 130, index=1)
+    assert np.abs(got.astype(int) - pillow_pipeline(data, box, t)).max() <= 1
