@@ -430,7 +430,11 @@ class Loader(_grist.Loader):
     decode threads, so batch[key] has t.shape and t.dtype whatever each image's size; its
     draws are keyed by (seed, epoch, record index, key). boxes=True (default False) adds
     batch['<key>_box'], int32 (B, 5): top, left, height, width in source pixels, flipped.
-    transforms= does not combine with ragged= yet.
+    transforms= does not combine with ragged= yet. on_error="skip" (default "raise") drops a
+    record whose feature does not decode (a corrupt or truncated image, one past max_pixels,
+    one that does not match the spec) instead of stopping; later records fill the batch, and
+    stats()["skipped"] counts them, ["skipped_records"] lists the first 16 as (index within
+    its dataset, reason).
     With weights, paths may be a list of grist.tfds sources with the same features.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
@@ -440,9 +444,10 @@ class Loader(_grist.Loader):
     """
 
     def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, ragged=None,
-                 map_out_max=None, transforms=None, boxes=False, **options):
+                 map_out_max=None, transforms=None, boxes=False, on_error="raise", **options):
         self._columns = None
         self._ahead = None
+        self._features = None
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
         srcs = list(paths) if mixed else [paths]
         if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
@@ -460,7 +465,7 @@ class Loader(_grist.Loader):
                 raise ValueError("grist.Loader: transforms= and ragged= do not go together yet")
             if boxes and not transforms:
                 raise ValueError("grist.Loader: boxes=True needs transforms=")
-            tf = (transforms, boxes, options.get("seed") or 0)
+            tf = (transforms, boxes, options.get("seed") or 0, on_error)
             features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None,
                                                           ragged, *tf)
             for other in srcs[1:]:
@@ -481,11 +486,12 @@ class Loader(_grist.Loader):
                     raise ValueError("grist.Loader: map_out_max= applies with ragged=")
                 options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
             self._columns = _Columns(leaves, features, ragged or ())
+            self._features = features
             paths = [s.files for s in srcs] if mixed else src.files
         elif pad is not None or skip is not None or ragged is not None or map_out_max is not None or transforms \
-                or boxes:
-            raise ValueError("grist.Loader: pad=, skip=, ragged=, map_out_max=, transforms= and boxes= apply to a "
-                             "grist.tfds source")
+                or boxes or on_error != "raise":
+            raise ValueError("grist.Loader: pad=, skip=, ragged=, map_out_max=, transforms=, boxes= and on_error= "
+                             "apply to a grist.tfds source")
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")
@@ -538,6 +544,17 @@ class Loader(_grist.Loader):
         if self._ahead is not None:
             return self._ahead.state
         return super().get_state()
+
+    def stats(self):
+        """stats() -> dict: the loader's counters (see grist.Loader); over a grist.tfds source also
+        "skipped" (records on_error="skip" dropped) and "skipped_records" (the first 16, as
+        (index within its dataset, reason))."""
+        st = super().stats()
+        if self._features is not None:
+            count, first = self._features.skipped()
+            st["skipped"] = count
+            st["skipped_records"] = [(index, reason) for _, index, reason in first]
+        return st
 
     def close(self):
         """close(): stop the loader; batches still alive stay valid until they are released."""

@@ -36,6 +36,8 @@ DTYPE_UINT8: int
 VARLEN_NONE: int
 VARLEN_PAD: int
 VARLEN_RAGGED: int
+ON_ERROR_FAIL: int
+ON_ERROR_SKIP: int
 WIRE_BYTES: int
 WIRE_FLOAT: int
 WIRE_INT64: int
@@ -61,6 +63,7 @@ def _vision_jpeg_region(jpeg: bytes, top: int, left: int, height: int, width: in
 class Features:
     def __init__(self, columns: Any, paths: Optional[Sequence[str]] = ..., threads: int = ...) -> None: ...
     def columns(self) -> List[Dict[str, Any]]: ...
+    def skipped(self) -> Tuple[int, List[Tuple[int, int, str]]]: ...
     @property
     def row_bytes(self) -> int: ...
     def row_bound(self, record_len: int) -> int: ...

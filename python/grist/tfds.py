@@ -313,7 +313,7 @@ class DataSource:
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
     def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None, transforms=None, boxes=False,
-                         seed=0):
+                         seed=0, on_error="raise"):
         """(Features, columns, leaves) for a Loader: every feature a column of fixed size,
         but those in @ragged.
 
@@ -324,8 +324,12 @@ class DataSource:
         with their length, and the Loader reads the batch as ragged rows. A feature whose
         shape varies and is in none of them is an error naming it. @transforms maps an image
         feature's key to a grist.vision transform: its column is the transform's fixed output
-        (keyed by @seed), with '<name>_box' beside it when @boxes.
+        (keyed by @seed), with '<name>_box' beside it when @boxes. @on_error "skip" makes the
+        loader drop (and count) a record whose feature does not decode, instead of failing.
         """
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"grist.Loader: on_error must be 'raise' or 'skip', not {on_error!r}")
+        oe = _grist.ON_ERROR_SKIP if on_error == "skip" else _grist.ON_ERROR_FAIL
         pad, skip, ragged = dict(pad or {}), set(skip or ()), list(ragged or ())
         transforms = dict(transforms or {})
         if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip) or set(transforms) & (
@@ -347,7 +351,8 @@ class DataSource:
                     raise TypeError(f"grist.Loader: transforms[{leaf.key!r}] is not a grist.vision transform")
                 if leaf.kind != "image":
                     raise ValueError(f"grist.Loader: feature {leaf.key!r} is not an image: no transform applies")
-                cols.append(_column(leaf, _grist.VARLEN_NONE) + (t._spec(), int(seed), bool(boxes)))
+                cols.append(_column(leaf, _grist.VARLEN_NONE) + (t._spec(), int(seed), bool(boxes), oe))
+                continue
             elif leaf.key in pad:
                 max_shape = pad[leaf.key]
                 max_shape = (max_shape,) if isinstance(max_shape, int) else tuple(max_shape)
@@ -374,6 +379,7 @@ class DataSource:
                                  f"(ragged=[{leaf.key!r}]) or leave it out (skip=[{leaf.key!r}]) to batch it")
             else:
                 cols.append(_column(leaf))
+        cols = [c if len(c) > 8 else c + (None, 0, False, oe) for c in cols]
         paths = {leaf.path for leaf in self.leaves}
         for leaf in leaves:
             if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in paths:

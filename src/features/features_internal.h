@@ -37,6 +37,7 @@ struct gf_feature {
 	bool has_tf, boxes;
 	struct grist_vision_transform tf; /* loaded: defaults filled in, checked */
 	size_t box_offset;   /* boxes: int32[5]; SIZE_MAX otherwise */
+	enum grist_on_error on_error;
 };
 
 struct grist_features {

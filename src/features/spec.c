@@ -236,6 +236,11 @@ int grist_features_set(struct grist_features *f, size_t i, enum grist_feature_pa
 					  "only a bytes_list holds bytes, raw tensors or images");
 		ft->decode = (enum grist_decode)value;
 		return 0;
+	case GRIST_FEATURE_ON_ERROR:
+		if (value != GRIST_ON_ERROR_FAIL && value != GRIST_ON_ERROR_SKIP)
+			return grist_fail(-EINVAL, "feature '%s': unknown on_error %lld", ft->key, (long long)value);
+		ft->on_error = (enum grist_on_error)value;
+		return 0;
 	case GRIST_FEATURE_VARLEN:
 		if (value < GRIST_VARLEN_NONE || value > GRIST_VARLEN_RAGGED)
 			return grist_fail(-EINVAL, "feature '%s': unknown varlen mode %lld", ft->key, (long long)value);
@@ -415,6 +420,11 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 	XXH64_update(st, words, sizeof(words));
 	XXH64_update(st, ft->key, ft->key_len);
 	XXH64_update(st, ft->pad_bytes, sizeof(ft->pad_bytes));
+	if (ft->on_error) { /* skipping changes which records a stream delivers (only then hashed: old ids stand) */
+		uint64_t oe = ft->on_error;
+
+		XXH64_update(st, &oe, sizeof(oe));
+	}
 	if (ft->has_tf) {
 		/* field by field: the struct's padding bytes are not part of the transform */
 		const struct grist_vision_transform *t = &ft->tf;
@@ -510,6 +520,7 @@ int gf_clone(const struct grist_features *f, struct grist_features **out)
 		c->feat[i].has_max = ft->has_max;
 		memcpy(c->feat[i].max_shape, ft->max_shape, sizeof(ft->max_shape));
 		c->feat[i].pad_value = ft->pad_value;
+		c->feat[i].on_error = ft->on_error;
 		c->feat[i].has_tf = ft->has_tf;
 		c->feat[i].boxes = ft->boxes;
 		c->feat[i].tf = ft->tf;

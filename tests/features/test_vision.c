@@ -412,8 +412,11 @@ static void write_photos(const char *path, int n, int bad)
 	grist_example_encoder_destroy(e);
 }
 
-/* Every batch of a loader running the transform, back to back; *err is the loader's end. */
-static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, int *err)
+/*
+ * Every batch of a loader running the transform, back to back; *err is the loader's end.
+ * With @skipped, bad images are skipped (GRIST_ON_ERROR_SKIP) and *skipped counts them.
+ */
+static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, int *err, uint64_t *skipped)
 {
 	struct grist_features *f;
 	struct grist_features_decoder *d;
@@ -437,6 +440,8 @@ static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, in
 	assert_true(grist_features_add(f, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0) > 0);
 	assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_DECODE, GRIST_DECODE_JPEG), 0);
 	assert_int_equal(grist_features_set_transform(f, (size_t)img, &t, true), 0);
+	if (skipped)
+		assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_ON_ERROR, GRIST_ON_ERROR_SKIP), 0);
 	assert_int_equal(grist_features_finish(f), 0);
 	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
 	cfg.datasets = &ds;
@@ -459,6 +464,17 @@ static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, in
 	}
 	*err = ret;
 	grist_loader_destroy(l);
+	if (skipped) {
+		struct grist_feature_skip first[4];
+		size_t n;
+
+		*skipped = grist_features_skipped(d, first, 4, &n);
+		assert_int_equal(n, *skipped < 4 ? *skipped : 4);
+		for (size_t k = 0; k < n; k++) {
+			assert_int_equal(first[k].index, 17);
+			assert_non_null(strstr(first[k].reason, "record 17"));
+		}
+	}
 	grist_features_decoder_destroy(d);
 	grist_features_destroy(f);
 	*total = at;
@@ -475,9 +491,9 @@ static void test_loader_threads(void **state)
 	(void)state;
 	snprintf(path, sizeof(path), "%s", t_path(dir, "photos.array_record"));
 	write_photos(path, 29, -1);
-	one = run_loader(path, 1, &n1, &err);
+	one = run_loader(path, 1, &n1, &err, NULL);
 	assert_int_equal(err, 0);
-	two = run_loader(path, 2, &n2, &err);
+	two = run_loader(path, 2, &n2, &err, NULL);
 	assert_int_equal(err, 0);
 	assert_true(n1 > 0);
 	assert_int_equal(n1, n2);
@@ -487,11 +503,26 @@ static void test_loader_threads(void **state)
 
 	/* a corrupt image stops the loader with the file, the record and the feature */
 	write_photos(path, 29, 17);
-	one = run_loader(path, 2, &n1, &err);
+	one = run_loader(path, 2, &n1, &err, NULL);
 	assert_int_equal(err, -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "photos.array_record: record 17"));
 	assert_non_null(strstr(grist_last_error(), "feature 'image'"));
 	free(one);
+	/* ...or, skipping, is dropped in both epochs and counted: the same rows at 1 and 2 threads */
+	{
+		uint64_t s1, s2;
+
+		one = run_loader(path, 1, &n1, &err, &s1);
+		assert_int_equal(err, 0);
+		two = run_loader(path, 2, &n2, &err, &s2);
+		assert_int_equal(err, 0);
+		assert_int_equal(s1, 2);
+		assert_int_equal(s2, 2);
+		assert_int_equal(n1, n2);
+		assert_memory_equal(one, two, n1);
+		free(one);
+		free(two);
+	}
 	t_rmtree(dir);
 }
 

@@ -492,3 +492,39 @@ def test_exif_orientation_equals_pillow_exif_transpose(orientation):
     got, box = t.apply(data, index=1)
     assert box == t.params(75, 130, index=1)
     assert np.abs(got.astype(int) - pillow_pipeline(data, box, t)).max() <= 1
+
+
+def test_on_error_skip_drops_and_counts_bad_records(photos, tmp_path):
+    """A record whose image is not an image: on_error="raise" names it, "skip" drops and counts it."""
+    import glob
+    import os
+    import shutil
+    import grist.tfds as gtfds
+
+    out = str(tmp_path / "photos" / "1.0.0")
+    shutil.copytree(photos[1], out)
+    src = gtfds.data_source(out, split="train")
+    shard = src.files[0]
+    records = grist.Reader([shard]).read(range(len(grist.Reader([shard]))))
+    bad = 3
+    assert records[bad].count(b"\xff\xd8\xff") == 1
+    records[bad] = records[bad].replace(b"\xff\xd8\xff", b"GIF")  # the same length: no other byte moves
+    os.remove(shard)
+    with grist.Writer(shard, "group_size:1") as w:
+        for r in records:
+            w.write(r)
+    assert glob.glob(out + "/*")
+    t = grist.vision.RandomResizedCrop(16)
+    opts = dict(seed=1, epochs=1, transforms={"image": t}, skip=["image/filename"])
+    with pytest.raises(grist.Error, match=r"record 3: feature 'image'"):
+        take(grist.Loader(src, 4, **opts))
+    loader = grist.Loader(src, 4, on_error="skip", **opts)
+    batches = take(loader)
+    assert sum(len(b["label"]) for b in batches) == len(src) - 1
+    assert all(b["image"].shape[0] == 4 for b in batches[:-1])  # later records fill the batches
+    st = loader.stats()
+    assert st["skipped"] == 1 and st["records_filtered"] == 1
+    (index, reason), = st["skipped_records"]
+    assert index == 3 and "feature 'image'" in reason and "record 3" in reason
+    with pytest.raises(ValueError, match="on_error"):
+        grist.Loader(src, 4, on_error="ignore", **opts)
