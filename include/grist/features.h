@@ -111,6 +111,8 @@ enum grist_dtype {
 	GRIST_DTYPE_FLOAT32,
 	GRIST_DTYPE_FLOAT64,
 	GRIST_DTYPE_BOOL,    /* one byte, 0 or 1 (an int64 value != 0 is 1) */
+	GRIST_DTYPE_BFLOAT16, /* the top half of a float32, rounded to nearest even (JAX's bfloat16): a
+				 vision transform's output only (grist/vision.h), not a feature's dtype */
 };
 
 /**

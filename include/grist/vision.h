@@ -112,7 +112,8 @@ struct grist_vision_transform {
 	double flip;                      /* probability of a horizontal flip, 0 to 1 */
 	bool normalize;                   /* out = (pixel / 255 - mean) / std, per channel */
 	float mean[3], std[3];
-	enum grist_dtype dtype;           /* GRIST_DTYPE_UINT8 or FLOAT32; 0: UINT8 (FLOAT32 with normalize) */
+	enum grist_dtype dtype;           /* GRIST_DTYPE_UINT8, FLOAT32, FLOAT16 or BFLOAT16 (floats rounded
+					     to nearest even from float32); 0: UINT8 (FLOAT32 with normalize) */
 	enum grist_vision_layout layout;
 	uint64_t seed;                    /* the generator's key (the loader's seed) */
 	uint64_t max_pixels;              /* images with more pixels are refused; 0: 2^28 (268 Mpx) */

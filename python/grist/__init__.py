@@ -310,12 +310,12 @@ class _Columns:
 
 
 # grist_dtype values a transformed image's column can have (grist/features.h)
-_VISION_DTYPES = {1: "uint8", 9: "float16", 10: "float32"}
+_VISION_DTYPES = {1: "uint8", 9: "float16", 10: "float32", 13: "bfloat16"}
 
 
 def _np_dtype(name):
-    import numpy as np
-    return np.dtype(name)
+    from .vision import _np_dtype as vision_dtype
+    return vision_dtype(name)
 
 
 def _np_int64():

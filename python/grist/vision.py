@@ -21,7 +21,18 @@ Box.__doc__ = "Where a transformed image comes from: the crop in source pixels, 
 
 _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
 _INTERP = {"bilinear": 0, "bicubic": 1}
-_DTYPES = {"uint8": 1, "float16": 9, "float32": 10}
+_DTYPES = {"uint8": 1, "float16": 9, "float32": 10, "bfloat16": 13}
+
+
+def _np_dtype(name):
+    """numpy's dtype for @name; bfloat16 is ml_dtypes' (what JAX uses)."""
+    import numpy as np
+
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 _LAYOUTS = {"HWC": 0, "CHW": 1}
 _DECODES = {"exact": 0, "fast": 1}
 
@@ -56,7 +67,7 @@ class _Transform:
             dtype = "float32" if mean is not None else "uint8"
         dtype = getattr(dtype, "name", dtype)
         if dtype not in _DTYPES:
-            raise ValueError("dtype must be uint8, float16 or float32, not %r" % (dtype,))
+            raise ValueError("dtype must be uint8, float16, bfloat16 or float32, not %r" % (dtype,))
         if layout not in _LAYOUTS:
             raise ValueError("layout must be 'HWC' or 'CHW', not %r" % (layout,))
         self.interpolation = interpolation
@@ -101,7 +112,7 @@ class _Transform:
         import numpy as np
 
         data, box = _grist.vision_apply(self._spec(), bytes(image), seed, epoch, index, feature)
-        return np.frombuffer(data, self.dtype).reshape(self.shape), Box(*box)
+        return np.frombuffer(data, _np_dtype(self.dtype)).reshape(self.shape), Box(*box)
 
     def _repr_args(self):
         return []
@@ -138,8 +149,9 @@ class RandomResizedCrop(_Transform):
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
         ToTensor + Normalize); default None (no normalization).
-      dtype: "uint8", "float16" or "float32"; default uint8, or float32 with mean/std. A float
-        output without mean/std is pixel / 255.
+      dtype: "uint8", "float16", "bfloat16" (ml_dtypes.bfloat16, as JAX uses) or "float32";
+        default uint8, or float32 with mean/std. A float output without mean/std is pixel / 255;
+        float16 and bfloat16 are the float32 value rounded to nearest even.
       layout: "HWC" (default) or "CHW".
       channels: 3 (default; gray and CMYK images become RGB) or 1 (Pillow's convert("L")).
       decode: "exact" (default: a full decode's pixels) or "fast" (JPEG decoded at 1/2, 1/4

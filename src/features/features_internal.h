@@ -58,6 +58,8 @@ size_t gf_dtype_bytes(enum grist_dtype t);
 /* FLOAT16 values: float32 to binary16 rounded to nearest even, and back (exact). */
 uint16_t gf_float_to_half(float f);
 float gf_half_to_float(uint16_t h);
+/* BFLOAT16: float32 to bfloat16, rounded to nearest even (as ml_dtypes and JAX round). */
+uint16_t gf_float_to_bfloat16(float f);
 /* A deep copy of a finished spec. */
 int gf_clone(const struct grist_features *f, struct grist_features **out);
 

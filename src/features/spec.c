@@ -22,6 +22,7 @@ size_t gf_dtype_bytes(enum grist_dtype t)
 	case GRIST_DTYPE_UINT16:
 	case GRIST_DTYPE_INT16:
 	case GRIST_DTYPE_FLOAT16:
+	case GRIST_DTYPE_BFLOAT16:
 		return 2;
 	case GRIST_DTYPE_UINT32:
 	case GRIST_DTYPE_INT32:
@@ -71,6 +72,16 @@ uint16_t gf_float_to_half(float f)
 			h++; /* may carry into the exponent, up to inf: that is right */
 		return (uint16_t)(sign | h);
 	}
+}
+
+uint16_t gf_float_to_bfloat16(float f)
+{
+	uint32_t b;
+
+	memcpy(&b, &f, 4);
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)(b >> 16 | 0x40); /* a NaN stays a (quiet) NaN */
+	return (uint16_t)((b + 0x7fffu + (b >> 16 & 1)) >> 16);
 }
 
 float gf_half_to_float(uint16_t h)
@@ -175,6 +186,8 @@ int grist_features_add(struct grist_features *f, const char *key, enum grist_wir
 		return grist_fail(-EINVAL, "feature '%s': unknown wire kind %d", key, (int)wire);
 	if (!gf_dtype_bytes(dtype))
 		return grist_fail(-EINVAL, "feature '%s': unknown dtype %d", key, (int)dtype);
+	if (dtype == GRIST_DTYPE_BFLOAT16)
+		return grist_fail(-EINVAL, "feature '%s': bfloat16 is a vision transform's output only", key);
 	if (ndim > GRIST_FEATURE_MAX_DIMS || (ndim && !shape))
 		return grist_fail(-EINVAL, "feature '%s': %zu dimensions (at most %d, and a shape to go with them)",
 				  key, ndim, GRIST_FEATURE_MAX_DIMS);
@@ -318,6 +331,7 @@ static void pad_bytes(struct gf_feature *ft)
 	case GRIST_DTYPE_UINT32: case GRIST_DTYPE_INT32: u.u32 = (uint32_t)iv; break;
 	case GRIST_DTYPE_UINT64: case GRIST_DTYPE_INT64: u.u64 = (uint64_t)iv; break;
 	case GRIST_DTYPE_FLOAT16: u.u16 = gf_float_to_half((float)v); break;
+	case GRIST_DTYPE_BFLOAT16: u.u16 = gf_float_to_bfloat16((float)v); break;
 	case GRIST_DTYPE_FLOAT32: u.f32 = (float)v; break;
 	case GRIST_DTYPE_FLOAT64: u.f64 = v; break;
 	}

@@ -48,7 +48,7 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 			if (t->normalize)
 				f = (f - t->mean[c]) / t->std[c];
 			lut[c][v] = f;
-			lut16[c][v] = gf_float_to_half(f);
+			lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
 		}
 	}
 	for (size_t y = 0; y < oh; y++) {

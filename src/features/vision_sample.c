@@ -199,8 +199,9 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 	for (int i = 0; i < 3; i++)
 		if (!isfinite(t->mean[i]) || !isfinite(t->std[i]))
 			return grist_fail(-EINVAL, "vision: mean and std must be finite");
-	if (t->dtype != GRIST_DTYPE_UINT8 && t->dtype != GRIST_DTYPE_FLOAT32 && t->dtype != GRIST_DTYPE_FLOAT16)
-		return grist_fail(-EINVAL, "vision: dtype must be uint8, float16 or float32");
+	if (t->dtype != GRIST_DTYPE_UINT8 && t->dtype != GRIST_DTYPE_FLOAT32 && t->dtype != GRIST_DTYPE_FLOAT16 &&
+	    t->dtype != GRIST_DTYPE_BFLOAT16)
+		return grist_fail(-EINVAL, "vision: dtype must be uint8, float16, bfloat16 or float32");
 	if (t->dtype == GRIST_DTYPE_UINT8 && t->normalize)
 		return grist_fail(-EINVAL, "vision: a normalized image is float (dtype float32 or float16)");
 	if ((unsigned)t->layout > GRIST_VISION_CHW)

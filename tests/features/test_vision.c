@@ -294,6 +294,24 @@ static void test_transform_checks(void **state)
 	assert_int_equal(grist_vision_box(&longer.t, 10, 10, 0, 0, "k", &a), 0);
 	longer.extra = 1;
 	assert_int_equal(grist_vision_box(&longer.t, 10, 10, 0, 0, "k", &a), -E2BIG);
+	/* bfloat16 is a transform's output, never a feature's own dtype or an encoded value */
+	{
+		struct grist_features *f;
+		struct grist_example_encoder *e;
+		uint16_t v = 0x3f80;
+
+		assert_int_equal(grist_features_create(&f), 0);
+		assert_int_equal(grist_features_add(f, "x", GRIST_WIRE_FLOAT, GRIST_DTYPE_BFLOAT16, NULL, 0), -EINVAL);
+		grist_features_destroy(f);
+		assert_int_equal(grist_example_encoder_create(&e), 0);
+		grist_example_begin(e);
+		assert_int_equal(grist_example_add_typed(e, "x", GRIST_DTYPE_BFLOAT16, &v, 1), -EINVAL);
+		grist_example_encoder_destroy(e);
+		bad = t;
+		bad.dtype = GRIST_DTYPE_BFLOAT16;
+		bad.normalize = true;
+		assert_int_equal(grist_vision_out_bytes(&bad), 224 * 224 * 3 * 2);
+	}
 	/* an older caller's shorter struct: the missing fields read as their defaults */
 	bad = t;
 	bad.size = offsetof(struct grist_vision_transform, seed);

@@ -528,3 +528,25 @@ def test_on_error_skip_drops_and_counts_bad_records(photos, tmp_path):
     assert index == 3 and "feature 'image'" in reason and "record 3" in reason
     with pytest.raises(ValueError, match="on_error"):
         grist.Loader(src, 4, on_error="ignore", **opts)
+
+
+def test_bfloat16_is_float32_rounded_to_nearest_even(photos):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import grist.tfds as gtfds
+
+    rng = np.random.default_rng(8)
+    data = jpeg_bytes(smooth_image(rng, 90, 120, 3))
+    f32 = grist.vision.RandomResizedCrop(32, flip=0.5, mean=MEAN, std=STD)
+    b16 = grist.vision.RandomResizedCrop(32, flip=0.5, mean=MEAN, std=STD, dtype="bfloat16")
+    for i in range(5):
+        a, _ = f32.apply(data, index=i)
+        b, _ = b16.apply(data, index=i)
+        assert b.dtype == ml_dtypes.bfloat16
+        assert np.array_equal(b.view(np.uint16), a.astype(ml_dtypes.bfloat16).view(np.uint16))
+    src = gtfds.data_source(photos[1], split="train")
+    opts = dict(seed=2, epochs=1, skip=["image/filename"])
+    x = take(grist.Loader(src, 6, transforms={"image": f32}, **opts))
+    y = take(grist.Loader(src, 6, transforms={"image": b16}, **opts))
+    for a, b in zip(x, y):
+        assert b["image"].dtype == ml_dtypes.bfloat16
+        assert np.array_equal(b["image"].view(np.uint16), a["image"].astype(ml_dtypes.bfloat16).view(np.uint16))
