@@ -550,3 +550,18 @@ def test_bfloat16_is_float32_rounded_to_nearest_even(photos):
     for a, b in zip(x, y):
         assert b["image"].dtype == ml_dtypes.bfloat16
         assert np.array_equal(b["image"].view(np.uint16), a["image"].astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_grain_loader_dataset_takes_transforms(photos):
+    pytest.importorskip("grain")
+    import grist.grain
+    import grist.tfds as gtfds
+
+    src = gtfds.data_source(photos[1], split="train")
+    opts = dict(seed=6, epochs=1, transforms={"image": grist.vision.RandomResizedCrop(16, flip=0.5)}, boxes=True,
+                skip=["image/filename"])
+    want = take(grist.Loader(src, 5, **opts))
+    got = [{k: np.array(v) for k, v in b.items()} for b in grist.grain.LoaderDataset(src, 5, **opts)]
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert np.array_equal(a["image"], b["image"]) and np.array_equal(a["image_box"], b["image_box"])
