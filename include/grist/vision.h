@@ -16,6 +16,13 @@
  *                        Python's round (half to even), offsets uniform over every place
  *                        the box fits, and after 10 misses the centre crop whose aspect
  *                        is clamped into ratio at ((H - h) // 2, (W - w) // 2).
+ *                        With sampler TF instead: tf.image.sample_distorted_bounding_box on
+ *                        the whole image (TF's kernel, line for line, in float32: aspect
+ *                        uniform in ratio, the height uniform among the integers that keep
+ *                        the area in scale, width = lrintf(height x aspect), offsets uniform
+ *                        in [0, H - h), min_object_covered), and where that gives the whole
+ *                        image (its own fallback after 10 misses included) the Cloud TPU
+ *                        ResNet recipe's centre crop of crop_fraction (0: 224/256).
  *   CENTER_CROP          evaluation: with resize > 0, torchvision's Resize(resize) (the
  *                        shorter side to resize, the longer one int(resize x long /
  *                        short), truncated) then CenterCrop(out) at round((H' - out) / 2)
@@ -82,6 +89,13 @@ enum grist_vision_op {
 	GRIST_VISION_RESIZE,
 };
 
+/* Which peer's RandomResizedCrop box sampler. */
+enum grist_vision_sampler {
+	GRIST_VISION_SAMPLER_TORCHVISION = 0, /* RandomResizedCrop.get_params */
+	GRIST_VISION_SAMPLER_TF,              /* sample_distorted_bounding_box (whole-image bbox), then the
+						 Cloud TPU ResNet fallback to the centre crop */
+};
+
 enum grist_vision_interp {
 	GRIST_VISION_BILINEAR = 0,        /* Pillow's BILINEAR (triangle filter, antialiased) */
 	GRIST_VISION_BICUBIC,             /* Pillow's BICUBIC (a = -0.5, antialiased) */
@@ -123,6 +137,8 @@ struct grist_vision_transform {
 	bool exif_orientation;            /* JPEG: turn the image as its EXIF orientation says, as
 					     Pillow's ImageOps.exif_transpose; default off (TFDS and
 					     torchvision's ImageNet recipes do not) */
+	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default) or TF */
+	double min_object_covered;        /* SAMPLER_TF: the crop's least share of the image; 0: 0.1 */
 };
 
 /** grist_vision_transform_init() - zero @t, set its size and the defaults of the fields. */

@@ -35,6 +35,7 @@ def _np_dtype(name):
     return np.dtype(name)
 _LAYOUTS = {"HWC": 0, "CHW": 1}
 _DECODES = {"exact": 0, "fast": 1}
+_SAMPLERS = {"torchvision": 0, "tf": 1}
 
 
 def _size(size):
@@ -145,6 +146,10 @@ class RandomResizedCrop(_Transform):
       size: output side (int) or (height, width).
       scale: range of the crop's area as a fraction of the image's; default (0.08, 1.0).
       ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3).
+      sampler: "torchvision" (default: RandomResizedCrop.get_params) or "tf" (TF's
+        sample_distorted_bounding_box on the whole image, aspect uniform, then the Cloud TPU
+        ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image).
+      min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
       interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters.
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
@@ -168,16 +173,25 @@ class RandomResizedCrop(_Transform):
 
     _op = "random_resized_crop"
 
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), **kw):
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), sampler="torchvision",
+                 min_object_covered=0.1, **kw):
         super().__init__(size, **kw)
+        if sampler not in _SAMPLERS:
+            raise ValueError("sampler must be 'torchvision' or 'tf', not %r" % (sampler,))
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
+        self.sampler = sampler
+        self.min_object_covered = float(min_object_covered)
 
     def _extra(self):
-        return {"scale": self.scale, "ratio": self.ratio}
+        return {"scale": self.scale, "ratio": self.ratio, "sampler": _SAMPLERS[self.sampler],
+                "min_object_covered": self.min_object_covered}
 
     def _repr_args(self):
-        return ["scale=%r" % (self.scale,), "ratio=%r" % (self.ratio,)]
+        args = ["scale=%r" % (self.scale,), "ratio=%r" % (self.ratio,)]
+        if self.sampler != "torchvision":
+            args += ["sampler=%r" % self.sampler, "min_object_covered=%r" % self.min_object_covered]
+        return args
 
 
 class CenterCrop(_Transform):

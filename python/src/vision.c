@@ -60,11 +60,12 @@ static int double_from(PyObject *d, const char *name, double *out)
 /*
  * The dict grist.vision's classes build (_spec()): op, out (h, w), scale, ratio, interp,
  * resize, crop_fraction, flip, mean, std (normalize when given), dtype, layout, max_pixels,
- * scan_limit, channels, decode, exif_orientation; the seed is the caller's.
+ * scan_limit, channels, decode, exif_orientation, sampler, min_object_covered; the seed is the caller's.
  */
 int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t)
 {
 	uint64_t op = 0, interp = 0, resize = 0, dtype = 0, layout = 0, maxpx = 0, scans = 0, channels = 0, decode = 0;
+	uint64_t sampler = 0;
 	double out[2] = { 0, 0 };
 
 	grist_vision_transform_init(t);
@@ -77,7 +78,8 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	    double_from(d, "crop_fraction", &t->crop_fraction) || double_from(d, "flip", &t->flip) ||
 	    triple_from(d, "mean", t->mean) || triple_from(d, "std", t->std) || u64_from(d, "dtype", &dtype) ||
 	    u64_from(d, "layout", &layout) || u64_from(d, "max_pixels", &maxpx) || u64_from(d, "scan_limit", &scans) ||
-	    u64_from(d, "channels", &channels) || u64_from(d, "decode", &decode))
+	    u64_from(d, "channels", &channels) || u64_from(d, "decode", &decode) || u64_from(d, "sampler", &sampler) ||
+	    double_from(d, "min_object_covered", &t->min_object_covered))
 		return -1;
 	t->op = (enum grist_vision_op)op;
 	t->out_height = (uint32_t)out[0];
@@ -91,6 +93,7 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	t->scan_limit = (uint32_t)scans;
 	t->channels = (uint32_t)channels;
 	t->decode = (enum grist_vision_decode)decode;
+	t->sampler = (enum grist_vision_sampler)sampler;
 	t->exif_orientation = PyDict_GetItemString(d, "exif_orientation") &&
 			      PyObject_IsTrue(PyDict_GetItemString(d, "exif_orientation")) == 1;
 	t->seed = seed;
@@ -195,7 +198,10 @@ PyObject *gristpy_vision_resize(PyObject *self, PyObject *args)
 	return out;
 }
 
-/* _vision_rrc(h, w, scale, ratio, uniforms) -> (top, left, height, width): the sampler on injected uniforms. */
+/*
+ * _vision_rrc(h, w, scale, ratio, uniforms[, tf, min_covered]) -> (top, left, height, width): the sampler on
+ * injected uniforms (torchvision's, or with tf TF's sample_distorted_bounding_box, its own fallback included).
+ */
 PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 {
 	double scale[2], ratio[2], *u;
@@ -204,9 +210,12 @@ PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 	unsigned int h, w;
 	PyObject *seq, *fast;
 	Py_ssize_t n;
+	int tf = 0;
+	double covered = 0.1;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "II(dd)(dd)O", &h, &w, &scale[0], &scale[1], &ratio[0], &ratio[1], &seq))
+	if (!PyArg_ParseTuple(args, "II(dd)(dd)O|pd", &h, &w, &scale[0], &scale[1], &ratio[0], &ratio[1], &seq, &tf,
+			      &covered))
 		return NULL;
 	fast = PySequence_Fast(seq, "_vision_rrc: uniforms must be a sequence");
 	if (!fast)
@@ -226,7 +235,10 @@ PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 	}
 	d.list = u;
 	d.n = (size_t)n;
-	gv_rrc_params(h, w, scale, ratio, &d, &b);
+	if (tf)
+		gv_tf_params(h, w, scale, ratio, covered, &d, &b);
+	else
+		gv_rrc_params(h, w, scale, ratio, &d, &b);
 	PyMem_Free(u);
 	return Py_BuildValue("(iiii)", b.top, b.left, b.height, b.width);
 }

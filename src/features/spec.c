@@ -443,10 +443,11 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 		/* field by field: the struct's padding bytes are not part of the transform */
 		const struct grist_vision_transform *t = &ft->tf;
 		double d[] = { t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], t->crop_fraction, t->flip,
-			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2] };
+			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2],
+			       t->min_object_covered };
 		uint64_t w[] = { t->op, t->out_height, t->out_width, t->interp, t->resize, t->normalize, t->dtype,
 				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes, t->channels,
-				 t->decode, t->exif_orientation };
+				 t->decode, t->exif_orientation, t->sampler };
 
 		XXH64_update(st, d, sizeof(d));
 		XXH64_update(st, w, sizeof(w));

@@ -63,6 +63,13 @@ double gv_draw(struct gv_draws *d);
  */
 void gv_rrc_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], struct gv_draws *d,
 		   struct grist_vision_box *box);
+/*
+ * TF's sample_distorted_bounding_box with the whole image as its one box (see grist/vision.h),
+ * uniforms from @d: per attempt the aspect (RandFloat), the height (Uniform), then y and x
+ * (Uniform: floor(u x n)). Sets the box; false when every attempt failed (the whole image).
+ */
+bool gv_tf_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], double min_covered,
+		  struct gv_draws *d, struct grist_vision_box *box);
 /* CENTER_CROP's box in source pixels (see grist/vision.h). */
 void gv_center_params(const struct grist_vision_transform *t, uint32_t h, uint32_t w, struct grist_vision_box *box);
 /* CENTER_CROP with resize: the size torchvision's Resize(resize) gives an @h x @w image. */

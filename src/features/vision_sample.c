@@ -116,6 +116,84 @@ void gv_rrc_params(uint32_t h, uint32_t w, const double scale[2], const double r
 	box->width = cw;
 }
 
+/* SimplePhilox::Uniform(n): an integer in [0, n). */
+static int32_t tf_uniform(struct gv_draws *d, int32_t n)
+{
+	return n > 0 ? pick(gv_draw(d), (uint32_t)n) : 0;
+}
+
+/* tensorflow/core/kernels/image/sample_distorted_bounding_box_op.cc GenerateRandomCrop, in float. */
+static bool tf_random_crop(int32_t ow, int32_t oh, float min_rel, float max_rel, float aspect, struct gv_draws *d,
+			   struct grist_vision_box *r)
+{
+	float min_area, max_area, area;
+	int32_t height, max_height, width, x = 0, y = 0;
+
+	if (max_rel <= 0.0f || aspect <= 0.0f || ow <= 0 || oh <= 0 || min_rel > max_rel)
+		return false;
+	min_area = min_rel * (float)ow * (float)oh;
+	max_area = max_rel * (float)ow * (float)oh;
+	height = (int32_t)lrintf(sqrtf(min_area / aspect));
+	max_height = (int32_t)lrintf(sqrtf(max_area / aspect));
+	if (lrintf((float)max_height * aspect) > ow) {
+		const float eps = 0.0000001f;
+
+		max_height = (int32_t)((ow + 0.5 - eps) / aspect);
+		if (lrintf((float)max_height * aspect) > ow)
+			max_height -= 1;
+	}
+	if (max_height > oh)
+		max_height = oh;
+	if (height >= max_height)
+		height = max_height;
+	if (height < max_height)
+		height += tf_uniform(d, max_height - height + 1);
+	width = (int32_t)lrintf((float)height * aspect);
+	area = (float)(width * height);
+	if (area < min_area) {
+		height += 1;
+		width = (int32_t)lrintf((float)height * aspect);
+		area = (float)(width * height);
+	}
+	if (area > max_area) {
+		height -= 1;
+		width = (int32_t)lrintf((float)height * aspect);
+		area = (float)(width * height);
+	}
+	if (area < min_area || area > max_area || width > ow || height > oh || width <= 0 || height <= 0)
+		return false;
+	if (height < oh)
+		y = tf_uniform(d, oh - height);
+	if (width < ow)
+		x = tf_uniform(d, ow - width);
+	*r = (struct grist_vision_box){ .top = y, .left = x, .height = height, .width = width };
+	return true;
+}
+
+bool gv_tf_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], double min_covered,
+		  struct gv_draws *d, struct grist_vision_box *box)
+{
+	const float lo = (float)ratio[0], hi = (float)ratio[1], covered = (float)min_covered;
+	const float image_area = (float)((int32_t)w * (int32_t)h);
+
+	for (int attempt = 0; attempt < 10; attempt++) {
+		float aspect = (float)gv_draw(d) * (hi - lo) + lo;
+		struct grist_vision_box r;
+
+		/* SatisfiesOverlapConstraints with the whole image as the one object */
+		if (tf_random_crop((int32_t)w, (int32_t)h, (float)scale[0], (float)scale[1], aspect, d, &r) &&
+		    (float)(r.width * r.height) >= 1.0f && (float)(r.width * r.height) / image_area >= covered) {
+			box->top = r.top;
+			box->left = r.left;
+			box->height = r.height;
+			box->width = r.width;
+			return true;
+		}
+	}
+	*box = (struct grist_vision_box){ .top = 0, .left = 0, .height = (int32_t)h, .width = (int32_t)w };
+	return false;
+}
+
 void gv_center_params(const struct grist_vision_transform *t, uint32_t h, uint32_t w, struct grist_vision_box *box)
 {
 	uint32_t s = h < w ? h : w;
@@ -179,6 +257,12 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 		t->scan_limit = 500;
 	if (!t->channels)
 		t->channels = 3;
+	if (t->min_object_covered == 0)
+		t->min_object_covered = 0.1;
+	if ((unsigned)t->sampler > GRIST_VISION_SAMPLER_TF)
+		return grist_fail(-EINVAL, "vision: unknown sampler %d", (int)t->sampler);
+	if (!(t->min_object_covered >= 0 && t->min_object_covered <= 1))
+		return grist_fail(-EINVAL, "vision: min_object_covered %g is not 0 to 1", t->min_object_covered);
 	if ((unsigned)t->decode > GRIST_VISION_DECODE_FAST)
 		return grist_fail(-EINVAL, "vision: unknown decode mode %d", (int)t->decode);
 	if (t->channels != 1 && t->channels != 3)
@@ -210,7 +294,7 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 	    (t->resize < t->out_height || t->resize < t->out_width))
 		return grist_fail(-EINVAL, "vision: CenterCrop resizes the shorter side to %u, less than the crop %ux%u "
 				  "(set resize, or crop_fraction for the TF form)", t->resize, t->out_height, t->out_width);
-	if (t->op == GRIST_VISION_CENTER_CROP && t->crop_fraction > 1)
+	if (t->crop_fraction > 1)
 		return grist_fail(-EINVAL, "vision: crop_fraction %g is more than 1", t->crop_fraction);
 	return 0;
 }
@@ -231,7 +315,18 @@ int gv_box(const struct grist_vision_transform *tp, uint32_t height, uint32_t wi
 	box->flipped = u < t.flip;
 	switch (t.op) {
 	case GRIST_VISION_RANDOM_RESIZED_CROP:
-		gv_rrc_params(height, width, t.scale, t.ratio, &d, box);
+		if (t.sampler == GRIST_VISION_SAMPLER_TF) {
+			gv_tf_params(height, width, t.scale, t.ratio, t.min_object_covered, &d, box);
+			if (box->height == (int32_t)height && box->width == (int32_t)width) {
+				/* resnet_preprocessing.py: a crop that is the whole image becomes the eval crop */
+				struct grist_vision_transform c = t;
+
+				c.crop_fraction = t.crop_fraction > 0 ? t.crop_fraction : 224.0 / 256.0;
+				gv_center_params(&c, height, width, box);
+			}
+		} else {
+			gv_rrc_params(height, width, t.scale, t.ratio, &d, box);
+		}
 		break;
 	case GRIST_VISION_CENTER_CROP:
 		gv_center_params(&t, height, width, box);

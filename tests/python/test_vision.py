@@ -323,6 +323,7 @@ PIPELINES = [
     grist.vision.CenterCrop(28, crop_fraction=0.875, dtype="float32"),
     grist.vision.Resize((20, 30), mean=MEAN, std=STD, layout="CHW", flip=0.5),
     grist.vision.CenterCrop(20, crop_fraction=0.9, channels=1, dtype="float16"),
+    grist.vision.RandomResizedCrop(24, sampler="tf", interpolation="bicubic", flip=0.5),
 ]
 
 
@@ -565,3 +566,94 @@ def test_grain_loader_dataset_takes_transforms(photos):
     assert len(got) == len(want)
     for a, b in zip(got, want):
         assert np.array_equal(a["image"], b["image"]) and np.array_equal(a["image_box"], b["image_box"])
+
+
+# ---------------------------------------------------------------- TF's sampler
+
+def tf_sample_distorted_bounding_box(height, width, area_range, aspect_range, min_covered, uniform):
+    """tensorflow/core/kernels/image/sample_distorted_bounding_box_op.cc with the whole image as the
+    one box, line by line in float32 (C++'s float and lrintf); RandFloat() and Uniform(n) are
+    uniform() and floor(uniform() n). Returns (y, x, h, w) or None (the op's whole image)."""
+    f32 = np.float32
+
+    def lrintf(v):
+        return int(np.rint(f32(v)))
+
+    def random_crop(ow, oh, min_rel, max_rel, aspect):
+        min_area = f32(f32(min_rel) * f32(ow)) * f32(oh)
+        max_area = f32(f32(max_rel) * f32(ow)) * f32(oh)
+        height = lrintf(np.sqrt(f32(min_area / aspect)))
+        max_height = lrintf(np.sqrt(f32(max_area / aspect)))
+        if lrintf(f32(max_height) * aspect) > ow:
+            eps = float(f32(0.0000001))
+            max_height = int((ow + 0.5 - eps) / float(aspect))
+            if lrintf(f32(max_height) * aspect) > ow:
+                max_height -= 1
+        if max_height > oh:
+            max_height = oh
+        if height >= max_height:
+            height = max_height
+        if height < max_height:
+            height += int(uniform() * (max_height - height + 1))
+        width = lrintf(f32(height) * aspect)
+        area = f32(width * height)
+        if area < min_area:
+            height += 1
+            width = lrintf(f32(height) * aspect)
+            area = f32(width * height)
+        if area > max_area:
+            height -= 1
+            width = lrintf(f32(height) * aspect)
+            area = f32(width * height)
+        if area < min_area or area > max_area or width > ow or height > oh or width <= 0 or height <= 0:
+            return None
+        y = int(uniform() * (oh - height)) if height < oh else 0
+        x = int(uniform() * (ow - width)) if width < ow else 0
+        return y, x, height, width
+
+    lo, hi = f32(aspect_range[0]), f32(aspect_range[1])
+    for _ in range(10):
+        aspect = f32(f32(f32(uniform()) * f32(hi - lo)) + lo)
+        r = random_crop(width, height, area_range[0], area_range[1], aspect)
+        if r and f32(r[2] * r[3]) >= 1 and f32(f32(r[2] * r[3]) / f32(width * height)) >= f32(min_covered):
+            return r
+    return None
+
+
+def test_tf_sampler_exact_boxes_for_injected_uniforms():
+    rng = np.random.default_rng(21)
+    n = 0
+    for h, w in [(375, 500), (500, 375), (1, 1), (3, 1000), (224, 224), (33, 1999)] + \
+            [tuple(int(v) for v in rng.integers(1, 900, 2)) for _ in range(40)]:
+        for area, aspect, covered in (((0.08, 1.0), (3 / 4, 4 / 3), 0.1), ((0.05, 1.0), (0.75, 1.33), 0.08),
+                                      ((0.5, 0.6), (0.2, 5.0), 0.5)):
+            for _ in range(20):
+                u = [float(x) for x in rng.random(60)]
+                it = iter(u)
+                want = tf_sample_distorted_bounding_box(h, w, area, aspect, covered, lambda: next(it))
+                got = _grist._vision_rrc(h, w, area, aspect, u, True, covered)
+                assert got == (want or (0, 0, h, w)), (h, w, area, aspect, u)
+                n += 1
+    assert n > 2000
+
+
+def test_tf_sampler_falls_back_to_the_tpu_centre_crop():
+    t = grist.vision.RandomResizedCrop(224, sampler="tf")
+    boxes = [t.params(375, 500, index=i) for i in range(3000)]
+    c = int(0.875 * 375)
+    centre = (((375 - c) + 1) // 2, ((500 - c) + 1) // 2, c, c, 0)
+    assert all(b[2] * b[3] >= 0.1 * 375 * 500 - 1 for b in boxes)
+    assert not any(b[2:4] == (375, 500) for b in boxes)  # a whole-image crop became the centre crop
+    # a thin image defeats all 10 attempts: the op returns the whole image, the recipe the centre crop
+    assert tuple(t.params(10, 1000, index=1)) == (1, 496, 8, 8, 0)
+    # the sizes are TF's: aspect uniform (not log-uniform), height uniform among the allowed integers
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(5)
+    ref = []
+    while len(ref) < 3000:
+        r = tf_sample_distorted_bounding_box(375, 500, (0.08, 1.0), (3 / 4, 4 / 3), 0.1, lambda: float(rng.random()))
+        ref.append(r if r and r[2:] != (375, 500) else centre[:4])
+    got = np.array([b[:4] for b in boxes])
+    ref = np.array(ref)
+    for k in range(4):
+        assert stats.ks_2samp(got[:, k], ref[:, k]).pvalue > 1e-3, k
