@@ -116,7 +116,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct grist_vision_box box, drawn;
 	struct gf_image im;
 	struct gv_jpeg_info ji;
-	struct gv_jpeg *jd = NULL, *jused = NULL;
+	struct gv_jpeg *jd = NULL;
 	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL, *px = NULL, *full = NULL;
 	const uint8_t *src;
@@ -193,26 +193,32 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			qh = (bottom < sh ? bottom : sh) - top;
 			qw = (right < sw ? right : sw) - left;
 		}
-		/* decoded in place, in the thread's buffer: no copy of the region */
+		region = malloc((size_t)qh * qw * 3);
+		if (!region) {
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
+			goto out;
+		}
 		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, &src, &stride);
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, region, (size_t)qw * 3);
 		else
-			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, &src, &stride);
-		jused = jd;
-		jd = NULL; /* read_region released the decompressor, not its buffer */
+			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, region, (size_t)qw * 3);
+		jd = NULL; /* read_region released it */
 		rh = o >= 5 ? qw : qh;
 		rw = o >= 5 ? qh : qw;
 		if (!ret && o != 1) {
 			/* turned as displayed */
-			region = malloc((size_t)qh * qw * 3);
-			if (!region) {
+			uint8_t *turned = malloc((size_t)qh * qw * 3);
+
+			if (!turned) {
 				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 				goto out;
 			}
-			gv_orient_pixels(o, src, qh, qw, stride, 3, region);
-			src = region;
-			stride = (size_t)rw * 3;
+			gv_orient_pixels(o, region, qh, qw, (size_t)qw * 3, 3, turned);
+			free(region);
+			region = turned;
 		}
+		src = region;
+		stride = (size_t)rw * 3;
 	} else {
 		size_t row = (size_t)w * im.channels;
 
@@ -243,10 +249,11 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if (ret)
 		goto out;
 	if (t->channels == 1) {
-		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
-		uint8_t *own = (uint8_t *)(uintptr_t)src;
+		/* to "L" where the pixels lie: the region is this call's own buffer, or the PNG's */
+		uint8_t *own = region ? region : full + (size_t)box.top * stride + (size_t)box.left * 3;
 
 		rgb_to_l(own, rh, rw, stride);
+		src = own;
 	}
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		uint32_t nh, nw;
@@ -267,7 +274,6 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
-	gv_jpeg_release(jused);
 	free(px);
 	free(region);
 	free(full);

@@ -118,19 +118,13 @@ int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info);
 struct gv_jpeg;
 int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info);
 int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
-			bool gray_out, const uint8_t **px, size_t *stride);
+			bool gray_out, uint8_t *dst, size_t pitch);
 /*
  * Fast mode: the image decoded at 1/@denom scale (1, 2, 4 or 8) with the fast IDCT and no
  * fancy upsampling; the region is in scaled pixels, inside gv_jpeg_scaled()'s size.
  */
 int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
-			     uint32_t width, const uint8_t **px, size_t *stride);
-/*
- * read_region gives the pixels in place, in the thread's buffer (*px, rows *stride apart, 3
- * bytes a pixel, or 1 with gray_out on a gray file), valid until the next decode on this
- * thread; release frees that buffer when it grew past what a thread keeps.
- */
-void gv_jpeg_release(struct gv_jpeg *j);
+			     uint32_t width, uint8_t *dst, size_t pitch);
 /* The size libjpeg gives the open image at 1/@denom scale: ceil(side / denom). */
 void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h, uint32_t *w);
 void gv_jpeg_close(struct gv_jpeg *j);

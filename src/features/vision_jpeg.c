@@ -84,12 +84,9 @@ struct gv_jpeg {
 	struct jpeg_decompress_struct d;
 	struct jerr e;
 	struct jprog pr;
-	uint8_t *buf;          /* the region's rows as libjpeg writes them, margins and all */
-	size_t buf_cap;
+	uint8_t *row;          /* one decoded row of the region with its margins */
+	size_t row_cap;
 };
-
-/* A thread keeps a region buffer up to this size between images; a larger one is freed after use. */
-#define REGION_KEEP ((size_t)16 << 20)
 
 static pthread_key_t jkey;
 static pthread_once_t jonce = PTHREAD_ONCE_INIT;
@@ -100,7 +97,7 @@ static void jfree(void *v)
 	struct gv_jpeg *j = v;
 
 	jpeg_destroy_decompress(&j->d);
-	free(j->buf);
+	free(j->row);
 	free(j);
 }
 
@@ -186,10 +183,7 @@ static inline uint8_t muldiv255(int a, int b)
 	return (uint8_t)(((t >> 8) + t) >> 8);
 }
 
-/*
- * Pillow's "CMYK;I" unpack then cmyk2rgb, for @n pixels; in place is fine when @out is not
- * ahead of @in (each pixel is read before a later write can reach it).
- */
+/* Pillow's "CMYK;I" unpack then cmyk2rgb, for @n pixels. */
 static void cmyk_to_rgb(const uint8_t *in, uint8_t *out, size_t n)
 {
 	for (size_t x = 0; x < n; x++, in += 4, out += 3) {
@@ -215,13 +209,8 @@ void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h
 	*w = (uint32_t)(((uint64_t)info->width + denom - 1) / denom);
 }
 
-/*
- * Decode the region's rows straight into the thread's buffer (no copy out): *px points at
- * its first pixel, rows *stride apart, 3 bytes a pixel (1 with @gray_out on a gray file).
- * Valid until the next decode on this thread.
- */
 static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
-		       uint32_t width, bool gray_out, const uint8_t **px, size_t *stride)
+		       uint32_t width, bool gray_out, uint8_t *dst, size_t pitch)
 {
 	struct jpeg_decompress_struct *d = &j->d;
 	JDIMENSION x, w, skip;
@@ -258,53 +247,44 @@ static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t to
 	w = (left + width < d->output_width ? left + width + 1 : d->output_width) - x;
 	if (x || w != d->output_width)
 		jpeg_crop_scanline(d, &x, &w);
-	/* the caller checked the image's pixels against max_pixels: this is at most that much */
-	if ((size_t)w * ch * height > j->buf_cap) {
-		free(j->buf);
-		j->buf_cap = 0;
-		j->buf = malloc((size_t)w * ch * height);
-		if (!j->buf) {
+	if ((size_t)w * ch > j->row_cap) {
+		uint8_t *r = realloc(j->row, (size_t)w * ch);
+
+		if (!r) {
 			jpeg_abort_decompress(d);
-			return grist_fail(-ENOMEM, "JPEG: out of memory for a %ux%u region", height, (unsigned)w);
+			return grist_fail(-ENOMEM, "JPEG: out of memory for a row of %u pixels", (unsigned)w);
 		}
-		j->buf_cap = (size_t)w * ch * height;
+		j->row = r;
+		j->row_cap = (size_t)w * ch;
 	}
 	if (top && (skip = jpeg_skip_scanlines(d, top)) != top)
 		return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, top);
 	for (uint32_t y = 0; y < height; y++) {
-		JSAMPROW r = j->buf + (size_t)y * w * ch;
+		JSAMPROW r = j->row;
+		const uint8_t *from = j->row + (size_t)(left - x) * ch;
 
 		if (jpeg_read_scanlines(d, &r, 1) != 1)
 			return region_fail(j, -EBADMSG, "row missing:", top + y, d->output_height);
-		if (cmyk) /* to RGB in place, the region's first pixel at (left - x) x 3 */
-			cmyk_to_rgb(r + (size_t)(left - x) * 4, r + (size_t)(left - x) * 3, width);
+		if (cmyk)
+			cmyk_to_rgb(from, dst + (size_t)y * pitch, width);
+		else
+			memcpy(dst + (size_t)y * pitch, from, (size_t)width * ch);
 	}
-	*px = j->buf + (size_t)(left - x) * (cmyk ? 3 : ch);
-	*stride = (size_t)w * ch;
 	/* not jpeg_finish_decompress(): it would want the rows below the region */
 	jpeg_abort_decompress(d);
 	return 0;
 }
 
 int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
-			bool gray_out, const uint8_t **px, size_t *stride)
+			bool gray_out, uint8_t *dst, size_t pitch)
 {
-	return read_region(j, 1, false, top, left, height, width, gray_out, px, stride);
+	return read_region(j, 1, false, top, left, height, width, gray_out, dst, pitch);
 }
 
 int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
-			     uint32_t width, const uint8_t **px, size_t *stride)
+			     uint32_t width, uint8_t *dst, size_t pitch)
 {
-	return read_region(j, denom, true, top, left, height, width, false, px, stride);
-}
-
-void gv_jpeg_release(struct gv_jpeg *j)
-{
-	if (j && j->buf_cap > REGION_KEEP) {
-		free(j->buf);
-		j->buf = NULL;
-		j->buf_cap = 0;
-	}
+	return read_region(j, denom, true, top, left, height, width, false, dst, pitch);
 }
 
 int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)
@@ -321,17 +301,7 @@ int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t l
 {
 	struct gv_jpeg_info info;
 	struct gv_jpeg *j;
-	const uint8_t *px;
-	size_t stride, row;
 	int ret = gv_jpeg_open(p, len, scan_limit, &j, &info);
 
-	if (!ret)
-		ret = gv_jpeg_read_region(j, top, left, height, width, gray_out, &px, &stride);
-	if (ret)
-		return ret;
-	row = (size_t)width * (gray_out && info.components == 1 ? 1 : 3);
-	for (uint32_t y = 0; y < height; y++)
-		memcpy(dst + (size_t)y * pitch, px + (size_t)y * stride, row);
-	gv_jpeg_release(j);
-	return 0;
+	return ret ? ret : gv_jpeg_read_region(j, top, left, height, width, gray_out, dst, pitch);
 }
