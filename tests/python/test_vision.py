@@ -657,3 +657,18 @@ def test_tf_sampler_falls_back_to_the_tpu_centre_crop():
     ref = np.array(ref)
     for k in range(4):
         assert stats.ks_2samp(got[:, k], ref[:, k]).pvalue > 1e-3, k
+
+
+def test_a_transform_that_cannot_apply_fails_at_loader_creation(photos):
+    import grist.tfds as gtfds
+
+    src = gtfds.data_source(photos[1], split="train")
+    with pytest.raises(ValueError, match="image.*CenterCrop resizes the shorter side to 100"):
+        grist.Loader(src, 4, transforms={"image": grist.vision.CenterCrop(224, resize=100)},
+                     skip=["image/filename"])
+    with pytest.raises(ValueError, match="'label' is not an image"):
+        grist.Loader(src, 4, transforms={"label": grist.vision.Resize(8)}, skip=["image/filename", "image"])
+    with pytest.raises(ValueError, match="no feature"):
+        grist.Loader(src, 4, transforms={"nosuch": grist.vision.Resize(8)})
+    with pytest.raises(ValueError, match="boxes=True needs transforms"):
+        grist.Loader(src, 4, boxes=True, skip=["image/filename"])
