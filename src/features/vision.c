@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "grist_config.h"
 #include "features/features_internal.h"
 #include "features/vision_internal.h"
 
@@ -41,6 +42,32 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 		memcpy(out, px, plane * nc);
 		return;
 	}
+#if GRIST_HAVE_VISION_AVX2
+	if (t->dtype == GRIST_DTYPE_FLOAT32 && !chw && nc == 3 && gv_have_avx2()) {
+		float m24[24], s24[24];
+		uint8_t *rev = flip ? malloc(ow * 3) : NULL;
+
+		for (int k = 0; k < 24; k++) {
+			m24[k] = t->normalize ? t->mean[k % 3] : 0.0f; /* (f - 0) / 1 is f: the same bits */
+			s24[k] = t->normalize ? t->std[k % 3] : 1.0f;
+		}
+		if (!flip || rev) {
+			for (size_t y = 0; y < oh; y++) {
+				const uint8_t *row = px + y * ow * 3;
+
+				if (flip) {
+					for (size_t x = 0; x < ow; x++)
+						memcpy(rev + x * 3, row + (ow - 1 - x) * 3, 3);
+					row = rev;
+				}
+				gv_emit_row_f32_avx2(row, ow * 3, m24, s24, (float *)out + y * ow * 3);
+			}
+			free(rev);
+			return;
+		}
+		/* no memory for the reversed row: the table below does the same */
+	}
+#endif
 	for (size_t c = 0; c < nc && t->dtype != GRIST_DTYPE_UINT8; c++) {
 		for (int v = 0; v < 256; v++) {
 			float f = (float)v / 255.0f;

@@ -35,6 +35,10 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
 		       size_t dstride);
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
+/* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
+void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);
+/* Whether the AVX2 paths run here (built for and supported by the CPU). */
+bool gv_have_avx2(void);
 
 /* ---- the generator and the samplers (vision_sample.c) ---- */
 

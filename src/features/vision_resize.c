@@ -133,7 +133,7 @@ static inline uint8_t clip8(int32_t v)
 }
 
 /* AVX2 where the library was built for it and the CPU has it (the same integers either way). */
-static bool have_avx2(void)
+bool gv_have_avx2(void)
 {
 #if GRIST_HAVE_VISION_AVX2
 	return __builtin_cpu_supports("avx2");
@@ -227,7 +227,7 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 		     enum grist_vision_interp interp)
 {
 	return gv_resize_with(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride, interp,
-			      have_avx2());
+			      gv_have_avx2());
 }
 
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,

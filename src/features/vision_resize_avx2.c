@@ -1,6 +1,6 @@
 /*
- * The resize's two passes for 3-channel rows with AVX2, built with -mavx2 and called only
- * where the CPU has it (vision_resize.c chooses). Same integers as the portable passes:
+ * The resize's two passes for 3-channel rows, and the float output of a row, with AVX2,
+ * built with -mavx2 and called only where the CPU has it (vision_resize.c, vision.c choose). Same integers as the portable passes:
  * every product and sum is Pillow's, only the order of the additions differs, and integer
  * addition does not care (no sum comes near 2^31: the weights sum to 2^22, pixels are < 256,
  * the negative lobes are small).
@@ -123,4 +123,29 @@ void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t
 		s >>= PRECISION_BITS;
 		out[i] = (uint8_t)(s < 0 ? 0 : s > 255 ? 255 : s);
 	}
+}
+
+/*
+ * @n bytes of an RGB row (n a multiple of 3) to float32 as emit() computes them:
+ * (x / 255 - mean[c]) / std[c], the same IEEE divisions and subtraction (no FMA, no
+ * reciprocal), so the same bits. @m24 and @s24 hold mean and std repeated over 24 lanes
+ * (the channel pattern of three vectors of 8).
+ */
+void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out)
+{
+	const __m256 k255 = _mm256_set1_ps(255.0f);
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		size_t phase = i % 24;
+		__m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(px + i));
+		__m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+
+		f = _mm256_div_ps(f, k255);
+		f = _mm256_sub_ps(f, _mm256_loadu_ps(m24 + phase));
+		f = _mm256_div_ps(f, _mm256_loadu_ps(s24 + phase));
+		_mm256_storeu_ps(out + i, f);
+	}
+	for (; i < n; i++)
+		out[i] = ((float)px[i] / 255.0f - m24[i % 24]) / s24[i % 24];
 }

@@ -203,6 +203,19 @@ static void test_cmyk_and_fast(void **state)
 		for (uint64_t i = 0; i < 20; i++)
 			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", o, sizeof(o), NULL), 0);
 	}
+	/* float32 HWC, flipped: emit()'s vector path on odd widths */
+	{
+		float fo[17 * 23 * 3];
+
+		t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+		t.out_height = 17;
+		t.out_width = 23;
+		t.normalize = true;
+		t.flip = 1.0;
+		t.decode = GRIST_VISION_DECODE_EXACT;
+		for (uint64_t i = 0; i < 10; i++)
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", fo, sizeof(fo), NULL), 0);
+	}
 	free(jpg);
 	free(px);
 }

@@ -672,3 +672,22 @@ def test_a_transform_that_cannot_apply_fails_at_loader_creation(photos):
         grist.Loader(src, 4, transforms={"nosuch": grist.vision.Resize(8)})
     with pytest.raises(ValueError, match="boxes=True needs transforms"):
         grist.Loader(src, 4, boxes=True, skip=["image/filename"])
+
+
+@pytest.mark.parametrize("layout", ["HWC", "CHW"])
+def test_float_output_is_torchvision_float32_arithmetic_to_the_bit(layout):
+    """ToTensor + Normalize in float32 on the uint8 pixels: x / 255, then (x - mean) / std."""
+    rng = np.random.default_rng(13)
+    data = jpeg_bytes(smooth_image(rng, 70, 90, 3))
+    u8 = grist.vision.RandomResizedCrop((29, 31), flip=0.5)
+    for kw in (dict(mean=MEAN, std=STD), dict(dtype="float32")):
+        t = grist.vision.RandomResizedCrop((29, 31), flip=0.5, layout=layout, **kw)
+        for i in range(6):
+            px, _ = u8.apply(data, index=i)
+            want = px.astype(np.float32) / np.float32(255)
+            if "mean" in kw:
+                want = (want - np.array(MEAN, np.float32)) / np.array(STD, np.float32)
+            if layout == "CHW":
+                want = want.transpose(2, 0, 1)
+            got, _ = t.apply(data, index=i)
+            assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32)), (kw, i)
