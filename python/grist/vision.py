@@ -102,14 +102,19 @@ class _Transform:
         return (h, w, self.channels) if self.layout == "HWC" else (self.channels, h, w)
 
     def params(self, height, width, seed=0, epoch=0, index=0, feature="image"):
-        """The Box this transform gives a height x width image of record ``index`` (within its
-        dataset) in ``epoch`` under loader ``seed``, for the feature named ``feature``: what
-        the loader uses, without decoding anything."""
+        """The Box this transform gives a height x width image (as displayed, with
+        exif_orientation): what the loader uses, without decoding anything.
+
+        Keywords: seed, the loader's seed (default 0); epoch, counted from 0 as batch.epoch
+        (default 0); index, the record's index within its dataset (default 0); feature, the
+        feature's key (default "image").
+        """
         return Box(*_grist.vision_box(self._spec(), height, width, seed, epoch, index, feature))
 
     def apply(self, image, seed=0, epoch=0, index=0, feature="image"):
         """Decode one PNG or JPEG (bytes) and transform it as the loader would: returns
-        (numpy array of ``shape`` and ``dtype``, Box)."""
+        (numpy array of ``shape`` and ``dtype``, Box). Keywords seed, epoch, index, feature
+        as params() (defaults 0, 0, 0, "image")."""
         import numpy as np
 
         data, box = _grist.vision_apply(self._spec(), bytes(image), seed, epoch, index, feature)
