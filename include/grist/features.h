@@ -111,6 +111,8 @@ enum grist_dtype {
 	GRIST_DTYPE_FLOAT32,
 	GRIST_DTYPE_FLOAT64,
 	GRIST_DTYPE_BOOL,    /* one byte, 0 or 1 (an int64 value != 0 is 1) */
+	GRIST_DTYPE_BFLOAT16, /* the top half of a float32, rounded to nearest even (JAX's bfloat16): a
+				 vision transform's output only (grist/vision.h), not a feature's dtype */
 };
 
 /**
@@ -170,10 +172,18 @@ enum grist_varlen {
 	GRIST_VARLEN_RAGGED,
 };
 
+/** What the loader's map does with a record whose feature does not decode. */
+enum grist_on_error {
+	GRIST_ON_ERROR_FAIL = 0, /* stop the loader with the error (the default) */
+	GRIST_ON_ERROR_SKIP,     /* drop the record, counted (grist_features_skipped()): a corrupt,
+				    truncated or oversized image, or one that does not match the spec */
+};
+
 /** Per-feature options for grist_features_set(). */
 enum grist_feature_param {
 	GRIST_FEATURE_DECODE = 1, /* enum grist_decode; default VALUES for int64/float lists, BYTES for bytes */
 	GRIST_FEATURE_VARLEN,     /* enum grist_varlen; default NONE */
+	GRIST_FEATURE_ON_ERROR,   /* enum grist_on_error; default FAIL */
 };
 
 struct grist_features;
@@ -258,6 +268,8 @@ struct grist_feature_column {
 	size_t bytes;               /* bytes at offset in every row */
 	size_t dims_offset;         /* PAD and RAGGED: int64[ndim], this record's real shape;
 				       SIZE_MAX for NONE */
+	size_t box_offset;          /* a transform with boxes (grist/vision.h): int32[5], the record's
+				       box (top, left, height, width, flipped); SIZE_MAX otherwise */
 };
 
 /** grist_feature_column_init() - zero @c and set its size field. */
@@ -352,10 +364,28 @@ GRIST_API int grist_features_decode(const struct grist_features_decoder *d, cons
  * or, with ragged features, GRIST_LAYOUT_RAGGED and map_out_max = the row_bound() of
  * the largest record (a row that does not fit fails with -EMSGSIZE). Ragged rows are
  * padded to a multiple of 8 bytes, so every row of a batch stays 8-byte aligned.
- * Never filters: returns 1 or a negative code.
+ * Returns 1, or a negative code; or 0 (the record dropped, and counted by
+ * grist_features_skipped()) when a feature set to GRIST_ON_ERROR_SKIP does not decode.
  */
 GRIST_API int grist_features_map(void *decoder, const struct grist_map_input *in, uint8_t *out, size_t out_cap,
 				 size_t *out_len);
+
+/** A record grist_features_map() dropped (GRIST_ON_ERROR_SKIP). */
+struct grist_feature_skip {
+	uint32_t dataset;
+	uint64_t index;             /* within its dataset */
+	char reason[256];           /* the error message, cut to fit */
+};
+
+/**
+ * grist_features_skipped() - how many records grist_features_map() dropped for a feature
+ * with GRIST_ON_ERROR_SKIP, and the first of them (at most 16 are kept, in the order they
+ * were dropped: decode threads race, so that order may vary between runs; the count does not).
+ * @out:  @cap entries, or NULL; @n set to the number written.
+ * Return: the count. Thread-safety: any thread, while the loader runs.
+ */
+GRIST_API uint64_t grist_features_skipped(struct grist_features_decoder *d, struct grist_feature_skip *out,
+					  size_t cap, size_t *n);
 
 /* A small thread pool for grist_features_decode_batch(). */
 struct grist_features_pool;

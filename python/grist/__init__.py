@@ -22,6 +22,7 @@ _logging.getLogger("grist").addHandler(_logging.NullHandler())
 from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
+from . import vision  # noqa: E402,F401  (grist.vision)
 from ._tfds_meta import is_url as _is_url  # noqa: E402  (the one test for a URL path)
 
 __version__ = _grist.__version__
@@ -254,7 +255,9 @@ class _Columns:
         layout = []
         paths = []
         for leaf, c in zip(leaves, features.columns()):
-            dtype = _c_dtype(leaf)
+            # a transformed image's column has the transform's dtype, not the feature's
+            dtype = _c_dtype(leaf) if leaf.kind != "image" or c["dtype"] not in _VISION_DTYPES else \
+                _np_dtype(_VISION_DTYPES[c["dtype"]])
             shape = tuple(c["row_shape"])
             strides, step = [], dtype.itemsize
             for d in reversed(shape):
@@ -265,6 +268,11 @@ class _Columns:
             if c["dims_offset"] >= 0:
                 layout.append((_np_int64(), (len(shape),), c["dims_offset"], (row, 8)))
                 paths.append(leaf.path[:-1] + (leaf.path[-1] + "_shape",))
+            if c["box_offset"] >= 0:  # a transform's box: top, left, height, width, flipped
+                import numpy as np
+
+                layout.append((np.dtype(np.int32), (5,), c["box_offset"], (row, 4)))
+                paths.append(leaf.path[:-1] + (leaf.path[-1] + "_box",))
         self._layout, self._nest = layout, _nest(paths)
 
     def _ragged_init(self, leaves, features, ragged, c_dtype, nest):
@@ -306,6 +314,15 @@ class _Columns:
         n = data.shape[0]
         return self._nest([np.ndarray((n,) + shape, dtype, buffer=data, offset=off, strides=strides)
                            for dtype, shape, off, strides in self._layout])
+
+
+# grist_dtype values a transformed image's column can have (grist/features.h)
+_VISION_DTYPES = {1: "uint8", 9: "float16", 10: "float32", 13: "bfloat16"}
+
+
+def _np_dtype(name):
+    from .vision import _np_dtype as vision_dtype
+    return vision_dtype(name)
 
 
 def _np_int64():
@@ -415,7 +432,16 @@ class Loader(_grist.Loader):
     map_out_max (bytes) bounds one record's row: by default the row of the longest record
     the files' footers allow (grist_features_row_bound of their largest decoded chunk); a
     smaller bound fails a record past it with an error naming it. layout and record_bytes
-    are the source's.
+    are the source's. transforms={key: t} (default None) runs a grist.vision transform
+    (RandomResizedCrop, CenterCrop, Resize) on image feature key as it is decoded, on the
+    decode threads, so batch[key] has t.shape and t.dtype whatever each image's size; its
+    draws are keyed by (seed, epoch, record index, key). boxes=True (default False) adds
+    batch['<key>_box'], int32 (B, 5): top, left, height, width in source pixels, flipped.
+    transforms= does not combine with ragged= yet. on_error="skip" (default "raise") drops a
+    record whose feature does not decode (a corrupt or truncated image, one past max_pixels,
+    one that does not match the spec) instead of stopping; later records fill the batch, and
+    stats()["skipped"] counts them, ["skipped_records"] lists the first 16 as (index within
+    its dataset, reason).
     With weights, paths may be a list of grist.tfds sources with the same features.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
@@ -425,9 +451,10 @@ class Loader(_grist.Loader):
     """
 
     def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, ragged=None,
-                 map_out_max=None, **options):
+                 map_out_max=None, transforms=None, boxes=False, on_error="raise", **options):
         self._columns = None
         self._ahead = None
+        self._features = None
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
         srcs = list(paths) if mixed else [paths]
         if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
@@ -441,10 +468,15 @@ class Loader(_grist.Loader):
                     raise ValueError(f"grist.Loader: split {src.split!r} slices a split; the Loader reads whole "
                                      "splits (use shard_index/shard_count to divide one)")
             src = srcs[0]
+            if transforms and ragged:
+                raise ValueError("grist.Loader: transforms= and ragged= do not go together yet")
+            if boxes and not transforms:
+                raise ValueError("grist.Loader: boxes=True needs transforms=")
+            tf = (transforms, boxes, options.get("seed") or 0, on_error)
             features, cols, leaves = src._loader_features(pad, skip, [s.files for s in srcs] if mixed else None,
-                                                          ragged)
+                                                          ragged, *tf)
             for other in srcs[1:]:
-                if other._loader_features(pad, skip, None, ragged)[1] != cols:
+                if other._loader_features(pad, skip, None, ragged, *tf)[1] != cols:
                     raise ValueError(f"grist.Loader: {other!r} has other features than {src!r}: mixed "
                                      "grist.tfds sources need the same features")
             if ragged:
@@ -461,9 +493,12 @@ class Loader(_grist.Loader):
                     raise ValueError("grist.Loader: map_out_max= applies with ragged=")
                 options.update(layout="fixed", record_bytes=features.row_bytes, _map=features.map())
             self._columns = _Columns(leaves, features, ragged or ())
+            self._features = features
             paths = [s.files for s in srcs] if mixed else src.files
-        elif pad is not None or skip is not None or ragged is not None or map_out_max is not None:
-            raise ValueError("grist.Loader: pad=, skip=, ragged= and map_out_max= apply to a grist.tfds source")
+        elif pad is not None or skip is not None or ragged is not None or map_out_max is not None or transforms \
+                or boxes or on_error != "raise":
+            raise ValueError("grist.Loader: pad=, skip=, ragged=, map_out_max=, transforms=, boxes= and on_error= "
+                             "apply to a grist.tfds source")
         if options.get("weights") is not None:
             if isinstance(paths, (str, bytes, _os.PathLike)):
                 raise ValueError("grist.Loader: with weights, paths is a list of datasets")
@@ -516,6 +551,17 @@ class Loader(_grist.Loader):
         if self._ahead is not None:
             return self._ahead.state
         return super().get_state()
+
+    def stats(self):
+        """stats() -> dict: the loader's counters (see grist.Loader); over a grist.tfds source also
+        "skipped" (records on_error="skip" dropped) and "skipped_records" (the first 16, as
+        (index within its dataset, reason))."""
+        st = super().stats()
+        if self._features is not None:
+            count, first = self._features.skipped()
+            st["skipped"] = count
+            st["skipped_records"] = [(index, reason) for _, index, reason in first]
+        return st
 
     def close(self):
         """close(): stop the loader; batches still alive stay valid until they are released."""

@@ -317,7 +317,8 @@ class DataSource:
 
     # ---- the Loader's side: a decoder whose rows are the batch's columns ----
 
-    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None):
+    def _loader_features(self, pad=None, skip=None, datasets=None, ragged=None, transforms=None, boxes=False,
+                         seed=0, on_error="raise"):
         """(Features, columns, leaves) for a Loader: every feature a column of fixed size,
         but those in @ragged.
 
@@ -326,12 +327,20 @@ class DataSource:
         (not parsed at all). @ragged names features whose first dimension varies (a Text,
         a (None,) or (None, 3) Tensor, a Sequence of scalars): they are stored in the row
         with their length, and the Loader reads the batch as ragged rows. A feature whose
-        shape varies and is in none of them is an error naming it.
+        shape varies and is in none of them is an error naming it. @transforms maps an image
+        feature's key to a grist.vision transform: its column is the transform's fixed output
+        (keyed by @seed), with '<name>_box' beside it when @boxes. @on_error "skip" makes the
+        loader drop (and count) a record whose feature does not decode, instead of failing.
         """
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"grist.Loader: on_error must be 'raise' or 'skip', not {on_error!r}")
+        oe = _grist.ON_ERROR_SKIP if on_error == "skip" else _grist.ON_ERROR_FAIL
         pad, skip, ragged = dict(pad or {}), set(skip or ()), list(ragged or ())
-        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip):
-            raise ValueError("grist.Loader: a feature is named twice in pad, skip and ragged")
-        unknown = (set(pad) | skip | set(ragged)) - {leaf.key for leaf in self.leaves}
+        transforms = dict(transforms or {})
+        if len(set(ragged)) != len(ragged) or set(ragged) & (set(pad) | skip) or set(transforms) & (
+                set(pad) | skip | set(ragged)):
+            raise ValueError("grist.Loader: a feature is named twice in pad, skip, ragged and transforms")
+        unknown = (set(pad) | skip | set(ragged) | set(transforms)) - {leaf.key for leaf in self.leaves}
         if unknown:
             raise ValueError(f"grist.Loader: pad, skip or ragged names no feature of {self.name}: "
                              f"{sorted(unknown)}")
@@ -341,7 +350,15 @@ class DataSource:
         cols = []
         for leaf in leaves:
             shape = _c_shape(leaf)
-            if leaf.key in pad:
+            if leaf.key in transforms:
+                t = transforms[leaf.key]
+                if not hasattr(t, "_spec"):
+                    raise TypeError(f"grist.Loader: transforms[{leaf.key!r}] is not a grist.vision transform")
+                if leaf.kind != "image":
+                    raise ValueError(f"grist.Loader: feature {leaf.key!r} is not an image: no transform applies")
+                cols.append(_column(leaf, _grist.VARLEN_NONE) + (t._spec(), int(seed), bool(boxes), oe))
+                continue
+            elif leaf.key in pad:
                 max_shape = pad[leaf.key]
                 max_shape = (max_shape,) if isinstance(max_shape, int) else tuple(max_shape)
                 if len(max_shape) != len(shape):
@@ -367,10 +384,13 @@ class DataSource:
                                  f"(ragged=[{leaf.key!r}]) or leave it out (skip=[{leaf.key!r}]) to batch it")
             else:
                 cols.append(_column(leaf))
+        cols = [c if len(c) > 8 else c + (None, 0, False, oe) for c in cols]
         paths = {leaf.path for leaf in self.leaves}
         for leaf in leaves:
             if leaf.key in pad and leaf.path[:-1] + (leaf.path[-1] + "_shape",) in paths:
                 raise ValueError(f"grist.Loader: feature {leaf.key!r}_shape exists: cannot pad {leaf.key!r}")
+            if boxes and leaf.key in transforms and leaf.path[:-1] + (leaf.path[-1] + "_box",) in paths:
+                raise ValueError(f"grist.Loader: feature {leaf.key!r}_box exists: boxes=True cannot add it")
         if datasets is not None:  # a mixture: messages name each dataset's files
             return _grist.Features(cols, threads=0, datasets=datasets), cols, leaves
         return _grist.Features(cols, self.files, 0), cols, leaves

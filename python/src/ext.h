@@ -48,6 +48,15 @@ void gristpy_paths_free(struct gristpy_paths *p);
 /* example.c: encode_examples(columns, n) -> list[bytes], tf.train.Example records (module function). */
 PyObject *gristpy_encode_examples(PyObject *self, PyObject *args);
 
+/* vision.c: grist.vision's module functions, and the dict -> struct grist_vision_transform reader. */
+struct grist_vision_transform;
+int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t);
+PyObject *gristpy_vision_box(PyObject *self, PyObject *args);
+PyObject *gristpy_vision_apply(PyObject *self, PyObject *args);
+PyObject *gristpy_vision_resize(PyObject *self, PyObject *args);
+PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args);
+PyObject *gristpy_vision_jpeg_region(PyObject *self, PyObject *args);
+
 /* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "grist/features.h"
+#include "grist/vision.h"
 #include "grist/fetch.h"
 
 /* Calls with fewer records decode on the calling thread (a Grain source's __getitem__). */
@@ -305,18 +306,23 @@ static int spec_fail(int code, const char *key)
 	return -1;
 }
 
-/* One column: (key, wire, dtype, shape, decode, varlen, max_shape or None, pad_value). */
+/*
+ * One column: (key, wire, dtype, shape, decode, varlen, max_shape or None, pad_value[,
+ * transform dict (grist.vision) or None, seed, boxes[, on_error]]).
+ */
 static int add_column(struct grist_features *f, PyObject *col)
 {
-	PyObject *shape_o, *max_o;
+	PyObject *shape_o, *max_o, *tf_o = Py_None;
+	unsigned long long seed = 0;
+	int boxes = 0, on_error = 0;
 	const char *key;
 	int wire, dtype, decode, varlen, idx, ret;
 	int64_t shape[GRIST_FEATURE_MAX_DIMS], max_shape[GRIST_FEATURE_MAX_DIMS];
 	size_t ndim = 0, max_ndim = 0;
 	double pad;
 
-	if (!PyArg_ParseTuple(col, "siiOiiOd:Features column", &key, &wire, &dtype, &shape_o, &decode, &varlen,
-			      &max_o, &pad))
+	if (!PyArg_ParseTuple(col, "siiOiiOd|OKpi:Features column", &key, &wire, &dtype, &shape_o, &decode, &varlen,
+			      &max_o, &pad, &tf_o, &seed, &boxes, &on_error))
 		return -1;
 	if (int64_tuple(shape_o, "shape", shape, &ndim))
 		return -1;
@@ -334,6 +340,16 @@ static int add_column(struct grist_features *f, PyObject *col)
 	}
 	if (pad != 0 && (ret = grist_features_set_pad_value(f, (size_t)idx, pad)))
 		return spec_fail(ret, key);
+	if (on_error && (ret = grist_features_set(f, (size_t)idx, GRIST_FEATURE_ON_ERROR, on_error)))
+		return spec_fail(ret, key);
+	if (tf_o != Py_None) {
+		struct grist_vision_transform t;
+
+		if (gristpy_transform_from(tf_o, seed, &t))
+			return -1;
+		if ((ret = grist_features_set_transform(f, (size_t)idx, &t, boxes)))
+			return spec_fail(ret, key);
+	}
 	return 0;
 }
 
@@ -493,6 +509,31 @@ static PyObject *tuple_of(const int64_t *v, size_t n)
 	return t;
 }
 
+/* skipped() -> (count, [(dataset, index, reason), ...]): records the loader's map dropped (on_error skip). */
+static PyObject *features_skipped(FeaturesObject *self, PyObject *unused)
+{
+	struct grist_feature_skip s[16];
+	size_t n = 0;
+	uint64_t count;
+	PyObject *list;
+
+	(void)unused;
+	if (features_ready(self))
+		return NULL;
+	count = grist_features_skipped(self->dec, s, 16, &n);
+	list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		PyObject *e = Py_BuildValue("(IKs)", s[i].dataset, (unsigned long long)s[i].index, s[i].reason);
+
+		if (!e) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, e);
+	}
+	return list ? Py_BuildValue("(KN)", (unsigned long long)count, list) : NULL;
+}
+
 /* columns() -> list of dicts: key, offset, bytes, row_shape, dims_offset (-1 if none), elem_bytes. */
 static PyObject *features_columns(FeaturesObject *self, PyObject *unused)
 {
@@ -514,10 +555,12 @@ static PyObject *features_columns(FeaturesObject *self, PyObject *unused)
 			return gristpy_raise(-EINVAL, NULL);
 		}
 		rs = tuple_of(c.row_shape, c.ndim);
-		d = rs ? Py_BuildValue("{s:s,s:n,s:n,s:N,s:n,s:n}", "key", c.key, "offset", (Py_ssize_t)c.offset,
+		d = rs ? Py_BuildValue("{s:s,s:n,s:n,s:N,s:n,s:n,s:n,s:i}", "key", c.key, "offset", (Py_ssize_t)c.offset,
 				       "bytes", (Py_ssize_t)c.bytes, "row_shape", rs, "dims_offset",
 				       c.dims_offset == SIZE_MAX ? (Py_ssize_t)-1 : (Py_ssize_t)c.dims_offset,
-				       "elem_bytes", (Py_ssize_t)c.elem_bytes)
+				       "elem_bytes", (Py_ssize_t)c.elem_bytes, "box_offset",
+				       c.box_offset == SIZE_MAX ? (Py_ssize_t)-1 : (Py_ssize_t)c.box_offset,
+				       "dtype", (int)c.dtype)
 		       : NULL;
 		if (!d) {
 			Py_DECREF(list);
@@ -791,7 +834,8 @@ static PyObject *features_row_bound(FeaturesObject *self, PyObject *arg)
 
 static PyMethodDef features_methods[] = {
 	{ "columns", (PyCFunction)features_columns, METH_NOARGS,
-	  "columns() -> list of dicts: each feature's key, offset, bytes, row_shape, dims_offset, elem_bytes." },
+	  "columns() -> list of dicts: each feature's key, offset, bytes, row_shape, dims_offset, elem_bytes,\n"
+	  "box_offset (-1 if none), dtype (enum grist_dtype)." },
 	{ "decode", (PyCFunction)(void (*)(void))features_decode, METH_VARARGS | METH_KEYWORDS,
 	  "decode(records, indices=None) -> [(values, dims, lengths)] per feature, decoded without the GIL." },
 	{ "fetch", (PyCFunction)features_fetch, METH_O,
@@ -800,6 +844,9 @@ static PyMethodDef features_methods[] = {
 	  "gather(rows, n, offsets=None) -> [(values, dims, lengths)] per feature of a loader batch." },
 	{ "map", (PyCFunction)features_map, METH_VARARGS, "map(out_max=0) -> capsule for Loader(_map=...)." },
 	{ "row_bound", (PyCFunction)features_row_bound, METH_O, "row_bound(record_len) -> most bytes of a row." },
+	{ "skipped", (PyCFunction)features_skipped, METH_NOARGS,
+	  "skipped() -> (count, [(dataset, index, reason), ...]): records the loader's map dropped (on_error skip),\n"
+	  "the first 16 of them." },
 	{ NULL, NULL, 0, NULL },
 };
 
@@ -828,7 +875,8 @@ int gristpy_features_add_constants(PyObject *m)
 		{ "DECODE_JPEG", GRIST_DECODE_JPEG }, { "DECODE_IMAGE", GRIST_DECODE_IMAGE },
 		{ "DECODE_STRINGS", GRIST_DECODE_STRINGS },
 		{ "VARLEN_NONE", GRIST_VARLEN_NONE }, { "VARLEN_PAD", GRIST_VARLEN_PAD },
-		{ "VARLEN_RAGGED", GRIST_VARLEN_RAGGED },
+		{ "VARLEN_RAGGED", GRIST_VARLEN_RAGGED }, { "ON_ERROR_FAIL", GRIST_ON_ERROR_FAIL },
+		{ "ON_ERROR_SKIP", GRIST_ON_ERROR_SKIP },
 	};
 	size_t i;
 

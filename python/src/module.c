@@ -135,6 +135,17 @@ static PyMethodDef grist_functions[] = {
 	  "remote_get(url, max_bytes): the whole of a small object at an s3://, gs:// or http(s):// URL" },
 	{ "set_remote_options", module_set_remote_options, METH_O,
 	  "set_remote_options(text or None): the remote backend's options, process-wide" },
+	{ "vision_box", gristpy_vision_box, METH_VARARGS,
+	  "vision_box(spec, height, width, seed, epoch, index, key) -> (top, left, height, width, flipped)" },
+	{ "vision_apply", gristpy_vision_apply, METH_VARARGS,
+	  "vision_apply(spec, image, seed, epoch, index, key) -> (bytes, box): one image transformed" },
+	{ "_vision_resize", gristpy_vision_resize, METH_VARARGS,
+	  "_vision_resize(pixels, h, w, c, out_h, out_w, interp[, simd]) -> bytes: the resize alone (tests)" },
+	{ "_vision_rrc", gristpy_vision_rrc, METH_VARARGS,
+	  "_vision_rrc(h, w, scale, ratio, uniforms[, tf, min_covered]) -> (top, left, height, width): a sampler on\n"
+	  "given uniforms (tests)" },
+	{ "_vision_jpeg_region", gristpy_vision_jpeg_region, METH_VARARGS,
+	  "_vision_jpeg_region(jpeg, top, left, height, width[, scan_limit]) -> (bytes, channels): the region decode (tests)" },
 	{ NULL, NULL, 0, NULL },
 };
 

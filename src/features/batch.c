@@ -70,7 +70,7 @@ static void run_job(struct grist_features_pool *p, struct batch_job *job)
 			uint8_t *row = job->rows + (job->offsets ? job->offsets[i] : i * job->row_bytes);
 			size_t cap = job->offsets ? job->offsets[i + 1] - job->offsets[i] : job->row_bytes;
 			int ret = gf_decode_located(job->d, job->records[i], job->lens[i], job->dataset,
-						    job->indices ? job->indices[i] : i, job->indices != NULL, row,
+						    job->indices ? job->indices[i] : i, 0 /* epoch */, job->indices != NULL, row,
 						    cap, &row_len);
 
 			if (ret)

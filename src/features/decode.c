@@ -1,5 +1,6 @@
 /* One record into one row: the values of each feature converted, copied or decoded into its column. */
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +20,16 @@ struct gf_names {
 	size_t n;
 };
 
+#define SKIPS_KEPT 16
+
 struct grist_features_decoder {
 	struct grist_features *spec;
 	struct gf_names *names;
 	size_t num_names;
+	/* records grist_features_map() dropped (GRIST_ON_ERROR_SKIP): the rare path, under a lock */
+	pthread_mutex_t skip_lock;
+	uint64_t skipped;
+	struct grist_feature_skip skips[SKIPS_KEPT];
 };
 
 static const char *wire_name(int kind)
@@ -256,7 +263,14 @@ static int decode_strings(const struct gf_feature *ft, const struct gf_span *ent
 	return 0;
 }
 
-static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl)
+/* Which record is decoded (keys a transform's draws); set to the feature that failed, if one did. */
+struct where {
+	uint64_t index, epoch;
+	int failed;
+};
+
+static int decode_feature(const struct gf_feature *ft, const struct gf_span *entry, struct place *pl,
+			  const struct where *at)
 {
 	struct gf_values v;
 	uint8_t *dst;
@@ -275,6 +289,13 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 	}
 	if (ft->decode == GRIST_DECODE_STRINGS)
 		return decode_strings(ft, entry, &v, pl);
+	if (ft->has_tf) {
+		if (v.count != 1)
+			return grist_fail(-EMSGSIZE, "feature '%s': a bytes_list of %" PRIu64 " values, one image expected",
+					  ft->key, v.count);
+		ret = gf_transform_image(ft, v.first, v.first_len, at->epoch, at->index, pl->row);
+		return ret ? grist_fail_prefix(ret, "feature '%s'", ft->key) : 0;
+	}
 	if (ft->decode >= GRIST_DECODE_PNG && ft->decode <= GRIST_DECODE_IMAGE)
 		return decode_images(ft, entry, &v, pl);
 	if (v.count != 1)
@@ -301,7 +322,7 @@ static int decode_feature(const struct gf_feature *ft, const struct gf_span *ent
 
 /* Decode into @row; the message (without the record's location) on error. */
 static int decode_row(const struct grist_features *f, const uint8_t *rec, size_t len, uint8_t *row, size_t cap,
-		      size_t *row_len)
+		      size_t *row_len, struct where *at)
 {
 	struct gf_span stack[SPANS_ON_STACK], *spans = stack;
 	struct place pl = { .row = row, .cap = cap, .cursor = f->row_bytes };
@@ -327,10 +348,16 @@ static int decode_row(const struct grist_features *f, const uint8_t *rec, size_t
 			memset(row + end, 0, ft->dims_offset - end);
 			end = ft->dims_offset + 8 * ft->ndim;
 		}
+		if (ft->box_offset != SIZE_MAX) {
+			memset(row + end, 0, ft->box_offset - end);
+			end = ft->box_offset + 5 * sizeof(int32_t);
+		}
 		if (!spans[i].p)
 			ret = grist_fail(-EBADMSG, "feature '%s': missing (the record has no such key)", ft->key);
 		else
-			ret = decode_feature(ft, &spans[i], &pl);
+			ret = decode_feature(ft, &spans[i], &pl, at);
+		if (ret)
+			at->failed = (int)i;
 	}
 	if (!ret) {
 		memset(row + end, 0, f->row_bytes - end);
@@ -364,12 +391,20 @@ static int locate(const struct grist_features_decoder *d, int ret, uint32_t data
 	return grist_fail_prefix(ret, "%s: record %" PRIu64, nm->paths[lo], index - nm->first[lo]);
 }
 
-int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
-		      uint64_t index, bool known, uint8_t *row, size_t cap, size_t *row_len)
+static int decode_where(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
+			bool known, uint8_t *row, size_t cap, size_t *row_len, struct where *at)
 {
-	int ret = decode_row(d->spec, rec, len, row, cap, row_len);
+	int ret = decode_row(d->spec, rec, len, row, cap, row_len, at);
 
-	return ret ? locate(d, ret, dataset, index, known) : 0;
+	return ret ? locate(d, ret, dataset, at->index, known) : 0;
+}
+
+int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
+		      uint64_t index, uint64_t epoch, bool known, uint8_t *row, size_t cap, size_t *row_len)
+{
+	struct where at = { .index = index, .epoch = epoch, .failed = -1 };
+
+	return decode_where(d, rec, len, dataset, known, row, cap, row_len, &at);
 }
 
 int grist_features_decode(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
@@ -377,14 +412,55 @@ int grist_features_decode(const struct grist_features_decoder *d, const uint8_t 
 {
 	if (!d || (!rec && len) || !row || !row_len)
 		return grist_fail(-EINVAL, "features: decode: NULL argument");
-	return gf_decode_located(d, rec, len, dataset, index, true, row, cap, row_len);
+	return gf_decode_located(d, rec, len, dataset, index, 0, true, row, cap, row_len);
+}
+
+/* Data errors a skipping feature drops its record for; ENOMEM and friends still stop the loader. */
+static bool skippable(int ret)
+{
+	return ret == -EBADMSG || ret == -ENOTSUP || ret == -EFBIG || ret == -EMSGSIZE;
 }
 
 int grist_features_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap, size_t *out_len)
 {
-	int ret = gf_decode_located(ctx, in->data, in->len, in->dataset, in->index, true, out, out_cap, out_len);
+	struct grist_features_decoder *d = ctx;
+	struct where at = { .index = in->index, .epoch = in->epoch, .failed = -1 };
+	int ret = decode_where(d, in->data, in->len, in->dataset, true, out, out_cap, out_len, &at);
 
-	return ret ? ret : 1;
+	if (!ret)
+		return 1;
+	if (at.failed < 0 || d->spec->feat[at.failed].on_error != GRIST_ON_ERROR_SKIP || !skippable(ret))
+		return ret;
+	pthread_mutex_lock(&d->skip_lock);
+	if (d->skipped < SKIPS_KEPT) {
+		struct grist_feature_skip *s = &d->skips[d->skipped];
+
+		s->dataset = in->dataset;
+		s->index = in->index;
+		snprintf(s->reason, sizeof(s->reason), "%s", grist_last_error());
+	}
+	d->skipped++;
+	pthread_mutex_unlock(&d->skip_lock);
+	*out_len = 0;
+	return 0;
+}
+
+uint64_t grist_features_skipped(struct grist_features_decoder *d, struct grist_feature_skip *out, size_t cap,
+				size_t *n)
+{
+	uint64_t count;
+	size_t k = 0;
+
+	if (!d)
+		return 0;
+	pthread_mutex_lock(&d->skip_lock);
+	count = d->skipped;
+	for (; out && k < cap && k < count && k < SKIPS_KEPT; k++)
+		out[k] = d->skips[k];
+	pthread_mutex_unlock(&d->skip_lock);
+	if (n)
+		*n = k;
+	return count;
 }
 
 static void free_names(struct gf_names *nm)
@@ -435,6 +511,7 @@ int grist_features_decoder_create(const struct grist_features *f, const struct g
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return grist_fail(-ENOMEM, "features: out of memory");
+	pthread_mutex_init(&d->skip_lock, NULL);
 	ret = gf_clone(f, &d->spec);
 	if (!ret && num_datasets) {
 		d->names = calloc(num_datasets, sizeof(*d->names));
@@ -458,6 +535,7 @@ void grist_features_decoder_destroy(struct grist_features_decoder *d)
 		return;
 	for (size_t i = 0; i < d->num_names; i++)
 		free_names(&d->names[i]);
+	pthread_mutex_destroy(&d->skip_lock);
 	free(d->names);
 	grist_features_destroy(d->spec);
 	free(d);

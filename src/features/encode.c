@@ -188,7 +188,7 @@ int grist_example_add_typed(struct grist_example_encoder *e, const char *key, en
 	void *tmp;
 	int ret;
 
-	if (!eb)
+	if (!eb || dtype == GRIST_DTYPE_BFLOAT16)
 		return e->error = grist_fail(-EINVAL, "encoder: feature '%s': unknown dtype %d", key ? key : "", dtype);
 	if (n && !values)
 		return e->error = grist_fail(-EINVAL, "encoder: NULL values");

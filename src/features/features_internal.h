@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "grist/features.h"
+#include "grist/vision.h"
 
 #define GF_KEY_MAX 4096
 /* No row (fixed part or one ragged feature's values) is larger: keeps every size sum far from overflow. */
@@ -32,6 +33,11 @@ struct gf_feature {
 	int var_dim;         /* the first -1 dimension, or -1 */
 	uint64_t inner;      /* product of the dimensions after var_dim (VALUES, RAW, BYTES) */
 	uint8_t pad_bytes[8]; /* pad_value in dtype */
+	/* a vision transform (grist/vision.h): the column is its fixed output, whatever the image */
+	bool has_tf, boxes;
+	struct grist_vision_transform tf; /* loaded: defaults filled in, checked */
+	size_t box_offset;   /* boxes: int32[5]; SIZE_MAX otherwise */
+	enum grist_on_error on_error;
 };
 
 struct grist_features {
@@ -52,6 +58,8 @@ size_t gf_dtype_bytes(enum grist_dtype t);
 /* FLOAT16 values: float32 to binary16 rounded to nearest even, and back (exact). */
 uint16_t gf_float_to_half(float f);
 float gf_half_to_float(uint16_t h);
+/* BFLOAT16: float32 to bfloat16, rounded to nearest even (as ml_dtypes and JAX round). */
+uint16_t gf_float_to_bfloat16(float f);
 /* A deep copy of a finished spec. */
 int gf_clone(const struct grist_features *f, struct grist_features **out);
 
@@ -118,8 +126,15 @@ int gf_image_decode(struct gf_image *img, uint8_t *dst, size_t pitch);
 /* Release an opened image without decoding it. */
 void gf_image_close(struct gf_image *img);
 
-/* decode.c: a record into a row, the error located by (dataset, index), or by batch position when !known. */
+/*
+ * decode.c: a record into a row, the error located by (dataset, index), or by batch position when !known;
+ * @epoch keys the transforms' draws (grist/vision.h).
+ */
 int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
-		      uint64_t index, bool known, uint8_t *row, size_t cap, size_t *row_len);
+		      uint64_t index, uint64_t epoch, bool known, uint8_t *row, size_t cap, size_t *row_len);
+
+/* vision.c: a transformed image feature into its column (and box), its key naming the draws. */
+int gf_transform_image(const struct gf_feature *ft, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+		       uint8_t *row);
 
 #endif

@@ -8,6 +8,7 @@
 #include "common/buf.h"
 #include "common/error.h"
 #include "features/features_internal.h"
+#include "features/vision_internal.h"
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
 
@@ -21,6 +22,7 @@ size_t gf_dtype_bytes(enum grist_dtype t)
 	case GRIST_DTYPE_UINT16:
 	case GRIST_DTYPE_INT16:
 	case GRIST_DTYPE_FLOAT16:
+	case GRIST_DTYPE_BFLOAT16:
 		return 2;
 	case GRIST_DTYPE_UINT32:
 	case GRIST_DTYPE_INT32:
@@ -70,6 +72,16 @@ uint16_t gf_float_to_half(float f)
 			h++; /* may carry into the exponent, up to inf: that is right */
 		return (uint16_t)(sign | h);
 	}
+}
+
+uint16_t gf_float_to_bfloat16(float f)
+{
+	uint32_t b;
+
+	memcpy(&b, &f, 4);
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)(b >> 16 | 0x40); /* a NaN stays a (quiet) NaN */
+	return (uint16_t)((b + 0x7fffu + (b >> 16 & 1)) >> 16);
 }
 
 float gf_half_to_float(uint16_t h)
@@ -174,6 +186,8 @@ int grist_features_add(struct grist_features *f, const char *key, enum grist_wir
 		return grist_fail(-EINVAL, "feature '%s': unknown wire kind %d", key, (int)wire);
 	if (!gf_dtype_bytes(dtype))
 		return grist_fail(-EINVAL, "feature '%s': unknown dtype %d", key, (int)dtype);
+	if (dtype == GRIST_DTYPE_BFLOAT16)
+		return grist_fail(-EINVAL, "feature '%s': bfloat16 is a vision transform's output only", key);
 	if (ndim > GRIST_FEATURE_MAX_DIMS || (ndim && !shape))
 		return grist_fail(-EINVAL, "feature '%s': %zu dimensions (at most %d, and a shape to go with them)",
 				  key, ndim, GRIST_FEATURE_MAX_DIMS);
@@ -235,6 +249,11 @@ int grist_features_set(struct grist_features *f, size_t i, enum grist_feature_pa
 					  "only a bytes_list holds bytes, raw tensors or images");
 		ft->decode = (enum grist_decode)value;
 		return 0;
+	case GRIST_FEATURE_ON_ERROR:
+		if (value != GRIST_ON_ERROR_FAIL && value != GRIST_ON_ERROR_SKIP)
+			return grist_fail(-EINVAL, "feature '%s': unknown on_error %lld", ft->key, (long long)value);
+		ft->on_error = (enum grist_on_error)value;
+		return 0;
 	case GRIST_FEATURE_VARLEN:
 		if (value < GRIST_VARLEN_NONE || value > GRIST_VARLEN_RAGGED)
 			return grist_fail(-EINVAL, "feature '%s': unknown varlen mode %lld", ft->key, (long long)value);
@@ -278,6 +297,25 @@ int grist_features_set_pad_value(struct grist_features *f, size_t i, double valu
 }
 
 /* pad_value as the bytes of the feature's dtype. */
+int grist_features_set_transform(struct grist_features *f, size_t i, const struct grist_vision_transform *t,
+				 bool boxes)
+{
+	struct gf_feature *ft;
+	int ret = check_feature(f, i, &ft);
+
+	if (ret)
+		return ret;
+	if (!t) {
+		ft->has_tf = ft->boxes = false;
+		return 0;
+	}
+	if ((ret = gv_transform_load(&ft->tf, t)))
+		return grist_fail_prefix(ret, "feature '%s'", ft->key);
+	ft->has_tf = true;
+	ft->boxes = boxes;
+	return 0;
+}
+
 static void pad_bytes(struct gf_feature *ft)
 {
 	double v = ft->pad_value;
@@ -293,6 +331,7 @@ static void pad_bytes(struct gf_feature *ft)
 	case GRIST_DTYPE_UINT32: case GRIST_DTYPE_INT32: u.u32 = (uint32_t)iv; break;
 	case GRIST_DTYPE_UINT64: case GRIST_DTYPE_INT64: u.u64 = (uint64_t)iv; break;
 	case GRIST_DTYPE_FLOAT16: u.u16 = gf_float_to_half((float)v); break;
+	case GRIST_DTYPE_BFLOAT16: u.u16 = gf_float_to_bfloat16((float)v); break;
 	case GRIST_DTYPE_FLOAT32: u.f32 = (float)v; break;
 	case GRIST_DTYPE_FLOAT64: u.f64 = v; break;
 	}
@@ -307,6 +346,25 @@ static int check_and_size(struct gf_feature *ft)
 
 	ft->elem_bytes = gf_dtype_bytes(ft->dtype);
 	ft->var_dim = -1;
+	ft->box_offset = SIZE_MAX;
+	if (ft->has_tf) {
+		/* the column is the transform's output, the same for every record */
+		bool chw = ft->tf.layout == GRIST_VISION_CHW;
+
+		if (!is_image(ft->decode) || ft->ndim != 3 || ft->dtype != GRIST_DTYPE_UINT8)
+			return grist_fail(-EINVAL, "feature '%s': a transform takes an image of uint8 (H, W, C)", ft->key);
+		ft->elem_bytes = gf_dtype_bytes(ft->tf.dtype);
+		ft->row_shape[0] = chw ? ft->tf.channels : ft->tf.out_height;
+		ft->row_shape[1] = chw ? ft->tf.out_height : ft->tf.out_width;
+		ft->row_shape[2] = chw ? ft->tf.out_width : ft->tf.channels;
+		ft->count = (uint64_t)ft->tf.out_height * ft->tf.out_width * ft->tf.channels;
+		if (ft->count > GF_ROW_MAX / ft->elem_bytes)
+			return grist_fail(-EINVAL, "feature '%s': the transform's output is larger than 1 GiB", ft->key);
+		ft->varlen = GRIST_VARLEN_NONE;
+		ft->inner = 1;
+		pad_bytes(ft);
+		return 0;
+	}
 	for (size_t d = 0; d < ft->ndim; d++)
 		if (ft->shape[d] < 0 && !vars++)
 			ft->var_dim = (int)d;
@@ -376,6 +434,24 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 	XXH64_update(st, words, sizeof(words));
 	XXH64_update(st, ft->key, ft->key_len);
 	XXH64_update(st, ft->pad_bytes, sizeof(ft->pad_bytes));
+	if (ft->on_error) { /* skipping changes which records a stream delivers (only then hashed: old ids stand) */
+		uint64_t oe = ft->on_error;
+
+		XXH64_update(st, &oe, sizeof(oe));
+	}
+	if (ft->has_tf) {
+		/* field by field: the struct's padding bytes are not part of the transform */
+		const struct grist_vision_transform *t = &ft->tf;
+		double d[] = { t->scale[0], t->scale[1], t->ratio[0], t->ratio[1], t->crop_fraction, t->flip,
+			       t->mean[0], t->mean[1], t->mean[2], t->std[0], t->std[1], t->std[2],
+			       t->min_object_covered };
+		uint64_t w[] = { t->op, t->out_height, t->out_width, t->interp, t->resize, t->normalize, t->dtype,
+				 t->layout, t->seed, t->max_pixels, t->scan_limit, ft->boxes, t->channels,
+				 t->decode, t->exif_orientation, t->sampler };
+
+		XXH64_update(st, d, sizeof(d));
+		XXH64_update(st, w, sizeof(w));
+	}
 }
 
 int grist_features_finish(struct grist_features *f)
@@ -402,6 +478,10 @@ int grist_features_finish(struct grist_features *f)
 		if (ft->varlen != GRIST_VARLEN_NONE) {
 			ft->dims_offset = ALIGN8(pos);
 			pos = ft->dims_offset + 8 * ft->ndim;
+		}
+		if (ft->has_tf && ft->boxes) {
+			ft->box_offset = ALIGN8(pos);
+			pos = ft->box_offset + 5 * sizeof(int32_t);
 		}
 		if (ft->varlen == GRIST_VARLEN_RAGGED)
 			f->ragged = true;
@@ -455,6 +535,10 @@ int gf_clone(const struct grist_features *f, struct grist_features **out)
 		c->feat[i].has_max = ft->has_max;
 		memcpy(c->feat[i].max_shape, ft->max_shape, sizeof(ft->max_shape));
 		c->feat[i].pad_value = ft->pad_value;
+		c->feat[i].on_error = ft->on_error;
+		c->feat[i].has_tf = ft->has_tf;
+		c->feat[i].boxes = ft->boxes;
+		c->feat[i].tf = ft->tf;
 	}
 	ret = grist_features_finish(c);
 	if (ret)
@@ -507,6 +591,12 @@ int grist_feature_column(const struct grist_features *f, size_t i, struct grist_
 	c.offset = ft->offset;
 	c.bytes = ft->bytes;
 	c.dims_offset = ft->dims_offset;
+	c.box_offset = ft->box_offset;
+	if (ft->has_tf) {
+		c.dtype = ft->tf.dtype;
+		c.varlen = GRIST_VARLEN_NONE;
+		memcpy(c.shape, ft->row_shape, sizeof(c.shape));
+	}
 	c.size = out->size < sizeof(c) ? out->size : sizeof(c);
 	memcpy(out, &c, c.size);
 	return 0;

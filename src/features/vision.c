@@ -1,0 +1,336 @@
+/*
+ * A transform applied to one image: header checked, box drawn, region decoded, resized,
+ * then flipped, normalized and converted into the caller's dtype and layout.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "grist_config.h"
+#include "features/features_internal.h"
+#include "features/vision_internal.h"
+
+size_t grist_vision_out_bytes(const struct grist_vision_transform *tr)
+{
+	struct grist_vision_transform t;
+
+	if (gv_transform_load(&t, tr))
+		return 0;
+	return gv_out_bytes(&t);
+}
+
+size_t gv_out_bytes(const struct grist_vision_transform *t)
+{
+	return (size_t)t->out_height * t->out_width * t->channels * gf_dtype_bytes(t->dtype);
+}
+
+/*
+ * Flip, normalize, convert and lay out @px (out_h x out_w x channels uint8) into @out. A float
+ * output is a function of (channel, value) alone, so it is computed 3 x 256 times into a
+ * table, each entry as torchvision computes it in float32: ToTensor's x / 255, then
+ * Normalize's (x - mean) / std; the pixels then only look it up.
+ */
+static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool flip, void *out)
+{
+	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
+	bool chw = t->layout == GRIST_VISION_CHW;
+	float lut[3][256];
+	uint16_t lut16[3][256];
+
+	if (t->dtype == GRIST_DTYPE_UINT8 && (!chw || nc == 1) && !flip) {
+		memcpy(out, px, plane * nc);
+		return;
+	}
+#if GRIST_HAVE_VISION_AVX2
+	if (t->dtype == GRIST_DTYPE_FLOAT32 && !chw && nc == 3 && gv_have_avx2()) {
+		float m24[24], s24[24];
+		uint8_t *rev = flip ? malloc(ow * 3) : NULL;
+
+		for (int k = 0; k < 24; k++) {
+			m24[k] = t->normalize ? t->mean[k % 3] : 0.0f; /* (f - 0) / 1 is f: the same bits */
+			s24[k] = t->normalize ? t->std[k % 3] : 1.0f;
+		}
+		if (!flip || rev) {
+			for (size_t y = 0; y < oh; y++) {
+				const uint8_t *row = px + y * ow * 3;
+
+				if (flip) {
+					for (size_t x = 0; x < ow; x++)
+						memcpy(rev + x * 3, row + (ow - 1 - x) * 3, 3);
+					row = rev;
+				}
+				gv_emit_row_f32_avx2(row, ow * 3, m24, s24, (float *)out + y * ow * 3);
+			}
+			free(rev);
+			return;
+		}
+		/* no memory for the reversed row: the table below does the same */
+	}
+#endif
+	for (size_t c = 0; c < nc && t->dtype != GRIST_DTYPE_UINT8; c++) {
+		for (int v = 0; v < 256; v++) {
+			float f = (float)v / 255.0f;
+
+			if (t->normalize)
+				f = (f - t->mean[c]) / t->std[c];
+			lut[c][v] = f;
+			lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
+		}
+	}
+	for (size_t y = 0; y < oh; y++) {
+		const uint8_t *row = px + y * ow * nc;
+
+		for (size_t x = 0; x < ow; x++) {
+			const uint8_t *p = row + (flip ? ow - 1 - x : x) * nc;
+
+			for (size_t c = 0; c < nc; c++) {
+				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * nc + c;
+				uint8_t *dst = (uint8_t *)out + at * esz;
+
+				if (esz == 1)
+					*dst = p[c];
+				else if (esz == 4)
+					memcpy(dst, &lut[c][p[c]], 4);
+				else
+					memcpy(dst, &lut16[c][p[c]], 2);
+			}
+		}
+	}
+}
+
+/* RGB rows to Pillow's "L" (Convert.c rgb2l: ITU-R 601-2 luma in 16-bit fixed point), in place. */
+static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
+{
+	for (size_t y = 0; y < rows; y++) {
+		const uint8_t *in = p + y * stride;
+		uint8_t *out = p + y * stride;
+
+		for (size_t x = 0; x < cols; x++, in += 3)
+			out[x] = (uint8_t)((in[0] * 19595 + in[1] * 38470 + in[2] * 7471 + 0x8000) >> 16);
+	}
+}
+
+/* Gray, gray+alpha and RGBA rows to RGB (Pillow's convert("RGB"): gray copied, alpha dropped). */
+static void to_rgb(const uint8_t *in, uint32_t c, uint8_t *out, size_t n)
+{
+	for (size_t x = 0; x < n; x++, in += c, out += 3) {
+		out[0] = in[0];
+		out[1] = c >= 3 ? in[1] : in[0];
+		out[2] = c >= 3 ? in[2] : in[0];
+	}
+}
+
+/*
+ * Fast mode's scale: the largest 1/8, 1/4 or 1/2 at which the region (@rh x @rw of an
+ * @h x @w image) still has at least as many pixels as what it is resized to, on both axes.
+ */
+static uint32_t fast_denom(const struct grist_vision_transform *t, uint32_t h, uint32_t w, uint32_t rh, uint32_t rw)
+{
+	uint32_t need_h = t->out_height, need_w = t->out_width;
+
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0))
+		gv_center_resized(t, h, w, &need_h, &need_w); /* the whole image resized, then cropped */
+	for (uint32_t d = 8; d > 1; d /= 2)
+		if (rh / d >= need_h && rw / d >= need_w)
+			return d;
+	return 1;
+}
+
+int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+	     const char *key, void *out, struct grist_vision_box *box_out)
+{
+	struct grist_vision_box box, drawn;
+	struct gf_image im;
+	struct gv_jpeg_info ji;
+	struct gv_jpeg *jd = NULL;
+	uint32_t h, w, rh, rw, o = 1;
+	uint8_t *region = NULL, *px = NULL, *full = NULL;
+	const uint8_t *src;
+	size_t stride;
+	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
+	int ret;
+
+	if (jpeg) {
+		if ((ret = gv_jpeg_open(img, len, t->scan_limit, &jd, &ji)))
+			return ret;
+		/* with exif_orientation, everything but the decode sees the image as displayed */
+		if (t->exif_orientation)
+			o = gv_jpeg_orientation(img, len);
+		h = o >= 5 ? ji.width : ji.height;
+		w = o >= 5 ? ji.height : ji.width;
+	} else {
+		if ((ret = gf_image_open(&im, GRIST_DECODE_IMAGE, img, len)))
+			return ret;
+		h = im.height;
+		w = im.width;
+		if (im.sample_bytes != 1) {
+			gf_image_close(&im);
+			return grist_fail(-ENOTSUP, "a 16-bit PNG: transforms take 8-bit images");
+		}
+	}
+	if ((uint64_t)h * w > t->max_pixels) {
+		if (!jpeg)
+			gf_image_close(&im);
+		gv_jpeg_close(jd);
+		return grist_fail(-EFBIG, "a %ux%u image: more than the %llu pixels allowed (max_pixels)", h, w,
+				  (unsigned long long)t->max_pixels);
+	}
+	if ((ret = gv_box(t, h, w, epoch, index, key, &box))) {
+		if (!jpeg)
+			gf_image_close(&im);
+		gv_jpeg_close(jd);
+		return ret;
+	}
+	drawn = box;
+	/* the pixels resized: the box, or (torchvision's centre crop: resize, then crop) the whole image */
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
+		rh = h;
+		rw = w;
+		box = (struct grist_vision_box){ 0, 0, (int32_t)h, (int32_t)w, box.flipped };
+	} else {
+		rh = (uint32_t)box.height;
+		rw = (uint32_t)box.width;
+	}
+	px = malloc((size_t)t->out_height * t->out_width * t->channels);
+	if (!px) {
+		ret = grist_fail(-ENOMEM, "vision: out of memory");
+		goto out;
+	}
+	if (jpeg) {
+		uint32_t denom = t->decode == GRIST_VISION_DECODE_FAST ? fast_denom(t, h, w, rh, rw) : 1;
+		struct grist_vision_box shown = { box.top, box.left, (int32_t)rh, (int32_t)rw, 0 }, stored;
+		uint32_t top, left, qh, qw;
+
+		/* the region as stored in the file */
+		gv_orient_region(o, ji.height, ji.width, &shown, &stored);
+		top = (uint32_t)stored.top;
+		left = (uint32_t)stored.left;
+		qh = (uint32_t)stored.height;
+		qw = (uint32_t)stored.width;
+		if (denom > 1) {
+			/* the region rounded outward to the scaled grid */
+			uint32_t sh, sw, bottom, right;
+
+			gv_jpeg_scaled(&ji, denom, &sh, &sw);
+			bottom = (uint32_t)(((uint64_t)top + qh + denom - 1) / denom);
+			right = (uint32_t)(((uint64_t)left + qw + denom - 1) / denom);
+			top /= denom;
+			left /= denom;
+			qh = (bottom < sh ? bottom : sh) - top;
+			qw = (right < sw ? right : sw) - left;
+		}
+		region = malloc((size_t)qh * qw * 3);
+		if (!region) {
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
+			goto out;
+		}
+		if (t->decode == GRIST_VISION_DECODE_FAST)
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, region, (size_t)qw * 3);
+		else
+			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, region, (size_t)qw * 3);
+		jd = NULL; /* read_region released it */
+		rh = o >= 5 ? qw : qh;
+		rw = o >= 5 ? qh : qw;
+		if (!ret && o != 1) {
+			/* turned as displayed */
+			uint8_t *turned = malloc((size_t)qh * qw * 3);
+
+			if (!turned) {
+				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
+				goto out;
+			}
+			gv_orient_pixels(o, region, qh, qw, (size_t)qw * 3, 3, turned);
+			free(region);
+			region = turned;
+		}
+		src = region;
+		stride = (size_t)rw * 3;
+	} else {
+		size_t row = (size_t)w * im.channels;
+
+		full = malloc(row * h);
+		if (!full) {
+			gf_image_close(&im);
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u image", h, w);
+			goto out;
+		}
+		ret = gf_image_decode(&im, full, row);
+		if (!ret && im.channels != 3) {
+			/* to RGB in place of the region: a buffer of its own */
+			region = malloc((size_t)rh * rw * 3);
+			if (!region) {
+				ret = grist_fail(-ENOMEM, "vision: out of memory");
+				goto out;
+			}
+			for (uint32_t y = 0; y < rh; y++)
+				to_rgb(full + (size_t)(box.top + y) * row + (size_t)box.left * im.channels, im.channels,
+				       region + (size_t)y * rw * 3, rw);
+			src = region;
+			stride = (size_t)rw * 3;
+		} else {
+			src = full + (size_t)box.top * row + (size_t)box.left * 3;
+			stride = row;
+		}
+	}
+	if (ret)
+		goto out;
+	if (t->channels == 1) {
+		/* to "L" where the pixels lie: the region is this call's own buffer, or the PNG's */
+		uint8_t *own = region ? region : full + (size_t)box.top * stride + (size_t)box.left * 3;
+
+		rgb_to_l(own, rh, rw, stride);
+		src = own;
+	}
+	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
+		uint32_t nh, nw;
+		struct grist_vision_box win;
+
+		gv_center_resized(t, h, w, &nh, &nw);
+		gv_center_params(t, h, w, &win);
+		ret = gv_resize_window(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left, px,
+				       t->out_height, t->out_width, (size_t)t->out_width * t->channels, t->interp);
+	} else {
+		ret = gv_resize(src, rh, rw, stride, t->channels, px, t->out_height, t->out_width,
+				(size_t)t->out_width * t->channels, t->interp);
+	}
+	if (ret)
+		goto out;
+	emit(t, px, box.flipped, out);
+	if (box_out)
+		*box_out = drawn;
+out:
+	gv_jpeg_close(jd);
+	free(px);
+	free(region);
+	free(full);
+	return ret;
+}
+
+int grist_vision_apply(const struct grist_vision_transform *tr, const uint8_t *img, size_t len, uint64_t epoch,
+		       uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box)
+{
+	struct grist_vision_transform t;
+	int ret;
+
+	if ((ret = gv_transform_load(&t, tr)))
+		return ret;
+	if (!img || !out || cap < gv_out_bytes(&t))
+		return grist_fail(-EINVAL, "vision: apply: NULL argument or %zu bytes of room, %zu needed", cap,
+				  gv_out_bytes(&t));
+	return gv_apply(&t, img, len, epoch, index, key, out, box);
+}
+
+int gf_transform_image(const struct gf_feature *ft, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+		       uint8_t *row)
+{
+	struct grist_vision_box b;
+	int ret = gv_apply(&ft->tf, img, len, epoch, index, ft->key, row + ft->offset, &b);
+
+	if (!ret && ft->box_offset != SIZE_MAX) {
+		int32_t v[5] = { b.top, b.left, b.height, b.width, b.flipped };
+
+		memcpy(row + ft->box_offset, v, sizeof(v));
+	}
+	return ret;
+}

@@ -1,0 +1,144 @@
+/* The vision transforms' internals: resize, the crop sampler, JPEG region decode (grist/vision.h). */
+#ifndef GRIST_VISION_INTERNAL_H
+#define GRIST_VISION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/vision.h"
+
+/* ---- resize (vision_resize.c) ---- */
+
+/*
+ * Resize @src (@sh x @sw x @c uint8, rows @sstride bytes apart) to @dst (@dh x @dw x @c,
+ * rows @dstride apart) as Pillow's Image.resize does (ImagingResample, 8 bits per
+ * channel): horizontal pass first over the rows the vertical pass needs, each pass
+ * skipped when its size does not change. @c is 1 to 4. Return: 0 or -ENOMEM / -EINVAL.
+ */
+int gv_resize(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint8_t *dst, uint32_t dh,
+	      uint32_t dw, size_t dstride, enum grist_vision_interp interp);
+/*
+ * The same, of an output of @full_h x @full_w only the window of @dh x @dw at (@y0, @x0):
+ * Pillow's resize then crop (torchvision's Resize then CenterCrop) without the rest.
+ */
+int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		     uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		     enum grist_vision_interp interp);
+/* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
+int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		   enum grist_vision_interp interp, bool simd);
+
+/* vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical output row. */
+void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
+		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
+		       size_t dstride);
+void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
+/* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
+void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);
+/* Whether the AVX2 paths run here (built for and supported by the CPU). */
+bool gv_have_avx2(void);
+
+/* ---- the generator and the samplers (vision_sample.c) ---- */
+
+/* A counter-based stream: draw k of a key is a pure function of (key, k). */
+struct gv_stream {
+	uint64_t key;
+	uint64_t n;
+};
+void gv_stream_init(struct gv_stream *s, uint64_t seed, uint64_t epoch, uint64_t index, const char *key);
+/* The next uniform double in [0, 1) (53 bits). */
+double gv_uniform(struct gv_stream *s);
+
+/* Where the sampler's uniforms come from: a stream, or (tests) a list of injected values. */
+struct gv_draws {
+	struct gv_stream *stream;
+	const double *list;
+	size_t n, at;
+};
+/* The next uniform; an exhausted list gives 0. */
+double gv_draw(struct gv_draws *d);
+
+/*
+ * torchvision's RandomResizedCrop.get_params on an @h x @w image with uniforms from @d:
+ * per attempt, area = u1, log aspect = u2 (each scaled into its range), then top = u3 and
+ * left = u4 as floor(u x (H - h + 1)) when the box fits. Sets the box's top, left, height, width.
+ */
+void gv_rrc_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], struct gv_draws *d,
+		   struct grist_vision_box *box);
+/*
+ * TF's sample_distorted_bounding_box with the whole image as its one box (see grist/vision.h),
+ * uniforms from @d: per attempt the aspect (RandFloat), the height (Uniform), then y and x
+ * (Uniform: floor(u x n)). Sets the box; false when every attempt failed (the whole image).
+ */
+bool gv_tf_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], double min_covered,
+		  struct gv_draws *d, struct grist_vision_box *box);
+/* CENTER_CROP's box in source pixels (see grist/vision.h). */
+void gv_center_params(const struct grist_vision_transform *t, uint32_t h, uint32_t w, struct grist_vision_box *box);
+/* CENTER_CROP with resize: the size torchvision's Resize(resize) gives an @h x @w image. */
+void gv_center_resized(const struct grist_vision_transform *t, uint32_t h, uint32_t w, uint32_t *nh, uint32_t *nw);
+/* grist_vision_box() on a loaded transform. */
+int gv_box(const struct grist_vision_transform *t, uint32_t height, uint32_t width, uint64_t epoch, uint64_t index,
+	   const char *key, struct grist_vision_box *box);
+/* Python's round(): to nearest, ties to even. */
+double gv_round_half_even(double x);
+/* A transform read from a caller (sized), its zero fields given their defaults, checked. -EINVAL + message. */
+int gv_transform_load(struct grist_vision_transform *dst, const struct grist_vision_transform *src);
+
+/* ---- EXIF orientation (vision_exif.c) ---- */
+
+/* A JPEG's EXIF orientation, 1 to 8 (1 when absent or unreadable). */
+uint32_t gv_jpeg_orientation(const uint8_t *p, size_t len);
+/* Where box @d of the image as displayed (orientation @o) lies in the stored @h x @w image. */
+void gv_orient_region(uint32_t o, uint32_t h, uint32_t w, const struct grist_vision_box *d,
+		      struct grist_vision_box *s);
+/* @src (stored, @sh x @sw x @c, rows @sstride apart) turned as displayed into @dst (packed). */
+void gv_orient_pixels(uint32_t o, const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c,
+		      uint8_t *dst);
+
+/* ---- one image (vision.c) ---- */
+
+/* Bytes of one output image of a loaded transform. */
+size_t gv_out_bytes(const struct grist_vision_transform *t);
+/* grist_vision_apply() on a loaded transform; @out holds gv_out_bytes(). */
+int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
+	     const char *key, void *out, struct grist_vision_box *box);
+
+/* ---- JPEG region decode (vision_jpeg.c) ---- */
+
+/* What a JPEG header says, read before anything is allocated. */
+struct gv_jpeg_info {
+	uint32_t width, height;
+	uint32_t components;   /* 1 gray, 3 color, 4 CMYK / YCCK */
+	bool progressive;
+};
+int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info);
+/*
+ * The same in two steps on this thread's decompressor: open reads the header (and leaves
+ * the decompressor holding it), read_region decodes and releases it; close releases it
+ * without decoding (NULL is fine). Between them no other JPEG may be opened on this thread.
+ */
+struct gv_jpeg;
+int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info);
+int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+			bool gray_out, uint8_t *dst, size_t pitch);
+/*
+ * Fast mode: the image decoded at 1/@denom scale (1, 2, 4 or 8) with the fast IDCT and no
+ * fancy upsampling; the region is in scaled pixels, inside gv_jpeg_scaled()'s size.
+ */
+int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
+			     uint32_t width, uint8_t *dst, size_t pitch);
+/* The size libjpeg gives the open image at 1/@denom scale: ceil(side / denom). */
+void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h, uint32_t *w);
+void gv_jpeg_close(struct gv_jpeg *j);
+/*
+ * Decode rows [top, top + height) and columns [left, left + width) of a JPEG as RGB (or
+ * gray, @gray_out, for a 1-component file) into @dst, rows @pitch bytes apart: ISLOW IDCT,
+ * fancy upsampling, the pixels a full decode then crop gives. @scan_limit bounds a
+ * progressive file's scans (-EFBIG past it). A libjpeg warning (damaged data) is an error.
+ */
+int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
+			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit);
+
+#endif

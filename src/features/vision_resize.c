@@ -1,0 +1,306 @@
+/*
+ * Resize of Pillow's quality and to its level: ImagingResample (src/libImaging/Resample.c)
+ * for 8-bit images, reproduced step for step so a model trained on Pillow's pixels sees
+ * the same ones.
+ *
+ * - The filter's support widens by the downscale factor (antialiasing): a 1000 -> 224
+ *   bilinear pass averages about 9 source pixels per output pixel, not 2.
+ * - Coefficients are computed in double exactly as Pillow computes them (centre at
+ *   (x + 0.5) x scale, bounds rounded by (int)(v + 0.5), weights normalized to sum 1),
+ *   then turned into 22-bit fixed point with Pillow's rounding; accumulation starts at
+ *   half a unit and the result is shifted and clamped. Any other order of operations or
+ *   float accumulation differs from Pillow by a level here and there.
+ * - The horizontal pass runs first, over only the rows the vertical pass reads, into a
+ *   uint8 intermediate; a pass whose size does not change is skipped. Both as Pillow.
+ *   Pillow's Image.resize puts the vertical pass first for an image more than 100 times
+ *   as tall as wide whose height shrinks; so does this.
+ *
+ * FMA contraction would change the doubles (GCC contracts only with -ffp-contract=fast,
+ * not the default in ISO C mode): keep this file free of -ffast-math.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "grist_config.h"
+#include "features/vision_internal.h"
+
+#define PRECISION_BITS (32 - 8 - 2)
+
+struct filter {
+	double (*fn)(double x);
+	double support;
+};
+
+static double bilinear_filter(double x)
+{
+	if (x < 0.0)
+		x = -x;
+	if (x < 1.0)
+		return 1.0 - x;
+	return 0.0;
+}
+
+static double bicubic_filter(double x)
+{
+	const double a = -0.5;
+
+	if (x < 0.0)
+		x = -x;
+	if (x < 1.0)
+		return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+	if (x < 2.0)
+		return (((x - 5) * x + 8) * x - 4) * a;
+	return 0.0;
+}
+
+static const struct filter filters[] = {
+	[GRIST_VISION_BILINEAR] = { bilinear_filter, 1.0 },
+	[GRIST_VISION_BICUBIC] = { bicubic_filter, 2.0 },
+};
+
+/* One axis: for each output index, the first source index, the tap count and ksize fixed-point weights. */
+struct coeffs {
+	uint32_t ksize;
+	int32_t *bounds; /* 2 per output: xmin, count */
+	int32_t *k;      /* ksize per output */
+};
+
+static void coeffs_free(struct coeffs *c)
+{
+	free(c->bounds);
+	free(c->k);
+}
+
+/*
+ * Pillow's precompute_coeffs() then normalize_coeffs_8bpc(), for in0 = 0, in1 = @in_size, an
+ * output of @full samples of which only [@first, @first + @out_size) are wanted.
+ */
+static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t out_size, const struct filter *f,
+		       struct coeffs *c)
+{
+	double scale = (double)in_size / full, filterscale = scale < 1.0 ? 1.0 : scale;
+	double support = f->support * filterscale, *pre;
+	size_t ksize = (size_t)ceil(support) * 2 + 1;
+
+	c->ksize = (uint32_t)ksize;
+	c->bounds = malloc(2 * sizeof(int32_t) * out_size);
+	c->k = malloc(sizeof(int32_t) * ksize * out_size);
+	pre = malloc(sizeof(double) * ksize);
+	if (!c->bounds || !c->k || !pre) {
+		free(pre);
+		coeffs_free(c);
+		return grist_fail(-ENOMEM, "resize: out of memory for %u x %zu coefficients", out_size, ksize);
+	}
+	for (uint32_t xx = 0; xx < out_size; xx++) {
+		double center = (first + xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5), x;
+		int32_t *k = c->k + (size_t)xx * ksize;
+
+		if (xmin < 0)
+			xmin = 0;
+		if (xmax > (int)in_size)
+			xmax = (int)in_size;
+		xmax -= xmin;
+		for (x = 0; x < xmax; x++) {
+			double w = f->fn((x + xmin - center + 0.5) * ss);
+
+			pre[x] = w;
+			ww += w;
+		}
+		for (x = 0; x < xmax; x++)
+			if (ww != 0.0)
+				pre[x] /= ww;
+		for (x = 0; x < (int)ksize; x++) {
+			double v = x < xmax ? pre[x] : 0.0;
+
+			k[x] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS)) :
+				       (int32_t)(0.5 + v * (1 << PRECISION_BITS));
+		}
+		c->bounds[2 * xx] = xmin;
+		c->bounds[2 * xx + 1] = xmax;
+	}
+	free(pre);
+	return 0;
+}
+
+static inline uint8_t clip8(int32_t v)
+{
+	v >>= PRECISION_BITS;
+	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
+}
+
+/* AVX2 where the library was built for it and the CPU has it (the same integers either way). */
+bool gv_have_avx2(void)
+{
+#if GRIST_HAVE_VISION_AVX2
+	return __builtin_cpu_supports("avx2");
+#else
+	return false;
+#endif
+}
+
+/* Rows [y0, y0 + rows) of @src (@sw pixels wide), each resized horizontally into a row of @dst. */
+static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, uint32_t y0, uint32_t rows,
+			    const struct coeffs *co, uint32_t dw, uint8_t *dst, size_t dstride, bool simd)
+{
+#if GRIST_HAVE_VISION_AVX2
+	if (c == 3 && simd) {
+		gv_hpass_rgb_avx2(src, sstride, sw, y0, rows, co->bounds, co->k, co->ksize, dw, dst, dstride);
+		return;
+	}
+#endif
+	(void)sw;
+	for (uint32_t y = 0; y < rows; y++) {
+		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
+		uint8_t *out = dst + (size_t)y * dstride;
+
+		for (uint32_t xx = 0; xx < dw; xx++) {
+			const int32_t *k = co->k + (size_t)xx * co->ksize;
+			const uint8_t *p = in + (size_t)co->bounds[2 * xx] * c;
+			int32_t n = co->bounds[2 * xx + 1];
+
+			if (c == 3) {
+				int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+
+				for (int32_t x = 0; x < n; x++, p += 3) {
+					s0 += p[0] * k[x];
+					s1 += p[1] * k[x];
+					s2 += p[2] * k[x];
+				}
+				out[3 * xx] = clip8(s0);
+				out[3 * xx + 1] = clip8(s1);
+				out[3 * xx + 2] = clip8(s2);
+			} else {
+				for (uint32_t ch = 0; ch < c; ch++) {
+					int32_t s = 1 << (PRECISION_BITS - 1);
+
+					for (int32_t x = 0; x < n; x++)
+						s += p[(size_t)x * c + ch] * k[x];
+					out[(size_t)xx * c + ch] = clip8(s);
+				}
+			}
+		}
+	}
+}
+
+/* Every output row: a weighted sum of source rows, element by element (vectorizes). */
+static void pass_vertical(const uint8_t *src, size_t sstride, size_t row_bytes, const struct coeffs *co,
+			  uint32_t dh, int32_t shift, uint8_t *dst, size_t dstride, int32_t *acc, bool avx2)
+{
+	for (uint32_t yy = 0; yy < dh; yy++) {
+		const int32_t *k = co->k + (size_t)yy * co->ksize;
+		int32_t ymin = co->bounds[2 * yy] - shift, n = co->bounds[2 * yy + 1];
+		uint8_t *out = dst + (size_t)yy * dstride;
+
+#if GRIST_HAVE_VISION_AVX2
+		if (avx2) {
+			gv_vrow_avx2(src + (size_t)ymin * sstride, sstride, n, k, row_bytes, out);
+			continue;
+		}
+#endif
+		(void)avx2;
+		for (size_t i = 0; i < row_bytes; i++)
+			acc[i] = 1 << (PRECISION_BITS - 1);
+		for (int32_t y = 0; y < n; y++) {
+			const uint8_t *in = src + (size_t)(ymin + y) * sstride;
+			int32_t w = k[y];
+
+			for (size_t i = 0; i < row_bytes; i++)
+				acc[i] += in[i] * w;
+		}
+		for (size_t i = 0; i < row_bytes; i++)
+			out[i] = clip8(acc[i]);
+	}
+}
+
+int gv_resize(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint8_t *dst, uint32_t dh,
+	      uint32_t dw, size_t dstride, enum grist_vision_interp interp)
+{
+	return gv_resize_window(src, sh, sw, sstride, c, dh, dw, 0, 0, dst, dh, dw, dstride, interp);
+}
+
+int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		     uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		     enum grist_vision_interp interp)
+{
+	return gv_resize_with(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride, interp,
+			      gv_have_avx2());
+}
+
+int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		   enum grist_vision_interp interp, bool simd)
+{
+	bool need_h = full_w != sw, need_v = full_h != sh;
+	struct coeffs ch = { 0 }, cv = { 0 };
+	const struct filter *f;
+	uint8_t *tmp = NULL;
+	int32_t *acc = NULL;
+	int ret = 0;
+
+	if (!sh || !sw || !dh || !dw || c < 1 || c > 4 || (unsigned)interp > GRIST_VISION_BICUBIC ||
+	    y0 > full_h || dh > full_h - y0 || x0 > full_w || dw > full_w - x0)
+		return grist_fail(-EINVAL, "resize: %ux%ux%u to %ux%u (window %ux%u at %u, %u): bad size or filter", sh,
+				  sw, c, full_h, full_w, dh, dw, y0, x0);
+	f = &filters[interp];
+	if (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh) {
+		/*
+		 * Image.resize (Image.py, Pillow 12) runs an image taller than 100 x its width
+		 * whose height shrinks as two resizes, the vertical one first: so does this.
+		 */
+		tmp = malloc((size_t)dh * sw * c);
+		if (!tmp)
+			return grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, sw);
+		ret = gv_resize_with(src, sh, sw, sstride, c, full_h, sw, y0, 0, tmp, dh, sw, (size_t)sw * c, interp,
+				     simd);
+		if (!ret)
+			ret = gv_resize_with(tmp, dh, sw, (size_t)sw * c, c, dh, full_w, 0, x0, dst, dh, dw, dstride, interp,
+					     simd);
+		free(tmp);
+		return ret;
+	}
+	if (!need_h && !need_v) {
+		for (uint32_t y = 0; y < dh; y++)
+			memcpy(dst + (size_t)y * dstride, src + (size_t)(y0 + y) * sstride + (size_t)x0 * c, (size_t)dw * c);
+		return 0;
+	}
+	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, &ch))) ||
+	    (need_v && (ret = coeffs_make(sh, full_h, y0, dh, f, &cv))))
+		goto out;
+	if (!need_h)
+		src += (size_t)x0 * c; /* the window's columns, unresized */
+	if (!need_v) {
+		pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, dst, dstride, simd);
+		goto out;
+	}
+	acc = malloc(sizeof(int32_t) * dw * c);
+	if (!acc) {
+		ret = grist_fail(-ENOMEM, "resize: out of memory");
+		goto out;
+	}
+	if (need_h) {
+		/* only the source rows the vertical pass reads: [first, last) */
+		uint32_t first = (uint32_t)cv.bounds[0];
+		uint32_t last = (uint32_t)(cv.bounds[2 * dh - 2] + cv.bounds[2 * dh - 1]);
+		size_t row = (size_t)dw * c;
+
+		tmp = malloc(row * (last - first));
+		if (!tmp) {
+			ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", last - first, dw);
+			goto out;
+		}
+		pass_horizontal(src, sstride, sw, c, first, last - first, &ch, dw, tmp, row, simd);
+		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, dst, dstride, acc, simd);
+	} else {
+		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, dst, dstride, acc, simd);
+	}
+out:
+	free(tmp);
+	free(acc);
+	coeffs_free(&ch);
+	coeffs_free(&cv);
+	return ret;
+}

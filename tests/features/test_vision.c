@@ -1,0 +1,573 @@
+/*
+ * Vision transforms (grist/vision.h) in C, under the sanitizers: the region decode against
+ * TurboJPEG's full decode of the same files (made here by TurboJPEG's encoder), the C API's
+ * checks, hostile headers refused before allocation, and a transformed feature in a row.
+ * The comparisons with Pillow and torchvision live in tests/python/test_vision.py.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <turbojpeg.h>
+
+#include "helpers.h"
+#include "features/vision_internal.h"
+#include "grist/features.h"
+#include "grist/format.h"
+#include "grist/loader.h"
+#include "grist/vision.h"
+
+/* A smooth RGB image with noise, @h x @w, deterministic. */
+static uint8_t *photo(int h, int w, uint64_t seed)
+{
+	uint8_t *p = malloc((size_t)h * w * 3), *noise = malloc((size_t)h * w * 3);
+
+	assert_non_null(p);
+	assert_non_null(noise);
+	t_fill(noise, (size_t)h * w * 3, seed);
+	for (int y = 0; y < h; y++)
+		for (int x = 0; x < w; x++)
+			for (int c = 0; c < 3; c++) {
+				double v = 127 + 90 * sin(x / (3.0 + 5 * c) + y / 7.0) + (noise[(y * w + x) * 3 + c] % 40) - 20;
+
+				p[(y * w + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+			}
+	free(noise);
+	return p;
+}
+
+/* TurboJPEG's encoding of @px; @gray makes a one-component file. */
+static uint8_t *encode(const uint8_t *px, int h, int w, int subsamp, int flags, unsigned long *len)
+{
+	tjhandle t = tjInitCompress();
+	unsigned char *out = NULL;
+	uint8_t *copy;
+
+	assert_non_null(t);
+	assert_int_equal(tjCompress2(t, px, w, 0, h, TJPF_RGB, &out, len, subsamp, 88, flags), 0);
+	copy = malloc(*len);
+	memcpy(copy, out, *len);
+	tjFree(out);
+	tjDestroy(t);
+	return copy;
+}
+
+static uint8_t *full_decode(const uint8_t *jpg, unsigned long len, int h, int w, int pf)
+{
+	tjhandle t = tjInitDecompress();
+	uint8_t *out = malloc((size_t)h * w * tjPixelSize[pf]);
+
+	assert_int_equal(tjDecompress2(t, jpg, len, out, w, 0, h, pf, 0), 0);
+	tjDestroy(t);
+	return out;
+}
+
+static void test_region_equals_full_decode(void **state)
+{
+	static const int subsamps[] = { TJSAMP_444, TJSAMP_422, TJSAMP_420, TJSAMP_440, TJSAMP_GRAY };
+	static const int sizes[][2] = { { 77, 123 }, { 64, 64 }, { 250, 17 }, { 33, 301 } };
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(subsamps) / sizeof(subsamps[0]); s++) {
+		for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+			for (int prog = 0; prog < 2; prog++) {
+				int h = sizes[z][0], w = sizes[z][1], gray = subsamps[s] == TJSAMP_GRAY;
+				uint8_t *px = photo(h, w, 7 + s + z), *jpg, *full;
+				unsigned long len;
+				size_t ch = gray ? 1 : 3;
+				uint32_t crops[][4] = { { 0, 0, (uint32_t)h, (uint32_t)w }, { 0, 0, 1, 1 },
+							{ (uint32_t)h - 1, (uint32_t)w - 1, 1, 1 },
+							{ 3, 5, (uint32_t)h - 4, (uint32_t)w - 9 },
+							{ (uint32_t)h / 2, 16, (uint32_t)h - h / 2, (uint32_t)w - 16 },
+							{ 1, (uint32_t)w / 3, 9, 1 } };
+
+				jpg = encode(px, h, w, subsamps[s], prog ? TJFLAG_PROGRESSIVE : 0, &len);
+				full = full_decode(jpg, len, h, w, gray ? TJPF_GRAY : TJPF_RGB);
+				for (size_t k = 0; k < sizeof(crops) / sizeof(crops[0]); k++) {
+					uint32_t top = crops[k][0], left = crops[k][1], ch_ = crops[k][2], cw = crops[k][3];
+					uint8_t *got = malloc((size_t)ch_ * cw * ch);
+
+					if (left + cw > (uint32_t)w)
+						cw = (uint32_t)w - left;
+					assert_int_equal(gv_jpeg_decode_region(jpg, len, top, left, ch_, cw, gray, got, cw * ch,
+									       500), 0);
+					for (uint32_t y = 0; y < ch_; y++)
+						assert_memory_equal(got + (size_t)y * cw * ch,
+								    full + ((size_t)(top + y) * w + left) * ch, cw * ch);
+					free(got);
+				}
+				free(px);
+				free(jpg);
+				free(full);
+			}
+		}
+	}
+}
+
+/* A JPEG whose SOF says @h x @w (the first SOF0/SOF2 marker patched). */
+static void patch_size(uint8_t *jpg, unsigned long len, uint16_t h, uint16_t w)
+{
+	for (unsigned long i = 2; i + 9 < len; i++) {
+		if (jpg[i] == 0xff && (jpg[i + 1] == 0xc0 || jpg[i + 1] == 0xc2)) {
+			jpg[i + 5] = (uint8_t)(h >> 8);
+			jpg[i + 6] = (uint8_t)h;
+			jpg[i + 7] = (uint8_t)(w >> 8);
+			jpg[i + 8] = (uint8_t)w;
+			return;
+		}
+	}
+	fail_msg("no SOF marker");
+}
+
+static void test_bad_images(void **state)
+{
+	struct grist_vision_transform t;
+	uint8_t *px = photo(40, 48, 3), *jpg, out[16 * 16 * 3];
+	unsigned long len;
+	struct grist_vision_box box;
+
+	(void)state;
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = t.out_width = 16;
+	jpg = encode(px, 40, 48, TJSAMP_420, 0, &len);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), &box), 0);
+	assert_true(box.top >= 0 && box.top + box.height <= 40 && box.left + box.width <= 48);
+
+	/* a header claiming 60000 x 60000 is refused before anything is allocated */
+	patch_size(jpg, len, 60000, 60000);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "max_pixels"));
+	/* a size within max_pixels that the data does not fill: an error, not gray rows */
+	patch_size(jpg, len, 2000, 1500);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), -EBADMSG);
+	patch_size(jpg, len, 0, 48);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), -EBADMSG);
+	patch_size(jpg, len, 40, 48);
+	/* truncated, a wrong marker, no image at all */
+	assert_int_equal(grist_vision_apply(&t, jpg, len / 2, 0, 1, "image", out, sizeof(out), NULL), -EBADMSG);
+	jpg[3] = 0x01;
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), -EBADMSG);
+	assert_int_equal(grist_vision_apply(&t, (const uint8_t *)"GIF89a", 6, 0, 1, "image", out, sizeof(out), NULL),
+			 -EBADMSG);
+	assert_int_equal(grist_vision_apply(&t, jpg, 0, 0, 1, "image", out, sizeof(out), NULL), -EBADMSG);
+	free(jpg);
+
+	/* a progressive file past the scan limit */
+	jpg = encode(px, 40, 48, TJSAMP_420, TJFLAG_PROGRESSIVE, &len);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), 0);
+	t.scan_limit = 2;
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 1, "image", out, sizeof(out), NULL), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "scan limit"));
+	free(jpg);
+	free(px);
+}
+
+/* CMYK (TurboJPEG writes it as Adobe does) and fast mode at every scale, for the sanitizers. */
+static void test_cmyk_and_fast(void **state)
+{
+	uint8_t *px = photo(300, 420, 5), *cmyk = malloc(300 * 420 * 4), *jpg, *full, *got;
+	tjhandle tc = tjInitCompress();
+	unsigned char *out = NULL;
+	unsigned long len = 0;
+	struct grist_vision_transform t;
+	uint8_t o[48 * 40 * 3];
+
+	(void)state;
+	for (size_t i = 0; i < 300 * 420; i++)
+		for (int c = 0; c < 4; c++)
+			cmyk[i * 4 + c] = (uint8_t)(c < 3 ? 255 - px[i * 3 + c] : px[i * 3] / 4);
+	assert_int_equal(tjCompress2(tc, cmyk, 420, 0, 300, TJPF_CMYK, &out, &len, TJSAMP_420, 90, 0), 0);
+	/* the region equals the full decode's crop, CMYK converted to RGB the same way */
+	full = malloc(300 * 420 * 3);
+	got = malloc(100 * 77 * 3);
+	assert_int_equal(gv_jpeg_decode_region(out, len, 0, 0, 300, 420, false, full, 420 * 3, 500), 0);
+	assert_int_equal(gv_jpeg_decode_region(out, len, 101, 33, 100, 77, false, got, 77 * 3, 500), 0);
+	for (int y = 0; y < 100; y++)
+		assert_memory_equal(got + y * 77 * 3, full + ((101 + y) * 420 + 33) * 3, 77 * 3);
+	tjFree(out);
+	tjDestroy(tc);
+	free(cmyk);
+	free(full);
+	free(got);
+
+	grist_vision_transform_init(&t);
+	t.out_height = 48;
+	t.out_width = 40;
+	t.decode = GRIST_VISION_DECODE_FAST;
+	jpg = encode(px, 300, 420, TJSAMP_420, 0, &len);
+	for (int op = GRIST_VISION_RANDOM_RESIZED_CROP; op <= GRIST_VISION_RESIZE; op++) {
+		t.op = (enum grist_vision_op)op;
+		t.resize = 64;
+		for (uint64_t i = 0; i < 20; i++)
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", o, sizeof(o), NULL), 0);
+	}
+	/* float32 HWC, flipped: emit()'s vector path on odd widths */
+	{
+		float fo[17 * 23 * 3];
+
+		t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+		t.out_height = 17;
+		t.out_width = 23;
+		t.normalize = true;
+		t.flip = 1.0;
+		t.decode = GRIST_VISION_DECODE_EXACT;
+		for (uint64_t i = 0; i < 10; i++)
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", fo, sizeof(fo), NULL), 0);
+	}
+	free(jpg);
+	free(px);
+}
+
+/* The EXIF reader on every truncation and corruption of an APP1 block: 6, or 1, never a bad read. */
+static void test_exif_reader(void **state)
+{
+	static const uint8_t le[] = {
+		0xff, 0xd8, 0xff, 0xe1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
+		'I', 'I', 0x2a, 0x00, 0x08, 0x00, 0x00, 0x00,             /* TIFF, IFD0 at 8 */
+		0x01, 0x00,                                                 /* one entry */
+		0x12, 0x01, 0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0xff, 0xda };
+	static const uint8_t be[] = {
+		0xff, 0xd8, 0xff, 0xe0, 0x00, 0x04, 0x00, 0x00,             /* an APP0 first */
+		0xff, 0xe1, 0x00, 0x22, 'E', 'x', 'i', 'f', 0, 0,
+		'M', 'M', 0x00, 0x2a, 0x00, 0x00, 0x00, 0x08,
+		0x00, 0x01,
+		0x01, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x01, 0x00, 0x08, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x00, 0xff, 0xda };
+	uint8_t buf[sizeof(be)];
+
+	(void)state;
+	assert_int_equal(gv_jpeg_orientation(le, sizeof(le)), 6);
+	assert_int_equal(gv_jpeg_orientation(be, sizeof(be)), 8);
+	for (size_t n = 0; n < sizeof(le); n++) {
+		uint8_t *cut = malloc(n ? n : 1); /* exactly n bytes, so ASan sees a read past them */
+
+		memcpy(cut, le, n);
+		assert_true(gv_jpeg_orientation(cut, n) == 1 || n >= sizeof(le) - 2);
+		free(cut);
+	}
+	for (size_t i = 0; i < sizeof(be); i++) {
+		for (int v = 0; v < 256; v += 51) {
+			uint32_t o;
+
+			memcpy(buf, be, sizeof(be));
+			buf[i] = (uint8_t)v;
+			o = gv_jpeg_orientation(buf, sizeof(buf));
+			assert_true(o >= 1 && o <= 8);
+		}
+	}
+}
+
+static void test_transform_checks(void **state)
+{
+	struct grist_vision_transform t, bad;
+	struct { struct grist_vision_transform t; uint64_t extra; } longer;
+	struct grist_vision_box a, b;
+
+	(void)state;
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = t.out_width = 224;
+	t.flip = 0.5;
+	assert_int_equal(grist_vision_out_bytes(&t), 224 * 224 * 3);
+	t.normalize = true;
+	assert_int_equal(grist_vision_out_bytes(&t), 224 * 224 * 3 * 4); /* float32 by default */
+	t.normalize = false;
+	/* the same keys, the same box; the box inside the image */
+	assert_int_equal(grist_vision_box(&t, 375, 500, 2, 7, "image", &a), 0);
+	assert_int_equal(grist_vision_box(&t, 375, 500, 2, 7, "image", &b), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_true(a.top >= 0 && a.left >= 0 && a.top + a.height <= 375 && a.left + a.width <= 500);
+	assert_int_equal(grist_vision_box(&t, 375, 500, 2, 7, "label", &b), 0);
+	assert_memory_not_equal(&a, &b, sizeof(a));
+
+	bad = t;
+	bad.op = 9;
+	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), -EINVAL);
+	bad = t;
+	bad.out_width = 0;
+	assert_int_equal(grist_vision_out_bytes(&bad), 0);
+	bad = t;
+	bad.scale[0] = 0.5, bad.scale[1] = 0.2;
+	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), -EINVAL);
+	bad = t;
+	bad.flip = 1.5;
+	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), -EINVAL);
+	bad = t;
+	bad.op = GRIST_VISION_CENTER_CROP;
+	bad.resize = 100;
+	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), -EINVAL);
+	assert_int_equal(grist_vision_box(&t, 0, 10, 0, 0, "k", &a), -EINVAL);
+	/* a newer caller's longer struct: refused only when its extra bytes are set */
+	longer.t = t;
+	longer.t.size = sizeof(longer);
+	longer.extra = 0;
+	assert_int_equal(grist_vision_box(&longer.t, 10, 10, 0, 0, "k", &a), 0);
+	longer.extra = 1;
+	assert_int_equal(grist_vision_box(&longer.t, 10, 10, 0, 0, "k", &a), -E2BIG);
+	/* bfloat16 is a transform's output, never a feature's own dtype or an encoded value */
+	{
+		struct grist_features *f;
+		struct grist_example_encoder *e;
+		uint16_t v = 0x3f80;
+
+		assert_int_equal(grist_features_create(&f), 0);
+		assert_int_equal(grist_features_add(f, "x", GRIST_WIRE_FLOAT, GRIST_DTYPE_BFLOAT16, NULL, 0), -EINVAL);
+		grist_features_destroy(f);
+		assert_int_equal(grist_example_encoder_create(&e), 0);
+		grist_example_begin(e);
+		assert_int_equal(grist_example_add_typed(e, "x", GRIST_DTYPE_BFLOAT16, &v, 1), -EINVAL);
+		grist_example_encoder_destroy(e);
+		bad = t;
+		bad.dtype = GRIST_DTYPE_BFLOAT16;
+		bad.normalize = true;
+		assert_int_equal(grist_vision_out_bytes(&bad), 224 * 224 * 3 * 2);
+	}
+	/* an older caller's shorter struct: the missing fields read as their defaults */
+	bad = t;
+	bad.size = offsetof(struct grist_vision_transform, seed);
+	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), 0);
+}
+
+/* An Example of one JPEG (or bytes) under "image" and a label. */
+static const uint8_t *example(struct grist_example_encoder *e, const uint8_t *img, size_t len, size_t *out_len)
+{
+	const uint8_t *data;
+	int64_t label = 3;
+
+	grist_example_begin(e);
+	assert_int_equal(grist_example_add_bytes(e, "image", img, (uint64_t[]){ 0, len }, 1), 0);
+	assert_int_equal(grist_example_add_int64s(e, "label", &label, 1), 0);
+	assert_int_equal(grist_example_finish(e, &data, out_len), 0);
+	return data;
+}
+
+static void test_transformed_feature_row(void **state)
+{
+	struct grist_features *f;
+	struct grist_features_decoder *d;
+	struct grist_example_encoder *e;
+	struct grist_vision_transform t;
+	struct grist_feature_column c;
+	struct grist_vision_box box;
+	uint8_t *px = photo(50, 70, 9), *jpg, *row, *want;
+	unsigned long len;
+	const uint8_t *rec;
+	size_t rec_len, row_len;
+	int img, lab;
+
+	(void)state;
+	jpg = encode(px, 50, 70, TJSAMP_420, 0, &len);
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = 12;
+	t.out_width = 20;
+	t.flip = 0.5;
+	t.normalize = true;
+	t.mean[0] = 0.5f;
+	t.std[1] = 0.25f;
+	t.layout = GRIST_VISION_CHW;
+	t.seed = 11;
+	assert_int_equal(grist_features_create(&f), 0);
+	img = grist_features_add(f, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+	lab = grist_features_add(f, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0);
+	assert_true(img >= 0 && lab >= 0);
+	assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE), 0);
+	assert_int_equal(grist_features_set_transform(f, (size_t)lab, &t, true), 0); /* checked at finish */
+	assert_int_equal(grist_features_finish(f), -EINVAL);
+	grist_features_destroy(f);
+
+	assert_int_equal(grist_features_create(&f), 0);
+	img = grist_features_add(f, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+	lab = grist_features_add(f, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0);
+	assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_DECODE, GRIST_DECODE_IMAGE), 0);
+	assert_int_equal(grist_features_set_transform(f, (size_t)img, &t, true), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	grist_feature_column_init(&c);
+	assert_int_equal(grist_feature_column(f, (size_t)img, &c), 0);
+	assert_int_equal(c.dtype, GRIST_DTYPE_FLOAT32);
+	assert_int_equal(c.row_shape[0], 3);
+	assert_int_equal(c.row_shape[1], 12);
+	assert_int_equal(c.row_shape[2], 20);
+	assert_int_equal(c.bytes, 3 * 12 * 20 * 4);
+	assert_true(c.box_offset != SIZE_MAX && c.dims_offset == SIZE_MAX);
+	assert_int_equal(grist_features_decoder_create(f, NULL, 0, &d), 0);
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	rec = example(e, jpg, len, &rec_len);
+	row = malloc(grist_features_row_bytes(f));
+	want = malloc(c.bytes);
+	assert_int_equal(grist_features_decode(d, rec, rec_len, 0, 42, row, grist_features_row_bytes(f), &row_len), 0);
+	assert_int_equal(grist_vision_apply(&t, jpg, len, 0, 42, "image", want, c.bytes, &box), 0);
+	assert_memory_equal(row + c.offset, want, c.bytes);
+	assert_memory_equal(row + c.box_offset, &box, sizeof(int32_t) * 5);
+
+	/* a corrupt image: the error names the record and the feature */
+	rec = example(e, jpg, len / 3, &rec_len);
+	assert_int_equal(grist_features_decode(d, rec, rec_len, 0, 42, row, grist_features_row_bytes(f), &row_len),
+			 -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "record 42"));
+	assert_non_null(strstr(grist_last_error(), "feature 'image'"));
+	free(row);
+	free(want);
+	free(jpg);
+	free(px);
+	grist_example_encoder_destroy(e);
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+}
+
+/* A file of @n Examples, each a JPEG of its own size (record @bad, if >= 0, cut short). */
+static void write_photos(const char *path, int n, int bad)
+{
+	struct grist_example_encoder *e;
+	struct grist_writer *w;
+
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	assert_int_equal(grist_writer_open(path, "group_size:2,zstd:1", &w), 0);
+	for (int i = 0; i < n; i++) {
+		int h = 20 + (i * 37) % 90, wd = 24 + (i * 53) % 110;
+		uint8_t *px = photo(h, wd, (uint64_t)i), *jpg;
+		unsigned long len;
+		const uint8_t *rec;
+		size_t rl;
+
+		jpg = encode(px, h, wd, i % 3 ? TJSAMP_420 : TJSAMP_444, i % 4 == 1 ? TJFLAG_PROGRESSIVE : 0, &len);
+		rec = example(e, jpg, i == bad ? len / 2 : len, &rl);
+		assert_int_equal(grist_writer_write(w, rec, rl), 0);
+		free(px);
+		free(jpg);
+	}
+	assert_int_equal(grist_writer_close(w), 0);
+	grist_example_encoder_destroy(e);
+}
+
+/*
+ * Every batch of a loader running the transform, back to back; *err is the loader's end.
+ * With @skipped, bad images are skipped (GRIST_ON_ERROR_SKIP) and *skipped counts them.
+ */
+static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, int *err, uint64_t *skipped)
+{
+	struct grist_features *f;
+	struct grist_features_decoder *d;
+	struct grist_vision_transform t;
+	struct grist_dataset_spec ds = { .paths = &path, .num_paths = 1 };
+	struct grist_loader_config cfg = { .size = sizeof(cfg) };
+	struct grist_loader *l;
+	struct grist_batch *b;
+	uint8_t *all = NULL;
+	size_t at = 0;
+	int img, ret;
+
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = 16;
+	t.out_width = 24;
+	t.flip = 0.5;
+	t.seed = 42;
+	assert_int_equal(grist_features_create(&f), 0);
+	img = grist_features_add(f, "image", GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+	assert_true(grist_features_add(f, "label", GRIST_WIRE_INT64, GRIST_DTYPE_INT64, NULL, 0) > 0);
+	assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_DECODE, GRIST_DECODE_JPEG), 0);
+	assert_int_equal(grist_features_set_transform(f, (size_t)img, &t, true), 0);
+	if (skipped)
+		assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_ON_ERROR, GRIST_ON_ERROR_SKIP), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
+	cfg.datasets = &ds;
+	cfg.num_datasets = 1;
+	cfg.seed = 42;
+	cfg.epochs = 2;
+	cfg.batch_size = 8;
+	cfg.layout = GRIST_LAYOUT_FIXED;
+	cfg.record_bytes = grist_features_row_bytes(f);
+	cfg.map = grist_features_map;
+	cfg.map_ctx = d;
+	cfg.map_id = grist_features_id(f);
+	cfg.threads = threads;
+	assert_int_equal(grist_loader_create(&cfg, &l), 0);
+	while ((ret = grist_loader_next(l, &b)) == 0 && b) {
+		all = realloc(all, at + b->bytes);
+		memcpy(all + at, b->data, b->bytes);
+		at += b->bytes;
+		grist_loader_release(l, b);
+	}
+	*err = ret;
+	grist_loader_destroy(l);
+	if (skipped) {
+		struct grist_feature_skip first[4];
+		size_t n;
+
+		*skipped = grist_features_skipped(d, first, 4, &n);
+		assert_int_equal(n, *skipped < 4 ? *skipped : 4);
+		for (size_t k = 0; k < n; k++) {
+			assert_int_equal(first[k].index, 17);
+			assert_non_null(strstr(first[k].reason, "record 17"));
+		}
+	}
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
+	*total = at;
+	return all;
+}
+
+static void test_loader_threads(void **state)
+{
+	char *dir = t_mkdtemp(), path[512];
+	uint8_t *one, *two;
+	size_t n1, n2;
+	int err;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", t_path(dir, "photos.array_record"));
+	write_photos(path, 29, -1);
+	one = run_loader(path, 1, &n1, &err, NULL);
+	assert_int_equal(err, 0);
+	two = run_loader(path, 2, &n2, &err, NULL);
+	assert_int_equal(err, 0);
+	assert_true(n1 > 0);
+	assert_int_equal(n1, n2);
+	assert_memory_equal(one, two, n1); /* the same pixels and boxes at any thread count */
+	free(one);
+	free(two);
+
+	/* a corrupt image stops the loader with the file, the record and the feature */
+	write_photos(path, 29, 17);
+	one = run_loader(path, 2, &n1, &err, NULL);
+	assert_int_equal(err, -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "photos.array_record: record 17"));
+	assert_non_null(strstr(grist_last_error(), "feature 'image'"));
+	free(one);
+	/* ...or, skipping, is dropped in both epochs and counted: the same rows at 1 and 2 threads */
+	{
+		uint64_t s1, s2;
+
+		one = run_loader(path, 1, &n1, &err, &s1);
+		assert_int_equal(err, 0);
+		two = run_loader(path, 2, &n2, &err, &s2);
+		assert_int_equal(err, 0);
+		assert_int_equal(s1, 2);
+		assert_int_equal(s2, 2);
+		assert_int_equal(n1, n2);
+		assert_memory_equal(one, two, n1);
+		free(one);
+		free(two);
+	}
+	t_rmtree(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_region_equals_full_decode),
+		cmocka_unit_test(test_bad_images),
+		cmocka_unit_test(test_cmyk_and_fast),
+		cmocka_unit_test(test_exif_reader),
+		cmocka_unit_test(test_transform_checks),
+		cmocka_unit_test(test_transformed_feature_row),
+		cmocka_unit_test(test_loader_threads),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
