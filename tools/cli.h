@@ -148,6 +148,7 @@ int cli_remote_args(int *argc, char ***argv);
 
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
 int cmd_order(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_get(int argc, char **argv);

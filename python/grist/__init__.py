@@ -21,6 +21,7 @@ _logging.getLogger("grist").addHandler(_logging.NullHandler())
 from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
+from . import text  # noqa: E402,F401  (grist.text)
 from ._tfds_meta import is_url as _is_url  # noqa: E402  (the one test for a URL path)
 
 __version__ = _grist.__version__
