@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "grist/error.h"
+#include "grist/loader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,8 @@ struct grist_tokenizer_info {
 				 SentencePiece: the number of pieces */
 	int32_t bos_id, eos_id, pad_id, unk_id; /* SentencePiece's; -1 where the model has none
 						   (always -1 for a ranks file) */
+	uint64_t id;          /* a hash of the file's bytes, the pattern and the special tokens:
+				 what makes the ids (checkpoints of a text loader keep it) */
 };
 
 /** grist_tokenizer_get_info() - what the tokenizer is; writes what fits of @info (sized). */
@@ -159,6 +162,39 @@ GRIST_API int grist_tokenizer_encode_batch(const struct grist_tokenizer *t, cons
 
 /** grist_token_batch_free() - free what grist_tokenizer_encode_batch() filled; zeroes @b. */
 GRIST_API void grist_token_batch_free(struct grist_token_batch *b);
+
+/*
+ * The text stage of a loader: a grist_map_fn (grist/loader.h) that turns each record into
+ * little-endian int32 tokens, for the ragged layout and the packers (pack_token_bytes 4):
+ *   the text (a bytes feature's first value in a tf.train.Example, or the whole record)
+ *   -> ids -> [BOS] + ids + [EOS] -> the first max_length of them (MaxText's TokenizeAndTrim:
+ *   a text longer than max_length loses its EOS).
+ * Errors stop the loader, naming the dataset and record: invalid UTF-8 (-EILSEQ), a record
+ * that is not an Example with the feature (-EBADMSG), more tokens than map_out_max (-EMSGSIZE).
+ */
+struct grist_text_map;
+
+/** Options of grist_text_map_create(): grist_text_map_options_init(), then set what you need. A sized struct. */
+struct grist_text_map_options {
+	size_t size;
+	const struct grist_tokenizer *tokenizer; /* required; must outlive the map */
+	const char *feature;  /* a bytes feature of a tf.train.Example, or NULL: the record is the text */
+	bool add_bos, add_eos;
+	int32_t bos_id, eos_id; /* the ids added (default -1: none; add_* then needs one) */
+	size_t max_length;    /* 0: no trim */
+	unsigned flags;       /* grist_tokenizer_encode()'s */
+};
+
+GRIST_API void grist_text_map_options_init(struct grist_text_map_options *o);
+/** grist_text_map_create() - Return: 0, -EINVAL (no tokenizer, add_bos/add_eos without an id), -ENOMEM. */
+GRIST_API int grist_text_map_create(const struct grist_text_map_options *o, struct grist_text_map **out);
+/** grist_text_map_destroy() - free the map and its contexts; after the loader that used it. NULL is fine. */
+GRIST_API void grist_text_map_destroy(struct grist_text_map *m);
+/** grist_text_map_id() - the map_id a loader config should carry: changes with anything that changes the tokens. */
+GRIST_API uint64_t grist_text_map_id(const struct grist_text_map *m);
+/** grist_text_map() - the grist_map_fn; @ctx is the grist_text_map. Thread-safe, no lock. */
+GRIST_API int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap,
+			     size_t *out_len);
 
 #ifdef __cplusplus
 }

@@ -337,3 +337,111 @@ PyTypeObject gristpy_TokenizerType = {
 	.tp_dealloc = (destructor)tokenizer_dealloc,
 	.tp_methods = tokenizer_methods,
 };
+
+/*
+ * grist._grist.TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1,
+ * max_length=0, allowed_special=False): grist_text_map() for a Loader's _map keyword. It keeps
+ * its Tokenizer alive; map(out_max) gives the capsule, which keeps this object alive.
+ */
+typedef struct {
+	PyObject_HEAD
+	PyObject *tokenizer;
+	struct grist_text_map *m;
+	struct gristpy_map map;
+} TextMapObject;
+
+static void textmap_dealloc(TextMapObject *self)
+{
+	grist_text_map_destroy(self->m);
+	Py_XDECREF(self->tokenizer);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = { "tokenizer", "feature", "add_bos", "add_eos", "bos_id", "eos_id", "max_length",
+				  "allowed_special", NULL };
+	struct grist_text_map_options o;
+	TokenizerObject *tok;
+	const char *feature = NULL;
+	int add_bos = 0, add_eos = 0, allowed = 0, ret;
+	int bos = -1, eos = -1;
+	Py_ssize_t max_length = 0;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|zppiinp:TextMap", kwlist, &gristpy_TokenizerType, &tok, &feature,
+					 &add_bos, &add_eos, &bos, &eos, &max_length, &allowed) ||
+	    tokenizer_check(tok))
+		return -1;
+	if (self->m) {
+		PyErr_SetString(PyExc_ValueError, "TextMap: already made");
+		return -1;
+	}
+	if (max_length < 0) {
+		PyErr_SetString(PyExc_ValueError, "TextMap: max_length must be >= 0");
+		return -1;
+	}
+	grist_text_map_options_init(&o);
+	o.tokenizer = tok->t;
+	o.feature = feature;
+	o.add_bos = add_bos;
+	o.add_eos = add_eos;
+	o.bos_id = bos;
+	o.eos_id = eos;
+	o.max_length = (size_t)max_length;
+	o.flags = allowed ? GRIST_ENCODE_ALLOW_SPECIAL : 0;
+	ret = grist_text_map_create(&o, &self->m);
+	if (ret) {
+		gristpy_raise(ret, NULL);
+		return -1;
+	}
+	Py_INCREF(tok);
+	self->tokenizer = (PyObject *)tok;
+	self->map.fn = grist_text_map;
+	self->map.ctx = self->m;
+	self->map.id = grist_text_map_id(self->m);
+	return 0;
+}
+
+static PyObject *textmap_map(TextMapObject *self, PyObject *arg)
+{
+	Py_ssize_t out_max = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+
+	if (out_max == -1 && PyErr_Occurred())
+		return NULL;
+	if (!self->m || out_max <= 0) {
+		PyErr_SetString(PyExc_ValueError, "TextMap.map: not made, or out_max <= 0");
+		return NULL;
+	}
+	self->map.out_max = (size_t)out_max;
+	return gristpy_map_capsule((PyObject *)self, &self->map);
+}
+
+static PyObject *textmap_get_id(TextMapObject *self, void *closure)
+{
+	(void)closure;
+	return PyLong_FromUnsignedLongLong(self->m ? self->map.id : 0);
+}
+
+static PyMethodDef textmap_methods[] = {
+	{ "map", (PyCFunction)textmap_map, METH_O, "map(out_max) -> the Loader's _map capsule (out_max bytes per record)." },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef textmap_getset[] = {
+	{ "id", (getter)textmap_get_id, NULL, "the map's checkpoint id (grist_text_map_id())", NULL },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject gristpy_TextMapType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "grist._grist.TextMap",
+	.tp_basicsize = sizeof(TextMapObject),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_doc = "TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1, max_length=0,\n"
+		  "allowed_special=False): grist_text_map(); use grist.text.TextSpec with grist.Loader.",
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)textmap_init,
+	.tp_dealloc = (destructor)textmap_dealloc,
+	.tp_methods = textmap_methods,
+	.tp_getset = textmap_getset,
+};

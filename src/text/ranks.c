@@ -87,8 +87,7 @@ uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t 
 	}
 }
 
-/* Read the whole of a regular file, at most RANKS_FILE_MAX bytes. */
-static int read_file(const char *path, uint8_t **out, size_t *len)
+int grist_text_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len)
 {
 	struct stat st;
 	uint8_t *buf;
@@ -97,10 +96,10 @@ static int read_file(const char *path, uint8_t **out, size_t *len)
 
 	if (fd < 0)
 		return fd;
-	if ((uint64_t)st.st_size > RANKS_FILE_MAX) {
+	if ((uint64_t)st.st_size > max) {
 		close(fd);
-		return grist_fail(-EFBIG, "%s: %llu bytes is too large for a ranks file (at most %llu)", path,
-				  (unsigned long long)st.st_size, RANKS_FILE_MAX);
+		return grist_fail(-EFBIG, "%s: %llu bytes is too large for a tokenizer file (at most %llu)", path,
+				  (unsigned long long)st.st_size, (unsigned long long)max);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
@@ -194,9 +193,10 @@ int grist_vocab_load(struct grist_vocab *v, const char *path)
 	int ret;
 
 	memset(v, 0, sizeof(*v));
-	ret = read_file(path, &file, &len);
+	ret = grist_text_read_file(path, RANKS_FILE_MAX, &file, &len);
 	if (ret)
 		return ret;
+	v->file_hash = XXH3_64bits(file, len);
 	for (p = file; p < file + len; p++)
 		lines += *p == '\n';
 	lines++;

@@ -23,6 +23,7 @@ struct grist_vocab {
 	size_t n_tokens;
 	size_t max_len;          /* the longest token, in bytes */
 	uint32_t byte_rank[256]; /* the rank of each single byte, or GRIST_RANK_NONE */
+	uint64_t file_hash;      /* XXH3 of the file's bytes */
 };
 
 /* Load @path's "<base64> <rank>" lines; -EBADMSG naming the line for anything malformed. */
@@ -38,6 +39,9 @@ static inline const uint8_t *grist_vocab_bytes(const struct grist_vocab *v, uint
 	*len = (size_t)(t & 0xffff);
 	return v->arena + (t >> 16);
 }
+
+/* Read a whole regular file of at most @max bytes (malloc'd). */
+int grist_text_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len);
 
 /* A growing array of int32 ids (a context's output). */
 struct grist_ids {

@@ -10,6 +10,7 @@
 #include "common/cpus.h"
 #include "common/error.h"
 #include "text/text_internal.h"
+#include <xxhash.h>
 
 #define SPECIAL_MAX 65536
 #define BATCH_THREADS_MAX 64
@@ -28,6 +29,7 @@ struct grist_tokenizer {
 	size_t n_special;
 	struct grist_spm *spm;
 	uint64_t vocab_size;
+	uint64_t id;
 };
 
 struct grist_tokenizer_ctx {
@@ -161,6 +163,16 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 			goto fail;
 		grist_spm_info(t->spm, &info);
 		t->vocab_size = info.vocab_size;
+		{
+			uint8_t *file;
+			size_t len;
+
+			ret = grist_text_read_file(path, 1ull << 31, &file, &len);
+			if (ret)
+				goto fail;
+			t->id = XXH3_64bits(file, len);
+			free(file);
+		}
 		*out = t;
 		return 0;
 	}
@@ -175,6 +187,18 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 	ret = add_specials(t, &o);
 	if (ret)
 		goto fail;
+	{
+		uint64_t h = 0;
+		const char *pat = o.pattern ? o.pattern : "gpt2";
+
+		h = XXH3_64bits_withSeed(&t->vocab.file_hash, sizeof(t->vocab.file_hash), h);
+		h = XXH3_64bits_withSeed(pat, strlen(pat) + 1, h);
+		for (size_t i = 0; i < t->n_special; i++) {
+			h = XXH3_64bits_withSeed(t->special[i].text, t->special[i].len + 1, h);
+			h = XXH3_64bits_withSeed(&t->special[i].id, sizeof(t->special[i].id), h);
+		}
+		t->id = h;
+	}
 	*out = t;
 	return 0;
 fail:
@@ -201,7 +225,8 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 void grist_tokenizer_get_info(const struct grist_tokenizer *t, struct grist_tokenizer_info *info)
 {
 	struct grist_tokenizer_info in = { .size = sizeof(in), .kind = t->kind, .vocab_size = t->vocab_size,
-					   .bos_id = -1, .eos_id = -1, .pad_id = -1, .unk_id = -1 };
+					   .bos_id = -1, .eos_id = -1, .pad_id = -1, .unk_id = -1,
+					   .id = t->id };
 
 	if (t->spm)
 		grist_spm_info(t->spm, &in);

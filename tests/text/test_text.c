@@ -390,6 +390,55 @@ static void test_bad_sentencepiece(void **state)
 	t_rmtree(dir);
 }
 
+/* The loader's map: [BOS] + ids + [EOS], cut to max_length; errors name the record. */
+static void test_text_map(void **state)
+{
+	char *dir = t_mkdtemp();
+	struct grist_tokenizer *t;
+	struct grist_text_map_options o;
+	struct grist_text_map *m;
+	struct grist_map_input in = { .data = (const uint8_t *)"hello aaaa", .len = 10, .index = 7, .dataset = 1 };
+	uint8_t out[64];
+	size_t len;
+	int32_t v[8];
+
+	(void)state;
+	open_tok(write_ranks(dir, "r.tiktoken", merges, 12), NULL, &t);
+	grist_text_map_options_init(&o);
+	o.tokenizer = t;
+	o.add_bos = true;
+	assert_int_equal(grist_text_map_create(&o, &m), -EINVAL); /* no BOS id */
+	o.bos_id = 1000;
+	o.add_eos = true;
+	o.eos_id = 1001;
+	assert_int_equal(grist_text_map_create(&o, &m), 0);
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), 1);
+	assert_int_equal(len, 5 * 4); /* BOS, "hello", " ", "aaaa", EOS */
+	memcpy(v, out, len);
+	assert_int_equal(v[0], 1000);
+	assert_int_equal(v[1], 256 + 9);
+	assert_int_equal(v[4], 1001);
+	/* the output room bounds it: EMSGSIZE, naming the record */
+	assert_int_equal(grist_text_map(m, &in, out, 8, &len), -EMSGSIZE);
+	assert_non_null(strstr(grist_last_error(), "dataset 1 record 7"));
+	in.data = (const uint8_t *)"a\xff";
+	in.len = 2;
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), -EILSEQ);
+	assert_non_null(strstr(grist_last_error(), "dataset 1 record 7: byte 1: invalid UTF-8"));
+	grist_text_map_destroy(m);
+	/* trimmed to max_length: the EOS is lost; an Example without the feature is an error */
+	o.max_length = 2;
+	o.feature = "text";
+	assert_int_equal(grist_text_map_create(&o, &m), 0);
+	in.data = (const uint8_t *)"";
+	in.len = 0;
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "no feature 'text'"));
+	grist_text_map_destroy(m);
+	grist_tokenizer_close(t);
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +451,7 @@ int main(void)
 		cmocka_unit_test(test_long_runs_linear),
 		cmocka_unit_test(test_batch_threads),
 		cmocka_unit_test(test_bad_sentencepiece),
+		cmocka_unit_test(test_text_map),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
