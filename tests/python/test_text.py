@@ -167,6 +167,8 @@ def test_tekken_ids(files):
     items = texts()
     for pattern in ("tekken", cfg["pattern"]):
         tok = Tokenizer(path, pattern=pattern)
+        if pattern != "tekken":  # the same regex by its string: a few texts suffice
+            items = corpus()[::10] + MULTILINGUAL
         same, diff = compare(tok.encode, enc.encode_ordinary, items)
         print("tekken (%s): %d of %d texts give tiktoken's ids" % (pattern[:10], same, len(items)))
         assert same == len(items), diff
@@ -175,7 +177,7 @@ def test_tekken_ids(files):
 def test_every_code_point(files):
     """Each code point alone and in 4 contexts, against tiktoken: catches Unicode-table drift.
 
-    Every code point of the BMP alone (cl100k); every 31st code point of the whole range in
+    Every code point of the BMP alone (cl100k); every 61st code point of the whole range in
     each context (an offset per pattern: gpt2, cl100k, llama3), to keep CI's time small.
     """
     ranks = load_ranks(files["gpt2.tiktoken"])
@@ -183,8 +185,8 @@ def test_every_code_point(files):
     contexts = [" %s", "%s1", "'%s", "a%s"]
     checked = 0
     for pattern, sample, ctxs in (("cl100k", [c for c in cps if c < 0x10000], ["%s"]),
-                                  ("gpt2", cps[::31], contexts), ("cl100k", cps[10::31], contexts),
-                                  ("llama3", cps[20::31], contexts)):
+                                  ("gpt2", cps[::61], contexts), ("cl100k", cps[20::61], contexts),
+                                  ("llama3", cps[40::61], contexts)):
         enc = tiktoken.Encoding("cp-" + pattern, pat_str=PATTERNS[pattern], mergeable_ranks=ranks, special_tokens={})
         tok = Tokenizer(files["gpt2.tiktoken"], pattern=pattern)
         items = [ctx % chr(c) for c in sample for ctx in ctxs]
@@ -197,7 +199,7 @@ def test_every_code_point(files):
         print("%s: %d of %d code point texts give tiktoken's ids" % (pattern, len(items) - len(bad), len(items)))
         assert not bad, (len(bad), bad[:5])
         checked += len(items)
-    assert checked > 200000
+    assert checked > 150000
 
 
 def test_special_tokens(files):
@@ -241,8 +243,10 @@ def test_sentencepiece_ids(files, unigram, model):
     assert tok.kind == "sentencepiece"
     assert (tok.vocab_size, tok.bos_id, tok.eos_id, tok.pad_id, tok.unk_id) == \
         (sp.get_piece_size(), sp.bos_id(), sp.eos_id(), sp.pad_id(), sp.unk_id())
-    # SentencePiece's own BPE is slow on 100k-character runs: 10k of them here
-    items = [t for t in texts() if len(t) < 100000] + [c * 10000 for c in "a 1!日\n"]
+    # SentencePiece's own BPE is slow on 100k-character runs: 10k of them here. mistral v3 is
+    # the same kind of model as v1: a tenth of the corpus keeps CI's time down.
+    docs = corpus() if model != "mistral-v3.model" else corpus()[::10]
+    items = docs + [t for t in MULTILINGUAL + adversarial() if len(t) < 100000] + [c * 10000 for c in "a 1!日\n"]
     same, diff = compare(tok.encode, sp.encode, items)
     print("%s: %d of %d texts give sentencepiece's ids" % (model, same, len(items)))
     if model != "unigram":
