@@ -193,3 +193,19 @@ def test_bad_records(files, tmp_path):
         TextSpec(tok, mode="chunk")
     with pytest.raises(ValueError, match="outputs"):
         grist.Loader(bad, 2, text=TextSpec(tok), outputs="grain")
+
+
+def test_grain_dataset_and_pickle(files, examples):
+    """grist.grain.LoaderDataset takes text= as any loader option; a pickled TextSpec makes the same batches."""
+    import pickle
+
+    import grist.grain
+    tok = Tokenizer(files["mistral-v1.model"])
+    spec = TextSpec(tok, max_length=64)
+    kw = dict(seed=3, epochs=1, pack="first-fit", pack_length=64, outputs="maxtext")
+    want = run(examples, spec, 4, **{k: v for k, v in kw.items() if k != "outputs"})
+    got = list(grist.grain.LoaderDataset(examples, 4, text=spec, **kw))
+    assert_same(got, want)
+    again = pickle.loads(pickle.dumps(spec))
+    assert repr(again) == repr(spec)
+    assert_same(run(examples, again, 4, **{k: v for k, v in kw.items() if k != "outputs"}), want)
