@@ -11,7 +11,8 @@
 static const char tokenize_usage[] =
 	"usage: grist tokenize --tokenizer FILE [--pattern P] [--lines] [--allowed-special] INPUT...\n\n"
 	"Print the token ids of each INPUT file's text as one JSON array per line.\n"
-	"  --tokenizer FILE   a SentencePiece model (name ends in .model) or a tiktoken ranks file\n"
+	"  --tokenizer FILE   a SentencePiece model (name ends in .model), a tekken JSON (.json) or a\n"
+	"                     tiktoken ranks file\n"
 	"  --pattern P        ranks files: the split pattern, gpt2 (default), cl100k, o200k, llama3, tekken,\n"
 	"                     or the regex string itself\n"
 	"  --lines            one array per line of each INPUT (the newline not included), not per file\n"

@@ -9,6 +9,9 @@
  *     special tokens (text -> id) are recognised only when the caller allows them.
  *   - SentencePiece models (a file whose name ends in ".model"): encoded by the SentencePiece
  *     library itself (Debian's libsentencepiece), so every model type and normalizer it knows.
+ *   - Mistral's tekken JSON (a name ending in ".json"): the same BPE over its vocabulary (the
+ *     first default_vocab_size - default_num_special_tokens ranks) with its own pattern; its
+ *     special tokens are ids 0..n-1 and every other id is rank + n, as mistral-common gives them.
  *
  *   grist_tokenizer_open()  -> one read-only tokenizer, shared by every thread
  *   grist_tokenizer_ctx_create() -> per-thread scratch: encode/decode take a context, so the hot
@@ -58,7 +61,7 @@ struct grist_tokenizer_options {
 	 * Ranks files: the split pattern, a name ("gpt2", "cl100k", "o200k", "llama3", "tekken":
 	 * the patterns of tiktoken's r50k/cl100k/o200k encodings, Meta's Llama 3 and Mistral's
 	 * tekken) or the exact regex string as tiktoken takes it (possessive quantifiers, lookahead
-	 * and \p{..} classes included). NULL: "gpt2". A pattern PCRE2 cannot compile is -EINVAL at
+	 * and \p{..} classes included). NULL: "gpt2" (tekken: its own). A pattern PCRE2 cannot compile is -EINVAL at
 	 * open. Must be NULL for a SentencePiece model.
 	 */
 	const char *pattern;
@@ -72,7 +75,8 @@ GRIST_API void grist_tokenizer_options_init(struct grist_tokenizer_options *o);
 
 /**
  * grist_tokenizer_open() - load a tokenizer file.
- * @path: a SentencePiece model when the name ends in ".model", else a tiktoken ranks file.
+ * @path: a SentencePiece model when the name ends in ".model", a tekken JSON when ".json",
+ *        else a tiktoken ranks file.
  * @o: options, or NULL for the defaults.
  * @out: the tokenizer, to close with grist_tokenizer_close().
  *
@@ -94,8 +98,9 @@ struct grist_tokenizer_info {
 	enum grist_tokenizer_kind kind;
 	uint64_t vocab_size;  /* ranks file: 1 + the largest id, special tokens included;
 				 SentencePiece: the number of pieces */
-	int32_t bos_id, eos_id, pad_id, unk_id; /* SentencePiece's; -1 where the model has none
-						   (always -1 for a ranks file) */
+	int32_t bos_id, eos_id, pad_id, unk_id; /* SentencePiece's, or tekken's <s>, </s>, <pad>,
+						   <unk>; -1 where there is none (always for a
+						   ranks file) */
 	uint64_t id;          /* a hash of the file's bytes, the pattern and the special tokens:
 				 what makes the ids (checkpoints of a text loader keep it) */
 };

@@ -24,12 +24,14 @@ class Tokenizer:
     Args:
       path: a SentencePiece model when the name ends in ``.model`` (encoded by the
         SentencePiece library itself: BPE and Unigram, its normalizers, byte fallback, dummy
-        prefix), else a tiktoken ranks file (byte-level BPE, merged by rank as tiktoken does).
+        prefix); Mistral's tekken JSON when it ends in ``.json`` (its pattern, its special
+        tokens as ids 0..n-1 and every other id its rank + n, as mistral-common gives them);
+        else a tiktoken ranks file (byte-level BPE, merged by rank as tiktoken does).
       pattern: ranks files only: how the text is split before the merges, a name from
         ``PATTERNS`` or the exact regex string as tiktoken takes it (run by PCRE2).
-        Default ``None``: ``"gpt2"``. Must be ``None`` for a ``.model``.
-      special_tokens: ranks files only: a dict ``{text: id}`` of special tokens, ids that are
-        not ranks of the file. Default ``None``: none. Text that spells one is plain text
+        Default ``None``: ``"gpt2"`` (a tekken file: its own). Must be ``None`` for a ``.model``.
+      special_tokens: ranks files only (not tekken, which has its own): a dict ``{text: id}``
+        of special tokens, ids that are not ranks of the file. Default ``None``: none. Text that spells one is plain text
         unless ``encode(..., allowed_special=True)``.
 
     Raises ``FileNotFoundError`` for a missing file, ``grist.Error`` (errno EBADMSG) for a
@@ -122,7 +124,7 @@ class Tokenizer:
     def __repr__(self):
         extra = ""
         if self.kind == "tiktoken":
-            extra = ", pattern=%r" % (self._pattern or "gpt2")
+            extra = ", pattern=%r" % (self._pattern or ("the file's" if self._path.endswith(".json") else "gpt2"))
             if self._special:
                 extra += ", special_tokens=<%d>" % len(self._special)
         return "grist.text.Tokenizer(%r, kind=%r, vocab_size=%d%s)" % (self._path, self.kind, self.vocab_size, extra)

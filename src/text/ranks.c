@@ -187,15 +187,25 @@ static int insert(struct grist_vocab *v, uint32_t r, const char *path, size_t li
 
 int grist_vocab_load(struct grist_vocab *v, const char *path)
 {
-	uint8_t *file = NULL, *p, *end;
-	size_t len = 0, lines = 0, arena_len = 0, lineno = 0, slots;
+	uint8_t *file = NULL;
+	size_t len = 0;
+	int ret = grist_text_read_file(path, RANKS_FILE_MAX, &file, &len);
+
+	if (ret)
+		return ret;
+	ret = grist_vocab_parse(v, path, file, len);
+	free(file);
+	return ret;
+}
+
+int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *file, size_t len)
+{
+	const uint8_t *p, *end;
+	size_t lines = 0, arena_len = 0, lineno = 0, slots;
 	uint32_t *line_rank = NULL;
 	int ret;
 
 	memset(v, 0, sizeof(*v));
-	ret = grist_text_read_file(path, RANKS_FILE_MAX, &file, &len);
-	if (ret)
-		return ret;
 	v->file_hash = XXH3_64bits(file, len);
 	for (p = file; p < file + len; p++)
 		lines += *p == '\n';
@@ -209,7 +219,7 @@ int grist_vocab_load(struct grist_vocab *v, const char *path)
 	}
 	/* Pass 1: decode every line into the arena, remember each line's rank and the largest one. */
 	for (p = file, end = file + len; p < end;) {
-		uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+		const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = (size_t)((nl ? nl : end) - p);
 		long tl = 0;
 		uint32_t r = 0;
@@ -252,9 +262,9 @@ int grist_vocab_load(struct grist_vocab *v, const char *path)
 
 		lineno = 0;
 		for (p = file, end = file + len; p < end;) {
-			uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+			const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
 			size_t n = (size_t)((nl ? nl : end) - p), tl;
-			uint8_t *sp;
+			const uint8_t *sp;
 			uint32_t r;
 
 			lineno++;
@@ -281,7 +291,6 @@ int grist_vocab_load(struct grist_vocab *v, const char *path)
 	}
 	ret = 0;
 out:
-	free(file);
 	free(line_rank);
 	if (ret)
 		grist_vocab_free(v);

@@ -28,6 +28,8 @@ struct grist_vocab {
 
 /* Load @path's "<base64> <rank>" lines; -EBADMSG naming the line for anything malformed. */
 int grist_vocab_load(struct grist_vocab *v, const char *path);
+/* The same from @len bytes already in memory (@path names them in messages). */
+int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *file, size_t len);
 void grist_vocab_free(struct grist_vocab *v);
 /* The rank of the token with these bytes, or GRIST_RANK_NONE. */
 uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t len);
@@ -85,6 +87,23 @@ int grist_split_next(struct grist_split_state *st, const uint8_t *text, size_t l
 
 /* The offset of the first byte that makes @p invalid UTF-8 (as Python's strict decode), or @len. */
 size_t grist_utf8_check(const uint8_t *p, size_t len);
+
+/*
+ * A tekken JSON (tekken.c): the vocabulary (its first default_vocab_size -
+ * default_num_special_tokens ranks), its pattern, and its default_num_special_tokens special
+ * tokens (listed, or mistral-common's deprecated defaults, then <SPECIAL_n>), ids 0..n-1.
+ * A rank's id is rank + offset (= the number of special tokens), as mistral-common gives it.
+ */
+struct grist_tekken {
+	struct grist_vocab vocab;
+	char *pattern;
+	struct grist_special_token *special;
+	size_t n_special;
+	uint32_t offset;
+};
+int grist_tekken_load(const char *path, struct grist_tekken *out);
+/* Free what load left that was not taken (the vocab is taken by moving it out). */
+void grist_tekken_free(struct grist_tekken *t);
 
 /* The SentencePiece shim (spm.cc): C entry points over the C++ SentencePieceProcessor. */
 struct grist_spm;

@@ -30,6 +30,9 @@ struct grist_tokenizer {
 	struct grist_spm *spm;
 	uint64_t vocab_size;
 	uint64_t id;
+	uint32_t offset;             /* tekken: an ordinary token's id is its rank + offset */
+	int32_t bos_id, eos_id, pad_id, unk_id;
+	char *tekken_pattern;
 };
 
 struct grist_tokenizer_ctx {
@@ -114,7 +117,8 @@ static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_
 
 		if (!len || grist_utf8_check((const uint8_t *)s->text, len) != len)
 			return grist_fail(-EINVAL, "special token %zu: its text must be non-empty UTF-8", i);
-		if (s->id < 0 || ((uint32_t)s->id < t->vocab.n_ids && t->vocab.tok[s->id]))
+		if (s->id < 0 || ((uint32_t)s->id >= t->offset && (uint32_t)s->id - t->offset < t->vocab.n_ids &&
+				  t->vocab.tok[s->id - t->offset]))
 			return grist_fail(-EINVAL, "special token '%s': id %d is %s", s->text, s->id,
 					  s->id < 0 ? "negative" : "also a rank of the ranks file");
 		for (j = 0; j < i; j++)
@@ -131,6 +135,49 @@ static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_
 			t->vocab_size = (uint64_t)s->id + 1;
 	}
 	return 0;
+}
+
+/* A tekken JSON: its vocabulary, pattern (unless one is given) and special tokens; ids offset. */
+static int open_tekken(struct grist_tokenizer *t, const char *path, const struct grist_tokenizer_options *o)
+{
+	struct grist_tokenizer_options so;
+	struct grist_tekken tk;
+	int ret;
+
+	if (o->n_special)
+		return grist_fail(-EINVAL, "%s: a tekken file brings its own special tokens", path);
+	ret = grist_tekken_load(path, &tk);
+	if (ret)
+		return ret;
+	t->vocab = tk.vocab; /* moved: tekken_free leaves it */
+	t->offset = tk.offset;
+	t->vocab_size = (uint64_t)t->vocab.n_ids + t->offset;
+	ret = grist_split_compile(o->pattern ? o->pattern : tk.pattern, &t->split);
+	if (!ret) {
+		grist_tokenizer_options_init(&so);
+		so.special = tk.special;
+		so.n_special = tk.n_special;
+		ret = add_specials(t, &so);
+	}
+	if (!ret) {
+		t->tekken_pattern = tk.pattern;
+		tk.pattern = NULL;
+		for (size_t i = 0; i < t->n_special; i++) {
+			const char *s = t->special[i].text;
+			int32_t id = t->special[i].id;
+
+			if (!strcmp(s, "<s>"))
+				t->bos_id = id;
+			else if (!strcmp(s, "</s>"))
+				t->eos_id = id;
+			else if (!strcmp(s, "<pad>"))
+				t->pad_id = id;
+			else if (!strcmp(s, "<unk>"))
+				t->unk_id = id;
+		}
+	}
+	grist_tekken_free(&tk);
+	return ret;
 }
 
 int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options *opts, struct grist_tokenizer **out)
@@ -177,19 +224,25 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 		return 0;
 	}
 	t->kind = GRIST_TOKENIZER_TIKTOKEN;
-	ret = grist_split_compile(o.pattern ? o.pattern : "gpt2", &t->split);
-	if (ret)
-		goto fail;
-	ret = grist_vocab_load(&t->vocab, path);
-	if (ret)
-		goto fail;
-	t->vocab_size = t->vocab.n_ids;
-	ret = add_specials(t, &o);
-	if (ret)
-		goto fail;
+	t->bos_id = t->eos_id = t->pad_id = t->unk_id = -1;
+	if (ends_with(path, ".json")) {
+		ret = open_tekken(t, path, &o);
+		if (ret)
+			goto fail;
+	} else {
+		ret = grist_split_compile(o.pattern ? o.pattern : "gpt2", &t->split);
+		if (!ret)
+			ret = grist_vocab_load(&t->vocab, path);
+		if (ret)
+			goto fail;
+		t->vocab_size = t->vocab.n_ids;
+		ret = add_specials(t, &o);
+		if (ret)
+			goto fail;
+	}
 	{
 		uint64_t h = 0;
-		const char *pat = o.pattern ? o.pattern : "gpt2";
+		const char *pat = o.pattern ? o.pattern : t->tekken_pattern ? t->tekken_pattern : "gpt2";
 
 		h = XXH3_64bits_withSeed(&t->vocab.file_hash, sizeof(t->vocab.file_hash), h);
 		h = XXH3_64bits_withSeed(pat, strlen(pat) + 1, h);
@@ -217,6 +270,7 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 	for (i = 0; i < t->n_special; i++)
 		free(t->special[i].text);
 	free(t->special);
+	free(t->tekken_pattern);
 	if (t->spm)
 		grist_spm_close(t->spm);
 	free(t);
@@ -225,8 +279,8 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 void grist_tokenizer_get_info(const struct grist_tokenizer *t, struct grist_tokenizer_info *info)
 {
 	struct grist_tokenizer_info in = { .size = sizeof(in), .kind = t->kind, .vocab_size = t->vocab_size,
-					   .bos_id = -1, .eos_id = -1, .pad_id = -1, .unk_id = -1,
-					   .id = t->id };
+					   .bos_id = t->bos_id, .eos_id = t->eos_id, .pad_id = t->pad_id,
+					   .unk_id = t->unk_id, .id = t->id };
 
 	if (t->spm)
 		grist_spm_info(t->spm, &in);
@@ -275,7 +329,7 @@ void grist_tokenizer_ctx_destroy(struct grist_tokenizer_ctx *c)
 /* encode_ordinary() of text[at, end): split, then merge each piece. */
 static int encode_ordinary(struct grist_tokenizer_ctx *c, const uint8_t *text, size_t at, size_t end)
 {
-	size_t s, e;
+	size_t s, e, first = c->ids.n;
 	int ret;
 
 	while ((ret = grist_split_next(c->st, text, end, at, &s, &e)) == 1) {
@@ -284,6 +338,8 @@ static int encode_ordinary(struct grist_tokenizer_ctx *c, const uint8_t *text, s
 			return ret;
 		at = e;
 	}
+	for (; c->t->offset && first < c->ids.n; first++)
+		c->ids.v[first] += (int32_t)c->t->offset;
 	return ret;
 }
 
@@ -381,8 +437,8 @@ int grist_tokenizer_decode(struct grist_tokenizer_ctx *c, const int32_t *ids, si
 		const uint8_t *b = NULL;
 		size_t bl = 0;
 
-		if (ids[i] >= 0)
-			b = grist_vocab_bytes(&t->vocab, (uint32_t)ids[i], &bl);
+		if (ids[i] >= (int32_t)t->offset)
+			b = grist_vocab_bytes(&t->vocab, (uint32_t)ids[i] - t->offset, &bl);
 		if (!bl && ids[i] >= 0 && (sp = special_of(t, ids[i]))) {
 			b = (const uint8_t *)sp->text;
 			bl = sp->len;

@@ -172,6 +172,18 @@ def test_tekken_ids(files):
         same, diff = compare(tok.encode, enc.encode_ordinary, items)
         print("tekken (%s): %d of %d texts give tiktoken's ids" % (pattern[:10], same, len(items)))
         assert same == len(items), diff
+    # the JSON itself: ids as mistral-common's Tekkenizer.encode gives them (tiktoken's + its 1000
+    # special tokens), special tokens by name, decode back
+    tok = Tokenizer(files["tekken.json"])
+    items = texts()
+    n_sp = cfg["default_num_special_tokens"]
+    same, diff = compare(tok.encode, lambda t: [i + n_sp for i in enc.encode_ordinary(t)], items)
+    print("tekken JSON: %d of %d texts give mistral-common's ids" % (same, len(items)))
+    assert same == len(items), diff
+    assert (tok.vocab_size, tok.unk_id, tok.bos_id, tok.eos_id, tok.pad_id) == (cfg["default_vocab_size"], 0, 1, 2, 11)
+    assert tok.encode("<s>[INST]", allowed_special=True).tolist() == [1, 3]
+    assert tok.decode([1, 2] + tok.encode("héllo").tolist()) == "<s></s>héllo"
+    assert all(tok.decode(tok.encode(t)) == t for t in items)
 
 
 def test_every_code_point(files):
@@ -327,6 +339,17 @@ def test_bad_input(files, tmp_path):
             Tokenizer(bad)
     with pytest.raises(ValueError, match="takes no pattern"):
         Tokenizer(files["mistral-v1.model"], pattern="gpt2")
+    for body, want in ((b'{"config": {"pattern": "x", "default_vocab_size": 300, "default_num_special_tokens": 10}, '
+                        b'"vocab": [{"rank": 1, "token_bytes": "AA=="}]}', "rank is not its place"),
+                       (b'{"config": {"pattern": "x"}, "vocab": []}', "needs default_vocab_size"),
+                       (b'{"config": {"pattern": "x", "default_vocab_size": 12, "default_num_special_tokens": 10}, '
+                        b'"vocab": [{"rank": 0, "token_bytes": "AA=="}]}', "fewer than default_vocab_size"),
+                       (b'{"config": {"pattern": "x", ', "byte 28: not a tekken JSON file"),
+                       (b"[1, 2]", "expected '{'")):
+        bad = tmp_path / "bad.json"
+        bad.write_bytes(body)
+        with pytest.raises(grist.Error, match=want):
+            Tokenizer(bad)
 
 
 def test_cli(files, tmp_path):

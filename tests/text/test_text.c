@@ -439,6 +439,71 @@ static void test_text_map(void **state)
 	t_rmtree(dir);
 }
 
+/* A tekken JSON: ids offset by its special tokens, JSON escapes in them, malformed files refused. */
+static void test_tekken(void **state)
+{
+	static char json[1 << 16];
+	static const char *const bad[] = {
+		"{\"config\": {\"pattern\": \"x\", \"default_vocab_size\": 300, \"default_num_special_tokens\": 2}}",
+		"{\"config\": {\"pattern\": \"x\\q\"}}",
+		"{\"config\": [1, {\"a\": [[[\"\\ud800\"]]]}]}",
+		"{\"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA==\"}]}",
+		"{\"config\": {\"pattern\": \"x\", \"default_vocab_size\": 1e3",
+		"",
+	};
+	char *dir = t_mkdtemp();
+	const char *path = t_path(dir, "t.json");
+	struct grist_tokenizer *t;
+	struct grist_tokenizer_ctx *c;
+	struct grist_tokenizer_info info = { .size = sizeof(info) };
+	const int32_t *ids;
+	const char *text;
+	size_t o = 0, n, len, i;
+	char e[8];
+
+	(void)state;
+	o += (size_t)sprintf(json + o, "{\"config\": {\"pattern\": \"\\\\p{L}+|\\\\s+|.\", \"default_vocab_size\": 261, "
+				       "\"default_num_special_tokens\": 4, \"version\": \"v7\"}, \"vocab\": [");
+	for (i = 0; i < 258; i++) {
+		uint8_t b[2] = { (uint8_t)i, 'b' };
+
+		b64(i < 256 ? b : (const uint8_t *)"ab", i < 256 ? 1 : 2, e);
+		o += (size_t)sprintf(json + o, "%s{\"rank\": %zu, \"token_bytes\": \"%s\", \"token_str\": null}",
+				     i ? ", " : "", i, e);
+	}
+	o += (size_t)sprintf(json + o, "], \"special_tokens\": [{\"rank\": 0, \"token_str\": \"<unk>\"}, "
+				       "{\"rank\": 1, \"token_str\": \"<s>\", \"is_control\": true}, "
+				       "{\"rank\": 2, \"token_str\": \"\\u00e9\\ud83d\\ude00\"}], \"image\": {\"x\": [1.5, -2, false]}}");
+	assert_int_equal(t_write_file(path, json, o), 0);
+	if (grist_tokenizer_open(path, NULL, &t))
+		fail_msg("open: %s", grist_last_error());
+	grist_tokenizer_get_info(t, &info);
+	assert_int_equal(info.vocab_size, 261);
+	assert_int_equal(info.bos_id, 1);
+	assert_int_equal(info.eos_id, -1);
+	assert_int_equal(info.unk_id, 0);
+	assert_int_equal(grist_tokenizer_ctx_create(t, &c), 0);
+	/* "ab" is rank 256: id 260; the special tokens by name, the filler <SPECIAL_3> too */
+	assert_int_equal(grist_tokenizer_encode(c, "ab<s>\xc3\xa9\xf0\x9f\x98\x80<SPECIAL_3>", 22,
+						GRIST_ENCODE_ALLOW_SPECIAL, &ids, &n), 0);
+	assert_int_equal(n, 4);
+	assert_int_equal(ids[0], 260);
+	assert_int_equal(ids[1], 1);
+	assert_int_equal(ids[2], 2);
+	assert_int_equal(ids[3], 3);
+	assert_int_equal(grist_tokenizer_decode(c, ids, n, &text, &len), 0);
+	assert_int_equal(len, 22);
+	assert_memory_equal(text, "ab<s>\xc3\xa9\xf0\x9f\x98\x80<SPECIAL_3>", 22);
+	grist_tokenizer_ctx_destroy(c);
+	grist_tokenizer_close(t);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(t_write_file(path, bad[i], strlen(bad[i])), 0);
+		if (grist_tokenizer_open(path, NULL, &t) != -EBADMSG || !strstr(grist_last_error(), "not a tekken JSON"))
+			fail_msg("bad %zu: %s", i, grist_last_error());
+	}
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -452,6 +517,7 @@ int main(void)
 		cmocka_unit_test(test_batch_threads),
 		cmocka_unit_test(test_bad_sentencepiece),
 		cmocka_unit_test(test_text_map),
+		cmocka_unit_test(test_tekken),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
