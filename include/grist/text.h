@@ -174,7 +174,7 @@ GRIST_API void grist_token_batch_free(struct grist_token_batch *b);
  *   the text (a bytes feature's first value in a tf.train.Example, or the whole record)
  *   -> ids -> [BOS] + ids + [EOS] -> the first max_length of them (MaxText's TokenizeAndTrim:
  *   a text longer than max_length loses its EOS).
- * Errors stop the loader, naming the dataset and record: invalid UTF-8 (-EILSEQ), a record
+ * Errors stop the loader (which names the dataset and record): invalid UTF-8 (-EILSEQ), a record
  * that is not an Example with the feature (-EBADMSG), more tokens than map_out_max (-EMSGSIZE).
  */
 struct grist_text_map;

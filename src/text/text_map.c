@@ -186,22 +186,23 @@ int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, si
 	size_t len, n, slot = 0, total, k = 0, i, limit;
 	int ret = text_of(m, in, &text, &len);
 
+	/* errors say what is wrong; the loader puts "map failed on dataset D record R" before them */
 	if (!ret)
 		ret = take_ctx(m, &slot, &c);
 	if (ret)
-		return grist_fail_prefix(ret, "dataset %u record %llu", in->dataset, (unsigned long long)in->index);
+		return ret;
 	ret = grist_tokenizer_encode(c, text, len, m->o.flags, &ids, &n);
 	if (ret) {
 		atomic_store(&m->busy[slot], false);
-		return grist_fail_prefix(ret, "dataset %u record %llu", in->dataset, (unsigned long long)in->index);
+		return ret;
 	}
 	/* MaxText: [BOS] + ids + [EOS], then cut to max_length (so a long text loses its EOS) */
 	total = n + (m->o.add_bos ? 1 : 0) + (m->o.add_eos ? 1 : 0);
 	limit = m->o.max_length && total > m->o.max_length ? m->o.max_length : total;
 	if (limit * 4 > out_cap) {
 		atomic_store(&m->busy[slot], false);
-		return grist_fail(-EMSGSIZE, "dataset %u record %llu: %zu tokens do not fit the map's %zu bytes (set max_length)",
-				  in->dataset, (unsigned long long)in->index, limit, out_cap);
+		return grist_fail(-EMSGSIZE, "%zu tokens do not fit the map's %zu bytes (set max_length, or map_out_max)",
+				  limit, out_cap);
 	}
 	if (m->o.add_bos && k < limit)
 		put_le32(out + 4 * k++, m->o.bos_id);
