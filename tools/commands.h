@@ -4,6 +4,7 @@
 
 /* Subcommands: each takes the arguments after its own name (argv[0] is the name). */
 int cmd_order(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_get(int argc, char **argv);

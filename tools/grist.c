@@ -22,6 +22,7 @@ static const struct command commands[] = {
 	{ "convert", cmd_convert, "TFRecord, text lines, folders or ArrayRecord into ArrayRecord (shards, threads)" },
 	{ "load", cmd_load, "run the loader: shuffled, sharded batches with digests and checkpoints" },
 	{ "order", cmd_order, "print the record indices a shard delivers, in order" },
+	{ "tokenize", cmd_tokenize, "print the token ids of text files (tiktoken ranks or SentencePiece), JSON lines" },
 	{ NULL, NULL, NULL },
 };
 

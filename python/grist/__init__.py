@@ -22,6 +22,7 @@ _logging.getLogger("grist").addHandler(_logging.NullHandler())
 from . import _grist  # noqa: E402  (after the handler: importing it may log)
 from ._grist import Batch, Error
 from . import tfds  # noqa: E402,F401  (grist.tfds)
+from . import text  # noqa: E402,F401  (grist.text)
 from . import vision  # noqa: E402,F401  (grist.vision)
 from ._tfds_meta import is_url as _is_url  # noqa: E402  (the one test for a URL path)
 
@@ -386,7 +387,7 @@ class Loader(_grist.Loader):
     granularity="record", window=None, weights=None, engine="uring", io="auto",
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
     state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, batch_map=None,
-    map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, ...)
+    map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None, outputs=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
     the same settings. Every option keyword is an option of libgrist's table (`grist load
@@ -444,6 +445,19 @@ class Loader(_grist.Loader):
     its dataset, reason).
     With weights, paths may be a list of grist.tfds sources with the same features.
 
+    text=grist.text.TextSpec(tokenizer, ...): every record (paths: ArrayRecord files, a mixture, or
+    grist.tfds sources, read as their files) is a text, tokenized on the engine's threads:
+    [BOS] + ids + [EOS], cut to the spec's max_length (docs/text.md). With pack= (pack_length=L
+    required; token_bytes is 4) the token sequences are packed as above and each batch is a dict
+    of int32 (rows, L) arrays with Grain's packer keys "inputs", "inputs_segment_ids" and
+    "inputs_positions"; without pack= each text is padded to max_length with the spec's pad_id.
+    outputs="maxtext" (default None: those keys) gives MaxText's six int32 (batch_size, L) arrays
+    instead: inputs, targets (shifted left, pad_id at the end), inputs_segmentation,
+    targets_segmentation (shifted left, 0 at the end and where targets == pad_id),
+    inputs_position and targets_position; a short final batch is filled with pad_id rows, as
+    MaxText's batch_and_pad. map_out_max bounds one record's tokens in bytes (default 4 x
+    max_length).
+
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
     loop, and the loop receives its results in order; get_state() counts the results received.
     numpy arrays in the result (in dicts, lists, tuples) that view the batch are copied out of
@@ -451,10 +465,16 @@ class Loader(_grist.Loader):
     """
 
     def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, ragged=None,
-                 map_out_max=None, transforms=None, boxes=False, on_error="raise", **options):
+                 map_out_max=None, transforms=None, boxes=False, on_error="raise", text=None, outputs=None,
+                 **options):
         self._columns = None
         self._ahead = None
         self._features = None
+        if text is not None:
+            paths, options = self._text_options(paths, batch_size, text, outputs, map_out_max, options)
+            map_out_max = None
+        elif outputs is not None:
+            raise ValueError("grist.Loader: outputs= applies with text=")
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
         srcs = list(paths) if mixed else [paths]
         if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
@@ -538,6 +558,39 @@ class Loader(_grist.Loader):
                 return _grist.Loader.__next__(loader), _grist.Loader.get_state(loader)
             self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, self.prefetch - 1)),
                                  _grist.Loader.get_state(self))
+
+    def _text_options(self, paths, batch_size, spec, outputs, map_out_max, options):
+        """text=TextSpec: the records become int32 tokens on the engine's threads (grist_text_map),
+        then Grain's packer keys or, with outputs="maxtext", MaxText's six arrays (grist.text)."""
+        from . import text as _text
+        if not isinstance(spec, _text.TextSpec):
+            raise TypeError("grist.Loader: text= must be a grist.text.TextSpec")
+        if outputs not in (None, "maxtext"):
+            raise ValueError("grist.Loader: outputs must be None or 'maxtext', not %r" % (outputs,))
+        for k in ("layout", "record_bytes", "token_bytes"):
+            if options.get(k) is not None:
+                raise ValueError(f"grist.Loader: {k}= is set by text=")
+        mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
+        srcs = list(paths) if mixed else [paths]
+        if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources: their files
+            srcs = [s.files for s in srcs]
+            paths = srcs if mixed else srcs[0]
+        if options.get("pack") is not None:
+            length = options.get("pack_length")
+            if length is None:
+                raise ValueError("grist.Loader: text= with pack= needs pack_length=")
+            options["token_bytes"] = 4
+        else:
+            length = spec.max_length
+            if outputs is not None and not length:
+                raise ValueError("grist.Loader: outputs='maxtext' without pack= needs TextSpec(max_length=)")
+        if map_out_max is None:  # one record's tokens, 4 bytes each
+            map_out_max = 4 * (spec.max_length or (1 << 20))
+        options.update(layout="ragged", _map=spec._map.map(int(map_out_max)))
+        args = (spec, outputs, int(batch_size), int(length or 0))
+        # each batch becomes its dict of arrays where a tfds source's columns would be built
+        self._columns = lambda b: _text._batch_arrays(b, *args)
+        return paths, options
 
     def __next__(self):
         if self._ahead is not None:

@@ -17,6 +17,8 @@ extern PyTypeObject gristpy_LoaderType;
 extern PyTypeObject gristpy_BatchType;
 extern PyTypeObject gristpy_ViewType;
 extern PyTypeObject gristpy_FeaturesType;
+extern PyTypeObject gristpy_TokenizerType;
+extern PyTypeObject gristpy_TextMapType;
 
 /*
  * Raise the exception for a failed grist call, with the message it left on this thread

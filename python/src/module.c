@@ -202,7 +202,7 @@ PyMODINIT_FUNC PyInit__grist(void)
 {
 	PyTypeObject *types[] = { &gristpy_ReaderType, &gristpy_WriterType, &gristpy_LoaderType,
 				  &gristpy_BatchType, &gristpy_ViewType,
-				  &gristpy_FeaturesType };
+				  &gristpy_FeaturesType, &gristpy_TokenizerType, &gristpy_TextMapType };
 	PyObject *m;
 	size_t i;
 

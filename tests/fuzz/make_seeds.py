@@ -79,6 +79,13 @@ def main():
     for i, text in enumerate(csv_seeds):
         for spec in (0, 1, 2, 3):
             put(os.path.join(out, "csv"), "%d.%d" % (spec, i), bytes([spec]) + text)
+    # fuzz_text: a mode byte (pattern, special tokens allowed), then text
+    text_seeds = ["the cat's 123 words\n\n  end", "it'S THE 1234567 <|endoftext|><s>x", "caf\u00e9 e\u0301 \u65e5\u672c",
+                  "\t \u3000\xa0\x85a", "aaaa" * 64, "   \r\n/\r\n...  ", "\U0001f468\u200d\U0001f469 \U0001f44d\U0001f3fd"]
+    for i, text in enumerate(text_seeds):
+        for mode in (0, 1, 2, 3, 4, 9):
+            put(os.path.join(out, "text"), "%d.%d" % (mode, i), bytes([mode]) + text.encode())
+    put(os.path.join(out, "text"), "bad", b"\x00ab\xff\xc3")
     # fuzz_state: config byte, flags byte (0), then a state saved with that config
     target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
     tmp = os.path.join(out, "state.tmp")

@@ -1,0 +1,89 @@
+// The SentencePiece shim: grist's C calls over Debian's libsentencepiece (C++ only, no C API).
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sentencepiece_processor.h>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include "common/buf.h"
+#include "common/error.h"
+#include "text/text_internal.h"
+}
+
+// One processor for every thread: SentencePieceProcessor's Encode and Decode are const and
+// keep no state between calls, which its own Python binding relies on for its thread pool.
+struct grist_spm {
+	sentencepiece::SentencePieceProcessor sp;
+};
+
+extern "C" int grist_spm_open(const char *path, struct grist_spm **out)
+{
+	grist_spm *m = new (std::nothrow) grist_spm;
+
+	if (!m)
+		return grist_fail(-ENOMEM, "no memory for a SentencePiece model");
+	auto st = m->sp.Load(path);
+	if (!st.ok()) {
+		// a missing file is NotFound; anything else is a file SentencePiece cannot parse
+		int code = st.code() == sentencepiece::util::StatusCode::kNotFound ? -ENOENT : -EBADMSG;
+
+		delete m;
+		return grist_fail(code, "%s: not a SentencePiece model: %s", path, st.ToString().c_str());
+	}
+	*out = m;
+	return 0;
+}
+
+extern "C" void grist_spm_close(struct grist_spm *m)
+{
+	delete m;
+}
+
+extern "C" void grist_spm_info(const struct grist_spm *m, struct grist_tokenizer_info *info)
+{
+	info->kind = GRIST_TOKENIZER_SENTENCEPIECE;
+	info->vocab_size = (uint64_t)m->sp.GetPieceSize();
+	info->bos_id = m->sp.bos_id();
+	info->eos_id = m->sp.eos_id();
+	info->pad_id = m->sp.pad_id();
+	info->unk_id = m->sp.unk_id();
+}
+
+extern "C" int grist_spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out)
+{
+	std::vector<int> ids;
+	auto st = m->sp.Encode(absl::string_view(text, len), &ids);
+
+	if (!st.ok())
+		return grist_fail(-EBADMSG, "SentencePiece could not encode the text: %s", st.ToString().c_str());
+	if (grist_ids_reserve(out, ids.size()))
+		return -ENOMEM;
+	memcpy(out->v + out->n, ids.data(), ids.size() * sizeof(int32_t));
+	out->n += ids.size();
+	return 0;
+}
+
+extern "C" int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap,
+				size_t *len)
+{
+	int size = m->sp.GetPieceSize();
+	std::vector<int> v(ids, ids + n);
+	std::string text;
+
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] < 0 || ids[i] >= size)
+			return grist_fail(-EINVAL, "id %zu of %zu: %d is no piece of this model (%d pieces)", i, n, ids[i],
+					  size);
+	auto st = m->sp.Decode(v, &text);
+	if (!st.ok())
+		return grist_fail(-EINVAL, "SentencePiece could not decode the ids: %s", st.ToString().c_str());
+	if (grist_array_reserve((void **)buf, cap, text.size() + 1, 1))
+		return -ENOMEM;
+	memcpy(*buf, text.data(), text.size());
+	(*buf)[text.size()] = '\0';
+	*len = text.size();
+	return 0;
+}

@@ -1,0 +1,117 @@
+/* text_internal.h - what the text stage's files share: the ranks vocabulary, the split, BPE, the shim. */
+#ifndef GRIST_TEXT_INTERNAL_H
+#define GRIST_TEXT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grist/text.h"
+
+#define GRIST_RANK_NONE UINT32_MAX
+
+/*
+ * A ranks file's vocabulary (ranks.c), read-only after load: every token's bytes in one arena,
+ * an open-addressing table from bytes to rank, and rank -> bytes for decode.
+ */
+struct grist_vocab {
+	uint8_t *arena;          /* all token bytes, one after another */
+	uint64_t *tok;           /* per id < n_ids: arena offset << 16 | length; 0 length = no token */
+	uint32_t n_ids;          /* 1 + the largest rank */
+	uint32_t *slots;         /* hash table of ranks; GRIST_RANK_NONE = empty */
+	size_t mask;             /* slots - 1 (a power of two) */
+	size_t n_tokens;
+	size_t max_len;          /* the longest token, in bytes */
+	uint32_t byte_rank[256]; /* the rank of each single byte, or GRIST_RANK_NONE */
+	uint64_t file_hash;      /* XXH3 of the file's bytes */
+};
+
+/* Load @path's "<base64> <rank>" lines; -EBADMSG naming the line for anything malformed. */
+int grist_vocab_load(struct grist_vocab *v, const char *path);
+/* The same from @len bytes already in memory (@path names them in messages). */
+int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *file, size_t len);
+void grist_vocab_free(struct grist_vocab *v);
+/* The rank of the token with these bytes, or GRIST_RANK_NONE. */
+uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t len);
+/* Token @id's bytes (len 0 when the vocabulary has no such rank). */
+static inline const uint8_t *grist_vocab_bytes(const struct grist_vocab *v, uint32_t id, size_t *len)
+{
+	uint64_t t = id < v->n_ids ? v->tok[id] : 0;
+
+	*len = (size_t)(t & 0xffff);
+	return v->arena + (t >> 16);
+}
+
+/* Read a whole regular file of at most @max bytes (malloc'd). */
+int grist_text_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len);
+
+/* A growing array of int32 ids (a context's output). */
+struct grist_ids {
+	int32_t *v;
+	size_t n, cap;
+};
+int grist_ids_reserve(struct grist_ids *ids, size_t more);
+
+/* BPE scratch (bpe.c): the parts of one piece and the heap of candidate merges. */
+struct grist_bpe_scratch {
+	uint32_t *start, *next, *prev, *rank;
+	uint64_t *heap;
+	size_t cap, heap_cap;
+	uint64_t work; /* heap operations and scan steps, for the tests' linearity check */
+};
+void grist_bpe_scratch_free(struct grist_bpe_scratch *s);
+/*
+ * Append the ids of one piece, merged as tiktoken's byte_pair_encode: lowest rank first,
+ * leftmost on ties. Pieces up to @scan_max bytes use tiktoken's own O(n^2) scan (fast when
+ * small), longer ones a heap (O(n log n)): the same merges in the same order.
+ * Return 0, -ENOMEM, or -EBADMSG when a byte has no rank.
+ */
+int grist_bpe_encode_piece(const struct grist_vocab *v, struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
+			   size_t scan_max, struct grist_ids *out);
+#define GRIST_BPE_SCAN_MAX 64
+
+/* The split pattern (split.c): a name or a regex -> compiled PCRE2 code; -EINVAL if it does not compile. */
+struct grist_split;
+int grist_split_compile(const char *pattern, struct grist_split **out);
+void grist_split_free(struct grist_split *s);
+/* Per-thread match state. */
+struct grist_split_state;
+int grist_split_state_create(const struct grist_split *s, struct grist_split_state **out);
+void grist_split_state_free(struct grist_split_state *st);
+/*
+ * The next piece of @text (valid UTF-8) at or after @at: [*start, *end). Returns 1 when a
+ * piece was found, 0 at the end, or a negative error (PCRE2 failed, e.g. out of its stack).
+ */
+int grist_split_next(struct grist_split_state *st, const uint8_t *text, size_t len, size_t at, size_t *start,
+		     size_t *end);
+
+/* The offset of the first byte that makes @p invalid UTF-8 (as Python's strict decode), or @len. */
+size_t grist_utf8_check(const uint8_t *p, size_t len);
+
+/*
+ * A tekken JSON (tekken.c): the vocabulary (its first default_vocab_size -
+ * default_num_special_tokens ranks), its pattern, and its default_num_special_tokens special
+ * tokens (listed, or mistral-common's deprecated defaults, then <SPECIAL_n>), ids 0..n-1.
+ * A rank's id is rank + offset (= the number of special tokens), as mistral-common gives it.
+ */
+struct grist_tekken {
+	struct grist_vocab vocab;
+	char *pattern;
+	struct grist_special_token *special;
+	size_t n_special;
+	uint32_t offset;
+};
+int grist_tekken_load(const char *path, struct grist_tekken *out);
+/* Free what load left that was not taken (the vocab is taken by moving it out). */
+void grist_tekken_free(struct grist_tekken *t);
+
+/* The SentencePiece shim (spm.cc): C entry points over the C++ SentencePieceProcessor. */
+struct grist_spm;
+int grist_spm_open(const char *path, struct grist_spm **out);
+void grist_spm_close(struct grist_spm *m);
+void grist_spm_info(const struct grist_spm *m, struct grist_tokenizer_info *info);
+int grist_spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out);
+/* Decode into *buf (realloc'd, *cap bytes), NUL-terminated; *len its length. */
+int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap, size_t *len);
+
+#endif
