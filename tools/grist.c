@@ -34,7 +34,7 @@ static void usage(FILE *out)
 		     "grist %s reads and writes ArrayRecord files and feeds training jobs.\n\n"
 		     "commands:\n", grist_version());
 	for (i = 0; commands[i].name; i++)
-		fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nA FILE may be an s3://, gs:// or http(s):// URL (s3:// and gs:// globs are listed);\n"
 		     "any command takes --remote OPTS, e.g. timeout_ms:5000,retries:3,inflight:32,coalesce:1M\n"
 		     "(see include/grist/remote.h).\n"
