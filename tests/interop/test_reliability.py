@@ -299,8 +299,8 @@ def test_ref_engine_says_io_does_not_apply():
     assert rc == 0 and "does not apply" not in err and "(mmap reads" in err, err
     rc, out, _ = g.run(["load", "--help"])
     assert b"mmap" in out
-    readme = open(os.path.join(g.SOURCE_ROOT, "README.md")).read()
-    assert "--io auto|direct|buffered|mmap" in readme
+    cli_md = open(os.path.join(g.SOURCE_ROOT, "docs", "cli.md")).read()
+    assert "| `--io M` | `auto` (default), `direct`, `buffered` or `mmap` |" in cli_md
 
 
 def moved_footer_image(data, hh, shift):
