@@ -445,7 +445,7 @@ static int step_head(struct worker *wk, bool stopping)
 				return 0;
 			if (!ret)
 				ret = grist_async_slot_take(e, e->unit_items == e->p->batch_size && !e->plan_cursor, false,
-							    &w->u->slot);
+							    (size_t)(w->u->end_j - w->u->first_j), &w->u->slot);
 			if (ret) {
 				fail_work(wk, w, ret);
 				return 0;
@@ -684,6 +684,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->assembly = sz.assembly;
 	e->assembly_in_bytes = sz.assembly_in_bytes;
 	e->row_bytes_hint = sz.row_bytes_hint;
+	e->positions = sz.positions;
 	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
 	if (p->granularity == GRIST_GRANULARITY_CHUNK && p->num_sources == 1 && p->shuffled) {
