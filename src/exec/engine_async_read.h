@@ -65,7 +65,8 @@ struct async_reader {
 	uint8_t *arena;        /* read buffers, allocated in pipeline order; registered with io_uring when allowed */
 	size_t arena_len;
 	size_t arena_map_len;  /* bytes mapped for it: arena_len, rounded up to whole huge pages when it has them */
-	bool fixed_buffers;    /* the arena is registered */
+	bool fixed_buffers;    /* the arena is registered (atomic: set by the worker after its first submission) */
+	bool fixed_known;      /* the worker has read fixed_buffers back from its ring */
 	/*
 	 * A unit whose reads are larger than the whole arena reads here, alone in the
 	 * pipeline, so one buffer per worker serves every such unit: kept per unit instead,

@@ -41,6 +41,9 @@ struct uring_io {
 	struct iovec *bufs;       /* registered arena pieces, or NULL */
 	unsigned nr_bufs;
 	int fixed_bufs_err;
+	/* an arena to register on the driving thread after its first submission (defer_fixed_buf) */
+	uint8_t *defer_buf;
+	size_t defer_len;
 	uint64_t fixed_reads;
 	/* Reads the kernel owes a CQE for, resubmissions included; every wait is bounded by it. */
 	unsigned kinflight;
@@ -123,6 +126,8 @@ static int enable_ring(struct uring_io *u)
 	return 0;
 }
 
+static int register_arena(struct uring_io *u, uint8_t *p, size_t left);
+
 /* Push SQEs to the kernel. -EAGAIN/-EBUSY leave them queued; the next enter carries them. */
 static int flush_sq(struct uring_io *u)
 {
@@ -152,7 +157,18 @@ static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigne
 		if (ret)
 			return ret;
 	}
-	return flush_sq(u);
+	ret = flush_sq(u);
+	/*
+	 * A deferred arena is registered now, by the thread that drives the ring, while its
+	 * first reads are in flight (plain reads: no piece is registered yet). Registering pins
+	 * every page, 64 MiB per worker at 1 MiB records: at create that ran on the caller's
+	 * thread, one worker after another, before any read was issued (issue 37).
+	 */
+	if (!ret && u->defer_buf) {
+		ret = register_arena(u, u->defer_buf, u->defer_len);
+		u->defer_buf = NULL;
+	}
+	return ret;
 }
 
 /* Fold every posted CQE into its request: finished ones go to the ready list, the rest are requeued. */
@@ -266,10 +282,9 @@ static int setup_ring(struct uring_io *u, const struct grist_io_config *cfg)
 	return 0;
 }
 
-static int register_arena(struct uring_io *u, const struct grist_io_config *cfg)
+static int register_arena(struct uring_io *u, uint8_t *p, size_t left)
 {
-	size_t left = cfg->fixed_buf_len, n, i;
-	uint8_t *p = cfg->fixed_buf;
+	size_t n, i;
 
 	n = (left + FIXED_BUF_PIECE - 1) / FIXED_BUF_PIECE;
 	if (n > 1024)
@@ -317,8 +332,16 @@ static int uring_create(const struct grist_io_config *cfg, struct grist_io **out
 	}
 	if (!cfg->no_fixed_files)
 		u->fixed_files = io_uring_register_files_sparse(&u->ring, cfg->max_files) == 0;
-	if (cfg->fixed_buf) {
-		ret = register_arena(u, cfg);
+	if (cfg->fixed_buf && cfg->defer_fixed_buf && u->disabled) {
+		if ((cfg->fixed_buf_len + FIXED_BUF_PIECE - 1) / FIXED_BUF_PIECE > 1024) {
+			ret = grist_fail(-EINVAL, "io fixed buffer of %zu bytes is too large to register",
+					 cfg->fixed_buf_len);
+			goto fail;
+		}
+		u->defer_buf = cfg->fixed_buf;
+		u->defer_len = cfg->fixed_buf_len;
+	} else if (cfg->fixed_buf) {
+		ret = register_arena(u, cfg->fixed_buf, cfg->fixed_buf_len);
 		if (ret)
 			goto fail;
 	}
@@ -364,7 +387,7 @@ static void uring_stats(struct grist_io *io, struct grist_io_stats *st)
 	st->fixed_files = u->fixed_files;
 	for (unsigned i = 0; i < io->nr_files; i++)
 		st->fixed_files = st->fixed_files && u->file_fixed[i];
-	st->fixed_buffers = u->nr_bufs > 0;
+	st->fixed_buffers = u->nr_bufs > 0 || u->defer_buf;
 	st->fixed_buffers_error = u->fixed_bufs_err;
 	st->fixed_reads = u->fixed_reads;
 }
