@@ -175,6 +175,12 @@ static inline unsigned grist_async_reads_pending(const struct async_reads *r)
 	return r->pending;
 }
 
+/* Requests built for the unit (its reads once admitted). */
+static inline unsigned grist_async_reads_count(const struct async_reads *r)
+{
+	return (unsigned)r->nreqs;
+}
+
 /* Every request built has gone to the ring. */
 static inline bool grist_async_reads_all_submitted(const struct async_reads *r)
 {

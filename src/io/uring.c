@@ -143,6 +143,22 @@ static int flush_sq(struct uring_io *u)
 	return 0;
 }
 
+/*
+ * A deferred arena is registered by the thread that drives the ring, once its first reads
+ * are in the kernel (plain reads: no piece is registered yet). Registering pins every
+ * page, 64 MiB per worker at 1 MiB records: at create that ran on the caller's thread, one
+ * worker after another, before any read was issued (issue 37).
+ */
+static int register_deferred(struct uring_io *u)
+{
+	uint8_t *buf = u->defer_buf;
+
+	if (!buf || io_uring_sq_ready(&u->ring))
+		return 0;
+	u->defer_buf = NULL;
+	return register_arena(u, buf, u->defer_len);
+}
+
 static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
 {
 	struct uring_io *u = to_uring(io);
@@ -157,18 +173,19 @@ static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigne
 		if (ret)
 			return ret;
 	}
-	ret = flush_sq(u);
-	/*
-	 * A deferred arena is registered now, by the thread that drives the ring, while its
-	 * first reads are in flight (plain reads: no piece is registered yet). Registering pins
-	 * every page, 64 MiB per worker at 1 MiB records: at create that ran on the caller's
-	 * thread, one worker after another, before any read was issued (issue 37).
-	 */
-	if (!ret && u->defer_buf) {
-		ret = register_arena(u, u->defer_buf, u->defer_len);
-		u->defer_buf = NULL;
-	}
-	return ret;
+	/* plugged: the next reap's poll or wait carries them (grist_io_plug()) */
+	ret = io->plugged ? 0 : flush_sq(u);
+	return ret ? ret : register_deferred(u);
+}
+
+static int uring_flush(struct grist_io *io)
+{
+	struct uring_io *u = to_uring(io);
+	int ret = enable_ring(u);
+
+	if (!ret)
+		ret = flush_sq(u);
+	return ret ? ret : register_deferred(u);
 }
 
 /* Fold every posted CQE into its request: finished ones go to the ready list, the rest are requeued. */
@@ -232,6 +249,8 @@ static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			return enter_error(ret, "wait keeps failing");
 	}
 	ret = flush_sq(u); /* requeued short reads start now, not at the next call */
+	if (!ret)
+		ret = register_deferred(u);
 	n = grist_io_queue_drain(&u->ready, done, max);
 	return n ? (int)n : ret;
 }
@@ -395,6 +414,7 @@ static void uring_stats(struct grist_io *io, struct grist_io_stats *st)
 const struct grist_io_ops grist_io_uring_ops = {
 	.name = "uring",
 	.create = uring_create,
+	.flush = uring_flush,
 	.add_file = uring_add_file,
 	.submit = uring_submit,
 	.reap = uring_reap,
