@@ -525,10 +525,17 @@ static void *worker_main(void *arg)
 			 * against fio's 1.1 (cold.py --perf, issue 37).
 			 */
 			if (!broken && e->io_kind != GRIST_IO_HTTP) {
+				const struct async_reads *r = &pipeline_at(wk, wk->count - 1)->reads;
+
 				admit_tail(wk);
-				if (!grist_async_reads_admitted(&pipeline_at(wk, wk->count - 1)->reads))
+				/*
+				 * A streamed unit takes its arena space as it is pushed: no unit may be
+				 * admitted behind it before then, or its space would lie beyond theirs
+				 * and the arena's ring order break (a read landing in another's buffer).
+				 */
+				if (!grist_async_reads_admitted(r) || grist_async_reads_streamed(r))
 					break;
-				queued += grist_async_reads_count(&pipeline_at(wk, wk->count - 1)->reads);
+				queued += grist_async_reads_count(r);
 				continue;
 			}
 			/*

@@ -100,8 +100,6 @@ int grist_async_reader_init(struct async_reader *rd, const struct async_reader_c
 	}
 	ioc.fixed_buf = rd->arena;
 	ioc.fixed_buf_len = rd->arena_len;
-	/* pinned by the worker itself, once its first reads are out: not serially in create (issue 37) */
-	ioc.defer_fixed_buf = true;
 	ret = grist_io_create(c->io_kind, &ioc, &rd->io);
 	if (ret)
 		return ret;
@@ -164,7 +162,7 @@ void grist_async_reader_stats(struct async_reader *rd, struct grist_loader_stats
 	if (most > out->reads_in_flight_max)
 		out->reads_in_flight_max = most;
 	out->memory_bytes += rd->arena_map_len;
-	out->registered_buffers = out->registered_buffers || __atomic_load_n(&rd->fixed_buffers, __ATOMIC_RELAXED);
+	out->registered_buffers = out->registered_buffers || rd->fixed_buffers;
 }
 
 /* Reads in flight, integrated over time: called before every change of the count. */
@@ -456,14 +454,6 @@ int grist_async_push(struct async_reader *rd, struct async_reads *r, bool *full)
 		if (taken < 0)
 			return taken;
 		grist_counter_add(&rd->reads, (uint64_t)taken);
-		if (!rd->fixed_known) {
-			struct grist_io_stats ios;
-
-			/* the first submission registered the arena, or failed to (the memlock limit) */
-			grist_io_get_stats(rd->io, &ios);
-			__atomic_store_n(&rd->fixed_buffers, ios.fixed_buffers, __ATOMIC_RELAXED);
-			rd->fixed_known = true;
-		}
 		if (rd->p->read_trace)
 			trace_reads(rd, r, batch, (unsigned)taken);
 		r->submitted += (size_t)taken;

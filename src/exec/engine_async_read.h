@@ -65,8 +65,7 @@ struct async_reader {
 	uint8_t *arena;        /* read buffers, allocated in pipeline order; registered with io_uring when allowed */
 	size_t arena_len;
 	size_t arena_map_len;  /* bytes mapped for it: arena_len, rounded up to whole huge pages when it has them */
-	bool fixed_buffers;    /* the arena is registered (atomic: set by the worker after its first submission) */
-	bool fixed_known;      /* the worker has read fixed_buffers back from its ring */
+	bool fixed_buffers;    /* the arena is registered */
 	/*
 	 * A unit whose reads are larger than the whole arena reads here, alone in the
 	 * pipeline, so one buffer per worker serves every such unit: kept per unit instead,
@@ -173,6 +172,12 @@ static inline bool grist_async_reads_admitted(const struct async_reads *r)
 static inline unsigned grist_async_reads_pending(const struct async_reads *r)
 {
 	return r->pending;
+}
+
+/* Its regions take arena space as they are pushed (a unit above half the arena). */
+static inline bool grist_async_reads_streamed(const struct async_reads *r)
+{
+	return r->streamed;
 }
 
 /* Requests built for the unit (its reads once admitted). */

@@ -41,9 +41,6 @@ struct uring_io {
 	struct iovec *bufs;       /* registered arena pieces, or NULL */
 	unsigned nr_bufs;
 	int fixed_bufs_err;
-	/* an arena to register on the driving thread after its first submission (defer_fixed_buf) */
-	uint8_t *defer_buf;
-	size_t defer_len;
 	uint64_t fixed_reads;
 	/* Reads the kernel owes a CQE for, resubmissions included; every wait is bounded by it. */
 	unsigned kinflight;
@@ -126,8 +123,6 @@ static int enable_ring(struct uring_io *u)
 	return 0;
 }
 
-static int register_arena(struct uring_io *u, uint8_t *p, size_t left);
-
 /* Push SQEs to the kernel. -EAGAIN/-EBUSY leave them queued; the next enter carries them. */
 static int flush_sq(struct uring_io *u)
 {
@@ -141,22 +136,6 @@ static int flush_sq(struct uring_io *u)
 			return enter_error(ret, "submit");
 	}
 	return 0;
-}
-
-/*
- * A deferred arena is registered by the thread that drives the ring, once its first reads
- * are in the kernel (plain reads: no piece is registered yet). Registering pins every
- * page, 64 MiB per worker at 1 MiB records: at create that ran on the caller's thread, one
- * worker after another, before any read was issued (issue 37).
- */
-static int register_deferred(struct uring_io *u)
-{
-	uint8_t *buf = u->defer_buf;
-
-	if (!buf || io_uring_sq_ready(&u->ring))
-		return 0;
-	u->defer_buf = NULL;
-	return register_arena(u, buf, u->defer_len);
 }
 
 static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
@@ -174,8 +153,7 @@ static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigne
 			return ret;
 	}
 	/* plugged: the next reap's poll or wait carries them (grist_io_plug()) */
-	ret = io->plugged ? 0 : flush_sq(u);
-	return ret ? ret : register_deferred(u);
+	return io->plugged ? 0 : flush_sq(u);
 }
 
 static int uring_flush(struct grist_io *io)
@@ -183,9 +161,7 @@ static int uring_flush(struct grist_io *io)
 	struct uring_io *u = to_uring(io);
 	int ret = enable_ring(u);
 
-	if (!ret)
-		ret = flush_sq(u);
-	return ret ? ret : register_deferred(u);
+	return ret ? ret : flush_sq(u);
 }
 
 /* Fold every posted CQE into its request: finished ones go to the ready list, the rest are requeued. */
@@ -249,8 +225,6 @@ static int uring_reap(struct grist_io *io, struct grist_io_req **done, unsigned 
 			return enter_error(ret, "wait keeps failing");
 	}
 	ret = flush_sq(u); /* requeued short reads start now, not at the next call */
-	if (!ret)
-		ret = register_deferred(u);
 	n = grist_io_queue_drain(&u->ready, done, max);
 	return n ? (int)n : ret;
 }
@@ -301,9 +275,10 @@ static int setup_ring(struct uring_io *u, const struct grist_io_config *cfg)
 	return 0;
 }
 
-static int register_arena(struct uring_io *u, uint8_t *p, size_t left)
+static int register_arena(struct uring_io *u, const struct grist_io_config *cfg)
 {
-	size_t n, i;
+	size_t left = cfg->fixed_buf_len, n, i;
+	uint8_t *p = cfg->fixed_buf;
 
 	n = (left + FIXED_BUF_PIECE - 1) / FIXED_BUF_PIECE;
 	if (n > 1024)
@@ -351,16 +326,8 @@ static int uring_create(const struct grist_io_config *cfg, struct grist_io **out
 	}
 	if (!cfg->no_fixed_files)
 		u->fixed_files = io_uring_register_files_sparse(&u->ring, cfg->max_files) == 0;
-	if (cfg->fixed_buf && cfg->defer_fixed_buf && u->disabled) {
-		if ((cfg->fixed_buf_len + FIXED_BUF_PIECE - 1) / FIXED_BUF_PIECE > 1024) {
-			ret = grist_fail(-EINVAL, "io fixed buffer of %zu bytes is too large to register",
-					 cfg->fixed_buf_len);
-			goto fail;
-		}
-		u->defer_buf = cfg->fixed_buf;
-		u->defer_len = cfg->fixed_buf_len;
-	} else if (cfg->fixed_buf) {
-		ret = register_arena(u, cfg->fixed_buf, cfg->fixed_buf_len);
+	if (cfg->fixed_buf) {
+		ret = register_arena(u, cfg);
 		if (ret)
 			goto fail;
 	}
@@ -406,7 +373,7 @@ static void uring_stats(struct grist_io *io, struct grist_io_stats *st)
 	st->fixed_files = u->fixed_files;
 	for (unsigned i = 0; i < io->nr_files; i++)
 		st->fixed_files = st->fixed_files && u->file_fixed[i];
-	st->fixed_buffers = u->nr_bufs > 0 || u->defer_buf;
+	st->fixed_buffers = u->nr_bufs > 0;
 	st->fixed_buffers_error = u->fixed_bufs_err;
 	st->fixed_reads = u->fixed_reads;
 }

@@ -106,8 +106,6 @@ struct grist_io_config {
 	unsigned max_files;           /* file slots (fixed-file table size); 0 = 256 */
 	void *fixed_buf;              /* optional arena to register with io_uring */
 	size_t fixed_buf_len;
-	bool defer_fixed_buf;         /* io_uring tied to one thread: register the arena on that thread,
-					 right after its first reads are submitted, not at create */
 	bool no_fixed_files;          /* io_uring: use plain fds */
 	/* http: counters to add to (shared by several io objects); NULL keeps its own */
 	struct grist_remote_counters *remote_counters;
@@ -130,7 +128,7 @@ struct grist_io_stats {
 	uint64_t max_bytes_in_flight;
 	unsigned ring_flags;       /* io_uring setup flags the kernel accepted */
 	bool fixed_files;          /* io_uring: every file so far sits in the registered table */
-	bool fixed_buffers;        /* io_uring: arena registered (or to be, deferred), read_fixed used inside it */
+	bool fixed_buffers;        /* io_uring: arena registered, read_fixed used inside it */
 	int fixed_buffers_error;   /* why registration failed (-ENOMEM, -EPERM), or 0 */
 	uint64_t submitted;        /* requests taken by submit */
 	uint64_t completed;        /* requests handed back by reap */
