@@ -86,7 +86,12 @@ def settle(seconds):
 
 
 def run_timed(argv, env=None):
-    """Run argv to completion: (wall seconds, CPU seconds and context switches from wait4(), stdout, stderr)."""
+    """
+    Run argv to completion, as /usr/bin/time would: (the process's wait4() figures, stdout,
+    stderr). The figures are wall seconds from fork to reaping, user and system seconds,
+    minor and major page faults, voluntary and involuntary context switches and the peak
+    resident set (KiB), the waited-for children included (fio's job processes).
+    """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         p = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -98,20 +103,30 @@ def run_timed(argv, env=None):
         o, e = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if p.returncode != 0:
         sys.exit("failed (%d): %s\n%s%s" % (p.returncode, " ".join(argv), o, e))
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_nvcsw + ru.ru_nivcsw, o, e
+    usage = {"wall": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "minflt": ru.ru_minflt,
+             "majflt": ru.ru_majflt, "nvcsw": ru.ru_nvcsw, "nivcsw": ru.ru_nivcsw, "maxrss_kib": ru.ru_maxrss}
+    return usage, o, e
 
 
 def measure(kind, argv, nbytes, env=None):
     """
-    One run: seconds, GB/s and CPU seconds per GB of its reading, not of its start-up.
-    fio spends about 0.3 s and 0.15 s of CPU starting (as much as a whole pass here), so
-    its own JSON report gives the run time and the job's CPU share. grist's --stats give
-    'seconds' from before grist_loader_create() to the last batch and the 'start-up'
-    (create: opening, footers, and pinning and registering the read buffers, up to
-    0.1-0.3 s for 128 MiB of them on this VM) with its CPU; the reading phase is the
-    difference, as fio's run time is. Both are kept: 'startup' and 'startup_cpu'.
+    One run, two ways. The reading phase (the figures without a prefix): seconds, GB/s and
+    CPU seconds per GB of its reading, not of its start-up. fio spends about 0.3 s and 0.15 s
+    of CPU starting (as much as a whole pass here), so its own JSON report gives the run
+    time and the job's CPU share. grist's --stats give 'seconds' from before
+    grist_loader_create() to the last batch and the 'start-up' (create: opening, footers, and
+    pinning and registering the read buffers, up to 0.1-0.3 s for 128 MiB of them on this VM)
+    with its CPU; the reading phase is the difference, as fio's run time is. Both are kept:
+    'startup' and 'startup_cpu'.
+
+    The whole process ('proc_' figures: what a user pays, issue 37): wall from fork to
+    reaping, and from wait4() its user and system CPU, page faults, context switches and
+    peak RSS, start-up, teardown and the dynamic loader included, for fio as for grist.
     """
-    wall, cpu, ctx, out, err = run_timed(argv, env)
+    ru, out, err = run_timed(argv, env)
+    cpu = ru["user"] + ru["sys"]
+    ctx = ru["nvcsw"] + ru["nivcsw"]
+    first = None
     if kind == "fio":
         j = json.loads(out[out.index("{"):])["jobs"][0]
         secs = j["read"]["runtime"] / 1e3
@@ -123,11 +138,49 @@ def measure(kind, argv, nbytes, env=None):
         secs = float([ln.split()[1] for ln in err.splitlines() if ln.startswith("seconds:")][0])
         m = re.search(r"^start-up: ([0-9.]+) s \(([0-9.]+) s of CPU\)", err, re.M)
         startup, startup_cpu = float(m.group(1)), float(m.group(2))
+        m = re.search(r"^first batch: ([0-9.]+) s", err, re.M)
+        first = float(m.group(1)) if m else None
         secs -= startup
         cpu -= startup_cpu
-    return {"wall": secs, "process_wall": wall, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / (nbytes / 1e9),
-            "ctx_per_gb": ctx / (nbytes / 1e9),
-            "startup": startup, "startup_cpu": startup_cpu}
+    gb = nbytes / 1e9
+    return {"wall": secs, "gbps": nbytes / secs / 1e9, "cpu_per_gb": cpu / gb, "ctx_per_gb": ctx / gb,
+            "startup": startup, "startup_cpu": startup_cpu, "first_batch": first,
+            "proc_wall": ru["wall"], "proc_gbps": gb / ru["wall"], "proc_cpu_per_gb": (ru["user"] + ru["sys"]) / gb,
+            "proc_user": ru["user"], "proc_sys": ru["sys"], "proc_minflt": ru["minflt"], "proc_majflt": ru["majflt"],
+            "proc_ctx_per_gb": (ru["nvcsw"] + ru["nivcsw"]) / gb, "proc_nvcsw": ru["nvcsw"],
+            "proc_nivcsw": ru["nivcsw"], "proc_maxrss_kib": ru["maxrss_kib"], "bytes": nbytes}
+
+
+# what `--perf` counts: software events and syscall tracepoints (a VM often has no cycle counter)
+PERF_EVENTS = ["task-clock", "page-faults", "context-switches", "cpu-migrations", "raw_syscalls:sys_enter",
+               "syscalls:sys_enter_io_uring_enter", "syscalls:sys_enter_futex", "syscalls:sys_enter_mlock",
+               "syscalls:sys_enter_mmap", "syscalls:sys_enter_munmap"]
+
+
+def perf_available():
+    """Whether `perf stat` runs here with the software events and the syscall tracepoints."""
+    if not shutil.which("perf"):
+        return "perf is not installed (Debian: apt-get install linux-perf)"
+    r = subprocess.run(["perf", "stat", "-x,", "-e", ",".join(PERF_EVENTS), "true"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "perf stat fails here: %s" % (r.stderr.strip().splitlines() or ["?"])[-1]
+    return None
+
+
+def perf_stat(argv, env, tmp):
+    """One run under `perf stat -e PERF_EVENTS`: {event: count} (task-clock in ms; missing: None)."""
+    path = os.path.join(tmp, "perf.csv")
+    run_timed(["perf", "stat", "-x,", "-o", path, "-e", ",".join(PERF_EVENTS), "--"] + argv, env)
+    got = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.strip().split(",")
+            if len(parts) >= 3 and parts[2] in PERF_EVENTS:
+                try:
+                    got[parts[2]] = float(parts[0])
+                except ValueError:
+                    got[parts[2]] = None  # <not supported> or <not counted>
+    return got
 
 
 def make_file(grist_bench, folder, key):
@@ -200,6 +253,53 @@ def environ(assignments):
     return env
 
 
+def contenders(a, path, gbytes, size, iolog, bs, load_args):
+    """
+    name -> (kind, argv, bytes, env). One grist per --verify mode ('grist' alone when there is
+    one mode, else 'grist.all', 'grist.headers'), the second build or arguments ('b', with
+    the first mode), and the fio jobs of --fio.
+    """
+    modes = a.verify.split(",")
+    cmds = {}
+    for v in modes:
+        name = "grist" if len(modes) == 1 else "grist." + v
+        cmds[name] = ("grist", [a.grist] + load_args + ["--verify", v] + a.grist_arg, gbytes, environ(a.env))
+    if a.vs_grist or a.vs_arg or a.vs_env:
+        cmds["b"] = ("grist", [os.path.abspath(a.vs_grist or a.grist)] + load_args + ["--verify", modes[0]]
+                     + a.vs_arg, gbytes, environ(a.vs_env))
+    fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1",
+                  "--iodepth=%d" % a.queue_depth, "--output-format=json"]
+    fios = [] if a.no_fio else a.fio.split(",")
+    if "shape" in fios:
+        cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
+                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % (size * a.epochs),
+                                              "--norandommap", "--randrepeat=0"], size * a.epochs, None)
+    if "replay" in fios:
+        cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes, None)
+    return cmds
+
+
+def ratio_pairs(cmds):
+    """(numerator, denominator) of every ratio reported: each grist over each fio, and the first grist over b."""
+    gs = [n for n in cmds if cmds[n][0] == "grist" and n != "b"]
+    fios = [n for n in cmds if cmds[n][0] == "fio"]
+    pairs = [(g, f) for g in gs for f in fios]
+    if "b" in cmds:
+        pairs.append((gs[0], "b"))
+        pairs += [("b", f) for f in fios]
+    return pairs
+
+
+def rkey(kind, num, den):
+    """A pair's key for one ratio: kind 'ratio' (bytes/s, reading phase), 'cpu_ratio', 'pratio' (bytes/s, whole
+    process) or 'pcpu_ratio'; a lone 'grist' keeps the old names ('ratio_replay')."""
+    return "%s_%s" % (kind, den) if num == "grist" else "%s_%s_%s" % (kind, num, den)
+
+
+RATIOS = (("ratio", "gbps", False), ("cpu_ratio", "cpu_per_gb", True), ("pratio", "proc_gbps", False),
+          ("pcpu_ratio", "proc_cpu_per_gb", True))
+
+
 def bench_case(a, path, batch, where, tmp, results):
     size = os.path.getsize(path)
     load_args = ["load", path, "--batch-size", str(batch), "--seed", str(a.seed), "--queue-depth",
@@ -208,86 +308,86 @@ def bench_case(a, path, batch, where, tmp, results):
     if batch * record > (64 << 20):
         # 256 records of 1 MiB: a batch above the default bound of 64 MiB
         load_args += ["--max-batch-bytes", str(batch * record)]
-    grist_cmd = [a.grist] + load_args + a.grist_arg
     iolog = os.path.join(tmp, "grist.iolog")
     drop_caches()
-    run_timed(grist_cmd + ["--iolog", iolog], environ(a.env))
+    run_timed([a.grist] + load_args + a.grist_arg + ["--iolog", iolog], environ(a.env))
     gbytes, nreq = iolog_bytes(iolog)
     bs = -(-gbytes // nreq // 4096) * 4096
-    fio_common = ["fio", "--name=cold", "--readonly", "--ioengine=io_uring", "--direct=1",
-                  "--iodepth=%d" % a.queue_depth, "--output-format=json"]
-    # name -> (kind, argv, bytes); grist's ratio is taken over each of the others
-    cmds = {"grist": ("grist", grist_cmd, gbytes)}
-    env = {"grist": environ(a.env)}
-    if a.vs_grist or a.vs_arg or a.vs_env:
-        cmds["b"] = ("grist", [os.path.abspath(a.vs_grist or a.grist)] + load_args + a.vs_arg, gbytes)
-        env["b"] = environ(a.vs_env)
-    if not a.no_fio:
-        cmds["shape"] = ("fio", fio_common + ["--filename=" + path, "--rw=randread", "--bs=%d" % bs,
-                                              "--blockalign=4k", "--size=%d" % size, "--io_size=%d" % (size * a.epochs),
-                                              "--norandommap", "--randrepeat=0"], size * a.epochs)
-        cmds["replay"] = ("fio", fio_common + ["--read_iolog=" + iolog], gbytes)
+    cmds = contenders(a, path, gbytes, size, iolog, bs, load_args)
     names = list(cmds)
-    others = names[1:]
-    # the second grist against each fio too, from the same pairs (an option's cost against fio's)
-    b_others = [n for n in others if n != "b"] if "b" in cmds else []
+    rps = ratio_pairs(cmds)
     print("\n== %s, %s, batch %d: grist reads %d requests, %d bytes (mean %.0f); fio shape bs=%dk blockalign=4k"
           % (where, os.path.basename(path), batch, nreq, gbytes, gbytes / nreq, bs // 1024), flush=True)
     for n in names:
-        if cmds[n][0] == "grist":
-            print("   %s: %s%s" % (n, "".join(e + " " for e in (a.env if n == "grist" else a.vs_env)),
-                                   " ".join(cmds[n][1])))
-    print("   %4s  %s %s %s load" % ("pair", " ".join("%-22s" % (n + " s GB/s cpu/GB") for n in names),
-                                   " ".join("%7s" % ("/" + n) for n in others),
-                                   " ".join("%7s" % ("cpu/" + n) for n in others)))
+        print("   %s: %s%s" % (n, "".join(kv + " " for kv in (a.env if n.startswith("grist") else
+                                                             a.vs_env if n == "b" else [])), " ".join(cmds[n][1])))
+    print("   per run: reading phase s, GB/s, CPU s/GB | whole process s, GB/s, CPU s/GB; then bytes/s ratios,"
+          " reading phase / whole process")
     pairs = []
     for i in range(a.pairs):
         order = names[i % len(names):] + names[:i % len(names)]
         got = {}
         for name in order:
-            kind, argv, nbytes = cmds[name]
+            kind, argv, nbytes, env = cmds[name]
             drop_caches()
             settle(a.settle)
-            got[name] = measure(kind, argv, nbytes, env.get(name))
+            got[name] = measure(kind, argv, nbytes, env)
         r = {"order": order, **got, "load": os.getloadavg()[0]}
-        for n in others:
-            r["ratio_" + n] = got["grist"]["gbps"] / got[n]["gbps"]
-            r["cpu_ratio_" + n] = got["grist"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
-        for n in b_others:
-            r["b_ratio_" + n] = got["b"]["gbps"] / got[n]["gbps"]
-            r["b_cpu_ratio_" + n] = got["b"]["cpu_per_gb"] / got[n]["cpu_per_gb"]
+        for num, den in rps:
+            for kind, key, _ in RATIOS:
+                r[rkey(kind, num, den)] = got[num][key] / got[den][key]
         pairs.append(r)
-        print("   %4d  %s %s %s %.1f" % (
-            i + 1, " ".join("%5.3f %5.2f %6.3f    " % (got[n]["wall"], got[n]["gbps"], got[n]["cpu_per_gb"])
-                            for n in names),
-            " ".join("%7.3f" % r["ratio_" + n] for n in others),
-            " ".join("%7.3f" % r["cpu_ratio_" + n] for n in others), r["load"]), flush=True)
+        print("   %d  %s  %s  load %.1f" % (
+            i + 1, "  ".join("%s %.3f %.2f %.3f | %.3f %.2f %.3f" % (
+                n, got[n]["wall"], got[n]["gbps"], got[n]["cpu_per_gb"], got[n]["proc_wall"], got[n]["proc_gbps"],
+                got[n]["proc_cpu_per_gb"]) for n in names),
+            "  ".join("%s/%s %.2f/%.2f" % (num, den, r[rkey("ratio", num, den)], r[rkey("pratio", num, den)])
+                      for num, den in rps), r["load"]), flush=True)
     summary = {"where": where, "file": os.path.basename(path), "batch": batch, "requests": nreq,
-               "bytes": gbytes, "shape_bs": bs, "pairs": pairs, "commands": {n: cmds[n][1] for n in names}}
-    summary["grist_startup"] = statistics.median(p["grist"]["startup"] for p in pairs)
-    summary["grist_startup_cpu"] = statistics.median(p["grist"]["startup_cpu"] for p in pairs)
-    print("   grist start-up (not in the rates): median %.3f s, %.3f s of CPU" % (summary["grist_startup"],
-                                                                                 summary["grist_startup_cpu"]))
+               "bytes": gbytes, "shape_bs": bs, "pairs": pairs, "commands": {n: cmds[n][1] for n in names},
+               "ratios": rps}
     for n in names:
-        summary[n + "_gbps"] = statistics.median(p[n]["gbps"] for p in pairs)
-        summary[n + "_cpu_per_gb"] = statistics.median(p[n]["cpu_per_gb"] for p in pairs)
-        summary[n + "_ctx_per_gb"] = statistics.median(p[n]["ctx_per_gb"] for p in pairs)
-    for n in others:
-        for k in ("ratio_", "cpu_ratio_"):
-            summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
-        print("   median of %d pairs, grist / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s),"
-              " context switches per GB %.0f against %.0f"
-              % (len(pairs), n, summary["median_ratio_" + n], min(p["ratio_" + n] for p in pairs),
-                 max(p["ratio_" + n] for p in pairs), summary["median_cpu_ratio_" + n],
-                 summary["grist_cpu_per_gb"], summary[n + "_cpu_per_gb"], summary["grist_ctx_per_gb"],
-                 summary[n + "_ctx_per_gb"]), flush=True)
-    for n in b_others:
-        for k in ("b_ratio_", "b_cpu_ratio_"):
-            summary["median_" + k + n] = statistics.median(p[k + n] for p in pairs)
-        print("   median of %d pairs, b / %s: bytes/s %.3f (%.3f-%.3f), CPU per GB %.3f (%.3f s against %.3f s)"
-              % (len(pairs), n, summary["median_b_ratio_" + n], min(p["b_ratio_" + n] for p in pairs),
-                 max(p["b_ratio_" + n] for p in pairs), summary["median_b_cpu_ratio_" + n],
-                 summary["b_cpu_per_gb"], summary[n + "_cpu_per_gb"]), flush=True)
+        for key in ("gbps", "cpu_per_gb", "ctx_per_gb", "proc_wall", "proc_gbps", "proc_cpu_per_gb", "proc_user",
+                    "proc_sys", "proc_minflt", "proc_ctx_per_gb", "proc_maxrss_kib", "startup", "startup_cpu"):
+            summary["%s_%s" % (n, key)] = statistics.median(p[n][key] for p in pairs)
+        if cmds[n][0] == "grist":
+            summary[n + "_first_batch"] = statistics.median(p[n]["first_batch"] or 0.0 for p in pairs)
+    print("   medians per contender (whole process: wall s, user s, sys s, minor faults, peak RSS MiB, switches/GB;"
+          " CPU s per GB reading phase / whole process):")
+    for n in names:
+        s = lambda k: summary["%s_%s" % (n, k)]
+        print("     %-13s %.3f s, %.3f u, %.3f s, %d flt, %.0f MiB, %.0f ctx/GB; CPU/GB %.3f / %.3f%s" % (
+            n, s("proc_wall"), s("proc_user"), s("proc_sys"), s("proc_minflt"), s("proc_maxrss_kib") / 1024,
+            s("proc_ctx_per_gb"), s("cpu_per_gb"), s("proc_cpu_per_gb"),
+            "; start-up %.3f s (%.3f CPU), first batch %.3f s" % (s("startup"), s("startup_cpu"), s("first_batch"))
+            if cmds[n][0] == "grist" else ""))
+    for num, den in rps:
+        for kind, _, _ in RATIOS:
+            k = rkey(kind, num, den)
+            summary["median_" + k] = statistics.median(p[k] for p in pairs)
+            summary["range_" + k] = (min(p[k] for p in pairs), max(p[k] for p in pairs))
+        m = lambda kind: (summary["median_" + rkey(kind, num, den)],) + summary["range_" + rkey(kind, num, den)]
+        print("   median of %d pairs, %s / %s: bytes/s phase %.3f (%.2f-%.2f), whole process %.3f (%.2f-%.2f);"
+              " CPU per GB phase %.2f, whole process %.2f" % ((len(pairs), num, den) + m("ratio") + m("pratio")
+                                                              + m("cpu_ratio")[:1] + m("pcpu_ratio")[:1]), flush=True)
+    if a.perf:
+        # after the pairs, so perf's own cost is in none of the timed runs
+        summary["perf"] = {}
+        print("   perf stat, one run each (per request: syscalls, io_uring_enter, futex; per GB: task-clock s,"
+              " page faults, context switches, mlock, mmap):")
+        for n in names:
+            kind, argv, nbytes, env = cmds[n]
+            drop_caches()
+            settle(a.settle)
+            c = perf_stat(argv, env, tmp)
+            summary["perf"][n] = c
+            gb = nbytes / 1e9
+            per = lambda ev, d: "-" if c.get(ev) is None else "%.2f" % (c[ev] / d)
+            print("     %-13s %s %s %s | %s s %s %s %s %s" % (
+                n, per("raw_syscalls:sys_enter", nreq), per("syscalls:sys_enter_io_uring_enter", nreq),
+                per("syscalls:sys_enter_futex", nreq), per("task-clock", gb * 1e3), per("page-faults", gb),
+                per("context-switches", gb), per("syscalls:sys_enter_mlock", 1), per("syscalls:sys_enter_mmap", 1)),
+                flush=True)
     results.append(summary)
 
 
@@ -319,6 +419,15 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="K=V in the environment of the grist under test")
     ap.add_argument("--vs-env", action="append", default=[], help="K=V in the environment of the second grist")
     ap.add_argument("--no-fio", action="store_true", help="leave fio out (with --vs-grist)")
+    ap.add_argument("--fio", default="shape,replay",
+                    help="fio jobs: shape (the issue's --bs=68k --blockalign=4k form), replay (grist's own requests)")
+    ap.add_argument("--verify", default="all",
+                    help="grist's --verify modes, each its own contender in every pair: all, headers or"
+                         " headers,all (issue 37 judges both)")
+    ap.add_argument("--perf", action="store_true",
+                    help="after each case's pairs, one more run of each contender under `perf stat` (software"
+                         " events and syscall tracepoints): syscalls and io_uring_enter calls per request, faults"
+                         " and switches per GB")
     ap.add_argument("--json", help="write every pair and summary to this file")
     ap.add_argument("--prepare", action="store_true",
                     help="only write the data files under --dir for --records and print their paths, one a line")
@@ -333,6 +442,13 @@ def main():
         for k in a.records.split(","):
             print(make_file(grist_bench_path(a), a.dir, k))
         return
+    if a.perf:
+        why = perf_available()
+        if why:
+            sys.exit("--perf: " + why)
+    for v in a.verify.split(","):
+        if v not in ("all", "headers"):
+            sys.exit("--verify: all, headers or both, not %r" % v)
     if os.geteuid() != 0:
         sys.exit("cold.py needs root: it drops the page cache and sets up a loop device")
     if not shutil.which("fio"):
@@ -364,20 +480,12 @@ def main():
                             bench_case(a, path, b, "loop", tmp, results)
             else:
                 sys.exit("unknown target %r" % target)
-    print("\nsummary (median of per-pair ratios, grist bytes/s over the other's; CPU s per GB read):")
+    print("\nsummary (medians of per-pair ratios, bytes/s reading phase / whole process; CPU s per GB whole process):")
     for s in results:
-        others = [k[len("median_ratio_"):] for k in s if k.startswith("median_ratio_")]
-        print("  %-4s %-45s batch %3d: grist %.2f GB/s %.3f s/GB | %s" % (
-            s["where"], s["file"], s["batch"], s["grist_gbps"], s["grist_cpu_per_gb"],
-            " | ".join("/%s %.3f (cpu %.2f; %.2f GB/s %.3f s/GB)" % (n, s["median_ratio_" + n],
-                                                                     s["median_cpu_ratio_" + n], s[n + "_gbps"],
-                                                                     s[n + "_cpu_per_gb"]) for n in others)))
-        b_others = [k[len("median_b_ratio_"):] for k in s if k.startswith("median_b_ratio_")]
-        if b_others:
-            print("  %-4s %-45s           b %.2f GB/s %.3f s/GB | %s" % (
-                "", "", s["b_gbps"], s["b_cpu_per_gb"],
-                " | ".join("b/%s %.3f (cpu %.2f)" % (n, s["median_b_ratio_" + n], s["median_b_cpu_ratio_" + n])
-                           for n in b_others)))
+        print("  %-4s %-45s batch %3d: %s" % (s["where"], s["file"], s["batch"], " | ".join(
+            "%s/%s %.3f / %.3f (CPU %.3f / %.3f s/GB)" % (
+                num, den, s["median_" + rkey("ratio", num, den)], s["median_" + rkey("pratio", num, den)],
+                s[num + "_proc_cpu_per_gb"], s[den + "_proc_cpu_per_gb"]) for num, den in s["ratios"])))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -135,6 +135,7 @@ struct grist_engine_geometry {
 	uint64_t smallest_group;  /* the fewest records per chunk of any file (>= 1) */
 	uint64_t row_bytes;       /* the most decoded bytes per record a footer announces (0: unknown) */
 	uint64_t max_chunk_decoded; /* the largest decoded chunk of any file */
+	uint64_t positions;       /* shard positions the run delivers from its start (0: unbounded or unknown) */
 };
 
 #define GRIST_ENGINE_MEM_ALIGN 4096u
@@ -154,6 +155,7 @@ struct grist_engine_sizes {
 	unsigned assembly;        /* units that may hold a slot at once */
 	bool assembly_in_bytes;   /* assembly was cut to a budget of bytes: the caller's batches count against it */
 	size_t row_bytes_hint;    /* expected bytes per row, to size slots once (0: none) */
+	uint64_t positions;       /* the geometry's: a slot is never sized for more rows than the run has */
 	/* the device stage */
 	bool device_copy;         /* batches are copied into its slots (units are not batches) */
 	unsigned device_helpers;  /* its copy threads */

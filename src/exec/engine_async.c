@@ -335,10 +335,11 @@ static int push_pipeline(struct worker *wk)
 
 /*
  * Whether to read further ahead: room in the pipeline, the newest work admitted (its
- * reads fit the arena) and pushed, and the ring not full. So the requests queued
- * beyond the ring stay under one unit's worth, and the arena bounds the bytes.
+ * reads fit the arena) and pushed, or claimed in this pass (@queued reads admitted and not
+ * pushed yet), and the ring not full. So the requests queued beyond the ring stay under
+ * one unit's worth, and the arena bounds the bytes.
  */
-static bool wants_more(struct worker *wk)
+static bool wants_more(struct worker *wk, unsigned queued)
 {
 	const struct work *last;
 
@@ -353,8 +354,9 @@ static bool wants_more(struct worker *wk)
 	last = pipeline_at(wk, wk->count - 1);
 	if (!grist_async_reads_admitted(&last->reads) && !last->error)
 		return false;
-	return grist_async_reads_all_submitted(&last->reads) &&
-	       grist_async_reader_inflight(&wk->reader) < wk->e->queue_depth;
+	/* this pass's units are admitted, not pushed yet: count them against the ring */
+	return (queued || grist_async_reads_all_submitted(&last->reads)) &&
+	       grist_async_reader_inflight(&wk->reader) + queued < wk->e->queue_depth;
 }
 
 /*
@@ -445,7 +447,7 @@ static int step_head(struct worker *wk, bool stopping)
 				return 0;
 			if (!ret)
 				ret = grist_async_slot_take(e, e->unit_items == e->p->batch_size && !e->plan_cursor, false,
-							    &w->u->slot);
+							    (size_t)(w->u->end_j - w->u->first_j), &w->u->slot);
 			if (ret) {
 				fail_work(wk, w, ret);
 				return 0;
@@ -502,18 +504,40 @@ static void *worker_main(void *arg)
 	bool more = true, stopping = false, broken = false, ended;
 	struct unit *u;
 	uint64_t t0;
-	int ret;
+	int ret, plug;
 
 	if (wk->placed)
 		pthread_setaffinity_np(pthread_self(), sizeof(wk->cpus), &wk->cpus);
 	for (;;) {
-		while (more && wants_more(wk)) {
+		unsigned queued = 0;
+
+		while (more && wants_more(wk, queued)) {
 			u = claim_unit(wk, wk->count == 0, &ended);
 			if (!u) {
 				more = !ended;
 				break;
 			}
 			start_unit(wk, u);
+			/*
+			 * Local rings: admit it and claim on while the ring has room, so one push
+			 * and one system call take a pass's units together. One unit per pass made
+			 * 2.5 io_uring_enter calls per read at batch 1 (a push, a poll, a wait),
+			 * against fio's 1.1 (cold.py --perf, issue 37).
+			 */
+			if (!broken && e->io_kind != GRIST_IO_HTTP) {
+				const struct async_reads *r = &pipeline_at(wk, wk->count - 1)->reads;
+
+				admit_tail(wk);
+				/*
+				 * A streamed unit takes its arena space as it is pushed: no unit may be
+				 * admitted behind it before then, or its space would lie beyond theirs
+				 * and the arena's ring order break (a read landing in another's buffer).
+				 */
+				if (!grist_async_reads_admitted(r) || grist_async_reads_streamed(r))
+					break;
+				queued += grist_async_reads_count(r);
+				continue;
+			}
 			/*
 			 * URLs: admit and push it now. wants_more() asks for the newest unit's reads
 			 * to be out, so claiming stopped at one unit per pass, and a pass waits for
@@ -539,9 +563,15 @@ static void *worker_main(void *arg)
 		ret = 0;
 		if (!broken) {
 			admit_tail(wk);
-			ret = push_pipeline(wk);
+			/* plugged: the poll right after carries the pushed reads in its one system call */
+			ret = grist_io_plug(wk->reader.io, true);
+			if (!ret)
+				ret = push_pipeline(wk);
 			if (!ret)
 				ret = grist_async_reap(&wk->reader, 0);
+			plug = grist_io_plug(wk->reader.io, false);
+			if (ret >= 0 && plug < 0)
+				ret = plug;
 		}
 		if (ret < 0) {
 			fail_pipeline(wk, ret);
@@ -684,6 +714,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	e->assembly = sz.assembly;
 	e->assembly_in_bytes = sz.assembly_in_bytes;
 	e->row_bytes_hint = sz.row_bytes_hint;
+	e->positions = sz.positions;
 	e->wake_batch = wake_batch(e);
 	/* chunk granularity: a unit ends at a window boundary of the plan (unit_end_locked()) */
 	if (p->granularity == GRIST_GRANULARITY_CHUNK && p->num_sources == 1 && p->shuffled) {

@@ -7,10 +7,19 @@
 #include "common/error.h"
 #include "exec/engine_async_shared.h"
 
-/* Bytes a fresh slot starts with: a typical unit's, within the batch bound (0: grow as needed). */
-static size_t slot_hint(const struct async_engine *e, bool provider, bool view)
+/*
+ * Bytes a fresh slot starts with: @rows rows, at most a typical unit's (0: a typical
+ * unit's) and never more than the run has, within the batch bound (0: grow as needed).
+ * The unit's own rows, so the last unit of a run, or a run shorter than one unit, does not
+ * pin a whole unit's slot it cannot fill: 44 records of 1 MiB at batch 256 took a 256 MiB
+ * slot (issue 37).
+ */
+static size_t slot_hint(const struct async_engine *e, bool provider, bool view, size_t rows)
 {
-	size_t typical = e->unit_items, bound = e->p->layout->max_batch_bytes;
+	size_t typical = rows && rows < e->unit_items ? rows : e->unit_items, bound = e->p->layout->max_batch_bytes;
+
+	if (e->positions && e->positions < typical)
+		typical = (size_t)e->positions;
 
 	if (provider || view || !e->row_bytes_hint || typical > bound / e->row_bytes_hint)
 		return 0;
@@ -51,11 +60,11 @@ static struct grist_slot *pool_pick_locked(struct slot_pool *pool, bool view, si
  * when the loader has a slot provider (the device stage) its memory comes from there.
  * Provider-backed wrappers and host slots live in separate pools.
  */
-int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out)
+int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, size_t rows, struct grist_slot **out)
 {
 	const struct grist_slot_provider *p = deliver ? e->p->deliver : NULL;
 	struct slot_pool *pool = p ? &e->dev_pool : &e->host_pool;
-	size_t hint = slot_hint(e, p != NULL, view);
+	size_t hint = slot_hint(e, p != NULL, view, rows);
 	struct grist_slot *s;
 	int ret;
 
@@ -239,6 +248,12 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 		pthread_cond_broadcast(&e->claim_cv);
 }
 
+/* Whether @u ends the run (a finite stream's last positions). */
+static bool last_unit(const struct async_engine *e, const struct unit *u)
+{
+	return e->positions && u->end_j == e->p->start_position + e->positions;
+}
+
 int grist_async_next(void *engine, struct grist_slot **out)
 {
 	struct async_engine *e = engine;
@@ -267,8 +282,13 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			pthread_mutex_unlock(&e->lock);
 			return ret;
 		}
-		if (!pack && u->next_row == 0 && u->slot->count == batch && e->unit_items == batch) {
-			/* the unit is exactly the next batch: hand its slot over without a copy */
+		if (!pack && u->next_row == 0 && e->unit_items == batch &&
+		    (u->slot->count == batch || (u->slot->count > 0 && u->slot->count < batch && last_unit(e, u)))) {
+			/*
+			 * The unit is exactly the next batch, or the stream's short last one (a unit
+			 * at chunk granularity may run past a batch): hand its slot over without a
+			 * copy (the last one was copied into a second slot of its own, issue 37)
+			 */
 			*out = u->slot;
 			with_caller_locked(e, u->slot);
 			u->slot = NULL;
@@ -281,7 +301,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			struct grist_slot *view;
 
 			pthread_mutex_unlock(&e->lock);
-			ret = grist_async_slot_take(e, false, true, &view);
+			ret = grist_async_slot_take(e, false, true, 0, &view);
 			if (ret)
 				return ret;
 			pthread_mutex_lock(&e->lock);
@@ -297,7 +317,7 @@ int grist_async_next(void *engine, struct grist_slot **out)
 		}
 		if (!pack) {
 			pthread_mutex_unlock(&e->lock);
-			ret = grist_async_slot_take(e, true, false, &pack);
+			ret = grist_async_slot_take(e, true, false, 0, &pack);
 			if (ret)
 				return ret;
 			pthread_mutex_lock(&e->lock);

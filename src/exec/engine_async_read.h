@@ -174,6 +174,18 @@ static inline unsigned grist_async_reads_pending(const struct async_reads *r)
 	return r->pending;
 }
 
+/* Its regions take arena space as they are pushed (a unit above half the arena). */
+static inline bool grist_async_reads_streamed(const struct async_reads *r)
+{
+	return r->streamed;
+}
+
+/* Requests built for the unit (its reads once admitted). */
+static inline unsigned grist_async_reads_count(const struct async_reads *r)
+{
+	return (unsigned)r->nreqs;
+}
+
 /* Every request built has gone to the ring. */
 static inline bool grist_async_reads_all_submitted(const struct async_reads *r)
 {

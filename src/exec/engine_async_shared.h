@@ -121,6 +121,7 @@ struct async_engine {
 	struct grist_stream_cursor *plan_cursor; /* chunk granularity: finds window ends (under lock) */
 	size_t max_unit_items;
 	size_t row_bytes_hint;      /* expected bytes per row, to size slots once */
+	uint64_t positions;         /* the run's positions (0: unbounded): no slot is sized for more rows */
 	uint64_t total_units;       /* UINT64_MAX when unbounded */
 	uint64_t consumed_units;    /* units the consumer has finished with (written under lock; atomic for readers without it) */
 	unsigned nunits;            /* claim window: unit u may be claimed once u - nunits is consumed */
@@ -158,9 +159,10 @@ static inline unsigned grist_async_slot_window(const struct async_engine *e)
 
 /*
  * A slot for a unit (@deliver: it may be handed over as is, so it comes from the slot
- * provider when there is one) or a view (@view). Returns 0 or a negative errno code.
+ * provider when there is one) or a view (@view). A fresh one is sized for @rows rows (0:
+ * a typical unit's). Returns 0 or a negative errno code.
  */
-int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, struct grist_slot **out);
+int grist_async_slot_take(struct async_engine *e, bool deliver, bool view, size_t rows, struct grist_slot **out);
 
 /* Back to its pool (one the caller held: no longer counted, see wait_assembly()). Called with e->lock held. */
 void grist_async_slot_put_locked(struct async_engine *e, struct grist_slot *s);

@@ -87,6 +87,12 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 		g->smallest_group = 1;
 	if (!g->any_remote)
 		g->all_remote = false;
+	/* what the run will deliver: read buffers and slots are never sized for more (issue 37) */
+	if (p->stream) {
+		len = grist_stream_length(p->stream);
+		if (len != UINT64_MAX && len > p->start_position)
+			g->positions = len - p->start_position;
+	}
 }
 
 /* Average decoded bytes per record as the footers announce them (for sizing slots, not a bound). */
@@ -157,6 +163,14 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
 		if (read_ahead > DEFAULT_READ_AHEAD_MAX)
 			read_ahead = DEFAULT_READ_AHEAD_MAX;
 	}
+	/*
+	 * Never more than the whole run reads (each position reads at most one chunk; a unit
+	 * above half of it is then streamed through it). The arena is pinned and registered at
+	 * start-up, so a short run (a few records of 1 MiB) would otherwise fault in 64 MiB per
+	 * worker that it never uses (issue 37).
+	 */
+	if (g->positions && g->positions < read_ahead / max_extent)
+		read_ahead = g->positions * max_extent;
 	if (read_ahead < max_extent)
 		read_ahead = max_extent;
 	return (size_t)((read_ahead + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
@@ -206,7 +220,16 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	s->decoders = p->layout->map ? 2 : 1;
 	if (p->granularity == GRIST_GRANULARITY_CHUNK)
 		size_chunk_units(p, s);
+	/*
+	 * No more workers than the run has units (record granularity, where every unit but the
+	 * last holds unit_items): each takes a ring and a pinned arena at start-up, and one
+	 * that never gets a unit would fault its arena in for nothing (issue 37).
+	 */
+	if (p->granularity != GRIST_GRANULARITY_CHUNK && g->positions &&
+	    (g->positions + s->unit_items - 1) / s->unit_items < s->workers)
+		s->workers = (unsigned)((g->positions + s->unit_items - 1) / s->unit_items);
 	s->row_bytes_hint = row_bytes_hint(p, g);
+	s->positions = g->positions;
 	/*
 	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
 	 * what waits, so the engine hands it more reads than a disk ring would take: its read-ahead
@@ -268,7 +291,8 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * while units 1 and 2 are ready does not make a third 256 MiB slot (issue 22).
 	 */
 	if (s->row_bytes_hint && s->unit_items) {
-		uint64_t slot_bytes = (uint64_t)s->unit_items * s->row_bytes_hint,
+		uint64_t rows = g->positions && g->positions < s->unit_items ? g->positions : s->unit_items,
+			 slot_bytes = rows * s->row_bytes_hint,
 			 budget = p->assembly_bytes ? p->assembly_bytes
 				  : url_windows    ? REMOTE_ASSEMBLY_BYTES
 						   : ASSEMBLY_BYTES,

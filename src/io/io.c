@@ -295,6 +295,12 @@ enum grist_io_step grist_io_req_step(struct grist_io_req *req, int res)
 	return GRIST_IO_STEP_DONE;
 }
 
+int grist_io_plug(struct grist_io *io, bool on)
+{
+	io->plugged = on && io->ops->flush;
+	return !on && io->ops->flush ? io->ops->flush(io) : 0;
+}
+
 void grist_io_get_stats(struct grist_io *io, struct grist_io_stats *st)
 {
 	*st = io->st;

@@ -33,6 +33,8 @@ struct grist_io_ops {
 	void (*destroy)(struct grist_io *io);
 	/* Fill backend-specific fields of @st (optional). */
 	void (*stats)(struct grist_io *io, struct grist_io_stats *st);
+	/* Enter the kernel with what submit() queued while plugged (optional: backends that honour the plug). */
+	int (*flush)(struct grist_io *io);
 };
 
 /*
@@ -88,6 +90,7 @@ struct grist_io {
 	unsigned inflight;
 	uint64_t bytes_inflight;
 	struct grist_io_stats st;
+	bool plugged;                /* grist_io_plug(): submit() may queue without a system call */
 };
 
 /* ---- for backends only ---- */

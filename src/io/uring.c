@@ -152,7 +152,16 @@ static int uring_submit(struct grist_io *io, struct grist_io_req **reqs, unsigne
 		if (ret)
 			return ret;
 	}
-	return flush_sq(u);
+	/* plugged: the next reap's poll or wait carries them (grist_io_plug()) */
+	return io->plugged ? 0 : flush_sq(u);
+}
+
+static int uring_flush(struct grist_io *io)
+{
+	struct uring_io *u = to_uring(io);
+	int ret = enable_ring(u);
+
+	return ret ? ret : flush_sq(u);
 }
 
 /* Fold every posted CQE into its request: finished ones go to the ready list, the rest are requeued. */
@@ -372,6 +381,7 @@ static void uring_stats(struct grist_io *io, struct grist_io_stats *st)
 const struct grist_io_ops grist_io_uring_ops = {
 	.name = "uring",
 	.create = uring_create,
+	.flush = uring_flush,
 	.add_file = uring_add_file,
 	.submit = uring_submit,
 	.reap = uring_reap,

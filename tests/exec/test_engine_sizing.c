@@ -48,6 +48,9 @@ static void check_contracts(const struct setup *t)
 	assert_true(a.workers >= 1);
 	if (t->p.engine == GRIST_ENGINE_REF)
 		assert_int_equal(a.workers, 1);
+	else if (t->p.threads && t->g.positions && t->p.granularity == GRIST_GRANULARITY_RECORD &&
+		 (t->g.positions + t->p.batch_size - 1) / t->p.batch_size < t->p.threads)
+		assert_int_equal(a.workers, (t->g.positions + t->p.batch_size - 1) / t->p.batch_size);
 	else if (t->p.threads)
 		assert_int_equal(a.workers, t->p.threads);
 	assert_true(a.queue_depth >= 1);
@@ -58,6 +61,11 @@ static void check_contracts(const struct setup *t)
 	assert_int_equal(a.read_ahead % GRIST_ENGINE_MEM_ALIGN, 0);
 	if (t->p.read_ahead_bytes && t->p.read_ahead_bytes / a.workers >= t->g.largest_extent + 2 * 4096)
 		assert_true(a.read_ahead <= t->p.read_ahead_bytes / a.workers + GRIST_ENGINE_MEM_ALIGN);
+	/* a run of known length: no worker's arena above twice what the whole run reads */
+	if (t->g.positions && !t->p.read_ahead_bytes)
+		assert_true(a.read_ahead <= t->g.positions * (t->g.largest_extent + 2 * 4096) + 4096 ||
+			    a.read_ahead <= t->g.largest_extent + 3 * 4096);
+	assert_int_equal(a.positions, t->g.positions);
 	/* a unit is whole batches, and a chunk-granularity unit may stretch */
 	assert_true(a.unit_items >= t->p.batch_size);
 	assert_int_equal(a.unit_items % t->p.batch_size, 0);
@@ -81,10 +89,12 @@ static void test_contracts_sweep(void **state)
 	static const unsigned threads[] = { 0, 1, 2, 16 };
 	static const uint64_t read_ahead[] = { 0, 1u << 20, 256u << 20 };
 	static const enum grist_engine_kind engines[] = { GRIST_ENGINE_URING, GRIST_ENGINE_REF };
+	static const uint64_t positions[] = { 0, 5, 1u << 20 };
 	struct setup t;
 	int n = 0;
 
 	(void)state;
+	for (size_t pos = 0; pos < 3; pos++)
 	for (size_t e = 0; e < 2; e++)
 		for (int gran = 0; gran < 2; gran++)
 			for (int remote = 0; remote < 3; remote++) /* local, URL, both */
@@ -100,10 +110,11 @@ static void test_contracts_sweep(void **state)
 								t.p.engine = engines[e];
 								t.p.threads = threads[th];
 								t.p.read_ahead_bytes = read_ahead[ra];
+								t.g.positions = positions[pos];
 								check_contracts(&t);
 								n++;
 							}
-	assert_int_equal(n, 2 * 2 * 3 * 3 * 2 * 4 * 3);
+	assert_int_equal(n, 3 * 2 * 2 * 3 * 3 * 2 * 4 * 3);
 }
 
 /*
@@ -170,12 +181,66 @@ static void test_url_no_extent(void **state)
 		}
 }
 
+/*
+ * Sized to the work (issue 37): 1 MiB records, group_size 1, uncompressed, batch 256,
+ * depth 32, 2 threads, as cold.py's batch-256 case. An unbounded run and the 768-record
+ * file keep 64 MiB of read-ahead per worker and two 256 MiB slots (the caller's batch and
+ * the one being built: both used). A run of 44 records (44 MiB) is one unit: one worker,
+ * whose arena holds that unit's reads, not two workers of 64 MiB each (a 300-record run,
+ * two units, keeps both); its slot is sized for its 44 rows (engine_async_consumer.c).
+ */
+static void test_sized_to_the_work(void **state)
+{
+	const uint64_t mib = 1u << 20, extent = mib + 5 + 40 + 512; /* a record, its chunk header, 512-aligned */
+	struct grist_engine_sizes unbounded, judged, shorter, one;
+	struct setup t;
+
+	(void)state;
+	setup(&t, 256, GRIST_GRANULARITY_RECORD, 1, false);
+	t.layout.max_batch_bytes = 256 * mib;
+	t.p.queue_depth = 32;
+	t.g.largest_extent = extent;
+	t.g.row_bytes = mib;
+	t.g.max_chunk_decoded = mib;
+	grist_engine_size(&t.p, &t.g, &unbounded);
+	assert_int_equal(unbounded.read_ahead, 64 * mib);
+	assert_int_equal(unbounded.assembly, 2);
+
+	t.g.positions = 768;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &judged);
+	assert_int_equal(judged.read_ahead, 64 * mib);
+	assert_int_equal(judged.assembly, 2);
+	assert_int_equal(judged.positions, 768);
+
+	t.g.positions = 44;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &shorter);
+	/* one unit: one worker, its arena for the unit's reads (whole pages), not 2 x 64 MiB */
+	assert_int_equal(shorter.workers, 1);
+	assert_int_equal(shorter.read_ahead, (44 * (extent + 2 * 4096) + 4095) / 4096 * 4096);
+	assert_true(shorter.assembly >= 2);
+	assert_int_equal(shorter.unit_items, 256);
+
+	t.g.positions = 300; /* two units: 256 and 44 */
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &shorter);
+	assert_int_equal(shorter.workers, 2);
+	assert_int_equal(shorter.read_ahead, 64 * mib);
+
+	t.g.positions = 1;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &one);
+	assert_true(one.read_ahead >= extent && one.read_ahead <= 2 * (extent + 2 * 4096) + 4096);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_contracts_sweep),
 		cmocka_unit_test(test_url_chunk_windows_bounded),
 		cmocka_unit_test(test_url_no_extent),
+		cmocka_unit_test(test_sized_to_the_work),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -179,6 +179,14 @@ int grist_io_add_remote(struct grist_io *io, struct grist_remote_object *obj, ui
 int grist_io_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n);
 
 /*
+ * grist_io_plug() - while @on, grist_io_submit() may queue requests without a system
+ * call (io_uring does; the other backends issue at once), and the next grist_io_reap()
+ * hands them to the kernel in the system call that polls or waits. Unplugging flushes
+ * what is queued. Return: 0 or a fatal backend error (-errno).
+ */
+int grist_io_plug(struct grist_io *io, bool on);
+
+/*
  * grist_io_reap() - collect up to @max completed requests into @done, waiting
  * until at least min(@min_wait, in flight) are ready; never waits when
  * nothing is in flight. For each request with result < 0 the message of

@@ -1,0 +1,133 @@
+/*
+ * A run shorter than the engine's buffers maps and faults in only what it uses (issue 37):
+ * 44 records of 1 MiB (one unit at batch 256, 2 threads, depth 32) used to get two
+ * read-ahead arenas of 64 MiB, pinned at start-up, and a 256 MiB batch slot for 44 MiB of
+ * rows: 384 MiB for a 44 MiB run. Now one worker, an arena of the run's reads and a slot of
+ * its rows. Checked two ways: the loader's own count of its memory (stats.memory_bytes),
+ * and the minor page faults the process took while the loader ran (getrusage), which
+ * count what mlock and the first touches brought in. The sizing itself is checked
+ * directly in test_engine_sizing.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "grist/format.h"
+#include "grist/loader.h"
+#include "helpers.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SIZED_RUN_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SIZED_RUN_SANITIZED 1
+#endif
+
+#define RECORDS 44
+#define RECORD_BYTES (1u << 20)
+#define MIB (1ull << 20)
+
+static char *dir;
+static char path[4096];
+
+static int setup(void **state)
+{
+	struct grist_writer *w;
+	uint8_t *rec = malloc(RECORD_BYTES);
+
+	(void)state;
+	dir = t_mkdtemp();
+	snprintf(path, sizeof(path), "%s/short.ar", dir);
+	if (!rec || grist_writer_open(path, "group_size:1,uncompressed", &w))
+		return -1;
+	for (int i = 0; i < RECORDS; i++) {
+		t_fill(rec, RECORD_BYTES, (uint64_t)i + 1);
+		if (grist_writer_write(w, rec, RECORD_BYTES))
+			return -1;
+	}
+	free(rec);
+	return grist_writer_close(w);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	t_rmtree(dir);
+	return 0;
+}
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_minflt;
+}
+
+static void short_run(enum grist_engine_kind engine)
+{
+	const char *paths[] = { path };
+	struct grist_dataset_spec spec = { .paths = paths, .num_paths = 1, .weight = 1 };
+	struct grist_loader_config c;
+	struct grist_loader_stats st;
+	struct grist_loader *l;
+	struct grist_batch *b;
+	uint64_t records = 0, bound = 2 * RECORDS * MIB + 24 * MIB; /* a slot and an arena, and slack */
+	long faults = minor_faults();
+
+	grist_loader_config_init(&c);
+	c.datasets = &spec;
+	c.num_datasets = 1;
+	c.batch_size = 256;
+	c.max_batch_bytes = 256 * MIB;
+	c.epochs = 1;
+	c.seed = 1;
+	c.engine = engine;
+	c.read_mode = GRIST_READ_BUFFERED;
+	c.threads = 2;
+	c.queue_depth = 32;
+	assert_int_equal(grist_loader_create(&c, &l), 0);
+	while (grist_loader_next(l, &b) == 0 && b) {
+		records += b->num_records;
+		grist_loader_release(l, b);
+	}
+	assert_int_equal(records, RECORDS);
+	grist_loader_stats(l, &st);
+	grist_loader_destroy(l);
+	faults = minor_faults() - faults;
+	printf("engine %s, %u threads: memory %llu bytes, %ld minor faults (%llu MiB), bound %llu MiB\n", st.engine,
+	       st.threads, (unsigned long long)st.memory_bytes, faults, (unsigned long long)faults * 4096 / MIB,
+	       (unsigned long long)(bound / MIB));
+	assert_true(st.memory_bytes <= bound);
+#ifdef SIZED_RUN_SANITIZED
+	/* a sanitizer's shadow memory faults in with the process's (TSan: 4 times over) */
+	(void)faults;
+#else
+	assert_true((uint64_t)faults * 4096 <= bound + bound / 4);
+#endif
+}
+
+static void test_short_run_uring(void **state)
+{
+	(void)state;
+	short_run(GRIST_ENGINE_URING); /* the pread thread pool where io_uring is refused: the same arenas */
+}
+
+static void test_short_run_pread(void **state)
+{
+	(void)state;
+	short_run(GRIST_ENGINE_PREAD);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_short_run_uring),
+		cmocka_unit_test(test_short_run_pread),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
