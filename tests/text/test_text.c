@@ -156,6 +156,8 @@ static void test_bad_ranks_files(void **state)
 		{ "YQ== 0\nYQ== 1\n", "line 2: the token of rank 1 repeats rank 0's" },
 		{ "YQ== x1\n", "line 1: rank 'x1' is not an integer" },
 		{ "YQ== 99999999999\n", "line 1: rank '99999999999' is not an integer" },
+		/* the rank -> bytes table has one entry per id: a rank far past the file's size would make it huge */
+		{ "YQ== 0\nYg== 2147483647\n", "line 2: rank 2147483647 is past any id a ranks file of 23 bytes" },
 		{ "", "no tokens" },
 	};
 	char *dir = t_mkdtemp();
