@@ -451,6 +451,9 @@ static void test_tekken(void **state)
 		"{\"config\": [1, {\"a\": [[[\"\\ud800\"]]]}]}",
 		"{\"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA==\"}]}",
 		"{\"config\": {\"pattern\": \"x\", \"default_vocab_size\": 1e3",
+		/* token_bytes is written into a ranks text: a newline in it would add a line, a rank of its own */
+		"{\"config\": {\"pattern\": \".\", \"default_vocab_size\": 3, \"default_num_special_tokens\": 1}, "
+		"\"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA== 5\\nAQ==\"}, {\"rank\": 1, \"token_bytes\": \"Ag==\"}]}",
 		"",
 	};
 	char *dir = t_mkdtemp();
