@@ -504,10 +504,12 @@ static int jpeg_decode(struct gf_image *img, uint8_t *dst, size_t pitch)
 		return grist_fail(-ENOMEM, "JPEG: cannot make a TurboJPEG decompressor");
 	/*
 	 * Warnings stop the decode: libjpeg turns a truncated or damaged stream into a
-	 * warning and fills the rest with gray, which would be a made-up row.
+	 * warning and fills the rest with gray, which would be a made-up row. A progressive
+	 * file of more than 500 scans stops too: each scan passes over every coefficient
+	 * again, and thousands of tiny ones make a large image decode for minutes.
 	 */
 	if (tjDecompress2(h, img->p, (unsigned long)img->len, dst, (int)img->width, (int)pitch, (int)img->height,
-			  img->channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING))
+			  img->channels == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS))
 		return tj_fail(h, "JPEG does not decode");
 	return 0;
 }

@@ -232,6 +232,16 @@ int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *fi
 		ret = parse_line(path, lineno, p, n, v->arena + arena_len, &tl, &r);
 		if (ret)
 			goto out;
+		/*
+		 * The rank -> bytes table has an entry per id up to the largest rank: a rank past
+		 * the file's size would size it from one number (2^31 ranks: 16 GB). Real files
+		 * number their tokens from 0 with few gaps, at 7 bytes a line or more.
+		 */
+		if (r >= len) {
+			ret = grist_fail(-EBADMSG, "%s: line %zu: rank %u is past any id a ranks file of %zu bytes has"
+					 " (ranks are ids from 0, with few gaps)", path, lineno, r, len);
+			goto out;
+		}
 		line_rank[v->n_tokens++] = r;
 		if (r + 1 > v->n_ids)
 			v->n_ids = r + 1;

@@ -323,6 +323,15 @@ static int vocab_entry(struct jp *j, size_t i, void *arg)
 		t->tok = NULL;
 		return jfail(j, "a vocab entry without token_bytes, or whose rank is not its place");
 	}
+	/*
+	 * The token goes into a "<base64> <rank>" line: anything but base64 in it (a space, a
+	 * newline from a \n escape) would make other lines with ranks of their own.
+	 */
+	if (strspn(t->tok, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") != t->tok_len) {
+		free(t->tok);
+		t->tok = NULL;
+		return jfail(j, "a vocab entry's token_bytes is not base64");
+	}
 	/* mistral-common keeps the first default_vocab_size - default_num_special_tokens */
 	if ((int64_t)i < t->vocab_size - t->num_special) {
 		size_t need = t->ranks_len + t->tok_len + 24;

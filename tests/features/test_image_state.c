@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jpeglib.h>
+
 #include "helpers.h"
 #include "grist/error.h"
 #include "grist/features.h"
@@ -228,10 +230,81 @@ static void test_good_after_bad(void **state)
 	grist_example_encoder_destroy(e);
 }
 
+/*
+ * A 16x16 gray progressive JPEG of 704 scans, every one valid: DC, then each AC coefficient
+ * alone, each sent in 11 successive-approximation steps (Al 10 down to 0).
+ */
+static uint8_t *many_scans_jpeg(size_t *len)
+{
+	static jpeg_scan_info s[11 * 64];
+	struct jpeg_compress_struct c;
+	struct jpeg_error_mgr err;
+	unsigned char *out = NULL;
+	unsigned long olen = 0;
+	uint8_t px[16 * 16], *copy;
+	int n = 0;
+
+	for (int i = 0; i < 256; i++)
+		px[i] = (uint8_t)(i * 37 + (i >> 4) * 11);
+	for (int k = 0; k < 64; k++)
+		for (int al = 10; al >= 0; al--)
+			s[n++] = (jpeg_scan_info){ .comps_in_scan = 1, .Ss = k, .Se = k, .Ah = al == 10 ? 0 : al + 1,
+						   .Al = al };
+	c.err = jpeg_std_error(&err);
+	jpeg_create_compress(&c);
+	jpeg_mem_dest(&c, &out, &olen);
+	c.image_width = 16;
+	c.image_height = 16;
+	c.input_components = 1;
+	c.in_color_space = JCS_GRAYSCALE;
+	jpeg_set_defaults(&c);
+	c.scan_info = s;
+	c.num_scans = n;
+	jpeg_start_compress(&c, TRUE);
+	while (c.next_scanline < 16) {
+		JSAMPROW r = px + c.next_scanline * 16;
+
+		jpeg_write_scanlines(&c, &r, 1);
+	}
+	jpeg_finish_compress(&c);
+	jpeg_destroy_compress(&c);
+	copy = malloc(olen);
+	assert_non_null(copy);
+	memcpy(copy, out, olen);
+	free(out);
+	*len = olen;
+	return copy;
+}
+
+/*
+ * A progressive JPEG of more scans than any encoder writes (libjpeg-turbo's TJFLAG_LIMITSCANS
+ * bound, 500) is refused: each scan passes over every coefficient of the image again, so a
+ * large image of thousands of tiny scans takes minutes to decode.
+ */
+static void test_scan_limit(void **state)
+{
+	struct grist_features_decoder *d = image_decoder(16, 16, 1, false);
+	struct grist_example_encoder *e;
+	size_t len, cap = 16 * 16 + 4096;
+	uint8_t *img = many_scans_jpeg(&len), *row = aligned_alloc(8, cap);
+	int ret;
+
+	(void)state;
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	ret = decode_image(e, d, img, len, row, cap);
+	if (ret != -EBADMSG || !strstr(grist_last_error(), "500 scans"))
+		fail_msg("704 scans: %d (%s), not refused", ret, ret ? grist_last_error() : "decoded");
+	grist_example_encoder_destroy(e);
+	grist_features_decoder_destroy(d);
+	free(img);
+	free(row);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_good_after_bad),
+		cmocka_unit_test(test_scan_limit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -156,6 +156,8 @@ static void test_bad_ranks_files(void **state)
 		{ "YQ== 0\nYQ== 1\n", "line 2: the token of rank 1 repeats rank 0's" },
 		{ "YQ== x1\n", "line 1: rank 'x1' is not an integer" },
 		{ "YQ== 99999999999\n", "line 1: rank '99999999999' is not an integer" },
+		/* the rank -> bytes table has one entry per id: a rank far past the file's size would make it huge */
+		{ "YQ== 0\nYg== 2147483647\n", "line 2: rank 2147483647 is past any id a ranks file of 23 bytes" },
 		{ "", "no tokens" },
 	};
 	char *dir = t_mkdtemp();
@@ -449,6 +451,9 @@ static void test_tekken(void **state)
 		"{\"config\": [1, {\"a\": [[[\"\\ud800\"]]]}]}",
 		"{\"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA==\"}]}",
 		"{\"config\": {\"pattern\": \"x\", \"default_vocab_size\": 1e3",
+		/* token_bytes is written into a ranks text: a newline in it would add a line, a rank of its own */
+		"{\"config\": {\"pattern\": \".\", \"default_vocab_size\": 3, \"default_num_special_tokens\": 1}, "
+		"\"vocab\": [{\"rank\": 0, \"token_bytes\": \"AA== 5\\nAQ==\"}, {\"rank\": 1, \"token_bytes\": \"Ag==\"}]}",
 		"",
 	};
 	char *dir = t_mkdtemp();
