@@ -199,6 +199,7 @@ static void test_remote_defaults(void **state)
 		ROW("remote_backoff_max_ms", backoff_max_ms), ROW("remote_coalesce", coalesce_bytes),
 		ROW("remote_split", split_bytes), ROW("remote_inflight", max_inflight),
 		ROW("remote_inflight_min", min_inflight),
+		ROW("remote_redirects", redirects),
 #undef ROW
 	};
 	size_t i, n = 0;
@@ -219,6 +220,9 @@ static void test_remote_defaults(void **state)
 		if (opt->type == GRIST_OPTION_SIZE) {
 			lib = *(const uint64_t *)lib_field;
 			set = *(const uint64_t *)set_field;
+		} else if (!strcmp(r->name, "remote_redirects")) { /* a byte in the struct's old padding */
+			lib = *(const uint8_t *)lib_field;
+			set = *(const uint8_t *)set_field;
 		} else {
 			lib = *(const unsigned *)lib_field;
 			set = *(const unsigned *)set_field;
