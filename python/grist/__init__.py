@@ -36,7 +36,9 @@ def set_remote_options(**options: "int | str") -> None:
 
     Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
     backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
-    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth):
+    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth),
+    redirects (HTTP redirects followed per request, 5), part (the multipart upload part size of
+    writes to s3:// and gs://, whole MiB, 16MiB), upload_inflight (parts uploading at once, 4):
     ints, or strs such as coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library
     parses and bounds them (the same text as the CLI's --remote); no keywords restores the
     defaults.

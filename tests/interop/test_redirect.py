@@ -12,8 +12,6 @@ import base64
 import hashlib
 import http.server
 import os
-import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -189,18 +187,8 @@ def test_expiring_target_is_resolved_again():
 
 
 def main():
-    try:
-        try:
-            setup()
-        except Skip as e:
-            print("SKIP all: %s" % e)
-            sys.exit(g.EXIT_SKIP)
-        g.main([test_chain_of_three, test_loop_is_an_error, test_no_credentials_to_another_host,
-                test_expiring_target_is_resolved_again])
-    finally:
-        for s in SERVERS.values():
-            s.stop()
-        shutil.rmtree(TMP, ignore_errors=True)
+    rs.run_suite(setup, [test_chain_of_three, test_loop_is_an_error, test_no_credentials_to_another_host,
+                  test_expiring_target_is_resolved_again], SERVERS, TMP)
 
 
 if __name__ == "__main__":
