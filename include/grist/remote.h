@@ -191,6 +191,22 @@ GRIST_API void grist_remote_glob_free(char **urls, size_t n);
 GRIST_API int grist_remote_get(const char *url, size_t max_bytes, void **data, size_t *len);
 GRIST_API void grist_remote_get_free(void *data);
 
+/**
+ * grist_remote_put() - make @data[0..@len) the object at @url (s3:// or gs://), as a writer
+ * to that URL writes (grist_writer_open(), grist/format.h): one PutObject below the `part`
+ * size, else a multipart upload; MD5-checked, the size read back; nothing at the key on
+ * failure. For a dataset's metadata (TFDS's dataset_info.json and features.json).
+ * Return: 0, or a negative error naming the URL and the HTTP status. Thread-safety: any thread.
+ */
+GRIST_API int grist_remote_put(const char *url, const void *data, size_t len);
+
+/**
+ * grist_remote_delete() - delete the object at @url (s3:// or gs://): the files of a
+ * dataset write that failed half way. Deleting a key that does not exist is no error (S3).
+ * Return: 0, or a negative error naming the URL and the HTTP status.
+ */
+GRIST_API int grist_remote_delete(const char *url);
+
 #ifdef __cplusplus
 }
 #endif

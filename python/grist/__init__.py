@@ -157,7 +157,11 @@ class Writer(_grist.Writer):
 
     options is the official writer's option text, e.g. "group_size:1,zstd:3". Records go to a
     hidden temporary file; nothing exists at path until close() succeeds. Leaving a `with`
-    block by an exception drops the file.
+    block by an exception drops the file. path may be an s3:// or gs:// URL: the records go
+    up by multipart upload (parts of the remote option part, upload_inflight at once; see
+    set_remote_options()), completed by close() and aborted by abort(), by an error, or by
+    leaving the `with` block by an exception: nothing is left at the key then.
+    file_bytes() is the file's size once close() succeeded.
     """
 
     def __init__(self, path: "str | os.PathLike[str]", options: str = "") -> None:

@@ -33,6 +33,7 @@
 #include "io/remote.h"
 #include "io/s3_sign.h"
 #include "io/upload.h"
+#include "grist/remote.h"
 
 #define LIVE_MAX 256
 #define ABORT_WAIT_MS 10000
@@ -663,7 +664,23 @@ void grist_upload_abort(struct grist_upload *u)
 	grist_fail(-ECANCELED, "%s", msg);
 }
 
-int grist_remote_delete(const char *url)
+GRIST_API int grist_remote_put(const char *url, const void *data, size_t len)
+{
+	struct grist_upload *u;
+	int ret;
+
+	ret = grist_upload_open(url, &u);
+	if (ret)
+		return ret;
+	ret = grist_upload_write(u, data, len);
+	if (ret) {
+		grist_upload_abort(u);
+		return ret;
+	}
+	return grist_upload_commit(u);
+}
+
+GRIST_API int grist_remote_delete(const char *url)
 {
 	struct grist_upload u;
 	char region[64];

@@ -32,9 +32,6 @@ void grist_upload_abort(struct grist_upload *u);
 /* The bytes written so far. */
 uint64_t grist_upload_bytes(const struct grist_upload *u);
 
-/* DELETE the object at @url (s3://, gs://): a shard a failed multi-shard write had committed. 0 or an error. */
-int grist_remote_delete(const char *url);
-
 /*
  * From a signal handler (async-signal-safe: write(2) and poll(2) only): have the upload
  * thread abort every upload of the process not yet committed, waiting for it at most
