@@ -7,7 +7,8 @@
  * (upload_inflight + 1) x part bytes. Nothing is visible at the key until commit
  * (CompleteMultipartUpload); an object smaller than one part is one PutObject at commit.
  * Every part goes with its Content-MD5 (signed), its ETag is checked against it, the
- * completed object's ETag against the parts', and its size against the bytes written.
+ * server's ListParts against the parts sent (sizes adding up to the bytes written) before
+ * completing, and the completed object's ETag against the parts'.
  * Any failure, grist_upload_abort() and a signal (grist_upload_abort_from_signal())
  * end with AbortMultipartUpload: no object and no parts are left behind.
  */
