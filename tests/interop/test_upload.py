@@ -159,9 +159,30 @@ def test_sigterm_mid_upload_aborts():
     nothing_left("term.ar")
 
 
+def test_outputs_that_cannot_be_written():
+    """http(s):// cannot be written, a bucket is not an object, and --from imagefolder (a folder
+    renamed into place whole) refuses a URL: each a clear error, and nothing made locally (no
+    folder named "s3:" in the working directory): usage errors, exit 2."""
+    os.makedirs(os.path.join(TMP, "imgs", "train", "cat"))
+    cwd = os.getcwd()
+    os.chdir(TMP)
+    try:
+        for out, words in (("http://127.0.0.1:1/x.ar", ["s3:// and gs:// URLs only"]),
+                           ("s3://bkt/", ["names a bucket but no object key"]),
+                           ("s3://bkt/dir/", ["names a folder"])):
+            rc, _, err = g.run(["convert", "--from", "lines", SMALL, out])
+            assert rc == 2 and all(w in err for w in words), (out, rc, err)
+        rc, _, err = g.run(["convert", "--from", "imagefolder", os.path.join(TMP, "imgs"), "s3://bkt/ds/1.0.0"])
+        assert rc == 2 and "writes a local dataset folder" in err, (rc, err)
+        assert not os.path.exists(os.path.join(TMP, "s3:")), os.listdir(TMP)
+    finally:
+        os.chdir(cwd)
+    nothing_left("ds")
+
+
 def main():
     rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_corrupted_part_is_refused,
-                  test_sigterm_mid_upload_aborts], SERVERS, TMP)
+                  test_sigterm_mid_upload_aborts, test_outputs_that_cannot_be_written], SERVERS, TMP)
 
 
 if __name__ == "__main__":
