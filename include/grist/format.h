@@ -272,7 +272,7 @@ struct grist_writer;
  *           An s3:// or gs:// URL is written by a multipart upload (parts of the
  *           remote option `part`, `upload_inflight` at once, each MD5-checked),
  *           completed at commit and aborted by abort, by any failure, and by
- *           grist_writer_remove_temporaries(); below one part, one PutObject at
+ *           grist_writer_remove_temporaries(); below 1 MiB, one PutObject at
  *           commit (grist/remote.h for the credentials and endpoints).
  * @options: the official option text, NULL or "" for defaults
  *           (group_size:1, zstd:3, window_log:20). Comma-separated:

@@ -193,9 +193,10 @@ GRIST_API void grist_remote_get_free(void *data);
 
 /**
  * grist_remote_put() - make @data[0..@len) the object at @url (s3:// or gs://), as a writer
- * to that URL writes (grist_writer_open(), grist/format.h): one PutObject below the `part`
- * size, else a multipart upload; MD5-checked, the parts listed and checked before completing; nothing at the key on
- * failure. For a dataset's metadata (TFDS's dataset_info.json and features.json).
+ * to that URL writes (grist_writer_open(), grist/format.h): one PutObject below 1 MiB,
+ * else a multipart upload; MD5-checked, the parts listed and checked before completing;
+ * nothing at the key on failure. For a dataset's metadata (TFDS's dataset_info.json and
+ * features.json).
  * Return: 0, or a negative error naming the URL and the HTTP status. Thread-safety: any thread.
  */
 GRIST_API int grist_remote_put(const char *url, const void *data, size_t len);

@@ -38,6 +38,8 @@
 #define LIVE_MAX 256
 #define ABORT_WAIT_MS 10000
 #define ANSWER_MAX 65536
+/* an object smaller than this is one PutObject at commit; larger, a multipart upload (one part or more) */
+#define PUT_MAX (1u << 20)
 
 struct part {
 	uint8_t *buf;     /* NULL once sent */
@@ -68,6 +70,7 @@ struct grist_upload {
 	size_t nparts, parts_cap, next; /* next: the first part no thread took yet */
 	unsigned busy;          /* parts being sent */
 	bool stop;
+	bool finished;          /* grist_upload_finish() ran: no more bytes */
 	int error;              /* the failure of the lowest-numbered part that failed */
 	size_t error_part;
 	char msg[700];
@@ -448,6 +451,8 @@ int grist_upload_write(struct grist_upload *u, const void *p, size_t n)
 	const uint8_t *s = p;
 	int ret;
 
+	if (u->finished && n)
+		return grist_fail(-EINVAL, "%s: written to after the upload was finished", u->url);
 	while (n) {
 		size_t take;
 
@@ -491,10 +496,16 @@ uint64_t grist_upload_bytes(const struct grist_upload *u)
 
 int grist_upload_finish(struct grist_upload *u)
 {
+	unsigned i;
 	int ret = 0;
 
-	/* an object of less than one part is one PutObject at commit: no upload to start */
-	if (u->upload_id[0] && u->fill_len)
+	/*
+	 * What is left goes as the last part; an object of less than PUT_MAX in all waits for
+	 * commit in memory and is one PutObject then. A finished writer may wait long for its
+	 * commit (convert commits every shard at the end), so it keeps no more than that.
+	 */
+	u->finished = true;
+	if (u->fill_len && (u->upload_id[0] || u->fill_len >= PUT_MAX))
 		ret = send_fill(u);
 	if (ret)
 		return ret;
@@ -502,7 +513,20 @@ int grist_upload_finish(struct grist_upload *u)
 	while (!u->error && (u->busy || u->next < u->nparts))
 		pthread_cond_wait(&u->cv, &u->lock);
 	ret = u->error;
+	/* every part is sent: the part buffers go (64 shards waiting for commit would keep 5 GiB) */
+	for (i = 0; !u->busy && i < u->npool; i++)
+		free(u->pool[i]);
+	if (!u->busy) {
+		u->nbufs -= u->npool;
+		u->npool = 0;
+	}
 	pthread_mutex_unlock(&u->lock);
+	if (u->fill && u->fill_len < u->part_bytes) {
+		uint8_t *small = realloc(u->fill, u->fill_len ? u->fill_len : 1);
+
+		if (small)
+			u->fill = small;
+	}
 	return ret ? failed(u) : 0;
 }
 

@@ -4,8 +4,9 @@
  * Bytes are cut into parts of `part` MiB (the remote option) and uploaded by
  * `upload_inflight` threads of the upload's own while the caller makes the next ones;
  * the caller waits when every part buffer is taken, so an upload holds at most
- * (upload_inflight + 1) x part bytes. Nothing is visible at the key until commit
- * (CompleteMultipartUpload); an object smaller than one part is one PutObject at commit.
+ * (upload_inflight + 1) x part bytes, and once finished, while it waits for commit, none
+ * but an object below 1 MiB. Nothing is visible at the key until commit
+ * (CompleteMultipartUpload); an object below 1 MiB is one PutObject at commit.
  * Every part goes with its Content-MD5 (signed), its ETag is checked against it, the
  * server's ListParts against the parts sent (sizes adding up to the bytes written) before
  * completing, and the completed object's ETag against the parts'.

@@ -75,8 +75,8 @@ def same_file(served, local):
 
 def test_write_in_parts_reads_back_equal():
     """26 MB in 5 parts, 3 at once: the object is the local convert's bytes; `grist verify` and
-    `cat` read it back; no upload is left. Then 3 shards, gs:// through the XML API, and
-    `grist write` of less than one part (one PutObject)."""
+    `cat` read it back; no upload is left. Then 3 shards, gs:// through the XML API,
+    `grist write` below 1 MiB (one PutObject) and of 2 MB (an upload of one short part)."""
     want = local_convert("one.ar")
     g.run_ok(["convert"] + WRITE + [LINES, "s3://bkt/one.ar"])
     same_file("one.ar", want)
@@ -99,6 +99,12 @@ def test_write_in_parts_reads_back_equal():
     with open(SMALL, "rb") as f:
         g.run_ok(["write", local], stdin=f.read())
     same_file("small.ar", local)
+    # 2 MB: below a part, above PutObject's 1 MiB: an upload of one (short) part
+    mid = b"\n".join(b"%06d" % i * 30 for i in range(10000))
+    g.run_ok(["write", "s3://bkt/mid.ar", "--options", "uncompressed"], stdin=mid)
+    g.run_ok(["write", os.path.join(TMP, "mid.ar"), "--options", "uncompressed"], stdin=mid)
+    same_file("mid.ar", os.path.join(TMP, "mid.ar"))
+    assert os.path.getsize(os.path.join(TMP, "mid.ar")) > 1 << 20
     assert uploads_left() == []
 
 
