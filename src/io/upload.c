@@ -147,10 +147,18 @@ static int abort_request(struct grist_upload *u);
 
 static void *reaper(void *arg)
 {
+	void *volatile warm;
 	char c;
 	int i;
 
 	(void)arg;
+	/*
+	 * Take an allocator arena of this thread's own now: the first allocation picks one, and
+	 * at a signal the interrupted thread may hold its own arena's lock (inside free(), which
+	 * MALLOC_PERTURB_ makes long) until the handler, which waits for this thread, returns.
+	 */
+	warm = malloc(64); /* volatile: a malloc/free pair the compiler would otherwise drop */
+	free(warm);
 	while (read(go_pipe[0], &c, 1) == 1) {
 		for (i = 0; i < LIVE_MAX; i++) {
 			struct grist_upload *u = __atomic_load_n(&live[i], __ATOMIC_ACQUIRE);
@@ -164,8 +172,12 @@ static void *reaper(void *arg)
 
 			if (!u)
 				continue;
-			/* the cancelled PUTs end first (a part landing after the abort would be an orphan) */
-			for (waited = 0; waited < 300 && __atomic_load_n(&u->busy, __ATOMIC_ACQUIRE); waited++)
+			/*
+			 * The cancelled PUTs end first (a part landing after the abort would be an orphan),
+			 * within a second: the handler waits ABORT_WAIT_MS for all of this, on a loaded
+			 * machine too.
+			 */
+			for (waited = 0; waited < 100 && __atomic_load_n(&u->busy, __ATOMIC_ACQUIRE); waited++)
 				poll(NULL, 0, 10);
 			abort_request(u);
 		}
@@ -317,8 +329,13 @@ static void *sender(void *arg)
 		__atomic_add_fetch(&u->busy, 1, __ATOMIC_ACQ_REL); /* read by the reaper without the lock */
 		pthread_mutex_unlock(&u->lock);
 		ret = put_part(u, (unsigned)i + 1, buf, len, &done);
-		pthread_mutex_lock(&u->lock);
+		/*
+		 * Ended, before the lock: a signal's reaper waits for this, and the thread the signal
+		 * interrupted may hold the lock until the handler returns. finish() rechecks it under
+		 * the lock, after the broadcast below.
+		 */
 		__atomic_sub_fetch(&u->busy, 1, __ATOMIC_ACQ_REL);
+		pthread_mutex_lock(&u->lock);
 		memcpy(u->parts[i].md5, done.md5, sizeof(done.md5));
 		memcpy(u->parts[i].etag, done.etag, sizeof(done.etag));
 		u->parts[i].buf = NULL;
