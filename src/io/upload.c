@@ -68,7 +68,8 @@ struct grist_upload {
 	unsigned npool, nbufs;  /* nbufs: allocated, at most upload_inflight + 1 */
 	struct part *parts;
 	size_t nparts, parts_cap, next; /* next: the first part no thread took yet */
-	unsigned busy;          /* parts being sent */
+	unsigned busy;          /* parts being sent: taken and not yet put back (under the lock) */
+	unsigned puts;          /* PUTs running (atomic, no lock): what a signal's reaper waits for */
 	bool stop;
 	bool finished;          /* grist_upload_finish() ran: no more bytes */
 	int error;              /* the failure of the lowest-numbered part that failed */
@@ -177,7 +178,7 @@ static void *reaper(void *arg)
 			 * within a second: the handler waits ABORT_WAIT_MS for all of this, on a loaded
 			 * machine too.
 			 */
-			for (waited = 0; waited < 100 && __atomic_load_n(&u->busy, __ATOMIC_ACQUIRE); waited++)
+			for (waited = 0; waited < 100 && __atomic_load_n(&u->puts, __ATOMIC_ACQUIRE); waited++)
 				poll(NULL, 0, 10);
 			abort_request(u);
 		}
@@ -326,16 +327,17 @@ static void *sender(void *arg)
 		u->parts[i].sending = true;
 		buf = u->parts[i].buf;
 		len = u->parts[i].len;
-		__atomic_add_fetch(&u->busy, 1, __ATOMIC_ACQ_REL); /* read by the reaper without the lock */
+		u->busy++;
+		__atomic_add_fetch(&u->puts, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_unlock(&u->lock);
 		ret = put_part(u, (unsigned)i + 1, buf, len, &done);
 		/*
-		 * Ended, before the lock: a signal's reaper waits for this, and the thread the signal
-		 * interrupted may hold the lock until the handler returns. finish() rechecks it under
-		 * the lock, after the broadcast below.
+		 * Ended, said before taking the lock: a signal's reaper waits for this, and the thread
+		 * the signal interrupted may hold the lock until the handler returns.
 		 */
-		__atomic_sub_fetch(&u->busy, 1, __ATOMIC_ACQ_REL);
+		__atomic_sub_fetch(&u->puts, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_lock(&u->lock);
+		u->busy--;
 		memcpy(u->parts[i].md5, done.md5, sizeof(done.md5));
 		memcpy(u->parts[i].etag, done.etag, sizeof(done.etag));
 		u->parts[i].buf = NULL;
