@@ -36,6 +36,9 @@ static const char convert_usage[] =
 	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
+	"An OUT that is an s3:// or gs:// URL is written by multipart upload (--remote part:16M,\n"
+	"upload_inflight:4), completed only when every shard is complete; an error or a signal aborts\n"
+	"every upload (nothing at OUT, no parts left).\n"
 	"An OUT that is an INPUT (the same file by any name, or inside an INPUT folder) is refused.\n"
 	"Exit status: 0 done, 1 bad input or an I/O error (the message names the file and byte or record),\n"
 	"2 usage error.\n";

@@ -97,7 +97,8 @@ static const char load_usage[] =
 	"                        (default {default:read_ahead})\n"
 	"  --remote-inflight N, --remote-inflight-min N, --remote-coalesce BYTES, --remote-split BYTES,\n"
 	"  --remote-retries N, --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
-	"  --remote-backoff-max-ms T   this loader's GETs for URL FILEs (grist/remote.h); the global\n"
+	"  --remote-backoff-max-ms T, --remote-redirects N   this loader's GETs for URL FILEs\n"
+	"                        (grist/remote.h); the global\n"
 	"                        --remote OPTS sets them for every command, footers included\n"
 	"checking (a sound file reads the same either way):\n"
 	"  --verify V            all or headers (default {default:verify}). all: every hash the format\n"
@@ -154,6 +155,7 @@ static const struct option load_options[] = {
 	{ "remote-split", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-inflight", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-inflight-min", required_argument, NULL, CLI_OPT_LOADER },
+	{ "remote-redirects", required_argument, NULL, CLI_OPT_LOADER },
 	{ "drop-remainder", no_argument, NULL, CLI_OPT_LOADER },
 	{ "verify", required_argument, NULL, CLI_OPT_LOADER },
 	/* the table's other names, so that every option 'grist load --options' lists is a flag */

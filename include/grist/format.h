@@ -269,6 +269,11 @@ struct grist_writer;
 /**
  * grist_writer_open() - start writing an ArrayRecord file.
  * @path:    the final name; nothing appears under it until grist_writer_close() succeeds.
+ *           An s3:// or gs:// URL is written by a multipart upload (parts of the
+ *           remote option `part`, `upload_inflight` at once, each MD5-checked),
+ *           completed at commit and aborted by abort, by any failure, and by
+ *           grist_writer_remove_temporaries(); below 1 MiB, one PutObject at
+ *           commit (grist/remote.h for the credentials and endpoints).
  * @options: the official option text, NULL or "" for defaults
  *           (group_size:1, zstd:3, window_log:20). Comma-separated:
  *           group_size:N, uncompressed | zstd[:L] | snappy | brotli[:L],
@@ -398,7 +403,10 @@ static inline void grist_writer_get_stats(const struct grist_writer *w, struct g
  * writer of this process not yet committed or aborted.
  *
  * For signal handlers: async-signal-safe (atomic loads and unlink(2) only,
- * no locks, no allocation). A handler for SIGINT/SIGTERM/SIGHUP calls it,
+ * no locks, no allocation). A writer to an s3:// or gs:// URL has no
+ * temporary but a multipart upload: this wakes a thread of the library that
+ * aborts every such upload (AbortMultipartUpload) and waits for it, at most
+ * 10 s (write(2) and poll(2)). A handler for SIGINT/SIGTERM/SIGHUP calls it,
  * then restores the default action and re-raises the signal, so an
  * interrupted program leaves no temporaries behind. The writers themselves
  * stay allocated; the process is expected to end.

@@ -70,6 +70,15 @@ struct grist_remote_options {
 	unsigned retries;            /* attempts after the first (5) */
 	unsigned backoff_ms;         /* the first retry waits up to this (100), doubling per attempt */
 	unsigned backoff_max_ms;     /* the cap on one wait, Retry-After included (5000) */
+	/*
+	 * Four bytes in what was padding before coalesce_bytes in grist 0.2, so no offset moves
+	 * (as min_inflight below); 0 in any of them (an older caller's zeroed padding) is its default.
+	 */
+	uint8_t redirects;           /* HTTP redirects followed per request, 1..50 (5) */
+	uint8_t part_mib;            /* writes: multipart upload part size in MiB, 5..64 (16) */
+	uint8_t upload_inflight;     /* writes: parts uploading at once per object, 1..32 (4);
+					the memory bound is (upload_inflight + 1) x part_mib */
+	uint8_t reserved_;           /* 0 */
 	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
 	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
 	unsigned max_inflight;       /* the hard cap on GETs in flight per reading thread (64) */
@@ -89,7 +98,7 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
- * inflight, inflight_min. Sizes are read by grist_parse_size() (grist/options.h), as every
+ * inflight, inflight_min, redirects, part (a size, whole MiB), upload_inflight. Sizes are read by grist_parse_size() (grist/options.h), as every
  * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024. split given without coalesce
  * lowers coalesce to it when it is above ("split:64K" alone means GETs of at most 64 KiB,
  * coalesced up to that); both given with coalesce above split is -EINVAL.
@@ -181,6 +190,23 @@ GRIST_API void grist_remote_glob_free(char **urls, size_t n);
  */
 GRIST_API int grist_remote_get(const char *url, size_t max_bytes, void **data, size_t *len);
 GRIST_API void grist_remote_get_free(void *data);
+
+/**
+ * grist_remote_put() - make @data[0..@len) the object at @url (s3:// or gs://), as a writer
+ * to that URL writes (grist_writer_open(), grist/format.h): one PutObject below 1 MiB,
+ * else a multipart upload; MD5-checked, the parts listed and checked before completing;
+ * nothing at the key on failure. For a dataset's metadata (TFDS's dataset_info.json and
+ * features.json).
+ * Return: 0, or a negative error naming the URL and the HTTP status. Thread-safety: any thread.
+ */
+GRIST_API int grist_remote_put(const char *url, const void *data, size_t len);
+
+/**
+ * grist_remote_delete() - delete the object at @url (s3:// or gs://): the files of a
+ * dataset write that failed half way. Deleting a key that does not exist is no error (S3).
+ * Return: 0, or a negative error naming the URL and the HTTP status.
+ */
+GRIST_API int grist_remote_delete(const char *url);
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,9 @@ def set_remote_options(**options: "int | str") -> None:
 
     Keywords (see grist/remote.h): connect_timeout_ms, timeout_ms, retries, backoff_ms,
     backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
-    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth):
+    inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth),
+    redirects (HTTP redirects followed per request, 5), part (the multipart upload part size of
+    writes to s3:// and gs://, whole MiB, 16MiB), upload_inflight (parts uploading at once, 4):
     ints, or strs such as coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library
     parses and bounds them (the same text as the CLI's --remote); no keywords restores the
     defaults.
@@ -160,7 +162,11 @@ class Writer(_grist.Writer):
 
     options is the official writer's option text, e.g. "group_size:1,zstd:3". Records go to a
     hidden temporary file; nothing exists at path until close() succeeds. Leaving a `with`
-    block by an exception drops the file.
+    block by an exception drops the file. path may be an s3:// or gs:// URL: the records go
+    up by multipart upload (parts of the remote option part, upload_inflight at once; see
+    set_remote_options()), completed by close() and aborted by abort(), by an error, or by
+    leaving the `with` block by an exception: nothing is left at the key then.
+    file_bytes() is the file's size once close() succeeded.
     """
 
     def __init__(self, path: "str | os.PathLike[str]", options: str = "") -> None:

@@ -6,6 +6,7 @@ and writes shards, features.json and dataset_info.json as TFDS names and lays th
 tfds.builder_from_directory(out_dir) and grist's readers both open the result.
 """
 
+import errno
 import io
 import json
 import os
@@ -331,6 +332,11 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     length) or a file whose schema differs from the first's raises ConversionError naming
     the file, row and column; nothing is left at out_dir then. progress=True prints rows done
     and rows/s to stderr (False, the default: silent). Returns {"rows": n, "shards": [file names], "out_dir": out_dir}.
+
+    out_dir may be an s3:// or gs:// URL: each shard is uploaded as it is written (grist.Writer
+    to a URL), then features.json, then dataset_info.json last, so TFDS and grist see the
+    dataset (or the new split) only once all of it is there; on an error the shards this call
+    uploaded are deleted again.
     """
     import pyarrow.parquet as pq
 
@@ -358,6 +364,9 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     total = sum(pf.metadata.num_rows for pf in metas)
     quota = [total // shards + (k < total % shards) for k in range(shards)]
 
+    if "://" in out_dir:
+        return _to_object_storage(files, metas, columns, out_dir.rstrip("/"), name, version, split, quota, options,
+                                  progress, total)
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.normpath(out_dir)) + ".tmp-", dir=parent)
@@ -371,7 +380,63 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     return {"rows": total, "shards": names, "out_dir": out_dir}
 
 
-def _write_shards(files, metas, columns, tmp, name, split, quota, options, progress, total):
+def _to_object_storage(files, metas, columns, out_dir, name, version, split, quota, options, progress, total):
+    """from_parquet into an s3:// or gs:// folder: the shards, features.json, dataset_info.json
+    last; an existing dataset there gains the split as locally (its other splits kept, the
+    split's old shards that the new ones do not replace deleted after the new metadata).
+    Object storage has no rename: a shard of the same name as one of the split's old shards
+    replaces it in place, so a failure part-way through re-converting a split leaves that
+    split to be converted again (the other splits stay readable)."""
+    from . import _grist
+
+    if not out_dir.startswith(("s3://", "gs://")):
+        raise ValueError(f"from_parquet: {out_dir}: only s3:// and gs:// URLs can be written")
+    try:
+        old_info = json.loads(_grist.remote_get(out_dir + "/dataset_info.json", _meta.METADATA_MAX_BYTES))
+        old_features = json.loads(_grist.remote_get(out_dir + "/features.json", _meta.METADATA_MAX_BYTES))
+    except _grist.Error as e:  # no dataset there yet: a new one
+        if e.errno != errno.ENOENT:
+            raise
+        old_info = old_features = None
+    committed, sizes = [], []
+    try:
+        names = _write_shards(files, metas, columns, out_dir, name, split, quota, options, progress, total,
+                              committed, sizes)
+        features = _features_json(columns)  # after the rows: an image feature's shape is the images'
+        info = _dataset_info(old_info, old_features, features, name, version,
+                             [_split_info(split, quota, sum(sizes))],
+                             "Converted from Parquet by grist.tfds.from_parquet.", out_dir)
+        _grist.remote_put(out_dir + "/features.json", _dumps(features, 4))
+        _grist.remote_put(out_dir + "/dataset_info.json", _dumps(info, 2))
+    except BaseException:
+        for url in committed:
+            try:
+                _grist.remote_delete(url)
+            except Exception:  # the first failure is the one to report
+                pass
+        raise
+    prefix = f"{out_dir}/{name}-{split}.array_record-"
+    for old in _grist.remote_glob(prefix + "*"):
+        if old[len(out_dir) + 1:] not in names:
+            _grist.remote_delete(old)
+    return {"rows": total, "shards": names, "out_dir": out_dir}
+
+
+def _dumps(obj, indent):
+    """_dump()'s bytes, for an upload."""
+    return json.dumps(obj, indent=indent, sort_keys=True).encode()
+
+
+def _write_shards(files, metas, columns, tmp, name, split, quota, options, progress, total, committed=None,
+                  sizes=None):
+    """Write the shards into the folder (or URL folder) @tmp; the URLs of those closed go into
+    @committed and their sizes into @sizes, when given. Returns the shard names."""
+    def close(w, k):
+        w.close()
+        if committed is not None:
+            committed.append(os.path.join(tmp, names[k]))
+            sizes.append(w.file_bytes())
+
     names = [_meta._shard_name(_meta.DEFAULT_TEMPLATE, name, split, "array_record", k, len(quota))
              for k in range(len(quota))]
     shard, left, done, t0 = 0, quota[0], 0, time.perf_counter()
@@ -386,7 +451,7 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
                                           batch.num_rows)
                 for record in records:
                     while left == 0:
-                        writer.close()
+                        close(writer, shard)
                         shard += 1
                         left = quota[shard]
                         writer = Writer(os.path.join(tmp, names[shard]), options)
@@ -399,10 +464,10 @@ def _write_shards(files, metas, columns, tmp, name, split, quota, options, progr
                     print(f"\rgrist from_parquet: {done}/{total} rows, {rate:,.0f} rows/s", end="",
                           file=sys.stderr, flush=True)
         while shard < len(quota) - 1:  # shards after the last row (more shards than rows)
-            writer.close()
+            close(writer, shard)
             shard += 1
             writer = Writer(os.path.join(tmp, names[shard]), options)
-        writer.close()
+        close(writer, shard)
     except BaseException:
         writer.__exit__(*sys.exc_info())  # drops the unfinished shard
         raise

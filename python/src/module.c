@@ -63,6 +63,48 @@ static PyObject *module_remote_get(PyObject *self, PyObject *args)
 	return out;
 }
 
+/* remote_put(url, data): grist_remote_put(), the GIL released while it uploads. */
+static PyObject *module_remote_put(PyObject *self, PyObject *args)
+{
+	const char *url;
+	Py_buffer view;
+	char msg[1024] = "";
+	int ret;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "sy*:remote_put", &url, &view))
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_remote_put(url, view.buf, (size_t)view.len);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&view);
+	if (ret)
+		return gristpy_raise(ret, msg);
+	Py_RETURN_NONE;
+}
+
+/* remote_delete(url): grist_remote_delete(), the GIL released. */
+static PyObject *module_remote_delete(PyObject *self, PyObject *arg)
+{
+	const char *url = PyUnicode_AsUTF8(arg);
+	char msg[1024] = "";
+	int ret;
+
+	(void)self;
+	if (!url)
+		return NULL;
+	Py_BEGIN_ALLOW_THREADS
+	ret = grist_remote_delete(url);
+	if (ret)
+		snprintf(msg, sizeof(msg), "%s", grist_last_error());
+	Py_END_ALLOW_THREADS
+	if (ret)
+		return gristpy_raise(ret, msg);
+	Py_RETURN_NONE;
+}
+
 /* set_remote_options(text or None): grist_remote_options_parse() over the defaults, then set. */
 static PyObject *module_set_remote_options(PyObject *self, PyObject *arg)
 {
@@ -133,6 +175,9 @@ static PyMethodDef grist_functions[] = {
 	{ "remote_glob", module_remote_glob, METH_O, "remote_glob(pattern): the sorted URLs an s3:// or gs:// glob matches" },
 	{ "remote_get", module_remote_get, METH_VARARGS,
 	  "remote_get(url, max_bytes): the whole of a small object at an s3://, gs:// or http(s):// URL" },
+	{ "remote_put", module_remote_put, METH_VARARGS,
+	  "remote_put(url, data): data as the object at an s3:// or gs:// URL (an upload, MD5-checked)" },
+	{ "remote_delete", module_remote_delete, METH_O, "remote_delete(url): delete the object at an s3:// or gs:// URL" },
 	{ "set_remote_options", module_set_remote_options, METH_O,
 	  "set_remote_options(text or None): the remote backend's options, process-wide" },
 	{ "vision_box", gristpy_vision_box, METH_VARARGS,

@@ -5,6 +5,7 @@ typedef struct {
 	PyObject_HEAD
 	struct grist_writer *w;     /* NULL once closed or aborted */
 	PyThread_type_lock lock;    /* a writer takes one thread at a time */
+	unsigned long long file_bytes; /* the file's size once close() succeeded */
 } WriterObject;
 
 static int writer_check(WriterObject *self)
@@ -112,7 +113,16 @@ static PyObject *writer_close(WriterObject *self, PyObject *unused)
 	ret = 0;
 	if (w) {
 		Py_BEGIN_ALLOW_THREADS
-		ret = grist_writer_close(w);
+		ret = grist_writer_finish(w); /* the tail written: the size is final */
+		if (!ret) {
+			struct grist_writer_stats st;
+
+			grist_writer_get_stats(w, &st);
+			self->file_bytes = st.file_bytes;
+			ret = grist_writer_close(w);
+		} else {
+			grist_writer_abort(w);
+		}
 		if (ret)
 			snprintf(msg, sizeof(msg), "%s", grist_last_error());
 		Py_END_ALLOW_THREADS
@@ -156,6 +166,12 @@ static PyObject *writer_exit(PyObject *self, PyObject *args)
 	return writer_close((WriterObject *)self, NULL);
 }
 
+static PyObject *writer_file_bytes(PyObject *self, PyObject *unused)
+{
+	(void)unused;
+	return PyLong_FromUnsignedLongLong(((WriterObject *)self)->file_bytes);
+}
+
 static PyMethodDef writer_methods[] = {
 	{ "write", (PyCFunction)writer_write, METH_O, "write(record): append one record (any bytes-like object)." },
 	{ "close", (PyCFunction)writer_close, METH_NOARGS,
@@ -163,6 +179,8 @@ static PyMethodDef writer_methods[] = {
 	  "nothing exists at the path." },
 	{ "abort", (PyCFunction)writer_abort, METH_NOARGS, "abort(): drop the file (nothing appears at the path)." },
 	{ "__enter__", writer_enter, METH_NOARGS, NULL },
+	{ "file_bytes", writer_file_bytes, METH_NOARGS,
+	  "file_bytes(): the file's size in bytes, once close() succeeded (0 before)." },
 	{ "__exit__", writer_exit, METH_VARARGS, NULL },
 	{ NULL, NULL, 0, NULL },
 };

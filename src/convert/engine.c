@@ -21,6 +21,7 @@
 #include "convert/engine.h"
 #include "convert/input.h"
 #include "grist/remote.h"
+#include "io/upload.h"
 
 /* Progress is looked at every this many records: a clock read per record would show in small-record runs. */
 #define PROGRESS_EVERY 16
@@ -226,13 +227,18 @@ static int commit_all(struct convert *c)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (s = 0; s < c->shards; s++) {
 		struct stat tmp, now;
-		bool have_tmp = stat(grist_writer_temp_path(c->w[s]), &tmp) == 0;
+		const char *tmp_path = grist_writer_temp_path(c->w[s]); /* NULL for a URL: an upload */
+		bool have_tmp = tmp_path && stat(tmp_path, &tmp) == 0;
 
 		ret = grist_writer_commit(c->w[s]);
 		c->w[s] = NULL;
 		if (ret) {
+			/* the shards made visible already go again: an object's DELETE, a file's unlink */
 			for (k = 0; k < s; k++)
-				unlink(c->names[k]);
+				if (grist_path_is_url(c->names[k]))
+					grist_remote_delete(c->names[k]);
+				else
+					unlink(c->names[k]);
 			/* Failing after its rename (syncing the folder), this shard is ours too; never a file we did not make. */
 			if (have_tmp && stat(c->names[s], &now) == 0 && now.st_ino == tmp.st_ino && now.st_dev == tmp.st_dev)
 				unlink(c->names[s]);

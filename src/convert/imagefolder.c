@@ -20,6 +20,7 @@
 #include "convert/engine.h"
 #include "convert/imagefolder.h"
 #include "convert/input_imagefolder.h"
+#include "grist/remote.h"
 
 /* TFDS's own writer options for array_record shards. */
 #define TFDS_WRITER_OPTIONS "group_size:1,zstd:3"
@@ -318,6 +319,11 @@ int grist_convert_imagefolder(struct convert *c)
 	if (c->ninputs != 1)
 		return grist_fail(-EINVAL, "imagefolder: one INPUT, the ROOT folder of <split>/<label>/<image>, "
 				  "not %zu", c->ninputs);
+	/* a TFDS folder is renamed into place whole: object storage has no rename */
+	if (grist_path_is_url(c->out))
+		return grist_fail(-EINVAL, "%s: --from imagefolder writes a local dataset folder (it is renamed into "
+				  "place whole); write it locally and copy it, or convert to Parquet and use "
+				  "grist.tfds.from_parquet(out_dir=URL)", c->out);
 	f.root = c->inputs[0];
 	ret = out_names(c->out, &parent, &base, &name, &version);
 	if (!ret)

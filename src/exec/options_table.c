@@ -115,6 +115,8 @@ static const struct entry table[] = {
 	   "URLs: the hard cap on GETs in flight per reading thread (the budget follows rtt x bandwidth)"),
 	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_INFLIGHT_MIN),
 	   "URLs: GETs always allowed in flight; = remote_inflight pins the depth"),
+	RM("remote_redirects", GRIST_OPTION_UINT, 1, 50, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_REDIRECTS),
+	   "URLs: HTTP redirects followed per request (a loop is an error)"),
 };
 
 #define NUM_OPTIONS (sizeof(table) / sizeof(table[0]))

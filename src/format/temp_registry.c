@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "format/temp_registry.h"
 #include "grist/format.h"
+#include "io/upload.h"
 
 /*
  * A signal handler may walk the list at any instruction of any other code, so
@@ -76,4 +77,6 @@ GRIST_API void grist_writer_remove_temporaries(void)
 	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next))
 		if (atomic_load(&e->state) == ENTRY_LIVE)
 			unlink(e->path);
+	/* uploads to object storage: aborted by their own thread, waited for (write(2), poll(2)) */
+	grist_upload_abort_from_signal();
 }

@@ -24,6 +24,8 @@
 #include "format/varint.h"
 #include "format/writer_pool.h"
 #include "grist/format.h"
+#include "grist/remote.h"
+#include "io/upload.h"
 
 /* Output is handed to the kernel in pieces of this size: no per-record system calls. */
 #define WRITE_BUFFER_SIZE (16u << 20)
@@ -33,6 +35,7 @@ struct grist_writer {
 	char *tmp_path;  /* where bytes go until close() commits */
 	struct grist_temp_entry *temp;  /* tmp_path, listed for grist_writer_remove_temporaries() */
 	int fd;
+	struct grist_upload *upload; /* an s3:// or gs:// path: the bytes go there, not to fd */
 	bool finished;   /* grist_writer_finish() succeeded: the temporary is complete and closed */
 	int error;       /* the first failure; every later call returns it */
 	uint64_t pos;    /* file offset of the next byte, buffered ones included */
@@ -60,6 +63,12 @@ static int flush_out(struct grist_writer *w)
 	size_t done = 0;
 	ssize_t n;
 
+	if (w->upload) {
+		int ret = grist_upload_write(w->upload, w->out.data, w->out.len);
+
+		w->out.len = 0;
+		return ret;
+	}
 	while (done < w->out.len) {
 		n = write(w->fd, w->out.data + done, w->out.len - done);
 		if (n < 0) {
@@ -267,6 +276,7 @@ static void writer_release_work(struct grist_writer *w)
 static void writer_free(struct grist_writer *w)
 {
 	writer_release_work(w);
+	grist_upload_abort(w->upload); /* not committed: nothing may be left at the key */
 	grist_temp_release(w->temp);
 	free(w->path);
 	free(w->tmp_path);
@@ -358,6 +368,18 @@ GRIST_API int grist_writer_open(const char *path, const char *options, struct gr
 
 	ret = -ENOMEM;
 	w->path = strdup(path);
+	if (w->path && grist_path_is_url(path)) {
+		/* object storage: a multipart upload, which nothing sees before commit (io/upload.h) */
+		ret = grist_upload_open(path, &w->upload);
+		if (!ret)
+			ret = grist_buf_reserve(&w->out, WRITE_BUFFER_SIZE + GRIST_BLOCK_SIZE);
+		if (!ret)
+			ret = write_chunk(w, GRIST_CHUNK_SIGNATURE, NULL, 0, 0, 0);
+		if (ret)
+			goto fail;
+		*out = w;
+		return 0;
+	}
 	dir_copy = strdup(path);
 	base_copy = strdup(path);
 	if (!w->path || !dir_copy || !base_copy)
@@ -527,6 +549,16 @@ GRIST_API int grist_writer_finish(struct grist_writer *w)
 	if (w->error)
 		return w->error;
 	ret = write_tail(w);
+	if (w->upload) {
+		/* every part sent; the object appears at commit */
+		if (!ret)
+			ret = grist_upload_finish(w->upload);
+		if (ret)
+			return w->error = ret;
+		w->finished = true;
+		writer_release_work(w);
+		return 0;
+	}
 	if (!ret && fsync(w->fd) < 0)
 		ret = grist_fail(-errno, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
 	if (!ret) {
@@ -555,6 +587,14 @@ GRIST_API int grist_writer_commit(struct grist_writer *w)
 	if (!w)
 		return grist_fail(-EINVAL, "grist_writer_commit: null writer");
 	ret = grist_writer_finish(w);
+	if (!ret && w->upload) {
+		struct grist_upload *u = w->upload;
+
+		w->upload = NULL;
+		ret = grist_upload_commit(u); /* aborts on failure */
+		writer_free(w);
+		return ret;
+	}
 	if (!ret && rename(w->tmp_path, w->path) < 0)
 		ret = grist_fail(-errno, "%s: cannot rename %s into place: %s", w->path, w->tmp_path,
 				 strerror(errno));
@@ -581,7 +621,8 @@ GRIST_API void grist_writer_abort(struct grist_writer *w)
 		return;
 	if (w->fd >= 0)
 		close(w->fd);
-	unlink(w->tmp_path);
+	if (w->tmp_path)
+		unlink(w->tmp_path);
 	writer_free(w);
 }
 

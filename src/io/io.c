@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "io/io.h"
+#include "io/remote.h"
 
 #define DEFAULT_QUEUE_DEPTH 64
 #define DEFAULT_MAX_BYTES (64ull << 20)
@@ -347,6 +348,7 @@ void grist_remote_unref(struct grist_remote_object *o)
 		grist_io_destroy(o->sync_io);
 	}
 	pthread_mutex_destroy(&o->sync_lock);
+	grist_redirect_free_targets(o->target);
 	free(o->opening);
 	grist_url_free(&o->u);
 	free(o->tail);

@@ -59,6 +59,11 @@ struct grist_remote_object {
 	 * the remote stats of each loader or fetcher that reads it (grist_remote_count_opening()).
 	 */
 	struct grist_remote_counters *opening;
+	/*
+	 * Where redirects led (redirect.c): the newest first, read and published atomically (a
+	 * signed target that expires is replaced while other threads read); all freed with it.
+	 */
+	struct grist_remote_target *target;
 };
 
 /*

@@ -68,6 +68,22 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o)
 	o->split_bytes = (uint64_t)GRIST_REMOTE_DEFAULT_SPLIT_MIB << 20;
 	o->max_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT;
 	o->min_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT_MIN;
+	o->redirects = GRIST_REMOTE_DEFAULT_REDIRECTS;
+	o->part_mib = GRIST_REMOTE_DEFAULT_PART_MIB;
+	o->upload_inflight = GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT;
+}
+
+/* The byte fields an older caller left zero (grist/remote.h): their defaults. */
+static void byte_defaults(struct grist_remote_options *o)
+{
+	if (!o->min_inflight)
+		o->min_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT_MIN;
+	if (!o->redirects)
+		o->redirects = GRIST_REMOTE_DEFAULT_REDIRECTS;
+	if (!o->part_mib)
+		o->part_mib = GRIST_REMOTE_DEFAULT_PART_MIB;
+	if (!o->upload_inflight)
+		o->upload_inflight = GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT;
 }
 
 /* The bounds of every option, checked in this one place. */
@@ -96,6 +112,13 @@ static int check_options(const struct grist_remote_options *o)
 	/* above inflight it is inflight: --remote inflight:1 alone stays valid; 0 is the default */
 	if (o->min_inflight > 4096)
 		return grist_fail(-EINVAL, "remote option inflight_min=%u is outside [1, 4096]", o->min_inflight);
+	if (o->redirects < 1 || o->redirects > 50)
+		return grist_fail(-EINVAL, "remote option redirects=%u is outside [1, 50]", o->redirects);
+	/* S3 refuses parts below 5 MiB (but the last); above 64 MiB a retry resends too much */
+	if (o->part_mib < 5 || o->part_mib > 64)
+		return grist_fail(-EINVAL, "remote option part=%u MiB is outside [5 MiB, 64 MiB]", o->part_mib);
+	if (o->upload_inflight < 1 || o->upload_inflight > 32)
+		return grist_fail(-EINVAL, "remote option upload_inflight=%u is outside [1, 32]", o->upload_inflight);
 	return 0;
 }
 
@@ -124,18 +147,21 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	static const struct {
 		const char *name;
 		size_t off;
-		bool wide;
+		unsigned char width; /* bytes of the field */
 		bool size;
 	} table[] = {
-		{ "connect_timeout_ms", offsetof(struct grist_remote_options, connect_timeout_ms), false, false },
-		{ "timeout_ms", offsetof(struct grist_remote_options, request_timeout_ms), false, false },
-		{ "retries", offsetof(struct grist_remote_options, retries), false, false },
-		{ "backoff_ms", offsetof(struct grist_remote_options, backoff_ms), false, false },
-		{ "backoff_max_ms", offsetof(struct grist_remote_options, backoff_max_ms), false, false },
-		{ "coalesce", offsetof(struct grist_remote_options, coalesce_bytes), true, true },
-		{ "split", offsetof(struct grist_remote_options, split_bytes), true, true },
-		{ "inflight", offsetof(struct grist_remote_options, max_inflight), false, false },
-		{ "inflight_min", offsetof(struct grist_remote_options, min_inflight), false, false },
+		{ "connect_timeout_ms", offsetof(struct grist_remote_options, connect_timeout_ms), 4, false },
+		{ "timeout_ms", offsetof(struct grist_remote_options, request_timeout_ms), 4, false },
+		{ "retries", offsetof(struct grist_remote_options, retries), 4, false },
+		{ "backoff_ms", offsetof(struct grist_remote_options, backoff_ms), 4, false },
+		{ "backoff_max_ms", offsetof(struct grist_remote_options, backoff_max_ms), 4, false },
+		{ "coalesce", offsetof(struct grist_remote_options, coalesce_bytes), 8, true },
+		{ "split", offsetof(struct grist_remote_options, split_bytes), 8, true },
+		{ "inflight", offsetof(struct grist_remote_options, max_inflight), 4, false },
+		{ "inflight_min", offsetof(struct grist_remote_options, min_inflight), 4, false },
+		{ "redirects", offsetof(struct grist_remote_options, redirects), 1, false },
+		{ "part", offsetof(struct grist_remote_options, part_mib), 1, true },
+		{ "upload_inflight", offsetof(struct grist_remote_options, upload_inflight), 1, false },
 	};
 	struct grist_remote_options t;
 	const char *p = text;
@@ -162,19 +188,32 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 		if (k == sizeof(table) / sizeof(table[0]))
 			return grist_fail(-EINVAL, "unknown remote option '%.*s' (known: connect_timeout_ms, "
 					  "timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split, "
-					  "inflight, inflight_min)", (int)nlen, p);
+					  "inflight, inflight_min, redirects, part, upload_inflight)", (int)nlen, p);
 		ret = parse_u64(table[k].name, colon + 1, (size_t)(comma - colon - 1), table[k].size, &v);
 		if (ret)
 			return ret;
-		if (table[k].wide) {
+		if (table[k].width == 8) {
 			memcpy((char *)&t + table[k].off, &v, sizeof(v));
-		} else {
+		} else if (table[k].width == 4) {
 			unsigned u = (unsigned)v;
 
 			if (v > UINT32_MAX)
 				return grist_fail(-EINVAL, "remote option %s=%" PRIu64 " is too large",
 						  table[k].name, v);
 			memcpy((char *)&t + table[k].off, &u, sizeof(u));
+		} else {
+			uint8_t b;
+
+			/* part is a size kept in whole MiB: the byte fields fit the struct's old padding */
+			if (table[k].size && v % (1u << 20))
+				return grist_fail(-EINVAL, "remote option part=%" PRIu64 " is not a whole number of MiB", v);
+			if (table[k].size)
+				v >>= 20;
+			if (v > 255)
+				return grist_fail(-EINVAL, "remote option %s=%" PRIu64 "%s is too large", table[k].name,
+						  v, table[k].size ? " MiB" : "");
+			b = (uint8_t)v;
+			memcpy((char *)&t + table[k].off, &b, sizeof(b));
 		}
 		split |= table[k].off == offsetof(struct grist_remote_options, split_bytes);
 		coalesce |= table[k].off == offsetof(struct grist_remote_options, coalesce_bytes);
@@ -219,8 +258,7 @@ int grist_remote_options_resolve(const struct grist_remote_options *in, struct g
 	env_defaults(&t);
 	memcpy(&t, in, in->size);
 	t.size = sizeof(t);
-	if (!t.min_inflight) /* an older caller's zeroed tail padding (grist/remote.h) */
-		t.min_inflight = GRIST_REMOTE_DEFAULT_INFLIGHT_MIN;
+	byte_defaults(&t); /* an older caller's zeroed padding (grist/remote.h) */
 	ret = check_options(&t);
 	if (ret)
 		return ret;
@@ -355,7 +393,7 @@ void grist_remote_counters_add_get(struct grist_remote_counters *c, const struct
 	__atomic_fetch_add(&c->requests, 1, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&c->bytes, x->got, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&c->latency[lat_bucket((now - x->start_ns) / 1000)], 1, __ATOMIC_RELAXED);
-	if (retried)
+	if (retried && x->cause >= 0 && x->cause < GRIST_REMOTE_RETRY_CAUSES) /* a redirect is no retry */
 		__atomic_fetch_add(&c->retries[x->cause], 1, __ATOMIC_RELAXED);
 }
 
@@ -512,6 +550,22 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	char line[512];
 
 	line[0] = 0;
+	if (len > 9 && !strncasecmp(p, "location:", 9)) {
+		/* whole, not cut to line[]: a presigned target's query runs to a kilobyte or more */
+		const char *v = p + 9;
+		size_t vn;
+
+		while (content && (p[content - 1] == '\r' || p[content - 1] == '\n'))
+			content--;
+		while (v < p + content && (*v == ' ' || *v == '\t'))
+			v++;
+		vn = (size_t)(p + content - v);
+		while (vn && (v[vn - 1] == ' ' || v[vn - 1] == '\t'))
+			vn--;
+		x->location_long = vn >= sizeof(x->location);
+		snprintf(x->location, sizeof(x->location), "%.*s", x->location_long ? 0 : (int)vn, v);
+		return len;
+	}
 
 	while (content && (p[content - 1] == '\r' || p[content - 1] == '\n'))
 		content--;
@@ -524,6 +578,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		/* a new response (after a 100 Continue, say): forget the last one's headers */
 		cr_forget(x);
 		x->etag[0] = '\0';
+		x->location[0] = '\0';
+		x->location_long = false;
 		x->retry_after_s = -1;
 		return len;
 	}
@@ -664,7 +720,8 @@ static int add_header(struct grist_remote_xfer *x, const char *name, const char 
 	char line[8192];
 	struct curl_slist *l;
 
-	snprintf(line, sizeof(line), "%s: %s", name, value);
+	/* "Name:" with nothing after it tells curl not to send a header it would add */
+	snprintf(line, sizeof(line), *value ? "%s: %s" : "%s:%s", name, value);
 	l = curl_slist_append(x->headers, line);
 	if (!l)
 		return -ENOMEM;
@@ -674,14 +731,51 @@ static int add_header(struct grist_remote_xfer *x, const char *name, const char 
 
 void grist_remote_xfer_release(struct grist_remote_xfer *x)
 {
+	grist_redirect_release(x);
 	curl_slist_free_all(x->headers);
 	x->headers = NULL;
 	grist_buf_free(&x->errbody);
 }
 
+/* The transfer's cancel flag turned: stop it (CURLE_ABORTED_BY_CALLBACK, never retried). */
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct grist_remote_xfer *x = ud;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return __atomic_load_n(x->cancel, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* A write's method and body (upload.c); nothing for a GET. 0 or -ENOMEM. */
+static int setup_body(struct grist_remote_xfer *x)
+{
+	if (x->cancel) {
+		curl_easy_setopt(x->easy, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(x->easy, CURLOPT_XFERINFODATA, x);
+		curl_easy_setopt(x->easy, CURLOPT_NOPROGRESS, 0L);
+	}
+	if (!x->method)
+		return 0;
+	curl_easy_setopt(x->easy, CURLOPT_CUSTOMREQUEST, x->method);
+	if (strcmp(x->method, "PUT") && strcmp(x->method, "POST"))
+		return 0;
+	/* the body from memory, as it is (no form encoding), resent whole by a retry */
+	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
+	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body ? (const char *)x->body : "");
+	/* no "Expect: 100-continue" round trip before each part: the body goes at once */
+	return add_header(x, "Expect", "") || add_header(x, "Content-Type", "application/octet-stream") ||
+			       (x->content_md5 && add_header(x, "Content-MD5", x->content_md5))
+		       ? -ENOMEM
+		       : 0;
+}
+
 int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 {
-	const struct grist_url *u = x->u;
+	const struct grist_url *u = grist_redirect_pick(x);
+	bool origin = u == x->u; /* a hop's query is its own Location's: the request's goes only to u */
 	struct grist_buf url = { 0 }, query = { 0 }, authz = { 0 };
 	char range[64], date[17], region[64];
 	struct creds c;
@@ -693,6 +787,8 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	x->status = 0;
 	cr_forget(x);
 	x->etag[0] = '\0';
+	x->location[0] = '\0';
+	x->location_long = false;
 	x->retry_after_s = -1;
 	x->got = 0;
 	x->first_ns = 0;
@@ -706,7 +802,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 		x->keep->len = 0;
 	if (!x->rng)
 		x->rng = grist_remote_now_ns() ^ (uintptr_t)x;
-	if (grist_sigv4_query(&query, x->query, x->nquery))
+	if (origin && grist_sigv4_query(&query, x->query, x->nquery))
 		goto out;
 	if (grist_buf_append(&url, u->endpoint, strlen(u->endpoint)) ||
 	    grist_buf_append(&url, u->path, strlen(u->path)) ||
@@ -748,6 +844,8 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 			 (unsigned long long)(x->off + x->len - 1));
 	if ((x->suffix || x->len) && add_header(x, "Range", range))
 		goto out;
+	if (setup_body(x))
+		goto out;
 	if (x->obj && x->obj->etag[0] && add_header(x, "If-Match", x->obj->etag))
 		goto out;
 	if (u->scheme != GRIST_URL_HTTP) {
@@ -761,19 +859,26 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 		if (add_header(x, "Host", u->host))
 			goto out;
 		if (c.ak[0] && c.sk[0]) {
-			struct grist_sigv4_pair h[4] = {
+			struct grist_sigv4_pair h[5] = {
 				{ "host", u->host },
 				{ "x-amz-content-sha256", "UNSIGNED-PAYLOAD" },
 				{ "x-amz-date", date },
-				{ "x-amz-security-token", c.token },
 			};
+			size_t nh = 3;
 			struct grist_sigv4 in = {
-				.method = "GET", .canonical_uri = u->path, .query = x->query, .nquery = x->nquery,
-				.headers = h, .nheaders = c.token[0] ? 4 : 3, .payload_hash = "UNSIGNED-PAYLOAD",
+				.method = x->method ? x->method : "GET", .canonical_uri = u->path,
+				.query = origin ? x->query : NULL, .nquery = origin ? x->nquery : 0,
+				.headers = h, .payload_hash = "UNSIGNED-PAYLOAD",
 				.amz_date = date, .region = region, .service = "s3",
 				.access_key = c.ak, .secret_key = c.sk,
 			};
 
+			/* the body's MD5 is signed too: a part cannot be swapped under its signature */
+			if (x->content_md5)
+				h[nh++] = (struct grist_sigv4_pair){ "content-md5", x->content_md5 };
+			if (c.token[0])
+				h[nh++] = (struct grist_sigv4_pair){ "x-amz-security-token", c.token };
+			in.nheaders = nh;
 			ret = grist_sigv4_sign(&in, NULL, NULL, NULL, &authz);
 			if (ret)
 				goto out;
@@ -941,7 +1046,7 @@ static enum grist_remote_outcome retry_or_fail(struct grist_remote_xfer *x, int 
 	return fail(x, code, "%s (after %u attempts)", what, x->attempt + 1);
 }
 
-enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, CURLcode rc)
+static enum grist_remote_outcome judge(struct grist_remote_xfer *x, CURLcode rc)
 {
 	char code[128], message[256], what[512];
 	long status = 0;
@@ -996,6 +1101,16 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 		}
 		return GRIST_REMOTE_DONE;
 	}
+	if (status == 301 || status == 302 || status == 303 || status == 307 || status == 308) {
+		if (x->method && strcmp(x->method, "GET"))
+			return fail(x, -EPROTO, "HTTP %ld: a redirect answering a %s (grist follows redirects of "
+				    "reads only)", status, x->method);
+		if (grist_redirect_follow(x))
+			return GRIST_REMOTE_DONE;
+		x->delay_ns = 0;
+		x->cause = -1; /* not a retry: no attempt spent, none counted */
+		return GRIST_REMOTE_RETRY;
+	}
 	xml_field(&x->errbody, "Code", code, sizeof(code));
 	xml_field(&x->errbody, "Message", message, sizeof(message));
 	snprintf(what, sizeof(what), "HTTP %ld%s%s%s%s", status, code[0] ? " " : "", code,
@@ -1020,7 +1135,15 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 		return retry_or_fail(x, GRIST_REMOTE_RETRY_5XX, -EIO, what);
 	case 401:
 	case 403:
-		return fail(x, -EACCES, "%s", what);
+		/* a target that worked refuses now: a signed redirect target expired; ask the origin again */
+		if (x->at_target && x->attempt < x->opt->retries) {
+			x->from_origin = true;
+			x->attempt++;
+			x->delay_ns = 0;
+			x->cause = GRIST_REMOTE_RETRY_TOKEN;
+			return GRIST_REMOTE_RETRY;
+		}
+		return fail(x, -EACCES, "%s%s", what, x->at != x->u ? " (at a redirect's target)" : "");
 	case 404:
 		/* an object that was there at open and is gone now was changed under the reader too */
 		if (x->obj)
@@ -1033,4 +1156,18 @@ enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, 
 	default:
 		return fail(x, -EPROTO, "%s", what);
 	}
+}
+
+enum grist_remote_outcome grist_remote_xfer_finish(struct grist_remote_xfer *x, CURLcode rc)
+{
+	enum grist_remote_outcome o = judge(x, rc);
+
+	if (o == GRIST_REMOTE_DONE) {
+		if (!x->error)
+			grist_redirect_arrived(x);
+		/* the next GET of this transfer starts from its object's target, or u */
+		grist_redirect_release(x);
+		x->from_origin = false;
+	}
+	return o;
 }

@@ -27,6 +27,9 @@
 #define GRIST_REMOTE_DEFAULT_SPLIT_MIB 8
 #define GRIST_REMOTE_DEFAULT_INFLIGHT 64
 #define GRIST_REMOTE_DEFAULT_INFLIGHT_MIN 2
+#define GRIST_REMOTE_DEFAULT_REDIRECTS 5
+#define GRIST_REMOTE_DEFAULT_PART_MIB 16
+#define GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT 4
 
 /*
  * Counters that several io objects (one per engine thread) add to with relaxed atomics,
@@ -117,7 +120,21 @@ struct grist_remote_xfer {
 	struct grist_remote_object *obj; /* NULL for a listing */
 	const struct grist_url *u;       /* obj->u, or the listing's */
 	const char *display;             /* the URL in messages */
+	/* redirects (redirect.c): the object whose resolved URL the GETs use and learn (obj if NULL) */
+	struct grist_remote_object *dest;
+	const struct grist_url *at;      /* this attempt's URL: u, dest's target, or a hop */
+	bool at_target;                  /* at is dest's target: it worked before */
+	bool from_origin;                /* the target expired: start again from u */
+	unsigned hops;                   /* redirects followed since u */
+	struct grist_remote_target *hop; /* the hops followed since u, the last first (owned) */
+	char location[4096];             /* the last answer's Location; "" when none */
+	bool location_long;              /* it did not fit */
 	/* the request */
+	const char *method;              /* NULL: GET; PUT, POST, DELETE for writes (upload.c) */
+	const uint8_t *body;             /* a PUT's or POST's body, body_len bytes */
+	size_t body_len;
+	const char *content_md5;         /* base64 MD5 of the body, sent (and signed) as Content-MD5, or NULL */
+	const int *cancel;               /* non-NULL: the attempt stops once *cancel is nonzero (atomic) */
 	const struct grist_sigv4_pair *query; /* listing parameters (raw), else NULL */
 	size_t nquery;
 	bool suffix;                     /* Range: bytes=-len (the opening GET) */
@@ -155,6 +172,31 @@ struct grist_remote_xfer {
 	uint64_t delay_ns;
 	char msg[512];
 };
+
+/*
+ * A URL a redirect led to (redirect.c): parsed, signed only when on the original's host
+ * (then it keeps the original's scheme; elsewhere it is plain http(s), no credentials).
+ */
+struct grist_remote_target {
+	struct grist_url u;
+	char *text;
+	struct grist_remote_target *next;
+};
+
+/* The URL @x's next attempt goes to (u, dest's target, or the last hop), and whether it worked before. */
+const struct grist_url *grist_redirect_pick(struct grist_remote_xfer *x);
+/*
+ * @x's answer was a redirect (3xx with a Location): follow it, at most x->opt->redirects
+ * times from u, never back to a URL of the chain. Return: 0 (x->at is the next hop), or a
+ * final error in x (x->error, x->msg naming the chain) and -1.
+ */
+int grist_redirect_follow(struct grist_remote_xfer *x);
+/* @x's GET at x->at succeeded: publish a hop as dest's target, so later GETs go straight there. */
+void grist_redirect_arrived(struct grist_remote_xfer *x);
+/* Free @x's hops (an xfer's end). */
+void grist_redirect_release(struct grist_remote_xfer *x);
+/* Free an object's targets (its last unref). */
+void grist_redirect_free_targets(struct grist_remote_target *t);
 
 /* Set up @x's easy handle for its next attempt (signing with the current credentials). 0 or -errno. */
 int grist_remote_xfer_setup(struct grist_remote_xfer *x);

@@ -318,6 +318,7 @@ static int open_prepare(struct opening *op, const char *url)
 	if (!o->url || !o->opening)
 		return grist_fail(-ENOMEM, "%s: out of memory", url);
 	op->x.ctr = o->opening;
+	op->x.dest = o; /* where its redirects lead is where the object's reads go */
 	grist_remote_region(s, region, sizeof(region));
 	return grist_url_parse(url, region, true, &o->u);
 }

@@ -16,7 +16,7 @@
 #include "io/s3_sign.h"
 #include "io/url.h"
 
-static void to_hex(const unsigned char *p, size_t n, char *out)
+void grist_hex(const unsigned char *p, size_t n, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t i;
@@ -34,7 +34,7 @@ void grist_sha256_hex(const void *p, size_t n, char out[65])
 	unsigned int len = 0;
 
 	EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
-	to_hex(md, 32, out);
+	grist_hex(md, 32, out);
 }
 
 static void hmac(const void *key, size_t klen, const char *msg, size_t mlen, unsigned char out[32])
@@ -206,7 +206,7 @@ int grist_sigv4_sign(const struct grist_sigv4 *in, struct grist_buf *creq_out, s
 	hmac(k, 32, in->service, strlen(in->service), k);
 	hmac(k, 32, "aws4_request", 12, k);
 	hmac(k, 32, (const char *)sts.data, sts.len, sig);
-	to_hex(sig, 32, sig_hex);
+	grist_hex(sig, 32, sig_hex);
 	if (signature)
 		memcpy(signature, sig_hex, 65);
 	if (authz &&

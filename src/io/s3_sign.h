@@ -46,6 +46,9 @@ int grist_sigv4_query(struct grist_buf *out, const struct grist_sigv4_pair *q, s
 int grist_sigv4_sign(const struct grist_sigv4 *in, struct grist_buf *creq, struct grist_buf *sts,
 		     char signature[65], struct grist_buf *authz);
 
+/* grist_hex() - @p[0..@n) as 2 @n lower-case hex digits and a NUL into @out. */
+void grist_hex(const unsigned char *p, size_t n, char *out);
+
 /* grist_sha256_hex() - the hex SHA-256 of @p[0..@n) into @out (65 bytes with the NUL). */
 void grist_sha256_hex(const void *p, size_t n, char out[65]);
 

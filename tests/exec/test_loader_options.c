@@ -1,4 +1,5 @@
 /* The loader's option table (grist/options.h): sizes, names, bounds, and the fields they set. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,6 +200,7 @@ static void test_remote_defaults(void **state)
 		ROW("remote_backoff_max_ms", backoff_max_ms), ROW("remote_coalesce", coalesce_bytes),
 		ROW("remote_split", split_bytes), ROW("remote_inflight", max_inflight),
 		ROW("remote_inflight_min", min_inflight),
+		ROW("remote_redirects", redirects),
 #undef ROW
 	};
 	size_t i, n = 0;
@@ -219,6 +221,9 @@ static void test_remote_defaults(void **state)
 		if (opt->type == GRIST_OPTION_SIZE) {
 			lib = *(const uint64_t *)lib_field;
 			set = *(const uint64_t *)set_field;
+		} else if (!strcmp(r->name, "remote_redirects")) { /* a byte in the struct's old padding */
+			lib = *(const uint8_t *)lib_field;
+			set = *(const uint8_t *)set_field;
 		} else {
 			lib = *(const unsigned *)lib_field;
 			set = *(const unsigned *)set_field;
@@ -227,6 +232,43 @@ static void test_remote_defaults(void **state)
 			fail_msg("%s: the table shows %s, the library's default is %llu", r->name, opt->default_value,
 				 (unsigned long long)lib);
 	}
+}
+
+/*
+ * redirects, part and upload_inflight are bytes in the struct's old padding: parsed and
+ * bounded as the others, part in whole MiB, and 0 (an older caller's zeroed padding) read
+ * as each one's default by grist_remote_set_options().
+ */
+static void test_remote_byte_options(void **state)
+{
+	static const char *const bad[] = { "part:4M", "part:65M", "part:8000000", "redirects:0", "redirects:51",
+					   "upload_inflight:0", "upload_inflight:33", "part:256G" };
+	struct grist_remote_options o, got;
+	size_t i;
+
+	(void)state;
+	grist_remote_options_init(&o);
+	assert_int_equal(o.redirects, 5);
+	assert_int_equal(o.part_mib, 16);
+	assert_int_equal(o.upload_inflight, 4);
+	assert_int_equal(grist_remote_options_parse("part:8MiB,upload_inflight:2,redirects:7", &o), 0);
+	assert_int_equal(o.part_mib, 8);
+	assert_int_equal(o.upload_inflight, 2);
+	assert_int_equal(o.redirects, 7);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		grist_remote_options_init(&o);
+		assert_int_equal(grist_remote_options_parse(bad[i], &o), -EINVAL);
+		assert_int_equal(o.part_mib, 16); /* a refused text changes nothing */
+	}
+	/* an older caller's struct: the padding zeroed */
+	grist_remote_options_init(&o);
+	o.redirects = o.part_mib = o.upload_inflight = 0;
+	assert_int_equal(grist_remote_set_options(&o), 0);
+	grist_remote_get_options(&got);
+	assert_int_equal(got.redirects, 5);
+	assert_int_equal(got.part_mib, 16);
+	assert_int_equal(got.upload_inflight, 4);
+	assert_int_equal(grist_remote_set_options(NULL), 0);
 }
 
 int main(void)
@@ -238,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_set_fields),
 		cmocka_unit_test(test_remote_sizes),
 		cmocka_unit_test(test_remote_defaults),
+		cmocka_unit_test(test_remote_byte_options),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,7 @@ Each start raises Skip (with the reason) when the server cannot start here.
 import asyncio
 import contextlib
 import email.utils
+import json
 import os
 import re
 import shutil
@@ -120,6 +121,20 @@ class Rclone(_Server):
         self.endpoint = "http://127.0.0.1:%d" % self.port
 
 
+def multipart_uploads(server, bucket):
+    """The keys of the multipart uploads @server (an Rclone) lists in @bucket, asked by rclone's
+    own S3 client (`rclone backend list-multipart-uploads`): a second client's view of what an
+    upload left behind."""
+    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
+               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=ACCESS_KEY,
+               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
+    p = subprocess.run([rclone_binary(), "backend", "list-multipart-uploads", "T:" + bucket], env=env,
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode:
+        raise AssertionError("rclone backend list-multipart-uploads: %s" % p.stderr[-500:])
+    return [u["Key"] for u in (json.loads(p.stdout).get(bucket) or [])]
+
+
 class RcloneMount:
     """rclone mount of @source (a local folder, or "remote:path" with @env naming the remote)
     at the empty folder @where, read-only, with @extra flags (--direct-io: a file system
@@ -212,14 +227,19 @@ class FaultProxy:
     @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
     (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
-    whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken."""
+    whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken.
+    Request bodies (Content-Length: uploads) are passed on; mode "corrupt" flips one bit in
+    the middle of one. @select, when given, picks the requests the fault applies to instead of
+    @every: select(request line, fields) -> bool."""
 
-    def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0):
+    def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0, select=None):
         self.upstream = upstream_port
         self.mode, self.every, self.delay, self.retry_after = mode, every, delay, retry_after
+        self.select = select
         self.count = 0
         self.faults = 0
         self.heads = []
+        self.answers = []  # (request line, the upstream's status line), for what reached it
         self.expired_tokens = set()
         self.connections = 0  # accepted from grist: with keep-alive, far fewer than requests
         self.active = 0  # requests between their head's arrival and their answer's end
@@ -293,12 +313,16 @@ class FaultProxy:
                 fields = dict((k.strip().lower(), v.strip()) for k, _, v in
                               (l.partition(":") for l in lines[1:] if ":" in l))
                 self.heads.append((lines[0], fields))
+                # the body first, whatever the answer: the next request starts after it
+                body = await reader.readexactly(int(fields["content-length"])) if fields.get("content-length") else b""
                 self.active += 1
                 self.max_active = max(self.max_active, self.active)
                 try:
                     if self.delay:
                         await asyncio.sleep(self.delay)
                     fault = self.mode if self.mode and n % self.every == 0 else None
+                    if self.select is not None:
+                        fault = self.mode if self.select(lines[0], fields) else None
                     if fields.get("x-amz-security-token") in self.expired_tokens:
                         fault = "expired"
                     if fault:
@@ -336,9 +360,12 @@ class FaultProxy:
                         return
                     if up_w is None:
                         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
-                    up_w.write(head)
+                    if fault == "corrupt" and body:
+                        body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 1]) + body[len(body) // 2 + 1:]
+                    up_w.write(head + body)
                     await up_w.drain()
                     rhead = await up_r.readuntil(b"\r\n\r\n")
+                    self.answers.append((lines[0], rhead.split(b"\r\n", 1)[0].decode("latin-1")))
                     if b"transfer-encoding: chunked" in rhead.lower():  # rclone's listings
                         if await self._chunked(up_r, writer, rhead, fault == "truncate"):
                             return
@@ -383,3 +410,21 @@ class FaultProxy:
             for w in (writer, up_w):
                 if w is not None:
                     w.close()
+
+
+def run_suite(setup, tests, servers, tmp):
+    """The remote test scripts' main(): @setup (a Skip ends the script with 77), the tests
+    through gristcli.main, then every server in the dict @servers stopped and @tmp removed."""
+    import sys
+    import gristcli
+    try:
+        try:
+            setup()
+        except Skip as e:
+            print("SKIP all: %s" % e)
+            sys.exit(gristcli.EXIT_SKIP)
+        gristcli.main(tests)
+    finally:
+        for s in servers.values():
+            s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -10,7 +10,6 @@ start here.
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -715,25 +714,15 @@ def test_slow_link_is_not_a_timeout():
 
 
 def main():
-    try:
-        try:
-            setup()
-        except Skip as e:
-            print("SKIP all: %s" % e)
-            sys.exit(g.EXIT_SKIP)
-        g.main([test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
-                test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
-                test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
-                test_sequential_reads_coalesce, test_verify_memory_is_bounded,
-                test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
-                test_retry_after_http_date,
-                test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                test_budget_follows_latency, test_opening_gets_counted, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
-                test_slow_link_is_not_a_timeout, test_many_shards_open_at_once])
-    finally:
-        for s in SERVERS.values():
-            s.stop()
-        shutil.rmtree(TMP, ignore_errors=True)
+    rs.run_suite(setup, [test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
+                  test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
+                  test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
+                  test_sequential_reads_coalesce, test_verify_memory_is_bounded,
+                  test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
+                  test_retry_after_http_date,
+                  test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
+                  test_budget_follows_latency, test_opening_gets_counted, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
+                  test_slow_link_is_not_a_timeout, test_many_shards_open_at_once], SERVERS, TMP)
 
 
 if __name__ == "__main__":
