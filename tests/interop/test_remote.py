@@ -500,33 +500,42 @@ def remote_stats(err):
     return mean, peak, rtt
 
 
+def budget_run(delay):
+    """(mean depth, peak budget, rtt ms) of one --stats load of a.ar behind a proxy of @delay s."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=delay)
+    try:
+        setenv(p.endpoint)
+        # 8 epochs, not 3: the first GETs go out on the starting budget before any bandwidth is
+        # measured, and at 0 ms that burst (up to ~200 GETs) weighed enough in 3 epochs' mean
+        # depth to fail the comparison in 2 of 10 loaded runs
+        args = ["--batch-size", 64, "--seed", 4, "--epochs", 8, "--threads", 1, "--queue-depth", 512]
+        rc, out, err = g.run(["load", s3("a.ar"), "--stats", "--digest", "--remote",
+                              "coalesce:0,inflight:256,inflight_min:2"] + args)
+        assert rc == 0, err[-2000:]
+        assert out == g.run_ok(["load", local("a.ar"), "--digest"] + args)
+        return remote_stats(err)
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
+
+
 def test_budget_follows_latency():
     """The GETs in flight follow a measured rtt x bandwidth budget: behind a 50 ms proxy the
     same reads run deeper than behind a 0 ms one (stats, not timings: the rtt the backend
-    measured, its peak budget, and the mean depth)."""
-    got = {}
-    for delay in (0.0, 0.05):
-        p = rs.FaultProxy(SERVERS["rclone"].port, delay=delay)
-        try:
-            setenv(p.endpoint)
-            # 8 epochs, not 3: the first GETs go out on the starting budget before any bandwidth is
-            # measured, and at 0 ms that burst (up to ~200 GETs) weighed enough in 3 epochs' mean
-            # depth to fail the comparison in 2 of 10 loaded runs
-            args = ["--batch-size", 64, "--seed", 4, "--epochs", 8, "--threads", 1, "--queue-depth", 512]
-            rc, out, err = g.run(["load", s3("a.ar"), "--stats", "--digest", "--remote",
-                                  "coalesce:0,inflight:256,inflight_min:2"] + args)
-            assert rc == 0, err[-2000:]
-            assert out == g.run_ok(["load", local("a.ar"), "--digest"] + args)
-            got[delay] = remote_stats(err)
-        finally:
-            p.stop()
-            setenv(SERVERS["rclone"].endpoint)
-    (m0, b0, r0), (m50, b50, r50) = got[0.0], got[0.05]
-    # the round trip measured is the proxy's; the budget follows it, and the depth with it (by less
-    # than the rtt's ratio: the bandwidth at 0 ms is the server's, at 50 ms what 256 GETs bring;
-    # measured 28-71 KB against 111-133 KB, and 11-24 against 162-223 GETs)
-    assert r50 >= 45 and r0 < 25, got
-    assert b50 > b0 and m50 > 2 * m0, got
+    measured, its peak budget, and the mean depth). Held to the best of up to 3 tries: on
+    2 cores starved by other work (load average 8-27 while several builds ran) the 0 ms side's
+    reader fell behind and its GETs piled up to a mean depth of 60 (11-24 when it keeps up),
+    1 try in 5; a budget that ignored the rtt fails every try."""
+    tries = []
+    for _ in range(3):
+        (m0, b0, r0), (m50, b50, r50) = got = budget_run(0.0), budget_run(0.05)
+        tries.append(got)
+        # the round trip measured is the proxy's; the budget follows it, and the depth with it (by
+        # less than the rtt's ratio: the bandwidth at 0 ms is the server's, at 50 ms what 256 GETs
+        # bring; measured 28-71 KB against 111-133 KB, and 11-24 against 162-223 GETs)
+        if r50 >= 45 and r0 < 25 and b50 > b0 and m50 > 2 * m0:
+            return
+    raise AssertionError("no try had the 50 ms side deeper, with a larger budget and the proxy's rtt: %s" % tries)
 
 
 def test_opening_gets_counted():
