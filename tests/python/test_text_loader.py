@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import grist
-from test_text import MULTILINGUAL, corpus, files, load_ranks, PATTERNS  # noqa: F401  (files: the fixture)
+from test_text import MULTILINGUAL, PATTERNS, corpus, files, load_ranks, thin  # noqa: F401  (files: the fixture)
 
 tiktoken = pytest.importorskip("tiktoken")
 spm = pytest.importorskip("sentencepiece")
@@ -23,7 +23,8 @@ from grist.text import TextSpec, Tokenizer  # noqa: E402
 
 
 def texts():
-    return corpus() + MULTILINGUAL + ["", "x", "it's <|endoftext|> <s>"]
+    """A third of the corpus (all of it under GRIST_TEXT_FULL=1), multilingual text, short and special-token texts."""
+    return thin(corpus(), 3) + MULTILINGUAL + ["", "x", "it's <|endoftext|> <s>"]
 
 
 @pytest.fixture(scope="module")
