@@ -251,6 +251,14 @@ def test_on_error_skip(files, tmp_path, threads):
     theirs = maxtext_batches(lambda t: sp.encode(t), [all_texts[i] for i in order if i not in bad], 1, 2, -1, 80, 4,
                              by_text=True)
     assert_same(ours, theirs)
+    # resumed mid-epoch, the same batches; a skipping map is another checkpoint id than a raising one
+    with grist.Loader(path, 4, text=spec, outputs="maxtext", on_error="skip", **kw) as loader:
+        first = [next(loader) for _ in range(2)]
+        state = loader.get_state()
+    with grist.Loader(path, 4, text=spec, outputs="maxtext", on_error="skip", state=state, **kw) as loader:
+        assert_same(first + list(loader), theirs)
+    with pytest.raises(grist.Error, match="does not match"):
+        grist.Loader(path, 4, text=spec, outputs="maxtext", state=state, **kw)
     # a loader without skips reports none; on_error takes only "raise" or "skip"
     with grist.Loader(examples_of(tmp_path, good), 4, text=spec, on_error="skip", **kw) as loader:
         list(loader)
