@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "grist/convert.h"
+#include "grist/text.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -14,7 +15,9 @@ static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"
 	"                     [--progress|--no-progress] [--no-check] INPUT... OUT\n"
 	"       grist convert --from csv --features SPEC [options] CSV... OUT\n"
-	"       grist convert --from imagefolder [options] ROOT OUT_VERSION_FOLDER\n\n"
+	"       grist convert --from imagefolder [options] ROOT OUT_VERSION_FOLDER\n"
+	"       grist convert --tokenize FILE [--feature NAME] [--pattern P] [--add-bos] [--add-eos]\n"
+	"                     [--bos-id N] [--eos-id N] [--max-length N] [options] INPUT... OUT\n\n"
 	"Write the records of every INPUT, in order, to the ArrayRecord file OUT (or to N shards).\n"
 	"  --from FORMAT   tfrecord: TFRecord files, plain or GZIP (every CRC-32C checked);\n"
 	"                  lines: one record per line, without the newline (plain or GZIP text);\n"
@@ -33,13 +36,26 @@ static const char convert_usage[] =
 	"  --no-check      TFRecord: do not check each record's data CRC (lengths are still checked)\n"
 	"  --features SPEC csv: the columns to write and their types, NAME:TYPE[,NAME:TYPE...] with TYPE\n"
 	"                  int64, float32 or text, and [] after it for a list split at spaces\n"
-	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n\n"
+	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n"
+	"  --tokenize FILE write each record's text as its token ids instead: raw little-endian int32\n"
+	"                  records, what grist.Loader(pack=..., token_bytes=4) packs; FILE a SentencePiece\n"
+	"                  model (.model), a tekken JSON (.json) or a tiktoken ranks file. The loader's\n"
+	"                  text stage (grist_text_map) makes them, so the ids equal text=TextSpec(...)'s\n"
+	"  --feature NAME  --tokenize: the text is the first value of this bytes feature of each record's\n"
+	"                  tf.train.Example (default: the whole record is the text)\n"
+	"  --pattern P     --tokenize, ranks files: the split pattern (gpt2, cl100k, o200k, llama3, tekken,\n"
+	"                  or the regex string)\n"
+	"  --add-bos, --add-eos  --tokenize: put the BOS id first, the EOS id last (the tokenizer's, or:)\n"
+	"  --bos-id N, --eos-id N  --tokenize: the ids --add-bos and --add-eos put\n"
+	"  --max-length N  --tokenize: keep each record's first N ids, BOS and EOS counted (default: all,\n"
+	"                  up to 16M ids a record)\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
 	"An OUT that is an s3:// or gs:// URL is written by multipart upload (--remote part:16M,\n"
 	"upload_inflight:4), completed only when every shard is complete; an error or a signal aborts\n"
 	"every upload (nothing at OUT, no parts left).\n"
 	"An OUT that is an INPUT (the same file by any name, or inside an INPUT folder) is refused.\n"
+	"Invalid UTF-8 or a record without the feature stops --tokenize, naming the input and record.\n"
 	"Exit status: 0 done, 1 bad input or an I/O error (the message names the file and byte or record),\n"
 	"2 usage error.\n";
 
@@ -81,9 +97,34 @@ static int show_progress(const struct grist_convert_progress *p, void *arg)
 	return 0;
 }
 
+/* --tokenize: the tokenizer and the loader's text map over it, the bos/eos ids the tokenizer's unless given. */
+static int tokenizer_map(const char *path, const struct grist_tokenizer_options *to, struct grist_text_map_options *mo,
+			 struct grist_tokenizer **tok, struct grist_text_map **map)
+{
+	struct grist_tokenizer_info info = { .size = sizeof(info) };
+	int ret = grist_tokenizer_open(path, to, tok);
+
+	if (ret)
+		return cli_library_error(ret);
+	grist_tokenizer_get_info(*tok, &info);
+	if (mo->bos_id < 0)
+		mo->bos_id = info.bos_id;
+	if (mo->eos_id < 0)
+		mo->eos_id = info.eos_id;
+	mo->tokenizer = *tok;
+	ret = grist_text_map_create(mo, map);
+	if (ret) {
+		grist_tokenizer_close(*tok);
+		*tok = NULL;
+		return cli_library_error(ret);
+	}
+	return 0;
+}
+
 int cmd_convert(int argc, char **argv)
 {
-	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_HELP };
+	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_HELP,
+	       OPT_TOKENIZE, OPT_FEATURE, OPT_PATTERN, OPT_ADD_BOS, OPT_ADD_EOS, OPT_BOS_ID, OPT_EOS_ID, OPT_MAX_LENGTH };
 	static const struct option longopts[] = {
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "options", required_argument, NULL, OPT_OPTIONS },
@@ -93,13 +134,29 @@ int cmd_convert(int argc, char **argv)
 		{ "no-check", no_argument, NULL, OPT_NO_CHECK },
 		{ "features", required_argument, NULL, OPT_FEATURES },
 		{ "help", no_argument, NULL, OPT_HELP },
+		{ "tokenize", required_argument, NULL, OPT_TOKENIZE },
+		{ "feature", required_argument, NULL, OPT_FEATURE },
+		{ "pattern", required_argument, NULL, OPT_PATTERN },
+		{ "add-bos", no_argument, NULL, OPT_ADD_BOS },
+		{ "add-eos", no_argument, NULL, OPT_ADD_EOS },
+		{ "bos-id", required_argument, NULL, OPT_BOS_ID },
+		{ "eos-id", required_argument, NULL, OPT_EOS_ID },
+		{ "max-length", required_argument, NULL, OPT_MAX_LENGTH },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct grist_convert_options o;
+	struct grist_tokenizer_options to;
+	struct grist_text_map_options mo;
+	struct grist_tokenizer *tok = NULL;
+	struct grist_text_map *map = NULL;
+	const char *tokenize = NULL;
+	uint64_t v;
 	bool progress = isatty(STDERR_FILENO);
 	int opt, ret;
 
 	grist_convert_options_init(&o);
+	grist_tokenizer_options_init(&to);
+	grist_text_map_options_init(&mo);
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -127,6 +184,33 @@ int cmd_convert(int argc, char **argv)
 		case OPT_FEATURES:
 			o.features = optarg;
 			break;
+		case OPT_TOKENIZE:
+			tokenize = optarg;
+			break;
+		case OPT_FEATURE:
+			mo.feature = optarg;
+			break;
+		case OPT_PATTERN:
+			to.pattern = optarg;
+			break;
+		case OPT_ADD_BOS:
+			mo.add_bos = true;
+			break;
+		case OPT_ADD_EOS:
+			mo.add_eos = true;
+			break;
+		case OPT_BOS_ID:
+		case OPT_EOS_ID:
+			if (!cli_parse_u64(optarg, &v) || v > INT32_MAX)
+				return cli_usage_error("--%s: expected an id 0..%d, got '%s'",
+						       opt == OPT_BOS_ID ? "bos-id" : "eos-id", INT32_MAX, optarg);
+			*(opt == OPT_BOS_ID ? &mo.bos_id : &mo.eos_id) = (int32_t)v;
+			break;
+		case OPT_MAX_LENGTH:
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > (1u << 28))
+				return cli_usage_error("--max-length: expected 1..%u, got '%s'", 1u << 28, optarg);
+			mo.max_length = (size_t)v;
+			break;
 		case 'h':
 		case OPT_HELP:
 			fputs(convert_usage, stdout);
@@ -137,6 +221,20 @@ int cmd_convert(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		return cli_usage_error("need at least one INPUT and the OUT name");
+	if (!tokenize && (mo.feature || to.pattern || mo.add_bos || mo.add_eos || mo.bos_id >= 0 || mo.eos_id >= 0 ||
+			  mo.max_length))
+		return cli_usage_error("--feature, --pattern, --add-bos, --add-eos, --bos-id, --eos-id and --max-length "
+				       "go with --tokenize");
+	if (tokenize) {
+		ret = tokenizer_map(tokenize, &to, &mo, &tok, &map);
+		if (ret)
+			return ret;
+		o.map = grist_text_map;
+		o.map_ctx = map;
+		/* one record's ids, 4 bytes each: without --max-length at most 16M of them (a longer text is
+		 * an error naming it), so the buffer stays bounded */
+		o.map_out_max = 4 * (mo.max_length ? mo.max_length : (size_t)1 << 24);
+	}
 	if (progress) {
 		o.progress = show_progress;
 		o.progress_interval = 0.2;
@@ -145,6 +243,8 @@ int cmd_convert(int argc, char **argv)
 	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, NULL);
 	if (ret && progress)
 		fputc('\n', stderr);
+	grist_text_map_destroy(map);
+	grist_tokenizer_close(tok);
 	/* -EINVAL: the request itself (options, formats, an OUT that is an INPUT), before anything was written: 2. */
 	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 }

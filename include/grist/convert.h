@@ -76,6 +76,7 @@
 #include <string.h>
 
 #include "grist/error.h"
+#include "grist/loader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -136,6 +137,13 @@ struct grist_convert_options {
 	void *progress_arg;
 	double progress_interval;          /* seconds between progress calls while writing; 0: 0.1 */
 	const char *features;              /* csv: the features spec (see the top); NULL for other formats */
+	/* A per-record transform before writing (a grist_map_fn, grist/loader.h; its input's index
+	 * counts the records of all inputs, dataset 0), e.g. grist_text_map() for pre-tokenized int32
+	 * records. It must keep every record (return 1): a drop or an error stops the conversion,
+	 * naming the input and record. NULL: records are written as read. */
+	grist_map_fn map;
+	void *map_ctx;
+	size_t map_out_max;                /* the map's output room per record, bytes; > 0 with map */
 };
 
 /* What a finished conversion wrote (a sized struct too: set .size, or use grist_convert_stats_init()). */

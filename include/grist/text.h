@@ -188,6 +188,9 @@ struct grist_text_map_options {
 	int32_t bos_id, eos_id; /* the ids added (default -1: none; add_* then needs one) */
 	size_t max_length;    /* 0: no trim */
 	unsigned flags;       /* grist_tokenizer_encode()'s */
+	/* GRIST_ON_ERROR_SKIP: a record that is not UTF-8, lacks the feature or has more tokens than
+	 * the map's out_cap is dropped and counted (grist_text_map_skipped()), not an error */
+	int on_error; /* enum grist_on_error (grist/features.h): not included here, as spm.cc is C++ */
 };
 
 GRIST_API void grist_text_map_options_init(struct grist_text_map_options *o);
@@ -197,7 +200,15 @@ GRIST_API int grist_text_map_create(const struct grist_text_map_options *o, stru
 GRIST_API void grist_text_map_destroy(struct grist_text_map *m);
 /** grist_text_map_id() - the map_id a loader config should carry: changes with anything that changes the tokens. */
 GRIST_API uint64_t grist_text_map_id(const struct grist_text_map *m);
-/** grist_text_map() - the grist_map_fn; @ctx is the grist_text_map. Thread-safe, no lock. */
+/**
+ * grist_text_map_skipped() - how many records the map dropped with GRIST_ON_ERROR_SKIP, and the first
+ * of them (at most 16 kept, as grist_features_skipped()). @out: @cap entries or NULL; @n: how many written.
+ * Thread-safety: any thread, while the loader runs.
+ */
+struct grist_feature_skip; /* grist/features.h */
+GRIST_API uint64_t grist_text_map_skipped(struct grist_text_map *m, struct grist_feature_skip *out, size_t cap,
+					  size_t *n);
+/** grist_text_map() - the grist_map_fn; @ctx is the grist_text_map. Thread-safe, no lock (but to count a skip). */
 GRIST_API int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap,
 			     size_t *out_len);
 

@@ -462,7 +462,9 @@ class Loader(_grist.Loader):
     targets_segmentation (shifted left, 0 at the end and where targets == pad_id),
     inputs_position and targets_position; a short final batch is filled with pad_id rows, as
     MaxText's batch_and_pad. map_out_max bounds one record's tokens in bytes (default 4 x
-    max_length).
+    max_length). A record that is not UTF-8, lacks the spec's feature or has more tokens than
+    map_out_max stops the loader with grist.Error naming it; with on_error="skip" it is dropped
+    instead and counted in stats()["skipped"] and ["skipped_records"], as for a tfds source.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
     loop, and the loop receives its results in order; get_state() counts the results received.
@@ -476,9 +478,10 @@ class Loader(_grist.Loader):
         self._columns = None
         self._ahead = None
         self._features = None
+        self._text_map = None
         if text is not None:
-            paths, options = self._text_options(paths, batch_size, text, outputs, map_out_max, options)
-            map_out_max = None
+            paths, options = self._text_options(paths, batch_size, text, outputs, map_out_max, on_error, options)
+            map_out_max, on_error = None, "raise"
         elif outputs is not None:
             raise ValueError("grist.Loader: outputs= applies with text=")
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
@@ -565,7 +568,7 @@ class Loader(_grist.Loader):
             self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, self.prefetch - 1)),
                                  _grist.Loader.get_state(self))
 
-    def _text_options(self, paths, batch_size, spec, outputs, map_out_max, options):
+    def _text_options(self, paths, batch_size, spec, outputs, map_out_max, on_error, options):
         """text=TextSpec: the records become int32 tokens on the engine's threads (grist_text_map),
         then Grain's packer keys or, with outputs="maxtext", MaxText's six arrays (grist.text)."""
         from . import text as _text
@@ -573,6 +576,8 @@ class Loader(_grist.Loader):
             raise TypeError("grist.Loader: text= must be a grist.text.TextSpec")
         if outputs not in (None, "maxtext"):
             raise ValueError("grist.Loader: outputs must be None or 'maxtext', not %r" % (outputs,))
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"grist.Loader: on_error must be 'raise' or 'skip', not {on_error!r}")
         for k in ("layout", "record_bytes", "token_bytes"):
             if options.get(k) is not None:
                 raise ValueError(f"grist.Loader: {k}= is set by text=")
@@ -592,7 +597,9 @@ class Loader(_grist.Loader):
                 raise ValueError("grist.Loader: outputs='maxtext' without pack= needs TextSpec(max_length=)")
         if map_out_max is None:  # one record's tokens, 4 bytes each
             map_out_max = 4 * (spec.max_length or (1 << 20))
-        options.update(layout="ragged", _map=spec._map.map(int(map_out_max)))
+        # with on_error="skip" a map of this loader's own, so stats() counts its skips alone
+        self._text_map = spec._loader_map(on_error == "skip")
+        options.update(layout="ragged", _map=self._text_map.map(int(map_out_max)))
         args = (spec, outputs, int(batch_size), int(length or 0))
         # each batch becomes its dict of arrays where a tfds source's columns would be built
         self._columns = lambda b: _text._batch_arrays(b, *args)
@@ -614,10 +621,11 @@ class Loader(_grist.Loader):
     def stats(self):
         """stats() -> dict: the loader's counters (see grist.Loader); over a grist.tfds source also
         "skipped" (records on_error="skip" dropped) and "skipped_records" (the first 16, as
-        (index within its dataset, reason))."""
+        (index within its dataset, reason)); with text= the same for the texts it dropped."""
         st = super().stats()
-        if self._features is not None:
-            count, first = self._features.skipped()
+        skips = self._features or self._text_map
+        if skips is not None:
+            count, first = skips.skipped()
             st["skipped"] = count
             st["skipped_records"] = [(index, reason) for _, index, reason in first]
         return st

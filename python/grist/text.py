@@ -159,7 +159,7 @@ class TextSpec:
 
     Invalid UTF-8, a record that is not an Example with ``feature`` (a bytes_list with a
     value), or more tokens than fit stop the loader with ``grist.Error`` naming the dataset
-    and record.
+    and record; ``grist.Loader(on_error="skip")`` drops and counts them instead.
     """
 
     def __init__(self, tokenizer, *, feature="text", add_bos=True, add_eos=True, bos_id=None, eos_id=None,
@@ -186,6 +186,14 @@ class TextSpec:
         self._map = _grist.TextMap(tokenizer._t, feature=feature, add_bos=self.add_bos, add_eos=self.add_eos,
                                    bos_id=self.bos_id, eos_id=self.eos_id, max_length=self.max_length,
                                    allowed_special=self.allowed_special)
+
+    def _loader_map(self, skip):
+        """The map a Loader runs: the spec's own, or with skip a new one whose skip count is that loader's."""
+        if not skip:
+            return self._map
+        return _grist.TextMap(self.tokenizer._t, feature=self.feature, add_bos=self.add_bos, add_eos=self.add_eos,
+                              bos_id=self.bos_id, eos_id=self.eos_id, max_length=self.max_length,
+                              allowed_special=self.allowed_special, skip=True)
 
     def __repr__(self):
         return ("grist.text.TextSpec(%r, feature=%r, add_bos=%r, add_eos=%r, max_length=%d, mode=%r, pad_id=%d)"

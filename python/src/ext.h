@@ -102,6 +102,9 @@ struct gristpy_map {
 };
 #define GRISTPY_MAP_CAPSULE "grist._grist.map"
 PyObject *gristpy_map_capsule(PyObject *owner, const struct gristpy_map *map);
+struct grist_feature_skip;
+/* (count, [(dataset, index, reason), ...]) of the records a map dropped with on_error skip (features.c). */
+PyObject *gristpy_skips(uint64_t count, const struct grist_feature_skip *s, size_t n);
 /* features.c: the module constants of grist/features.h's enums (WIRE_*, DTYPE_*, DECODE_*, VARLEN_*). */
 int gristpy_features_add_constants(PyObject *m);
 

@@ -509,19 +509,11 @@ static PyObject *tuple_of(const int64_t *v, size_t n)
 	return t;
 }
 
-/* skipped() -> (count, [(dataset, index, reason), ...]): records the loader's map dropped (on_error skip). */
-static PyObject *features_skipped(FeaturesObject *self, PyObject *unused)
+/* (count, [(dataset, index, reason), ...]) of the records a map dropped: for each stage that skips. */
+PyObject *gristpy_skips(uint64_t count, const struct grist_feature_skip *s, size_t n)
 {
-	struct grist_feature_skip s[16];
-	size_t n = 0;
-	uint64_t count;
-	PyObject *list;
+	PyObject *list = PyList_New((Py_ssize_t)n);
 
-	(void)unused;
-	if (features_ready(self))
-		return NULL;
-	count = grist_features_skipped(self->dec, s, 16, &n);
-	list = PyList_New((Py_ssize_t)n);
 	for (size_t i = 0; list && i < n; i++) {
 		PyObject *e = Py_BuildValue("(IKs)", s[i].dataset, (unsigned long long)s[i].index, s[i].reason);
 
@@ -532,6 +524,20 @@ static PyObject *features_skipped(FeaturesObject *self, PyObject *unused)
 		PyList_SET_ITEM(list, (Py_ssize_t)i, e);
 	}
 	return list ? Py_BuildValue("(KN)", (unsigned long long)count, list) : NULL;
+}
+
+/* skipped() -> (count, [(dataset, index, reason), ...]): records the loader's map dropped (on_error skip). */
+static PyObject *features_skipped(FeaturesObject *self, PyObject *unused)
+{
+	struct grist_feature_skip s[16];
+	size_t n = 0;
+	uint64_t count;
+
+	(void)unused;
+	if (features_ready(self))
+		return NULL;
+	count = grist_features_skipped(self->dec, s, 16, &n);
+	return gristpy_skips(count, s, n);
 }
 
 /* columns() -> list of dicts: key, offset, bytes, row_shape, dims_offset (-1 if none), elem_bytes. */

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "grist/features.h"
 #include "grist/text.h"
 
 typedef struct {
@@ -340,7 +341,7 @@ PyTypeObject gristpy_TokenizerType = {
 
 /*
  * grist._grist.TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1,
- * max_length=0, allowed_special=False): grist_text_map() for a Loader's _map keyword. It keeps
+ * max_length=0, allowed_special=False, skip=False): grist_text_map() for a Loader's _map keyword. It keeps
  * its Tokenizer alive; map(out_max) gives the capsule, which keeps this object alive.
  */
 typedef struct {
@@ -360,16 +361,16 @@ static void textmap_dealloc(TextMapObject *self)
 static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "tokenizer", "feature", "add_bos", "add_eos", "bos_id", "eos_id", "max_length",
-				  "allowed_special", NULL };
+				  "allowed_special", "skip", NULL };
 	struct grist_text_map_options o;
 	TokenizerObject *tok;
 	const char *feature = NULL;
-	int add_bos = 0, add_eos = 0, allowed = 0, ret;
+	int add_bos = 0, add_eos = 0, allowed = 0, skip = 0, ret;
 	int bos = -1, eos = -1;
 	Py_ssize_t max_length = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|zppiinp:TextMap", kwlist, &gristpy_TokenizerType, &tok, &feature,
-					 &add_bos, &add_eos, &bos, &eos, &max_length, &allowed) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|zppiinpp:TextMap", kwlist, &gristpy_TokenizerType, &tok,
+					 &feature, &add_bos, &add_eos, &bos, &eos, &max_length, &allowed, &skip) ||
 	    tokenizer_check(tok))
 		return -1;
 	if (self->m) {
@@ -389,6 +390,7 @@ static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
 	o.eos_id = eos;
 	o.max_length = (size_t)max_length;
 	o.flags = allowed ? GRIST_ENCODE_ALLOW_SPECIAL : 0;
+	o.on_error = skip ? GRIST_ON_ERROR_SKIP : GRIST_ON_ERROR_FAIL;
 	ret = grist_text_map_create(&o, &self->m);
 	if (ret) {
 		gristpy_raise(ret, NULL);
@@ -422,7 +424,21 @@ static PyObject *textmap_get_id(TextMapObject *self, void *closure)
 	return PyLong_FromUnsignedLongLong(self->m ? self->map.id : 0);
 }
 
+/* skipped() -> (count, [(dataset, index, reason), ...]): records the map dropped (skip=True). */
+static PyObject *textmap_skipped(TextMapObject *self, PyObject *unused)
+{
+	struct grist_feature_skip s[16];
+	size_t n = 0;
+	uint64_t count;
+
+	(void)unused;
+	count = grist_text_map_skipped(self->m, s, 16, &n);
+	return gristpy_skips(count, s, n);
+}
+
 static PyMethodDef textmap_methods[] = {
+	{ "skipped", (PyCFunction)textmap_skipped, METH_NOARGS,
+	  "skipped() -> (count, [(dataset, index, reason), ...]): records the map dropped (skip=True), the first 16." },
 	{ "map", (PyCFunction)textmap_map, METH_O, "map(out_max) -> the Loader's _map capsule (out_max bytes per record)." },
 	{ NULL, NULL, 0, NULL },
 };
@@ -438,7 +454,7 @@ PyTypeObject gristpy_TextMapType = {
 	.tp_basicsize = sizeof(TextMapObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1, max_length=0,\n"
-		  "allowed_special=False): grist_text_map(); use grist.text.TextSpec with grist.Loader.",
+		  "allowed_special=False, skip=False): grist_text_map(); use grist.text.TextSpec with grist.Loader.",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)textmap_init,
 	.tp_dealloc = (destructor)textmap_dealloc,

@@ -39,6 +39,8 @@ static int options_in(struct convert *c, const struct grist_convert_options *o)
 		return grist_fail(-EINVAL, "progress_interval: %g is not a number of seconds", c->o.progress_interval);
 	if (!c->o.progress_interval)
 		c->o.progress_interval = PROGRESS_INTERVAL_DEFAULT;
+	if (c->o.map && (!c->o.map_out_max || c->o.map_out_max > ((size_t)1 << 31)))
+		return grist_fail(-EINVAL, "map_out_max: %zu, expected 1..2 GiB with a map", c->o.map_out_max);
 	/* The spec is checked before any input is read; only csv takes one, and csv needs one. */
 	if (c->o.format == GRIST_CONVERT_CSV)
 		return grist_csv_spec_check(c->o.features);

@@ -132,6 +132,27 @@ static char *output_folder(const char *name)
  * input, a name inside the folder, which its listing would take in. Renaming the
  * output into place would otherwise replace the input: the source data gone.
  */
+/* o.map on the record (@p, @n) of input @in: the record becomes the map's output. */
+static int map_record(struct convert *c, const struct grist_input *in, uint64_t in_record, const uint8_t **p,
+		      size_t *n)
+{
+	struct grist_map_input mi = { .data = *p, .len = *n, .index = c->p.records };
+	char why[512];
+	size_t out = 0;
+	int ret = c->o.map(c->o.map_ctx, &mi, c->map_buf, c->o.map_out_max, &out);
+
+	if (ret == 1) {
+		*p = c->map_buf;
+		*n = out;
+		return 0;
+	}
+	if (!ret)
+		return grist_fail(-EINVAL, "%s: record %llu: the map dropped it; convert keeps every record", in->path,
+				  (unsigned long long)in_record);
+	snprintf(why, sizeof(why), "%s", grist_last_error());
+	return grist_fail(ret, "%s: record %llu: %s", in->path, (unsigned long long)in_record, why);
+}
+
 static int check_outputs_are_not_inputs(struct convert *c)
 {
 	size_t i;
@@ -306,10 +327,14 @@ int grist_convert_run(struct convert *c)
 	} else {
 		c->quota[0] = UINT64_MAX;
 	}
+	if (c->o.map && !c->map_buf && !(c->map_buf = malloc(c->o.map_out_max)))
+		return grist_fail(-ENOMEM, "convert: no memory for the map's %zu bytes", c->o.map_out_max);
 	ret = grist_writer_open(c->names[0], c->o.writer_options, &c->w[0]);
 	if (ret)
 		return ret;
 	for (i = 0; i < c->ninputs; i++) {
+		uint64_t in_record = 0;
+
 		ret = report(c, NULL, i);
 		if (!ret)
 			ret = input_open(c, i, &in);
@@ -330,9 +355,12 @@ int grist_convert_run(struct convert *c)
 				s++;
 				in_shard = 0;
 			}
+			if (c->o.map && (ret = map_record(c, &in, in_record, &p, &n)))
+				break;
 			ret = grist_writer_write(c->w[s], p, n);
 			if (ret)
 				break;
+			in_record++;
 			in_shard++;
 			c->p.records++;
 			c->p.bytes += n;
@@ -385,6 +413,8 @@ void grist_convert_run_cleanup(struct convert *c)
 	free(c->names);
 	free(c->quota);
 	free(c->ops);
+	free(c->map_buf);
+	c->map_buf = NULL;
 	c->w = NULL;
 	c->names = NULL;
 	c->quota = NULL;

@@ -23,6 +23,7 @@ struct convert {
 	struct grist_writer **w;
 	char **names;
 	uint64_t *quota;                     /* records per shard */
+	uint8_t *map_buf;                    /* o.map's output, o.map_out_max bytes */
 
 	struct grist_convert_progress p;     /* records, bytes and the input totals so far (across runs) */
 	struct timespec start, last;

@@ -20,16 +20,11 @@ struct gf_names {
 	size_t n;
 };
 
-#define SKIPS_KEPT 16
-
 struct grist_features_decoder {
 	struct grist_features *spec;
 	struct gf_names *names;
 	size_t num_names;
-	/* records grist_features_map() dropped (GRIST_ON_ERROR_SKIP): the rare path, under a lock */
-	pthread_mutex_t skip_lock;
-	uint64_t skipped;
-	struct grist_feature_skip skips[SKIPS_KEPT];
+	struct gf_skips skips; /* records grist_features_map() dropped (GRIST_ON_ERROR_SKIP) */
 };
 
 static const char *wire_name(int kind)
@@ -415,12 +410,6 @@ int grist_features_decode(const struct grist_features_decoder *d, const uint8_t 
 	return gf_decode_located(d, rec, len, dataset, index, 0, true, row, cap, row_len);
 }
 
-/* Data errors a skipping feature drops its record for; ENOMEM and friends still stop the loader. */
-static bool skippable(int ret)
-{
-	return ret == -EBADMSG || ret == -ENOTSUP || ret == -EFBIG || ret == -EMSGSIZE;
-}
-
 int grist_features_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap, size_t *out_len)
 {
 	struct grist_features_decoder *d = ctx;
@@ -429,18 +418,9 @@ int grist_features_map(void *ctx, const struct grist_map_input *in, uint8_t *out
 
 	if (!ret)
 		return 1;
-	if (at.failed < 0 || d->spec->feat[at.failed].on_error != GRIST_ON_ERROR_SKIP || !skippable(ret))
+	if (at.failed < 0 || d->spec->feat[at.failed].on_error != GRIST_ON_ERROR_SKIP || !gf_skippable(ret))
 		return ret;
-	pthread_mutex_lock(&d->skip_lock);
-	if (d->skipped < SKIPS_KEPT) {
-		struct grist_feature_skip *s = &d->skips[d->skipped];
-
-		s->dataset = in->dataset;
-		s->index = in->index;
-		snprintf(s->reason, sizeof(s->reason), "%s", grist_last_error());
-	}
-	d->skipped++;
-	pthread_mutex_unlock(&d->skip_lock);
+	gf_skips_add(&d->skips, in);
 	*out_len = 0;
 	return 0;
 }
@@ -448,19 +428,12 @@ int grist_features_map(void *ctx, const struct grist_map_input *in, uint8_t *out
 uint64_t grist_features_skipped(struct grist_features_decoder *d, struct grist_feature_skip *out, size_t cap,
 				size_t *n)
 {
-	uint64_t count;
-	size_t k = 0;
-
-	if (!d)
+	if (!d) {
+		if (n)
+			*n = 0;
 		return 0;
-	pthread_mutex_lock(&d->skip_lock);
-	count = d->skipped;
-	for (; out && k < cap && k < count && k < SKIPS_KEPT; k++)
-		out[k] = d->skips[k];
-	pthread_mutex_unlock(&d->skip_lock);
-	if (n)
-		*n = k;
-	return count;
+	}
+	return gf_skips_get(&d->skips, out, cap, n);
 }
 
 static void free_names(struct gf_names *nm)
@@ -511,7 +484,7 @@ int grist_features_decoder_create(const struct grist_features *f, const struct g
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return grist_fail(-ENOMEM, "features: out of memory");
-	pthread_mutex_init(&d->skip_lock, NULL);
+	gf_skips_init(&d->skips);
 	ret = gf_clone(f, &d->spec);
 	if (!ret && num_datasets) {
 		d->names = calloc(num_datasets, sizeof(*d->names));
@@ -535,7 +508,7 @@ void grist_features_decoder_destroy(struct grist_features_decoder *d)
 		return;
 	for (size_t i = 0; i < d->num_names; i++)
 		free_names(&d->names[i]);
-	pthread_mutex_destroy(&d->skip_lock);
+	gf_skips_destroy(&d->skips);
 	free(d->names);
 	grist_features_destroy(d->spec);
 	free(d);

@@ -2,6 +2,7 @@
 #ifndef GRIST_FEATURES_INTERNAL_H
 #define GRIST_FEATURES_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -132,6 +133,22 @@ void gf_image_close(struct gf_image *img);
  */
 int gf_decode_located(const struct grist_features_decoder *d, const uint8_t *rec, size_t len, uint32_t dataset,
 		      uint64_t index, uint64_t epoch, bool known, uint8_t *row, size_t cap, size_t *row_len);
+
+/* skips.c: the records a map dropped with on_error skip (the features and text stages): the rare path, under a lock. */
+#define GF_SKIPS_KEPT 16
+struct gf_skips {
+	pthread_mutex_t lock;
+	uint64_t count;
+	struct grist_feature_skip kept[GF_SKIPS_KEPT];
+};
+void gf_skips_init(struct gf_skips *s);
+void gf_skips_destroy(struct gf_skips *s);
+/* Whether error @ret is the record's data (a skip drops it) rather than the machine's (it stops the loader). */
+bool gf_skippable(int ret);
+/* Count @in's record as dropped; keep it with grist_last_error() as its reason while fewer than GF_SKIPS_KEPT. */
+void gf_skips_add(struct gf_skips *s, const struct grist_map_input *in);
+/* The count; up to @cap kept records into @out (@n: how many). Any thread. */
+uint64_t gf_skips_get(struct gf_skips *s, struct grist_feature_skip *out, size_t cap, size_t *n);
 
 /* vision.c: a transformed image feature into its column (and box), its key naming the draws. */
 int gf_transform_image(const struct gf_feature *ft, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,

@@ -18,6 +18,7 @@ struct grist_text_map {
 	char *feature;
 	struct grist_features *spec; /* one bytes feature, for the Example walker; NULL: raw records */
 	uint64_t id;
+	struct gf_skips skips; /* records dropped with GRIST_ON_ERROR_SKIP */
 	_Atomic(struct grist_tokenizer_ctx *) ctx[CTX_SLOTS];
 	atomic_bool busy[CTX_SLOTS];
 };
@@ -40,6 +41,7 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return grist_fail(-ENOMEM, "no memory for a text map");
+	gf_skips_init(&m->skips);
 	grist_text_map_options_init(&m->o);
 	ret = grist_sized_in(&m->o, sizeof(m->o), opts, "grist_text_map_options");
 	if (ret)
@@ -56,6 +58,10 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 	}
 	if (m->o.flags & ~GRIST_ENCODE_ALLOW_SPECIAL) {
 		ret = grist_fail(-EINVAL, "text map: unknown flags 0x%x", m->o.flags);
+		goto fail;
+	}
+	if (m->o.on_error != GRIST_ON_ERROR_FAIL && m->o.on_error != GRIST_ON_ERROR_SKIP) {
+		ret = grist_fail(-EINVAL, "text map: unknown on_error %d", (int)m->o.on_error);
 		goto fail;
 	}
 	if (m->o.feature) {
@@ -87,6 +93,8 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 	h = XXH3_64bits_withSeed(&m->o.eos_id, sizeof(m->o.eos_id), h);
 	h = XXH3_64bits_withSeed(&m->o.max_length, sizeof(m->o.max_length), h);
 	h = XXH3_64bits_withSeed(&m->o.flags, sizeof(m->o.flags), h);
+	if (m->o.on_error == GRIST_ON_ERROR_SKIP) /* drops records: another sequence (a fail map keeps its old id) */
+		h = XXH3_64bits_withSeed("skip", 4, h);
 	m->id = h | 1; /* never 0: 0 is "no map" */
 	*out = m;
 	return 0;
@@ -102,6 +110,7 @@ void grist_text_map_destroy(struct grist_text_map *m)
 	for (size_t i = 0; i < CTX_SLOTS; i++)
 		grist_tokenizer_ctx_destroy(atomic_load(&m->ctx[i]));
 	grist_features_destroy(m->spec);
+	gf_skips_destroy(&m->skips);
 	free(m->feature);
 	free(m);
 }
@@ -109,6 +118,26 @@ void grist_text_map_destroy(struct grist_text_map *m)
 uint64_t grist_text_map_id(const struct grist_text_map *m)
 {
 	return m->id;
+}
+
+uint64_t grist_text_map_skipped(struct grist_text_map *m, struct grist_feature_skip *out, size_t cap, size_t *n)
+{
+	if (!m) {
+		if (n)
+			*n = 0;
+		return 0;
+	}
+	return gf_skips_get(&m->skips, out, cap, n);
+}
+
+/* A record's data error: dropped and counted with on_error skip (return 0, the map's "filter"), else the error. */
+static int failed(struct grist_text_map *m, const struct grist_map_input *in, int ret, size_t *out_len)
+{
+	if (m->o.on_error != GRIST_ON_ERROR_SKIP || !gf_skippable(ret))
+		return ret;
+	gf_skips_add(&m->skips, in);
+	*out_len = 0;
+	return 0;
 }
 
 /* A free context: the slot this thread last used if it is free, else any free one; made on first use. */
@@ -187,22 +216,23 @@ int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, si
 	int ret = text_of(m, in, &text, &len);
 
 	/* errors say what is wrong; the loader puts "map failed on dataset D record R" before them */
-	if (!ret)
-		ret = take_ctx(m, &slot, &c);
+	if (ret)
+		return failed(m, in, ret, out_len);
+	ret = take_ctx(m, &slot, &c);
 	if (ret)
 		return ret;
 	ret = grist_tokenizer_encode(c, text, len, m->o.flags, &ids, &n);
 	if (ret) {
 		atomic_store(&m->busy[slot], false);
-		return ret;
+		return failed(m, in, ret, out_len);
 	}
 	/* MaxText: [BOS] + ids + [EOS], then cut to max_length (so a long text loses its EOS) */
 	total = n + (m->o.add_bos ? 1 : 0) + (m->o.add_eos ? 1 : 0);
 	limit = m->o.max_length && total > m->o.max_length ? m->o.max_length : total;
 	if (limit * 4 > out_cap) {
 		atomic_store(&m->busy[slot], false);
-		return grist_fail(-EMSGSIZE, "%zu tokens do not fit the map's %zu bytes (set max_length, or map_out_max)",
-				  limit, out_cap);
+		return failed(m, in, grist_fail(-EMSGSIZE, "%zu tokens do not fit the map's %zu bytes (set max_length, "
+						"or map_out_max)", limit, out_cap), out_len);
 	}
 	if (m->o.add_bos && k < limit)
 		put_le32(out + 4 * k++, m->o.bos_id);

@@ -5,8 +5,13 @@ GPT-2's ranks from openai-whisper's sdist (whisper/assets/gpt2.tiktoken), Senten
 models and the tekken vocabulary from the mistral-common wheel, and a Unigram model with an
 NFKC charsmap trained here by sentencepiece's own trainer. The corpus is Python's own
 documentation text (pydoc_data.topics, shipped with every CPython) plus multilingual and
-adversarial strings. Every id list is compared whole. Set GRIST_TOKENIZER_FILES to a folder
-to keep the downloaded files between runs.
+adversarial strings. Every id list is compared whole.
+
+The files are downloaded once per machine into a cache folder keyed by the packages'
+versions ($TMPDIR/grist-tokenizers-..., or GRIST_TOKENIZER_FILES). By default repeated cases
+are sampled thinner (every kind of text is still compared, for every tokenizer), to keep CI's
+time small; GRIST_TEXT_FULL=1 runs the full sweep (the whole corpus for every pattern and
+model, 100k-character runs everywhere, every code point in every context).
 """
 import base64
 import glob
@@ -17,6 +22,7 @@ import pickle
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 
 import numpy as np
@@ -39,6 +45,16 @@ PATTERNS = {
         r"""\p{N}{1,3}""", r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""", r"""\s*[\r\n]+""", r"""\s+(?!\S)""", r"""\s+""",
     ]),
 }
+# GRIST_TEXT_FULL=1: the full sweep; otherwise repeated cases are sampled thinner.
+FULL = os.environ.get("GRIST_TEXT_FULL") == "1"
+WHISPER, MISTRAL_COMMON = "20250625", "1.13.1"
+
+
+def thin(items, step):
+    """Every @step-th of @items (all of them under GRIST_TEXT_FULL=1)."""
+    return list(items) if FULL else list(items)[::step]
+
+
 WHITESPACE = [" ", "\t", "\n", "\r", "\r\n", "\x0b", "\x0c", "\xa0", "\u3000", "\u2028", "\u2029", "\x85", "\u1680",
               "\u2009", "\u202f", "\u180e", "\u200b"]
 
@@ -50,26 +66,42 @@ def _pip_download(dest, *args):
         pytest.skip("pip download %s failed (no network?): %s" % (" ".join(args), r.stderr[-300:]))
 
 
-@pytest.fixture(scope="session")
-def files(tmp_path_factory):
-    """gpt2.tiktoken, mistral's SentencePiece models and tekken, taken out of their pip packages."""
-    d = os.environ.get("GRIST_TOKENIZER_FILES") or str(tmp_path_factory.mktemp("tokenizers"))
+def cache_dir():
+    """The download cache: GRIST_TOKENIZER_FILES, or a folder under $TMPDIR keyed by the pinned versions."""
+    d = os.environ.get("GRIST_TOKENIZER_FILES") or os.path.join(
+        tempfile.gettempdir(), "grist-tokenizers-whisper%s-mistral%s" % (WHISPER, MISTRAL_COMMON))
     os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _put(path, data):
+    """Write @path whole or not at all: another test run may be filling the same cache."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+@pytest.fixture(scope="session")
+def files():
+    """gpt2.tiktoken, mistral's SentencePiece models and tekken, taken out of their pip packages (once per machine)."""
+    d = cache_dir()
     out = {k: os.path.join(d, k) for k in ("gpt2.tiktoken", "mistral-v1.model", "mistral-v3.model", "tekken.json")}
     if not os.path.exists(out["gpt2.tiktoken"]):
-        _pip_download(d, "--no-binary", ":all:", "openai-whisper==20250625")
-        with tarfile.open(glob.glob(os.path.join(d, "openai_whisper-*.tar.gz"))[0]) as tf:
-            m = next(m for m in tf.getmembers() if m.name.endswith("whisper/assets/gpt2.tiktoken"))
-            with open(out["gpt2.tiktoken"], "wb") as f:
-                f.write(tf.extractfile(m).read())
-    if not os.path.exists(out["tekken.json"]):
-        _pip_download(d, "--only-binary", ":all:", "mistral-common==1.13.1")
-        with zipfile.ZipFile(glob.glob(os.path.join(d, "mistral_common-*.whl"))[0]) as z:
-            for name, key in (("tokenizer.model.v1", "mistral-v1.model"),
-                              ("mistral_instruct_tokenizer_240216.model.v2", "mistral-v3.model"),
-                              ("tekken_240718.json", "tekken.json")):
-                with open(out[key], "wb") as f:
-                    f.write(z.read("mistral_common/data/" + name))
+        with tempfile.TemporaryDirectory(dir=d) as dl:
+            _pip_download(dl, "--no-binary", ":all:", "openai-whisper==" + WHISPER)
+            with tarfile.open(glob.glob(os.path.join(dl, "openai_whisper-*.tar.gz"))[0]) as tf:
+                m = next(m for m in tf.getmembers() if m.name.endswith("whisper/assets/gpt2.tiktoken"))
+                _put(out["gpt2.tiktoken"], tf.extractfile(m).read())
+    if not all(os.path.exists(out[k]) for k in ("mistral-v1.model", "mistral-v3.model", "tekken.json")):
+        with tempfile.TemporaryDirectory(dir=d) as dl:
+            _pip_download(dl, "--only-binary", ":all:", "mistral-common==" + MISTRAL_COMMON)
+            with zipfile.ZipFile(glob.glob(os.path.join(dl, "mistral_common-*.whl"))[0]) as z:
+                # tekken last: its presence says the three are there
+                for name, key in (("tokenizer.model.v1", "mistral-v1.model"),
+                                  ("mistral_instruct_tokenizer_240216.model.v2", "mistral-v3.model"),
+                                  ("tekken_240718.json", "tekken.json")):
+                    _put(out[key], z.read("mistral_common/data/" + name))
     return out
 
 
@@ -98,7 +130,8 @@ MULTILINGUAL = [
 ]
 
 
-def adversarial():
+def adversarial(run=100000):
+    """Adversarial strings; the repeats of one character are @run long."""
     out = ["", "\x00", "a\x00b", "\x00\x00 \x00", "<|endoftext|>", "x<|endoftext|>y <s></s>", "<|endoftext", " " * 7]
     for ws in WHITESPACE:
         for n in range(1, 6):
@@ -112,13 +145,17 @@ def adversarial():
     for n in range(1, 8):
         out += ["1234567"[:n], "x" + "9876543"[:n], " " + "5" * n + "a", "\u0661\u0662\u0663\u0664\u0665\u0666\u0667"[:n]]
     for ch in ("a", " ", "1", "!", "é", "日", "\n", "👍", "'"):
-        out.append(ch * 100000)
-    out += ["a" * 50000 + " " * 50000 + "b" * 3, "ab" * 50000, "\r\n" * 1000 + "x", "...///\r\n\r\n/", "  a  b   "]
+        out.append(ch * run)
+    out += ["a" * (run // 2) + " " * (run // 2) + "b" * 3, "ab" * (run // 2), "\r\n" * 1000 + "x", "...///\r\n\r\n/", "  a  b   "]
     return out
 
 
-def texts():
-    return corpus() + MULTILINGUAL + adversarial()
+def texts(step=1, run=100000):
+    """The corpus (every @step-th topic), multilingual text and the adversarial strings (runs @run long).
+
+    Under GRIST_TEXT_FULL=1: all of the corpus and 100k-character runs, whatever is asked.
+    """
+    return thin(corpus(), step) + MULTILINGUAL + adversarial(100000 if FULL else run)
 
 
 def compare(ours, theirs, items):
@@ -138,7 +175,8 @@ def test_tiktoken_ids(files, pattern):
     ranks = load_ranks(files["gpt2.tiktoken"])
     enc = tiktoken.Encoding("t-" + pattern, pat_str=PATTERNS[pattern], mergeable_ranks=ranks, special_tokens={})
     tok = Tokenizer(files["gpt2.tiktoken"], pattern=pattern)
-    items = texts()
+    # the whole corpus and 100k-character runs with MaxText's pattern; the others sampled thinner
+    items = texts() if pattern == "llama3" else texts(step=4, run=10000)
     same, diff = compare(tok.encode, enc.encode_ordinary, items)
     print("%s: %d of %d texts give tiktoken's ids" % (pattern, same, len(items)))
     assert same == len(items), diff
@@ -166,13 +204,13 @@ def test_tekken_ids(files):
     del tk, ranks
     oracle = lambda t: [i + n_sp for i in enc.encode_ordinary(t)]  # noqa: E731
     tok = Tokenizer(files["tekken.json"])
-    items = texts()
+    items = texts(step=3, run=20000)
     same, diff = compare(tok.encode, oracle, items)
     print("tekken JSON: %d of %d texts give mistral-common's ids" % (same, len(items)))
     assert same == len(items), diff
     assert all(tok.decode(tok.encode(t)) == t for t in items)
     # the pattern by grist's name and as the file's regex string are the same tokenizer
-    few = corpus()[::10] + MULTILINGUAL + adversarial()[:300]
+    few = thin(corpus(), 10) + MULTILINGUAL + adversarial(1000)[:300]
     for pattern in ("tekken", cfg["pattern"]):
         same, diff = compare(Tokenizer(files["tekken.json"], pattern=pattern).encode, oracle, few)
         assert same == len(few), diff
@@ -184,16 +222,18 @@ def test_tekken_ids(files):
 def test_every_code_point(files):
     """Each code point alone and in 4 contexts, against tiktoken: catches Unicode-table drift.
 
-    Every code point of the BMP alone (cl100k); every 61st code point of the whole range in
-    each context (an offset per pattern: gpt2, cl100k, llama3), to keep CI's time small.
+    Every other code point of the BMP alone (cl100k); every 122nd code point of the whole range
+    in each context (an offset per pattern: gpt2, cl100k, llama3), to keep CI's time small.
+    GRIST_TEXT_FULL=1: every code point of the BMP alone, every 7th of the whole range in each context.
     """
     ranks = load_ranks(files["gpt2.tiktoken"])
     cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
     contexts = [" %s", "%s1", "'%s", "a%s"]
     checked = 0
-    for pattern, sample, ctxs in (("cl100k", [c for c in cps if c < 0x10000], ["%s"]),
-                                  ("gpt2", cps[::61], contexts), ("cl100k", cps[20::61], contexts),
-                                  ("llama3", cps[40::61], contexts)):
+    alone, step = (1, 7) if FULL else (2, 122)
+    for pattern, sample, ctxs in (("cl100k", [c for c in cps if c < 0x10000][::alone], ["%s"]),
+                                  ("gpt2", cps[::step], contexts), ("cl100k", cps[step // 3::step], contexts),
+                                  ("llama3", cps[2 * step // 3::step], contexts)):
         enc = tiktoken.Encoding("cp-" + pattern, pat_str=PATTERNS[pattern], mergeable_ranks=ranks, special_tokens={})
         tok = Tokenizer(files["gpt2.tiktoken"], pattern=pattern)
         items = [ctx % chr(c) for c in sample for ctx in ctxs]
@@ -206,7 +246,7 @@ def test_every_code_point(files):
         print("%s: %d of %d code point texts give tiktoken's ids" % (pattern, len(items) - len(bad), len(items)))
         assert not bad, (len(bad), bad[:5])
         checked += len(items)
-    assert checked > 150000
+    assert checked > (150000 if FULL else 60000)
 
 
 def test_special_tokens(files):
@@ -225,8 +265,15 @@ def test_special_tokens(files):
 
 
 @pytest.fixture(scope="session")
-def unigram(files, tmp_path_factory):
-    """A Unigram model with an NFKC charsmap, trained here on the corpus by sentencepiece's trainer."""
+def unigram(tmp_path_factory):
+    """A Unigram model with an NFKC charsmap, trained on the corpus by sentencepiece's trainer.
+
+    Trained once per machine: cached beside the downloads, keyed by sentencepiece's version and
+    Python's (whose pydoc_data is the corpus).
+    """
+    cached = os.path.join(cache_dir(), "unigram-spm%s-py%d.%d.%d.model" % ((spm.__version__,) + sys.version_info[:3]))
+    if os.path.exists(cached):
+        return cached
     d = tmp_path_factory.mktemp("unigram")
     text = d / "corpus.txt"
     with open(text, "w") as f:
@@ -238,7 +285,9 @@ def unigram(files, tmp_path_factory):
     spm.SentencePieceTrainer.train(input=str(text), model_prefix=prefix, model_type="unigram", vocab_size=2000,
                                    normalization_rule_name="nmt_nfkc", character_coverage=0.9995,
                                    pad_id=3, minloglevel=2, num_threads=1)
-    return prefix + ".model"
+    with open(prefix + ".model", "rb") as f:
+        _put(cached, f.read())
+    return cached
 
 
 @pytest.mark.parametrize("model", ["mistral-v1.model", "mistral-v3.model", "unigram"])
@@ -250,10 +299,13 @@ def test_sentencepiece_ids(files, unigram, model):
     assert tok.kind == "sentencepiece"
     assert (tok.vocab_size, tok.bos_id, tok.eos_id, tok.pad_id, tok.unk_id) == \
         (sp.get_piece_size(), sp.bos_id(), sp.eos_id(), sp.pad_id(), sp.unk_id())
-    # SentencePiece's own BPE is slow on 100k-character runs: 10k of them here. mistral v3 is
-    # the same kind of model as v1: a tenth of the corpus keeps CI's time down.
-    docs = corpus() if model != "mistral-v3.model" else corpus()[::10]
-    items = docs + [t for t in MULTILINGUAL + adversarial() if len(t) < 100000] + [c * 10000 for c in "a 1!日\n"]
+    # SentencePiece's own BPE is slow on 100k-character runs: 10k of them here (2k but for
+    # mistral v1). A third of the corpus (a tenth for v3, the same kind of model as v1) keeps
+    # CI's time down; GRIST_TEXT_FULL=1 takes all of it.
+    if FULL or model == "mistral-v1.model":
+        items = thin(corpus(), 3) + MULTILINGUAL + adversarial(10000)
+    else:
+        items = thin(corpus(), 10) + MULTILINGUAL + adversarial(2000)
     same, diff = compare(tok.encode, sp.encode, items)
     print("%s: %d of %d texts give sentencepiece's ids" % (model, same, len(items)))
     if model != "unigram":

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import grist
-from test_text import MULTILINGUAL, corpus, files, load_ranks, PATTERNS  # noqa: F401  (files: the fixture)
+from test_text import MULTILINGUAL, PATTERNS, corpus, files, load_ranks, thin  # noqa: F401  (files: the fixture)
 
 tiktoken = pytest.importorskip("tiktoken")
 spm = pytest.importorskip("sentencepiece")
@@ -23,7 +23,8 @@ from grist.text import TextSpec, Tokenizer  # noqa: E402
 
 
 def texts():
-    return corpus() + MULTILINGUAL + ["", "x", "it's <|endoftext|> <s>"]
+    """A third of the corpus (all of it under GRIST_TEXT_FULL=1), multilingual text, short and special-token texts."""
+    return thin(corpus(), 3) + MULTILINGUAL + ["", "x", "it's <|endoftext|> <s>"]
 
 
 @pytest.fixture(scope="module")
@@ -79,11 +80,12 @@ def pad_or_trim(element, max_length, pad_id):
     return element
 
 
-def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=True):
+def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=True, by_text=False):
+    """MaxText's steps on Grain over texts()[i] for i in @order (@by_text: @order holds the texts themselves)."""
     all_texts = texts()
     elems = []
     for i in order:
-        ids = np.asarray(([bos] if bos is not None else []) + list(encode(all_texts[i])) +
+        ids = np.asarray(([bos] if bos is not None else []) + list(encode(i if by_text else all_texts[i])) +
                          ([eos] if eos is not None else []), dtype=np.int32)[:length]
         elems.append({"inputs": ids, "targets": ids.copy()})
     ds = grain.MapDataset.source(elems).to_iter_dataset()
@@ -209,3 +211,113 @@ def test_grain_dataset_and_pickle(files, examples):
     again = pickle.loads(pickle.dumps(spec))
     assert repr(again) == repr(spec)
     assert_same(run(examples, again, 4, **{k: v for k, v in kw.items() if k != "outputs"}), want)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_on_error_skip(files, tmp_path, threads):
+    """Loader(on_error="skip") with text=: a record that is not UTF-8 or lacks the feature is dropped and
+    counted (the features stage's accounting), and the batches equal MaxText's over the good records."""
+    tok = Tokenizer(files["mistral-v1.model"])
+    sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
+    good = texts()[:40]
+
+    def example(key, value):
+        return grist._grist.encode_examples([(key, "bytes", value, np.array([0, 1]),
+                                              np.array([0, len(value)], np.uint64))], 1)[0]
+    recs = [example("text", t.encode()) for t in good]
+    bad = {5: example("text", b"caf\xc3"), 17: example("body", b"no text feature"), 30: example("text", b"\xff ok")}
+    for i in sorted(bad):
+        recs.insert(i, bad[i])
+    path = str(tmp_path / "mixed.ar")
+    with grist.Writer(path, "group_size:4") as w:
+        for r in recs:
+            w.write(r)
+    kw = dict(seed=4, epochs=1, pack="first-fit", pack_length=80, threads=threads)
+    spec = TextSpec(tok, max_length=80)
+    # the default stops, naming the first bad record it meets
+    with pytest.raises(grist.Error, match=r"record (5|17|30)\b.*(invalid UTF-8|no feature 'text')"):
+        run(path, spec, 4, **kw)
+    with grist.Loader(path, 4, text=spec, outputs="maxtext", on_error="skip", **kw) as loader:
+        ours = list(loader)
+        st = loader.stats()
+    assert st["skipped"] == 3
+    reasons = dict(st["skipped_records"])
+    assert sorted(reasons) == [5, 17, 30]
+    assert "invalid UTF-8" in reasons[5] and "no feature 'text'" in reasons[17] and "byte 0" in reasons[30]
+    # the oracle: grist's order, the bad records left out, MaxText's steps on the rest
+    order = grist_order(path, 4, seed=4, epochs=1)
+    at = [i for i in range(len(recs)) if i not in bad]  # record index -> its text
+    all_texts = {r: good[k] for k, r in enumerate(at)}
+    theirs = maxtext_batches(lambda t: sp.encode(t), [all_texts[i] for i in order if i not in bad], 1, 2, -1, 80, 4,
+                             by_text=True)
+    assert_same(ours, theirs)
+    # resumed mid-epoch, the same batches; a skipping map is another checkpoint id than a raising one
+    with grist.Loader(path, 4, text=spec, outputs="maxtext", on_error="skip", **kw) as loader:
+        first = [next(loader) for _ in range(2)]
+        state = loader.get_state()
+    with grist.Loader(path, 4, text=spec, outputs="maxtext", on_error="skip", state=state, **kw) as loader:
+        assert_same(first + list(loader), theirs)
+    with pytest.raises(grist.Error, match="does not match"):
+        grist.Loader(path, 4, text=spec, outputs="maxtext", state=state, **kw)
+    # a loader without skips reports none; on_error takes only "raise" or "skip"
+    with grist.Loader(examples_of(tmp_path, good), 4, text=spec, on_error="skip", **kw) as loader:
+        list(loader)
+        assert loader.stats()["skipped"] == 0 and loader.stats()["skipped_records"] == []
+    with pytest.raises(ValueError, match="on_error"):
+        grist.Loader(path, 4, text=spec, on_error="ignore")
+
+
+def examples_of(tmp_path, ts):
+    path = str(tmp_path / "good.ar")
+    ts = [t.encode() for t in ts]
+    lens = np.array([0] + [len(t) for t in ts], dtype=np.uint64).cumsum().astype(np.uint64)
+    recs = grist._grist.encode_examples([("text", "bytes", b"".join(ts), np.arange(len(ts) + 1, dtype=np.int64),
+                                          lens)], len(ts))
+    with grist.Writer(path, "group_size:4") as w:
+        for r in recs:
+            w.write(r)
+    return path
+
+
+def test_convert_tokenize(files, examples, tmp_path):
+    """grist convert --tokenize writes each record's ids (the loader's text map) as raw int32 records;
+    packing them gives the batches text= gives, and each record equals sentencepiece's ids with BOS/EOS."""
+    import os
+    import subprocess
+    cli = os.environ.get("GRIST_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("GRIST_CLI is not set to the grist program")
+    out = str(tmp_path / "tokens.ar")
+    subprocess.run([cli, "convert", "--no-progress", "--tokenize", files["mistral-v1.model"], "--feature", "text",
+                    "--add-bos", "--add-eos", "--max-length", "96", examples, out], check=True)
+    sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
+    recs = list(grist.Reader([out]).read(range(len(texts()))))
+    assert [np.frombuffer(r, "<i4").tolist() for r in recs] == [([1] + sp.encode(t) + [2])[:96] for t in texts()]
+    kw = dict(seed=5, epochs=1, pack="first-fit", pack_length=96)
+    want = run(examples, TextSpec(Tokenizer(files["mistral-v1.model"]), max_length=96), 4, **kw)
+    with grist.Loader(out, 4, token_bytes=4, **kw) as loader:
+        got = []
+        for b in loader:
+            with b:
+                cols = {"inputs": b.data.view(np.int32).copy(), "inputs_segment_ids": b.segment_ids.copy(),
+                        "inputs_positions": b.positions.copy()}
+            got.append(cols)
+    ours = [{"inputs": w["inputs"], "inputs_segment_ids": w["inputs_segmentation"],
+             "inputs_positions": w["inputs_position"]} for w in want]
+    assert len(got) == len(ours)
+    for a, b in zip(got, ours):
+        n = a["inputs"].shape[0]  # maxtext fills a short last batch with pad rows
+        for k in a:
+            assert np.array_equal(a[k], b[k][:n]), k
+    # a bad record stops it, naming the input and record; the text flags need --tokenize
+    bad = str(tmp_path / "bad.ar")
+    with grist.Writer(bad, "group_size:1") as w:
+        w.write(b"fine")
+        w.write(b"a\xff")
+    r = subprocess.run([cli, "convert", "--no-progress", "--tokenize", files["gpt2.tiktoken"], bad,
+                        str(tmp_path / "x.ar")], capture_output=True, text=True)
+    assert r.returncode == 1 and "record 1: byte 1: invalid UTF-8" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "x.ar")
+    r = subprocess.run([cli, "convert", "--feature", "text", bad, str(tmp_path / "x.ar")], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and "go with --tokenize" in r.stderr

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "grist/features.h"
 #include "grist/text.h"
 #include "text/text_internal.h"
 
@@ -437,6 +438,37 @@ static void test_text_map(void **state)
 	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "no feature 'text'"));
 	grist_text_map_destroy(m);
+	/* on_error skip: the same records are dropped (0, the map's filter) and counted with their reason */
+	o.on_error = GRIST_ON_ERROR_SKIP;
+	assert_int_equal(grist_text_map_create(&o, &m), 0);
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), 0);
+	assert_int_equal(len, 0);
+	o.feature = NULL;
+	grist_text_map_destroy(m);
+	assert_int_equal(grist_text_map_create(&o, &m), 0);
+	in.data = (const uint8_t *)"a\xff";
+	in.len = 2;
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), 0);
+	in.data = (const uint8_t *)"hello";
+	in.len = 5;
+	in.index = 9;
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), 1); /* a good record passes */
+	assert_int_equal(grist_text_map(m, &in, out, 4, &len), 0);             /* too many tokens: dropped */
+	{
+		struct grist_feature_skip sk[4];
+		size_t n = 0;
+
+		assert_int_equal(grist_text_map_skipped(m, sk, 4, &n), 2);
+		assert_int_equal(n, 2);
+		assert_int_equal(sk[0].index, 7);
+		assert_int_equal(sk[0].dataset, 1);
+		assert_non_null(strstr(sk[0].reason, "byte 1: invalid UTF-8"));
+		assert_int_equal(sk[1].index, 9);
+		assert_non_null(strstr(sk[1].reason, "do not fit"));
+	}
+	grist_text_map_destroy(m);
+	o.on_error = 7;
+	assert_int_equal(grist_text_map_create(&o, &m), -EINVAL);
 	grist_tokenizer_close(t);
 	t_rmtree(dir);
 }
