@@ -14,7 +14,7 @@ static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"
 	"                     [--progress|--no-progress] [--no-check] INPUT... OUT\n"
 	"       grist convert --from csv --features SPEC [options] CSV... OUT\n"
-	"       grist convert --from imagefolder [options] ROOT OUT_VERSION_FOLDER\n\n"
+	"       grist convert --from imagefolder [--max-side N [--jpeg-quality Q]] [options] ROOT OUT_VERSION_FOLDER\n\n"
 	"Write the records of every INPUT, in order, to the ArrayRecord file OUT (or to N shards).\n"
 	"  --from FORMAT   tfrecord: TFRecord files, plain or GZIP (every CRC-32C checked);\n"
 	"                  lines: one record per line, without the newline (plain or GZIP text);\n"
@@ -33,7 +33,11 @@ static const char convert_usage[] =
 	"  --no-check      TFRecord: do not check each record's data CRC (lengths are still checked)\n"
 	"  --features SPEC csv: the columns to write and their types, NAME:TYPE[,NAME:TYPE...] with TYPE\n"
 	"                  int64, float32 or text, and [] after it for a list split at spaces\n"
-	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n\n"
+	"                  (e.g. 'age:int64,score:float32,name:text,tags:text[]')\n"
+	"  --max-side N    imagefolder: an image whose longer side is over N pixels is resized to N (Pillow's\n"
+	"                  antialiased bilinear) and re-encoded as JPEG; smaller ones are written as read.\n"
+	"                  A line then says how much smaller the images got\n"
+	"  --jpeg-quality Q  the re-encoding's quality, 1..100 (default 90)\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
 	"An OUT that is an INPUT (the same file by any name, or inside an INPUT folder) is refused.\n"
@@ -80,7 +84,8 @@ static int show_progress(const struct grist_convert_progress *p, void *arg)
 
 int cmd_convert(int argc, char **argv)
 {
-	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_HELP };
+	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_MAX_SIDE,
+	       OPT_JPEG_QUALITY, OPT_HELP };
 	static const struct option longopts[] = {
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "options", required_argument, NULL, OPT_OPTIONS },
@@ -89,14 +94,19 @@ int cmd_convert(int argc, char **argv)
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "no-check", no_argument, NULL, OPT_NO_CHECK },
 		{ "features", required_argument, NULL, OPT_FEATURES },
+		{ "max-side", required_argument, NULL, OPT_MAX_SIDE },
+		{ "jpeg-quality", required_argument, NULL, OPT_JPEG_QUALITY },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct grist_convert_options o;
+	struct grist_convert_stats st;
+	uint64_t v;
 	bool progress = isatty(STDERR_FILENO);
 	int opt, ret;
 
 	grist_convert_options_init(&o);
+	grist_convert_stats_init(&st);
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -124,6 +134,16 @@ int cmd_convert(int argc, char **argv)
 		case OPT_FEATURES:
 			o.features = optarg;
 			break;
+		case OPT_MAX_SIDE:
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 65535)
+				return cli_usage_error("--max-side: expected 1..65535 pixels, got '%s'", optarg);
+			o.max_side = (uint32_t)v;
+			break;
+		case OPT_JPEG_QUALITY:
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 100)
+				return cli_usage_error("--jpeg-quality: expected 1..100, got '%s'", optarg);
+			o.jpeg_quality = (int)v;
+			break;
 		case 'h':
 		case OPT_HELP:
 			fputs(convert_usage, stdout);
@@ -139,9 +159,18 @@ int cmd_convert(int argc, char **argv)
 		o.progress_interval = 0.2;
 	}
 	cli_cleanup_on_signals();
-	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, NULL);
+	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, &st);
 	if (ret && progress)
 		fputc('\n', stderr);
+	if (!ret && o.max_side) {
+		char in[32], out[32];
+
+		human_bytes(in, sizeof(in), (double)st.image_bytes_in);
+		human_bytes(out, sizeof(out), (double)st.image_bytes_out);
+		printf("%llu of %llu images re-encoded at most %u pixels a side: images %s -> %s (%.1f%% smaller)\n",
+		       (unsigned long long)st.images_resized, (unsigned long long)st.records, o.max_side, in, out,
+		       st.image_bytes_in ? 100.0 * (1.0 - (double)st.image_bytes_out / (double)st.image_bytes_in) : 0.0);
+	}
 	/* -EINVAL: the request itself (options, formats, an OUT that is an INPUT), before anything was written: 2. */
 	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 }
