@@ -6,6 +6,7 @@ itself is a multi-GB install, so the distribution test compares against that cop
 """
 import io
 import math
+import os
 
 import numpy as np
 import pytest
@@ -691,3 +692,24 @@ def test_float_output_is_torchvision_float32_arithmetic_to_the_bit(layout):
                 want = want.transpose(2, 0, 1)
             got, _ = t.apply(data, index=i)
             assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32)), (kw, i)
+
+
+def test_imagenet_example_trains_and_evaluates():
+    """examples/imagenet_jax.py on a dataset it makes (90 JPEGs of every size per split, 3
+    tinted classes): fixed-shape float32 batches from RandomResizedCrop and CenterCrop, the
+    loss falls and the validation accuracy is well above chance (1/3)."""
+    import json
+    import subprocess
+    import sys
+    from conftest import ROOT
+    pytest.importorskip("jax")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "imagenet_jax.py"), "--make", "90",
+                        "--size", "32", "--steps", "40", "--batch-size", "16", "--threads", "2"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["shapes"]["train"] == [[16, 32, 32, 3], "float32"]
+    assert out["shapes"]["eval"] == [[90 % 16, 32, 32, 3], "float32"]  # the last, partial batch
+    assert out["steps"] == 40 and out["eval_images"] == 90
+    assert out["last_loss"] < 0.8 * out["first_loss"]
+    assert out["eval_accuracy"] > 0.6
