@@ -24,7 +24,7 @@ source pixels; flipped: 1 when the output was flipped horizontally, else 0.
 """
 
 _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
-_INTERP = {"bilinear": 0, "bicubic": 1}
+_INTERP = {"bilinear": 0, "bicubic": 1, "area": 2}
 _DTYPES = {"uint8": 1, "float16": 9, "float32": 10, "bfloat16": 13}
 
 
@@ -65,7 +65,7 @@ class _Transform:
             raise ValueError("channels must be 1 or 3, not %r" % (channels,))
         self.channels = int(channels)
         if interpolation not in _INTERP:
-            raise ValueError("interpolation must be 'bilinear' or 'bicubic', not %r" % (interpolation,))
+            raise ValueError("interpolation must be 'bilinear', 'bicubic' or 'area', not %r" % (interpolation,))
         if (mean is None) != (std is None):
             raise ValueError("mean and std go together")
         if dtype is None:
@@ -160,7 +160,8 @@ class RandomResizedCrop(_Transform):
         sample_distorted_bounding_box on the whole image, aspect uniform, then the Cloud TPU
         ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image).
       min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
-      interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters.
+      interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters, or "area",
+        OpenCV's INTER_AREA (FFCV's; within a level of cv2.resize).
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
         ToTensor + Normalize); default None (no normalization).
