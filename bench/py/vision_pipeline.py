@@ -26,7 +26,8 @@ of each is the median of its rounds (--pairs):
 Records are parsed with protobuf (`pip install tfrecord` for its example_pb2, bench-only).
 tf.data is not a side here: TensorFlow is not installed on the machine this was written on
 (see docs/vision.md). Images/s is wall time over --batches batches of --batch; per core is
-that over --threads.
+that over --threads; per CPU-second is images over the process's CPU time (every thread),
+the fairer figure on a machine shared with other jobs.
 
     bench/py/vision_pipeline.py --images 2000 --batch 64 --batches 20 --threads 2 --pairs 5
     bench/py/vision_pipeline.py --images 300 --batch 32 --batches 6 --pairs 3   # a quick look
@@ -314,18 +315,20 @@ def main():
         if "codec_bound" in sides:
             side_codec_bound(args, vdir, records)  # the crops drawn and the files read once, untimed
         times = {s: [] for s in sides}
+        cpu = {s: [] for s in sides}
         for r in range(args.pairs):
             for s in sides[r % len(sides):] + sides[:r % len(sides)]:
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 n = SIDES[s](args, vdir, records)
-                dt = time.perf_counter() - t0
+                dt, dc = time.perf_counter() - t0, time.process_time() - c0
                 times[s].append(n / dt * (args.threads if s == "codec_bound" else 1))
+                cpu[s].append(n / dc)
         print("images/s (median of %d rounds, %d threads, batch %d x %d batches; load average %.1f):" % (
             args.pairs, args.threads, args.batch, args.batches, os.getloadavg()[0]))
         med = {s: statistics.median(v) for s, v in times.items()}
         for s in sides:
-            print("  %-13s %8.1f images/s  %7.1f per core   (rounds: %s)" % (
-                s, med[s], med[s] / args.threads, ", ".join("%.0f" % v for v in times[s])))
+            print("  %-13s %8.1f images/s  %7.1f per core  %7.1f per CPU-second   (rounds: %s)" % (
+                s, med[s], med[s] / args.threads, statistics.median(cpu[s]), ", ".join("%.0f" % v for v in times[s])))
         if "grist" in med:
             for s in sides:
                 if s != "grist":
