@@ -15,7 +15,7 @@ static const char convert_usage[] =
 	"usage: grist convert [--from tfrecord|lines|dir|arrayrecord] [--options OPTS] [--shards N]\n"
 	"                     [--progress|--no-progress] [--no-check] INPUT... OUT\n"
 	"       grist convert --from csv --features SPEC [options] CSV... OUT\n"
-	"       grist convert --from imagefolder [options] ROOT OUT_VERSION_FOLDER\n"
+	"       grist convert --from imagefolder [--max-side N [--jpeg-quality Q]] [options] ROOT OUT_VERSION_FOLDER\n"
 	"       grist convert --tokenize FILE [--feature NAME] [--pattern P] [--add-bos] [--add-eos]\n"
 	"                     [--bos-id N] [--eos-id N] [--max-length N] [options] INPUT... OUT\n\n"
 	"Write the records of every INPUT, in order, to the ArrayRecord file OUT (or to N shards).\n"
@@ -48,7 +48,11 @@ static const char convert_usage[] =
 	"  --add-bos, --add-eos  --tokenize: put the BOS id first, the EOS id last (the tokenizer's, or:)\n"
 	"  --bos-id N, --eos-id N  --tokenize: the ids --add-bos and --add-eos put\n"
 	"  --max-length N  --tokenize: keep each record's first N ids, BOS and EOS counted (default: all,\n"
-	"                  up to 16M ids a record)\n\n"
+	"                  up to 16M ids a record)\n"
+	"  --max-side N    imagefolder: an image whose longer side is over N pixels is resized to N (Pillow's\n"
+	"                  antialiased bilinear) and re-encoded as JPEG; smaller ones are written as read.\n"
+	"                  A line then says how much smaller the images got\n"
+	"  --jpeg-quality Q  the re-encoding's quality, 1..100 (default 90)\n\n"
 	"Every output goes to a temporary in its folder and is renamed into place only when all are\n"
 	"complete and synced: after an error or a signal nothing is left at OUT and no temporary remains.\n"
 	"An OUT that is an s3:// or gs:// URL is written by multipart upload (--remote part:16M,\n"
@@ -124,7 +128,8 @@ static int tokenizer_map(const char *path, const struct grist_tokenizer_options 
 int cmd_convert(int argc, char **argv)
 {
 	enum { OPT_FROM = 1, OPT_OPTIONS, OPT_SHARDS, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_NO_CHECK, OPT_FEATURES, OPT_HELP,
-	       OPT_TOKENIZE, OPT_FEATURE, OPT_PATTERN, OPT_ADD_BOS, OPT_ADD_EOS, OPT_BOS_ID, OPT_EOS_ID, OPT_MAX_LENGTH };
+	       OPT_TOKENIZE, OPT_FEATURE, OPT_PATTERN, OPT_ADD_BOS, OPT_ADD_EOS, OPT_BOS_ID, OPT_EOS_ID, OPT_MAX_LENGTH,
+	       OPT_MAX_SIDE, OPT_JPEG_QUALITY };
 	static const struct option longopts[] = {
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "options", required_argument, NULL, OPT_OPTIONS },
@@ -133,6 +138,8 @@ int cmd_convert(int argc, char **argv)
 		{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
 		{ "no-check", no_argument, NULL, OPT_NO_CHECK },
 		{ "features", required_argument, NULL, OPT_FEATURES },
+		{ "max-side", required_argument, NULL, OPT_MAX_SIDE },
+		{ "jpeg-quality", required_argument, NULL, OPT_JPEG_QUALITY },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ "tokenize", required_argument, NULL, OPT_TOKENIZE },
 		{ "feature", required_argument, NULL, OPT_FEATURE },
@@ -150,6 +157,7 @@ int cmd_convert(int argc, char **argv)
 	struct grist_tokenizer *tok = NULL;
 	struct grist_text_map *map = NULL;
 	const char *tokenize = NULL;
+	struct grist_convert_stats st;
 	uint64_t v;
 	bool progress = isatty(STDERR_FILENO);
 	int opt, ret;
@@ -157,6 +165,7 @@ int cmd_convert(int argc, char **argv)
 	grist_convert_options_init(&o);
 	grist_tokenizer_options_init(&to);
 	grist_text_map_options_init(&mo);
+	grist_convert_stats_init(&st);
 	opterr = 0;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -211,6 +220,16 @@ int cmd_convert(int argc, char **argv)
 				return cli_usage_error("--max-length: expected 1..%u, got '%s'", 1u << 28, optarg);
 			mo.max_length = (size_t)v;
 			break;
+		case OPT_MAX_SIDE:
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 65535)
+				return cli_usage_error("--max-side: expected 1..65535 pixels, got '%s'", optarg);
+			o.max_side = (uint32_t)v;
+			break;
+		case OPT_JPEG_QUALITY:
+			if (!cli_parse_u64(optarg, &v) || v < 1 || v > 100)
+				return cli_usage_error("--jpeg-quality: expected 1..100, got '%s'", optarg);
+			o.jpeg_quality = (int)v;
+			break;
 		case 'h':
 		case OPT_HELP:
 			fputs(convert_usage, stdout);
@@ -240,11 +259,20 @@ int cmd_convert(int argc, char **argv)
 		o.progress_interval = 0.2;
 	}
 	cli_cleanup_on_signals();
-	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, NULL);
+	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, &st);
 	if (ret && progress)
 		fputc('\n', stderr);
 	grist_text_map_destroy(map);
 	grist_tokenizer_close(tok);
+	if (!ret && o.max_side) {
+		char in[32], out[32];
+
+		human_bytes(in, sizeof(in), (double)st.image_bytes_in);
+		human_bytes(out, sizeof(out), (double)st.image_bytes_out);
+		printf("%llu of %llu images re-encoded at most %u pixels a side: images %s -> %s (%.1f%% smaller)\n",
+		       (unsigned long long)st.images_resized, (unsigned long long)st.records, o.max_side, in, out,
+		       st.image_bytes_in ? 100.0 * (1.0 - (double)st.image_bytes_out / (double)st.image_bytes_in) : 0.0);
+	}
 	/* -EINVAL: the request itself (options, formats, an OUT that is an INPUT), before anything was written: 2. */
 	return ret ? cli_library_error(ret) : CLI_EXIT_OK;
 }

@@ -144,6 +144,12 @@ struct grist_convert_options {
 	grist_map_fn map;
 	void *map_ctx;
 	size_t map_out_max;                /* the map's output room per record, bytes; > 0 with map */
+	uint32_t max_side;                 /* imagefolder: an image whose longer side is larger is resized
+					      to that side (Pillow's antialiased bilinear, the shorter side
+					      rounded) and re-encoded as JPEG by TurboJPEG (4:2:0, or gray);
+					      smaller ones and 4-channel images are written as read; 0: off */
+	int jpeg_quality;                  /* imagefolder with max_side: the re-encoding's quality, 1..100;
+					      0: 90 */
 };
 
 /* What a finished conversion wrote (a sized struct too: set .size, or use grist_convert_stats_init()). */
@@ -152,6 +158,9 @@ struct grist_convert_stats {
 	uint64_t records;                  /* in all outputs */
 	uint64_t bytes;                    /* record bytes in all outputs */
 	uint64_t shards;                   /* files written */
+	uint64_t images_resized;           /* imagefolder with max_side: images re-encoded smaller */
+	uint64_t image_bytes_in;           /* imagefolder: the images' bytes as read */
+	uint64_t image_bytes_out;          /* imagefolder: the images' bytes as written */
 };
 
 /*

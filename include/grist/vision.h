@@ -99,6 +99,7 @@ enum grist_vision_sampler {
 enum grist_vision_interp {
 	GRIST_VISION_BILINEAR = 0,        /* Pillow's BILINEAR (triangle filter, antialiased) */
 	GRIST_VISION_BICUBIC,             /* Pillow's BICUBIC (a = -0.5, antialiased) */
+	GRIST_VISION_AREA,                /* OpenCV's INTER_AREA (FFCV's): box average shrinking, within a level */
 };
 
 /* How a JPEG is decoded. */

@@ -104,7 +104,8 @@ def _expand(paths):
 
 def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str | None" = None,
             options: str = "", shards: "int | None" = None, check: bool = True,
-            progress: "Callable[[dict], object] | None" = None, features: "str | None" = None) -> "list[str]":
+            progress: "Callable[[dict], object] | None" = None, features: "str | None" = None,
+            max_side: "int | None" = None, jpeg_quality: "int | None" = None) -> "list[str]":
     """Convert TFRecord, text lines, folders or ArrayRecord files into ArrayRecord: `grist convert`.
 
     format="csv" with features="age:int64,score:float32,name:text,tags:text[]" writes one
@@ -121,6 +122,10 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
     ..., contiguous runs whose counts differ by at most one (None, the default: one file).
     check=True (the default) checks every TFRecord CRC; check=False skips the data CRCs
     (lengths are still checked). features (None by default) is the CSV spec above.
+    max_side=N (imagefolder; None by default: images as read) resizes an image whose longer
+    side is over N pixels to N (Pillow's antialiased bilinear) and re-encodes it as JPEG of
+    jpeg_quality (1..100; None by default, meaning 90), as `grist convert --max-side N
+    --jpeg-quality Q` does; smaller and 4-channel images are written as read.
 
     progress, when given, is called about ten times a second with a dict: records, bytes
     (written so far), input_bytes_done, input_bytes_total (0 when unknown), seconds, input
@@ -136,7 +141,8 @@ def convert(inputs: "_Paths", output: "str | os.PathLike[str]", *, format: "str 
 
     Returns the list of files written.
     """
-    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress, features)
+    return _grist.convert(_expand(inputs), _os.fspath(output), format, options, shards, check, progress, features,
+                          max_side or 0, jpeg_quality or 0)
 
 
 class Reader(_grist.Reader):

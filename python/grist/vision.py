@@ -17,10 +17,14 @@ from . import _grist
 __all__ = ["Box", "RandomResizedCrop", "CenterCrop", "Resize"]
 
 Box = collections.namedtuple("Box", "top left height width flipped")
-Box.__doc__ = "Where a transformed image comes from: the crop in source pixels, and whether it was flipped."
+Box.__doc__ = """Box(top, left, height, width, flipped): where a transformed image comes from.
+
+top, left: the crop's first row and column in source pixels; height, width: its size in
+source pixels; flipped: 1 when the output was flipped horizontally, else 0.
+"""
 
 _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
-_INTERP = {"bilinear": 0, "bicubic": 1}
+_INTERP = {"bilinear": 0, "bicubic": 1, "area": 2}
 _DTYPES = {"uint8": 1, "float16": 9, "float32": 10, "bfloat16": 13}
 
 
@@ -61,7 +65,7 @@ class _Transform:
             raise ValueError("channels must be 1 or 3, not %r" % (channels,))
         self.channels = int(channels)
         if interpolation not in _INTERP:
-            raise ValueError("interpolation must be 'bilinear' or 'bicubic', not %r" % (interpolation,))
+            raise ValueError("interpolation must be 'bilinear', 'bicubic' or 'area', not %r" % (interpolation,))
         if (mean is None) != (std is None):
             raise ValueError("mean and std go together")
         if dtype is None:
@@ -150,12 +154,14 @@ class RandomResizedCrop(_Transform):
     Keywords:
       size: output side (int) or (height, width).
       scale: range of the crop's area as a fraction of the image's; default (0.08, 1.0).
-      ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3).
+      ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3),
+        that is (0.75, 1.3333333333333333).
       sampler: "torchvision" (default: RandomResizedCrop.get_params) or "tf" (TF's
         sample_distorted_bounding_box on the whole image, aspect uniform, then the Cloud TPU
         ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image).
       min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
-      interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters.
+      interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters, or "area",
+        OpenCV's INTER_AREA (FFCV's; within a level of cv2.resize).
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
         ToTensor + Normalize); default None (no normalization).
@@ -233,7 +239,10 @@ class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
     Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, decode,
-    exif_orientation, max_pixels, scan_limit as RandomResizedCrop.
+    exif_orientation, max_pixels, scan_limit as RandomResizedCrop (each keyword only).
     """
 
     _op = "resize"
+
+    def __init__(self, size, **kw):
+        super().__init__(size, **kw)

@@ -74,25 +74,28 @@ static PyObject *output_names(const char *out, uint64_t shards)
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs)
 {
 	static char *kwlist[] = { "inputs", "output", "format", "options", "shards", "check", "progress", "features",
-				  NULL };
+				  "max_side", "jpeg_quality", NULL };
 	PyObject *inputs_obj, *output_obj = NULL, *format_obj = Py_None, *shards_obj = Py_None;
 	PyObject *progress = Py_None;
 	const char *options = "", *features = NULL;
-	int check = 1, ret;
+	int check = 1, ret, quality = 0;
+	unsigned int max_side = 0;
 	struct gristpy_paths inputs = { 0 };
 	struct grist_convert_options o;
 	struct progress_ctx ctx = { 0 };
 	char msg[1024];
 
 	(void)self;
-	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OzOpOz:convert", kwlist, &inputs_obj,
+	if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO&|OzOpOzIi:convert", kwlist, &inputs_obj,
 					 PyUnicode_FSConverter, &output_obj, &format_obj, &options, &shards_obj,
-					 &check, &progress, &features))
+					 &check, &progress, &features, &max_side, &quality))
 		return NULL;
 	grist_convert_options_init(&o);
 	o.writer_options = options;
 	o.no_check = !check;
 	o.features = features;
+	o.max_side = max_side;
+	o.jpeg_quality = quality;
 	if (format_obj != Py_None) {
 		const char *name = PyUnicode_Check(format_obj) ? PyUnicode_AsUTF8(format_obj) : NULL;
 

@@ -41,6 +41,13 @@ static int options_in(struct convert *c, const struct grist_convert_options *o)
 		c->o.progress_interval = PROGRESS_INTERVAL_DEFAULT;
 	if (c->o.map && (!c->o.map_out_max || c->o.map_out_max > ((size_t)1 << 31)))
 		return grist_fail(-EINVAL, "map_out_max: %zu, expected 1..2 GiB with a map", c->o.map_out_max);
+	if ((c->o.max_side || c->o.jpeg_quality) && c->o.format != GRIST_CONVERT_IMAGEFOLDER)
+		return grist_fail(-EINVAL, "max_side, jpeg_quality: images are re-encoded by the imagefolder "
+				  "format only, not %s", grist_convert_format_name(c->o.format));
+	if (c->o.jpeg_quality < 0 || c->o.jpeg_quality > 100)
+		return grist_fail(-EINVAL, "jpeg_quality: %d, not 1..100 (0: 90)", c->o.jpeg_quality);
+	if (c->o.jpeg_quality && !c->o.max_side)
+		return grist_fail(-EINVAL, "jpeg_quality: only with max_side (images are otherwise written as read)");
 	/* The spec is checked before any input is read; only csv takes one, and csv needs one. */
 	if (c->o.format == GRIST_CONVERT_CSV)
 		return grist_csv_spec_check(c->o.features);
@@ -80,7 +87,8 @@ GRIST_API int grist_convert(const char *const *inputs, size_t num_inputs, const 
 	}
 	if (!ret && stats && stats->size >= sizeof(size_t)) {
 		struct grist_convert_stats st = { .size = sizeof(st), .records = c.p.records, .bytes = c.p.bytes,
-						  .shards = c.shards_written };
+						  .shards = c.shards_written, .images_resized = c.images_resized,
+						  .image_bytes_in = c.image_bytes_in, .image_bytes_out = c.image_bytes_out };
 
 		memcpy((char *)stats + sizeof(size_t), (char *)&st + sizeof(size_t),
 		       (stats->size < sizeof(st) ? stats->size : sizeof(st)) - sizeof(size_t));

@@ -30,6 +30,7 @@ struct convert {
 	bool started;
 	uint64_t in_done_before;             /* input bytes of the inputs already finished */
 	uint64_t shards_written;             /* across runs */
+	uint64_t images_resized, image_bytes_in, image_bytes_out;  /* the imagefolder driver's, for the stats */
 };
 
 /*

@@ -325,6 +325,8 @@ int grist_convert_imagefolder(struct convert *c)
 				  "place whole); write it locally and copy it, or convert to Parquet and use "
 				  "grist.tfds.from_parquet(out_dir=URL)", c->out);
 	f.root = c->inputs[0];
+	f.max_side = c->o.max_side;
+	f.jpeg_quality = c->o.jpeg_quality ? c->o.jpeg_quality : 90;
 	ret = out_names(c->out, &parent, &base, &name, &version);
 	if (!ret)
 		ret = check_out(c->out, parent, f.root);
@@ -401,6 +403,9 @@ int grist_convert_imagefolder(struct convert *c)
 	free(tmp);
 	tmp = NULL;
 	c->out = out;
+	c->images_resized = f.resized;
+	c->image_bytes_in = f.bytes_in;
+	c->image_bytes_out = f.bytes_out;
 	grist_convert_report_done(c);
 out:
 	if (tmp && ret)

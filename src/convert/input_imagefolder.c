@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <turbojpeg.h>
 
 #include "grist/features.h"
 #include "common/buf.h"
@@ -19,6 +20,7 @@
 #include "convert/input.h"
 #include "convert/input_imagefolder.h"
 #include "features/features_internal.h"
+#include "features/vision_internal.h"
 
 /* A decoded image larger than this is refused rather than allocated (no dataset image comes near). */
 #define PIXELS_MAX ((size_t)1 << 30)
@@ -243,6 +245,12 @@ struct folder_input {
 	size_t cap, pixels_cap;
 	char *full;
 	struct grist_example_encoder *enc;
+	uint32_t w, h, c;           /* of the image check_image() decoded into pixels */
+	uint8_t *small;             /* max_side: the resized pixels */
+	size_t small_cap;
+	tjhandle tj;                /* max_side: the JPEG encoder, made on first use */
+	unsigned char *jpeg;        /* its output (TurboJPEG's allocation, reused) */
+	unsigned long jpeg_cap;
 };
 
 static void if_close(struct grist_input *in)
@@ -252,6 +260,10 @@ static void if_close(struct grist_input *in)
 	if (!fi)
 		return;
 	grist_example_encoder_destroy(fi->enc);
+	if (fi->tj)
+		tjDestroy(fi->tj);
+	tjFree(fi->jpeg);
+	free(fi->small);
 	free(fi->buf);
 	free(fi->pixels);
 	free(fi->full);
@@ -312,6 +324,9 @@ static int check_image(struct folder_input *fi, const char *name, const uint8_t 
 	ret = gf_image_decode(&img, fi->pixels, (size_t)img.width * img.channels);
 	if (ret)
 		return grist_fail_prefix(ret, "%s: not an image that decodes", name);
+	fi->w = img.width;
+	fi->h = img.height;
+	fi->c = img.channels;
 	if (!f->channels) {
 		f->channels = img.channels;
 		if (!(f->first = strdup(name)))
@@ -323,12 +338,66 @@ static int check_image(struct folder_input *fi, const char *name, const uint8_t 
 	return 0;
 }
 
+/*
+ * max_side: the decoded image (fi->pixels) resized so its longer side is max_side, the
+ * shorter one rounded (at least 1), as Pillow's antialiased bilinear resize does, then
+ * encoded by TurboJPEG: *@out, *@n. Nothing (*@out NULL) for an image within max_side or
+ * one of 4 channels (JPEG has no alpha: it is written as read).
+ */
+static int shrink(struct folder_input *fi, const char *name, const uint8_t **out, size_t *n)
+{
+	const struct folder *f = fi->f;
+	uint32_t w = fi->w, h = fi->h, c = fi->c, nw, nh;
+	unsigned long size = fi->jpeg_cap;
+	size_t need;
+	int ret;
+
+	*out = NULL;
+	if (!f->max_side || (w <= f->max_side && h <= f->max_side) || (c != 1 && c != 3))
+		return 0;
+	/* the shorter side's share of max_side, rounded half up, in integers (no float surprise) */
+	if (w >= h) {
+		nw = f->max_side;
+		nh = (uint32_t)(((uint64_t)h * f->max_side * 2 + w) / ((uint64_t)w * 2));
+	} else {
+		nh = f->max_side;
+		nw = (uint32_t)(((uint64_t)w * f->max_side * 2 + h) / ((uint64_t)h * 2));
+	}
+	nw = nw ? nw : 1;
+	nh = nh ? nh : 1;
+	need = (size_t)nw * nh * c;
+	if (fi->small_cap < need) {
+		uint8_t *p = realloc(fi->small, need);
+
+		if (!p)
+			return grist_fail(-ENOMEM, "%s: out of memory", name);
+		fi->small = p;
+		fi->small_cap = need;
+	}
+	ret = gv_resize(fi->pixels, h, w, (size_t)w * c, c, fi->small, nh, nw, (size_t)nw * c, GRIST_VISION_BILINEAR);
+	if (ret)
+		return grist_fail_prefix(ret, "%s: resizing %ux%u to %ux%u", name, w, h, nw, nh);
+	if (!fi->tj && !(fi->tj = tjInitCompress()))
+		return grist_fail(-ENOMEM, "%s: no TurboJPEG encoder: %s", name, tjGetErrorStr());
+	/* TurboJPEG grows fi->jpeg as it needs (and we keep it): size is its capacity in, length out */
+	if (tjCompress2(fi->tj, fi->small, (int)nw, (int)(nw * c), (int)nh, c == 1 ? TJPF_GRAY : TJPF_RGB, &fi->jpeg,
+			&size, c == 1 ? TJSAMP_GRAY : TJSAMP_420, f->jpeg_quality, 0) < 0)
+		return grist_fail(-EIO, "%s: TurboJPEG does not encode the %ux%u image: %s", name, nw, nh,
+				  tjGetErrorStr2(fi->tj));
+	if (size > fi->jpeg_cap)
+		fi->jpeg_cap = size;
+	*out = fi->jpeg;
+	*n = size;
+	return 0;
+}
+
 static int if_next(struct grist_input *in, const uint8_t **data, size_t *len)
 {
 	struct folder_input *fi = in->priv;
 	const struct split *sp = fi->f->cur;
 	const struct image_file *im;
-	size_t n;
+	const uint8_t *image;
+	size_t n, image_len;
 	int64_t label;
 	int ret;
 
@@ -343,11 +412,21 @@ static int if_next(struct grist_input *in, const uint8_t **data, size_t *len)
 	ret = grist_input_read_file(fi->full, in->record, &fi->buf, &fi->cap, &n);
 	if (!ret)
 		ret = check_image(fi, fi->full, fi->buf, n);
+	if (!ret)
+		ret = shrink(fi, fi->full, &image, &image_len);
 	if (ret)
 		return ret;
+	if (image) {
+		fi->f->resized++;
+	} else {
+		image = fi->buf;
+		image_len = n;
+	}
+	fi->f->bytes_in += n;
+	fi->f->bytes_out += image_len;
 	label = im->label;
 	grist_example_begin(fi->enc);
-	grist_example_add_bytes(fi->enc, "image", fi->buf, (const uint64_t[]){ 0, n }, 1);
+	grist_example_add_bytes(fi->enc, "image", image, (const uint64_t[]){ 0, image_len }, 1);
 	grist_example_add_bytes(fi->enc, "image/filename", (const uint8_t *)im->rel,
 				(const uint64_t[]){ 0, strlen(im->rel) }, 1);
 	grist_example_add_int64s(fi->enc, "label", &label, 1);

@@ -33,6 +33,9 @@ struct folder {
 	struct split *cur;    /* the split being converted */
 	uint32_t channels;    /* of the first image written; 0 before */
 	char *first;          /* that image */
+	uint32_t max_side;    /* grist_convert_options.max_side: larger images are re-encoded; 0: off */
+	int jpeg_quality;     /* of the re-encoding */
+	uint64_t resized, bytes_in, bytes_out;  /* images re-encoded; image bytes read and written */
 };
 
 /*

@@ -93,6 +93,73 @@ def test_imagefolder_bad_image_leaves_nothing(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["root"]
 
 
+
+def test_imagefolder_max_side_reencodes_larger_images(tmp_path, cli):
+    """--max-side 512: an image with a side over 512 is resized (long side 512, the short one
+    rounded), re-encoded as a JPEG Pillow decodes, within a JPEG's error of Pillow's own
+    resize; smaller images and RGBA PNGs keep their bytes; the CLI says how much smaller.
+    A dataset has one channel count, so RGB, gray and RGBA are three datasets."""
+    example_pb2 = pytest.importorskip("tfrecord.example_pb2")
+    yy, xx = np.mgrid[0:900, 0:1200]
+    smooth = np.stack([(xx * 255 // 1199), (yy * 255 // 899), ((xx + yy) * 255 // 2098)], -1).astype(np.uint8)
+    datasets = {
+        "rgb": {"big.jpg": (Image.fromarray(smooth[:600, :1000]), "JPEG"),     # landscape, JPEG
+                "tall.png": (Image.fromarray(smooth[:900, :301]), "PNG"),      # portrait, PNG
+                "small.jpg": (Image.fromarray(smooth[:375, :500]), "JPEG"),    # within 512: as read
+                "edge.png": (Image.fromarray(smooth[:512, :512]), "PNG")},     # exactly 512: as read
+        "gray": {"gray.jpg": (Image.fromarray(smooth[:700, :650, 0]), "JPEG"),
+                 "gray_small.png": (Image.fromarray(smooth[:200, :300, 1]), "PNG")},
+        "rgba": {"alpha.png": (Image.fromarray(np.dstack([smooth[:600, :700], smooth[:600, :700, :1]])), "PNG")},
+    }
+    resized = {"rgb": 2, "gray": 1, "rgba": 0}
+    for kind, made in datasets.items():
+        root = tmp_path / kind / "root"
+        os.makedirs(root / "train" / "a")
+        for name, (im, fmt) in made.items():
+            im.save(root / "train" / "a" / name, format=fmt, quality=92)
+        out = tmp_path / kind / "d" / "1.0.0"
+        said = cli("convert", "--from", "imagefolder", "--max-side", "512", "--jpeg-quality", "90", root, out)
+        shard = [f for f in os.listdir(out) if ".array_record" in f]
+        src = grist.ArrayRecordDataSource([str(out / shard[0])])
+        got = {}
+        for i in range(len(src)):
+            ex = example_pb2.Example()
+            ex.ParseFromString(src[i])
+            f = ex.features.feature
+            got[os.path.basename(f["image/filename"].bytes_list.value[0].decode())] = f["image"].bytes_list.value[0]
+        src.close()
+        assert sorted(got) == sorted(made)
+        size_in = size_out = 0
+        for name, (im, fmt) in made.items():
+            with open(root / "train" / "a" / name, "rb") as f:
+                orig = f.read()
+            size_in, size_out = size_in + len(orig), size_out + len(got[name])
+            w, h = im.size
+            if max(w, h) <= 512 or im.mode == "RGBA":
+                assert got[name] == orig, name
+                continue
+            new = Image.open(io.BytesIO(got[name]))
+            assert new.format == "JPEG" and new.mode == im.mode, name
+            want_size = (512, int(h * 512 / w + 0.5)) if w >= h else (int(w * 512 / h + 0.5), 512)
+            assert new.size == want_size, name
+            want = np.asarray(im.resize(want_size, Image.BILINEAR, reducing_gap=None), np.float64)
+            # a JPEG of quality 90 of a smooth image: a level or two on average from Pillow's resize
+            assert np.abs(np.asarray(new, np.float64) - want).mean() < 2.0, name
+        assert "%d of %d images re-encoded at most 512 pixels a side" % (resized[kind], len(made)) in said, said
+        assert "%.1f%% smaller" % (100 * (1 - size_out / size_in)) in said, said
+    # the same through Python; jpeg_quality without max_side, and max_side for another format, are refused
+    root, out = tmp_path / "rgb" / "root", tmp_path / "rgb" / "d" / "1.0.0"
+    out2 = tmp_path / "py" / "1.0.0"
+    grist.convert(str(root), str(out2), format="imagefolder", max_side=512, jpeg_quality=90)
+    for a in sorted(os.listdir(out)):
+        if ".array_record" in a:
+            b = [n for n in os.listdir(out2) if ".array_record" in n and n.split("-", 1)[1] == a.split("-", 1)[1]]
+            assert (out2 / b[0]).read_bytes() == (out / a).read_bytes()
+    with pytest.raises(ValueError, match="jpeg_quality: only with max_side"):
+        grist.convert(str(root), str(tmp_path / "x" / "1.0.0"), format="imagefolder", jpeg_quality=80)
+    with pytest.raises(ValueError, match="imagefolder format only"):
+        grist.convert(str(root / "train"), str(tmp_path / "y"), format="dir", max_side=64)
+
 ROWS = [
     ["id", "score", "name", "tags", "ignored", "vec"],
     ["1", "0.1", "plain", "a b", "x", "1 2 3"],

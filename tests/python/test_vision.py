@@ -6,6 +6,7 @@ itself is a multi-GB install, so the distribution test compares against that cop
 """
 import io
 import math
+import os
 
 import numpy as np
 import pytest
@@ -73,6 +74,49 @@ def test_resize_random_sizes_equal_pillow():
                 d = np.abs(grist_resize(a, oh, ow, interp, simd).astype(int) - want).max()
                 assert d <= 1, (h, w, oh, ow, interp, simd, d)
 
+
+
+AREA = 2
+
+
+def test_area_resize_within_a_level_of_opencv():
+    """interpolation="area" against cv2.resize(INTER_AREA) itself: shrinking (integer and
+    fractional factors), enlarging, one axis each way, 1-pixel edges, on noise."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(11)
+    cases = RESIZE_CASES + [(448, 448, 224, 224), (100, 400, 224, 224), (400, 100, 224, 224), (50, 50, 224, 224)]
+    cases += [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(60)]
+    for h, w, oh, ow in cases:
+        for c in (1, 3):
+            a = rng.integers(0, 256, (h, w, c), dtype=np.uint8)
+            want = cv2.resize(a, (ow, oh), interpolation=cv2.INTER_AREA).reshape(oh, ow, c)
+            d = np.abs(grist_resize(a, oh, ow, AREA).astype(int) - want).max()
+            assert d <= 1, (h, w, oh, ow, c, d)
+
+
+@pytest.mark.parametrize("kind", ["rrc", "center"])
+def test_area_transform_equals_opencv_on_the_box(kind):
+    """The whole transform with interpolation="area": the JPEG decoded by Pillow, cropped at
+    the reported box and resized by cv2 (CenterCrop: the whole image resized, then the
+    window cropped), within a level."""
+    cv2 = pytest.importorskip("cv2")
+    rng = np.random.default_rng(12)
+    data = jpeg_bytes(smooth_image(rng, 181, 247, 3), subsampling=0)
+    full = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    if kind == "rrc":
+        t = grist.vision.RandomResizedCrop(40, interpolation="area")
+        for i in range(20):
+            out, b = t.apply(data, index=i)
+            crop = full[b.top:b.top + b.height, b.left:b.left + b.width]
+            want = cv2.resize(np.ascontiguousarray(crop), (40, 40), interpolation=cv2.INTER_AREA)
+            assert np.abs(out.astype(int) - want).max() <= 1, (i, b)
+    else:
+        t = grist.vision.CenterCrop(40, resize=48, interpolation="area")
+        out, _ = t.apply(data)
+        rh, rw = 48, int(48 * 247 / 181)  # torchvision's Resize(48): the long side truncated
+        resized = cv2.resize(full, (rw, rh), interpolation=cv2.INTER_AREA)
+        top, left = int(round((rh - 40) / 2)), int(round((rw - 40) / 2))
+        assert np.abs(out.astype(int) - resized[top:top + 40, left:left + 40]).max() <= 1
 
 # ---------------------------------------------------------------- the crop sampler
 
@@ -691,3 +735,24 @@ def test_float_output_is_torchvision_float32_arithmetic_to_the_bit(layout):
                 want = want.transpose(2, 0, 1)
             got, _ = t.apply(data, index=i)
             assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32)), (kw, i)
+
+
+def test_imagenet_example_trains_and_evaluates():
+    """examples/imagenet_jax.py on a dataset it makes (90 JPEGs of every size per split, 3
+    tinted classes): fixed-shape float32 batches from RandomResizedCrop and CenterCrop, the
+    loss falls and the validation accuracy is well above chance (1/3)."""
+    import json
+    import subprocess
+    import sys
+    from conftest import ROOT
+    pytest.importorskip("jax")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "imagenet_jax.py"), "--make", "90",
+                        "--size", "32", "--steps", "40", "--batch-size", "16", "--threads", "2"],
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["shapes"]["train"] == [[16, 32, 32, 3], "float32"]
+    assert out["shapes"]["eval"] == [[90 % 16, 32, 32, 3], "float32"]  # the last, partial batch
+    assert out["steps"] == 40 and out["eval_images"] == 90
+    assert out["last_loss"] < 0.8 * out["first_loss"]
+    assert out["eval_accuracy"] > 0.6
