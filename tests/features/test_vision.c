@@ -403,6 +403,14 @@ static void test_transform_checks(void **state)
 	bad = t;
 	bad.size = offsetof(struct grist_vision_transform, seed);
 	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), 0);
+	/* Resize(256) of a 1 x 16.7M image: a long side of 2^32 pixels does not fit; refused, both ways round */
+	bad = t;
+	bad.op = GRIST_VISION_CENTER_CROP;
+	bad.resize = 256;
+	assert_int_equal(grist_vision_box(&bad, 1, 1u << 24, 0, 0, "k", &a), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "1x16777216"));
+	assert_int_equal(grist_vision_box(&bad, 1u << 24, 1, 0, 0, "k", &a), -EFBIG);
+	assert_int_equal(grist_vision_box(&bad, 1, 1u << 20, 0, 0, "k", &a), 0); /* 2^28: it fits */
 }
 
 /* An Example of one JPEG (or bytes) under "image" and a label. */
