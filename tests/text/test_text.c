@@ -1,8 +1,10 @@
 /* Tests for the text stage: ranks files, BPE merges (scan and heap agree, long runs stay linear), specials, errors. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "grist/text.h"
@@ -378,14 +380,37 @@ static void test_bad_sentencepiece(void **state)
 	uint8_t junk[4096];
 	struct grist_tokenizer_options o;
 
+	/* the library never prints: sentencepiece's own logging must stay off stderr */
+	const char *err_path = t_path(dir, "stderr.txt");
+	int saved = dup(2), fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t err_len;
+	uint8_t *err;
+
 	(void)state;
+	assert_true(saved >= 0 && fd >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
 	t_fill(junk, sizeof(junk), 3);
 	assert_int_equal(t_write_file(path, junk, sizeof(junk)), 0);
 	assert_int_equal(grist_tokenizer_open(path, NULL, &t), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "not a SentencePiece model"));
+	for (size_t cut = 1; cut < 64; cut *= 2) { /* a protobuf cut short, a field at a time */
+		static const uint8_t head[] = { 0x0a, 0x0b, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x15, 0, 0, 0, 0,
+						0x18, 0x02, 0x12, 0x04, 0x10, 0x01, 0x18, 0x01 };
+
+		assert_int_equal(t_write_file(path, head, cut < sizeof(head) ? cut : sizeof(head)), 0);
+		assert_true(grist_tokenizer_open(path, NULL, &t) < 0);
+	}
 	assert_int_equal(t_write_file(path, "", 0), 0);
 	assert_true(grist_tokenizer_open(path, NULL, &t) < 0);
 	assert_int_equal(grist_tokenizer_open(t_path(dir, "none.model"), NULL, &t), -ENOENT);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	close(fd);
+	err = t_read_file(err_path, &err_len);
+	assert_int_equal(err_len, 0);
+	free(err);
 	grist_tokenizer_options_init(&o);
 	o.pattern = "gpt2";
 	assert_int_equal(grist_tokenizer_open(path, &o, &t), -EINVAL);
