@@ -472,6 +472,7 @@ struct batch_job {
 	pthread_mutex_t fail_lock;
 	int fail_code;
 	char fail_msg[512];
+	bool fail_setup; /* a worker could not make its context: fail_at 0 names no text */
 };
 
 static void record_failure(struct batch_job *j, size_t i, int code)
@@ -493,7 +494,15 @@ static void *batch_worker(void *arg)
 	int ret = grist_tokenizer_ctx_create(j->t, &c);
 
 	if (ret) {
-		record_failure(j, 0, ret);
+		/* no text is at fault: stop every worker, and say so (fail_setup) */
+		pthread_mutex_lock(&j->fail_lock);
+		if (atomic_load(&j->fail_at) > 0) {
+			atomic_store(&j->fail_at, 0);
+			j->fail_code = ret;
+			j->fail_setup = true;
+			snprintf(j->fail_msg, sizeof(j->fail_msg), "%s", grist_last_error());
+		}
+		pthread_mutex_unlock(&j->fail_lock);
 		return NULL;
 	}
 	/* texts past a failure are not wanted: the call reports the first failing one only */
@@ -565,7 +574,11 @@ int grist_tokenizer_encode_batch(const struct grist_tokenizer *t, const void *co
 		pthread_join(tid[k], NULL);
 	pthread_mutex_destroy(&j.fail_lock);
 	if (atomic_load(&j.fail_at) < n) {
-		ret = grist_fail(j.fail_code, "text %zu: %s", (size_t)atomic_load(&j.fail_at), j.fail_msg);
+		if (j.fail_setup)
+			ret = grist_fail(j.fail_code, "a batch of %zu texts: a worker thread could not make its tokenizer "
+					 "context (no text is at fault): %s", n, j.fail_msg);
+		else
+			ret = grist_fail(j.fail_code, "text %zu: %s", (size_t)atomic_load(&j.fail_at), j.fail_msg);
 		goto out;
 	}
 	for (i = 0; i < n; i++)
