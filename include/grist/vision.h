@@ -62,7 +62,10 @@
  *
  * Limits. The header is checked before anything is allocated: an image larger than
  * max_pixels is refused (-EFBIG), as is a progressive JPEG with more than scan_limit
- * scans (a hostile file of thousands of scans would cost minutes).
+ * scans (a hostile file of thousands of scans would cost minutes). A resize whose
+ * weight table would pass 2^22 weights on an axis (a downscaled region longer than about
+ * a million pixels bicubic, two million bilinear) and a CenterCrop whose resized long side would pass 2^31 pixels are
+ * refused (-EFBIG) too: docs/vision.md.
  *
  * Why a sized struct (openat2's struct open_how): a transform is a fixed set of numbers
  * that grows by appending; set .size with grist_vision_transform_init(), which also sets

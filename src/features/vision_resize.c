@@ -29,6 +29,15 @@
 
 #define PRECISION_BITS (32 - 8 - 2)
 
+/*
+ * The most weights one axis's table may hold (ksize x outputs), 2^22: 16 MiB of int32, and
+ * 64 MiB as the AVX2 pass lays them out (16 bytes a weight). ksize x outputs is about
+ * 2 x support x the source length on a downscale, so this admits a bicubic resize of a
+ * source axis of a million pixels; a 1 x 2^28 image (within max_pixels) resized to 224 x 224
+ * would need 4 GiB here and 16 GiB for AVX2, and is refused (-EFBIG) before allocating.
+ */
+#define RESIZE_MAX_COEFFS ((size_t)1 << 22)
+
 struct filter {
 	double (*fn)(double x);
 	double support;
@@ -79,12 +88,17 @@ static void coeffs_free(struct coeffs *c)
  * output of @full samples of which only [@first, @first + @out_size) are wanted.
  */
 static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t out_size, const struct filter *f,
-		       struct coeffs *c)
+		       const char *axis, struct coeffs *c)
 {
 	double scale = (double)in_size / full, filterscale = scale < 1.0 ? 1.0 : scale;
 	double support = f->support * filterscale, *pre;
 	size_t ksize = (size_t)ceil(support) * 2 + 1;
 
+	if (ksize > RESIZE_MAX_COEFFS / out_size)
+		return grist_fail(-EFBIG,
+				  "resize: %s %u -> %u pixels needs %zu x %u coefficients, more than the %zu allowed "
+				  "(too thin an image for this size)",
+				  axis, in_size, full, ksize, out_size, RESIZE_MAX_COEFFS);
 	c->ksize = (uint32_t)ksize;
 	c->bounds = malloc(2 * sizeof(int32_t) * out_size);
 	c->k = malloc(sizeof(int32_t) * ksize * out_size);
@@ -269,8 +283,8 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 			memcpy(dst + (size_t)y * dstride, src + (size_t)(y0 + y) * sstride + (size_t)x0 * c, (size_t)dw * c);
 		return 0;
 	}
-	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, &ch))) ||
-	    (need_v && (ret = coeffs_make(sh, full_h, y0, dh, f, &cv))))
+	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, "width", &ch))) ||
+	    (need_v && (ret = coeffs_make(sh, full_h, y0, dh, f, "height", &cv))))
 		goto out;
 	if (!need_h)
 		src += (size_t)x0 * c; /* the window's columns, unresized */

@@ -310,6 +310,11 @@ int gv_box(const struct grist_vision_transform *tp, uint32_t height, uint32_t wi
 
 	if (!height || !width)
 		return grist_fail(-EINVAL, "vision: a %ux%u image", height, width);
+	if (t.op == GRIST_VISION_CENTER_CROP && !(t.crop_fraction > 0) &&
+	    (double)t.resize * (height > width ? height : width) / (height < width ? height : width) >= 2147483648.0)
+		/* gv_center_resized's long side (and the window's int32 offset) would not fit */
+		return grist_fail(-EFBIG, "vision: a %ux%u image resized to %u on its shorter side: the longer side "
+				  "would pass 2^31 pixels", height, width, t.resize);
 	gv_stream_init(&s, t.seed, epoch, index, key);
 	u = gv_draw(&d);
 	box->flipped = u < t.flip;

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include <sentencepiece_processor.h>
+#include <exception>
+#include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -13,16 +16,42 @@ extern "C" {
 #include "text/text_internal.h"
 }
 
+// Exported by libsentencepiece (0.1.97, Debian 12) but declared only in its uninstalled
+// common.h: the level below which its LOG() lines are dropped.
+namespace sentencepiece {
+namespace logging {
+void SetMinLogLevel(int v);
+}
+}
+
+// No C++ exception may cross into C frames (std::terminate): each entry point catches them.
+static int caught(int code, const char *what)
+{
+	try {
+		throw;
+	} catch (const std::bad_alloc &) {
+		return grist_fail(-ENOMEM, "SentencePiece: out of memory in %s", what);
+	} catch (const std::exception &e) {
+		return grist_fail(code, "SentencePiece: %s failed: %s", what, e.what());
+	} catch (...) {
+		return grist_fail(code, "SentencePiece: %s failed (an exception)", what);
+	}
+}
+
 // One processor for every thread: SentencePieceProcessor's Encode and Decode are const and
 // keep no state between calls, which its own Python binding relies on for its thread pool.
 struct grist_spm {
 	sentencepiece::SentencePieceProcessor sp;
 };
 
-extern "C" int grist_spm_open(const char *path, struct grist_spm **out)
+static int spm_open(const char *path, struct grist_spm **out)
 {
-	grist_spm *m = new (std::nothrow) grist_spm;
+	// The library never prints: sentencepiece's LOG(INFO/WARNING/ERROR) go to std::cerr
+	// unless below its minimum level; FATAL (3) still aborts as it must. Once, process-wide.
+	static const bool quiet = (sentencepiece::logging::SetMinLogLevel(3), true);
+	std::unique_ptr<grist_spm> m(new (std::nothrow) grist_spm); // freed if Load throws
 
+	(void)quiet;
 	if (!m)
 		return grist_fail(-ENOMEM, "no memory for a SentencePiece model");
 	auto st = m->sp.Load(path);
@@ -30,11 +59,19 @@ extern "C" int grist_spm_open(const char *path, struct grist_spm **out)
 		// a missing file is NotFound; anything else is a file SentencePiece cannot parse
 		int code = st.code() == sentencepiece::util::StatusCode::kNotFound ? -ENOENT : -EBADMSG;
 
-		delete m;
 		return grist_fail(code, "%s: not a SentencePiece model: %s", path, st.ToString().c_str());
 	}
-	*out = m;
+	*out = m.release();
 	return 0;
+}
+
+extern "C" int grist_spm_open(const char *path, struct grist_spm **out)
+{
+	try {
+		return spm_open(path, out);
+	} catch (...) {
+		return caught(-EBADMSG, "loading a model");
+	}
 }
 
 extern "C" void grist_spm_close(struct grist_spm *m)
@@ -52,7 +89,7 @@ extern "C" void grist_spm_info(const struct grist_spm *m, struct grist_tokenizer
 	info->unk_id = m->sp.unk_id();
 }
 
-extern "C" int grist_spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out)
+static int spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out)
 {
 	std::vector<int> ids;
 	auto st = m->sp.Encode(absl::string_view(text, len), &ids);
@@ -66,8 +103,16 @@ extern "C" int grist_spm_encode(const struct grist_spm *m, const char *text, siz
 	return 0;
 }
 
-extern "C" int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap,
-				size_t *len)
+extern "C" int grist_spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out)
+{
+	try {
+		return spm_encode(m, text, len, out);
+	} catch (...) {
+		return caught(-EBADMSG, "encode");
+	}
+}
+
+static int spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap, size_t *len)
 {
 	int size = m->sp.GetPieceSize();
 	std::vector<int> v(ids, ids + n);
@@ -86,4 +131,14 @@ extern "C" int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, s
 	(*buf)[text.size()] = '\0';
 	*len = text.size();
 	return 0;
+}
+
+extern "C" int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap,
+				size_t *len)
+{
+	try {
+		return spm_decode(m, ids, n, buf, cap, len);
+	} catch (...) {
+		return caught(-EINVAL, "decode");
+	}
 }

@@ -21,12 +21,27 @@ struct special {
 	int32_t id;
 };
 
+/*
+ * The special tokens as a trie, for one left-to-right scan of a text: root[b] is the node of
+ * first byte b (-1: no special token begins with b), children are a sibling list. A scan
+ * point whose byte begins none costs one table look-up; one that does costs at most the
+ * longest token's length, whatever the number of tokens (tekken has 1000).
+ */
+struct special_node {
+	int32_t child, sibling; /* node indexes, -1: none */
+	int32_t special;        /* the token that ends here, -1: none */
+	uint8_t byte;
+};
+
 struct grist_tokenizer {
 	enum grist_tokenizer_kind kind;
 	struct grist_vocab vocab;
 	struct grist_split *split;
 	struct special *special;
 	size_t n_special;
+	int32_t special_root[256];
+	struct special_node *special_nodes;
+	size_t n_special_nodes, special_nodes_cap;
 	struct grist_spm *spm;
 	uint64_t vocab_size;
 	uint64_t id;
@@ -42,7 +57,6 @@ struct grist_tokenizer_ctx {
 	struct grist_ids ids;
 	char *text;
 	size_t text_cap;
-	size_t *special_at; /* per special token: its next occurrence at or after the scan point */
 };
 
 void grist_tokenizer_options_init(struct grist_tokenizer_options *o)
@@ -100,6 +114,47 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= m && !strcmp(s + n - m, suffix);
 }
 
+/* A new trie node for @byte, its index; -1 without memory. */
+static int32_t special_node_new(struct grist_tokenizer *t, uint8_t byte)
+{
+	struct special_node *n;
+
+	if (t->n_special_nodes >= INT32_MAX)
+		return -1;
+	if (grist_array_reserve((void **)&t->special_nodes, &t->special_nodes_cap, t->n_special_nodes + 1, sizeof(*n)))
+		return -1;
+	n = &t->special_nodes[t->n_special_nodes];
+	*n = (struct special_node){ .child = -1, .sibling = -1, .special = -1, .byte = byte };
+	return (int32_t)t->n_special_nodes++;
+}
+
+/* Special token @i into the trie (the texts are distinct: add_specials refuses repeats). */
+static int special_insert(struct grist_tokenizer *t, size_t i)
+{
+	const uint8_t *p = (const uint8_t *)t->special[i].text;
+	int32_t *link = &t->special_root[p[0]], at = -1;
+
+	for (size_t k = 0; k < t->special[i].len; k++) {
+		int32_t n = k ? t->special_nodes[at].child : *link;
+
+		while (n >= 0 && t->special_nodes[n].byte != p[k])
+			n = t->special_nodes[n].sibling;
+		if (n < 0) {
+			if ((n = special_node_new(t, p[k])) < 0)
+				return -1;
+			if (k) {
+				t->special_nodes[n].sibling = t->special_nodes[at].child;
+				t->special_nodes[at].child = n;
+			} else {
+				*link = n;
+			}
+		}
+		at = n;
+	}
+	t->special_nodes[at].special = (int32_t)i;
+	return 0;
+}
+
 static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_options *o)
 {
 	size_t i, j;
@@ -133,6 +188,8 @@ static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_
 		t->n_special = i + 1;
 		if ((uint64_t)s->id + 1 > t->vocab_size)
 			t->vocab_size = (uint64_t)s->id + 1;
+		if (special_insert(t, i))
+			return grist_fail(-ENOMEM, "no memory for the special tokens");
 	}
 	return 0;
 }
@@ -197,6 +254,7 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return grist_fail(-ENOMEM, "no memory for a tokenizer");
+	memset(t->special_root, 0xff, sizeof(t->special_root)); /* -1: no special token begins with the byte */
 	if (ends_with(path, ".model")) {
 		struct grist_tokenizer_info info = { .size = sizeof(info) };
 
@@ -270,6 +328,7 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 	for (i = 0; i < t->n_special; i++)
 		free(t->special[i].text);
 	free(t->special);
+	free(t->special_nodes);
 	free(t->tekken_pattern);
 	if (t->spm)
 		grist_spm_close(t->spm);
@@ -303,13 +362,6 @@ int grist_tokenizer_ctx_create(const struct grist_tokenizer *t, struct grist_tok
 			return ret;
 		}
 	}
-	if (t->n_special) {
-		c->special_at = malloc(t->n_special * sizeof(*c->special_at));
-		if (!c->special_at) {
-			grist_tokenizer_ctx_destroy(c);
-			return grist_fail(-ENOMEM, "no memory for a tokenizer context");
-		}
-	}
 	*out = c;
 	return 0;
 }
@@ -322,7 +374,6 @@ void grist_tokenizer_ctx_destroy(struct grist_tokenizer_ctx *c)
 	grist_bpe_scratch_free(&c->bpe);
 	free(c->ids.v);
 	free(c->text);
-	free(c->special_at);
 	free(c);
 }
 
@@ -343,26 +394,34 @@ static int encode_ordinary(struct grist_tokenizer_ctx *c, const uint8_t *text, s
 	return ret;
 }
 
-/* The next special token at or after @at (the leftmost; the longest there), or -1. */
-static long next_special(struct grist_tokenizer_ctx *c, const uint8_t *text, size_t len, size_t at)
+/*
+ * The next special token at or after @at, or -1 (*@start: where it begins). Leftmost, and the
+ * longest there: tiktoken matches an alternation of its specials, leftmost too, but which of
+ * two that begin at one place wins follows its hash map's order; the longest is the stable
+ * choice, and the same wherever no special token is a prefix of another.
+ */
+static long next_special(const struct grist_tokenizer *t, const uint8_t *text, size_t len, size_t at, size_t *start)
 {
-	const struct grist_tokenizer *t = c->t;
-	long best = -1;
-	size_t i;
+	for (size_t i = at; i < len; i++) {
+		int32_t n = t->special_root[text[i]];
+		long best = -1;
 
-	for (i = 0; i < t->n_special; i++) {
-		if (c->special_at[i] < at || c->special_at[i] == SIZE_MAX - 1) {
-			const uint8_t *f = memmem(text + at, len - at, t->special[i].text, t->special[i].len);
+		for (size_t k = i; n >= 0;) {
+			const struct special_node *nd = &t->special_nodes[n];
 
-			c->special_at[i] = f ? (size_t)(f - text) : SIZE_MAX;
+			if (nd->special >= 0)
+				best = nd->special;
+			if (++k == len)
+				break;
+			for (n = nd->child; n >= 0 && t->special_nodes[n].byte != text[k];)
+				n = t->special_nodes[n].sibling;
 		}
-		if (c->special_at[i] == SIZE_MAX)
-			continue;
-		if (best < 0 || c->special_at[i] < c->special_at[best] ||
-		    (c->special_at[i] == c->special_at[best] && t->special[i].len > t->special[best].len))
-			best = (long)i;
+		if (best >= 0) {
+			*start = i;
+			return best;
+		}
 	}
-	return best;
+	return -1;
 }
 
 int grist_tokenizer_encode(struct grist_tokenizer_ctx *c, const void *text, size_t len, unsigned flags,
@@ -370,7 +429,7 @@ int grist_tokenizer_encode(struct grist_tokenizer_ctx *c, const void *text, size
 {
 	const struct grist_tokenizer *t = c->t;
 	const uint8_t *p = text;
-	size_t bad, at = 0, i;
+	size_t bad, at = 0;
 	int ret;
 
 	if (flags & ~GRIST_ENCODE_ALLOW_SPECIAL)
@@ -384,20 +443,19 @@ int grist_tokenizer_encode(struct grist_tokenizer_ctx *c, const void *text, size
 		ret = grist_spm_encode(t->spm, text, len, &c->ids);
 	} else if ((flags & GRIST_ENCODE_ALLOW_SPECIAL) && t->n_special) {
 		/* tiktoken's encode(): ordinary text up to the next special token, the token, and on */
-		for (i = 0; i < t->n_special; i++)
-			c->special_at[i] = SIZE_MAX - 1; /* not searched yet: below any at < len */
 		ret = 0;
 		while (!ret && at < len) {
-			long s = next_special(c, p, len, at);
+			size_t start;
+			long s = next_special(t, p, len, at, &start);
 
 			if (s < 0) {
 				ret = encode_ordinary(c, p, at, len);
 				break;
 			}
-			ret = encode_ordinary(c, p, at, c->special_at[s]);
+			ret = encode_ordinary(c, p, at, start);
 			if (!ret && !(ret = grist_ids_reserve(&c->ids, 1)))
 				c->ids.v[c->ids.n++] = t->special[s].id;
-			at = c->special_at[s] + t->special[s].len;
+			at = start + t->special[s].len;
 		}
 	} else {
 		ret = encode_ordinary(c, p, 0, len);
@@ -472,6 +530,7 @@ struct batch_job {
 	pthread_mutex_t fail_lock;
 	int fail_code;
 	char fail_msg[512];
+	bool fail_setup; /* a worker could not make its context: fail_at 0 names no text */
 };
 
 static void record_failure(struct batch_job *j, size_t i, int code)
@@ -493,7 +552,15 @@ static void *batch_worker(void *arg)
 	int ret = grist_tokenizer_ctx_create(j->t, &c);
 
 	if (ret) {
-		record_failure(j, 0, ret);
+		/* no text is at fault: stop every worker, and say so (fail_setup) */
+		pthread_mutex_lock(&j->fail_lock);
+		if (atomic_load(&j->fail_at) > 0) {
+			atomic_store(&j->fail_at, 0);
+			j->fail_code = ret;
+			j->fail_setup = true;
+			snprintf(j->fail_msg, sizeof(j->fail_msg), "%s", grist_last_error());
+		}
+		pthread_mutex_unlock(&j->fail_lock);
 		return NULL;
 	}
 	/* texts past a failure are not wanted: the call reports the first failing one only */
@@ -565,7 +632,11 @@ int grist_tokenizer_encode_batch(const struct grist_tokenizer *t, const void *co
 		pthread_join(tid[k], NULL);
 	pthread_mutex_destroy(&j.fail_lock);
 	if (atomic_load(&j.fail_at) < n) {
-		ret = grist_fail(j.fail_code, "text %zu: %s", (size_t)atomic_load(&j.fail_at), j.fail_msg);
+		if (j.fail_setup)
+			ret = grist_fail(j.fail_code, "a batch of %zu texts: a worker thread could not make its tokenizer "
+					 "context (no text is at fault): %s", n, j.fail_msg);
+		else
+			ret = grist_fail(j.fail_code, "text %zu: %s", (size_t)atomic_load(&j.fail_at), j.fail_msg);
 		goto out;
 	}
 	for (i = 0; i < n; i++)

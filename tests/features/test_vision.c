@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+#include <zlib.h>
 
 #include "helpers.h"
 #include "features/vision_internal.h"
@@ -162,6 +163,79 @@ static void test_bad_images(void **state)
 	assert_non_null(strstr(grist_last_error(), "scan limit"));
 	free(jpg);
 	free(px);
+}
+
+/* An 8-bit RGB PNG, @h x @w, of a ramp: rows with filter 0, one IDAT (zlib's own stream). */
+static uint8_t *png_rgb(uint32_t h, uint32_t w, size_t *len)
+{
+	size_t raw_len = (size_t)h * (1 + (size_t)w * 3), at = 0;
+	uint8_t *raw = malloc(raw_len), *p;
+	uLongf z = compressBound(raw_len);
+	static const uint8_t sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
+	uint8_t ihdr[13] = { 0 };
+
+	assert_non_null(raw);
+	for (size_t i = 0; i < raw_len; i++)
+		raw[i] = (uint8_t)(i % 251);
+	for (uint32_t y = 0; y < h; y++)
+		raw[(size_t)y * (1 + (size_t)w * 3)] = 0;
+	p = malloc(8 + 25 + 12 + z + 12);
+	assert_non_null(p);
+	memcpy(p, sig, 8);
+	at = 8;
+	for (int i = 0; i < 4; i++)
+		ihdr[i] = (uint8_t)(w >> (24 - 8 * i)), ihdr[4 + i] = (uint8_t)(h >> (24 - 8 * i));
+	ihdr[8] = 8, ihdr[9] = 2;
+	/* chunk: length, type, data, CRC over type and data */
+	for (int k = 0; k < 3; k++) {
+		const char *type = k == 0 ? "IHDR" : k == 1 ? "IDAT" : "IEND";
+		uint8_t *d = p + at + 8;
+		uLongf n = 0;
+
+		memcpy(p + at + 4, type, 4);
+		if (k == 0)
+			memcpy(d, ihdr, n = 13);
+		else if (k == 1)
+			assert_int_equal(compress2(d, (n = z, &n), raw, raw_len, 1), Z_OK);
+		for (int i = 0; i < 4; i++)
+			p[at + i] = (uint8_t)(n >> (24 - 8 * i));
+		uLong crc = crc32(crc32(0, NULL, 0), p + at + 4, 4 + (uInt)n);
+		for (int i = 0; i < 4; i++)
+			d[n + i] = (uint8_t)(crc >> (24 - 8 * i));
+		at += 12 + n;
+	}
+	free(raw);
+	*len = at;
+	return p;
+}
+
+/*
+ * A 1 x N or N x 1 PNG within max_pixels: a resize to 224 x 224 would need a coefficient
+ * table of about 4 x N entries per axis (16 x that for AVX2); past the cap it is refused
+ * before anything is allocated for it. A long but sane strip still resizes.
+ */
+static void test_resize_table_bound(void **state)
+{
+	struct grist_vision_transform t;
+	static uint8_t out[224 * 224 * 3];
+	size_t len;
+	uint8_t *png;
+
+	(void)state;
+	grist_vision_transform_init(&t);
+	t.op = GRIST_VISION_RESIZE;
+	t.out_height = t.out_width = 224;
+	t.interp = GRIST_VISION_BICUBIC;
+	for (int tall = 0; tall < 2; tall++) {
+		png = png_rgb(tall ? 1u << 23 : 1, tall ? 1 : 1u << 23, &len);
+		assert_int_equal(grist_vision_apply(&t, png, len, 0, 1, "image", out, sizeof(out), NULL), -EFBIG);
+		assert_non_null(strstr(grist_last_error(), "coefficients"));
+		assert_non_null(strstr(grist_last_error(), "8388608 -> 224"));
+		free(png);
+		png = png_rgb(tall ? 20000 : 1, tall ? 1 : 20000, &len);
+		assert_int_equal(grist_vision_apply(&t, png, len, 0, 1, "image", out, sizeof(out), NULL), 0);
+		free(png);
+	}
 }
 
 /* CMYK (TurboJPEG writes it as Adobe does) and fast mode at every scale, for the sanitizers. */
@@ -329,6 +403,14 @@ static void test_transform_checks(void **state)
 	bad = t;
 	bad.size = offsetof(struct grist_vision_transform, seed);
 	assert_int_equal(grist_vision_box(&bad, 10, 10, 0, 0, "k", &a), 0);
+	/* Resize(256) of a 1 x 16.7M image: a long side of 2^32 pixels does not fit; refused, both ways round */
+	bad = t;
+	bad.op = GRIST_VISION_CENTER_CROP;
+	bad.resize = 256;
+	assert_int_equal(grist_vision_box(&bad, 1, 1u << 24, 0, 0, "k", &a), -EFBIG);
+	assert_non_null(strstr(grist_last_error(), "1x16777216"));
+	assert_int_equal(grist_vision_box(&bad, 1u << 24, 1, 0, 0, "k", &a), -EFBIG);
+	assert_int_equal(grist_vision_box(&bad, 1, 1u << 20, 0, 0, "k", &a), 0); /* 2^28: it fits */
 }
 
 /* An Example of one JPEG (or bytes) under "image" and a label. */
@@ -562,6 +644,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_region_equals_full_decode),
 		cmocka_unit_test(test_bad_images),
+		cmocka_unit_test(test_resize_table_bound),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),

@@ -260,6 +260,13 @@ def test_special_tokens(files):
         assert list(tok.encode(t, allowed_special=True)) == enc.encode(t, allowed_special="all")
         assert tok.decode(tok.encode(t, allowed_special=True)) == t
     assert tok.vocab_size == 50258
+    # overlapping specials that begin at different places: leftmost wins, as tiktoken's
+    # alternation (two that begin at one place follow its hash map's order: not compared)
+    special = {"<|a|>": 50256, "|><|b": 50257, "b|>x": 50258}
+    enc = tiktoken.Encoding("ov", pat_str=PATTERNS["cl100k"], mergeable_ranks=ranks, special_tokens=special)
+    tok = Tokenizer(files["gpt2.tiktoken"], pattern="cl100k", special_tokens=special)
+    for t in ("<|a|><|b|>x", "x|><|b|>x<|a", "<|a<|a|>", "b|>x|><|b"):
+        assert list(tok.encode(t, allowed_special=True)) == enc.encode(t, allowed_special="all"), t
     with pytest.raises(ValueError, match="also a rank"):
         Tokenizer(files["gpt2.tiktoken"], special_tokens={"<x>": 5})
 
@@ -348,7 +355,7 @@ def test_api(files, tmp_path):
         special_tokens={}).decode(list(tok.encode("日")[:1]))
 
 
-def test_bad_input(files, tmp_path):
+def test_bad_input(files, tmp_path, capfd):
     tok = Tokenizer(files["gpt2.tiktoken"])
     with pytest.raises(grist.Error, match="byte 2: invalid UTF-8") as e:
         tok.encode(b"ab\xff")
@@ -379,11 +386,13 @@ def test_bad_input(files, tmp_path):
             Tokenizer(bad)
         assert e.value.errno == 74  # EBADMSG
     model = open(files["mistral-v1.model"], "rb").read()
-    for body in (model[:len(model) // 2], b"\x00" * 100, b"not a model"):
+    capfd.readouterr()
+    for body in (model[:len(model) // 2], model[:100], model[:-1], b"\x00" * 100, b"not a model"):
         bad = tmp_path / "bad.model"
         bad.write_bytes(body)
         with pytest.raises(grist.Error, match="not a SentencePiece model"):
             Tokenizer(bad)
+    assert capfd.readouterr().err == ""  # the library never prints, nor does sentencepiece inside it
     with pytest.raises(ValueError, match="takes no pattern"):
         Tokenizer(files["mistral-v1.model"], pattern="gpt2")
     for body, want in ((b'{"config": {"pattern": "x", "default_vocab_size": 300, "default_num_special_tokens": 10}, '

@@ -1,8 +1,10 @@
 /* Tests for the text stage: ranks files, BPE merges (scan and heap agree, long runs stay linear), specials, errors. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 #include "grist/features.h"
@@ -245,6 +247,84 @@ static void test_special_tokens(void **state)
 	t_rmtree(dir);
 }
 
+/*
+ * Many special tokens (tekken has 1000), overlapping ones among them: the special ids an
+ * encode emits are those of a brute-force scan, leftmost and the longest there, on random
+ * texts made of their pieces; the text decodes back whole.
+ */
+static void test_special_scan(void **state)
+{
+	enum { N = 1004 };
+	char *dir = t_mkdtemp(), names[N][16];
+	struct grist_special_token sp[N];
+	struct grist_tokenizer_options o;
+	struct grist_tokenizer *t;
+	struct grist_tokenizer_ctx *c;
+	static const char *const pieces[] = { "<SPECIAL_", "1", "2", "0", ">", "a", "b", "<", "x", "y", "ab<", "x>" };
+	uint8_t rnd[4096];
+	char text[1200];
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		snprintf(names[i], sizeof(names[i]), "<SPECIAL_%d>", i);
+	/* prefixes of one another at one place, and overlaps across places */
+	strcpy(names[1000], "<SPECIAL_1");
+	strcpy(names[1001], "ab<SPECIAL_");
+	strcpy(names[1002], "x>");
+	strcpy(names[1003], "0>x");
+	for (int i = 0; i < N; i++)
+		sp[i] = (struct grist_special_token){ names[i], 1000 + i };
+	grist_tokenizer_options_init(&o);
+	o.special = sp;
+	o.n_special = N;
+	assert_int_equal(grist_tokenizer_open(write_ranks(dir, "r.tiktoken", merges, 4), &o, &t), 0);
+	assert_int_equal(grist_tokenizer_ctx_create(t, &c), 0);
+	for (int round = 0; round < 40; round++) {
+		size_t len = 0, n, k = 0, out_len;
+		const int32_t *ids;
+		const char *back;
+
+		t_fill(rnd, sizeof(rnd), 100 + (uint64_t)round);
+		for (int i = 0; len < 1000; i++) {
+			const char *pc = pieces[rnd[i] % (sizeof(pieces) / sizeof(pieces[0]))];
+
+			memcpy(text + len, pc, strlen(pc));
+			len += strlen(pc);
+		}
+		assert_int_equal(grist_tokenizer_encode(c, text, len, GRIST_ENCODE_ALLOW_SPECIAL, &ids, &n), 0);
+		/* brute force: at each place the longest match, else move on one byte */
+		for (size_t at = 0; at < len;) {
+			int best = -1;
+
+			for (int i = 0; i < N; i++) {
+				size_t l = strlen(names[i]);
+
+				if (l <= len - at && !memcmp(text + at, names[i], l) &&
+				    (best < 0 || l > strlen(names[best])))
+					best = i;
+			}
+			if (best < 0) {
+				at++;
+				continue;
+			}
+			while (k < n && ids[k] < 1000)
+				k++;
+			assert_true(k < n);
+			assert_int_equal(ids[k], 1000 + best);
+			k++;
+			at += strlen(names[best]);
+		}
+		while (k < n)
+			assert_true(ids[k++] < 1000);
+		assert_int_equal(grist_tokenizer_decode(c, ids, n, &back, &out_len), 0);
+		assert_int_equal(out_len, len);
+		assert_memory_equal(back, text, len);
+	}
+	grist_tokenizer_ctx_destroy(c);
+	grist_tokenizer_close(t);
+	t_rmtree(dir);
+}
+
 /* tiktoken's scan and the heap make the same merges on random pieces of a random vocabulary. */
 static void test_scan_and_heap_agree(void **state)
 {
@@ -379,14 +459,37 @@ static void test_bad_sentencepiece(void **state)
 	uint8_t junk[4096];
 	struct grist_tokenizer_options o;
 
+	/* the library never prints: sentencepiece's own logging must stay off stderr */
+	const char *err_path = t_path(dir, "stderr.txt");
+	int saved = dup(2), fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t err_len;
+	uint8_t *err;
+
 	(void)state;
+	assert_true(saved >= 0 && fd >= 0);
+	fflush(stderr);
+	assert_int_equal(dup2(fd, 2), 2);
 	t_fill(junk, sizeof(junk), 3);
 	assert_int_equal(t_write_file(path, junk, sizeof(junk)), 0);
 	assert_int_equal(grist_tokenizer_open(path, NULL, &t), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "not a SentencePiece model"));
+	for (size_t cut = 1; cut < 64; cut *= 2) { /* a protobuf cut short, a field at a time */
+		static const uint8_t head[] = { 0x0a, 0x0b, 0x0a, 0x05, '<', 'u', 'n', 'k', '>', 0x15, 0, 0, 0, 0,
+						0x18, 0x02, 0x12, 0x04, 0x10, 0x01, 0x18, 0x01 };
+
+		assert_int_equal(t_write_file(path, head, cut < sizeof(head) ? cut : sizeof(head)), 0);
+		assert_true(grist_tokenizer_open(path, NULL, &t) < 0);
+	}
 	assert_int_equal(t_write_file(path, "", 0), 0);
 	assert_true(grist_tokenizer_open(path, NULL, &t) < 0);
 	assert_int_equal(grist_tokenizer_open(t_path(dir, "none.model"), NULL, &t), -ENOENT);
+	fflush(stderr);
+	assert_int_equal(dup2(saved, 2), 2);
+	close(saved);
+	close(fd);
+	err = t_read_file(err_path, &err_len);
+	assert_int_equal(err_len, 0);
+	free(err);
 	grist_tokenizer_options_init(&o);
 	o.pattern = "gpt2";
 	assert_int_equal(grist_tokenizer_open(path, &o, &t), -EINVAL);
@@ -549,6 +652,7 @@ int main(void)
 		cmocka_unit_test(test_bad_ranks_files),
 		cmocka_unit_test(test_bad_options),
 		cmocka_unit_test(test_special_tokens),
+		cmocka_unit_test(test_special_scan),
 		cmocka_unit_test(test_scan_and_heap_agree),
 		cmocka_unit_test(test_long_runs_linear),
 		cmocka_unit_test(test_batch_threads),
