@@ -7,7 +7,7 @@
 /*
  * The defaults the loader and the engine resolve, once. The table shows them (as text, so
  * each is a plain number) to every front end: the CLI's and grist-bench's help, and the
- * values grist-bench runs with, are read from the table (src/frontend/cli.c), and a front end that
+ * values grist-bench runs with, are read from the table (tools/frontend/cli.c), and a front end that
  * needs a resolved value asks grist_loader_get_config() or grist_loader_stats().
  */
 #define GRIST_DEFAULT_PREFETCH 4

@@ -7,11 +7,11 @@ Usage: check_layering.py LIBGRIST_SO GRIST_CLI
   (bench/), which says what it runs. Read from their dynamic imports with nm -D, so a call
   hidden behind a macro or a helper still counts.
 - bench/ reaches the library through its public headers (grist/*.h), the internal API that
-  is declared as such (grist/internal/*.h), the front ends' shared helpers (src/frontend/cli.h)
+  is declared as such (grist/internal/*.h), the front ends' shared helpers (tools/frontend/cli.h)
   and its own headers: never a private header of src/ ("io/io.h", "common/error.h", ...).
 - The benchmark and the CLI do not depend on each other (issue 36): no file of bench/ includes
   a header of tools/, none of tools/ a header of bench/, and neither meson.build names the
-  other's targets; what both need is src/frontend/'s library.
+  other's targets; what both need is tools/frontend/'s library.
 - Nothing the user is told to `pip install` is the unrelated PyPI project called grist: the
   distribution is grist-loader (pyproject.toml), `import grist` stays.
 Exit 77 (skip) without nm.
@@ -106,7 +106,7 @@ def main():
     if problems:
         return 1
     print("libgrist and the CLI start no process; bench/ includes public and declared-internal headers only; "
-          "bench/ and tools/ share src/frontend/ and nothing of each other; "
+          "bench/ and tools/ share tools/frontend/ and nothing of each other; "
           "every pip install names grist-loader")
     return 0
 
