@@ -612,15 +612,17 @@ def test_chunk_window_gets_dense():
     # too close and too noisy for a bound here.
     # The g1 GET count is noisy under ASan on a loaded 2-core machine (30-152 in 12 runs of
     # this main and the one before it, 2026-11-28): the best of up to 3 runs is held to the
-    # bound, which the build before the change (258-437) cannot meet in any run.
+    # bound, which the build before the change (258-437) cannot meet in any run. The bound
+    # is 200 GETs: a CI clone's ASan build took 114, 126 and 123 in its 3 tries (3.0-3.4x
+    # the bytes), the machine otherwise idle, where the clone before it passed.
     tries = []
     for _ in range(3):
         gets, body, wanted, _ = window_load("window/g1.ar", 6, delay=0.05)
         tries.append((gets, body, wanted))
-        if gets <= 100 and body <= 3.5 * wanted:
+        if gets <= 200 and body <= 3.5 * wanted:
             break
     else:
-        raise AssertionError("no run within 100 GETs and 3.5x the bytes wanted: %s" % tries)
+        raise AssertionError("no run within 200 GETs and 3.5x the bytes wanted: %s" % tries)
     gets, body, wanted, depth = window_load("window/g64.ar", 10)
     assert depth >= 500 and body < wanted, (gets, body, wanted, depth)
 
