@@ -229,7 +229,8 @@ class FaultProxy:
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
     whose x-amz-security-token is in self.expired_tokens is answered 400 ExpiredToken.
     Request bodies (Content-Length: uploads) are passed on; mode "corrupt" flips one bit in
-    the middle of one. @select, when given, picks the requests the fault applies to instead of
+    the middle of one, and mode "cut" passes half of one on and then resets both connections
+    (an upload cut off mid-body, as the server sees it). @select, when given, picks the requests the fault applies to instead of
     @every: select(request line, fields) -> bool."""
 
     def __init__(self, upstream_port, mode=None, every=3, delay=0.0, retry_after=0, select=None):
@@ -360,6 +361,14 @@ class FaultProxy:
                         return
                     if up_w is None:
                         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream)
+                    if fault == "cut" and body:  # half the body reaches the server, then both sides reset
+                        up_w.write(head + body[:len(body) // 2])
+                        await up_w.drain()
+                        for w in (up_w, writer):
+                            w.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                                  b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                            w.transport.abort()
+                        return
                     if fault == "corrupt" and body:
                         body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 1]) + body[len(body) // 2 + 1:]
                     up_w.write(head + body)

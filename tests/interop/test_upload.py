@@ -129,10 +129,49 @@ def is_part(n):
 
 
 def test_failed_part_aborts():
-    """Part 3 answers 500/502 every time: the retries are spent, the upload is aborted, the
-    error names the URL, the part and the status; nothing is left."""
+    """Part 3 answers 500/502 every time, then (another upload) is cut off mid-body every time:
+    the retries are spent, the upload is aborted, the error names the URL, the part and the
+    status or the reset; nothing is left."""
     p = failing("5xx", is_part(3), "fail.ar", ["s3://bkt/fail.ar", "part 3", "HTTP 50"])
     assert any(l.startswith("DELETE ") and "uploadId=" in l for l, _ in p.heads), [l for l, _ in p.heads]
+    # cut off mid-body every time: rclone holds half-received parts, the abort still leaves none
+    p = failing("cut", is_part(3), "cut.ar", ["s3://bkt/cut.ar", "part 3", "(after 2 attempts)"])
+    assert any(l.startswith("DELETE ") and "uploadId=" in l for l, _ in p.heads), [l for l, _ in p.heads]
+
+
+def once(pick):
+    """A FaultProxy select that picks the first request @pick picks, and no other: the retry passes."""
+    fired = []
+
+    def select(line, fields):
+        if fired or not pick(line, fields):
+            return False
+        fired.append(line)
+        return True
+    return select
+
+
+def test_refused_part_is_retried():
+    """Part 3 answered 503 SlowDown once, then part 2 cut off mid-body (half of it reaches rclone,
+    then both connections reset): each is sent again, as a read would be, and the write succeeds
+    with the local convert's bytes; the retries show in the proxy's log and nothing is left."""
+    want = os.path.join(TMP, "one.ar")
+    if not os.path.exists(want):
+        want = local_convert("one.ar")
+    for mode, part in (("slowdown", 3), ("cut", 2)):
+        key = "retried-%s.ar" % mode
+        p = rs.FaultProxy(SERVERS["rclone"].port, mode=mode, select=once(is_part(part)))
+        try:
+            setenv(p.endpoint)
+            g.run_ok(["convert"] + WRITE[:-1] + [WRITE[-1] + ",retries:2,backoff_ms:5", LINES, "s3://bkt/" + key])
+        finally:
+            setenv(SERVERS["rclone"].endpoint)
+            p.stop()
+        assert p.faults == 1, (mode, p.faults)
+        sent = [l for l, _ in p.heads if l.startswith("PUT ") and ("partNumber=%d&" % part) in l]
+        assert len(sent) == 2, (mode, sent)
+        same_file(key, want)
+        assert uploads_left() == []
 
 
 def test_corrupted_part_is_refused():
@@ -187,7 +226,8 @@ def test_outputs_that_cannot_be_written():
 
 
 def main():
-    rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_corrupted_part_is_refused,
+    rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_refused_part_is_retried,
+                  test_corrupted_part_is_refused,
                   test_sigterm_mid_upload_aborts, test_outputs_that_cannot_be_written], SERVERS, TMP)
 
 
