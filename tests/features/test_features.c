@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "features_loader.h"
 #include "grist/features.h"
 #include "grist/format.h"
 #include "grist/loader.h"
@@ -1487,17 +1488,7 @@ static uint8_t *run_loader(const char *const *paths, size_t np, unsigned threads
 	int ret;
 
 	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
-	cfg.datasets = &ds;
-	cfg.num_datasets = 1;
-	cfg.seed = 42;
-	cfg.epochs = 2;
-	cfg.batch_size = 16;
-	cfg.layout = GRIST_LAYOUT_FIXED;
-	cfg.record_bytes = grist_features_row_bytes(f);
-	cfg.map = grist_features_map;
-	cfg.map_ctx = d;
-	cfg.map_id = grist_features_id(f);
-	cfg.threads = threads;
+	t_features_loader_config(&cfg, &ds, f, d, 16, threads);
 	cfg.engine = GRIST_ENGINE_PREAD;
 	assert_int_equal(grist_loader_create(&cfg, &l), 0);
 	while ((ret = grist_loader_next(l, &b)) == 0 && b) {

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "helpers.h"
+#include "features_loader.h"
 #include "features/vision_internal.h"
 #include "grist/features.h"
 #include "grist/format.h"
@@ -557,17 +558,7 @@ static uint8_t *run_loader(const char *path, unsigned threads, size_t *total, in
 		assert_int_equal(grist_features_set(f, (size_t)img, GRIST_FEATURE_ON_ERROR, GRIST_ON_ERROR_SKIP), 0);
 	assert_int_equal(grist_features_finish(f), 0);
 	assert_int_equal(grist_features_decoder_create(f, &ds, 1, &d), 0);
-	cfg.datasets = &ds;
-	cfg.num_datasets = 1;
-	cfg.seed = 42;
-	cfg.epochs = 2;
-	cfg.batch_size = 8;
-	cfg.layout = GRIST_LAYOUT_FIXED;
-	cfg.record_bytes = grist_features_row_bytes(f);
-	cfg.map = grist_features_map;
-	cfg.map_ctx = d;
-	cfg.map_id = grist_features_id(f);
-	cfg.threads = threads;
+	t_features_loader_config(&cfg, &ds, f, d, 8, threads);
 	assert_int_equal(grist_loader_create(&cfg, &l), 0);
 	while ((ret = grist_loader_next(l, &b)) == 0 && b) {
 		all = realloc(all, at + b->bytes);
