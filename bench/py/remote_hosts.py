@@ -146,7 +146,7 @@ def main():
 
         args = a.load_args.split() + ["--epochs", str(a.epochs), "--shard-mode", a.shard_mode]
         plan = [("%d@%g" % (n, a.delay), n, a.delay) for n in counts]
-        if a.limit_delay >= 0:
+        if a.limit_delay >= 0 and a.limit_delay != a.delay:
             plan.append(("%d@%g" % (max(counts), a.limit_delay), max(counts), a.limit_delay))
         runs = {name: [] for name, _, _ in plan}
         for k in range(a.rounds):
