@@ -132,7 +132,8 @@ def main():
         if a.server_cpus:
             for s in servers:
                 pin_tree(s.proc.pid, a.server_cpus)
-        print("%d records of 1 KiB, group_size %d: %.1f MB object; %s shards; delay %g ms; servers on CPUs %s, loaders on %s"
+        print("%d records of 1 KiB, group_size %d: %.1f MB object; %s shards; delay %g ms; servers on CPUs %s, "
+              "loaders on %s"
               % (a.records, a.group, os.path.getsize(path) / 1e6, a.shard_mode, a.delay,
                  ",".join(map(str, sorted(a.server_cpus))) if a.server_cpus else "any (shared)",
                  ",".join(map(str, sorted(a.grist_cpus))) if a.grist_cpus else "any (shared)"), flush=True)

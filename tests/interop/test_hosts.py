@@ -9,7 +9,8 @@ Checked for strided and contiguous shards, on objects of group_size 1 and 16:
 - no byte of the object is in two GETs of one process: the object is smaller than a
   backend's window, so one read of each byte would do, and a process that fetched a range
   again (a dropped buffer, a retry of what had arrived, a second backend asking anew)
-  fails here (strided shards of 16-record chunks: at most 1%, see twice_max()). The GETs are cut small (--remote-split 256K) so there are many of them.
+  fails here (strided shards of 16-record chunks: at most 1%, see twice_max()). The GETs
+  are cut small (--remote-split 256K) so there are many of them.
 Skips (77) when rclone cannot start here.
 """
 import os
