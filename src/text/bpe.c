@@ -207,7 +207,7 @@ static struct grist_bpe_cache_entry *cache_find(struct grist_bpe_scratch *s, con
 	}
 	e = &s->cache[grist_vocab_hash(p, len, &head) & (GRIST_BPE_CACHE_SLOTS - 1)];
 	*slot = e;
-	return e->len == len && !memcmp(e->bytes, p, len) ? e : NULL;
+	return e->len == len && grist_vocab_same(e->bytes, p, len) ? e : NULL;
 }
 
 static int merge(const struct grist_vocab *v, struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
