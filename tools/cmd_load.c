@@ -51,13 +51,15 @@ static const char load_usage[] =
 	"                        record padded to N bytes, a longer one is an error; a short\n"
 	"                        final batch is filled up with pad rows to the batch size)\n"
 	"  --pad-value V         padded layout: the pad byte, {range:pad_value} (default {default:pad_value})\n"
-	"  --pack first-fit:L[:BINS] | concat-split:L\n"
+	"  --pack first-fit:L[:BINS] | best-fit:L[:BINS] | concat-split:L\n"
 	"                        pack token records into rows of L tokens with segment ids and\n"
-	"                        positions, like Grain's FirstFitPackIterDataset (BINS rows open\n"
-	"                        at once, default the batch size, shuffle_bins=False) or\n"
-	"                        ConcatThenSplitIterDataset; first-fit cuts records longer than L\n"
-	"                        to L, concat-split splits them across rows; --batch-size then\n"
-	"                        counts rows. Not with --device\n"
+	"                        positions, like Grain's FirstFitPackIterDataset or\n"
+	"                        BestFitPackIterDataset (BINS rows open at once, default the batch\n"
+	"                        size, shuffle_bins=False) or ConcatThenSplitIterDataset; first-fit\n"
+	"                        and best-fit cut records longer than L to L, concat-split splits\n"
+	"                        them across rows; --batch-size then counts rows. Not with --device\n"
+	"  --pack-piece P        with --pack: cut each record into pieces of P tokens first, each\n"
+	"                        packed as a sequence of its own (MaxText's TokenizeAndChunk)\n"
 	"  --token-bytes N       with --pack: each token is an N-byte little-endian unsigned\n"
 	"                        integer, N = 1, 2 or 4; a record of another length is an error\n"
 	"output (stdout):\n"
@@ -111,7 +113,7 @@ static const char load_usage[] =
 	"library's option table, shared with Python ('grist load --options' lists it); every\n"
 	"option it lists is also a flag here: --record-bytes 1KiB --layout padded is --layout\n"
 	"padded:1KiB, --shard-index/--shard-count/--shard-mode, --shuffle false, --pack-length,\n"
-	"--pack-bins.\n"
+	"--pack-bins, --pack-piece.\n"
 	"device stage (OpenCL):\n"
 	"  --device D            opencl (GRIST_OPENCL_DEVICE or 0:0), opencl:P:D, or opencl:all\n"
 	"                        (each batch split along its first axis across every device);\n"
@@ -166,6 +168,7 @@ static const struct option load_options[] = {
 	{ "record-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "pack-length", required_argument, NULL, CLI_OPT_LOADER },
 	{ "pack-bins", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-piece", required_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
 	{ "stats", no_argument, NULL, OPT_STATS },

@@ -15,7 +15,11 @@ with a 'text' feature (the corpus, written once): parse, tokenize, BOS/EOS, trim
 first-fit pack, batch --batch-size, shift. grist: Loader(text=TextSpec(...), pack="first-fit",
 outputs="maxtext") on --threads threads. Grain: MaxText's steps (ArrayRecordDataSource,
 shuffle, parse with example_pb2, the Python tokenizer, FirstFitPackIterDataset, batch_and_pad,
-ShiftData) with 0, 1 and 2 mp_prefetch workers. Prints real tokens per second, medians.
+ShiftData) with 0, 1 and 2 mp_prefetch workers (--no-grain: none). Prints real tokens per
+second, medians. Each round also times grist's tokenizer alone on one thread over the same
+texts, which gives the tokenizer's bound (its one-thread MB/s x --threads): the pipeline's
+MB/s against it, and the share of the pipeline's CPU time (all its threads, process_time)
+that one-thread tokenization accounts for.
 
     bench/py/text_pipeline.py --pipeline --model tokenizer.model.v1 --threads 2 --rounds 3
 
@@ -161,25 +165,38 @@ def pipeline(args, texts, kind):
             return enc.encode(t, disallowed_special=())
         title = "tiktoken format %s, %s pattern" % (os.path.basename(args.ranks), args.pattern)
 
+    cpu = {}
+
     def run_grist():
         n = 0
+        c0 = time.process_time()
         with grist.Loader(path, args.batch_size, seed=0, epochs=1, text=spec, pack="first-fit",
                           pack_length=args.length, outputs="maxtext", threads=args.threads) as loader:
             for b in loader:
                 n += int((b["inputs_segmentation"] > 0).sum())
+        cpu.setdefault("grist", []).append(time.process_time() - c0)
+        return n
+
+    def run_tokenizer():  # the bound: grist's tokenizer alone, one thread, the same texts
+        c0 = time.process_time()
+        n = sum(len(tok.encode(t)) for t in texts)
+        cpu.setdefault("tokenizer", []).append(time.process_time() - c0)
         return n
 
     def run_grain(workers):
         def go():
             n = 0
+            c0 = time.process_time()
             for b in grain_maxtext(path, encode, spec.bos_id, spec.eos_id, spec.pad_id, args.length,
                                    args.batch_size, workers):
                 n += int((b["inputs_segmentation"] > 0).sum())
+            if not workers:  # all of its work is in this process (its read threads too)
+                cpu.setdefault("grain", []).append(time.process_time() - c0)
             return n
         return go
 
-    runs = {"grist (%d threads)" % args.threads: run_grist}
-    for w in (0, 1, 2):
+    runs = {"grist (%d threads)" % args.threads: run_grist, "grist tokenizer alone (1 thread)": run_tokenizer}
+    for w in (() if args.no_grain else (0, 1, 2)):
         runs["grain, %d mp_prefetch workers" % w] = run_grain(w)
     times = {n: [] for n in runs}
     tokens = {}
@@ -189,16 +206,27 @@ def pipeline(args, texts, kind):
             t0 = time.perf_counter()
             tokens[n] = runs[n]()
             times[n].append(time.perf_counter() - t0)
+    mb = sum(len(t.encode()) for t in texts) / 1e6
     print("MaxText pipeline, %s, L=%d, batch %d, %d texts (%.2f MB), medians of %d rotated rounds:" % (
-        title, args.length, args.batch_size, len(texts),
-        sum(len(t.encode()) for t in texts) / 1e6, args.rounds))
+        title, args.length, args.batch_size, len(texts), mb, args.rounds))
     best = None
     for n in names:
         med = statistics.median(times[n])
-        print("  %-32s %10.0f tokens/s   runs: %s" % (n, tokens[n] / med, " ".join("%.2f" % x for x in times[n])))
+        what = "ids" if n == names[1] else "tokens"  # the tokenizer alone: all ids; the batches: real tokens
+        print("  %-34s %10.0f %s/s %7.2f MB/s   runs: %s" % (n, tokens[n] / med, what, mb / med,
+                                                            " ".join("%.2f" % x for x in times[n])))
         if n.startswith("grain") and (best is None or med < best):
             best = med
-    print("  grist / best grain = %.2fx" % (best / statistics.median(times[names[0]])))
+    pipe, alone = statistics.median(times[names[0]]), statistics.median(times[names[1]])
+    tok_cpu, pipe_cpu = statistics.median(cpu["tokenizer"]), statistics.median(cpu["grist"])
+    print("  grist against the tokenizer's bound (one thread x %d, wall): %.2fx; CPU: tokenization %.2fs of the "
+          "pipeline's %.2fs (%.0f%%)" % (args.threads, alone / (pipe * args.threads), tok_cpu, pipe_cpu,
+                                        100 * tok_cpu / pipe_cpu))
+    if best is not None:
+        print("  grist / best grain = %.2fx (wall)" % (best / pipe))
+        # on a machine without a free core the wall ratio hides the threads; CPU time per text does not
+        print("  CPU time: grist %.2fs, grain with 0 workers %.2fs: %.2fx" % (
+            pipe_cpu, statistics.median(cpu["grain"]), statistics.median(cpu["grain"]) / pipe_cpu))
 
 
 def main():
@@ -212,6 +240,7 @@ def main():
     ap.add_argument("--pipeline", action="store_true", help="MaxText's pipeline against Grain (needs --model)")
     ap.add_argument("--length", type=int, default=2048, help="--pipeline: max_length and pack_length")
     ap.add_argument("--batch-size", type=int, default=8, help="--pipeline: rows per batch")
+    ap.add_argument("--no-grain", action="store_true", help="--pipeline: grist and its tokenizer's bound only")
     args = ap.parse_args()
     from grist.text import Tokenizer
     texts = corpus(args.copies)

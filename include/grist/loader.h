@@ -85,7 +85,8 @@ enum grist_batch_layout {
 };
 
 /**
- * Sequence packing (Grain's FirstFitPackIterDataset and ConcatThenSplitIterDataset).
+ * Sequence packing (Grain's FirstFitPackIterDataset, BestFitPackIterDataset and
+ * ConcatThenSplitIterDataset).
  *
  * With a pack mode set, every record (after map/filter) is a sequence of little-endian
  * unsigned tokens of pack_token_bytes each; the records, in stream order, are packed
@@ -108,10 +109,19 @@ enum grist_batch_layout {
  *   emitted in order (a "round") and that sequence starts the next round; the last
  *   round is emitted at the end. Equal to FirstFitPackIterDataset(length_struct=
  *   {'tokens': L}, num_packing_bins=pack_bins, shuffle_bins=False) after that cut.
+ * GRIST_PACK_BEST_FIT: as first-fit, but each sequence goes into the fullest open row
+ *   with room (the lowest on a tie; an unused row counts as empty). Equal to
+ *   BestFitPackIterDataset(length_struct={'tokens': L}, num_packing_bins=pack_bins,
+ *   shuffle_bins=False) after that cut.
  * GRIST_PACK_CONCAT_SPLIT: sequences are laid end to end and cut every pack_length
  *   tokens, a long one across as many rows as it needs (nothing is dropped); the piece
  *   of a sequence that begins a row gets segment id 1 and positions from 0 again.
  *   Equal to ConcatThenSplitIterDataset(length_struct={'tokens': L}).
+ *
+ * pack_piece P (0: off) cuts every record into pieces of P tokens first (the last one
+ * shorter), each packed as a sequence of its own, and a record of no tokens into none:
+ * MaxText's TokenizeAndChunk before the packer. A first-fit or best-fit checkpoint then
+ * also names the piece its round began with (a state of version 3, 64 bytes).
  *
  * Packing runs on the consumer side of the engine, on the records in stream order, so
  * rows are the same for every engine, thread count and queue depth. drop_remainder
@@ -129,6 +139,7 @@ enum grist_pack_mode {
 	GRIST_PACK_NONE = 0,
 	GRIST_PACK_FIRST_FIT,
 	GRIST_PACK_CONCAT_SPLIT,
+	GRIST_PACK_BEST_FIT,
 };
 
 /** What a map callback sees of one record. */
@@ -204,7 +215,7 @@ struct grist_loader_config {
 	uint64_t map_id;                /* identifies the map in checkpoints: restoring with another map_id is refused */
 	enum grist_pack_mode pack;      /* sequence packing (see above); batch_size then counts rows */
 	size_t pack_length;             /* L: tokens per row, 1 .. 2^24 */
-	size_t pack_bins;               /* first-fit: rows open at once (0 = batch_size), at most 2^20 */
+	size_t pack_bins;               /* first-fit, best-fit: rows open at once (0 = batch_size), at most 2^20 */
 	unsigned pack_token_bytes;      /* bytes per token: 1, 2 or 4 */
 
 	/* --- how it is executed (never changes the output) --- */
@@ -252,6 +263,9 @@ struct grist_loader_config {
 	enum grist_verify verify;       /* GRIST_VERIFY_ALL (default): every hash the format has;
 					   GRIST_VERIFY_HEADERS: not the chunks' data hashes (see
 					   grist/format.h for what that gives up). Every engine */
+	/* --- what is delivered, added later (kept here for older callers' struct sizes) --- */
+	size_t pack_piece;              /* packing: cut records into pieces of this many tokens first
+					   (0 = whole records, at most 2^24; see above) */
 };
 
 /**

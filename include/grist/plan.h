@@ -348,8 +348,10 @@ GRIST_API int grist_stream_cursor_seek(struct grist_stream_cursor *c, uint64_t j
 /* Checkpoint state                                                    */
 /* ------------------------------------------------------------------ */
 
-/* Encoded size of a checkpoint state, in bytes. */
+/* Encoded size of a checkpoint state of version 1 or 2, in bytes. */
 #define GRIST_STATE_SIZE 56
+/* Encoded size of a state of version 3 (one with pack_piece), and the most any version takes. */
+#define GRIST_STATE_SIZE_V3 64
 
 /* Bits of struct grist_state.flags. */
 #define GRIST_STATE_LOCKSTEP   0x1u /* every host consumed the same j (no filtering) */
@@ -367,6 +369,8 @@ struct grist_state {
 	uint32_t flags;       /* GRIST_STATE_* */
 	uint32_t pack_skip;   /* GRIST_STATE_PACKED: what the caller already delivered past
 				 consumed (rows of a packing round, tokens of a split sequence) */
+	uint32_t pack_piece;  /* GRIST_STATE_PACKED: the piece of the record at consumed that the
+				 packing round began with (records cut into pieces; version 3) */
 };
 
 /**
@@ -387,17 +391,22 @@ GRIST_API uint64_t grist_stream_fingerprint(const struct grist_stream *s, uint64
  * zlib crc32 of all that, little-endian. Version 1 has a reserved zero u32 at
  * byte 48; version 2 (written only with GRIST_STATE_PACKED, so readers of
  * version 1 still read every state without packing) keeps pack_skip there.
+ * Version 3 (written only with a pack_piece, so readers of version 2 still
+ * read every other state, and refuse this one as newer) is
+ * GRIST_STATE_SIZE_V3 bytes: pack_piece at byte 52, a reserved zero u32 at
+ * 56 and the crc32 at 60.
  *
- * Return: GRIST_STATE_SIZE, or -EINVAL when @cap < GRIST_STATE_SIZE or a
- * field is out of range (K = 0, I >= K, unknown flags).
+ * Return: the bytes written (GRIST_STATE_SIZE or GRIST_STATE_SIZE_V3), or
+ * -EINVAL when @cap is smaller or a field is out of range (K = 0, I >= K,
+ * unknown flags).
  */
 GRIST_API int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap);
 
 /**
  * grist_state_decode() - parse and validate an encoded state.
  *
- * Both versions are read; a version 1 state has pack_skip 0 and cannot carry
- * GRIST_STATE_PACKED.
+ * Every version is read; a version 1 state has pack_skip 0 and cannot carry
+ * GRIST_STATE_PACKED; only version 3 has a pack_piece (0 in the others).
  *
  * Return: 0, or -EBADMSG for a wrong length, wrong magic, bad checksum,
  * unknown version or flags, or fields out of range (the message names the
@@ -419,14 +428,16 @@ GRIST_API int grist_stream_save(const struct grist_stream *s, uint64_t consumed,
 
 /**
  * grist_stream_save_packed() - grist_stream_save() for a packing caller: the
- * state also holds @pack_skip (what was delivered past @consumed) and the
- * GRIST_STATE_PACKED flag, and is never lockstep.
+ * state also holds @pack_piece and @pack_skip (where in the record at
+ * @consumed the packing round began, and what was delivered past that) and
+ * the GRIST_STATE_PACKED flag, and is never lockstep.
  *
- * Return: GRIST_STATE_SIZE, or -EINVAL (small @buf, consumed > length,
- * pack_skip above 2^32 - 1).
+ * Return: the bytes written, or -EINVAL (small @buf, consumed > length,
+ * pack_piece or pack_skip above 2^32 - 1).
  */
-GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip,
-				       uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap);
+GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece,
+				       uint64_t pack_skip, uint64_t batches, uint64_t extra, uint8_t *buf,
+				       size_t cap);
 
 /**
  * grist_stream_restore() - check a saved state against @cfg and compute

@@ -408,10 +408,11 @@ class Loader(_grist.Loader):
     means the default. epochs=None (or 0) is unbounded. With weights, paths is a list of
     datasets, each a path, a glob pattern or a list of them, mixed by weight. layout is
     "ragged" (records back to back, with offsets), "fixed" or "padded" (rows of
-    record_bytes). With pack="first-fit" or "concat-split" (and pack_length=L,
-    token_bytes=1|2|4, first-fit's pack_bins defaulting to batch_size) records are token
-    sequences packed into rows of L tokens, as Grain's FirstFitPackIterDataset /
-    ConcatThenSplitIterDataset do: batch_size counts rows, batch.data is (rows, L) of
+    record_bytes). With pack="first-fit", "best-fit" or "concat-split" (and pack_length=L,
+    token_bytes=1|2|4, pack_bins of first-fit and best-fit defaulting to batch_size) records
+    are token sequences packed into rows of L tokens, as Grain's FirstFitPackIterDataset /
+    BestFitPackIterDataset / ConcatThenSplitIterDataset do (pack_piece=P: each record cut
+    into sequences of P tokens first): batch_size counts rows, batch.data is (rows, L) of
     uint8/uint16/uint32 and batch.segment_ids and batch.positions are int32 (rows, L).
 
     len(loader) is the number of batches it yields (after shards, epochs and
@@ -459,7 +460,8 @@ class Loader(_grist.Loader):
 
     text=grist.text.TextSpec(tokenizer, ...): every record (paths: ArrayRecord files, a mixture, or
     grist.tfds sources, read as their files) is a text, tokenized on the engine's threads:
-    [BOS] + ids + [EOS], cut to the spec's max_length (docs/text.md). With pack= (pack_length=L
+    [BOS] + ids + [EOS], cut to the spec's max_length, or with mode="chunk" cut into pieces of
+    it that are packed one by one (docs/text.md). With pack= (pack_length=L
     required; token_bytes is 4) the token sequences are packed as above and each batch is a dict
     of int32 (rows, L) arrays with Grain's packer keys "inputs", "inputs_segment_ids" and
     "inputs_positions"; without pack= each text is padded to max_length with the spec's pad_id.
@@ -468,7 +470,7 @@ class Loader(_grist.Loader):
     targets_segmentation (shifted left, 0 at the end and where targets == pad_id),
     inputs_position and targets_position; a short final batch is filled with pad_id rows, as
     MaxText's batch_and_pad. map_out_max bounds one record's tokens in bytes (default 4 x
-    max_length). A record that is not UTF-8, lacks the spec's feature or has more tokens than
+    max_length; with mode="chunk" 4 MiB). A record that is not UTF-8, lacks the spec's feature or has more tokens than
     map_out_max stops the loader with grist.Error naming it; with on_error="skip" it is dropped
     instead and counted in stats()["skipped"] and ["skipped_records"], as for a tfds source.
 
@@ -584,7 +586,7 @@ class Loader(_grist.Loader):
             raise ValueError("grist.Loader: outputs must be None or 'maxtext', not %r" % (outputs,))
         if on_error not in ("raise", "skip"):
             raise ValueError(f"grist.Loader: on_error must be 'raise' or 'skip', not {on_error!r}")
-        for k in ("layout", "record_bytes", "token_bytes"):
+        for k in ("layout", "record_bytes", "token_bytes", "pack_piece"):
             if options.get(k) is not None:
                 raise ValueError(f"grist.Loader: {k}= is set by text=")
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
@@ -597,12 +599,16 @@ class Loader(_grist.Loader):
             if length is None:
                 raise ValueError("grist.Loader: text= with pack= needs pack_length=")
             options["token_bytes"] = 4
+            if spec.mode == "chunk":  # TokenizeAndChunk: the packer cuts each text's ids into pieces
+                options["pack_piece"] = spec.max_length
         else:
+            if spec.mode == "chunk":
+                raise ValueError("grist.Loader: TextSpec(mode='chunk') needs pack= (each piece is packed)")
             length = spec.max_length
             if outputs is not None and not length:
                 raise ValueError("grist.Loader: outputs='maxtext' without pack= needs TextSpec(max_length=)")
         if map_out_max is None:  # one record's tokens, 4 bytes each
-            map_out_max = 4 * (spec.max_length or (1 << 20))
+            map_out_max = 4 * (spec.max_length if spec.max_length and spec.mode == "trim" else 1 << 20)
         # with on_error="skip" a map of this loader's own, so stats() counts its skips alone
         self._text_map = spec._loader_map(on_error == "skip")
         options.update(layout="ragged", _map=self._text_map.map(int(map_out_max)))

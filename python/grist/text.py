@@ -138,7 +138,8 @@ def _rebuild(path, pattern, special_tokens):
 
 
 class TextSpec:
-    """How grist.Loader(text=...) turns each record into tokens (MaxText's TokenizeAndTrim).
+    """How grist.Loader(text=...) turns each record into tokens (MaxText's TokenizeAndTrim or
+    TokenizeAndChunk).
 
     Args:
       tokenizer: a ``Tokenizer``.
@@ -149,10 +150,15 @@ class TextSpec:
         Default ``True`` for both (MaxText's defaults).
       bos_id, eos_id: the ids added. Default ``None``: the tokenizer's (a SentencePiece
         model's); a ranks file has none, so give them (e.g. Llama 3's 128000 and 128001).
-      max_length: keep each text's first max_length ids, BOS and EOS counted (so a long text
-        loses its EOS, as in MaxText). Default 2048; ``None`` or 0: no cut.
-      mode: ``"trim"`` (the default; MaxText's TokenizeAndTrim). ``"chunk"``
-        (TokenizeAndChunk) is not implemented yet: a ValueError.
+      max_length: ``"trim"``: keep each text's first max_length ids, BOS and EOS counted (so a
+        long text loses its EOS, as in MaxText). ``"chunk"``: the length of the pieces.
+        Default 2048; ``None`` or 0: no cut (``"trim"`` only).
+      mode: ``"trim"`` (the default; MaxText's TokenizeAndTrim) or ``"chunk"`` (its
+        TokenizeAndChunk): [BOS] + ids + [EOS] cut into pieces of max_length ids (the last
+        one shorter; BOS only in the first piece, EOS only in the last, an empty text none),
+        each packed as a sequence of its own. ``"chunk"`` needs the Loader's ``pack=``; a
+        checkpoint taken between two pieces of one text resumes at the next piece. A text's
+        ids must fit the Loader's ``map_out_max`` (default 4 MiB: 1M ids).
       pad_id: the pad value of outputs="maxtext". Default ``None``: the tokenizer's pad id,
         -1 when it has none (as MaxText's wrappers).
       allowed_special: as ``Tokenizer.encode``. Default ``False``.
@@ -166,8 +172,8 @@ class TextSpec:
                  max_length=2048, mode="trim", pad_id=None, allowed_special=False):
         if not isinstance(tokenizer, Tokenizer):
             raise TypeError("TextSpec: tokenizer must be a grist.text.Tokenizer")
-        if mode != "trim":
-            raise ValueError("TextSpec: mode=%r is not implemented yet (only 'trim')" % (mode,))
+        if mode not in ("trim", "chunk"):
+            raise ValueError("TextSpec: mode must be 'trim' or 'chunk', not %r" % (mode,))
         self.tokenizer = tokenizer
         self.feature = feature
         self.add_bos, self.add_eos = bool(add_bos), bool(add_eos)
@@ -180,20 +186,23 @@ class TextSpec:
         self.max_length = int(max_length or 0)
         if self.max_length < 0:
             raise ValueError("TextSpec: max_length must be >= 0")
+        if mode == "chunk" and not self.max_length:
+            raise ValueError("TextSpec: mode='chunk' needs max_length > 0 (the length of the pieces)")
         self.mode = mode
         self.pad_id = tokenizer.pad_id if pad_id is None else int(pad_id)
         self.allowed_special = bool(allowed_special)
-        self._map = _grist.TextMap(tokenizer._t, feature=feature, add_bos=self.add_bos, add_eos=self.add_eos,
-                                   bos_id=self.bos_id, eos_id=self.eos_id, max_length=self.max_length,
-                                   allowed_special=self.allowed_special)
+        self._map = self._new_map(False)
+
+    def _new_map(self, skip):
+        # chunk: the map keeps every id; the Loader's packer cuts the pieces (its pack_piece)
+        return _grist.TextMap(self.tokenizer._t, feature=self.feature, add_bos=self.add_bos, add_eos=self.add_eos,
+                              bos_id=self.bos_id, eos_id=self.eos_id,
+                              max_length=self.max_length if self.mode == "trim" else 0,
+                              allowed_special=self.allowed_special, skip=skip)
 
     def _loader_map(self, skip):
         """The map a Loader runs: the spec's own, or with skip a new one whose skip count is that loader's."""
-        if not skip:
-            return self._map
-        return _grist.TextMap(self.tokenizer._t, feature=self.feature, add_bos=self.add_bos, add_eos=self.add_eos,
-                              bos_id=self.bos_id, eos_id=self.eos_id, max_length=self.max_length,
-                              allowed_special=self.allowed_special, skip=True)
+        return self._new_map(True) if skip else self._map
 
     def __repr__(self):
         return ("grist.text.TextSpec(%r, feature=%r, add_bos=%r, add_eos=%r, max_length=%d, mode=%r, pad_id=%d)"

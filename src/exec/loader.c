@@ -21,6 +21,7 @@ static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 		.mode = c->pack,
 		.length = c->pack_length,
 		.bins = c->pack_bins ? c->pack_bins : c->batch_size,
+		.piece = c->pack_piece,
 		.token_bytes = c->pack_token_bytes,
 		.batch_rows = c->batch_size,
 		.drop_remainder = c->drop_remainder,
@@ -79,10 +80,10 @@ static int check_config(const struct grist_loader_config *c)
 	if (ret)
 		return ret;
 	/* a size without a pack mode would be ignored without a word */
-	if (c->pack == GRIST_PACK_NONE && (c->pack_length || c->pack_bins || c->pack_token_bytes))
-		return grist_fail(-EINVAL, "loader: pack_length, pack_bins and token_bytes need pack");
+	if (c->pack == GRIST_PACK_NONE && (c->pack_length || c->pack_bins || c->pack_token_bytes || c->pack_piece))
+		return grist_fail(-EINVAL, "loader: pack_length, pack_bins, pack_piece and token_bytes need pack");
 	if (c->pack == GRIST_PACK_CONCAT_SPLIT && c->pack_bins)
-		return grist_fail(-EINVAL, "loader: pack_bins applies to pack first-fit only");
+		return grist_fail(-EINVAL, "loader: pack_bins applies to pack first-fit and best-fit only");
 	if (c->pack != GRIST_PACK_NONE) {
 		struct grist_pack_params pp = pack_params(c);
 
@@ -161,8 +162,10 @@ static uint64_t config_digest(const struct grist_loader_config *c)
 
 		h = grist_mix64(h ^ 0x7061636b00000000ull ^ (uint64_t)pp.mode);
 		h = grist_mix64(h ^ pp.length);
-		h = grist_mix64(h ^ (pp.mode == GRIST_PACK_FIRST_FIT ? pp.bins : 0));
+		h = grist_mix64(h ^ (pp.mode != GRIST_PACK_CONCAT_SPLIT ? pp.bins : 0));
 		h = grist_mix64(h ^ pp.token_bytes);
+		if (pp.piece) /* only then, so checkpoints of whole records keep theirs */
+			h = grist_mix64(h ^ 0x7069656365000000ull ^ pp.piece);
 	}
 	return h;
 }
@@ -220,6 +223,7 @@ static int build_stream(struct grist_loader *l)
 					  st.flags & GRIST_STATE_PACKED ? "with" : "without");
 		}
 		l->pack_skip = st.pack_skip;
+		l->pack_piece = st.pack_piece;
 	}
 	pc.base = base;
 	ret = grist_stream_create(&pc, &l->stream);
@@ -476,7 +480,10 @@ int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, con
 			.pull = pack_pull, .release = pack_release, .record_error = pack_record_error, .ctx = l,
 		};
 
-		ret = grist_packer_create(&l->pack_params, &src, l->consumed, l->pack_skip, &l->pack);
+		const struct grist_pack_resume at = { .position = l->consumed, .piece = l->pack_piece,
+						      .skip = l->pack_skip };
+
+		ret = grist_packer_create(&l->pack_params, &src, &at, &l->pack);
 		if (ret)
 			goto fail;
 	}
@@ -502,9 +509,13 @@ static void account(struct grist_loader *l, struct grist_slot *s)
 /* Record a delivered batch of packed rows: the checkpoint is the packer's pair after it. */
 static void account_packed(struct grist_loader *l, struct grist_slot *s)
 {
+	struct grist_pack_resume after;
 	uint64_t tokens;
 
-	grist_packer_batch_info(s, &l->consumed, &l->pack_skip, &tokens);
+	grist_packer_batch_info(s, &after, &tokens);
+	l->consumed = after.position;
+	l->pack_piece = after.piece;
+	l->pack_skip = after.skip;
 	s->batch.sequence = l->batches;
 	l->lockstep = false;
 	l->counters.records += s->batch.num_rows;
@@ -589,6 +600,7 @@ int grist_loader_next(struct grist_loader *l, struct grist_batch **out)
 	if (!s) {
 		l->consumed = l->pack ? grist_packer_end_position(l->pack) : end;
 		l->pack_skip = 0;
+		l->pack_piece = 0;
 		l->ended = true;
 		return 0;
 	}
@@ -649,7 +661,8 @@ int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t c
 	int ret;
 
 	if (l->cfg.pack != GRIST_PACK_NONE)
-		ret = grist_stream_save_packed(l->stream, l->consumed, l->pack_skip, l->batches, l->extra, buf, cap);
+		ret = grist_stream_save_packed(l->stream, l->consumed, l->pack_piece, l->pack_skip, l->batches, l->extra,
+					       buf, cap);
 	else
 		ret = grist_stream_save(l->stream, l->consumed, l->batches, l->lockstep, l->extra, buf, cap);
 	if (ret < 0)
@@ -690,7 +703,7 @@ int grist_loader_get_config(const struct grist_loader *l, struct grist_loader_co
 		/* cfg holds the engine's record batches: the caller asked for rows */
 		c.batch_size = l->pack_params.batch_rows;
 		c.drop_remainder = l->pack_params.drop_remainder;
-		if (c.pack == GRIST_PACK_FIRST_FIT)
+		if (c.pack != GRIST_PACK_CONCAT_SPLIT)
 			c.pack_bins = l->pack_params.bins;
 	}
 	grist_sized_out(out, size, &c, sizeof(c));

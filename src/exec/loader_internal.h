@@ -77,6 +77,7 @@ struct grist_loader {
 	struct grist_packer *pack;
 	struct grist_pack_params pack_params;
 	uint64_t pack_skip;      /* checkpoint: rows / tokens delivered past consumed */
+	uint64_t pack_piece;     /* checkpoint: the piece of the record at consumed a round began with */
 	const char *engine_name;
 	struct grist_loader_stats counters; /* consumer-side counters */
 	struct grist_slot *held[GRIST_LOADER_MAX_HELD]; /* batches handed out, for release() */

@@ -78,10 +78,13 @@ static const struct entry table[] = {
 	   "ragged: records back to back; fixed/padded: rows of record_bytes (padded: pad_value fills)"),
 	SZ("record_bytes", 1, 1u << 30, record_bytes, "", "fixed and padded layouts: bytes per row"),
 	U("pad_value", 0, 255, pad_value, "0", "padded layout: the pad byte"),
-	CH("pack", "none, first-fit, concat-split, first-fit:L[:BINS], concat-split:L", apply_pack, END(pack_bins),
+	CH("pack", "none, first-fit, best-fit, concat-split, first-fit:L[:BINS], best-fit:L[:BINS], concat-split:L",
+	   apply_pack, END(pack_bins),
 	   "none", "pack token records into rows of pack_length tokens (Grain's packers)"),
 	U("pack_length", 1, 1u << 24, pack_length, "", "packing: tokens per row"),
-	U("pack_bins", 1, 1u << 20, pack_bins, "batch_size", "first-fit packing: rows open at once"),
+	U("pack_bins", 1, 1u << 20, pack_bins, "batch_size", "first-fit and best-fit packing: rows open at once"),
+	U("pack_piece", 1, 1u << 24, pack_piece, "", "packing: cut each record into pieces of this many tokens first "
+	  "(MaxText's TokenizeAndChunk)"),
 	WORD("token_bytes", "1, 2, 4", token_widths, pack_token_bytes, "",
 	   "packing: bytes per little-endian token"),
 	/* how it is executed (never changes the output) */
@@ -314,9 +317,12 @@ static int apply_layout(struct grist_loader_config *c, const struct entry *e, co
 	return 0;
 }
 
-/* "none", "first-fit", "concat-split", or with the sizes: "first-fit:L[:BINS]", "concat-split:L". */
+/* "none", "first-fit", "best-fit", "concat-split", or with the sizes: "first-fit:L[:BINS]", "best-fit:L[:BINS]",
+ * "concat-split:L". */
 static int apply_pack(struct grist_loader_config *c, const struct entry *e, const char *v)
 {
+	static const enum grist_pack_mode modes[] = { GRIST_PACK_NONE, GRIST_PACK_FIRST_FIT, GRIST_PACK_BEST_FIT,
+						      GRIST_PACK_CONCAT_SPLIT };
 	const struct entry *len_e = find("pack_length"), *bins_e = find("pack_bins");
 	char buf[128], *f[4], *save = NULL, *tok;
 	uint64_t length = 0, bins = 0;
@@ -327,14 +333,14 @@ static int apply_pack(struct grist_loader_config *c, const struct entry *e, cons
 		return refuse(e, v);
 	for (tok = strtok_r(buf, ":", &save); tok && n < 4; tok = strtok_r(NULL, ":", &save))
 		f[n++] = tok;
-	i = n ? word_index("none, first-fit, concat-split", f[0]) : -1;
-	if (i < 0 || n > (i == 1 ? 3u : i == 2 ? 2u : 1u))
+	i = n ? word_index("none, first-fit, best-fit, concat-split", f[0]) : -1;
+	if (i < 0 || n > (i == 1 || i == 2 ? 3u : i == 3 ? 2u : 1u))
 		return refuse(e, v);
 	if (n >= 2 && !number(len_e, f[1], &length))
 		return refuse(len_e, f[1]);
 	if (n == 3 && !number(bins_e, f[2], &bins))
 		return refuse(bins_e, f[2]);
-	c->pack = i == 0 ? GRIST_PACK_NONE : i == 1 ? GRIST_PACK_FIRST_FIT : GRIST_PACK_CONCAT_SPLIT;
+	c->pack = modes[i];
 	if (n >= 2)
 		c->pack_length = (size_t)length;
 	if (n == 3)

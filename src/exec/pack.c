@@ -1,4 +1,7 @@
-/* Sequence packing after the engine: first-fit (Grain's FirstFitPackIterDataset) and concat-then-split. */
+/*
+ * Sequence packing after the engine: first-fit and best-fit (Grain's FirstFitPackIterDataset and
+ * BestFitPackIterDataset) and concat-then-split, optionally on records cut into pieces first.
+ */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +20,7 @@ struct pack_out {
 	size_t rows;            /* complete rows */
 	size_t reserved;        /* rows handed out to be filled: rows <= reserved <= batch_rows */
 	uint64_t tokens;        /* real tokens in the rows */
-	uint64_t end_position;  /* the checkpoint after the last row */
-	uint64_t end_skip;
+	struct grist_pack_resume end; /* the checkpoint after the last row */
 	struct pack_out *next;  /* free list, ready queue, or the chain of slots being filled */
 	struct pack_out *all;   /* every slot the packer owns */
 };
@@ -30,10 +32,11 @@ struct row_ref {
 };
 
 /*
- * First-fit: the open rows of the current round and a max tree over their free room.
- * The rows are written in place, in the delivered batches: a row is reserved the first
- * time its bin is used, and bins are used in order (a bin is only tried after every bin
- * before it, and an empty bin fits anything), so reservation order is row order.
+ * First-fit and best-fit: the open rows of the current round and a max tree over their
+ * free room. The rows are written in place, in the delivered batches: a row is reserved
+ * the first time its bin is used, and bins are used in order (first-fit tries a bin only
+ * after every bin before it; best-fit scores every empty bin alike and takes the lowest
+ * index on a tie; an empty bin fits anything), so reservation order is row order.
  */
 struct first_fit {
 	struct row_ref *row;    /* bins: where each used bin's row lives */
@@ -49,6 +52,7 @@ struct first_fit {
 	size_t rows;            /* bins holding anything: always a prefix */
 	bool open;              /* the round holds at least one sequence */
 	uint64_t start;         /* position of the round's first record */
+	uint64_t start_piece;   /* the piece of that record the round began with */
 	uint8_t *scratch;       /* resume: rows of the first round that were delivered before (pk->skip of them;
 				   freed with that round) */
 };
@@ -66,10 +70,12 @@ struct grist_packer {
 	struct pack_out *cur, *fill;
 	uint64_t end_position;   /* position just past the last record pulled */
 	uint64_t filtered;
-	uint64_t skip;           /* resume: rows of the first round (first-fit) or tokens of the first record
-				    (concat-split) not to deliver again */
-	bool check_first;        /* concat-split resume: the first record must sit at resume_position */
+	uint64_t skip;           /* resume: rows of the first round (first-fit, best-fit) or tokens of the
+				    first record (concat-split) not to deliver again */
+	bool check_first;        /* resume: the first record must sit at resume_position (concat-split with
+				    a skip, or any resume inside a record's pieces) */
 	uint64_t resume_position;
+	uint64_t resume_piece;   /* first-fit, best-fit resume: pieces of the first record not pushed */
 	bool ended;
 	/* concat-split: the row being filled (row.tok NULL when none) */
 	struct row_ref row;
@@ -86,21 +92,26 @@ int grist_packer_check(const struct grist_pack_params *p, size_t max_bytes)
 {
 	size_t per_row;
 
-	if (p->mode != GRIST_PACK_FIRST_FIT && p->mode != GRIST_PACK_CONCAT_SPLIT)
+	bool rounds = p->mode == GRIST_PACK_FIRST_FIT || p->mode == GRIST_PACK_BEST_FIT;
+
+	if (!rounds && p->mode != GRIST_PACK_CONCAT_SPLIT)
 		return grist_fail(-EINVAL, "packing: unknown mode %d", (int)p->mode);
 	if (p->token_bytes != 1 && p->token_bytes != 2 && p->token_bytes != 4)
 		return grist_fail(-EINVAL, "packing: token width %u bytes; it must be 1, 2 or 4", p->token_bytes);
 	if (p->length == 0 || p->length > MAX_LENGTH)
 		return grist_fail(-EINVAL, "packing: row length %zu tokens; it must be 1 .. %zu", p->length, MAX_LENGTH);
-	if (p->mode == GRIST_PACK_FIRST_FIT && (p->bins == 0 || p->bins > MAX_BINS))
-		return grist_fail(-EINVAL, "packing: %zu bins; first-fit needs 1 .. %zu", p->bins, MAX_BINS);
+	if (rounds && (p->bins == 0 || p->bins > MAX_BINS))
+		return grist_fail(-EINVAL, "packing: %zu bins; first-fit and best-fit need 1 .. %zu", p->bins,
+				  MAX_BINS);
+	if (p->piece > MAX_LENGTH)
+		return grist_fail(-EINVAL, "packing: pieces of %zu tokens; at most %zu", p->piece, MAX_LENGTH);
 	if (p->batch_rows == 0)
 		return grist_fail(-EINVAL, "packing: a batch needs at least one row");
 	per_row = p->length * (p->token_bytes + 2 * sizeof(uint32_t));
 	if (p->batch_rows > max_bytes / per_row)
 		return grist_fail(-EINVAL, "packing: a batch of %zu rows of %zu tokens (with segment ids and "
 				  "positions) is larger than max_batch_bytes (%zu)", p->batch_rows, p->length, max_bytes);
-	if (p->mode == GRIST_PACK_FIRST_FIT && p->bins > max_bytes / per_row)
+	if (rounds && p->bins > max_bytes / per_row)
 		return grist_fail(-EINVAL, "packing: %zu bins of %zu tokens (with segment ids and positions) are "
 				  "larger than max_batch_bytes (%zu)", p->bins, p->length, max_bytes);
 	return 0;
@@ -176,10 +187,10 @@ static void ready_push(struct grist_packer *pk, struct pack_out *o)
 
 /*
  * The oldest reserved row, filled with @used tokens, is complete: zero its padding and
- * hand it on. @position/@skip is the checkpoint after it.
+ * hand it on. @position, @piece and @skip are the checkpoint after it.
  */
 static void row_done(struct grist_packer *pk, const struct row_ref *r, size_t used, uint64_t position,
-		     uint64_t skip)
+		     uint64_t piece, uint64_t skip)
 {
 	struct pack_out *o = pk->cur;
 	size_t pad = pk->p.length - used;
@@ -189,8 +200,7 @@ static void row_done(struct grist_packer *pk, const struct row_ref *r, size_t us
 	memset(r->pos + used, 0, pad * sizeof(uint32_t));
 	o->rows++;
 	o->tokens += used;
-	o->end_position = position;
-	o->end_skip = skip;
+	o->end = (struct grist_pack_resume){ .position = position, .piece = piece, .skip = skip };
 	if (o->rows == pk->p.batch_rows) {
 		pk->cur = o->next;
 		if (!pk->cur)
@@ -220,7 +230,7 @@ static void tree_reset(struct first_fit *f, size_t bins, size_t length)
 		f->tree[i] = f->tree[2 * i] > f->tree[2 * i + 1] ? f->tree[2 * i] : f->tree[2 * i + 1];
 }
 
-/* The first row with room for @m tokens, or SIZE_MAX. */
+/* First-fit: the first row with room for @m tokens, or SIZE_MAX. */
 static size_t tree_find(const struct first_fit *f, uint32_t m)
 {
 	size_t i = 1;
@@ -230,6 +240,29 @@ static size_t tree_find(const struct first_fit *f, uint32_t m)
 	while (i < f->leaves)
 		i = f->tree[2 * i] >= m + 1 ? 2 * i : 2 * i + 1;
 	return i - f->leaves;
+}
+
+/*
+ * Best-fit, as BestFitPackedBatch scores bins: of the rows with room for @m tokens, the
+ * fullest, the lowest index on a tie; an empty bin scores 0, so the next unused one
+ * (f->rows) is taken only when no used row fits or the fitting ones are empty too and
+ * come first. SIZE_MAX: no bin fits. A scan of the used rows (bins is a batch's rows):
+ * an exact fit cannot be beaten and ends it.
+ */
+static size_t best_find(const struct first_fit *f, size_t bins, uint32_t length, uint32_t m)
+{
+	size_t b, best = SIZE_MAX;
+
+	for (b = 0; b < f->rows; b++) {
+		if (f->used[b] + m > length || (best != SIZE_MAX && f->used[b] <= f->used[best]))
+			continue;
+		best = b;
+		if (f->used[b] + m == length)
+			break;
+	}
+	if (best == SIZE_MAX && f->rows < bins)
+		best = f->rows;
+	return best;
 }
 
 static int ff_init(struct grist_packer *pk)
@@ -276,10 +309,10 @@ static int ff_open_row(struct grist_packer *pk, size_t b)
 }
 
 /*
- * Emit the round's rows in order and empty it. @next is the position of the record
- * that starts the next round (or the end): the checkpoint after the round's last row.
+ * Emit the round's rows in order and empty it. @next and @next_piece are the record and
+ * piece that start the next round (or the end): the checkpoint after the round's last row.
  */
-static int ff_flush(struct grist_packer *pk, uint64_t next)
+static int ff_flush(struct grist_packer *pk, uint64_t next, uint64_t next_piece)
 {
 	struct first_fit *f = &pk->ff;
 	size_t r;
@@ -289,9 +322,9 @@ static int ff_flush(struct grist_packer *pk, uint64_t next)
 				  "the state does not belong to these records", (unsigned long long)pk->skip, f->rows);
 	for (r = pk->skip; r < f->rows; r++) {
 		if (r + 1 < f->rows)
-			row_done(pk, &f->row[r], f->used[r], f->start, r + 1);
+			row_done(pk, &f->row[r], f->used[r], f->start, f->start_piece, r + 1);
 		else
-			row_done(pk, &f->row[r], f->used[r], next, 0);
+			row_done(pk, &f->row[r], f->used[r], next, next_piece, 0);
 	}
 	pk->skip = 0;
 	/* only the first round after a restore has rows delivered before: their scratch goes */
@@ -315,7 +348,8 @@ static void fill_segment(uint32_t *seg, uint32_t *pos, uint32_t id, uint32_t m)
 	}
 }
 
-static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uint64_t position)
+/* Piece @piece of the record at @position (0 without pieces), @m <= L tokens, into a row of the round. */
+static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uint64_t position, uint64_t piece)
 {
 	struct first_fit *f = &pk->ff;
 	size_t L = pk->p.length, b;
@@ -323,9 +357,12 @@ static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uin
 	uint32_t at;
 	int ret;
 
-	b = tree_find(f, m);
+	if (pk->p.mode == GRIST_PACK_BEST_FIT)
+		b = best_find(f, pk->p.bins, (uint32_t)L, m);
+	else
+		b = tree_find(f, m);
 	if (b == SIZE_MAX) {
-		ret = ff_flush(pk, position);
+		ret = ff_flush(pk, position, piece);
 		if (ret)
 			return ret;
 		b = 0; /* m <= L: an empty row takes it */
@@ -333,6 +370,7 @@ static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uin
 	if (!f->open) {
 		f->open = true;
 		f->start = position;
+		f->start_piece = piece;
 	}
 	if (b == f->rows) {
 		ret = ff_open_row(pk, b);
@@ -368,19 +406,22 @@ static int cts_append(struct grist_packer *pk, const uint8_t *data, uint32_t m)
 /* The row being filled is complete. */
 static void cts_finish_row(struct grist_packer *pk, uint64_t position, uint64_t skip)
 {
-	row_done(pk, &pk->row, pk->row_used, position, skip);
+	row_done(pk, &pk->row, pk->row_used, position, 0, skip);
 	pk->row.tok = NULL;
 	pk->row_used = 0;
 	pk->row_nseg = 0;
 }
 
 /*
- * Grain's loop, one record at a time: a sequence that fits the room left goes in whole
+ * Grain's loop, one sequence at a time: a sequence that fits the room left goes in whole
  * (an empty one too, even into a full row); one that does not fills the room, the row
  * is emitted, and the rest starts the next row as its segment 1, positions from 0, and
- * is cut again every L tokens. @off tokens of the record were delivered before a restore.
+ * is cut again every L tokens. @off tokens of the sequence were delivered before a
+ * restore. The sequence is the record at @position, or its piece that starts @base
+ * tokens into it: a checkpoint counts the record's tokens.
  */
-static int cts_push(struct grist_packer *pk, const uint8_t *data, uint64_t m, uint64_t position, uint64_t off)
+static int cts_push(struct grist_packer *pk, const uint8_t *data, uint64_t m, uint64_t position, uint64_t base,
+		    uint64_t off)
 {
 	uint64_t L = pk->p.length, avail = L - pk->row_used;
 	size_t tb = pk->p.token_bytes;
@@ -394,29 +435,47 @@ static int cts_push(struct grist_packer *pk, const uint8_t *data, uint64_t m, ui
 			return ret;
 	}
 	off += avail;
-	cts_finish_row(pk, position, off);
+	cts_finish_row(pk, position, base + off);
 	while (m - off > L) {
 		ret = cts_append(pk, data + off * tb, (uint32_t)L);
 		if (ret)
 			return ret;
 		off += L;
-		cts_finish_row(pk, position, off);
+		cts_finish_row(pk, position, base + off);
 	}
 	return cts_append(pk, data + off * tb, (uint32_t)(m - off));
 }
 
 /* ---- the record stream ---- */
 
+static int resume_mismatch(const struct grist_packer *pk, uint64_t position, uint64_t n)
+{
+	if (pk->p.mode == GRIST_PACK_CONCAT_SPLIT)
+		return grist_fail(-EBADMSG, "resume state: %llu tokens of the sequence at position %llu were "
+				  "delivered, but the first record is at position %llu with %llu tokens; the "
+				  "state does not belong to these records",
+				  (unsigned long long)pk->skip, (unsigned long long)pk->resume_position,
+				  (unsigned long long)position, (unsigned long long)n);
+	return grist_fail(-EBADMSG, "resume state: a packing round began at piece %llu of the record at position "
+			  "%llu, but the first record is at position %llu with %llu tokens (%llu pieces); the state "
+			  "does not belong to these records", (unsigned long long)pk->resume_piece,
+			  (unsigned long long)pk->resume_position, (unsigned long long)position,
+			  (unsigned long long)n, (unsigned long long)(n + pk->p.piece - 1) / pk->p.piece);
+}
+
 /*
- * First-fit cuts a sequence to L tokens (Grain refuses longer ones and asks for that
- * cut as a map before the packer); concat-split takes it whole and splits it across
- * rows, as ConcatThenSplitIterDataset does.
+ * Without pieces, first-fit and best-fit cut a sequence to L tokens (Grain refuses longer
+ * ones and asks for that cut as a map before the packer); concat-split takes it whole and
+ * splits it across rows, as ConcatThenSplitIterDataset does. With pieces, each piece is a
+ * sequence of its own, as TokenizeAndChunk's examples are, and a record of no tokens has
+ * no piece (TokenizeAndChunk returns no example for it).
  */
 static int push_record(struct grist_packer *pk, const uint8_t *data, size_t len, uint64_t position, uint32_t dataset,
 		       uint64_t record)
 {
 	size_t tb = pk->p.token_bytes;
-	uint64_t n, off = 0;
+	uint64_t n, off = 0, first = 0, k, at, m, piece = pk->p.piece ? pk->p.piece : UINT64_MAX;
+	int ret;
 
 	if (len % tb) {
 		grist_fail(-EMSGSIZE, "dataset %u record %llu: %zu bytes is not a whole number of %zu-byte tokens",
@@ -424,20 +483,40 @@ static int push_record(struct grist_packer *pk, const uint8_t *data, size_t len,
 		return pk->src.record_error(pk->src.ctx, dataset, record, -EMSGSIZE);
 	}
 	n = len / tb;
-	if (pk->p.mode == GRIST_PACK_FIRST_FIT)
-		return ff_push(pk, data, (uint32_t)(n < pk->p.length ? n : pk->p.length), position);
 	if (pk->check_first) {
 		pk->check_first = false;
-		if (position != pk->resume_position || pk->skip >= n)
-			return grist_fail(-EBADMSG, "resume state: %llu tokens of the sequence at position %llu were "
-					  "delivered, but the first record is at position %llu with %llu tokens; the "
-					  "state does not belong to these records",
-					  (unsigned long long)pk->skip, (unsigned long long)pk->resume_position,
-					  (unsigned long long)position, (unsigned long long)n);
-		off = pk->skip;
-		pk->skip = 0;
+		if (pk->p.mode == GRIST_PACK_CONCAT_SPLIT) {
+			if (position != pk->resume_position || pk->skip >= n)
+				return resume_mismatch(pk, position, n);
+			off = pk->skip;
+			pk->skip = 0;
+		} else {
+			if (position != pk->resume_position || pk->resume_piece >= (n + piece - 1) / piece)
+				return resume_mismatch(pk, position, n);
+			first = pk->resume_piece;
+		}
 	}
-	return cts_push(pk, data, n, position, off);
+	if (pk->p.mode != GRIST_PACK_CONCAT_SPLIT) {
+		if (!pk->p.piece)
+			return ff_push(pk, data, (uint32_t)(n < pk->p.length ? n : pk->p.length), position, 0);
+		for (k = first; k * piece < n; k++) {
+			at = k * piece;
+			m = n - at < piece ? n - at : piece;
+			ret = ff_push(pk, data + at * tb, (uint32_t)(m < pk->p.length ? m : pk->p.length), position, k);
+			if (ret)
+				return ret;
+		}
+		return 0;
+	}
+	if (!pk->p.piece)
+		return cts_push(pk, data, n, position, 0, off);
+	for (at = off / piece * piece; at < n; at += piece) {
+		m = n - at < piece ? n - at : piece;
+		ret = cts_push(pk, data + at * tb, m, position, at, off > at ? off - at : 0);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static uint64_t row_position(const struct grist_slot *s, size_t i)
@@ -467,16 +546,18 @@ static int finish(struct grist_packer *pk)
 {
 	int ret;
 
-	if (pk->check_first && pk->skip)
-		return grist_fail(-EBADMSG, "resume state: %llu tokens of the sequence at position %llu were "
-				  "delivered, but the stream ends there", (unsigned long long)pk->skip,
+	if (pk->check_first)
+		return grist_fail(-EBADMSG, "resume state: %llu %s of the record at position %llu were delivered, "
+				  "but the stream ends there",
+				  (unsigned long long)(pk->p.mode == GRIST_PACK_CONCAT_SPLIT ? pk->skip : pk->resume_piece),
+				  pk->p.mode == GRIST_PACK_CONCAT_SPLIT ? "tokens" : "pieces",
 				  (unsigned long long)pk->resume_position);
-	if (pk->p.mode == GRIST_PACK_FIRST_FIT) {
+	if (pk->p.mode != GRIST_PACK_CONCAT_SPLIT) {
 		if (pk->skip && !pk->ff.open)
 			return grist_fail(-EBADMSG, "resume state: it skips %llu rows of a packing round at position "
 					  "%llu, but the stream ends there", (unsigned long long)pk->skip,
 					  (unsigned long long)pk->resume_position);
-		if (pk->ff.open && (ret = ff_flush(pk, pk->end_position)))
+		if (pk->ff.open && (ret = ff_flush(pk, pk->end_position, 0)))
 			return ret;
 	} else if (pk->row.tok) {
 		cts_finish_row(pk, pk->end_position, 0);
@@ -555,12 +636,11 @@ void grist_packer_release(struct grist_packer *pk, struct grist_slot *s)
 	pk->free = o;
 }
 
-void grist_packer_batch_info(const struct grist_slot *s, uint64_t *position, uint64_t *skip, uint64_t *tokens)
+void grist_packer_batch_info(const struct grist_slot *s, struct grist_pack_resume *after, uint64_t *tokens)
 {
 	const struct pack_out *o = (const struct pack_out *)((const char *)s - offsetof(struct pack_out, slot));
 
-	*position = o->end_position;
-	*skip = o->end_skip;
+	*after = o->end;
 	*tokens = o->tokens;
 }
 
@@ -581,15 +661,16 @@ uint64_t grist_packer_memory(const struct grist_packer *pk)
 
 	for (o = pk->all; o; o = o->all)
 		n += o->slot.cap;
-	if (pk->p.mode == GRIST_PACK_FIRST_FIT)
+	if (pk->p.mode != GRIST_PACK_CONCAT_SPLIT)
 		n += pk->p.bins * (sizeof(struct row_ref) + 2 * sizeof(uint32_t)) + 2 * pk->ff.leaves * sizeof(uint32_t) +
 		     pk->skip * pk->p.length * (pk->p.token_bytes + 2 * sizeof(uint32_t));
 	return n;
 }
 
 int grist_packer_create(const struct grist_pack_params *p, const struct grist_pack_source *src,
-			uint64_t position, uint64_t skip, struct grist_packer **out)
+			const struct grist_pack_resume *at, struct grist_packer **out)
 {
+	bool rounds = p->mode != GRIST_PACK_CONCAT_SPLIT;
 	struct grist_packer *pk;
 	size_t cells;
 	int ret;
@@ -598,9 +679,13 @@ int grist_packer_create(const struct grist_pack_params *p, const struct grist_pa
 	ret = grist_packer_check(p, SIZE_MAX);
 	if (ret)
 		return ret;
-	if (p->mode == GRIST_PACK_FIRST_FIT && skip >= p->bins)
+	if (rounds && at->skip >= p->bins)
 		return grist_fail(-EBADMSG, "resume state: it skips %llu rows of a round; a round has at most %zu",
-				  (unsigned long long)skip, p->bins);
+				  (unsigned long long)at->skip, p->bins);
+	if (at->piece && (!rounds || !p->piece))
+		return grist_fail(-EBADMSG, "resume state: it names piece %llu of a record, but this loader %s",
+				  (unsigned long long)at->piece, p->piece ? "packs concat-split (it counts tokens)" :
+				  "does not cut records into pieces");
 	pk = calloc(1, sizeof(*pk));
 	if (!pk)
 		return grist_fail(-ENOMEM, "packing: out of memory");
@@ -611,11 +696,12 @@ int grist_packer_create(const struct grist_pack_params *p, const struct grist_pa
 	pk->seg_at = align64(cells * p->token_bytes);
 	pk->pos_at = pk->seg_at + align64(cells * sizeof(uint32_t));
 	pk->out_bytes = pk->pos_at + cells * sizeof(uint32_t);
-	pk->end_position = position;
-	pk->resume_position = position;
-	pk->skip = skip;
-	pk->check_first = p->mode == GRIST_PACK_CONCAT_SPLIT && skip;
-	if (p->mode == GRIST_PACK_FIRST_FIT) {
+	pk->end_position = at->position;
+	pk->resume_position = at->position;
+	pk->resume_piece = at->piece;
+	pk->skip = at->skip;
+	pk->check_first = (!rounds && at->skip) || at->piece;
+	if (rounds) {
 		ret = ff_init(pk);
 		if (ret) {
 			grist_packer_destroy(pk);

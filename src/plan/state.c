@@ -11,18 +11,21 @@
  *    8  u64 fingerprint     16  u64 base
  *   24  u32 shard index     28  u32 shard count
  *   32  u64 consumed        40  u64 batches
- *   48  u32 version 1: reserved (0); version 2: pack_skip
- *   52  u32 crc32 of bytes [0, 52)
+ *   48  u32 version 1: reserved (0); versions 2, 3: pack_skip
+ *   52  u32 versions 1, 2: crc32 of bytes [0, 52)
+ * version 3 only (64 bytes):
+ *   52  u32 pack_piece      56  u32 reserved (0)      60  u32 crc32 of bytes [0, 60)
  *
  * Version 2 differs only at byte 48 and is written only for packed states, so a
  * reader that knows version 1 alone still reads every state without packing, and
- * refuses a packed one as "newer" instead of misreading it.
+ * refuses a packed one as "newer" instead of misreading it. Version 3 is written only
+ * for a packed state whose round began inside a record cut into pieces, so readers of
+ * version 2 read every other state and refuse that one the same way.
  */
 #define STATE_MAGIC 0x54535247u /* "GRST" read as a little-endian u32 */
-#define STATE_VERSION 2
+#define STATE_VERSION 3
 #define STATE_FLAGS_V1 (GRIST_STATE_LOCKSTEP | GRIST_STATE_CONTIGUOUS)
 #define STATE_FLAGS_KNOWN (STATE_FLAGS_V1 | GRIST_STATE_PACKED)
-#define STATE_CRC_AT 52
 
 static void put_le(uint8_t *p, uint64_t v, int bytes)
 {
@@ -44,8 +47,11 @@ static uint64_t get_le(const uint8_t *p, int bytes)
 
 int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 {
-	if (cap < GRIST_STATE_SIZE)
-		return grist_fail(-EINVAL, "state buffer of %zu bytes; need %d", cap, GRIST_STATE_SIZE);
+	unsigned version = st->pack_piece ? 3 : st->flags & GRIST_STATE_PACKED ? 2 : 1;
+	size_t size = version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE, crc_at = size - 4;
+
+	if (cap < size)
+		return grist_fail(-EINVAL, "state buffer of %zu bytes; need %zu", cap, size);
 	if (!st->shard_count || st->shard_index >= st->shard_count)
 		return grist_fail(-EINVAL, "state shard %u/%u is not a shard", st->shard_index,
 				  st->shard_count);
@@ -53,8 +59,10 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 		return grist_fail(-EINVAL, "unknown state flags 0x%x", st->flags);
 	if (!(st->flags & GRIST_STATE_PACKED) && st->pack_skip)
 		return grist_fail(-EINVAL, "state pack_skip %u without the packed flag", st->pack_skip);
+	if (!(st->flags & GRIST_STATE_PACKED) && st->pack_piece)
+		return grist_fail(-EINVAL, "state pack_piece %u without the packed flag", st->pack_piece);
 	put_le(buf, STATE_MAGIC, 4);
-	put_le(buf + 4, st->flags & GRIST_STATE_PACKED ? 2 : 1, 2);
+	put_le(buf + 4, version, 2);
 	put_le(buf + 6, st->flags, 2);
 	put_le(buf + 8, st->fingerprint, 8);
 	put_le(buf + 16, st->base, 8);
@@ -63,31 +71,42 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 	put_le(buf + 32, st->consumed, 8);
 	put_le(buf + 40, st->batches, 8);
 	put_le(buf + 48, st->pack_skip, 4);
-	put_le(buf + STATE_CRC_AT, crc32(0, buf, STATE_CRC_AT), 4);
-	return GRIST_STATE_SIZE;
+	if (version == 3) {
+		put_le(buf + 52, st->pack_piece, 4);
+		put_le(buf + 56, 0, 4);
+	}
+	put_le(buf + crc_at, crc32(0, buf, (unsigned)crc_at), 4);
+	return (int)size;
 }
 
 int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 {
 	uint32_t crc, version;
+	size_t crc_at;
 
-	if (len != GRIST_STATE_SIZE)
+	if (len != GRIST_STATE_SIZE && len != GRIST_STATE_SIZE_V3)
 		return grist_fail_at(-EBADMSG, "state", len < GRIST_STATE_SIZE ? len : GRIST_STATE_SIZE,
-				     "checkpoint state is %zu bytes; expected %d", len, GRIST_STATE_SIZE);
+				     "checkpoint state is %zu bytes; expected %d or %d", len, GRIST_STATE_SIZE,
+				     GRIST_STATE_SIZE_V3);
 	if (get_le(buf, 4) != STATE_MAGIC)
 		return grist_fail_at(-EBADMSG, "state", 0, "bad magic 0x%08llx (expected \"GRST\")",
 				     (unsigned long long)get_le(buf, 4));
-	crc = (uint32_t)crc32(0, buf, STATE_CRC_AT);
-	if (get_le(buf + STATE_CRC_AT, 4) != crc)
-		return grist_fail_at(-EBADMSG, "state", STATE_CRC_AT,
+	/* the checksum covers the version: check it first, then whether the length is that version's */
+	crc_at = len - 4;
+	crc = (uint32_t)crc32(0, buf, (unsigned)crc_at);
+	if (get_le(buf + crc_at, 4) != crc)
+		return grist_fail_at(-EBADMSG, "state", crc_at,
 				     "checksum mismatch (stored 0x%08llx, computed 0x%08x)",
-				     (unsigned long long)get_le(buf + STATE_CRC_AT, 4), crc);
+				     (unsigned long long)get_le(buf + crc_at, 4), crc);
 	version = (uint32_t)get_le(buf + 4, 2);
 	if (version > STATE_VERSION)
 		return grist_fail_at(-ENOTSUP, "state", 4, "state version %u is newer than %d",
 				     version, STATE_VERSION);
 	if (version == 0)
 		return grist_fail_at(-EBADMSG, "state", 4, "state version 0");
+	if (len != (version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE))
+		return grist_fail_at(-EBADMSG, "state", 4, "a state of version %u is %d bytes, not %zu", version,
+				     version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE, len);
 	st->flags = (uint32_t)get_le(buf + 6, 2);
 	if (st->flags & ~(version == 1 ? STATE_FLAGS_V1 : STATE_FLAGS_KNOWN))
 		return grist_fail_at(-EBADMSG, "state", 6, "unknown flags 0x%x for version %u", st->flags, version);
@@ -106,11 +125,20 @@ int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 	if (st->pack_skip && !(st->flags & GRIST_STATE_PACKED))
 		return grist_fail_at(-EBADMSG, "state", 48, "pack_skip %u in a state without the packed flag",
 				     st->pack_skip);
+	st->pack_piece = 0;
+	if (version == 3) {
+		st->pack_piece = (uint32_t)get_le(buf + 52, 4);
+		if (!st->pack_piece || !(st->flags & GRIST_STATE_PACKED))
+			return grist_fail_at(-EBADMSG, "state", 52, "a version 3 state needs the packed flag and a "
+					     "pack_piece (it has 0x%x and %u)", st->flags, st->pack_piece);
+		if (get_le(buf + 56, 4))
+			return grist_fail_at(-EBADMSG, "state", 56, "reserved field is not zero");
+	}
 	return 0;
 }
 
 static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches, uint32_t flags,
-		       uint32_t pack_skip, uint64_t extra, uint8_t *buf, size_t cap)
+		       uint32_t pack_piece, uint32_t pack_skip, uint64_t extra, uint8_t *buf, size_t cap)
 {
 	const struct grist_plan_config *cfg = grist_stream_config(s);
 	struct grist_state st = {
@@ -120,6 +148,7 @@ static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t
 		.batches = batches,
 		.flags = flags | (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
 		.pack_skip = pack_skip,
+		.pack_piece = pack_piece,
 	};
 
 	if (consumed > grist_stream_length(s))
@@ -137,15 +166,17 @@ static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t
 int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
 		      bool lockstep, uint64_t extra, uint8_t *buf, size_t cap)
 {
-	return stream_save(s, consumed, batches, lockstep ? GRIST_STATE_LOCKSTEP : 0, 0, extra, buf, cap);
+	return stream_save(s, consumed, batches, lockstep ? GRIST_STATE_LOCKSTEP : 0, 0, 0, extra, buf, cap);
 }
 
-int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip,
+int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece, uint64_t pack_skip,
 			     uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap)
 {
-	if (pack_skip > UINT32_MAX)
-		return grist_fail(-EINVAL, "pack skip %llu does not fit a checkpoint", (unsigned long long)pack_skip);
-	return stream_save(s, consumed, batches, GRIST_STATE_PACKED, (uint32_t)pack_skip, extra, buf, cap);
+	if (pack_skip > UINT32_MAX || pack_piece > UINT32_MAX)
+		return grist_fail(-EINVAL, "pack piece %llu or skip %llu does not fit a checkpoint",
+				  (unsigned long long)pack_piece, (unsigned long long)pack_skip);
+	return stream_save(s, consumed, batches, GRIST_STATE_PACKED, (uint32_t)pack_piece, (uint32_t)pack_skip, extra,
+			   buf, cap);
 }
 
 int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t extra, const uint8_t *buf,

@@ -19,6 +19,7 @@ void grist_bpe_scratch_free(struct grist_bpe_scratch *s)
 	free(s->prev);
 	free(s->rank);
 	free(s->heap);
+	free(s->cache);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -191,10 +192,41 @@ static int merge_heap(const struct grist_vocab *v, struct grist_bpe_scratch *s, 
 	return emit(v, p, bounds, nb, out);
 }
 
+/* The cache entry for @p if it holds that piece, else NULL; *slot: where the piece would go. */
+static struct grist_bpe_cache_entry *cache_find(struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
+						struct grist_bpe_cache_entry **slot)
+{
+	struct grist_bpe_cache_entry *e;
+	uint64_t head;
+
+	if (!s->cache) {
+		s->cache = calloc(GRIST_BPE_CACHE_SLOTS, sizeof(*s->cache));
+		*slot = s->cache;
+		if (!s->cache)
+			return NULL; /* no cache: merge every time */
+	}
+	e = &s->cache[grist_vocab_hash(p, len, &head) & (GRIST_BPE_CACHE_SLOTS - 1)];
+	*slot = e;
+	return e->len == len && grist_vocab_same(e->bytes, p, len) ? e : NULL;
+}
+
+static int merge(const struct grist_vocab *v, struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
+		 size_t scan_max, struct grist_ids *out)
+{
+	if (len >= UINT32_MAX - 1)
+		return grist_fail(-EINVAL, "a piece of %zu bytes is too long", len);
+	if (reserve(s, len + 2))
+		return -ENOMEM;
+	return len <= scan_max ? merge_scan(v, s, p, len, out) : merge_heap(v, s, p, len, out);
+}
+
 int grist_bpe_encode_piece(const struct grist_vocab *v, struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
 			   size_t scan_max, struct grist_ids *out)
 {
+	struct grist_bpe_cache_entry *e, *slot = NULL;
+	size_t first;
 	uint32_t r;
+	int ret;
 
 	if (len == 0)
 		return 0;
@@ -206,9 +238,23 @@ int grist_bpe_encode_piece(const struct grist_vocab *v, struct grist_bpe_scratch
 		out->v[out->n++] = (int32_t)r;
 		return 0;
 	}
-	if (len >= UINT32_MAX - 1)
-		return grist_fail(-EINVAL, "a piece of %zu bytes is too long", len);
-	if (reserve(s, len + 2))
-		return -ENOMEM;
-	return len <= scan_max ? merge_scan(v, s, p, len, out) : merge_heap(v, s, p, len, out);
+	if (len > GRIST_BPE_CACHE_LEN)
+		return merge(v, s, p, len, scan_max, out);
+	e = cache_find(s, p, len, &slot);
+	if (e) {
+		if (grist_ids_reserve(out, e->n))
+			return -ENOMEM;
+		memcpy(out->v + out->n, e->ids, e->n * sizeof(*e->ids));
+		out->n += e->n;
+		return 0;
+	}
+	first = out->n;
+	ret = merge(v, s, p, len, scan_max, out);
+	if (!ret && slot && out->n - first <= GRIST_BPE_CACHE_IDS) {
+		slot->len = (uint8_t)len;
+		slot->n = (uint8_t)(out->n - first);
+		memcpy(slot->bytes, p, len);
+		memcpy(slot->ids, out->v + first, slot->n * sizeof(*slot->ids));
+	}
+	return ret;
 }

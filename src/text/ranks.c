@@ -61,31 +61,6 @@ static long b64_decode(const uint8_t *s, size_t n, uint8_t *out)
 	return (long)o;
 }
 
-static size_t hash_bytes(const uint8_t *p, size_t len)
-{
-	return (size_t)XXH3_64bits(p, len);
-}
-
-uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t len)
-{
-	size_t i;
-
-	if (len == 1)
-		return v->byte_rank[p[0]];
-	if (len > v->max_len || !v->slots)
-		return GRIST_RANK_NONE;
-	for (i = hash_bytes(p, len) & v->mask;; i = (i + 1) & v->mask) {
-		uint32_t r = v->slots[i];
-		size_t tl;
-		const uint8_t *tb;
-
-		if (r == GRIST_RANK_NONE)
-			return GRIST_RANK_NONE;
-		tb = grist_vocab_bytes(v, r, &tl);
-		if (tl == len && !memcmp(tb, p, len))
-			return r;
-	}
-}
 
 int grist_text_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len)
 {
@@ -172,16 +147,18 @@ static int insert(struct grist_vocab *v, uint32_t r, const char *path, size_t li
 {
 	size_t len, i;
 	const uint8_t *b = grist_vocab_bytes(v, r, &len);
+	uint64_t head;
 
-	for (i = hash_bytes(b, len) & v->mask; v->slots[i] != GRIST_RANK_NONE; i = (i + 1) & v->mask) {
+	for (i = grist_vocab_hash(b, len, &head) & v->mask; v->slots[i].rank != GRIST_RANK_NONE;
+	     i = (i + 1) & v->mask) {
 		size_t ol;
-		const uint8_t *ob = grist_vocab_bytes(v, v->slots[i], &ol);
+		const uint8_t *ob = grist_vocab_bytes(v, v->slots[i].rank, &ol);
 
 		if (ol == len && !memcmp(ob, b, len))
 			return grist_fail(-EBADMSG, "%s: line %zu: the token of rank %u repeats rank %u's", path,
-					  lineno, r, v->slots[i]);
+					  lineno, r, v->slots[i].rank);
 	}
-	v->slots[i] = r;
+	v->slots[i] = (struct grist_vocab_slot){ .head = head, .rank = r, .len = (uint32_t)len };
 	return 0;
 }
 
@@ -262,7 +239,8 @@ int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *fi
 		ret = grist_fail(-ENOMEM, "%s: no memory for the vocabulary", path);
 		goto out;
 	}
-	memset(v->slots, 0xff, slots * sizeof(*v->slots));
+	for (size_t i = 0; i < slots; i++)
+		v->slots[i] = (struct grist_vocab_slot){ .rank = GRIST_RANK_NONE };
 	v->mask = slots - 1;
 	for (int b = 0; b < 256; b++)
 		v->byte_rank[b] = GRIST_RANK_NONE;

@@ -152,7 +152,9 @@ int grist_split_next(struct grist_split_state *st, const uint8_t *text, size_t l
 		     size_t *end)
 {
 	while (at < len) {
-		int rc = pcre2_match(st->s->code, (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, st->md, st->mc);
+		/* the JIT's own entry skips pcre2_match's per-call checks: the same code, the same match */
+		int rc = st->s->jit ? pcre2_jit_match(st->s->code, (PCRE2_SPTR)text, len, at, 0, st->md, st->mc)
+				    : pcre2_match(st->s->code, (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, st->md, st->mc);
 		PCRE2_SIZE *ov;
 
 		if (rc == PCRE2_ERROR_NOMATCH)

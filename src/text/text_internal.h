@@ -5,10 +5,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "grist/text.h"
 
 #define GRIST_RANK_NONE UINT32_MAX
+
+/*
+ * One entry of the bytes -> rank table. BPE looks up every candidate pair, so a probe must
+ * not chase pointers: the token's first 8 bytes (zero-padded) and its length sit in the slot,
+ * which decides every token of up to 8 bytes (most of them) without touching the arena.
+ */
+struct grist_vocab_slot {
+	uint64_t head;           /* the first 8 bytes, little-endian, zero-padded */
+	uint32_t rank;           /* GRIST_RANK_NONE = empty */
+	uint32_t len;
+};
 
 /*
  * A ranks file's vocabulary (ranks.c), read-only after load: every token's bytes in one arena,
@@ -18,7 +30,7 @@ struct grist_vocab {
 	uint8_t *arena;          /* all token bytes, one after another */
 	uint64_t *tok;           /* per id < n_ids: arena offset << 16 | length; 0 length = no token */
 	uint32_t n_ids;          /* 1 + the largest rank */
-	uint32_t *slots;         /* hash table of ranks; GRIST_RANK_NONE = empty */
+	struct grist_vocab_slot *slots; /* hash table of ranks, linear probing */
 	size_t mask;             /* slots - 1 (a power of two) */
 	size_t n_tokens;
 	size_t max_len;          /* the longest token, in bytes */
@@ -31,8 +43,6 @@ int grist_vocab_load(struct grist_vocab *v, const char *path);
 /* The same from @len bytes already in memory (@path names them in messages). */
 int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *file, size_t len);
 void grist_vocab_free(struct grist_vocab *v);
-/* The rank of the token with these bytes, or GRIST_RANK_NONE. */
-uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t len);
 /* Token @id's bytes (len 0 when the vocabulary has no such rank). */
 static inline const uint8_t *grist_vocab_bytes(const struct grist_vocab *v, uint32_t id, size_t *len)
 {
@@ -40,6 +50,87 @@ static inline const uint8_t *grist_vocab_bytes(const struct grist_vocab *v, uint
 
 	*len = (size_t)(t & 0xffff);
 	return v->arena + (t >> 16);
+}
+
+/* @n <= 8 bytes at @p as a little-endian integer, zero-padded, reading no byte past p + n. */
+static inline uint64_t grist_vocab_load8(const uint8_t *p, size_t n)
+{
+	uint32_t a, b;
+	uint16_t c, d;
+
+	if (n >= 4) { /* two 4-byte loads that overlap: the same bytes land on the same bits */
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		return (uint64_t)a | (uint64_t)b << (8 * (n - 4));
+	}
+	if (n >= 2) {
+		memcpy(&c, p, 2);
+		memcpy(&d, p + n - 2, 2);
+		return (uint64_t)c | (uint64_t)d << (8 * (n - 2));
+	}
+	return n ? p[0] : 0;
+}
+
+/* Whether @len bytes at @a and @b are equal, 8 at a time (short keys: no call into libc). */
+static inline bool grist_vocab_same(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	size_t i, n;
+
+	for (i = 0; i < len; i += 8) {
+		n = len - i < 8 ? len - i : 8;
+		if (grist_vocab_load8(a + i, n) != grist_vocab_load8(b + i, n))
+			return false;
+	}
+	return true;
+}
+
+static inline uint64_t grist_vocab_mix(uint64_t h)
+{
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 29;
+	return h;
+}
+
+/* The table's hash of @len bytes (len >= 1), and their head (the first 8, as a slot holds them). */
+static inline uint64_t grist_vocab_hash(const uint8_t *p, size_t len, uint64_t *head)
+{
+	uint64_t h;
+	size_t i;
+
+	*head = grist_vocab_load8(p, len < 8 ? len : 8);
+	h = grist_vocab_mix(*head ^ (uint64_t)len * 0x9e3779b97f4a7c15ull);
+	for (i = 8; i < len; i += 8)
+		h = grist_vocab_mix(h ^ grist_vocab_load8(p + i, len - i < 8 ? len - i : 8));
+	return h ^ h >> 32;
+}
+
+/* The rank of the token with these bytes, or GRIST_RANK_NONE. Inline: BPE's innermost call. */
+static inline uint32_t grist_vocab_rank(const struct grist_vocab *v, const uint8_t *p, size_t len)
+{
+	const struct grist_vocab_slot *s;
+	uint64_t head;
+	size_t i;
+
+	if (len == 1)
+		return v->byte_rank[p[0]];
+	if (len > v->max_len || !v->slots)
+		return GRIST_RANK_NONE;
+	for (i = grist_vocab_hash(p, len, &head) & v->mask;; i = (i + 1) & v->mask) {
+		s = &v->slots[i];
+		if (s->rank == GRIST_RANK_NONE)
+			return GRIST_RANK_NONE;
+		if (s->len == len && s->head == head) {
+			size_t tl;
+			const uint8_t *tb;
+
+			if (len <= 8)
+				return s->rank;
+			tb = grist_vocab_bytes(v, s->rank, &tl);
+			if (grist_vocab_same(tb + 8, p + 8, len - 8))
+				return s->rank;
+		}
+	}
 }
 
 /* Read a whole regular file of at most @max bytes (malloc'd). */
@@ -52,12 +143,28 @@ struct grist_ids {
 };
 int grist_ids_reserve(struct grist_ids *ids, size_t more);
 
+/*
+ * A piece's merges are a pure function of its bytes, and text repeats its words: a short
+ * piece that is not one token keeps its ids in a small direct-mapped cache per context, so
+ * the next time it costs one probe instead of a merge loop of a dozen lookups.
+ */
+#define GRIST_BPE_CACHE_SLOTS 2048 /* a power of two */
+#define GRIST_BPE_CACHE_LEN 22     /* longest piece kept, in bytes */
+#define GRIST_BPE_CACHE_IDS 11     /* most ids kept for one piece */
+struct grist_bpe_cache_entry {
+	uint8_t len;                         /* 0: empty */
+	uint8_t n;
+	uint8_t bytes[GRIST_BPE_CACHE_LEN];
+	int32_t ids[GRIST_BPE_CACHE_IDS];
+};
+
 /* BPE scratch (bpe.c): the parts of one piece and the heap of candidate merges. */
 struct grist_bpe_scratch {
 	uint32_t *start, *next, *prev, *rank;
 	uint64_t *heap;
 	size_t cap, heap_cap;
 	uint64_t work; /* heap operations and scan steps, for the tests' linearity check */
+	struct grist_bpe_cache_entry *cache; /* made on first use */
 };
 void grist_bpe_scratch_free(struct grist_bpe_scratch *s);
 /*

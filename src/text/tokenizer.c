@@ -76,6 +76,15 @@ size_t grist_utf8_check(const uint8_t *p, size_t len)
 
 		if (c < 0x80) {
 			i++;
+			/* most text is ASCII: skip it 8 bytes at a time */
+			while (i + 8 <= len) {
+				uint64_t w;
+
+				memcpy(&w, p + i, 8);
+				if (w & 0x8080808080808080ull)
+					break;
+				i += 8;
+			}
 			continue;
 		}
 		if (c >= 0xc2 && c <= 0xdf) {

@@ -110,16 +110,22 @@ static void fake_free(struct fake *f)
 		grist_slot_free(&f->slots[i]);
 }
 
-static struct grist_packer *packer(struct fake *f, const struct grist_pack_params *p, uint64_t pos, uint64_t skip)
+static struct grist_packer *packer_at(struct fake *f, const struct grist_pack_params *p,
+				      const struct grist_pack_resume *at)
 {
 	const struct grist_pack_source src = {
 		.pull = fake_pull, .release = fake_release, .record_error = fake_record_error, .ctx = f,
 	};
 	struct grist_packer *pk;
 
-	fake_seek(f, pos);
-	assert_int_equal(grist_packer_create(p, &src, pos, skip, &pk), 0);
+	fake_seek(f, at->position);
+	assert_int_equal(grist_packer_create(p, &src, at, &pk), 0);
 	return pk;
+}
+
+static struct grist_packer *packer(struct fake *f, const struct grist_pack_params *p, uint64_t pos, uint64_t skip)
+{
+	return packer_at(f, p, &(struct grist_pack_resume){ .position = pos, .skip = skip });
 }
 
 /* Byte records from a list of token lists (one-byte tokens), -1 ends a record, -2 ends the list. */
@@ -147,6 +153,7 @@ static size_t byte_records(const int *spec, struct rec *out, uint8_t *pool)
 struct rows {
 	uint32_t *v;
 	size_t n, cap, batches;
+	struct grist_pack_resume after[256];
 	uint64_t pos[256], skip[256], rows_after[256];
 };
 
@@ -190,7 +197,9 @@ static int drain(struct grist_packer *pk, size_t L, unsigned tb, struct rows *r)
 		assert_int_equal(b->bytes, b->num_rows * L * tb);
 		rows += b->num_rows;
 		if (r->batches < 256) {
-			grist_packer_batch_info(s, &r->pos[r->batches], &r->skip[r->batches], &tokens);
+			grist_packer_batch_info(s, &r->after[r->batches], &tokens);
+			r->pos[r->batches] = r->after[r->batches].position;
+			r->skip[r->batches] = r->after[r->batches].skip;
 			r->rows_after[r->batches] = rows;
 		}
 		r->batches++;
@@ -236,7 +245,7 @@ static void test_first_fit_grain_example(void **state)
 		3, 4, 5, 6, 0, /**/ 1, 1, 1, 1, 0, /**/ 0, 1, 2, 3, 0,
 		8, 9, 10, 11, 12, /**/ 1, 1, 1, 1, 1, /**/ 0, 1, 2, 3, 4,
 	};
-	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 5, 2, 1, 1, false };
+	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 5, 2, 1, 1, false, 0 };
 	struct rows r;
 
 	(void)state;
@@ -251,6 +260,44 @@ static void test_first_fit_grain_example(void **state)
 	assert_int_equal(r.skip[2], 0);
 }
 
+/*
+ * Checked against grain.experimental.BestFitPackIterDataset(num_packing_bins=2, shuffle_bins=False): [7] goes
+ * to the fuller row (first-fit would put it in row 0), the empty record too. Then the same records cut
+ * into pieces of 3 (MaxText's TokenizeAndChunk: an empty record has none), packed by Grain the same way:
+ * the second round begins at piece 1 of record 5, and its checkpoint says so.
+ */
+static void test_best_fit_grain_example(void **state)
+{
+	static const int spec[] = { -1, 1, 2, -1, 3, 4, 5, 6, -1, 7, -1, -1, 8, 9, 10, 11, 12, -1, 13, 14, -1, -2 };
+	static const uint32_t want[] = {
+		1, 2, 0, 0, 0, /**/ 2, 2, 0, 0, 0, /**/ 0, 1, 0, 0, 0,
+		3, 4, 5, 6, 7, /**/ 1, 1, 1, 1, 2, /**/ 0, 1, 2, 3, 0,
+		8, 9, 10, 11, 12, /**/ 1, 1, 1, 1, 1, /**/ 0, 1, 2, 3, 4,
+		13, 14, 0, 0, 0, /**/ 1, 1, 0, 0, 0, /**/ 0, 1, 0, 0, 0,
+	};
+	static const uint32_t pieces[] = {
+		1, 2, 3, 4, 5, /**/ 1, 1, 2, 2, 2, /**/ 0, 1, 0, 1, 2,
+		6, 7, 8, 9, 10, /**/ 1, 2, 3, 3, 3, /**/ 0, 0, 0, 1, 2,
+		11, 12, 13, 14, 0, /**/ 1, 1, 2, 2, 0, /**/ 0, 1, 0, 1, 0,
+	};
+	struct grist_pack_params p = { GRIST_PACK_BEST_FIT, 5, 2, 1, 1, false, 0 };
+	struct rows r;
+
+	(void)state;
+	run_example(spec, &p, 3, want, 4, &r);
+	p.piece = 3;
+	run_example(spec, &p, 3, pieces, 3, &r);
+	assert_int_equal(r.batches, 3);
+	assert_int_equal(r.after[0].position, 1); /* record 0 has no piece: the round began with record 1 */
+	assert_int_equal(r.after[0].piece, 0);
+	assert_int_equal(r.after[0].skip, 1);
+	assert_int_equal(r.after[1].position, 5);
+	assert_int_equal(r.after[1].piece, 1);
+	assert_int_equal(r.after[1].skip, 0);
+	assert_int_equal(r.after[2].position, 7);
+	assert_int_equal(r.after[2].piece, 0);
+}
+
 /* Checked against grain.experimental.ConcatThenSplitIterDataset: empties take ids, a split piece restarts. */
 static void test_concat_split_grain_example(void **state)
 {
@@ -261,7 +308,7 @@ static void test_concat_split_grain_example(void **state)
 		7, 8, 9, /**/ 1, 3, 3, /**/ 0, 0, 1,
 		10, 11, 0, /**/ 1, 1, 0, /**/ 0, 1, 0,
 	};
-	struct grist_pack_params p = { GRIST_PACK_CONCAT_SPLIT, 3, 0, 1, 3, false };
+	struct grist_pack_params p = { GRIST_PACK_CONCAT_SPLIT, 3, 0, 1, 3, false, 0 };
 	struct rows r;
 
 	(void)state;
@@ -283,7 +330,7 @@ static void test_concat_split_grain_example(void **state)
 			5, 5, 5, 5, 6, 6, /**/ 1, 1, 1, 1, 2, 2, /**/ 0, 1, 2, 3, 0, 1,
 			6, 6, 0, 0, 0, 0, /**/ 1, 1, 0, 0, 0, 0, /**/ 0, 1, 0, 0, 0, 0,
 		};
-		struct grist_pack_params q = { GRIST_PACK_CONCAT_SPLIT, 6, 0, 1, 2, false };
+		struct grist_pack_params q = { GRIST_PACK_CONCAT_SPLIT, 6, 0, 1, 2, false, 0 };
 
 		run_example(doc, &q, 4, doc_want, 5, &r);
 	}
@@ -317,7 +364,7 @@ static void check_resume_everywhere(const struct grist_pack_params *p, uint64_t 
 	grist_packer_destroy(pk);
 	assert_true(full.batches > 10 && full.batches < 256);
 	for (k = 0; k < full.batches; k++) {
-		pk = packer(&f, p, full.pos[k], full.skip[k]);
+		pk = packer_at(&f, p, &full.after[k]);
 		assert_int_equal(drain(pk, L, p->token_bytes, &rest), 0);
 		assert_int_equal(rest.n, full.n - full.rows_after[k] * 3 * L);
 		assert_memory_equal(rest.v, full.v + full.rows_after[k] * 3 * L, rest.n * sizeof(uint32_t));
@@ -333,14 +380,23 @@ static void check_resume_everywhere(const struct grist_pack_params *p, uint64_t 
 static void test_resume_everywhere(void **state)
 {
 	static const struct grist_pack_params cases[] = {
-		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false },
-		{ GRIST_PACK_FIRST_FIT, 16, 5, 2, 7, false },
-		{ GRIST_PACK_FIRST_FIT, 33, 1, 4, 1, false },
-		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 3, true },
-		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false },
-		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 2, 3, false },
-		{ GRIST_PACK_CONCAT_SPLIT, 40, 0, 4, 1, true },
-		{ GRIST_PACK_CONCAT_SPLIT, 2, 0, 1, 4, false }, /* records up to 4 rows long */
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 2, 7, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 33, 1, 4, 1, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 3, true, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 2, 3, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 40, 0, 4, 1, true, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 2, 0, 1, 4, false, 0 }, /* records up to 4 rows long */
+		{ GRIST_PACK_BEST_FIT, 16, 5, 1, 2, false, 0 },
+		{ GRIST_PACK_BEST_FIT, 33, 1, 4, 1, false, 0 },
+		{ GRIST_PACK_BEST_FIT, 8, 3, 2, 3, true, 0 },
+		/* records cut into pieces: rounds begin inside records */
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 5 },
+		{ GRIST_PACK_BEST_FIT, 16, 4, 2, 3, false, 7 },
+		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 2, false, 11 }, /* pieces longer than a row: cut to it */
+		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 5 },
+		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 4, 3, false, 16 },
 	};
 	size_t i;
 
@@ -352,7 +408,7 @@ static void test_resume_everywhere(void **state)
 static void test_errors(void **state)
 {
 	static const int spec[] = { 1, 2, -1, 3, 4, 5, -1, -2 };
-	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 8, 2, 2, 2, false };
+	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 8, 2, 2, 2, false, 0 };
 	const struct grist_pack_source src = { fake_pull, fake_release, fake_record_error, NULL };
 	struct grist_slot *s;
 	struct grist_packer *pk;
@@ -377,7 +433,7 @@ static void test_errors(void **state)
 	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "token width 3"));
 	p.token_bytes = 0;
-	assert_int_equal(grist_packer_create(&p, &src, 0, 0, &pk), -EINVAL);
+	assert_int_equal(grist_packer_create(&p, &src, &(struct grist_pack_resume){ 0 }, &pk), -EINVAL);
 	p.token_bytes = 8;
 	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
 	p.token_bytes = 4;
@@ -398,7 +454,20 @@ static void test_errors(void **state)
 	/* a resume state that does not fit the records */
 	p.mode = GRIST_PACK_FIRST_FIT;
 	p.token_bytes = 1;
-	assert_int_equal(grist_packer_create(&p, &src, 0, 1000, &pk), -EBADMSG);
+	assert_int_equal(grist_packer_create(&p, &src, &(struct grist_pack_resume){ .skip = 1000 }, &pk), -EBADMSG);
+	/* a piece needs pieces, and rounds */
+	assert_int_equal(grist_packer_create(&p, &src, &(struct grist_pack_resume){ .piece = 1 }, &pk), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "does not cut records into pieces"));
+	p.piece = 1;
+	pk = packer_at(&f, &p, &(struct grist_pack_resume){ .piece = 2 }); /* record 0 has 2 pieces: 0 and 1 */
+	assert_int_equal(grist_packer_next(pk, &s), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "began at piece 2 of the record at position 0"));
+	grist_packer_destroy(pk);
+	pk = packer_at(&f, &p, &(struct grist_pack_resume){ .position = 2, .piece = 1 }); /* past the end */
+	assert_int_equal(grist_packer_next(pk, &s), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "the stream ends there"));
+	grist_packer_destroy(pk);
+	p.piece = 0;
 	pk = packer(&f, &p, 0, 999); /* 999 < bins, but the round at 0 has one row */
 	assert_int_equal(grist_packer_next(pk, &s), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "resume state"));
@@ -477,7 +546,7 @@ static void loader_config(struct grist_loader_config *c, struct grist_dataset_sp
 	if (mode == GRIST_PACK_NONE)
 		return; /* pack sizes without a pack mode are refused */
 	c->pack_length = 64;
-	c->pack_bins = mode == GRIST_PACK_FIRST_FIT ? 7 : 0; /* concat-split refuses bins */
+	c->pack_bins = mode != GRIST_PACK_CONCAT_SPLIT ? 7 : 0; /* concat-split refuses bins */
 	c->pack_token_bytes = 2;
 }
 
@@ -487,14 +556,17 @@ static void loader_rows(const struct grist_loader_config *c, struct rows *r, siz
 	struct grist_loader *l;
 	struct grist_batch *b;
 	size_t i, k, L = c->pack_length;
+	struct grist_state from = { 0 };
 
 	memset(r, 0, sizeof(*r));
+	if (c->resume_state) /* a resumed loader numbers its batches on from the state's */
+		assert_int_equal(grist_state_decode(c->resume_state, c->resume_state_len, &from), 0);
 	assert_int_equal(grist_loader_create(c, &l), 0);
 	while (!stop || r->batches < stop) {
 		assert_int_equal(grist_loader_next(l, &b), 0);
 		if (!b)
 			break;
-		assert_int_equal(b->sequence, r->batches + (c->resume_state ? 4 : 0));
+		assert_int_equal(b->sequence, r->batches + from.batches);
 		for (i = 0; i < b->num_rows; i++) {
 			for (k = 0; k < L; k++)
 				rows_add(r, (uint32_t)b->data[(i * L + k) * 2] | (uint32_t)b->data[(i * L + k) * 2 + 1] << 8);
@@ -514,7 +586,7 @@ static void loader_rows(const struct grist_loader_config *c, struct rows *r, siz
 /* The packer over the unpacked loader's records (the same map and filter) gives the packed loader's rows. */
 static void test_loader_matches_packer(void **state)
 {
-	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT };
+	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT, GRIST_PACK_BEST_FIT };
 	struct grist_dataset_spec spec;
 	struct grist_loader_config c;
 	struct grist_loader *l;
@@ -545,8 +617,8 @@ static void test_loader_matches_packer(void **state)
 	}
 	grist_loader_destroy(l);
 	assert_true(n > 500);
-	for (m = 0; m < 2; m++) {
-		struct grist_pack_params p = { modes[m], 64, 7, 2, 3, false };
+	for (m = 0; m < 3; m++) {
+		struct grist_pack_params p = { modes[m], 64, 7, 2, 3, false, 0 };
 		struct grist_packer *pk;
 		unsigned engine;
 
@@ -573,7 +645,7 @@ static void test_loader_matches_packer(void **state)
 /* Stop after 4 batches of 3 rows (inside a round of 7), save, resume: exactly the rest, on either engine. */
 static void test_loader_resume(void **state)
 {
-	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT };
+	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT, GRIST_PACK_BEST_FIT };
 	struct grist_dataset_spec spec;
 	struct grist_loader_config c;
 	struct rows full, head, tail;
@@ -582,7 +654,7 @@ static void test_loader_resume(void **state)
 	size_t st_len, m;
 
 	(void)state;
-	for (m = 0; m < 2; m++) {
+	for (m = 0; m < 3; m++) {
 		loader_config(&c, &spec, modes[m]);
 		loader_rows(&c, &full, 0, NULL, NULL);
 		loader_rows(&c, &head, 4, st, &st_len);
@@ -590,11 +662,11 @@ static void test_loader_resume(void **state)
 		assert_true(gs.flags & GRIST_STATE_PACKED);
 		assert_false(gs.flags & GRIST_STATE_LOCKSTEP);
 		assert_int_equal(gs.batches, 4);
-		if (modes[m] == GRIST_PACK_FIRST_FIT)
+		if (modes[m] != GRIST_PACK_CONCAT_SPLIT)
 			assert_true(gs.pack_skip < 7);
 		c.resume_state = st;
 		c.resume_state_len = st_len;
-		c.engine = m ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
+		c.engine = m == 1 ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
 		loader_rows(&c, &tail, 0, NULL, NULL);
 		assert_int_equal(head.n + tail.n, full.n);
 		assert_memory_equal(head.v, full.v, head.n * sizeof(uint32_t));
@@ -602,6 +674,56 @@ static void test_loader_resume(void **state)
 		free(full.v);
 		free(head.v);
 		free(tail.v);
+	}
+}
+
+/*
+ * Records cut into pieces of 9 tokens (best-fit): stop after 1, 2, ... batches until a round began
+ * inside a record; that state is version 3, and resuming from it gives exactly the rest.
+ */
+static void test_loader_resume_pieces(void **state)
+{
+	struct grist_dataset_spec spec;
+	struct grist_loader_config c;
+	struct rows full, head, tail;
+	uint8_t st[GRIST_STATE_MAX];
+	struct grist_state gs;
+	size_t st_len, stop;
+	bool found = false;
+
+	(void)state;
+	loader_config(&c, &spec, GRIST_PACK_BEST_FIT);
+	c.pack_piece = 9;
+	loader_rows(&c, &full, 0, NULL, NULL);
+	for (stop = 1; stop < 40 && !found; stop++) {
+		loader_rows(&c, &head, stop, st, &st_len);
+		assert_int_equal(grist_state_decode(st, st_len, &gs), 0);
+		found = gs.pack_piece != 0;
+		if (found) {
+			assert_int_equal(st_len, GRIST_STATE_SIZE_V3);
+			c.resume_state = st;
+			c.resume_state_len = st_len;
+			c.threads = 2;
+			loader_rows(&c, &tail, 0, NULL, NULL);
+			assert_int_equal(head.n + tail.n, full.n);
+			assert_memory_equal(head.v, full.v, head.n * sizeof(uint32_t));
+			assert_memory_equal(tail.v, full.v + head.n, tail.n * sizeof(uint32_t));
+			free(tail.v);
+		} else {
+			assert_int_equal(st_len, GRIST_STATE_SIZE);
+		}
+		free(head.v);
+	}
+	assert_true(found);
+	free(full.v);
+	/* whole records: another fingerprint, so the pieces' checkpoint is refused */
+	c.pack_piece = 0;
+	c.resume_state = st;
+	c.resume_state_len = st_len;
+	{
+		struct grist_loader *l;
+
+		assert_int_equal(grist_loader_create(&c, &l), -ESTALE);
 	}
 }
 
@@ -636,11 +758,13 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_first_fit_grain_example),
+		cmocka_unit_test(test_best_fit_grain_example),
 		cmocka_unit_test(test_concat_split_grain_example),
 		cmocka_unit_test(test_resume_everywhere),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_loader_matches_packer),
 		cmocka_unit_test(test_loader_resume),
+		cmocka_unit_test(test_loader_resume_pieces),
 		cmocka_unit_test(test_loader_refuses),
 	};
 

@@ -89,14 +89,16 @@ def main():
     # fuzz_state: config byte, flags byte (0), then a state saved with that config
     target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
     tmp = os.path.join(out, "state.tmp")
-    for cfg in (0x00, 0x01 | 0x04, 0x03 | 0x08, 0x11, 0x20, 0x23 | 0x04):
+    for cfg in (0x00, 0x01 | 0x04, 0x03 | 0x08, 0x11, 0x20, 0x23 | 0x04, 0x40, 0x41 | 0x04):
         k = 1 + (cfg & 3)
-        args = [cli, "load", target, "--stop-after", "1", "--save-state", tmp, "--engine", "ref",
+        args = [cli, "load", target, "--stop-after", "3" if cfg & 64 else "1", "--save-state", tmp, "--engine", "ref",
                 "--shard", "%d/%d" % (((cfg >> 2) & 3) % k, k)]
         if cfg & 16:
             args.append("--contiguous-shards")
         if cfg & 32:
             args += ["--granularity", "chunk"]
+        if cfg & 64:  # packed, records in pieces: a state of version 2 or 3
+            args += ["--pack", "best-fit:64:4", "--token-bytes", "1", "--pack-piece", "5", "--batch-size", "2"]
         if subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
             put(os.path.join(out, "state"), "cfg%02x" % cfg, bytes([cfg, 0]) + open(tmp, "rb").read())
     if os.path.exists(tmp):

@@ -238,7 +238,9 @@ def test_bad_records_and_options():
         ["--pack", "first-fit:0", "--token-bytes", "2"],
         ["--pack", "first-fit:64:0", "--token-bytes", "2"],
         ["--pack", "concat-split:64:2", "--token-bytes", "2"],
-        ["--pack", "best-fit:64", "--token-bytes", "2"],
+        ["--pack", "worst-fit:64", "--token-bytes", "2"],
+        ["--pack", "best-fit:64:1:3", "--token-bytes", "2"],
+        ["--pack-piece", "8", "--token-bytes", "2"],  # pieces need a pack mode
         ["--pack", "first-fit:64", "--token-bytes", "2", "--print-indices"],
         ["--pack", "first-fit:64", "--token-bytes", "2", "--layout", "fixed:4"],
         ["--pack", "first-fit:4096:1000000", "--token-bytes", "4"],  # bins larger than max_batch_bytes

@@ -8,7 +8,7 @@
 
 static void test_round_trip(void **state)
 {
-	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP, 0 }, b;
+	struct grist_state a = { 0x1122334455667788u, 99, 2, 5, 12345, 77, GRIST_STATE_LOCKSTEP, 0, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE + 8];
 
 	(void)state;
@@ -30,7 +30,7 @@ static void test_round_trip(void **state)
 /* Every flipped bit and every truncation is caught: no silent misread. */
 static void test_corruption(void **state)
 {
-	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0, 0 }, b;
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, 0, 0, 0 }, b;
 	uint8_t buf[GRIST_STATE_SIZE], bad[GRIST_STATE_SIZE + 1];
 	size_t i, bit;
 
@@ -51,13 +51,18 @@ static void test_corruption(void **state)
 	assert_non_null(strstr(grist_last_error(), "state: byte"));
 }
 
-/* Give an edited state a valid crc again, so the decoder's later checks are what refuse it. */
-static void reseal(uint8_t *buf)
+/* Give an edited state of @len bytes a valid crc again, so the decoder's later checks are what refuse it. */
+static void reseal_len(uint8_t *buf, size_t len)
 {
-	uint32_t crc = (uint32_t)crc32(0, buf, 52);
+	uint32_t crc = (uint32_t)crc32(0, buf, (unsigned)(len - 4));
 
 	for (int i = 0; i < 4; i++)
-		buf[52 + i] = (uint8_t)(crc >> (8 * i));
+		buf[len - 4 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+static void reseal(uint8_t *buf)
+{
+	reseal_len(buf, GRIST_STATE_SIZE);
 }
 
 /*
@@ -67,8 +72,8 @@ static void reseal(uint8_t *buf)
  */
 static void test_packed_versions(void **state)
 {
-	struct grist_state a = { 42, 1, 0, 3, 10, 1, GRIST_STATE_PACKED, 77 }, b;
-	struct grist_state plain = { 42, 1, 0, 3, 10, 1, GRIST_STATE_LOCKSTEP, 0 };
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, GRIST_STATE_PACKED, 77, 0 }, b;
+	struct grist_state plain = { 42, 1, 0, 3, 10, 1, GRIST_STATE_LOCKSTEP, 0, 0 };
 	/* a version 1 state as the encoder before packing wrote it */
 	static const uint8_t v1[GRIST_STATE_SIZE] = {
 		'G', 'R', 'S', 'T', 1, 0, 1, 0, 42, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -102,7 +107,7 @@ static void test_packed_versions(void **state)
 	/* a newer version than this reader knows is refused as such */
 	a.flags = GRIST_STATE_PACKED;
 	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE);
-	buf[4] = 3;
+	buf[4] = 4;
 	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG); /* the crc no longer matches */
 	reseal(buf);
 	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -ENOTSUP);
@@ -124,6 +129,62 @@ static void test_packed_versions(void **state)
 	reseal(buf);
 	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), -EBADMSG);
 	assert_non_null(strstr(grist_last_error(), "reserved"));
+}
+
+/*
+ * A packed state with a pack_piece is version 3, 64 bytes; every state without one keeps
+ * its version 1 or 2 bytes, so only a resume inside a record's pieces needs this reader
+ * (an older one refuses those 64 bytes by their length).
+ */
+static void test_piece_version(void **state)
+{
+	struct grist_state a = { 42, 1, 0, 3, 10, 1, GRIST_STATE_PACKED, 5, 7 }, b;
+	uint8_t buf[GRIST_STATE_SIZE_V3], edit[GRIST_STATE_SIZE_V3];
+	size_t i;
+
+	(void)state;
+	assert_int_equal(grist_state_encode(&a, buf, GRIST_STATE_SIZE), -EINVAL);
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), GRIST_STATE_SIZE_V3);
+	assert_int_equal(buf[4], 3);
+	assert_int_equal(buf[48], 5);
+	assert_int_equal(buf[52], 7);
+	assert_int_equal(grist_state_decode(buf, sizeof(buf), &b), 0);
+	assert_int_equal(b.pack_skip, 5);
+	assert_int_equal(b.pack_piece, 7);
+	assert_int_equal(b.consumed, 10);
+	/* a flipped bit anywhere, or a cut, is caught */
+	for (i = 0; i < sizeof(buf); i++) {
+		memcpy(edit, buf, sizeof(buf));
+		edit[i] ^= 0x10;
+		assert_int_equal(grist_state_decode(edit, sizeof(edit), &b), -EBADMSG);
+	}
+	assert_int_equal(grist_state_decode(buf, GRIST_STATE_SIZE, &b), -EBADMSG);
+	/* the length must be the version's: a version 2 header in 64 bytes, a version 3 one in 56 */
+	memcpy(edit, buf, sizeof(buf));
+	edit[4] = 2;
+	reseal_len(edit, sizeof(edit));
+	assert_int_equal(grist_state_decode(edit, sizeof(edit), &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "is 56 bytes"));
+	a.pack_piece = 0;
+	assert_int_equal(grist_state_encode(&a, edit, sizeof(edit)), GRIST_STATE_SIZE);
+	edit[4] = 3;
+	reseal(edit);
+	assert_int_equal(grist_state_decode(edit, GRIST_STATE_SIZE, &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "is 64 bytes"));
+	/* version 3 needs a piece and the packed flag; its reserved word is zero; a piece needs the flag */
+	memcpy(edit, buf, sizeof(buf));
+	edit[52] = 0;
+	reseal_len(edit, sizeof(edit));
+	assert_int_equal(grist_state_decode(edit, sizeof(edit), &b), -EBADMSG);
+	memcpy(edit, buf, sizeof(buf));
+	edit[57] = 1;
+	reseal_len(edit, sizeof(edit));
+	assert_int_equal(grist_state_decode(edit, sizeof(edit), &b), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "reserved"));
+	a.pack_piece = 7;
+	a.pack_skip = 0;
+	a.flags = 0;
+	assert_int_equal(grist_state_encode(&a, buf, sizeof(buf)), -EINVAL);
 }
 
 static void assert_same_item(const struct grist_stream_item *a, const struct grist_stream_item *b)
@@ -263,8 +324,9 @@ static void test_restore_refusals(void **state)
 	{
 		uint8_t pb[GRIST_STATE_SIZE];
 
-		assert_int_equal(grist_stream_save_packed(s, 4, 3, 2, 1, pb, sizeof(pb)), GRIST_STATE_SIZE);
-		assert_int_equal(grist_stream_save_packed(s, 4, 1ull << 32, 2, 1, pb, sizeof(pb)), -EINVAL);
+		assert_int_equal(grist_stream_save_packed(s, 4, 0, 3, 2, 1, pb, sizeof(pb)), GRIST_STATE_SIZE);
+		assert_int_equal(grist_stream_save_packed(s, 4, 0, 1ull << 32, 2, 1, pb, sizeof(pb)), -EINVAL);
+		assert_int_equal(grist_stream_save_packed(s, 4, 1ull << 32, 0, 2, 1, pb, sizeof(pb)), -EINVAL);
 		assert_int_equal(grist_stream_restore(&jb.cfg, 1, pb, sizeof(pb), &base, &j, &st), 0);
 		assert_int_equal(j, 4);
 		assert_int_equal(st.pack_skip, 3);
@@ -365,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_corruption),
 		cmocka_unit_test(test_packed_versions),
+		cmocka_unit_test(test_piece_version),
 		cmocka_unit_test(test_elastic_restore),
 		cmocka_unit_test(test_restore_refusals),
 		cmocka_unit_test(test_restore_range),

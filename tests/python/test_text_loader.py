@@ -2,8 +2,10 @@
 
 The oracle pipeline is built from the peers themselves: the Python tokenizer (sentencepiece,
 tiktoken) encodes each record grist delivers, in grist's order for the seed, then MaxText's
-TokenizeAndTrim ([BOS] + ids + [EOS], cut to max_length), Grain's FirstFitPackIterDataset
-(shuffle_bins=False) with MaxText's length_struct, Grain's batch_and_pad(pad_value=pad_id),
+TokenizeAndTrim ([BOS] + ids + [EOS], cut to max_length) or TokenizeAndChunk (the same ids
+cut into pieces of max_length, each an example, through Grain's FlatMapIterDataset), Grain's
+FirstFitPackIterDataset or BestFitPackIterDataset (shuffle_bins=False) with MaxText's
+length_struct, Grain's batch_and_pad(pad_value=pad_id),
 and MaxText's ShiftData (input_pipeline_utils.shift_and_refine, transcribed below because
 MaxText itself needs TensorFlow). The unpacked path follows MaxText's PadOrTrimToMaxLength.
 """
@@ -80,18 +82,49 @@ def pad_or_trim(element, max_length, pad_id):
     return element
 
 
-def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=True, by_text=False):
-    """MaxText's steps on Grain over texts()[i] for i in @order (@by_text: @order holds the texts themselves)."""
+class TokenizeAndChunk(ge.FlatMapTransform):
+    """MaxText's TokenizeAndChunk.flat_map (src/maxtext/input_pipeline/grain_tokenizer.py) over a text:
+    the wrapper's ids ([BOS] + ids + [EOS]) in pieces of chunk_size, none for no ids; then Rekey."""
+
+    max_fan_out = 2048
+
+    def __init__(self, encode, chunk_size):
+        self.encode, self.chunk_size = encode, chunk_size
+
+    def flat_map(self, text):
+        token_ids = self.encode(text)
+        if not token_ids:
+            return []
+        out = []
+        for start_idx in range(0, len(token_ids), self.chunk_size):
+            chunk = np.asarray(token_ids[start_idx:start_idx + self.chunk_size], dtype=np.int32)
+            out.append({"inputs": chunk, "targets": chunk.copy()})
+        return out
+
+
+def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=True, by_text=False, chunk=None,
+                    packer="first-fit", trim=None, bins=None):
+    """MaxText's steps on Grain over texts()[i] for i in @order (@by_text: @order holds the texts themselves).
+    TokenizeAndTrim to @trim ids (default @length, the row), or @chunk: TokenizeAndChunk with pieces of @chunk.
+    @bins: num_packing_bins (default @batch_size, MaxText's)."""
     all_texts = texts()
-    elems = []
-    for i in order:
-        ids = np.asarray(([bos] if bos is not None else []) + list(encode(i if by_text else all_texts[i])) +
-                         ([eos] if eos is not None else []), dtype=np.int32)[:length]
-        elems.append({"inputs": ids, "targets": ids.copy()})
-    ds = grain.MapDataset.source(elems).to_iter_dataset()
+
+    def wrapper(text):  # MaxText's tokenizer wrappers add BOS and EOS
+        return ([bos] if bos is not None else []) + list(encode(text)) + ([eos] if eos is not None else [])
+    ordered = [i if by_text else all_texts[i] for i in order]
+    if chunk:
+        ds = ge.FlatMapIterDataset(grain.MapDataset.source(ordered).to_iter_dataset(),
+                                   TokenizeAndChunk(wrapper, chunk))
+    else:
+        elems = []
+        for t in ordered:
+            ids = np.asarray(wrapper(t), dtype=np.int32)[:trim or length]
+            elems.append({"inputs": ids, "targets": ids.copy()})
+        ds = grain.MapDataset.source(elems).to_iter_dataset()
     if packed:
-        ds = ge.FirstFitPackIterDataset(ds, length_struct={"inputs": length, "targets": length},
-                                        num_packing_bins=batch_size, shuffle_bins=False)
+        pack = {"first-fit": ge.FirstFitPackIterDataset, "best-fit": ge.BestFitPackIterDataset}[packer]
+        ds = pack(ds, length_struct={"inputs": length, "targets": length}, num_packing_bins=bins or batch_size,
+                  shuffle_bins=False)
         ren = {"_segment_ids": "_segmentation", "_positions": "_position"}
 
         def rekey(e):
@@ -191,8 +224,15 @@ def test_bad_records(files, tmp_path):
         list(grist.Loader(bad, 2, shuffle=False, epochs=1, text=TextSpec(tok, feature=None, max_length=8)))
     with pytest.raises(ValueError, match="no BOS id"):
         TextSpec(Tokenizer(files["gpt2.tiktoken"]))
-    with pytest.raises(ValueError, match="not implemented"):
-        TextSpec(tok, mode="chunk")
+    with pytest.raises(ValueError, match="mode must be"):
+        TextSpec(tok, mode="split")
+    with pytest.raises(ValueError, match="max_length > 0"):
+        TextSpec(tok, mode="chunk", max_length=0)
+    with pytest.raises(ValueError, match="needs pack="):
+        grist.Loader(bad, 2, text=TextSpec(tok, mode="chunk", max_length=8))
+    with pytest.raises(ValueError, match="pack_piece= is set by text="):
+        grist.Loader(bad, 2, text=TextSpec(tok, mode="chunk", max_length=8), pack="first-fit", pack_length=8,
+                     pack_piece=4)
     with pytest.raises(ValueError, match="outputs"):
         grist.Loader(bad, 2, text=TextSpec(tok), outputs="grain")
 
@@ -321,3 +361,84 @@ def test_convert_tokenize(files, examples, tmp_path):
     r = subprocess.run([cli, "convert", "--feature", "text", bad, str(tmp_path / "x.ar")], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "go with --tokenize" in r.stderr
+
+
+def mid_piece(state):
+    """A checkpoint of version 3 (plan/state.c): its packing round began inside a text, between two pieces."""
+    return int.from_bytes(state[4:6], "little") == 3
+
+
+def mid_round(state):
+    """A packed checkpoint with rows of its round already delivered (pack_skip, byte 48, is not 0)."""
+    return int.from_bytes(state[48:52], "little") != 0
+
+
+def resume_from_each(path, spec, batch_size, theirs, want, **kw):
+    """Take the state after every batch; resume from the first and the middle one for which @want is true (and
+    the middle one of all): the rest equals @theirs from there. Returns how many states @want took."""
+    states = []
+    with grist.Loader(path, batch_size, text=spec, outputs="maxtext", **kw) as loader:
+        for _ in loader:
+            states.append(loader.get_state())
+    wanted = [k for k, st in enumerate(states) if want(st)]
+    picks = sorted(set(wanted[:1] + wanted[len(wanted) // 2:][:1] + [len(states) // 2]))
+    for k in picks:
+        with grist.Loader(path, batch_size, text=spec, outputs="maxtext", state=states[k], **kw) as loader:
+            assert_same(list(loader), theirs[k + 1:])
+    return len(wanted)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maxtext_chunk(files, examples, threads):
+    """TextSpec(mode="chunk"): MaxText's TokenizeAndChunk (BOS in the first piece, EOS in the last, each piece an
+    example) -> FirstFitPack -> batch_and_pad -> shift, on Grain; resumed between two pieces of one text."""
+    tok = Tokenizer(files["mistral-v1.model"])
+    sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
+    spec = TextSpec(tok, max_length=40, mode="chunk")
+    kw = dict(seed=7, epochs=1, pack="first-fit", pack_length=64, threads=threads)
+    ours = run(examples, spec, 4, **kw)
+    theirs = maxtext_batches(sp.encode, grist_order(examples, 4, seed=7, epochs=1), 1, 2, -1, 64, 4, chunk=40)
+    assert_same(ours, theirs)
+    between = resume_from_each(examples, spec, 4, theirs, mid_piece, **kw)
+    assert between, "no checkpoint fell between two pieces of a text"
+    # pieces as long as the row (MaxText's own setting): every long text fills whole rows
+    spec = TextSpec(tok, max_length=64, mode="chunk")
+    assert_same(run(examples, spec, 4, **kw),
+                maxtext_batches(sp.encode, grist_order(examples, 4, seed=7, epochs=1), 1, 2, -1, 64, 4, chunk=64))
+    # chunk and trim are different maps: a chunk checkpoint does not restore a trim loader
+    with grist.Loader(examples, 4, text=spec, outputs="maxtext", **kw) as loader:
+        next(loader)
+        state = loader.get_state()
+    with pytest.raises(grist.Error, match="does not match"):
+        grist.Loader(examples, 4, text=TextSpec(tok, max_length=64), outputs="maxtext", state=state, **kw)
+    print("chunk, %d threads: %d batches equal MaxText's; %d checkpoints between two pieces" % (threads, len(ours),
+                                                                                              between))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maxtext_best_fit(files, examples, threads):
+    """pack="best-fit": Grain's BestFitPackIterDataset(shuffle_bins=False) on MaxText's steps, trimmed and chunked;
+    checkpoints mid-round resume exactly."""
+    tok = Tokenizer(files["gpt2.tiktoken"], pattern="cl100k")
+    enc = tiktoken.Encoding("c", pat_str=PATTERNS["cl100k"], mergeable_ranks=load_ranks(files["gpt2.tiktoken"]),
+                            special_tokens={})
+
+    def encode(t):
+        return enc.encode(t, disallowed_special=())
+    order = grist_order(examples, 5, seed=11, epochs=1)
+    # 7 bins, batches of 5 rows: rounds straddle batches, so checkpoints fall inside them
+    kw = dict(seed=11, epochs=1, pack="best-fit", pack_length=80, pack_bins=7, threads=threads)
+    spec = TextSpec(tok, bos_id=50000, eos_id=50001, pad_id=0, max_length=50)
+    ours = run(examples, spec, 5, **kw)
+    theirs = maxtext_batches(encode, order, 50000, 50001, 0, 80, 5, packer="best-fit", trim=50, bins=7)
+    assert_same(ours, theirs)
+    # best-fit is not first-fit on these records (else this test would prove little)
+    first = maxtext_batches(encode, order, 50000, 50001, 0, 80, 5, trim=50, bins=7)
+    assert len(first) != len(theirs) or any(not np.array_equal(a["inputs"], b["inputs"])
+                                            for a, b in zip(theirs, first))
+    assert resume_from_each(examples, spec, 5, theirs, mid_round, **kw)
+    chunk = TextSpec(tok, bos_id=50000, eos_id=50001, pad_id=0, max_length=30, mode="chunk")
+    theirs = maxtext_batches(encode, order, 50000, 50001, 0, 80, 5, chunk=30, packer="best-fit", bins=7)
+    assert_same(run(examples, chunk, 5, **kw), theirs)
+    assert resume_from_each(examples, chunk, 5, theirs, mid_piece, **kw)
+    print("best-fit, %d threads: %d batches equal Grain's" % (threads, len(ours)))
