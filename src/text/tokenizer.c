@@ -1,5 +1,6 @@
 /* The tokenizer API (grist/text.h): open a ranks file or a SentencePiece model, encode on contexts, batches on threads. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -263,21 +264,22 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 			ret = grist_fail(-EINVAL, "%s: a SentencePiece model takes no pattern or special tokens", path);
 			goto fail;
 		}
-		ret = grist_spm_open(path, &t->spm);
-		if (ret)
-			goto fail;
-		grist_spm_info(t->spm, &info);
-		t->vocab_size = info.vocab_size;
 		{
 			uint8_t *file;
 			size_t len;
 
-			ret = grist_text_read_file(path, 1ull << 31, &file, &len);
+			// read once: the bytes checked, loaded and hashed are the same
+			ret = grist_text_read_file(path, INT_MAX, &file, &len);
 			if (ret)
 				goto fail;
 			t->id = XXH3_64bits(file, len);
+			ret = grist_spm_open(path, file, len, &t->spm);
 			free(file);
+			if (ret)
+				goto fail;
 		}
+		grist_spm_info(t->spm, &info);
+		t->vocab_size = info.vocab_size;
 		*out = t;
 		return 0;
 	}
