@@ -96,6 +96,8 @@ static int spm_encode(const struct grist_spm *m, const char *text, size_t len, s
 
 	if (!st.ok())
 		return grist_fail(-EBADMSG, "SentencePiece could not encode the text: %s", st.ToString().c_str());
+	if (ids.empty()) // no ids: ids.data() and out->v may be NULL, which memcpy must not see
+		return 0;
 	if (grist_ids_reserve(out, ids.size()))
 		return -ENOMEM;
 	memcpy(out->v + out->n, ids.data(), ids.size() * sizeof(int32_t));
