@@ -105,6 +105,17 @@ int grist_tekken_load(const char *path, struct grist_tekken *out);
 /* Free what load left that was not taken (the vocab is taken by moving it out). */
 void grist_tekken_free(struct grist_tekken *t);
 
+/*
+ * grist_tokenizer_ctx_trim() - free each of a context's buffers (ids, BPE scratch, decoded text)
+ * that grew past @keep bytes, so that one outlier text does not hold its memory for the
+ * context's whole life; the next call grows them again. grist_tokenizer_ctx_retained(): the
+ * bytes its buffers hold now.
+ */
+void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep);
+size_t grist_tokenizer_ctx_retained(const struct grist_tokenizer_ctx *c);
+/* The bytes the text map's idle contexts hold (text_map.c), for the tests. */
+size_t grist_text_map_retained(struct grist_text_map *m);
+
 /* The SentencePiece shim (spm.cc): C entry points over the C++ SentencePieceProcessor. */
 struct grist_spm;
 /* A model from the file's bytes (@path names it in messages), after grist_spm_check(). */
