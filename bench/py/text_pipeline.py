@@ -213,7 +213,9 @@ def direct(args, texts, mb, tok, sp):
     Each round times, in an order that rotates: PyPI's sentencepiece.encode; grist's
     Tokenizer.encode (Python); and one run of bench_spm (bench/bench_spm.cc), which times
     Debian's libsentencepiece called directly from C++ and grist_tokenizer_encode() from C, in
-    turn, in one process (its start-up and model load are not timed).
+    turn, in one process (its start-up and model load are not timed). All four count the
+    thread's CPU time (time.thread_time, CLOCK_THREAD_CPUTIME_ID), not wall time: on a shared,
+    busy machine the time spent preempted is no one's encoder.
     """
     import json
     import subprocess
@@ -225,16 +227,16 @@ def direct(args, texts, mb, tok, sp):
                  "grist_tokenizer_encode (C)": []}
 
         def pypi():
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             for t in texts:
                 sp.encode(t)
-            times["PyPI sentencepiece.encode"].append(time.perf_counter() - t0)
+            times["PyPI sentencepiece.encode"].append(time.thread_time() - t0)
 
         def ours():
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             for t in texts:
                 tok.encode(t)
-            times["grist Tokenizer.encode"].append(time.perf_counter() - t0)
+            times["grist Tokenizer.encode"].append(time.thread_time() - t0)
 
         def cxx():
             r = json.loads(subprocess.run([args.direct, args.model, f.name, "1"], check=True, capture_output=True,
