@@ -10,6 +10,12 @@ then prints each one's median MB/s over --rounds, the ratios, and grist's encode
 
     bench/py/text_pipeline.py --ranks gpt2.tiktoken --model tokenizer.model.v1 --rounds 7
 
+With --direct build/release/bench/bench_spm, the SentencePiece rounds add Debian's library called
+directly from C++ and grist's C call (bench/bench_spm.cc): what the shim costs, apart from what
+the library's build costs against PyPI's wheel.
+
+    bench/py/text_pipeline.py --model tokenizer.model.v1 --direct build/release/bench/bench_spm --rounds 9
+
 With --pipeline, MaxText's text pipeline instead, over an ArrayRecord file of tf.train.Examples
 with a 'text' feature (the corpus, written once): parse, tokenize, BOS/EOS, trim to --length,
 first-fit pack, batch --batch-size, shift. grist: Loader(text=TextSpec(...), pack="first-fit",
@@ -229,6 +235,57 @@ def pipeline(args, texts, kind):
             pipe_cpu, statistics.median(cpu["grain"]), statistics.median(cpu["grain"]) / pipe_cpu))
 
 
+def direct(args, texts, mb, tok, sp):
+    """What the shim costs and what the library's build costs, one thread, the same texts.
+
+    Each round times, in an order that rotates: PyPI's sentencepiece.encode; grist's
+    Tokenizer.encode (Python); and one run of bench_spm (bench/bench_spm.cc), which times
+    Debian's libsentencepiece called directly from C++ and grist_tokenizer_encode() from C, in
+    turn, in one process (its start-up and model load are not timed). All four count the
+    thread's CPU time (time.thread_time, CLOCK_THREAD_CPUTIME_ID), not wall time: on a shared,
+    busy machine the time spent preempted is no one's encoder.
+    """
+    import json
+    import subprocess
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".txt") as f:
+        f.write(b"\0".join(t.encode() for t in texts))
+        f.flush()
+        times = {"PyPI sentencepiece.encode": [], "grist Tokenizer.encode": [], "Debian library, direct (C++)": [],
+                 "grist_tokenizer_encode (C)": []}
+
+        def pypi():
+            t0 = time.thread_time()
+            for t in texts:
+                sp.encode(t)
+            times["PyPI sentencepiece.encode"].append(time.thread_time() - t0)
+
+        def ours():
+            t0 = time.thread_time()
+            for t in texts:
+                tok.encode(t)
+            times["grist Tokenizer.encode"].append(time.thread_time() - t0)
+
+        def cxx():
+            r = json.loads(subprocess.run([args.direct, args.model, f.name, "1"], check=True, capture_output=True,
+                                          text=True).stdout)
+            times["Debian library, direct (C++)"] += r["debian"]
+            times["grist_tokenizer_encode (C)"] += r["grist"]
+
+        runs = [pypi, ours, cxx]
+        for r in range(args.rounds):
+            for fn in runs[r % 3:] + runs[:r % 3]:
+                fn()
+    med = {n: statistics.median(v) for n, v in times.items()}
+    print("SentencePiece (%s), one thread (%.2f MB, medians of %d rotated rounds):" % (
+        os.path.basename(args.model), mb, args.rounds))
+    for n, v in times.items():
+        print("  %-30s %7.2f MB/s   %.2fx PyPI   runs: %s" % (n, mb / med[n], med["PyPI sentencepiece.encode"] / med[n],
+                                                          " ".join("%.3f" % x for x in v)))
+    print("  shim cost: grist_tokenizer_encode / direct = %.3fx the time" % (
+        med["grist_tokenizer_encode (C)"] / med["Debian library, direct (C++)"]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", help="a tiktoken ranks file (gpt2.tiktoken)")
@@ -241,6 +298,9 @@ def main():
     ap.add_argument("--length", type=int, default=2048, help="--pipeline: max_length and pack_length")
     ap.add_argument("--batch-size", type=int, default=8, help="--pipeline: rows per batch")
     ap.add_argument("--no-grain", action="store_true", help="--pipeline: grist and its tokenizer's bound only")
+    ap.add_argument("--direct", metavar="BENCH_SPM",
+                    help="the bench_spm program (build/release/bench/bench_spm): also time Debian's library "
+                         "called directly and grist's C call, rotated with the Python ones")
     args = ap.parse_args()
     from grist.text import Tokenizer
     texts = corpus(args.copies)
@@ -269,8 +329,11 @@ def main():
         sp = sentencepiece.SentencePieceProcessor(model_file=args.model)
         tok = Tokenizer(args.model)
         assert all(tok.encode(t).tolist() == sp.encode(t) for t in texts[:100])
-        report("SentencePiece (%s), one thread" % os.path.basename(args.model),
-               pairs({"grist": tok.encode, "sentencepiece.encode": sp.encode}, texts, args.rounds), mb)
+        if args.direct:
+            direct(args, texts, mb, tok, sp)
+        else:
+            report("SentencePiece (%s), one thread" % os.path.basename(args.model),
+                   pairs({"grist": tok.encode, "sentencepiece.encode": sp.encode}, texts, args.rounds), mb)
         t0 = time.perf_counter()
         tok.encode_batch(texts, threads=args.threads)
         print("  grist encode_batch, %d threads: %.2f MB/s" % (args.threads, mb / (time.perf_counter() - t0)))

@@ -44,7 +44,7 @@ struct grist_spm {
 	sentencepiece::SentencePieceProcessor sp;
 };
 
-static int spm_open(const char *path, struct grist_spm **out)
+static int spm_open(const char *path, const uint8_t *data, size_t len, struct grist_spm **out)
 {
 	// The library never prints: sentencepiece's LOG(INFO/WARNING/ERROR) go to std::cerr
 	// unless below its minimum level; FATAL (3) still aborts as it must. Once, process-wide.
@@ -54,21 +54,21 @@ static int spm_open(const char *path, struct grist_spm **out)
 	(void)quiet;
 	if (!m)
 		return grist_fail(-ENOMEM, "no memory for a SentencePiece model");
-	auto st = m->sp.Load(path);
-	if (!st.ok()) {
-		// a missing file is NotFound; anything else is a file SentencePiece cannot parse
-		int code = st.code() == sentencepiece::util::StatusCode::kNotFound ? -ENOENT : -EBADMSG;
-
-		return grist_fail(code, "%s: not a SentencePiece model: %s", path, st.ToString().c_str());
-	}
+	// the library trusts parts of a model it parsed: those are checked first
+	int ret = grist_spm_check(path, data, len);
+	if (ret)
+		return ret;
+	auto st = m->sp.LoadFromSerializedProto(absl::string_view((const char *)data, len));
+	if (!st.ok())
+		return grist_fail(-EBADMSG, "%s: not a SentencePiece model: %s", path, st.ToString().c_str());
 	*out = m.release();
 	return 0;
 }
 
-extern "C" int grist_spm_open(const char *path, struct grist_spm **out)
+extern "C" int grist_spm_open(const char *path, const uint8_t *data, size_t len, struct grist_spm **out)
 {
 	try {
-		return spm_open(path, out);
+		return spm_open(path, data, len, out);
 	} catch (...) {
 		return caught(-EBADMSG, "loading a model");
 	}
@@ -96,6 +96,8 @@ static int spm_encode(const struct grist_spm *m, const char *text, size_t len, s
 
 	if (!st.ok())
 		return grist_fail(-EBADMSG, "SentencePiece could not encode the text: %s", st.ToString().c_str());
+	if (ids.empty()) // no ids: ids.data() and out->v may be NULL, which memcpy must not see
+		return 0;
 	if (grist_ids_reserve(out, ids.size()))
 		return -ENOMEM;
 	memcpy(out->v + out->n, ids.data(), ids.size() * sizeof(int32_t));

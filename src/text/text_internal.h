@@ -212,13 +212,32 @@ int grist_tekken_load(const char *path, struct grist_tekken *out);
 /* Free what load left that was not taken (the vocab is taken by moving it out). */
 void grist_tekken_free(struct grist_tekken *t);
 
+/*
+ * grist_tokenizer_ctx_trim() - free each of a context's buffers (ids, BPE scratch, decoded text)
+ * that grew past @keep bytes, so that one outlier text does not hold its memory for the
+ * context's whole life; the next call grows them again. grist_tokenizer_ctx_retained(): the
+ * bytes its buffers hold now.
+ */
+void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep);
+size_t grist_tokenizer_ctx_retained(const struct grist_tokenizer_ctx *c);
+/* The bytes the text map's idle contexts hold (text_map.c), for the tests. */
+size_t grist_text_map_retained(struct grist_text_map *m);
+
 /* The SentencePiece shim (spm.cc): C entry points over the C++ SentencePieceProcessor. */
 struct grist_spm;
-int grist_spm_open(const char *path, struct grist_spm **out);
+/* A model from the file's bytes (@path names it in messages), after grist_spm_check(). */
+int grist_spm_open(const char *path, const uint8_t *data, size_t len, struct grist_spm **out);
 void grist_spm_close(struct grist_spm *m);
 void grist_spm_info(const struct grist_spm *m, struct grist_tokenizer_info *info);
 int grist_spm_encode(const struct grist_spm *m, const char *text, size_t len, struct grist_ids *out);
 /* Decode into *buf (realloc'd, *cap bytes), NUL-terminated; *len its length. */
 int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, char **buf, size_t *cap, size_t *len);
+
+/*
+ * grist_spm_check() - check a serialized SentencePiece ModelProto (spm_model.c) for what
+ * libsentencepiece 0.1.97 uses without a bound check: the normalizer's and denormalizer's
+ * charsmaps, the pieces, byte fallback. Return: 0, or -EBADMSG with a message naming @path.
+ */
+int grist_spm_check(const char *path, const uint8_t *data, size_t len);
 
 #endif

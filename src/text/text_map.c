@@ -12,6 +12,8 @@
 
 /* Contexts kept for the decode threads: each call takes a free one with a CAS, no lock. */
 #define CTX_SLOTS 128
+/* What a context keeps of its buffers between records: an outlier's are freed after it. */
+#define CTX_KEEP_BYTES (1u << 20)
 
 struct grist_text_map {
 	struct grist_text_map_options o;
@@ -223,6 +225,7 @@ int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, si
 		return ret;
 	ret = grist_tokenizer_encode(c, text, len, m->o.flags, &ids, &n);
 	if (ret) {
+		grist_tokenizer_ctx_trim(c, CTX_KEEP_BYTES);
 		atomic_store(&m->busy[slot], false);
 		return failed(m, in, ret, out_len);
 	}
@@ -240,7 +243,20 @@ int grist_text_map(void *ctx, const struct grist_map_input *in, uint8_t *out, si
 		put_le32(out + 4 * k++, ids[i]);
 	if (m->o.add_eos && k < limit)
 		put_le32(out + 4 * k++, m->o.eos_id);
+	grist_tokenizer_ctx_trim(c, CTX_KEEP_BYTES);
 	atomic_store(&m->busy[slot], false);
 	*out_len = 4 * k;
 	return 1;
+}
+
+size_t grist_text_map_retained(struct grist_text_map *m)
+{
+	size_t total = 0;
+
+	for (size_t i = 0; i < CTX_SLOTS; i++) {
+		struct grist_tokenizer_ctx *c = atomic_load(&m->ctx[i]);
+
+		total += c ? grist_tokenizer_ctx_retained(c) : 0;
+	}
+	return total;
 }

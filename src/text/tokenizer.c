@@ -1,5 +1,6 @@
 /* The tokenizer API (grist/text.h): open a ranks file or a SentencePiece model, encode on contexts, batches on threads. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -164,9 +165,65 @@ static int special_insert(struct grist_tokenizer *t, size_t i)
 	return 0;
 }
 
+/* A special token's place in the caller's list, sorted by id or by text to find repeats. */
+struct special_ref {
+	const char *text;
+	int32_t id;
+	size_t i;
+};
+
+static int cmp_special_id(const void *a, const void *b)
+{
+	const struct special_ref *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int cmp_special_text(const void *a, const void *b)
+{
+	const struct special_ref *x = a, *y = b;
+	int c = strcmp(x->text, y->text);
+
+	return c ? c : x->i < y->i ? -1 : x->i > y->i;
+}
+
+/*
+ * The first special token (in the caller's order) whose id or text an earlier one has: its
+ * index into *later and the earliest such one into *earlier; 0 when none (n sorted twice, not
+ * n^2 pairs: up to SPECIAL_MAX of them). -ENOMEM.
+ */
+static int find_repeat(const struct grist_special_token *sp, size_t n, size_t *later, size_t *earlier)
+{
+	struct special_ref *r = malloc((n ? n : 1) * sizeof(*r));
+	size_t i, run = 0;
+	int pass;
+
+	if (!r)
+		return -ENOMEM;
+	*later = *earlier = n; /* none */
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < n; i++)
+			r[i] = (struct special_ref){ sp[i].text, sp[i].id, i };
+		qsort(r, n, sizeof(*r), pass ? cmp_special_text : cmp_special_id);
+		for (i = 1; i < n; i++) {
+			int same = pass ? !strcmp(r[i].text, r[i - 1].text) : r[i].id == r[i - 1].id;
+
+			if (!same)
+				run = i; /* the first (earliest) of a run of equal keys */
+			else if (r[i].i < *later || (r[i].i == *later && r[run].i < *earlier))
+				*later = r[i].i, *earlier = r[run].i;
+		}
+		run = 0;
+	}
+	free(r);
+	return 0;
+}
+
 static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_options *o)
 {
-	size_t i, j;
+	size_t i, later, earlier;
 
 	if (o->n_special > SPECIAL_MAX)
 		return grist_fail(-EINVAL, "%zu special tokens (at most %d)", o->n_special, SPECIAL_MAX);
@@ -176,19 +233,25 @@ static int add_specials(struct grist_tokenizer *t, const struct grist_tokenizer_
 	if (!t->special)
 		return grist_fail(-ENOMEM, "no memory for the special tokens");
 	for (i = 0; i < o->n_special; i++) {
-		const struct grist_special_token *s = &o->special[i];
-		size_t len = s->text ? strlen(s->text) : 0;
+		const char *text = o->special[i].text;
+		size_t len = text ? strlen(text) : 0;
 
-		if (!len || grist_utf8_check((const uint8_t *)s->text, len) != len)
+		if (!len || grist_utf8_check((const uint8_t *)text, len) != len)
 			return grist_fail(-EINVAL, "special token %zu: its text must be non-empty UTF-8", i);
+	}
+	if (find_repeat(o->special, o->n_special, &later, &earlier))
+		return grist_fail(-ENOMEM, "no memory for the special tokens");
+	if (later < o->n_special)
+		return grist_fail(-EINVAL, "special token '%s' (id %d) repeats '%s' (id %d)", o->special[later].text,
+				  o->special[later].id, o->special[earlier].text, o->special[earlier].id);
+	for (i = 0; i < o->n_special; i++) {
+		const struct grist_special_token *s = &o->special[i];
+		size_t len = strlen(s->text);
+
 		if (s->id < 0 || ((uint32_t)s->id >= t->offset && (uint32_t)s->id - t->offset < t->vocab.n_ids &&
 				  t->vocab.tok[s->id - t->offset]))
 			return grist_fail(-EINVAL, "special token '%s': id %d is %s", s->text, s->id,
 					  s->id < 0 ? "negative" : "also a rank of the ranks file");
-		for (j = 0; j < i; j++)
-			if (t->special[j].id == s->id || !strcmp(t->special[j].text, s->text))
-				return grist_fail(-EINVAL, "special token '%s' (id %d) repeats '%s' (id %d)", s->text,
-						  s->id, t->special[j].text, t->special[j].id);
 		t->special[i].text = strdup(s->text);
 		if (!t->special[i].text)
 			return grist_fail(-ENOMEM, "no memory for the special tokens");
@@ -272,21 +335,22 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 			ret = grist_fail(-EINVAL, "%s: a SentencePiece model takes no pattern or special tokens", path);
 			goto fail;
 		}
-		ret = grist_spm_open(path, &t->spm);
-		if (ret)
-			goto fail;
-		grist_spm_info(t->spm, &info);
-		t->vocab_size = info.vocab_size;
 		{
 			uint8_t *file;
 			size_t len;
 
-			ret = grist_text_read_file(path, 1ull << 31, &file, &len);
+			// read once: the bytes checked, loaded and hashed are the same
+			ret = grist_text_read_file(path, INT_MAX, &file, &len);
 			if (ret)
 				goto fail;
 			t->id = XXH3_64bits(file, len);
+			ret = grist_spm_open(path, file, len, &t->spm);
 			free(file);
+			if (ret)
+				goto fail;
 		}
+		grist_spm_info(t->spm, &info);
+		t->vocab_size = info.vocab_size;
 		*out = t;
 		return 0;
 	}
@@ -384,6 +448,31 @@ void grist_tokenizer_ctx_destroy(struct grist_tokenizer_ctx *c)
 	free(c->ids.v);
 	free(c->text);
 	free(c);
+}
+
+size_t grist_tokenizer_ctx_retained(const struct grist_tokenizer_ctx *c)
+{
+	return c->ids.cap * sizeof(*c->ids.v) + c->bpe.cap * 4 * sizeof(uint32_t) +
+	       c->bpe.heap_cap * sizeof(*c->bpe.heap) + c->text_cap;
+}
+
+void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep)
+{
+	if (c->ids.cap * sizeof(*c->ids.v) > keep) {
+		free(c->ids.v);
+		c->ids = (struct grist_ids){ 0 };
+	}
+	if (c->bpe.cap * 4 * sizeof(uint32_t) + c->bpe.heap_cap * sizeof(*c->bpe.heap) > keep) {
+		uint64_t work = c->bpe.work;
+
+		grist_bpe_scratch_free(&c->bpe);
+		c->bpe.work = work;
+	}
+	if (c->text_cap > keep) {
+		free(c->text);
+		c->text = NULL;
+		c->text_cap = 0;
+	}
 }
 
 /* encode_ordinary() of text[at, end): split, then merge each piece. */

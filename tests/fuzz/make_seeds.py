@@ -6,7 +6,8 @@ Writes OUT_DIR/{reader,chunk,footer,state,example,csv}: whole files; each chunk 
 offset; the postscript, footer records and writer options of the uncompressed files;
 checkpoints `grist load` saves on the file fuzz_state opens, under each of its configs; and
 the golden tf.train.Example records (TFDS's and protobuf's) behind each of fuzz_example's
-three spec bytes; small CSV texts, good and bad, behind fuzz_csv's spec bytes.
+three spec bytes; small CSV texts, good and bad, behind fuzz_csv's spec bytes; two small
+SentencePiece models (fuzz_spm).
 """
 import glob
 import os
@@ -23,6 +24,28 @@ def put(d, name, data):
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, name), "wb") as f:
         f.write(data)
+
+
+def spm_seeds(d):
+    """Two small real SentencePiece models: Unigram with the NFKC charsmap, BPE with byte fallback."""
+    try:
+        import sentencepiece as spm
+    except ImportError:
+        print("make_seeds.py: no sentencepiece module: fuzz_spm starts without seeds", file=sys.stderr)
+        return
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.txt")
+        with open(corpus, "w") as f:
+            for doc in sorted(glob.glob(os.path.join(HERE, "..", "..", "docs", "*.md"))):
+                f.write(open(doc, encoding="utf-8").read())
+        for name, kw in (("unigram-nfkc", dict(model_type="unigram", normalization_rule_name="nmt_nfkc", vocab_size=300)),
+                         ("bpe-bytes", dict(model_type="bpe", byte_fallback=True, split_digits=True, character_coverage=0.99, vocab_size=500,
+                                            normalization_rule_name="identity"))):
+            prefix = os.path.join(tmp, name)
+            spm.SentencePieceTrainer.train(input=corpus, model_prefix=prefix, minloglevel=2,
+                                           num_threads=1, hard_vocab_limit=False, **kw)
+            put(d, name, open(prefix + ".model", "rb").read())
 
 
 def main():
@@ -86,6 +109,8 @@ def main():
         for mode in (0, 1, 2, 3, 4, 9):
             put(os.path.join(out, "text"), "%d.%d" % (mode, i), bytes([mode]) + text.encode())
     put(os.path.join(out, "text"), "bad", b"\x00ab\xff\xc3")
+    # fuzz_spm: whole .model files, trained on the repository's own docs by sentencepiece's trainer
+    spm_seeds(os.path.join(out, "spm"))
     # fuzz_state: config byte, flags byte (0), then a state saved with that config
     target = os.path.join(g.golden_dir(), "zstd_default_g1.array_record")
     tmp = os.path.join(out, "state.tmp")

@@ -336,6 +336,70 @@ def test_sentencepiece_ids(files, unigram, model):
     assert all(np.array_equal(b, tok.encode(t)) for b, t in zip(batch, items[:300]))
 
 
+def _field(model, num):
+    """The [start, end) of the top-level protobuf field @num of a serialized ModelProto."""
+    def varint(i):
+        v = shift = 0
+        while True:
+            b = model[i]
+            v |= (b & 0x7f) << shift
+            shift, i = shift + 7, i + 1
+            if not b & 0x80:
+                return v, i
+    i, found = 0, None
+    while i < len(model):
+        key, i = varint(i)
+        assert key & 7 == 2  # every top-level field of a model is a message
+        n, i = varint(i)
+        if key >> 3 == num:
+            found = (i, i + n)
+        i += n
+    return found
+
+
+@pytest.mark.parametrize("model", ["mistral-v1.model", "unigram"])
+def test_corrupt_models(files, unigram, model, tmp_path):
+    """Real models with seeded random bytes changed: each is refused with a clear error or encodes.
+
+    Debian's library loads many such files and then reads wild memory on the first encode (the
+    normalizer's charsmap is a trie it walks unchecked); grist checks the bytes first. Half the
+    cases change bytes only inside the normalizer_spec (the Unigram model's NFKC charsmap).
+    """
+    path = unigram if model == "unigram" else files[model]
+    body = open(path, "rb").read()
+    lo, hi = _field(body, 3)
+    rng = np.random.default_rng(33)
+    loaded = refused = 0
+    for case in range(400 if FULL else 40):
+        b = bytearray(body)
+        a, z = (lo, hi) if case % 2 else (0, len(b))
+        for at in rng.integers(a, z, size=1 + case % 20):
+            b[at] = int(rng.integers(0, 256))
+        bad = tmp_path / ("case%d.model" % case)
+        bad.write_bytes(bytes(b))
+        try:
+            tok = Tokenizer(bad)
+        except grist.Error as e:
+            assert e.errno == 74 and str(bad) in str(e)  # EBADMSG, naming the file
+            refused += 1
+            continue
+        for t in MULTILINGUAL[:5] + ["Hello world, it's 12345", "\ufb01 \u2460 \uff21"]:
+            try:
+                tok.decode(tok.encode(t))
+            except (grist.Error, ValueError):
+                pass  # an error is fine; a crash is not
+        loaded += 1
+    print("%s: %d corrupt copies refused, %d loaded and encoded" % (model, refused, loaded))
+    assert refused > 0
+    for body2, want in ((b"", "the file is empty"),
+                        (body[:1] + b"\xff\xff\xff\xff\x0f" + body[2:], "runs past the end"),
+                        (body[:_field(body, 2)[1]], "no normalizer_spec")):
+        bad = tmp_path / "cut.model"
+        bad.write_bytes(body2)
+        with pytest.raises(grist.Error, match=want):
+            Tokenizer(bad)
+
+
 def test_api(files, tmp_path):
     tok = Tokenizer(files["gpt2.tiktoken"], pattern="llama3")
     ids = tok.encode("Hello world")

@@ -210,6 +210,96 @@ static void test_bad_options(void **state)
 	t_rmtree(dir);
 }
 
+/* 65,536 special tokens (the most there may be) open at once: repeats are found by sorting, not pairwise. */
+static void test_many_specials(void **state)
+{
+	enum { N = 65536 };
+	char *dir = t_mkdtemp();
+	const char *path = write_ranks(dir, "r.tiktoken", merges, 2);
+	struct grist_special_token *sp = calloc(N + 1, sizeof(*sp));
+	char *texts = malloc((size_t)(N + 1) * 16);
+	struct grist_tokenizer_options o;
+	struct grist_tokenizer *t;
+	struct grist_tokenizer_ctx *c;
+	const int32_t *ids;
+	size_t n, i;
+
+	(void)state;
+	assert_non_null(sp);
+	assert_non_null(texts);
+	for (i = 0; i <= N; i++) {
+		snprintf(texts + 16 * i, 16, "<S_%zu>", i);
+		sp[i] = (struct grist_special_token){ texts + 16 * i, (int32_t)(1000 + i) };
+	}
+	grist_tokenizer_options_init(&o);
+	o.special = sp;
+	o.n_special = N;
+	assert_int_equal(grist_tokenizer_open(path, &o, &t), 0);
+	assert_int_equal(grist_tokenizer_ctx_create(t, &c), 0);
+	assert_int_equal(grist_tokenizer_encode(c, "<S_65535><S_7>", 14, GRIST_ENCODE_ALLOW_SPECIAL, &ids, &n), 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(ids[0], 1000 + 65535);
+	assert_int_equal(ids[1], 1007);
+	grist_tokenizer_ctx_destroy(c);
+	grist_tokenizer_close(t);
+	/* the first repeat in the list's order, named with the earliest token it repeats */
+	sp[N - 1].text = sp[3].text;
+	sp[N - 2].id = sp[5].id;
+	assert_int_equal(grist_tokenizer_open(path, &o, &t), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "special token '<S_65534>' (id 1005) repeats '<S_5>' (id 1005)"));
+	o.n_special = N + 1;
+	assert_int_equal(grist_tokenizer_open(path, &o, &t), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "at most 65536"));
+	free(texts);
+	free(sp);
+	t_rmtree(dir);
+}
+
+/* One outlier text grows a context's buffers; they are freed after it, not kept for the map's life. */
+static void test_ctx_trim(void **state)
+{
+	enum { PAIRS = 600000 };
+	char *dir = t_mkdtemp();
+	char *big = malloc(2 * PAIRS);
+	struct grist_tokenizer *t;
+	struct grist_tokenizer_ctx *c;
+	struct grist_text_map_options o;
+	struct grist_text_map *m;
+	struct grist_map_input in = { .data = (const uint8_t *)big, .len = 2 * PAIRS };
+	const int32_t *ids;
+	uint8_t out[64];
+	size_t n, len, i;
+
+	(void)state;
+	assert_non_null(big);
+	for (i = 0; i < PAIRS; i++)
+		memcpy(big + 2 * i, "b ", 2); /* 1.2M ids: 4.8 MB of them */
+	open_tok(write_ranks(dir, "r.tiktoken", merges, 12), NULL, &t);
+	assert_int_equal(grist_tokenizer_ctx_create(t, &c), 0);
+	assert_int_equal(grist_tokenizer_encode(c, big, 2 * PAIRS, 0, &ids, &n), 0);
+	assert_int_equal(n, 2 * PAIRS);
+	assert_true(grist_tokenizer_ctx_retained(c) >= 4 * n);
+	grist_tokenizer_ctx_trim(c, 1 << 20);
+	assert_true(grist_tokenizer_ctx_retained(c) <= 3u << 20);
+	assert_int_equal(grist_tokenizer_encode(c, "b b", 3, 0, &ids, &n), 0); /* it grows again */
+	assert_int_equal(n, 3);
+	grist_tokenizer_ctx_trim(c, 1 << 20); /* small buffers stay */
+	assert_true(grist_tokenizer_ctx_retained(c) > 0);
+	grist_tokenizer_ctx_destroy(c);
+	/* the text map does it after each record: the outlier's 4.8 MB are not kept */
+	grist_text_map_options_init(&o);
+	o.tokenizer = t;
+	o.max_length = 4;
+	assert_int_equal(grist_text_map_create(&o, &m), 0);
+	assert_int_equal(grist_text_map(m, &in, out, sizeof(out), &len), 1);
+	assert_int_equal(len, 16);
+	assert_true(grist_text_map_retained(m) <= 3u << 20);
+	grist_text_map_destroy(m);
+	grist_tokenizer_close(t);
+	free(big);
+	t_rmtree(dir);
+}
+
 static void test_special_tokens(void **state)
 {
 	char *dir = t_mkdtemp();
@@ -657,6 +747,8 @@ int main(void)
 		cmocka_unit_test(test_long_runs_linear),
 		cmocka_unit_test(test_batch_threads),
 		cmocka_unit_test(test_bad_sentencepiece),
+		cmocka_unit_test(test_many_specials),
+		cmocka_unit_test(test_ctx_trim),
 		cmocka_unit_test(test_text_map),
 		cmocka_unit_test(test_tekken),
 	};
