@@ -52,7 +52,9 @@
  * and its iMCU columns (jpeg_crop_scanline) with a margin, accurate integer IDCT and fancy
  * upsampling; the pixels equal a full decode then crop. Grayscale becomes RGB (copied),
  * CMYK and YCCK become RGB as Pillow's convert("RGB") makes them (inverted first when the
- * file has an Adobe marker). PNG decodes whole, then is cropped.
+ * file has an Adobe marker). PNG is decoded row by row up to the crop's last row, keeping
+ * only the crop's rows; a 16-bit PNG becomes 8 bits as Pillow's convert("RGB") makes it
+ * (the high byte; a gray file clipped at 255).
  *
  * Fast mode (decode = GRIST_VISION_DECODE_FAST) trades fidelity for speed, as TF's and
  * FFCV's decoders do: the JPEG is decoded at the smallest of 1/8, 1/4, 1/2 or 1 scale at
@@ -180,7 +182,8 @@ GRIST_API size_t grist_vision_out_bytes(const struct grist_vision_transform *t);
  * grist_vision_apply() - decode one PNG or JPEG (told by its bytes) and transform it.
  * @out:   grist_vision_out_bytes() bytes (@cap), in the transform's dtype and layout.
  * @box:   NULL, or set to the box used.
- * Return: 0, -EINVAL (bad transform, short @cap), -EBADMSG (not a valid image), -ENOTSUP,
+ * Return: 0, -EINVAL (bad transform, short @cap), -EBADMSG (not a valid image), -ENOTSUP (a PNG
+ * of 1, 2 or 4 bits),
  * -EFBIG (over max_pixels or scan_limit), -ENOMEM; with a message.
  * Thread-safety: any number of threads at once (per-thread decoder state).
  */

@@ -148,4 +148,28 @@ void gv_jpeg_close(struct gv_jpeg *j);
 int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
 			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit);
 
+/* ---- PNG region decode (vision_png.c) ---- */
+
+/* A PNG opened for a region decode: its header read, its libspng context held. */
+struct gv_png {
+	void *ctx;             /* spng_ctx */
+	uint32_t height, width;
+	uint32_t channels;     /* as decoded: 1 gray, 2 gray+alpha, 3 RGB (a palette too), 4 RGBA */
+	uint32_t sample_bytes; /* 1, or 2 for 16 bits (host-endian) */
+	bool gray16;           /* 16-bit gray: Pillow's "I;16", clipped at 255 into RGB or "L" */
+	bool interlaced;       /* Adam7: decoded whole, then cropped */
+	int fmt;               /* enum spng_format */
+};
+/* Read @p's header into @png (no pixels). -EBADMSG / -ENOTSUP / -ENOMEM + message. */
+int gv_png_open(struct gv_png *png, const uint8_t *p, size_t len);
+/*
+ * Decode rows [top, top + height), columns [left, left + width) as 8-bit RGB into @dst,
+ * rows @pitch apart (16 bits reduced as Pillow's convert("RGB"), vision_png.c), reading
+ * no row past the region; releases @png.
+ */
+int gv_png_read_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+		       uint8_t *dst, size_t pitch);
+/* Release an opened PNG without decoding it (a closed one is fine). */
+void gv_png_close(struct gv_png *png);
+
 #endif

@@ -473,6 +473,58 @@ def test_apply_other_images_equal_pillow(kind):
             assert np.abs(got.astype(np.float64) - want).max() <= tol, (kind, t, index)
 
 
+def png_bytes(a, depth, interlace=False):
+    """A PNG of @a ((h, w) gray or (h, w, c), c 2 to 4) at 8 or 16 bits, Adam7 when @interlace:
+    written here because Pillow writes neither 16-bit colour nor interlaced files."""
+    import struct
+    import zlib
+
+    a = a if a.ndim == 3 else a[..., None]
+    h, w, c = a.shape
+    samples = a.astype(">u2" if depth == 16 else np.uint8)
+    passes = [(0, 0, 8, 8), (0, 4, 8, 8), (4, 0, 8, 4), (0, 2, 4, 4), (2, 0, 4, 2), (0, 1, 2, 2), (1, 0, 2, 1)]
+    raw = b""
+    for y0, x0, dy, dx in passes if interlace else [(0, 0, 1, 1)]:
+        sub = samples[y0::dy, x0::dx]
+        if sub.size:
+            raw += b"".join(b"\0" + row.tobytes() for row in sub)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, {1: 0, 2: 4, 3: 2, 4: 6}[c], 0, 0, int(interlace))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("interlace", [False, True], ids=["rows", "adam7"])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("depth", [8, 16])
+def test_png_depths_and_interlace_equal_pillow(depth, channels, interlace):
+    # 16 bits reach 8 as Pillow's convert("RGB") takes them: the high byte of colour and
+    # gray+alpha files, a 16-bit gray file ("I;16") clipped at 255; checked whole, then
+    # through the transforms (region decode, resize, flip, normalize)
+    rng = np.random.default_rng(depth + channels)
+    h, w = 45, 38
+    a = smooth_image(rng, h, w, channels).astype(np.uint16)
+    if depth == 16:
+        a = a * 257 + rng.integers(0, 257, a.shape).astype(np.uint16)
+        if channels == 1:
+            a[::3] //= 200  # gray at 16 bits: values around 255 and below, where the clip is visible
+    data = png_bytes(a if channels > 1 else a[..., 0], depth, interlace)
+    im = Image.open(io.BytesIO(data))
+    whole, box = grist.vision.Resize((h, w)).apply(data)
+    assert np.array_equal(whole, np.asarray(im.convert("RGB"))), (depth, channels)
+    luma, _ = grist.vision.Resize((h, w), channels=1).apply(data)
+    assert np.array_equal(luma[..., 0], np.asarray(im.convert("RGB").convert("L")))
+    for t in (grist.vision.RandomResizedCrop(24, flip=0.5), grist.vision.RandomResizedCrop(20, flip=0.5, mean=MEAN,
+                                                                                          std=STD)):
+        for index in range(6):
+            got, box = t.apply(data, seed=3, index=index)
+            want = pillow_pipeline(data, box, t)
+            tol = 1 if t.dtype == "uint8" else 1 / 255 / min(STD) + 1e-5
+            assert np.abs(got.astype(np.float64) - want).max() <= tol, (depth, channels, index)
+
+
 def test_transforms_pickle_and_repr():
     import pickle
 
