@@ -41,7 +41,9 @@
  * (a = -0.5), in Pillow's 22-bit fixed point with a uint8 intermediate: the tests find it
  * equal to Pillow's result to the level. A crop is resized as Pillow resizes the cropped
  * image (the filter clamps at the crop's edges), which is what torchvision's
- * resized_crop does on a PIL image.
+ * resized_crop does on a PIL image. BILINEAR_TF and BICUBIC_TF are TF's
+ * tf.image.resize(..., antialias=False) instead (ResizeBilinear / ResizeBicubic with
+ * half-pixel centres, float32, rounded to the nearest level): a fixed 2- or 4-tap kernel.
  *
  * Determinism. Every draw (the box, the flip) comes from a counter-based generator keyed
  * by (seed, epoch, record index within its dataset, feature key): the same pixels at any
@@ -105,6 +107,9 @@ enum grist_vision_interp {
 	GRIST_VISION_BILINEAR = 0,        /* Pillow's BILINEAR (triangle filter, antialiased) */
 	GRIST_VISION_BICUBIC,             /* Pillow's BICUBIC (a = -0.5, antialiased) */
 	GRIST_VISION_AREA,                /* OpenCV's INTER_AREA (FFCV's): box average shrinking, within a level */
+	GRIST_VISION_BILINEAR_TF,         /* tf.image.resize(bilinear, antialias=False): TF's 2-tap kernel,
+					     half-pixel centres, float32, rounded to nearest */
+	GRIST_VISION_BICUBIC_TF,          /* tf.image.resize(bicubic, antialias=False): Keys a = -0.5, 4 taps */
 };
 
 /* How a JPEG is decoded. */

@@ -25,6 +25,7 @@ source pixels; flipped: 1 when the output was flipped horizontally, else 0.
 
 _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
 _INTERP = {"bilinear": 0, "bicubic": 1, "area": 2}
+_INTERP_TF = {"bilinear": 3, "bicubic": 4}  # antialias=False: TF's kernels
 _DTYPES = {"uint8": 1, "float16": 9, "float32": 10, "bfloat16": 13}
 
 
@@ -55,7 +56,8 @@ class _Transform:
     _op = None
 
     def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
-                 channels=3, decode="exact", exif_orientation=False, max_pixels=None, scan_limit=None):
+                 channels=3, decode="exact", exif_orientation=False, max_pixels=None, scan_limit=None,
+                 antialias=True):
         self.size = _size(size)
         if decode not in _DECODES:
             raise ValueError("decode must be 'exact' or 'fast', not %r" % (decode,))
@@ -66,6 +68,9 @@ class _Transform:
         self.channels = int(channels)
         if interpolation not in _INTERP:
             raise ValueError("interpolation must be 'bilinear', 'bicubic' or 'area', not %r" % (interpolation,))
+        self.antialias = bool(antialias)
+        if not self.antialias and interpolation not in _INTERP_TF:
+            raise ValueError("antialias=False is TF's bilinear or bicubic resize, not %r" % (interpolation,))
         if (mean is None) != (std is None):
             raise ValueError("mean and std go together")
         if dtype is None:
@@ -87,7 +92,8 @@ class _Transform:
         self.scan_limit = scan_limit
 
     def _spec(self):
-        d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
+        interp = _INTERP[self.interpolation] if self.antialias else _INTERP_TF[self.interpolation]
+        d = {"op": _OPS[self._op], "out": self.size, "interp": interp, "flip": self.flip,
              "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
              "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels,
              "decode": _DECODES[self.decode], "exif_orientation": self.exif_orientation}
@@ -130,6 +136,8 @@ class _Transform:
     def __repr__(self):
         args = ["size=%r" % (self.size,)] + self._repr_args()
         args += ["interpolation=%r" % self.interpolation, "flip=%r" % self.flip]
+        if not self.antialias:
+            args.append("antialias=False")
         if self.mean is not None:
             args += ["mean=%r" % (self.mean,), "std=%r" % (self.std,)]
         args += ["dtype=%r" % self.dtype, "layout=%r" % self.layout]
@@ -162,6 +170,9 @@ class RandomResizedCrop(_Transform):
       min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
       interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters, or "area",
         OpenCV's INTER_AREA (FFCV's; within a level of cv2.resize).
+      antialias: True (default: Pillow's filters, widened on a downscale) or False: TF's
+        tf.image.resize(..., antialias=False) for "bilinear" or "bicubic" (a fixed 2- or 4-tap
+        kernel, half-pixel centres, float32 rounded to the nearest level).
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
         ToTensor + Normalize); default None (no normalization).
@@ -215,8 +226,8 @@ class CenterCrop(_Transform):
         even); default 256. Ignored when crop_fraction is given.
       crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
         shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
-      and interpolation, flip, mean, std, dtype, layout, channels, decode, exif_orientation,
-      max_pixels, scan_limit as RandomResizedCrop (flip defaults to 0.0).
+      and interpolation, antialias, flip, mean, std, dtype, layout, channels, decode,
+      exif_orientation, max_pixels, scan_limit as RandomResizedCrop (flip defaults to 0.0).
     """
 
     _op = "center_crop"
@@ -238,8 +249,8 @@ class CenterCrop(_Transform):
 class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
-    Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, decode,
-    exif_orientation, max_pixels, scan_limit as RandomResizedCrop (each keyword only).
+    Keywords: size, and interpolation, antialias, flip, mean, std, dtype, layout, channels,
+    decode, exif_orientation, max_pixels, scan_limit as RandomResizedCrop (each keyword only).
     """
 
     _op = "resize"

@@ -37,6 +37,14 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 int gv_resize_area(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride);
 
+/*
+ * antialias=False (vision_resize_tf.c): TF's ResizeBilinear / ResizeBicubic with half-pixel
+ * centres in float32, rounded to uint8; the same arguments as gv_resize_window.
+ */
+int gv_resize_tf(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		 uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		 bool bicubic);
+
 /* vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical output row. */
 void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,

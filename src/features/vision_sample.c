@@ -272,7 +272,7 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 	if (!t->out_height || !t->out_width || t->out_height > 65536 || t->out_width > 65536)
 		return grist_fail(-EINVAL, "vision: the output size %ux%u is not 1 to 65536 on each side", t->out_height,
 				  t->out_width);
-	if ((unsigned)t->interp > GRIST_VISION_AREA)
+	if ((unsigned)t->interp > GRIST_VISION_BICUBIC_TF)
 		return grist_fail(-EINVAL, "vision: unknown interpolation %d", (int)t->interp);
 	if (!(t->scale[0] > 0 && t->scale[0] <= t->scale[1] && t->scale[1] <= 1.0))
 		return grist_fail(-EINVAL, "vision: scale (%g, %g) is not 0 < lo <= hi <= 1", t->scale[0], t->scale[1]);

@@ -276,6 +276,32 @@ static void test_png_region_equals_full_decode(void **state)
 }
 
 /*
+ * antialias=False (TF's kernels) under the sanitizers: at scale 1 both are the identity
+ * (the half-pixel position lands on the pixel, the other taps weigh 0), and up- and
+ * downscales of every edge size run inside their buffers. Values: test_vision.py.
+ */
+static void test_resize_tf_kernels(void **state)
+{
+	static const uint32_t sizes[][4] = { { 37, 29, 37, 29 }, { 37, 29, 224, 224 }, { 37, 29, 1, 1 }, { 1, 1, 5, 3 },
+					     { 1, 29, 7, 1 }, { 37, 1, 2, 9 } };
+	uint8_t *img = photo(37, 29, 5), out[224 * 224 * 3];
+
+	(void)state;
+	for (int bicubic = 0; bicubic < 2; bicubic++) {
+		enum grist_vision_interp in = bicubic ? GRIST_VISION_BICUBIC_TF : GRIST_VISION_BILINEAR_TF;
+
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			const uint32_t *s = sizes[i];
+
+			assert_int_equal(gv_resize(img, s[0], s[1], 29 * 3, 3, out, s[2], s[3], (size_t)s[3] * 3, in), 0);
+			if (s[0] == s[2] && s[1] == s[3])
+				assert_memory_equal(out, img, sizeof(uint8_t) * 37 * 29 * 3);
+		}
+	}
+	free(img);
+}
+
+/*
  * A 1 x N or N x 1 PNG within max_pixels: a resize to 224 x 224 would need a coefficient
  * table of about 4 x N entries per axis (16 x that for AVX2); past the cap it is refused
  * before anything is allocated for it. A long but sane strip still resizes.
@@ -702,6 +728,7 @@ int main(void)
 		cmocka_unit_test(test_bad_images),
 		cmocka_unit_test(test_png_region_equals_full_decode),
 		cmocka_unit_test(test_resize_table_bound),
+		cmocka_unit_test(test_resize_tf_kernels),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),

@@ -525,6 +525,126 @@ def test_png_depths_and_interlace_equal_pillow(depth, channels, interlace):
             assert np.abs(got.astype(np.float64) - want).max() <= tol, (depth, channels, index)
 
 
+BILINEAR_TF, BICUBIC_TF = 3, 4
+
+
+def tf_taps(in_size, out_size, bicubic):
+    """TF's resize kernels' taps with half-pixel centres, line by line in float32
+    (resize_bilinear_op.cc compute_interpolation_weights, resize_bicubic_op.cc
+    GetWeightsAndIndices with the Keys table): (indices (n, k), weights (n, k))."""
+    f = np.float32
+    scale = f(in_size) / f(out_size)
+    idx, wts = [], []
+    if bicubic:
+        x = (np.arange(1025) / 1024).astype(f).astype(np.float64)
+        a = -0.5
+        near = (((a + 2) * x - (a + 3)) * x * x + 1).astype(f)
+        x = (x.astype(f) + f(1)).astype(np.float64)
+        far = (((a * x - 5 * a) * x + 8 * a) * x - 4 * a).astype(f)
+    for i in range(out_size):
+        pos = (f(i) + f(0.5)) * scale - f(0.5)
+        if not bicubic:
+            lo = np.floor(pos)
+            idx.append((max(int(lo), 0), min(int(np.ceil(pos)), in_size - 1)))
+            wts.append((f(1) - (pos - lo), pos - lo))  # TF's lerp; the 1 - lerp is for the reference only
+            continue
+        loc = int(np.floor(pos))
+        off = int(np.rint(f(pos - f(loc)) * f(1024)))
+        want = (far[off], near[off], near[1024 - off], far[1024 - off])
+        ii = [min(max(loc - 1 + k, 0), in_size - 1) for k in range(4)]
+        w = [want[k] if ii[k] == loc - 1 + k else f(0) for k in range(4)]
+        total = f(f(f(w[0] + w[1]) + w[2]) + w[3])
+        if abs(total) >= f(1000) * np.finfo(f).tiny:
+            inv = f(1) / total
+            w = [f(v * inv) for v in w]
+        idx.append(ii)
+        wts.append(w)
+    return np.array(idx), np.array(wts, dtype=f)
+
+
+def tf_resize_reference(a, oh, ow, bicubic):
+    """tf.image.resize(a, (oh, ow), method, antialias=False), float32, in TF's order of operations."""
+    f = np.float32
+    a = a.astype(f)
+    yi, yw = tf_taps(a.shape[0], oh, bicubic)
+    xi, xw = tf_taps(a.shape[1], ow, bicubic)
+    if not bicubic:
+        tl, tr = a[yi[:, 0]][:, xi[:, 0]], a[yi[:, 0]][:, xi[:, 1]]
+        bl, br = a[yi[:, 1]][:, xi[:, 0]], a[yi[:, 1]][:, xi[:, 1]]
+        xl, yl = xw[None, :, 1, None], yw[:, None, 1, None]
+        top = tl + (tr - tl) * xl
+        bottom = bl + (br - bl) * xl
+        return top + (bottom - top) * yl
+    # the four rows first (ComputeYInterpolation), summed left to right, then the four columns
+    cols = [sum_lr([a[yi[:, k]][:, xi[:, j]] * yw[:, None, k, None] for k in range(4)]) for j in range(4)]
+    return sum_lr([cols[j] * xw[None, :, j, None] for j in range(4)])
+
+
+def sum_lr(terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = (out + t).astype(np.float32)
+    return out
+
+
+def tf_round(v):
+    return np.clip(np.rint(v), 0, 255).astype(np.uint8)
+
+
+TF_CASES = [(375, 500, 224, 224), (100, 80, 224, 224), (7, 9, 3, 2), (1, 1, 5, 4), (1, 640, 1, 224),
+            (301, 3, 224, 224), (41, 29, 40, 30), (2, 2, 1, 1), (256, 256, 255, 257), (999, 333, 111, 333)]
+
+
+@pytest.mark.parametrize("interp", [BILINEAR_TF, BICUBIC_TF], ids=["bilinear", "bicubic"])
+def test_resize_without_antialias_equals_tf_kernel_copy(interp):
+    # grist's antialias=False against a line-by-line NumPy copy of TF's kernels: the same
+    # float32 operations in the same order, so the same value, rounded to the same level
+    rng = np.random.default_rng(9)
+    cases = TF_CASES + [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(12)]
+    for h, w, oh, ow in cases:
+        for c in (1, 3):
+            a = smooth_image(rng, h, w, c)
+            want = tf_round(tf_resize_reference(a, oh, ow, interp == BICUBIC_TF))
+            got = grist_resize(a, oh, ow, interp)
+            assert np.array_equal(got, want), (h, w, oh, ow, c, interp)
+
+
+def test_transform_without_antialias_is_tf_resize_of_the_box(photos):
+    root = photos[0]
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:4]
+    for interpolation in ("bilinear", "bicubic"):
+        t = grist.vision.RandomResizedCrop(48, flip=0.5, antialias=False, interpolation=interpolation)
+        assert "antialias=False" in repr(t)
+        for i, path in enumerate(paths):
+            data = open(path, "rb").read()
+            got, box = t.apply(data, seed=2, index=i)
+            a = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[box.top:box.top + box.height,
+                                                                        box.left:box.left + box.width]
+            want = tf_round(tf_resize_reference(a, 48, 48, interpolation == "bicubic"))
+            if box.flipped:
+                want = want[:, ::-1]
+            assert np.abs(got.astype(int) - want).max() <= 1, (path, box)  # Pillow's JPEG decode vs libjpeg's
+    with pytest.raises(ValueError, match="antialias"):
+        grist.vision.Resize(8, interpolation="area", antialias=False)
+
+
+@pytest.mark.parametrize("bicubic", [False, True], ids=["bilinear", "bicubic"])
+def test_heavy_tf_kernel_copy_equals_tensorflow(bicubic):
+    """Heavy, opt-in: TensorFlow itself as the oracle of the NumPy copy (and so of grist).
+    Skipped where tensorflow does not import; CI never installs it (pip install tensorflow-cpu)."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(10)
+    cases = TF_CASES + [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(12)]
+    method = "bicubic" if bicubic else "bilinear"
+    for h, w, oh, ow in cases:
+        a = smooth_image(rng, h, w, 3)
+        want = tf.image.resize(a, (oh, ow), method=method, antialias=False).numpy()
+        ref = tf_resize_reference(a, oh, ow, bicubic)
+        assert np.array_equal(ref, want), (h, w, oh, ow)  # to the bit
+        got = grist_resize(a, oh, ow, BICUBIC_TF if bicubic else BILINEAR_TF)
+        assert np.array_equal(got, tf_round(want)), (h, w, oh, ow)
+
+
 def test_transforms_pickle_and_repr():
     import pickle
 
