@@ -101,6 +101,8 @@ enum grist_vision_sampler {
 	GRIST_VISION_SAMPLER_TORCHVISION = 0, /* RandomResizedCrop.get_params */
 	GRIST_VISION_SAMPLER_TF,              /* sample_distorted_bounding_box (whole-image bbox), then the
 						 Cloud TPU ResNet fallback to the centre crop */
+	GRIST_VISION_SAMPLER_DALI,            /* DALI's RandomCropGenerator: float32, roundf, its early exits,
+						 the clamped whole-image fallback at a random offset */
 };
 
 enum grist_vision_interp {
@@ -148,7 +150,7 @@ struct grist_vision_transform {
 	bool exif_orientation;            /* JPEG: turn the image as its EXIF orientation says, as
 					     Pillow's ImageOps.exif_transpose; default off (TFDS and
 					     torchvision's ImageNet recipes do not) */
-	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default) or TF */
+	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default), TF or DALI */
 	double min_object_covered;        /* SAMPLER_TF: the crop's least share of the image; 0: 0.1 */
 };
 

@@ -40,7 +40,7 @@ def _np_dtype(name):
     return np.dtype(name)
 _LAYOUTS = {"HWC": 0, "CHW": 1}
 _DECODES = {"exact": 0, "fast": 1}
-_SAMPLERS = {"torchvision": 0, "tf": 1}
+_SAMPLERS = {"torchvision": 0, "tf": 1, "dali": 2}
 
 
 def _size(size):
@@ -164,9 +164,12 @@ class RandomResizedCrop(_Transform):
       scale: range of the crop's area as a fraction of the image's; default (0.08, 1.0).
       ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3),
         that is (0.75, 1.3333333333333333).
-      sampler: "torchvision" (default: RandomResizedCrop.get_params) or "tf" (TF's
+      sampler: "torchvision" (default: RandomResizedCrop.get_params), "tf" (TF's
         sample_distorted_bounding_box on the whole image, aspect uniform, then the Cloud TPU
-        ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image).
+        ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image) or
+        "dali" (DALI's RandomCropGenerator: float32, rounding half away from zero, its early
+        exits for too wide or too tall images, and a whole-image fallback clamped into ratio
+        and scale, placed at a random offset).
       min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
       interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters, or "area",
         OpenCV's INTER_AREA (FFCV's; within a level of cv2.resize).
@@ -199,7 +202,7 @@ class RandomResizedCrop(_Transform):
                  min_object_covered=0.1, **kw):
         super().__init__(size, **kw)
         if sampler not in _SAMPLERS:
-            raise ValueError("sampler must be 'torchvision' or 'tf', not %r" % (sampler,))
+            raise ValueError("sampler must be 'torchvision', 'tf' or 'dali', not %r" % (sampler,))
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
         self.sampler = sampler
@@ -211,8 +214,10 @@ class RandomResizedCrop(_Transform):
 
     def _repr_args(self):
         args = ["scale=%r" % (self.scale,), "ratio=%r" % (self.ratio,)]
-        if self.sampler != "torchvision":
+        if self.sampler == "tf":
             args += ["sampler=%r" % self.sampler, "min_object_covered=%r" % self.min_object_covered]
+        elif self.sampler != "torchvision":
+            args.append("sampler=%r" % self.sampler)
         return args
 
 

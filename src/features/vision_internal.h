@@ -89,6 +89,12 @@ void gv_rrc_params(uint32_t h, uint32_t w, const double scale[2], const double r
  */
 bool gv_tf_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], double min_covered,
 		  struct gv_draws *d, struct grist_vision_box *box);
+/*
+ * DALI's RandomCropGenerator (vision_sample_dali.c) with uniforms from @d: per attempt the
+ * area, the log aspect; then the left and the top offset. Sets the box.
+ */
+void gv_dali_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], struct gv_draws *d,
+		    struct grist_vision_box *box);
 /* CENTER_CROP's box in source pixels (see grist/vision.h). */
 void gv_center_params(const struct grist_vision_transform *t, uint32_t h, uint32_t w, struct grist_vision_box *box);
 /* CENTER_CROP with resize: the size torchvision's Resize(resize) gives an @h x @w image. */

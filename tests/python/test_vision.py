@@ -645,6 +645,77 @@ def test_heavy_tf_kernel_copy_equals_tensorflow(bicubic):
         assert np.array_equal(got, tf_round(want)), (h, w, oh, ow)
 
 
+def dali_crop_window(H, W, scale, ratio, uniform):
+    """DALI's RandomCropGenerator::GenerateCropWindowImpl (dali/util/random_crop_generator.cc)
+    line by line in float32, its std::mt19937 draws replaced by uniform(): (top, left, h, w)."""
+    f = np.float32
+
+    def roundf(v):  # half away from zero (the values are positive)
+        return int(math.floor(float(v) + 0.5))
+
+    min_wh, max_wh, max_hw = f(ratio[0]), f(ratio[1]), f(1) / f(ratio[0])
+    log_lo, log_hi = f(math.log(f(ratio[0]))), f(math.log(f(ratio[1])))
+    a, b = f(scale[0]), f(scale[1])
+    min_area = f(W * H) * a
+    max_w = max(1, int(f(H) * max_wh))
+    max_h = max(1, int(f(W) * max_hw))
+    if f(H * max_w) < min_area:
+        h, w = H, max_w
+    elif f(W * max_h) < min_area:
+        w, h = W, max_h
+    else:
+        for _ in range(10):
+            target = (f(uniform()) * (b - a) + a) * f(H * W)
+            r = f(math.exp(f(uniform()) * (log_hi - log_lo) + log_lo))
+            w = max(1, roundf(np.sqrt(target * r)))
+            h = max(1, roundf(np.sqrt(target / r)))
+            r = f(w) / f(h)
+            if w <= W and h <= H and min_wh <= r <= max_wh:
+                break
+        else:
+            max_area = b * f(W) * f(H)
+            r = f(W) / f(H)
+            if r > max_wh:
+                h, w = H, max_w
+            elif r < min_wh:
+                w, h = W, max_h
+            else:
+                w, h = W, H
+            shrink = min(f(1), max_area / f(w * h))
+            w = max(1, int(w * math.sqrt(float(shrink))))
+            h = max(1, int(h * math.sqrt(float(shrink))))
+    # std::uniform_int_distribution(0, n), x before y
+    left = min(int(math.floor(uniform() * (W - w + 1))), W - w)
+    top = min(int(math.floor(uniform() * (H - h + 1))), H - h)
+    return top, left, h, w
+
+
+def test_dali_sampler_exact_boxes_for_injected_uniforms():
+    rng = np.random.default_rng(12)
+    sizes = [(375, 500), (500, 375), (1, 1), (1, 1000), (1000, 1), (7, 3), (224, 224), (33, 1999), (480, 640),
+             (3, 2), (10, 40)]
+    settings = [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 1.0), (0.5, 2.0)), ((0.99, 1.0), (1.0, 1.0)),
+                ((0.08, 0.08), (3.0, 4.0)), ((0.2, 0.9), (0.1, 0.2)), ((0.9, 1.0), (0.99, 1.01))]
+    n = fallbacks = 0
+    for h, w in sizes + [tuple(int(v) for v in rng.integers(1, 800, 2)) for _ in range(40)]:
+        for scale, ratio in settings:
+            for _ in range(20):
+                u = [float(x) for x in rng.random(24)]
+                it = iter(u)
+                want = dali_crop_window(h, w, scale, ratio, lambda: next(it))
+                fallbacks += len(list(it)) == 2  # 22 draws used: 10 misses, then the offsets
+                got = _grist._vision_rrc(h, w, scale, ratio, u, 2)
+                assert got == want, (h, w, scale, ratio, u)
+                n += 1
+    assert n > 5000 and fallbacks > 0
+    t = grist.vision.RandomResizedCrop(224, sampler="dali", flip=0.5)
+    assert "sampler='dali'" in repr(t)
+    for index in range(50):
+        box = t.params(375, 500, seed=1, index=index)
+        assert 0 <= box.top <= 375 - box.height and 0 <= box.left <= 500 - box.width
+        assert 0.08 * 0.99 <= box.height * box.width / (375 * 500) <= 1.0
+
+
 def test_transforms_pickle_and_repr():
     import pickle
 
@@ -847,7 +918,7 @@ def test_tf_sampler_exact_boxes_for_injected_uniforms():
                 u = [float(x) for x in rng.random(60)]
                 it = iter(u)
                 want = tf_sample_distorted_bounding_box(h, w, area, aspect, covered, lambda: next(it))
-                got = _grist._vision_rrc(h, w, area, aspect, u, True, covered)
+                got = _grist._vision_rrc(h, w, area, aspect, u, 1, covered)
                 assert got == (want or (0, 0, h, w)), (h, w, area, aspect, u)
                 n += 1
     assert n > 2000
