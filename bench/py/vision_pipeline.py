@@ -23,9 +23,12 @@ of each is the median of its rounds (--pairs):
 - codec_bound: one thread doing only the libjpeg region decodes (grist's, through the
   private _vision_jpeg_region hook) of the crops the grist loader takes (RandomResizedCrop.
   params() of each record), its rate times --threads: what the decoder alone would allow.
+- tf (with --peers tf; the default when tensorflow imports, `pip install tensorflow-cpu`,
+  bench-only): tf.data over a TFRecord copy of the same records, sample_distorted_bounding_box
+  (min_object_covered=0.1) + decode_and_crop_jpeg, resize bilinear antialias=True, random
+  flip, normalize, map(num_parallel_calls=AUTOTUNE), batch, prefetch, on --threads threads.
 Records are parsed with protobuf (`pip install tfrecord` for its example_pb2, bench-only).
-tf.data is not a side here: TensorFlow is not installed on the machine this was written on
-(see docs/vision.md). Images/s is wall time over --batches batches of --batch; per core is
+Images/s is wall time over --batches batches of --batch; per core is
 that over --threads; per CPU-second is images over the process's CPU time (every thread),
 the fairer figure on a machine shared with other jobs.
 
@@ -53,7 +56,10 @@ SIZE = 224
 # ---- tf.train.Example, through protobuf (the tfrecord package's example_pb2: no TensorFlow) ----
 
 def _example(record):
-    from tfrecord import example_pb2
+    if "tensorflow" in sys.modules:  # its protos and tfrecord's share names: only one set may load
+        from tensorflow.core.example import example_pb2
+    else:
+        from tfrecord import example_pb2
     ex = example_pb2.Example()
     ex.ParseFromString(bytes(record))
     return ex
@@ -285,8 +291,54 @@ def side_codec_bound(args, vdir, records, _cache={}):
     return len(jobs)
 
 
+def side_tf(args, vdir, records, _cache={}):
+    """tf.data, the Cloud TPU / Model Garden way: TFRecord of the same Example records ->
+    map(parse, sample_distorted_bounding_box(min_object_covered=0.1), decode_and_crop_jpeg,
+    resize bilinear antialias=True, random flip, normalize; num_parallel_calls=AUTOTUNE) ->
+    batch -> prefetch, on a private pool of --threads threads (the TFRecord copy is written
+    on the first, untimed call). Bench-only: pip install tensorflow-cpu."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    if "path" not in _cache:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        path = os.path.join(vdir, "..", "..", "train.tfrecord")
+        with tf.io.TFRecordWriter(path) as w:
+            for rec in records:
+                w.write(bytes(rec))
+        _cache["path"] = path
+    mean, std = tf.constant(MEAN, tf.float32), tf.constant(STD, tf.float32)
+    whole = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
+    spec = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def fn(rec):
+        ex = tf.io.parse_single_example(rec, spec)
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.io.extract_jpeg_shape(ex["image"]), whole, min_object_covered=0.1, aspect_ratio_range=(3 / 4, 4 / 3),
+            area_range=(0.08, 1.0), max_attempts=10, use_image_if_no_bounding_boxes=True)
+        y, x, _ = tf.unstack(begin)
+        h, w, _ = tf.unstack(size)
+        im = tf.image.decode_and_crop_jpeg(ex["image"], tf.stack([y, x, h, w]), channels=3)
+        im = tf.image.resize(im, (SIZE, SIZE), method="bilinear", antialias=True)
+        im = tf.image.random_flip_left_right(im)
+        return (im / 255.0 - mean) / std, ex["label"]
+
+    ds = (tf.data.TFRecordDataset(_cache["path"]).repeat().shuffle(1024, seed=0)
+          .map(fn, num_parallel_calls=tf.data.AUTOTUNE).batch(args.batch, drop_remainder=True)
+          .prefetch(tf.data.AUTOTUNE))
+    opts = tf.data.Options()
+    opts.threading.private_threadpool_size = args.threads
+    ds = ds.with_options(opts)
+    n = 0
+    for images, labels in ds.take(args.batches):
+        assert tuple(images.shape) == (args.batch, SIZE, SIZE, 3) and images.dtype == tf.float32
+        n += int(labels.shape[0])
+    return n
+
+
 SIDES = {"grist": side_grist, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
          "codec_bound": side_codec_bound}
+PEERS = {"tf": side_tf}  # sides whose peer is not always installed: --peers
 
 
 def main():
@@ -298,6 +350,8 @@ def main():
                     help="decode / map threads of every side (the CPUs this process may use)")
     ap.add_argument("--pairs", type=int, default=5, help="rounds of every side, order rotated; medians (5)")
     ap.add_argument("--sides", default=",".join(SIDES), help="which sides (%(default)s)")
+    ap.add_argument("--peers", default=None,
+                    help="more sides, comma-separated: tf (tf.data; default: tf when tensorflow is installed)")
     ap.add_argument("--photos", nargs="*", default=[], help="more photographs to draw from")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated dataset (0)")
     ap.add_argument("--keep", help="make the dataset in this folder and keep it (default: a temporary one)")
@@ -305,6 +359,14 @@ def main():
     if args.batch * args.batches > args.images:
         raise SystemExit("--batch x --batches must not exceed --images (the codec bound times one pass)")
     sides = args.sides.split(",")
+    if args.peers is None:
+        import importlib.util
+        args.peers = "tf" if importlib.util.find_spec("tensorflow") else ""
+    sides += [p for p in args.peers.split(",") if p]
+    SIDES.update(PEERS)
+    if "tf" in sides:  # before any Example is parsed (see _example)
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow  # noqa: F401
     tmp = args.keep or tempfile.mkdtemp(prefix="grist-vision-bench-")
     try:
         t0 = time.perf_counter()
@@ -314,6 +376,8 @@ def main():
             len(records), size / len(records) / 1e3, time.perf_counter() - t0, vdir))
         if "codec_bound" in sides:
             side_codec_bound(args, vdir, records)  # the crops drawn and the files read once, untimed
+        if "tf" in sides:
+            side_tf(args, vdir, records)  # the TFRecord copy written and the graph traced once, untimed
         times = {s: [] for s in sides}
         cpu = {s: [] for s in sides}
         for r in range(args.pairs):
