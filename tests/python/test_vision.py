@@ -612,6 +612,7 @@ def test_resize_without_antialias_equals_tf_kernel_copy(interp):
 def test_transform_without_antialias_is_tf_resize_of_the_box(photos):
     root = photos[0]
     paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:4]
+    assert len(paths) == 4
     for interpolation in ("bilinear", "bicubic"):
         t = grist.vision.RandomResizedCrop(48, flip=0.5, antialias=False, interpolation=interpolation)
         assert "antialias=False" in repr(t)
