@@ -30,7 +30,10 @@
 
 #define TF_TABLE 1024
 
-/* TF's InitCoeffsTable(-0.5): entry 2i is the weight at distance i / 1024, 2i + 1 at 1 + i / 1024. */
+/*
+ * TF's InitCoeffsTable(-0.5): entry 2i is the weight at distance i / 1024, 2i + 1 at 1 + i / 1024.
+ * Process-wide: filled once (pthread_once) by the first bicubic resize, read-only after.
+ */
 static float keys_table[(TF_TABLE + 1) * 2];
 static pthread_once_t keys_once = PTHREAD_ONCE_INIT;
 
