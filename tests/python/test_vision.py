@@ -629,17 +629,44 @@ def test_transform_without_antialias_is_tf_resize_of_the_box(photos):
         grist.vision.Resize(8, interpolation="area", antialias=False)
 
 
+_TF_ORACLE = """
+import sys
+import numpy as np
+import tensorflow as tf
+inp = np.load(sys.argv[1])
+out = {}
+for k in range(int(inp["n"])):
+    a, (oh, ow) = inp["a%d" % k], inp["size%d" % k]
+    out["r%d" % k] = tf.image.resize(a, (int(oh), int(ow)), method=sys.argv[3], antialias=False).numpy()
+np.savez(sys.argv[2], **out)
+"""
+
+
 @pytest.mark.parametrize("bicubic", [False, True], ids=["bilinear", "bicubic"])
-def test_heavy_tf_kernel_copy_equals_tensorflow(bicubic):
+def test_heavy_tf_kernel_copy_equals_tensorflow(bicubic, tmp_path):
     """Heavy, opt-in: TensorFlow itself as the oracle of the NumPy copy (and so of grist).
-    Skipped where tensorflow does not import; CI never installs it (pip install tensorflow-cpu)."""
-    tf = pytest.importorskip("tensorflow")
+    Skipped where tensorflow is not installed; CI never installs it (pip install tensorflow-cpu).
+    TensorFlow runs in a child process: its Example protos would clash with the tfrecord
+    package's that other test files load into this one."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (the heavy oracle)")
     rng = np.random.default_rng(10)
     cases = TF_CASES + [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(12)]
-    method = "bicubic" if bicubic else "bilinear"
-    for h, w, oh, ow in cases:
-        a = smooth_image(rng, h, w, 3)
-        want = tf.image.resize(a, (oh, ow), method=method, antialias=False).numpy()
+    images = [smooth_image(rng, h, w, 3) for h, w, _, _ in cases]
+    arrays = {"n": len(cases)}
+    for k, ((h, w, oh, ow), a) in enumerate(zip(cases, images)):
+        arrays["a%d" % k], arrays["size%d" % k] = a, np.array([oh, ow])
+    np.savez(tmp_path / "in.npz", **arrays)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run([sys.executable, "-c", _TF_ORACLE, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
+                    "bicubic" if bicubic else "bilinear"], check=True, env=env, timeout=300)
+    got_tf = np.load(tmp_path / "out.npz")
+    for k, ((h, w, oh, ow), a) in enumerate(zip(cases, images)):
+        want = got_tf["r%d" % k]
         ref = tf_resize_reference(a, oh, ow, bicubic)
         assert np.array_equal(ref, want), (h, w, oh, ow)  # to the bit
         got = grist_resize(a, oh, ow, BICUBIC_TF if bicubic else BILINEAR_TF)
