@@ -244,9 +244,8 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if (ret)
 		goto out;
 	if (t->channels == 1) {
-		/* to "L" in place: the region is this call's own buffer */
-		rgb_to_l(region, rh, rw, stride);
-		src = region;
+		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
+		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
 	}
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		uint32_t nh, nw;
@@ -267,9 +266,9 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
-	gv_png_close(&png);
 	free(px);
 	free(region);
+	gv_png_close(&png);
 	return ret;
 }
 
