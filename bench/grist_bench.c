@@ -542,7 +542,7 @@ static int bench_main(int argc, char **argv)
 						.repeat = a.repeat, .seconds = a.seconds_set ? a.cfg.seconds : 5,
 						.fast = a.vision_fast, .json = a.json };
 
-		return bench_vision((const char *const *)argv + optind, (size_t)(argc - optind), &vo);
+		return bench_run_vision((const char *const *)argv + optind, (size_t)(argc - optind), &vo);
 	}
 	if (optind < argc) {
 		files = argv + optind;

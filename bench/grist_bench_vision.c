@@ -1,7 +1,8 @@
 /*
  * grist-bench --vision: the training transform alone, RandomResizedCrop(224) + flip +
  * normalize to float32 (grist/vision.h), over a set of images on N threads: images/s, per
- * core and per CPU-second, medians of --repeat rounds.
+ * core and per CPU-second, medians of --repeat rounds. (bench_vision.c, a program of its own,
+ * runs bench/py/vision_pipeline.py's C sides on the loader's crops.)
  *
  * The images are given (JPEG and PNG files, or folders of them) or generated: photo-like
  * frames (smooth gradients, edges and noise, not flat noise that no codec sees in
@@ -240,7 +241,7 @@ static double cpu_seconds(void)
 	       ru.ru_stime.tv_usec * 1e-6;
 }
 
-int bench_vision(const char *const *paths, size_t num_paths, const struct bench_vision_opts *o)
+int bench_run_vision(const char *const *paths, size_t num_paths, const struct bench_vision_opts *o)
 {
 	struct grist_vision_transform t;
 	struct vset set = { 0 };
