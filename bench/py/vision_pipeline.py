@@ -291,49 +291,10 @@ def side_codec_bound(args, vdir, records, _cache={}):
     return len(jobs)
 
 
-def side_tf(args, vdir, records, _cache={}):
-    """tf.data, the Cloud TPU / Model Garden way: TFRecord of the same Example records ->
-    map(parse, sample_distorted_bounding_box(min_object_covered=0.1), decode_and_crop_jpeg,
-    resize bilinear antialias=True, random flip, normalize; num_parallel_calls=AUTOTUNE) ->
-    batch -> prefetch, on a private pool of --threads threads (the TFRecord copy is written
-    on the first, untimed call). Bench-only: pip install tensorflow-cpu."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-    if "path" not in _cache:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-        path = os.path.join(vdir, "..", "..", "train.tfrecord")
-        with tf.io.TFRecordWriter(path) as w:
-            for rec in records:
-                w.write(bytes(rec))
-        _cache["path"] = path
-    mean, std = tf.constant(MEAN, tf.float32), tf.constant(STD, tf.float32)
-    whole = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
-    spec = {"image": tf.io.FixedLenFeature([], tf.string), "label": tf.io.FixedLenFeature([], tf.int64)}
-
-    def fn(rec):
-        ex = tf.io.parse_single_example(rec, spec)
-        begin, size, _ = tf.image.sample_distorted_bounding_box(
-            tf.io.extract_jpeg_shape(ex["image"]), whole, min_object_covered=0.1, aspect_ratio_range=(3 / 4, 4 / 3),
-            area_range=(0.08, 1.0), max_attempts=10, use_image_if_no_bounding_boxes=True)
-        y, x, _ = tf.unstack(begin)
-        h, w, _ = tf.unstack(size)
-        im = tf.image.decode_and_crop_jpeg(ex["image"], tf.stack([y, x, h, w]), channels=3)
-        im = tf.image.resize(im, (SIZE, SIZE), method="bilinear", antialias=True)
-        im = tf.image.random_flip_left_right(im)
-        return (im / 255.0 - mean) / std, ex["label"]
-
-    ds = (tf.data.TFRecordDataset(_cache["path"]).repeat().shuffle(1024, seed=0)
-          .map(fn, num_parallel_calls=tf.data.AUTOTUNE).batch(args.batch, drop_remainder=True)
-          .prefetch(tf.data.AUTOTUNE))
-    opts = tf.data.Options()
-    opts.threading.private_threadpool_size = args.threads
-    ds = ds.with_options(opts)
-    n = 0
-    for images, labels in ds.take(args.batches):
-        assert tuple(images.shape) == (args.batch, SIZE, SIZE, 3) and images.dtype == tf.float32
-        n += int(labels.shape[0])
-    return n
+def side_tf(args, vdir, records):
+    """tf.data (bench/py/vision_tf.py), with --peers tf."""
+    import vision_tf
+    return vision_tf.side_tf(args, vdir, records)["images"]
 
 
 SIDES = {"grist": side_grist, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
@@ -365,8 +326,7 @@ def main():
     sides += [p for p in args.peers.split(",") if p]
     SIDES.update(PEERS)
     if "tf" in sides:  # before any Example is parsed (see _example)
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow  # noqa: F401
+        import vision_tf  # noqa: F401  (imports TensorFlow)
     tmp = args.keep or tempfile.mkdtemp(prefix="grist-vision-bench-")
     try:
         t0 = time.perf_counter()
