@@ -23,12 +23,9 @@ of each is the median of its rounds (--pairs):
 - codec_bound: one thread doing only the libjpeg region decodes (grist's, through the
   private _vision_jpeg_region hook) of the crops the grist loader takes (RandomResizedCrop.
   params() of each record), its rate times --threads: what the decoder alone would allow.
-- tf (with --peers tf; the default when tensorflow imports, `pip install tensorflow-cpu`,
-  bench-only): tf.data over a TFRecord copy of the same records, sample_distorted_bounding_box
-  (min_object_covered=0.1) + decode_and_crop_jpeg, resize bilinear antialias=True, random
-  flip, normalize, map(num_parallel_calls=AUTOTUNE), batch, prefetch, on --threads threads.
 Records are parsed with protobuf (`pip install tfrecord` for its example_pb2, bench-only).
-Images/s is wall time over --batches batches of --batch; per core is
+tf.data is not a side here: TensorFlow is not installed on the machine this was written on
+(see docs/vision.md). Images/s is wall time over --batches batches of --batch; per core is
 that over --threads; per CPU-second is images over the process's CPU time (every thread),
 the fairer figure on a machine shared with other jobs.
 
