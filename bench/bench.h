@@ -131,6 +131,19 @@ struct bench_sweep_opts {
 int bench_sweep(const char *const *paths, size_t num_paths, const struct bench_data *d,
 		const struct bench_config *base, const struct bench_sweep_opts *o);
 
+/* grist-bench --vision (grist_bench_vision.c): the training transform alone on N threads. */
+struct bench_vision_opts {
+	uint64_t images;           /* generated images when no file is given */
+	unsigned threads;
+	unsigned repeat;           /* rounds; medians */
+	double seconds;            /* per round */
+	bool fast;                 /* decode="fast" */
+	bool json;
+};
+
+/* Transform the images of @paths (files or folders; none: generated) for o->seconds per round. */
+int bench_run_vision(const char *const *paths, size_t num_paths, const struct bench_vision_opts *o);
+
 /* The JSON object of one run on @f ("{...}", no newline). */
 void bench_print_result_json(FILE *f, const struct bench_result *r);
 

@@ -45,6 +45,12 @@ static const char bench_usage[] =
 	"  --cold                O_DIRECT reads after dropping the page cache (root); default warm:\n"
 	"                        the file is read once first so it is cached\n"
 	"  --json                one JSON object on stdout instead of text\n"
+	"vision (the training transform alone, no loader):\n"
+	"  --vision[=fast]       RandomResizedCrop(224) + flip + normalize to float32 (grist/vision.h) on\n"
+	"                        --threads threads for --seconds (default 5) x --repeat rounds: images/s,\n"
+	"                        per core and per CPU-second (medians). FILEs are JPEG/PNG files or\n"
+	"                        folders of them; without, --images N (default 256) photo-like JPEGs of\n"
+	"                        ImageNet's sizes are generated in memory. =fast: decode=\"fast\"\n"
 	"baselines and sweeps:\n"
 	"  --compare             also run fio (io_uring randread), a pread loop, the official\n"
 	"                        ArrayRecordReader.read(indices), a Grain pipeline and the file's\n"
@@ -64,7 +70,8 @@ static const char bench_usage[] =
 
 enum {
 	OPT_DIR = 256, OPT_RECORDS, OPT_RECORD_SIZE, OPT_GROUP_SIZE, OPT_COMPRESSION, OPT_SECONDS, OPT_BATCHES,
-	OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT, OPT_BASELINES,
+	OPT_COLD, OPT_JSON, OPT_COMPARE, OPT_SWEEP, OPT_OUT, OPT_HELP, OPT_REPEAT, OPT_BASELINES, OPT_VISION,
+	OPT_IMAGES,
 };
 
 static const struct option bench_options[] = {
@@ -94,6 +101,8 @@ static const struct option bench_options[] = {
 	{ "out", required_argument, NULL, OPT_OUT },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "repeat", required_argument, NULL, OPT_REPEAT },
+	{ "vision", optional_argument, NULL, OPT_VISION },
+	{ "images", required_argument, NULL, OPT_IMAGES },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -102,6 +111,8 @@ struct bench_args {
 	struct bench_config cfg;
 	bool json, compare, sweep, seconds_set;
 	const char *sweep_axes;    /* --sweep=LIST, or NULL */
+	bool vision, vision_fast;  /* --vision[=fast] */
+	uint64_t images;           /* --images N */
 	unsigned repeat;
 	const char *out_dir;
 };
@@ -235,6 +246,16 @@ static int parse_bench_args(int argc, char **argv, struct bench_args *a)
 			break;
 		case OPT_OUT:
 			a->out_dir = optarg;
+			break;
+		case OPT_VISION:
+			if (optarg && strcmp(optarg, "exact") && strcmp(optarg, "fast"))
+				return cli_usage_error("--vision: '%s' is not exact or fast", optarg);
+			a->vision = true;
+			a->vision_fast = optarg && !strcmp(optarg, "fast");
+			break;
+		case OPT_IMAGES:
+			if (!parse_range(optarg, 1, 1u << 20, &a->images))
+				return cli_usage_error("--images: '%s' is not a number in 1..2^20", optarg);
 			break;
 		case OPT_HELP:
 		case 'h':
@@ -516,6 +537,13 @@ static int bench_main(int argc, char **argv)
 	if (ret)
 		return ret < 0 ? CLI_EXIT_OK : ret;
 	a.cfg.progress = true;
+	if (a.vision) {
+		struct bench_vision_opts vo = { .images = a.images ? a.images : 256, .threads = a.cfg.loader.threads,
+						.repeat = a.repeat, .seconds = a.seconds_set ? a.cfg.seconds : 5,
+						.fast = a.vision_fast, .json = a.json };
+
+		return bench_run_vision((const char *const *)argv + optind, (size_t)(argc - optind), &vo);
+	}
 	if (optind < argc) {
 		files = argv + optind;
 		nfiles = (size_t)(argc - optind);

@@ -53,7 +53,10 @@ SIZE = 224
 # ---- tf.train.Example, through protobuf (the tfrecord package's example_pb2: no TensorFlow) ----
 
 def _example(record):
-    from tfrecord import example_pb2
+    if "tensorflow" in sys.modules:  # its protos and tfrecord's share names: only one set may load
+        from tensorflow.core.example import example_pb2
+    else:
+        from tfrecord import example_pb2
     ex = example_pb2.Example()
     ex.ParseFromString(bytes(record))
     return ex
@@ -285,8 +288,15 @@ def side_codec_bound(args, vdir, records, _cache={}):
     return len(jobs)
 
 
+def side_tf(args, vdir, records):
+    """tf.data (bench/py/vision_tf.py), with --peers tf."""
+    import vision_tf
+    return vision_tf.side_tf(args, vdir, records)["images"]
+
+
 SIDES = {"grist": side_grist, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
          "codec_bound": side_codec_bound}
+PEERS = {"tf": side_tf}  # sides whose peer is not always installed: --peers
 
 
 def main():
@@ -298,6 +308,8 @@ def main():
                     help="decode / map threads of every side (the CPUs this process may use)")
     ap.add_argument("--pairs", type=int, default=5, help="rounds of every side, order rotated; medians (5)")
     ap.add_argument("--sides", default=",".join(SIDES), help="which sides (%(default)s)")
+    ap.add_argument("--peers", default=None,
+                    help="more sides, comma-separated: tf (tf.data; default: tf when tensorflow is installed)")
     ap.add_argument("--photos", nargs="*", default=[], help="more photographs to draw from")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated dataset (0)")
     ap.add_argument("--keep", help="make the dataset in this folder and keep it (default: a temporary one)")
@@ -305,6 +317,13 @@ def main():
     if args.batch * args.batches > args.images:
         raise SystemExit("--batch x --batches must not exceed --images (the codec bound times one pass)")
     sides = args.sides.split(",")
+    if args.peers is None:
+        import importlib.util
+        args.peers = "tf" if importlib.util.find_spec("tensorflow") else ""
+    sides += [p for p in args.peers.split(",") if p]
+    SIDES.update(PEERS)
+    if "tf" in sides:  # before any Example is parsed (see _example)
+        import vision_tf  # noqa: F401  (imports TensorFlow)
     tmp = args.keep or tempfile.mkdtemp(prefix="grist-vision-bench-")
     try:
         t0 = time.perf_counter()
@@ -314,6 +333,8 @@ def main():
             len(records), size / len(records) / 1e3, time.perf_counter() - t0, vdir))
         if "codec_bound" in sides:
             side_codec_bound(args, vdir, records)  # the crops drawn and the files read once, untimed
+        if "tf" in sides:
+            side_tf(args, vdir, records)  # the TFRecord copy written and the graph traced once, untimed
         times = {s: [] for s in sides}
         cpu = {s: [] for s in sides}
         for r in range(args.pairs):

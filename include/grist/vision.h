@@ -41,7 +41,9 @@
  * (a = -0.5), in Pillow's 22-bit fixed point with a uint8 intermediate: the tests find it
  * equal to Pillow's result to the level. A crop is resized as Pillow resizes the cropped
  * image (the filter clamps at the crop's edges), which is what torchvision's
- * resized_crop does on a PIL image.
+ * resized_crop does on a PIL image. BILINEAR_TF and BICUBIC_TF are TF's
+ * tf.image.resize(..., antialias=False) instead (ResizeBilinear / ResizeBicubic with
+ * half-pixel centres, float32, rounded to the nearest level): a fixed 2- or 4-tap kernel.
  *
  * Determinism. Every draw (the box, the flip) comes from a counter-based generator keyed
  * by (seed, epoch, record index within its dataset, feature key): the same pixels at any
@@ -52,7 +54,9 @@
  * and its iMCU columns (jpeg_crop_scanline) with a margin, accurate integer IDCT and fancy
  * upsampling; the pixels equal a full decode then crop. Grayscale becomes RGB (copied),
  * CMYK and YCCK become RGB as Pillow's convert("RGB") makes them (inverted first when the
- * file has an Adobe marker). PNG decodes whole, then is cropped.
+ * file has an Adobe marker). PNG is decoded row by row up to the crop's last row, keeping
+ * only the crop's rows; a 16-bit PNG becomes 8 bits as Pillow's convert("RGB") makes it
+ * (the high byte; a gray file clipped at 255).
  *
  * Fast mode (decode = GRIST_VISION_DECODE_FAST) trades fidelity for speed, as TF's and
  * FFCV's decoders do: the JPEG is decoded at the smallest of 1/8, 1/4, 1/2 or 1 scale at
@@ -97,12 +101,17 @@ enum grist_vision_sampler {
 	GRIST_VISION_SAMPLER_TORCHVISION = 0, /* RandomResizedCrop.get_params */
 	GRIST_VISION_SAMPLER_TF,              /* sample_distorted_bounding_box (whole-image bbox), then the
 						 Cloud TPU ResNet fallback to the centre crop */
+	GRIST_VISION_SAMPLER_DALI,            /* DALI's RandomCropGenerator: float32, roundf, its early exits,
+						 the clamped whole-image fallback at a random offset */
 };
 
 enum grist_vision_interp {
 	GRIST_VISION_BILINEAR = 0,        /* Pillow's BILINEAR (triangle filter, antialiased) */
 	GRIST_VISION_BICUBIC,             /* Pillow's BICUBIC (a = -0.5, antialiased) */
 	GRIST_VISION_AREA,                /* OpenCV's INTER_AREA (FFCV's): box average shrinking, within a level */
+	GRIST_VISION_BILINEAR_TF,         /* tf.image.resize(bilinear, antialias=False): TF's 2-tap kernel,
+					     half-pixel centres, float32, rounded to nearest */
+	GRIST_VISION_BICUBIC_TF,          /* tf.image.resize(bicubic, antialias=False): Keys a = -0.5, 4 taps */
 };
 
 /* How a JPEG is decoded. */
@@ -141,7 +150,7 @@ struct grist_vision_transform {
 	bool exif_orientation;            /* JPEG: turn the image as its EXIF orientation says, as
 					     Pillow's ImageOps.exif_transpose; default off (TFDS and
 					     torchvision's ImageNet recipes do not) */
-	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default) or TF */
+	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default), TF or DALI */
 	double min_object_covered;        /* SAMPLER_TF: the crop's least share of the image; 0: 0.1 */
 };
 
@@ -180,7 +189,8 @@ GRIST_API size_t grist_vision_out_bytes(const struct grist_vision_transform *t);
  * grist_vision_apply() - decode one PNG or JPEG (told by its bytes) and transform it.
  * @out:   grist_vision_out_bytes() bytes (@cap), in the transform's dtype and layout.
  * @box:   NULL, or set to the box used.
- * Return: 0, -EINVAL (bad transform, short @cap), -EBADMSG (not a valid image), -ENOTSUP,
+ * Return: 0, -EINVAL (bad transform, short @cap), -EBADMSG (not a valid image), -ENOTSUP (a PNG
+ * of 1, 2 or 4 bits),
  * -EFBIG (over max_pixels or scan_limit), -ENOMEM; with a message.
  * Thread-safety: any number of threads at once (per-thread decoder state).
  */

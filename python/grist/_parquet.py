@@ -79,6 +79,9 @@ class _Column:
         if self.kind == "text" and self.shape:
             self.kind = "bytes"  # a list of strings is a string Tensor; Text is a scalar feature
         self.image_format, self.image_shape, self.num_classes = None, None, None
+        self.declared_format = None
+        # max_side (from_parquet, WriteToTFDS): images shrunk as `grist convert --max-side`
+        self.max_side, self.jpeg_quality, self.resized, self.bytes_in, self.bytes_out = None, 90, 0, 0, 0
         if declared is not None:
             self._declare(declared)
 
@@ -91,6 +94,7 @@ class _Column:
             if arg not in ("", "png", "jpeg"):
                 raise ConversionError(f"{where}: the image format is png or jpeg")
             self.kind, self.image_format = "image", arg or None
+            self.declared_format = self.image_format
         elif what == "class_label":
             if self.kind != "int" or self.dtype == "bool" or self.shape:
                 raise ConversionError(f"{where}: a class_label column holds integers, not {self.arrow_type}")
@@ -111,9 +115,13 @@ class _Column:
 
     def feature_json(self):
         if self.kind == "image":
-            return {"image": {"dtype": "uint8", "encodingFormat": self.image_format or "png",
-                              "shape": {"dimensions": [str(d) for d in self.image_shape]}},
-                    "pythonClassName": _TFDS + "image_feature.Image"}
+            image = {"dtype": "uint8", "encodingFormat": self.image_format or "png",
+                     "shape": {"dimensions": [str(d) for d in self.image_shape]}}
+            if self.max_side and not self.declared_format:
+                # PNG and JPEG mixed (the shrunk ones are JPEG): none named, as ImageFolder's
+                # Image() writes it, so readers tell each image by its bytes
+                del image["encodingFormat"]
+            return {"image": image, "pythonClassName": _TFDS + "image_feature.Image"}
         if self.kind == "class_label":
             return {"classLabel": {"numClasses": str(self.num_classes)},
                     "pythonClassName": _TFDS + "class_label_feature.ClassLabel"}
@@ -181,12 +189,33 @@ class _Column:
             # float16 widens exactly; float64 rounds to nearest, as protobuf's FloatList holds
             return (self.name, "float", np.ascontiguousarray(values.to_numpy(zero_copy_only=False), "<f4"), bounds)
         data, offsets = _binary_buffers(values)
+        if self.kind == "image" and self.max_side:
+            data, offsets = self._shrink(data, offsets)
         if self.kind == "image":
             view = memoryview(data)
             for i in range(len(offsets) - 1):
                 r = int(np.searchsorted(bounds, i, side="right") - 1)
                 self._check_image(bytes(view[offsets[i]:offsets[i + 1]]), where(r))
         return (self.name, "bytes", data, bounds, offsets)
+
+    def _shrink(self, data, offsets):
+        """Each image whose longer side passes max_side resized to it and re-encoded as JPEG of
+        jpeg_quality: the imagefolder converter's own code (src/convert/image_shrink.c), through
+        the extension; the others as read. Returns the new (data, offsets)."""
+        from ._grist import _image_shrink
+
+        view, out, ends = memoryview(data), [], [0]
+        for i in range(len(offsets) - 1):
+            img = view[int(offsets[i]):int(offsets[i + 1])]
+            small = _image_shrink(img, self.max_side, self.jpeg_quality) if len(img) else None
+            self.bytes_in += len(img)
+            if small is not None:
+                self.resized += 1
+                img = small
+            self.bytes_out += len(img)
+            out.append(bytes(img))
+            ends.append(ends[-1] + len(img))
+        return b"".join(out), np.array(ends, np.uint64)
 
     def _check_image(self, data, where):
         """Decode the image fully (an undecodable one is an error here, not at training time) and
@@ -197,7 +226,9 @@ class _Column:
         try:
             if fmt is None:
                 raise ValueError("neither PNG nor JPEG data")
-            if self.image_format and fmt != self.image_format:
+            # with max_side, undeclared: resized images are JPEG, the others as read (TFDS's
+            # decoder takes either, whatever encodingFormat says)
+            if self.image_format and fmt != self.image_format and (self.declared_format or not self.max_side):
                 raise ValueError(f"{fmt.upper()} data where {self.image_format.upper()} was declared")
             with Image.open(io.BytesIO(data)) as im:
                 im.load()
@@ -303,10 +334,10 @@ def _dump(obj, path, indent):
 
 
 def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, options="group_size:1,zstd:3",
-                 progress=False):
+                 progress=False, max_side=None, jpeg_quality=None):
     """from_parquet(paths, out_dir, *, split="train", features=None, shards=1,
-    options="group_size:1,zstd:3", progress=False): convert Parquet files into a prepared TFDS
-    dataset in out_dir (a version folder).
+    options="group_size:1,zstd:3", progress=False, max_side=None, jpeg_quality=None): convert
+    Parquet files into a prepared TFDS dataset in out_dir (a version folder).
 
     split names the split written ("train" by default); shards the files written (1 by
     default); options the ArrayRecord writer options ("group_size:1,zstd:3", TFDS's own, by
@@ -333,6 +364,15 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     the file, row and column; nothing is left at out_dir then. progress=True prints rows done
     and rows/s to stderr (False, the default: silent). Returns {"rows": n, "shards": [file names], "out_dir": out_dir}.
 
+    max_side=N (None by default: images as read) shrinks the dataset as `grist convert --from
+    imagefolder --max-side N --jpeg-quality Q` does, with the same code: an image of an image
+    column whose longer side is over N pixels is resized to N (Pillow's antialiased bilinear,
+    the shorter side rounded) and re-encoded as JPEG of jpeg_quality (1..100; None by
+    default, meaning 90); smaller, RGBA, gray+alpha and 16-bit images are written as read.
+    The result then also holds "images_resized", "image_bytes_in" and "image_bytes_out" (the
+    image columns' bytes before and after), to say how much smaller the dataset got. An
+    image column declared "image:png" cannot take the re-encoded JPEGs (declare "image").
+
     out_dir may be an s3:// or gs:// URL: each shard is uploaded as it is written (grist.Writer
     to a URL), then features.json, then dataset_info.json last, so TFDS and grist see the
     dataset (or the new split) only once all of it is there; on an error the shards this call
@@ -349,6 +389,7 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     if not isinstance(shards, int) or shards < 1:
         raise ValueError("from_parquet: shards must be an integer >= 1")
     name, version = _name_and_version(out_dir)
+    _check_shrink("from_parquet", max_side, jpeg_quality)
 
     metas = [pq.ParquetFile(f) for f in files]
     schema = metas[0].schema_arrow
@@ -357,6 +398,7 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     if unknown:
         raise ConversionError(f"{files[0]}: features= names columns the file does not have: {sorted(unknown)}")
     columns = [_Column(name, t, features.get(name)) for name, t in leaves]
+    _set_shrink("from_parquet", columns, max_side, jpeg_quality)
     for path, pf in zip(files[1:], metas[1:]):
         if not pf.schema_arrow.equals(schema):
             raise ConversionError(f"{path}: its schema differs from {files[0]}'s:\n{pf.schema_arrow}\n"
@@ -365,8 +407,8 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     quota = [total // shards + (k < total % shards) for k in range(shards)]
 
     if "://" in out_dir:
-        return _to_object_storage(files, metas, columns, out_dir.rstrip("/"), name, version, split, quota, options,
-                                  progress, total)
+        return _shrink_report(columns, _to_object_storage(files, metas, columns, out_dir.rstrip("/"), name, version,
+                                                          split, quota, options, progress, total))
     parent = os.path.dirname(os.path.abspath(out_dir))
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.normpath(out_dir)) + ".tmp-", dir=parent)
@@ -377,7 +419,40 @@ def from_parquet(paths, out_dir, *, split="train", features=None, shards=1, opti
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"rows": total, "shards": names, "out_dir": out_dir}
+    return _shrink_report(columns, {"rows": total, "shards": names, "out_dir": out_dir})
+
+
+def _check_shrink(who, max_side, jpeg_quality):
+    """max_side and jpeg_quality as `grist convert` checks them."""
+    if max_side is not None and (not isinstance(max_side, int) or not 1 <= max_side <= 65535):
+        raise ValueError(f"{who}: max_side must be an int of 1..65535 pixels, not {max_side!r}")
+    if jpeg_quality is not None:
+        if max_side is None:
+            raise ValueError(f"{who}: jpeg_quality only with max_side (images are otherwise written as read)")
+        if not isinstance(jpeg_quality, int) or not 1 <= jpeg_quality <= 100:
+            raise ValueError(f"{who}: jpeg_quality must be an int of 1..100, not {jpeg_quality!r}")
+
+
+def _set_shrink(who, columns, max_side, jpeg_quality):
+    """Give every image column of @columns the max_side and jpeg_quality (checked)."""
+    _check_shrink(who, max_side, jpeg_quality)
+    if max_side is None:
+        return
+    images = [c for c in columns if c.kind == "image"]
+    if not images:
+        raise ValueError(f"{who}: max_side shrinks image columns, and there is none (declare one: "
+                         "features={'col': 'image'})")
+    for c in images:
+        c.max_side, c.jpeg_quality = max_side, jpeg_quality or 90
+
+
+def _shrink_report(columns, result):
+    images = [c for c in columns if c.kind == "image" and c.max_side]
+    if images:
+        result["images_resized"] = sum(c.resized for c in images)
+        result["image_bytes_in"] = sum(c.bytes_in for c in images)
+        result["image_bytes_out"] = sum(c.bytes_out for c in images)
+    return result
 
 
 def _to_object_storage(files, metas, columns, out_dir, name, version, split, quota, options, progress, total):

@@ -563,7 +563,7 @@ class _Publish(beam.DoFn):
 
 class WriteToTFDS(beam.PTransform):
     """WriteToTFDS(out_dir, *, features, split="train", num_shards=0,
-    options="group_size:1,zstd:3")
+    options="group_size:1,zstd:3", max_side=None, jpeg_quality=None)
 
     Writes feature dicts as a prepared TFDS dataset in out_dir (its version folder, e.g.
     data/my_dataset/1.0.0: the name and version are taken from it as from_parquet takes them):
@@ -587,11 +587,18 @@ class WriteToTFDS(beam.PTransform):
     num_shards: shards per split (0, the default, lets the runner decide: a shard per bundle);
     options: the ArrayRecord writer options of each shard ("group_size:1,zstd:3", TFDS's own,
     by default).
+
+    max_side=N (None, the default: images as read) and jpeg_quality (1..100; None: 90) shrink
+    the image features as `grist convert --max-side N --jpeg-quality Q` and from_parquet do,
+    with the same code: an image whose longer side passes N is resized to N and re-encoded as
+    JPEG; smaller, RGBA, gray+alpha and 16-bit ones are kept. Declare such images without a
+    fixed height and width ("image", or "image[None,None,3]"), and not "image:png".
     """
 
-    def __init__(self, out_dir, *, features, split="train", num_shards=0, options="group_size:1,zstd:3"):
+    def __init__(self, out_dir, *, features, split="train", num_shards=0, options="group_size:1,zstd:3",
+                 max_side=None, jpeg_quality=None):
         super().__init__()
-        from ._parquet import _features_json, _name_and_version
+        from ._parquet import _features_json, _name_and_version, _set_shrink
 
         if not isinstance(num_shards, int) or num_shards < 0:
             raise ValueError(f"grist.beam.WriteToTFDS: num_shards must be an int >= 0, not {num_shards!r}")
@@ -602,6 +609,7 @@ class WriteToTFDS(beam.PTransform):
         self._split, self._num_shards, self._options = split, num_shards, options
         self._name, self._version = _name_and_version(self._out_dir)
         self._columns = _feature_columns(features)
+        _set_shrink("grist.beam.WriteToTFDS", self._columns, max_side, jpeg_quality)
         self._features_json = _features_json(self._columns)
 
     def expand(self, pcolls):

@@ -25,6 +25,7 @@ source pixels; flipped: 1 when the output was flipped horizontally, else 0.
 
 _OPS = {"random_resized_crop": 1, "center_crop": 2, "resize": 3}
 _INTERP = {"bilinear": 0, "bicubic": 1, "area": 2}
+_INTERP_TF = {"bilinear": 3, "bicubic": 4}  # antialias=False: TF's kernels
 _DTYPES = {"uint8": 1, "float16": 9, "float32": 10, "bfloat16": 13}
 
 
@@ -39,7 +40,7 @@ def _np_dtype(name):
     return np.dtype(name)
 _LAYOUTS = {"HWC": 0, "CHW": 1}
 _DECODES = {"exact": 0, "fast": 1}
-_SAMPLERS = {"torchvision": 0, "tf": 1}
+_SAMPLERS = {"torchvision": 0, "tf": 1, "dali": 2}
 
 
 def _size(size):
@@ -55,7 +56,8 @@ class _Transform:
     _op = None
 
     def __init__(self, size, interpolation="bilinear", flip=0.0, mean=None, std=None, dtype=None, layout="HWC",
-                 channels=3, decode="exact", exif_orientation=False, max_pixels=None, scan_limit=None):
+                 channels=3, decode="exact", exif_orientation=False, max_pixels=None, scan_limit=None,
+                 antialias=True):
         self.size = _size(size)
         if decode not in _DECODES:
             raise ValueError("decode must be 'exact' or 'fast', not %r" % (decode,))
@@ -66,6 +68,9 @@ class _Transform:
         self.channels = int(channels)
         if interpolation not in _INTERP:
             raise ValueError("interpolation must be 'bilinear', 'bicubic' or 'area', not %r" % (interpolation,))
+        self.antialias = bool(antialias)
+        if not self.antialias and interpolation not in _INTERP_TF:
+            raise ValueError("antialias=False is TF's bilinear or bicubic resize, not %r" % (interpolation,))
         if (mean is None) != (std is None):
             raise ValueError("mean and std go together")
         if dtype is None:
@@ -87,7 +92,8 @@ class _Transform:
         self.scan_limit = scan_limit
 
     def _spec(self):
-        d = {"op": _OPS[self._op], "out": self.size, "interp": _INTERP[self.interpolation], "flip": self.flip,
+        interp = _INTERP[self.interpolation] if self.antialias else _INTERP_TF[self.interpolation]
+        d = {"op": _OPS[self._op], "out": self.size, "interp": interp, "flip": self.flip,
              "mean": self.mean, "std": self.std, "dtype": _DTYPES[self.dtype], "layout": _LAYOUTS[self.layout],
              "max_pixels": self.max_pixels, "scan_limit": self.scan_limit, "channels": self.channels,
              "decode": _DECODES[self.decode], "exif_orientation": self.exif_orientation}
@@ -130,6 +136,8 @@ class _Transform:
     def __repr__(self):
         args = ["size=%r" % (self.size,)] + self._repr_args()
         args += ["interpolation=%r" % self.interpolation, "flip=%r" % self.flip]
+        if not self.antialias:
+            args.append("antialias=False")
         if self.mean is not None:
             args += ["mean=%r" % (self.mean,), "std=%r" % (self.std,)]
         args += ["dtype=%r" % self.dtype, "layout=%r" % self.layout]
@@ -156,12 +164,18 @@ class RandomResizedCrop(_Transform):
       scale: range of the crop's area as a fraction of the image's; default (0.08, 1.0).
       ratio: range of the crop's aspect (width / height), drawn log-uniform; default (3/4, 4/3),
         that is (0.75, 1.3333333333333333).
-      sampler: "torchvision" (default: RandomResizedCrop.get_params) or "tf" (TF's
+      sampler: "torchvision" (default: RandomResizedCrop.get_params), "tf" (TF's
         sample_distorted_bounding_box on the whole image, aspect uniform, then the Cloud TPU
-        ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image).
+        ResNet recipe's fallback to a centre crop of 224/256 where the box is the whole image) or
+        "dali" (DALI's RandomCropGenerator: float32, rounding half away from zero, its early
+        exits for too wide or too tall images, and a whole-image fallback clamped into ratio
+        and scale, placed at a random offset).
       min_object_covered: sampler "tf": the crop's least share of the image; default 0.1.
       interpolation: "bilinear" (default) or "bicubic", Pillow's antialiased filters, or "area",
         OpenCV's INTER_AREA (FFCV's; within a level of cv2.resize).
+      antialias: True (default: Pillow's filters, widened on a downscale) or False: TF's
+        tf.image.resize(..., antialias=False) for "bilinear" or "bicubic" (a fixed 2- or 4-tap
+        kernel, half-pixel centres, float32 rounded to the nearest level).
       flip: probability of a horizontal flip, drawn from the same stream; default 0.0.
       mean, std: per-channel, on the 0-1 scale: out = (pixel / 255 - mean) / std (torchvision's
         ToTensor + Normalize); default None (no normalization).
@@ -188,7 +202,7 @@ class RandomResizedCrop(_Transform):
                  min_object_covered=0.1, **kw):
         super().__init__(size, **kw)
         if sampler not in _SAMPLERS:
-            raise ValueError("sampler must be 'torchvision' or 'tf', not %r" % (sampler,))
+            raise ValueError("sampler must be 'torchvision', 'tf' or 'dali', not %r" % (sampler,))
         self.scale = (float(scale[0]), float(scale[1]))
         self.ratio = (float(ratio[0]), float(ratio[1]))
         self.sampler = sampler
@@ -200,8 +214,10 @@ class RandomResizedCrop(_Transform):
 
     def _repr_args(self):
         args = ["scale=%r" % (self.scale,), "ratio=%r" % (self.ratio,)]
-        if self.sampler != "torchvision":
+        if self.sampler == "tf":
             args += ["sampler=%r" % self.sampler, "min_object_covered=%r" % self.min_object_covered]
+        elif self.sampler != "torchvision":
+            args.append("sampler=%r" % self.sampler)
         return args
 
 
@@ -215,8 +231,8 @@ class CenterCrop(_Transform):
         even); default 256. Ignored when crop_fraction is given.
       crop_fraction: the TF/TPU form instead: a centred square of side int(crop_fraction x
         shorter side) at ((H - c) + 1) // 2, resized to ``size``; default None.
-      and interpolation, flip, mean, std, dtype, layout, channels, decode, exif_orientation,
-      max_pixels, scan_limit as RandomResizedCrop (flip defaults to 0.0).
+      and interpolation, antialias, flip, mean, std, dtype, layout, channels, decode,
+      exif_orientation, max_pixels, scan_limit as RandomResizedCrop (flip defaults to 0.0).
     """
 
     _op = "center_crop"
@@ -238,8 +254,8 @@ class CenterCrop(_Transform):
 class Resize(_Transform):
     """The whole image resized to ``size`` (int: square; or (height, width)), no crop.
 
-    Keywords: size, and interpolation, flip, mean, std, dtype, layout, channels, decode,
-    exif_orientation, max_pixels, scan_limit as RandomResizedCrop (each keyword only).
+    Keywords: size, and interpolation, antialias, flip, mean, std, dtype, layout, channels,
+    decode, exif_orientation, max_pixels, scan_limit as RandomResizedCrop (each keyword only).
     """
 
     _op = "resize"

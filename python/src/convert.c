@@ -2,6 +2,7 @@
 #include "ext.h"
 
 #include "grist/convert.h"
+#include "convert/image_shrink.h"
 
 struct progress_ctx {
 	PyObject *progress;   /* the caller's callable, or NULL */
@@ -154,4 +155,42 @@ fail:
 	gristpy_paths_free(&inputs);
 	Py_XDECREF(output_obj);
 	return NULL;
+}
+
+/*
+ * _image_shrink(image, max_side, quality) -> bytes or None: the imagefolder converter's
+ * --max-side for one image (src/convert/image_shrink.c), for from_parquet and WriteToTFDS:
+ * a JPEG of the image resized to max_side on its longer side, or None where it is kept as
+ * read (within max_side, alpha, 16 bits).
+ */
+PyObject *gristpy_image_shrink(PyObject *self, PyObject *args)
+{
+	struct gc_shrink s = { 0 };
+	unsigned int max_side;
+	int quality, ret;
+	const uint8_t *out;
+	size_t n = 0;
+	PyObject *res;
+	Py_buffer in;
+
+	(void)self;
+	if (!PyArg_ParseTuple(args, "y*Ii", &in, &max_side, &quality))
+		return NULL;
+	if (!max_side || quality < 1 || quality > 100) {
+		PyBuffer_Release(&in);
+		PyErr_Format(PyExc_ValueError, "_image_shrink: max_side %u (> 0) or quality %d (1..100)", max_side,
+			     quality);
+		return NULL;
+	}
+	Py_BEGIN_ALLOW_THREADS
+	ret = gc_shrink_image(&s, in.buf, (size_t)in.len, max_side, quality, "image", &out, &n);
+	Py_END_ALLOW_THREADS
+	PyBuffer_Release(&in);
+	if (ret) {
+		gc_shrink_free(&s);
+		return gristpy_raise(ret, NULL);
+	}
+	res = out ? PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n) : Py_NewRef(Py_None);
+	gc_shrink_free(&s);
+	return res;
 }

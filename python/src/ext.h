@@ -61,6 +61,7 @@ PyObject *gristpy_vision_jpeg_region(PyObject *self, PyObject *args);
 
 /* convert.c: grist._grist.convert(), the module function behind grist.convert(). */
 PyObject *gristpy_convert(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *gristpy_image_shrink(PyObject *self, PyObject *args);
 
 /*
  * How a batch goes back to the object that lent it (a Loader, loader.c): the batch keeps

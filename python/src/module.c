@@ -187,8 +187,10 @@ static PyMethodDef grist_functions[] = {
 	{ "_vision_resize", gristpy_vision_resize, METH_VARARGS,
 	  "_vision_resize(pixels, h, w, c, out_h, out_w, interp[, simd]) -> bytes: the resize alone (tests)" },
 	{ "_vision_rrc", gristpy_vision_rrc, METH_VARARGS,
-	  "_vision_rrc(h, w, scale, ratio, uniforms[, tf, min_covered]) -> (top, left, height, width): a sampler on\n"
-	  "given uniforms (tests)" },
+	  "_vision_rrc(h, w, scale, ratio, uniforms[, sampler, min_covered]) -> (top, left, height, width): a sampler\n"
+	  "(0 torchvision, 1 tf, 2 dali) on given uniforms (tests)" },
+	{ "_image_shrink", gristpy_image_shrink, METH_VARARGS,
+	  "_image_shrink(image, max_side, quality) -> bytes or None: convert's --max-side on one image" },
 	{ "_vision_jpeg_region", gristpy_vision_jpeg_region, METH_VARARGS,
 	  "_vision_jpeg_region(jpeg, top, left, height, width[, scan_limit]) -> (bytes, channels): the region decode (tests)" },
 	{ NULL, NULL, 0, NULL },

@@ -199,8 +199,9 @@ PyObject *gristpy_vision_resize(PyObject *self, PyObject *args)
 }
 
 /*
- * _vision_rrc(h, w, scale, ratio, uniforms[, tf, min_covered]) -> (top, left, height, width): the sampler on
- * injected uniforms (torchvision's, or with tf TF's sample_distorted_bounding_box, its own fallback included).
+ * _vision_rrc(h, w, scale, ratio, uniforms[, sampler, min_covered]) -> (top, left, height, width): the sampler
+ * on injected uniforms (0 torchvision's; 1 TF's sample_distorted_bounding_box, its own fallback included;
+ * 2 DALI's).
  */
 PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 {
@@ -210,11 +211,11 @@ PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 	unsigned int h, w;
 	PyObject *seq, *fast;
 	Py_ssize_t n;
-	int tf = 0;
+	int sampler = 0;
 	double covered = 0.1;
 
 	(void)self;
-	if (!PyArg_ParseTuple(args, "II(dd)(dd)O|pd", &h, &w, &scale[0], &scale[1], &ratio[0], &ratio[1], &seq, &tf,
+	if (!PyArg_ParseTuple(args, "II(dd)(dd)O|id", &h, &w, &scale[0], &scale[1], &ratio[0], &ratio[1], &seq, &sampler,
 			      &covered))
 		return NULL;
 	fast = PySequence_Fast(seq, "_vision_rrc: uniforms must be a sequence");
@@ -235,8 +236,10 @@ PyObject *gristpy_vision_rrc(PyObject *self, PyObject *args)
 	}
 	d.list = u;
 	d.n = (size_t)n;
-	if (tf)
+	if (sampler == GRIST_VISION_SAMPLER_TF)
 		gv_tf_params(h, w, scale, ratio, covered, &d, &b);
+	else if (sampler == GRIST_VISION_SAMPLER_DALI)
+		gv_dali_params(h, w, scale, ratio, &d, &b);
 	else
 		gv_rrc_params(h, w, scale, ratio, &d, &b);
 	PyMem_Free(u);

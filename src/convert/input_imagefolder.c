@@ -12,15 +12,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <turbojpeg.h>
 
 #include "grist/features.h"
 #include "common/buf.h"
 #include "common/error.h"
+#include "convert/image_shrink.h"
 #include "convert/input.h"
 #include "convert/input_imagefolder.h"
 #include "features/features_internal.h"
-#include "features/vision_internal.h"
 
 /* A decoded image larger than this is refused rather than allocated (no dataset image comes near). */
 #define PIXELS_MAX ((size_t)1 << 30)
@@ -246,11 +245,7 @@ struct folder_input {
 	char *full;
 	struct grist_example_encoder *enc;
 	uint32_t w, h, c;           /* of the image check_image() decoded into pixels */
-	uint8_t *small;             /* max_side: the resized pixels */
-	size_t small_cap;
-	tjhandle tj;                /* max_side: the JPEG encoder, made on first use */
-	unsigned char *jpeg;        /* its output (TurboJPEG's allocation, reused) */
-	unsigned long jpeg_cap;
+	struct gc_shrink shrink;    /* max_side: the resize and the JPEG encoder, kept between images */
 };
 
 static void if_close(struct grist_input *in)
@@ -260,10 +255,7 @@ static void if_close(struct grist_input *in)
 	if (!fi)
 		return;
 	grist_example_encoder_destroy(fi->enc);
-	if (fi->tj)
-		tjDestroy(fi->tj);
-	tjFree(fi->jpeg);
-	free(fi->small);
+	gc_shrink_free(&fi->shrink);
 	free(fi->buf);
 	free(fi->pixels);
 	free(fi->full);
@@ -338,57 +330,11 @@ static int check_image(struct folder_input *fi, const char *name, const uint8_t 
 	return 0;
 }
 
-/*
- * max_side: the decoded image (fi->pixels) resized so its longer side is max_side, the
- * shorter one rounded (at least 1), as Pillow's antialiased bilinear resize does, then
- * encoded by TurboJPEG: *@out, *@n. Nothing (*@out NULL) for an image within max_side or
- * one of 4 channels (JPEG has no alpha: it is written as read).
- */
+/* max_side: the decoded image (fi->pixels) shrunk and re-encoded (image_shrink.c), or *@out NULL. */
 static int shrink(struct folder_input *fi, const char *name, const uint8_t **out, size_t *n)
 {
-	const struct folder *f = fi->f;
-	uint32_t w = fi->w, h = fi->h, c = fi->c, nw, nh;
-	unsigned long size = fi->jpeg_cap;
-	size_t need;
-	int ret;
-
-	*out = NULL;
-	if (!f->max_side || (w <= f->max_side && h <= f->max_side) || (c != 1 && c != 3))
-		return 0;
-	/* the shorter side's share of max_side, rounded half up, in integers (no float surprise) */
-	if (w >= h) {
-		nw = f->max_side;
-		nh = (uint32_t)(((uint64_t)h * f->max_side * 2 + w) / ((uint64_t)w * 2));
-	} else {
-		nh = f->max_side;
-		nw = (uint32_t)(((uint64_t)w * f->max_side * 2 + h) / ((uint64_t)h * 2));
-	}
-	nw = nw ? nw : 1;
-	nh = nh ? nh : 1;
-	need = (size_t)nw * nh * c;
-	if (fi->small_cap < need) {
-		uint8_t *p = realloc(fi->small, need);
-
-		if (!p)
-			return grist_fail(-ENOMEM, "%s: out of memory", name);
-		fi->small = p;
-		fi->small_cap = need;
-	}
-	ret = gv_resize(fi->pixels, h, w, (size_t)w * c, c, fi->small, nh, nw, (size_t)nw * c, GRIST_VISION_BILINEAR);
-	if (ret)
-		return grist_fail_prefix(ret, "%s: resizing %ux%u to %ux%u", name, w, h, nw, nh);
-	if (!fi->tj && !(fi->tj = tjInitCompress()))
-		return grist_fail(-ENOMEM, "%s: no TurboJPEG encoder: %s", name, tjGetErrorStr());
-	/* TurboJPEG grows fi->jpeg as it needs (and we keep it): size is its capacity in, length out */
-	if (tjCompress2(fi->tj, fi->small, (int)nw, (int)(nw * c), (int)nh, c == 1 ? TJPF_GRAY : TJPF_RGB, &fi->jpeg,
-			&size, c == 1 ? TJSAMP_GRAY : TJSAMP_420, f->jpeg_quality, 0) < 0)
-		return grist_fail(-EIO, "%s: TurboJPEG does not encode the %ux%u image: %s", name, nw, nh,
-				  tjGetErrorStr2(fi->tj));
-	if (size > fi->jpeg_cap)
-		fi->jpeg_cap = size;
-	*out = fi->jpeg;
-	*n = size;
-	return 0;
+	return gc_shrink_pixels(&fi->shrink, fi->pixels, fi->h, fi->w, fi->c, fi->f->max_side, fi->f->jpeg_quality, name,
+				out, n);
 }
 
 static int if_next(struct grist_input *in, const uint8_t **data, size_t *len)

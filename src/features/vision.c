@@ -111,16 +111,6 @@ static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
 	}
 }
 
-/* Gray, gray+alpha and RGBA rows to RGB (Pillow's convert("RGB"): gray copied, alpha dropped). */
-static void to_rgb(const uint8_t *in, uint32_t c, uint8_t *out, size_t n)
-{
-	for (size_t x = 0; x < n; x++, in += c, out += 3) {
-		out[0] = in[0];
-		out[1] = c >= 3 ? in[1] : in[0];
-		out[2] = c >= 3 ? in[2] : in[0];
-	}
-}
-
 /*
  * Fast mode's scale: the largest 1/8, 1/4 or 1/2 at which the region (@rh x @rw of an
  * @h x @w image) still has at least as many pixels as what it is resized to, on both axes.
@@ -141,11 +131,11 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	     const char *key, void *out, struct grist_vision_box *box_out)
 {
 	struct grist_vision_box box, drawn;
-	struct gf_image im;
+	struct gv_png png = { 0 };
 	struct gv_jpeg_info ji;
 	struct gv_jpeg *jd = NULL;
 	uint32_t h, w, rh, rw, o = 1;
-	uint8_t *region = NULL, *px = NULL, *full = NULL;
+	uint8_t *region = NULL, *px = NULL;
 	const uint8_t *src;
 	size_t stride;
 	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
@@ -160,25 +150,19 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		h = o >= 5 ? ji.width : ji.height;
 		w = o >= 5 ? ji.height : ji.width;
 	} else {
-		if ((ret = gf_image_open(&im, GRIST_DECODE_IMAGE, img, len)))
+		if ((ret = gv_png_open(&png, img, len)))
 			return ret;
-		h = im.height;
-		w = im.width;
-		if (im.sample_bytes != 1) {
-			gf_image_close(&im);
-			return grist_fail(-ENOTSUP, "a 16-bit PNG: transforms take 8-bit images");
-		}
+		h = png.height;
+		w = png.width;
 	}
 	if ((uint64_t)h * w > t->max_pixels) {
-		if (!jpeg)
-			gf_image_close(&im);
+		gv_png_close(&png);
 		gv_jpeg_close(jd);
 		return grist_fail(-EFBIG, "a %ux%u image: more than the %llu pixels allowed (max_pixels)", h, w,
 				  (unsigned long long)t->max_pixels);
 	}
 	if ((ret = gv_box(t, h, w, epoch, index, key, &box))) {
-		if (!jpeg)
-			gf_image_close(&im);
+		gv_png_close(&png);
 		gv_jpeg_close(jd);
 		return ret;
 	}
@@ -247,40 +231,21 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		src = region;
 		stride = (size_t)rw * 3;
 	} else {
-		size_t row = (size_t)w * im.channels;
-
-		full = malloc(row * h);
-		if (!full) {
-			gf_image_close(&im);
-			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u image", h, w);
+		/* only the region's rows, as RGB (vision_png.c) */
+		region = malloc((size_t)rh * rw * 3);
+		if (!region) {
+			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
 			goto out;
 		}
-		ret = gf_image_decode(&im, full, row);
-		if (!ret && im.channels != 3) {
-			/* to RGB in place of the region: a buffer of its own */
-			region = malloc((size_t)rh * rw * 3);
-			if (!region) {
-				ret = grist_fail(-ENOMEM, "vision: out of memory");
-				goto out;
-			}
-			for (uint32_t y = 0; y < rh; y++)
-				to_rgb(full + (size_t)(box.top + y) * row + (size_t)box.left * im.channels, im.channels,
-				       region + (size_t)y * rw * 3, rw);
-			src = region;
-			stride = (size_t)rw * 3;
-		} else {
-			src = full + (size_t)box.top * row + (size_t)box.left * 3;
-			stride = row;
-		}
+		ret = gv_png_read_region(&png, (uint32_t)box.top, (uint32_t)box.left, rh, rw, region, (size_t)rw * 3);
+		src = region;
+		stride = (size_t)rw * 3;
 	}
 	if (ret)
 		goto out;
 	if (t->channels == 1) {
-		/* to "L" where the pixels lie: the region is this call's own buffer, or the PNG's */
-		uint8_t *own = region ? region : full + (size_t)box.top * stride + (size_t)box.left * 3;
-
-		rgb_to_l(own, rh, rw, stride);
-		src = own;
+		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
+		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
 	}
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		uint32_t nh, nw;
@@ -303,7 +268,7 @@ out:
 	gv_jpeg_close(jd);
 	free(px);
 	free(region);
-	free(full);
+	gv_png_close(&png);
 	return ret;
 }
 

@@ -37,6 +37,14 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 int gv_resize_area(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride);
 
+/*
+ * antialias=False (vision_resize_tf.c): TF's ResizeBilinear / ResizeBicubic with half-pixel
+ * centres in float32, rounded to uint8; the same arguments as gv_resize_window.
+ */
+int gv_resize_tf(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		 uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
+		 bool bicubic);
+
 /* vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical output row. */
 void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
@@ -81,6 +89,12 @@ void gv_rrc_params(uint32_t h, uint32_t w, const double scale[2], const double r
  */
 bool gv_tf_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], double min_covered,
 		  struct gv_draws *d, struct grist_vision_box *box);
+/*
+ * DALI's RandomCropGenerator (vision_sample_dali.c) with uniforms from @d: per attempt the
+ * area, the log aspect; then the left and the top offset. Sets the box.
+ */
+void gv_dali_params(uint32_t h, uint32_t w, const double scale[2], const double ratio[2], struct gv_draws *d,
+		    struct grist_vision_box *box);
 /* CENTER_CROP's box in source pixels (see grist/vision.h). */
 void gv_center_params(const struct grist_vision_transform *t, uint32_t h, uint32_t w, struct grist_vision_box *box);
 /* CENTER_CROP with resize: the size torchvision's Resize(resize) gives an @h x @w image. */
@@ -147,5 +161,29 @@ void gv_jpeg_close(struct gv_jpeg *j);
  */
 int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
 			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit);
+
+/* ---- PNG region decode (vision_png.c) ---- */
+
+/* A PNG opened for a region decode: its header read, its libspng context held. */
+struct gv_png {
+	void *ctx;             /* spng_ctx */
+	uint32_t height, width;
+	uint32_t channels;     /* as decoded: 1 gray, 2 gray+alpha, 3 RGB (a palette too), 4 RGBA */
+	uint32_t sample_bytes; /* 1, or 2 for 16 bits (host-endian) */
+	bool gray16;           /* 16-bit gray: Pillow's "I;16", clipped at 255 into RGB or "L" */
+	bool interlaced;       /* Adam7: decoded whole, then cropped */
+	int fmt;               /* enum spng_format */
+};
+/* Read @p's header into @png (no pixels). -EBADMSG / -ENOTSUP / -ENOMEM + message. */
+int gv_png_open(struct gv_png *png, const uint8_t *p, size_t len);
+/*
+ * Decode rows [top, top + height), columns [left, left + width) as 8-bit RGB into @dst,
+ * rows @pitch apart (16 bits reduced as Pillow's convert("RGB"), vision_png.c), reading
+ * no row past the region; releases @png.
+ */
+int gv_png_read_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+		       uint8_t *dst, size_t pitch);
+/* Release an opened PNG without decoding it (a closed one is fine). */
+void gv_png_close(struct gv_png *png);
 
 #endif

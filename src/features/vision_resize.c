@@ -255,12 +255,15 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 	int32_t *acc = NULL;
 	int ret = 0;
 
-	if (!sh || !sw || !dh || !dw || c < 1 || c > 4 || (unsigned)interp > GRIST_VISION_AREA ||
+	if (!sh || !sw || !dh || !dw || c < 1 || c > 4 || (unsigned)interp > GRIST_VISION_BICUBIC_TF ||
 	    y0 > full_h || dh > full_h - y0 || x0 > full_w || dw > full_w - x0)
 		return grist_fail(-EINVAL, "resize: %ux%ux%u to %ux%u (window %ux%u at %u, %u): bad size or filter", sh,
 				  sw, c, full_h, full_w, dh, dw, y0, x0);
 	if (interp == GRIST_VISION_AREA)
 		return gv_resize_area(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride);
+	if (interp == GRIST_VISION_BILINEAR_TF || interp == GRIST_VISION_BICUBIC_TF)
+		return gv_resize_tf(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride,
+				    interp == GRIST_VISION_BICUBIC_TF);
 	f = &filters[interp];
 	if (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh) {
 		/*

@@ -259,7 +259,7 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 		t->channels = 3;
 	if (t->min_object_covered == 0)
 		t->min_object_covered = 0.1;
-	if ((unsigned)t->sampler > GRIST_VISION_SAMPLER_TF)
+	if ((unsigned)t->sampler > GRIST_VISION_SAMPLER_DALI)
 		return grist_fail(-EINVAL, "vision: unknown sampler %d", (int)t->sampler);
 	if (!(t->min_object_covered >= 0 && t->min_object_covered <= 1))
 		return grist_fail(-EINVAL, "vision: min_object_covered %g is not 0 to 1", t->min_object_covered);
@@ -272,7 +272,7 @@ int gv_transform_load(struct grist_vision_transform *t, const struct grist_visio
 	if (!t->out_height || !t->out_width || t->out_height > 65536 || t->out_width > 65536)
 		return grist_fail(-EINVAL, "vision: the output size %ux%u is not 1 to 65536 on each side", t->out_height,
 				  t->out_width);
-	if ((unsigned)t->interp > GRIST_VISION_AREA)
+	if ((unsigned)t->interp > GRIST_VISION_BICUBIC_TF)
 		return grist_fail(-EINVAL, "vision: unknown interpolation %d", (int)t->interp);
 	if (!(t->scale[0] > 0 && t->scale[0] <= t->scale[1] && t->scale[1] <= 1.0))
 		return grist_fail(-EINVAL, "vision: scale (%g, %g) is not 0 < lo <= hi <= 1", t->scale[0], t->scale[1]);
@@ -329,6 +329,8 @@ int gv_box(const struct grist_vision_transform *tp, uint32_t height, uint32_t wi
 				c.crop_fraction = t.crop_fraction > 0 ? t.crop_fraction : 224.0 / 256.0;
 				gv_center_params(&c, height, width, box);
 			}
+		} else if (t.sampler == GRIST_VISION_SAMPLER_DALI) {
+			gv_dali_params(height, width, t.scale, t.ratio, &d, box);
 		} else {
 			gv_rrc_params(height, width, t.scale, t.ratio, &d, box);
 		}

@@ -101,6 +101,47 @@ def check_side_by_side(path, tmp):
             fail("side_by_side.py %s ratio %r, expected the median of %r" % (name, side["grist_ratio"], want))
 
 
+def check_vision(tmp):
+    """--vision: generated images, and a folder of images given, transformed on 2 threads for
+    a short round; every figure positive and per core the rate over the threads; a folder
+    without images, and a bad --vision value, are refused."""
+    p = run(["--vision", "--images", "6", "--threads", "2", "--seconds", "0.3", "--repeat", "2", "--json"], tmp)
+    if p.returncode != 0:
+        fail("--vision exited %d: %s" % (p.returncode, p.stderr))
+    doc = json.loads(p.stdout)
+    if doc["mode"] != "vision" or doc["images"] != 6 or not doc["generated"] or len(doc["rounds"]) != 2:
+        fail("--vision gave %r" % doc)
+    for key in ("images_per_s", "images_per_s_per_core", "images_per_cpu_s"):
+        if not doc[key] > 0:
+            fail("--vision: %s = %r is not positive" % (key, doc[key]))
+    if abs(doc["images_per_s_per_core"] * doc["cores"] - doc["images_per_s"]) > 0.2:
+        fail("--vision: per core %r x %d cores is not %r" % (doc["images_per_s_per_core"], doc["cores"],
+                                                            doc["images_per_s"]))
+    folder = os.path.join(tmp, "images", "a")
+    os.makedirs(folder)
+    # a 1x1 RGB PNG (green), byte by byte: no imaging library in this test
+    png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+                        "0000000c49444154789c63f8cfc0000003010100c9fe92ef0000000049454e44ae426082")
+    with open(os.path.join(folder, "one.png"), "wb") as f:
+        f.write(png)
+    with open(os.path.join(folder, "notes.txt"), "w") as f:
+        f.write("not an image")
+    p = run(["--vision=fast", os.path.join(tmp, "images"), "--threads", "1", "--seconds", "0.2", "--json"], tmp)
+    if p.returncode != 0:
+        fail("--vision=fast FOLDER exited %d: %s" % (p.returncode, p.stderr))
+    doc = json.loads(p.stdout)
+    if doc["images"] != 1 or doc["generated"] or doc["decode"] != "fast":
+        fail("--vision=fast FOLDER gave %r" % doc)
+    empty = os.path.join(tmp, "empty")
+    os.makedirs(empty)
+    p = run(["--vision", empty, "--seconds", "0.1"], tmp)
+    if p.returncode != 1 or "no JPEG or PNG" not in p.stderr:
+        fail("--vision on an empty folder exited %d: %s" % (p.returncode, p.stderr))
+    p = run(["--vision=slow"], tmp)
+    if p.returncode != 2:
+        fail("--vision=slow exited %d, not 2" % p.returncode)
+
+
 def main():
     if not GRIST or not BENCH:
         print("GRIST_CLI or GRIST_BENCH is not set")
@@ -163,6 +204,7 @@ def main():
             fail("--batches 3 --batch-size 100 gave %d batches, %d records" % (res["batches"], res["records"]))
 
         check_side_by_side(path, tmp)
+        check_vision(tmp)
 
         # The codec baseline on the group_size 1 file (a frame per record) and on a chunked one.
         check_codec_baseline([path, "--seconds", "0.3"], tmp)

@@ -16,6 +16,7 @@
 #include <turbojpeg.h>
 
 #include "helpers.h"
+#include "convert/image_shrink.h"
 #include "grist/convert.h"
 #include "grist/features.h"
 #include "grist/format.h"
@@ -213,6 +214,57 @@ static uint8_t *jpeg_of(const uint8_t *px, int w, int h, size_t *len)
 	tjFree(jpg);
 	tjDestroy(tj);
 	return out;
+}
+
+/*
+ * image_shrink.c (max_side, shared by the imagefolder input and the Python converters) under
+ * the sanitizers, its state reused across images: a larger RGB JPEG and gray PNG come back
+ * as JPEGs of max_side on the longer side (the shorter rounded half up); images within
+ * max_side and RGBA are kept (NULL); bytes that are no image are an error. The pixels
+ * against Pillow: tests/python/test_convert_typed.py.
+ */
+static void test_image_shrink(void **state)
+{
+	struct gc_shrink s = { 0 };
+	uint8_t *px = malloc(600 * 401 * 4), *img;
+	const uint8_t *out;
+	size_t len, n;
+	tjhandle tj = tjInitDecompress();
+	int w, h, sub, cs;
+
+	(void)state;
+	assert_non_null(px);
+	assert_non_null(tj);
+	t_fill(px, 600 * 401 * 4, 7);
+	for (int round = 0; round < 2; round++) {
+		img = jpeg_of(px, 600, 401, &len);
+		assert_int_equal(gc_shrink_image(&s, img, len, 64, 85, "a.jpg", &out, &n), 0);
+		assert_non_null(out);
+		assert_int_equal(tjDecompressHeader3(tj, out, n, &w, &h, &sub, &cs), 0);
+		assert_int_equal(w, 64);
+		assert_int_equal(h, 43); /* 401 x 64 / 600 = 42.77 */
+		assert_int_equal(gc_shrink_image(&s, img, len, 600, 85, "a.jpg", &out, &n), 0);
+		assert_null(out);
+		free(img);
+		img = png_of(px, 30, 200, SPNG_COLOR_TYPE_GRAYSCALE, &len);
+		assert_int_equal(gc_shrink_image(&s, img, len, 100, 85, "g.png", &out, &n), 0);
+		assert_non_null(out);
+		assert_int_equal(tjDecompressHeader3(tj, out, n, &w, &h, &sub, &cs), 0);
+		assert_int_equal(w, 15);
+		assert_int_equal(h, 100);
+		assert_int_equal(sub, TJSAMP_GRAY);
+		free(img);
+		img = png_of(px, 300, 200, SPNG_COLOR_TYPE_TRUECOLOR_ALPHA, &len);
+		assert_int_equal(gc_shrink_image(&s, img, len, 100, 85, "rgba.png", &out, &n), 0);
+		assert_null(out);
+		free(img);
+	}
+	assert_int_equal(gc_shrink_image(&s, (const uint8_t *)"nope", 4, 100, 85, "x.jpg", &out, &n), -EBADMSG);
+	assert_non_null(strstr(grist_last_error(), "x.jpg"));
+	gc_shrink_free(&s);
+	gc_shrink_free(&s); /* twice is fine */
+	tjDestroy(tj);
+	free(px);
 }
 
 struct image {
@@ -420,6 +472,7 @@ int main(void)
 		cmocka_unit_test(test_csv_errors),
 		cmocka_unit_test(test_imagefolder),
 		cmocka_unit_test(test_imagefolder_errors),
+		cmocka_unit_test(test_image_shrink),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

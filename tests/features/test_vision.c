@@ -14,6 +14,7 @@
 
 #include "helpers.h"
 #include "features_loader.h"
+#include "features/features_internal.h"
 #include "features/vision_internal.h"
 #include "grist/features.h"
 #include "grist/format.h"
@@ -166,27 +167,35 @@ static void test_bad_images(void **state)
 	free(px);
 }
 
-/* An 8-bit RGB PNG, @h x @w, of a ramp: rows with filter 0, one IDAT (zlib's own stream). */
-static uint8_t *png_rgb(uint32_t h, uint32_t w, size_t *len)
+/*
+ * A PNG, @h x @w, of colour type @ct (0 gray, 2 RGB, 4 gray+alpha, 6 RGBA) and @depth
+ * bits (8 or 16): samples from @seed (0: a ramp), each row's filter byte cycling through
+ * all five (valid whatever the bytes), one IDAT (zlib's own stream).
+ */
+static uint8_t *png_make(uint32_t h, uint32_t w, int ct, int depth, uint64_t seed, size_t *len)
 {
-	size_t raw_len = (size_t)h * (1 + (size_t)w * 3), at = 0;
+	size_t c = ct == 0 ? 1 : ct == 2 ? 3 : ct == 4 ? 2 : 4, line = 1 + (size_t)w * c * (size_t)depth / 8;
+	size_t raw_len = (size_t)h * line, at = 0;
 	uint8_t *raw = malloc(raw_len), *p;
 	uLongf z = compressBound(raw_len);
 	static const uint8_t sig[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
 	uint8_t ihdr[13] = { 0 };
 
 	assert_non_null(raw);
-	for (size_t i = 0; i < raw_len; i++)
-		raw[i] = (uint8_t)(i % 251);
+	if (seed)
+		t_fill(raw, raw_len, seed);
+	else
+		for (size_t i = 0; i < raw_len; i++)
+			raw[i] = (uint8_t)(i % 251);
 	for (uint32_t y = 0; y < h; y++)
-		raw[(size_t)y * (1 + (size_t)w * 3)] = 0;
+		raw[(size_t)y * line] = seed ? (uint8_t)(y % 5) : 0;
 	p = malloc(8 + 25 + 12 + z + 12);
 	assert_non_null(p);
 	memcpy(p, sig, 8);
 	at = 8;
 	for (int i = 0; i < 4; i++)
 		ihdr[i] = (uint8_t)(w >> (24 - 8 * i)), ihdr[4 + i] = (uint8_t)(h >> (24 - 8 * i));
-	ihdr[8] = 8, ihdr[9] = 2;
+	ihdr[8] = (uint8_t)depth, ihdr[9] = (uint8_t)ct;
 	/* chunk: length, type, data, CRC over type and data */
 	for (int k = 0; k < 3; k++) {
 		const char *type = k == 0 ? "IHDR" : k == 1 ? "IDAT" : "IEND";
@@ -208,6 +217,88 @@ static uint8_t *png_rgb(uint32_t h, uint32_t w, size_t *len)
 	free(raw);
 	*len = at;
 	return p;
+}
+
+/* An 8-bit RGB PNG of a ramp, every row unfiltered. */
+static uint8_t *png_rgb(uint32_t h, uint32_t w, size_t *len)
+{
+	return png_make(h, w, 2, 8, 0, len);
+}
+
+/*
+ * The PNG region decode (rows read one by one, none past the region's last) equals the
+ * whole image decoded then cropped, for every colour type at 8 and 16 bits and crops at
+ * each edge; and an 8-bit RGB file's whole decode equals the features stage's own decoder.
+ */
+static void test_png_region_equals_full_decode(void **state)
+{
+	static const int kinds[][2] = { { 0, 8 }, { 2, 8 }, { 4, 8 }, { 6, 8 }, { 0, 16 }, { 2, 16 }, { 4, 16 }, { 6, 16 } };
+	const uint32_t h = 37, w = 29;
+	const uint32_t crops[][4] = { { 0, 0, 37, 29 }, { 0, 0, 1, 1 }, { 36, 28, 1, 1 }, { 5, 3, 20, 11 },
+				      { 0, 10, 37, 5 }, { 30, 0, 7, 29 }, { 17, 0, 1, 29 } };
+	uint8_t full[37 * 29 * 3], got[37 * 29 * 3];
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		size_t len;
+		uint8_t *png = png_make(h, w, kinds[k][0], kinds[k][1], 11 + k, &len);
+		struct gv_png dec;
+
+		assert_int_equal(gv_png_open(&dec, png, len), 0);
+		assert_int_equal(dec.height, h);
+		assert_int_equal(dec.sample_bytes, (uint32_t)kinds[k][1] / 8);
+		assert_int_equal(gv_png_read_region(&dec, 0, 0, h, w, full, (size_t)w * 3), 0);
+		if (kinds[k][0] == 2 && kinds[k][1] == 8) {
+			struct gf_image im;
+			uint8_t direct[37 * 29 * 3];
+
+			assert_int_equal(gf_image_open(&im, GRIST_DECODE_PNG, png, len), 0);
+			assert_int_equal(gf_image_decode(&im, direct, (size_t)w * 3), 0);
+			assert_memory_equal(direct, full, sizeof(direct));
+		}
+		for (size_t c = 0; c < sizeof(crops) / sizeof(crops[0]); c++) {
+			const uint32_t *r = crops[c];
+
+			assert_int_equal(gv_png_open(&dec, png, len), 0);
+			assert_int_equal(gv_png_read_region(&dec, r[0], r[1], r[2], r[3], got, (size_t)r[3] * 3), 0);
+			for (uint32_t y = 0; y < r[2]; y++)
+				assert_memory_equal(got + (size_t)y * r[3] * 3, full + ((size_t)(r[0] + y) * w + r[1]) * 3,
+						    (size_t)r[3] * 3);
+		}
+		/* a region outside the image is refused, and the PNG released */
+		assert_int_equal(gv_png_open(&dec, png, len), 0);
+		assert_int_equal(gv_png_read_region(&dec, 30, 0, 8, 29, got, (size_t)w * 3), -EINVAL);
+		/* truncated inside the region's rows: an error, not gray rows */
+		assert_int_equal(gv_png_open(&dec, png, len / 2), 0);
+		assert_int_equal(gv_png_read_region(&dec, 0, 0, h, w, full, (size_t)w * 3), -EBADMSG);
+		free(png);
+	}
+}
+
+/*
+ * antialias=False (TF's kernels) under the sanitizers: at scale 1 both are the identity
+ * (the half-pixel position lands on the pixel, the other taps weigh 0), and up- and
+ * downscales of every edge size run inside their buffers. Values: test_vision.py.
+ */
+static void test_resize_tf_kernels(void **state)
+{
+	static const uint32_t sizes[][4] = { { 37, 29, 37, 29 }, { 37, 29, 224, 224 }, { 37, 29, 1, 1 }, { 1, 1, 5, 3 },
+					     { 1, 29, 7, 1 }, { 37, 1, 2, 9 } };
+	uint8_t *img = photo(37, 29, 5), out[224 * 224 * 3];
+
+	(void)state;
+	for (int bicubic = 0; bicubic < 2; bicubic++) {
+		enum grist_vision_interp in = bicubic ? GRIST_VISION_BICUBIC_TF : GRIST_VISION_BILINEAR_TF;
+
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			const uint32_t *s = sizes[i];
+
+			assert_int_equal(gv_resize(img, s[0], s[1], 29 * 3, 3, out, s[2], s[3], (size_t)s[3] * 3, in), 0);
+			if (s[0] == s[2] && s[1] == s[3])
+				assert_memory_equal(out, img, sizeof(uint8_t) * 37 * 29 * 3);
+		}
+	}
+	free(img);
 }
 
 /*
@@ -635,7 +726,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_region_equals_full_decode),
 		cmocka_unit_test(test_bad_images),
+		cmocka_unit_test(test_png_region_equals_full_decode),
 		cmocka_unit_test(test_resize_table_bound),
+		cmocka_unit_test(test_resize_tf_kernels),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),

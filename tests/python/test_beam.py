@@ -536,6 +536,35 @@ def test_write_tfds_image_of_other_shape_or_channels(tmp_path):
     assert theirs[0]["image"].shape == ours[0]["image"].shape == (4, 4, 3)
 
 
+def test_write_tfds_max_side_shrinks_images(tmp_path):
+    """max_side=: an image over it re-encoded as `grist convert --max-side` does (the same
+    code, src/convert/image_shrink.c, whose bytes test_parquet.py holds to the converter's),
+    a smaller one kept as read; TFDS reads both back."""
+    from PIL import Image
+    import io
+    import numpy as np
+    from grist import _grist
+
+    def encoded(h, w):
+        yy, xx = np.mgrid[0:h, 0:w]
+        buf = io.BytesIO()
+        Image.fromarray(np.stack([xx % 256, yy % 256, (xx + yy) % 256], -1).astype(np.uint8)).save(buf, "PNG")
+        return buf.getvalue()
+    big, small = encoded(90, 120), encoded(20, 30)
+    out = str(tmp_path / "shrunk" / "1.0.0")
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create([{"id": 0, "image": big}, {"id": 1, "image": small}]) | gbeam.WriteToTFDS(
+            out, features={"id": "int64", "image": "image"}, max_side=48, jpeg_quality=80)
+    theirs, ours = read_back(out, "train")
+    by_id = {int(r["id"]): r["image"] for r in theirs}
+    assert by_id[0].shape == (36, 48, 3) and by_id[1].shape == (20, 30, 3)
+    assert np.array_equal(by_id[1], np.asarray(Image.open(io.BytesIO(small))))
+    shrunk = np.asarray(Image.open(io.BytesIO(_grist._image_shrink(big, 48, 80))))
+    assert np.array_equal(by_id[0], shrunk)
+    with pytest.raises(ValueError, match="jpeg_quality only with max_side"):
+        gbeam.WriteToTFDS(out, features={"image": "image"}, jpeg_quality=80)
+
+
 def test_write_tfds_nested_features(tmp_path):
     """Nested dicts of features, as TFDS nests FeaturesDicts: stored under parent/child keys,
     read back nested by TFDS and by grist."""

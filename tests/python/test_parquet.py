@@ -352,3 +352,61 @@ def test_struct_columns_become_nested_features(tmp_path):
     t = pa.table({"id": pa.array(range(9)), "meta": pa.array(vals, meta.type)})
     with pytest.raises(ConversionError, match=r"part-1.parquet: row 2, column 'meta'"):
         from_parquet(write_files(tmp_path, t, cuts=(0, 4)), str(tmp_path / "o2"))
+
+
+def _records(out):
+    """{file name or row index: the image bytes} of every record of a dataset folder."""
+    got = {}
+    for f in sorted(os.listdir(out)):
+        if ".array_record" in f:
+            src = grist.ArrayRecordDataSource([os.path.join(out, f)])
+            for i in range(len(src)):
+                feats = example_pb2().Example.FromString(src[i]).features.feature
+                key = (feats["image/filename"].bytes_list.value[0].decode() if "image/filename" in feats
+                       else feats["name"].bytes_list.value[0].decode())
+                got[os.path.basename(key)] = feats["image"].bytes_list.value[0]
+            src.close()
+    return got
+
+
+def test_max_side_shrinks_images_as_convert_does(tmp_path):
+    """from_parquet(max_side=, jpeg_quality=) runs `grist convert --max-side`'s own code: the
+    re-encoded images are byte for byte those of the imagefolder converter, the small ones
+    are kept as read, and the result says how much smaller the images got."""
+    yy, xx = np.mgrid[0:900, 0:1200]
+    smooth = np.stack([(xx * 255 // 1199), (yy * 255 // 899), ((xx + yy) * 255 // 2098)], -1).astype(np.uint8)
+    made = {"big.jpg": jpeg(smooth[:600, :1000]), "tall.png": png(smooth[:900, :301]),
+            "small.jpg": jpeg(smooth[:375, :500]), "edge.png": png(smooth[:512, :512])}
+    root = tmp_path / "root" / "train" / "a"
+    os.makedirs(root)
+    for name, data in made.items():
+        (root / name).write_bytes(data)
+    ref = tmp_path / "folder" / "1.0.0"
+    grist.convert(str(tmp_path / "root"), str(ref), format="imagefolder", max_side=512, jpeg_quality=85)
+    want = _records(str(ref))
+    names = sorted(made)
+    path = str(tmp_path / "images.parquet")
+    pq.write_table(pa.table({"name": names, "image": pa.array([made[n] for n in names], pa.binary())}), path)
+    out = str(tmp_path / "pq" / "1.0.0")
+    res = from_parquet(path, out, features={"image": "image"}, max_side=512, jpeg_quality=85)
+    got = _records(out)
+    assert got == want
+    assert got["small.jpg"] == made["small.jpg"] and got["edge.png"] == made["edge.png"]
+    assert PIL.open(io.BytesIO(got["tall.png"])).size == (171, 512)
+    assert res["images_resized"] == 2
+    assert res["image_bytes_in"] == sum(map(len, made.values()))
+    assert res["image_bytes_out"] == sum(map(len, got.values())) < res["image_bytes_in"]
+    feats = json.load(open(os.path.join(out, "features.json")))["featuresDict"]["features"]
+    assert feats["image"]["image"]["shape"]["dimensions"] == ["-1", "-1", "3"]
+    assert "encodingFormat" not in feats["image"]["image"]  # PNG and JPEG mixed: told by the bytes
+    src = grist.tfds.data_source(out, "train")
+    assert {src[i]["image"].shape for i in range(len(src))} == {(512, 512, 3), (512, 171, 3), (307, 512, 3),
+                                                                 (375, 500, 3)}
+    with pytest.raises(ValueError, match="jpeg_quality only with max_side"):
+        from_parquet(path, str(tmp_path / "x" / "1.0.0"), features={"image": "image"}, jpeg_quality=80)
+    with pytest.raises(ValueError, match="there is none"):
+        from_parquet(path, str(tmp_path / "y" / "1.0.0"), max_side=64)
+    with pytest.raises(ValueError, match="max_side must be"):
+        from_parquet(path, str(tmp_path / "z" / "1.0.0"), features={"image": "image"}, max_side=0)
+    with pytest.raises(ConversionError, match="JPEG data where PNG was declared"):
+        from_parquet(path, str(tmp_path / "w" / "1.0.0"), features={"image": "image:png"}, max_side=64)

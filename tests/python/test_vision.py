@@ -473,6 +473,277 @@ def test_apply_other_images_equal_pillow(kind):
             assert np.abs(got.astype(np.float64) - want).max() <= tol, (kind, t, index)
 
 
+def png_bytes(a, depth, interlace=False):
+    """A PNG of @a ((h, w) gray or (h, w, c), c 2 to 4) at 8 or 16 bits, Adam7 when @interlace:
+    written here because Pillow writes neither 16-bit colour nor interlaced files."""
+    import struct
+    import zlib
+
+    a = a if a.ndim == 3 else a[..., None]
+    h, w, c = a.shape
+    samples = a.astype(">u2" if depth == 16 else np.uint8)
+    passes = [(0, 0, 8, 8), (0, 4, 8, 8), (4, 0, 8, 4), (0, 2, 4, 4), (2, 0, 4, 2), (0, 1, 2, 2), (1, 0, 2, 1)]
+    raw = b""
+    for y0, x0, dy, dx in passes if interlace else [(0, 0, 1, 1)]:
+        sub = samples[y0::dy, x0::dx]
+        if sub.size:
+            raw += b"".join(b"\0" + row.tobytes() for row in sub)
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, {1: 0, 2: 4, 3: 2, 4: 6}[c], 0, 0, int(interlace))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("interlace", [False, True], ids=["rows", "adam7"])
+@pytest.mark.parametrize("channels", [1, 2, 3, 4])
+@pytest.mark.parametrize("depth", [8, 16])
+def test_png_depths_and_interlace_equal_pillow(depth, channels, interlace):
+    # 16 bits reach 8 as Pillow's convert("RGB") takes them: the high byte of colour and
+    # gray+alpha files, a 16-bit gray file ("I;16") clipped at 255; checked whole, then
+    # through the transforms (region decode, resize, flip, normalize)
+    rng = np.random.default_rng(depth + channels)
+    h, w = 45, 38
+    a = smooth_image(rng, h, w, channels).astype(np.uint16)
+    if depth == 16:
+        a = a * 257 + rng.integers(0, 257, a.shape).astype(np.uint16)
+        if channels == 1:
+            a[::3] //= 200  # gray at 16 bits: values around 255 and below, where the clip is visible
+    data = png_bytes(a if channels > 1 else a[..., 0], depth, interlace)
+    im = Image.open(io.BytesIO(data))
+    whole, box = grist.vision.Resize((h, w)).apply(data)
+    assert np.array_equal(whole, np.asarray(im.convert("RGB"))), (depth, channels)
+    luma, _ = grist.vision.Resize((h, w), channels=1).apply(data)
+    assert np.array_equal(luma[..., 0], np.asarray(im.convert("RGB").convert("L")))
+    for t in (grist.vision.RandomResizedCrop(24, flip=0.5), grist.vision.RandomResizedCrop(20, flip=0.5, mean=MEAN,
+                                                                                          std=STD)):
+        for index in range(6):
+            got, box = t.apply(data, seed=3, index=index)
+            want = pillow_pipeline(data, box, t)
+            tol = 1 if t.dtype == "uint8" else 1 / 255 / min(STD) + 1e-5
+            assert np.abs(got.astype(np.float64) - want).max() <= tol, (depth, channels, index)
+
+
+BILINEAR_TF, BICUBIC_TF = 3, 4
+
+
+def tf_taps(in_size, out_size, bicubic):
+    """TF's resize kernels' taps with half-pixel centres, line by line in float32
+    (resize_bilinear_op.cc compute_interpolation_weights, resize_bicubic_op.cc
+    GetWeightsAndIndices with the Keys table): (indices (n, k), weights (n, k))."""
+    f = np.float32
+    scale = f(in_size) / f(out_size)
+    idx, wts = [], []
+    if bicubic:
+        x = (np.arange(1025) / 1024).astype(f).astype(np.float64)
+        a = -0.5
+        near = (((a + 2) * x - (a + 3)) * x * x + 1).astype(f)
+        x = (x.astype(f) + f(1)).astype(np.float64)
+        far = (((a * x - 5 * a) * x + 8 * a) * x - 4 * a).astype(f)
+    for i in range(out_size):
+        pos = (f(i) + f(0.5)) * scale - f(0.5)
+        if not bicubic:
+            lo = np.floor(pos)
+            idx.append((max(int(lo), 0), min(int(np.ceil(pos)), in_size - 1)))
+            wts.append((f(1) - (pos - lo), pos - lo))  # TF's lerp; the 1 - lerp is for the reference only
+            continue
+        loc = int(np.floor(pos))
+        off = int(np.rint(f(pos - f(loc)) * f(1024)))
+        want = (far[off], near[off], near[1024 - off], far[1024 - off])
+        ii = [min(max(loc - 1 + k, 0), in_size - 1) for k in range(4)]
+        w = [want[k] if ii[k] == loc - 1 + k else f(0) for k in range(4)]
+        total = f(f(f(w[0] + w[1]) + w[2]) + w[3])
+        if abs(total) >= f(1000) * np.finfo(f).tiny:
+            inv = f(1) / total
+            w = [f(v * inv) for v in w]
+        idx.append(ii)
+        wts.append(w)
+    return np.array(idx), np.array(wts, dtype=f)
+
+
+def tf_resize_reference(a, oh, ow, bicubic):
+    """tf.image.resize(a, (oh, ow), method, antialias=False), float32, in TF's order of operations."""
+    f = np.float32
+    a = a.astype(f)
+    yi, yw = tf_taps(a.shape[0], oh, bicubic)
+    xi, xw = tf_taps(a.shape[1], ow, bicubic)
+    if not bicubic:
+        tl, tr = a[yi[:, 0]][:, xi[:, 0]], a[yi[:, 0]][:, xi[:, 1]]
+        bl, br = a[yi[:, 1]][:, xi[:, 0]], a[yi[:, 1]][:, xi[:, 1]]
+        xl, yl = xw[None, :, 1, None], yw[:, None, 1, None]
+        top = tl + (tr - tl) * xl
+        bottom = bl + (br - bl) * xl
+        return top + (bottom - top) * yl
+    # the four rows first (ComputeYInterpolation), summed left to right, then the four columns
+    cols = [sum_lr([a[yi[:, k]][:, xi[:, j]] * yw[:, None, k, None] for k in range(4)]) for j in range(4)]
+    return sum_lr([cols[j] * xw[None, :, j, None] for j in range(4)])
+
+
+def sum_lr(terms):
+    out = terms[0]
+    for t in terms[1:]:
+        out = (out + t).astype(np.float32)
+    return out
+
+
+def tf_round(v):
+    return np.clip(np.rint(v), 0, 255).astype(np.uint8)
+
+
+TF_CASES = [(375, 500, 224, 224), (100, 80, 224, 224), (7, 9, 3, 2), (1, 1, 5, 4), (1, 640, 1, 224),
+            (301, 3, 224, 224), (41, 29, 40, 30), (2, 2, 1, 1), (256, 256, 255, 257), (999, 333, 111, 333)]
+
+
+@pytest.mark.parametrize("interp", [BILINEAR_TF, BICUBIC_TF], ids=["bilinear", "bicubic"])
+def test_resize_without_antialias_equals_tf_kernel_copy(interp):
+    # grist's antialias=False against a line-by-line NumPy copy of TF's kernels: the same
+    # float32 operations in the same order, so the same value, rounded to the same level
+    rng = np.random.default_rng(9)
+    cases = TF_CASES + [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(12)]
+    for h, w, oh, ow in cases:
+        for c in (1, 3):
+            a = smooth_image(rng, h, w, c)
+            want = tf_round(tf_resize_reference(a, oh, ow, interp == BICUBIC_TF))
+            got = grist_resize(a, oh, ow, interp)
+            assert np.array_equal(got, want), (h, w, oh, ow, c, interp)
+
+
+def test_transform_without_antialias_is_tf_resize_of_the_box(photos):
+    root = photos[0]
+    paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:4]
+    assert len(paths) == 4
+    for interpolation in ("bilinear", "bicubic"):
+        t = grist.vision.RandomResizedCrop(48, flip=0.5, antialias=False, interpolation=interpolation)
+        assert "antialias=False" in repr(t)
+        for i, path in enumerate(paths):
+            data = open(path, "rb").read()
+            got, box = t.apply(data, seed=2, index=i)
+            a = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))[box.top:box.top + box.height,
+                                                                        box.left:box.left + box.width]
+            want = tf_round(tf_resize_reference(a, 48, 48, interpolation == "bicubic"))
+            if box.flipped:
+                want = want[:, ::-1]
+            assert np.abs(got.astype(int) - want).max() <= 1, (path, box)  # Pillow's JPEG decode vs libjpeg's
+    with pytest.raises(ValueError, match="antialias"):
+        grist.vision.Resize(8, interpolation="area", antialias=False)
+
+
+_TF_ORACLE = """
+import sys
+import numpy as np
+import tensorflow as tf
+inp = np.load(sys.argv[1])
+out = {}
+for k in range(int(inp["n"])):
+    a, (oh, ow) = inp["a%d" % k], inp["size%d" % k]
+    out["r%d" % k] = tf.image.resize(a, (int(oh), int(ow)), method=sys.argv[3], antialias=False).numpy()
+np.savez(sys.argv[2], **out)
+"""
+
+
+@pytest.mark.parametrize("bicubic", [False, True], ids=["bilinear", "bicubic"])
+def test_heavy_tf_kernel_copy_equals_tensorflow(bicubic, tmp_path):
+    """Heavy, opt-in: TensorFlow itself as the oracle of the NumPy copy (and so of grist).
+    Skipped where tensorflow is not installed; CI never installs it (pip install tensorflow-cpu).
+    TensorFlow runs in a child process: its Example protos would clash with the tfrecord
+    package's that other test files load into this one."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("tensorflow is not installed (the heavy oracle)")
+    rng = np.random.default_rng(10)
+    cases = TF_CASES + [tuple(int(v) for v in rng.integers(1, 300, 4)) for _ in range(12)]
+    images = [smooth_image(rng, h, w, 3) for h, w, _, _ in cases]
+    arrays = {"n": len(cases)}
+    for k, ((h, w, oh, ow), a) in enumerate(zip(cases, images)):
+        arrays["a%d" % k], arrays["size%d" % k] = a, np.array([oh, ow])
+    np.savez(tmp_path / "in.npz", **arrays)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run([sys.executable, "-c", _TF_ORACLE, str(tmp_path / "in.npz"), str(tmp_path / "out.npz"),
+                    "bicubic" if bicubic else "bilinear"], check=True, env=env, timeout=300)
+    got_tf = np.load(tmp_path / "out.npz")
+    for k, ((h, w, oh, ow), a) in enumerate(zip(cases, images)):
+        want = got_tf["r%d" % k]
+        ref = tf_resize_reference(a, oh, ow, bicubic)
+        assert np.array_equal(ref, want), (h, w, oh, ow)  # to the bit
+        got = grist_resize(a, oh, ow, BICUBIC_TF if bicubic else BILINEAR_TF)
+        assert np.array_equal(got, tf_round(want)), (h, w, oh, ow)
+
+
+def dali_crop_window(H, W, scale, ratio, uniform):
+    """DALI's RandomCropGenerator::GenerateCropWindowImpl (dali/util/random_crop_generator.cc)
+    line by line in float32, its std::mt19937 draws replaced by uniform(): (top, left, h, w)."""
+    f = np.float32
+
+    def roundf(v):  # half away from zero (the values are positive)
+        return int(math.floor(float(v) + 0.5))
+
+    min_wh, max_wh, max_hw = f(ratio[0]), f(ratio[1]), f(1) / f(ratio[0])
+    log_lo, log_hi = f(math.log(f(ratio[0]))), f(math.log(f(ratio[1])))
+    a, b = f(scale[0]), f(scale[1])
+    min_area = f(W * H) * a
+    max_w = max(1, int(f(H) * max_wh))
+    max_h = max(1, int(f(W) * max_hw))
+    if f(H * max_w) < min_area:
+        h, w = H, max_w
+    elif f(W * max_h) < min_area:
+        w, h = W, max_h
+    else:
+        for _ in range(10):
+            target = (f(uniform()) * (b - a) + a) * f(H * W)
+            r = f(math.exp(f(uniform()) * (log_hi - log_lo) + log_lo))
+            w = max(1, roundf(np.sqrt(target * r)))
+            h = max(1, roundf(np.sqrt(target / r)))
+            r = f(w) / f(h)
+            if w <= W and h <= H and min_wh <= r <= max_wh:
+                break
+        else:
+            max_area = b * f(W) * f(H)
+            r = f(W) / f(H)
+            if r > max_wh:
+                h, w = H, max_w
+            elif r < min_wh:
+                w, h = W, max_h
+            else:
+                w, h = W, H
+            shrink = min(f(1), max_area / f(w * h))
+            w = max(1, int(w * math.sqrt(float(shrink))))
+            h = max(1, int(h * math.sqrt(float(shrink))))
+    # std::uniform_int_distribution(0, n), x before y
+    left = min(int(math.floor(uniform() * (W - w + 1))), W - w)
+    top = min(int(math.floor(uniform() * (H - h + 1))), H - h)
+    return top, left, h, w
+
+
+def test_dali_sampler_exact_boxes_for_injected_uniforms():
+    rng = np.random.default_rng(12)
+    sizes = [(375, 500), (500, 375), (1, 1), (1, 1000), (1000, 1), (7, 3), (224, 224), (33, 1999), (480, 640),
+             (3, 2), (10, 40)]
+    settings = [((0.08, 1.0), (3 / 4, 4 / 3)), ((0.5, 1.0), (0.5, 2.0)), ((0.99, 1.0), (1.0, 1.0)),
+                ((0.08, 0.08), (3.0, 4.0)), ((0.2, 0.9), (0.1, 0.2)), ((0.9, 1.0), (0.99, 1.01))]
+    n = fallbacks = 0
+    for h, w in sizes + [tuple(int(v) for v in rng.integers(1, 800, 2)) for _ in range(40)]:
+        for scale, ratio in settings:
+            for _ in range(20):
+                u = [float(x) for x in rng.random(24)]
+                it = iter(u)
+                want = dali_crop_window(h, w, scale, ratio, lambda: next(it))
+                fallbacks += len(list(it)) == 2  # 22 draws used: 10 misses, then the offsets
+                got = _grist._vision_rrc(h, w, scale, ratio, u, 2)
+                assert got == want, (h, w, scale, ratio, u)
+                n += 1
+    assert n > 5000 and fallbacks > 0
+    t = grist.vision.RandomResizedCrop(224, sampler="dali", flip=0.5)
+    assert "sampler='dali'" in repr(t)
+    for index in range(50):
+        box = t.params(375, 500, seed=1, index=index)
+        assert 0 <= box.top <= 375 - box.height and 0 <= box.left <= 500 - box.width
+        assert 0.08 * 0.99 <= box.height * box.width / (375 * 500) <= 1.0
+
+
 def test_transforms_pickle_and_repr():
     import pickle
 
@@ -675,7 +946,7 @@ def test_tf_sampler_exact_boxes_for_injected_uniforms():
                 u = [float(x) for x in rng.random(60)]
                 it = iter(u)
                 want = tf_sample_distorted_bounding_box(h, w, area, aspect, covered, lambda: next(it))
-                got = _grist._vision_rrc(h, w, area, aspect, u, True, covered)
+                got = _grist._vision_rrc(h, w, area, aspect, u, 1, covered)
                 assert got == (want or (0, 0, h, w)), (h, w, area, aspect, u)
                 n += 1
     assert n > 2000
