@@ -2,9 +2,9 @@
  * bench_vision: the C sides of bench/py/vision_pipeline.py, on the crops the grist loader
  * takes (a jobs file the Python side writes: each record's JPEG bytes and its box).
  *
- *   codec   one thread doing only grist's libjpeg region decodes of the boxes (ISLOW IDCT,
- *           fancy upsampling: exact mode's settings) into one reused buffer; its rate times
- *           --threads is the codec bound.
+ *   codec   one thread doing only grist's libjpeg region decodes of the boxes as the
+ *           transform does them (ISLOW IDCT, fancy upsampling: exact mode's settings; RGB, in
+ *           place in the thread's buffer); its rate times --threads is the codec bound.
  *   decode_resize  one thread: grist_vision_apply() with uint8 output, no flip or normalize
  *           (the decode, the resize, the copy out).
  *   grist1  one thread: grist_vision_apply() of the benchmark's transform (RandomResizedCrop
@@ -127,32 +127,20 @@ static int side_apply(struct run *r, bool full)
 	return 0;
 }
 
-/* Only the region decode of each job's box, into one buffer grown as needed. */
+/* Only the region decode of each job's box, as grist's transform decodes it: in place, RGB. */
 static int side_codec(struct run *r)
 {
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-
 	for (size_t k; (k = atomic_fetch_add(&r->next, 1)) < r->total && !atomic_load(&r->failed);) {
 		const struct job *j = &r->jobs[k % r->n];
 		struct gv_jpeg_info info;
-		size_t need = (size_t)j->box[2] * (size_t)j->box[3] * 3;
+		struct gv_jpeg *jd;
 
-		if (need > cap) {
-			free(buf);
-			cap = need;
-			if (!(buf = malloc(cap)))
-				return fail(r, j, "out of memory");
-		}
-		if (gv_jpeg_header(j->data, j->len, &info) ||
-		    gv_jpeg_decode_region(j->data, j->len, (uint32_t)j->box[0], (uint32_t)j->box[1], (uint32_t)j->box[2],
-					  (uint32_t)j->box[3], info.components == 1, buf,
-					  (size_t)j->box[3] * (info.components == 1 ? 1 : 3), 500)) {
-			free(buf);
+		if (gv_jpeg_open(j->data, j->len, 500, &jd, &info) ||
+		    gv_jpeg_read_region(jd, (uint32_t)j->box[0], (uint32_t)j->box[1], (uint32_t)j->box[2],
+					(uint32_t)j->box[3], false, NULL, 0))
 			return fail(r, j, grist_last_error());
-		}
+		gv_jpeg_release(jd);
 	}
-	free(buf);
 	return 0;
 }
 

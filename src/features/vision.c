@@ -3,6 +3,7 @@
  * then flipped, normalized and converted into the caller's dtype and layout.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,7 +144,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct grist_vision_box box, drawn;
 	struct gf_image im;
 	struct gv_jpeg_info ji;
-	struct gv_jpeg *jd = NULL;
+	struct gv_jpeg *jd = NULL, *jused = NULL;
 	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL, *px = NULL, *full = NULL;
 	const uint8_t *src;
@@ -220,32 +221,29 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			qh = (bottom < sh ? bottom : sh) - top;
 			qw = (right < sw ? right : sw) - left;
 		}
-		region = malloc((size_t)qh * qw * 3);
-		if (!region) {
-			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
-			goto out;
-		}
+		/* decoded in place, in the thread's buffer: no copy of the region */
 		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, region, (size_t)qw * 3);
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, NULL, 0);
 		else
-			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, region, (size_t)qw * 3);
-		jd = NULL; /* read_region released it */
+			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, NULL, 0);
+		jused = jd;
+		jd = NULL; /* read_region released the decompressor, not its buffer */
 		rh = o >= 5 ? qw : qh;
 		rw = o >= 5 ? qh : qw;
-		if (!ret && o != 1) {
+		if (ret)
+			goto out;
+		src = gv_jpeg_pixels(jused, &stride);
+		if (o != 1) {
 			/* turned as displayed */
-			uint8_t *turned = malloc((size_t)qh * qw * 3);
-
-			if (!turned) {
+			region = malloc((size_t)qh * qw * 3);
+			if (!region) {
 				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 				goto out;
 			}
-			gv_orient_pixels(o, region, qh, qw, (size_t)qw * 3, 3, turned);
-			free(region);
-			region = turned;
+			gv_orient_pixels(o, src, qh, qw, stride, 3, region);
+			src = region;
+			stride = (size_t)rw * 3;
 		}
-		src = region;
-		stride = (size_t)rw * 3;
 	} else {
 		size_t row = (size_t)w * im.channels;
 
@@ -276,11 +274,8 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	if (ret)
 		goto out;
 	if (t->channels == 1) {
-		/* to "L" where the pixels lie: the region is this call's own buffer, or the PNG's */
-		uint8_t *own = region ? region : full + (size_t)box.top * stride + (size_t)box.left * 3;
-
-		rgb_to_l(own, rh, rw, stride);
-		src = own;
+		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
+		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
 	}
 	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 		uint32_t nh, nw;
@@ -301,6 +296,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
+	gv_jpeg_release(jused);
 	free(px);
 	free(region);
 	free(full);

@@ -131,6 +131,14 @@ int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jp
 int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
 			bool gray_out, uint8_t *dst, size_t pitch);
 /*
+ * With @dst NULL, read_region (and _fast) decode in place into the thread's buffer, no copy:
+ * gv_jpeg_pixels() then gives the region's first pixel and its rows' pitch (3 bytes a pixel,
+ * or 1 with gray_out on a gray file), valid until the next decode on this thread;
+ * gv_jpeg_release() after use frees that buffer when it grew past what a thread keeps.
+ */
+const uint8_t *gv_jpeg_pixels(const struct gv_jpeg *j, size_t *pitch);
+void gv_jpeg_release(struct gv_jpeg *j);
+/*
  * Fast mode: the image decoded at 1/@denom scale (1, 2, 4 or 8) with the fast IDCT and no
  * fancy upsampling; the region is in scaled pixels, inside gv_jpeg_scaled()'s size.
  */
