@@ -46,7 +46,7 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 #if GRIST_HAVE_VISION_AVX2
 	if (t->dtype == GRIST_DTYPE_FLOAT32 && !chw && nc == 3 && gv_have_avx2()) {
 		float m24[24], s24[24];
-		uint8_t *rev = flip ? malloc(ow * 3) : NULL;
+		uint8_t *rev = flip ? malloc(ow * 3 + 16) : NULL;
 
 		for (int k = 0; k < 24; k++) {
 			m24[k] = t->normalize ? t->mean[k % 3] : 0.0f; /* (f - 0) / 1 is f: the same bits */
@@ -57,8 +57,7 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 				const uint8_t *row = px + y * ow * 3;
 
 				if (flip) {
-					for (size_t x = 0; x < ow; x++)
-						memcpy(rev + x * 3, row + (ow - 1 - x) * 3, 3);
+					gv_reverse_rgb(row, ow, rev);
 					row = rev;
 				}
 				gv_emit_row_f32_avx2(row, ow * 3, m24, s24, (float *)out + y * ow * 3);
@@ -193,7 +192,8 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		rh = (uint32_t)box.height;
 		rw = (uint32_t)box.width;
 	}
-	px = malloc((size_t)t->out_height * t->out_width * t->channels);
+	/* 16 bytes of slack: the flip's 16-byte loads read up to 1 byte past the last row */
+	px = malloc((size_t)t->out_height * t->out_width * t->channels + 16);
 	if (!px) {
 		ret = grist_fail(-ENOMEM, "vision: out of memory");
 		goto out;

@@ -44,6 +44,8 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
 /* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
 void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);
+/* @n RGB pixels reversed (the flip); 1 byte of slack past @in's and @out's rows. */
+void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out);
 /* Whether the AVX2 paths run here (built for and supported by the CPU). */
 bool gv_have_avx2(void);
 

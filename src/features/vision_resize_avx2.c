@@ -272,3 +272,22 @@ void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const f
 	for (; i < n; i++)
 		out[i] = ((float)px[i] / 255.0f - m24[i % 24]) / s24[i % 24];
 }
+
+/*
+ * @n RGB pixels of @in into @out in reverse order (the horizontal flip), five pixels per
+ * 16-byte shuffle. Reads up to 1 byte past the row and writes up to 1 byte past @out's 3 x @n:
+ * both buffers have that slack (vision.c).
+ */
+void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out)
+{
+	const __m128i rev5 = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, 15);
+	size_t x = 0;
+
+	for (; x + 5 <= n; x += 5) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + (n - x - 5) * 3));
+
+		_mm_storeu_si128((__m128i *)(void *)(out + x * 3), _mm_shuffle_epi8(v, rev5));
+	}
+	for (; x < n; x++)
+		memcpy(out + x * 3, in + (n - 1 - x) * 3, 3);
+}
