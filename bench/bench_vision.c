@@ -14,7 +14,10 @@
  *   ffcv    FFCV's method on --threads threads: TurboJPEG's full decode (tjDecompress2 with
  *           TJFLAG_FASTDCT, as libffcv's imdecode), the box cut out, OpenCV's INTER_AREA
  *           resize to 224 x 224 (grist's interpolation="area", within a level of cv2), then
- *           the flip and ToTensor + Normalize to float32 in a plain loop.
+ *           the flip and ToTensor + Normalize to float32 in a plain loop. grist's INTER_AREA
+ *           is computed in double without SIMD, slower than OpenCV's: vision_pipeline.py
+ *           times cv2.resize on the same crops and prints the side with it in its place.
+ *   ffcv_decode  one thread: the full decode alone (what that substitution keeps).
  *
  * Every transform side checks the box it used against the job's (the same crops). Sides run
  * in rounds, their order rotated each round; each prints its rounds' images/s (wall) and
@@ -144,8 +147,11 @@ static int side_codec(struct run *r)
 	return 0;
 }
 
-/* FFCV's method: full decode (fast IDCT), the box cut out, INTER_AREA, flip, normalize. */
-static int side_ffcv(struct run *r)
+/*
+ * FFCV's method: full decode (fast IDCT), the box cut out, INTER_AREA, flip, normalize;
+ * @decode_only: the full decode alone (its share, to weigh the resize's).
+ */
+static int side_ffcv(struct run *r, bool decode_only)
 {
 	tjhandle tj = tjInitDecompress();
 	uint8_t *img = NULL, *px = malloc(SIZE * SIZE * 3);
@@ -187,6 +193,8 @@ static int side_ffcv(struct run *r)
 			ret = fail(r, j, tjGetErrorStr2(tj));
 			break;
 		}
+		if (decode_only)
+			continue;
 		crop = img + ((size_t)j->box[0] * (size_t)w + (size_t)j->box[1]) * 3;
 		if (gv_resize_area(crop, (uint32_t)j->box[2], (uint32_t)j->box[3], (size_t)w * 3, 3, SIZE, SIZE, 0, 0, px,
 				   SIZE, SIZE, SIZE * 3)) {
@@ -216,8 +224,8 @@ static void *worker(void *arg)
 
 	if (!strcmp(r->side, "codec"))
 		side_codec(r);
-	else if (!strcmp(r->side, "ffcv"))
-		side_ffcv(r);
+	else if (!strcmp(r->side, "ffcv") || !strcmp(r->side, "ffcv_decode"))
+		side_ffcv(r, !strcmp(r->side, "ffcv_decode"));
 	else
 		side_apply(r, strcmp(r->side, "decode_resize") != 0);
 	return NULL;
@@ -242,6 +250,13 @@ static int round_of(struct run *r, const char *side, unsigned threads, size_t re
 	*wall = (double)r->total / (bench_now() - t0);
 	*cpu = (double)r->total / (cpu_seconds() - c0);
 	return atomic_load(&r->failed) ? -1 : 0;
+}
+
+/* The sides that run on one thread (the codec bound, and the shares of the CPU per image). */
+static bool single(const char *side)
+{
+	return !strcmp(side, "codec") || !strcmp(side, "decode_resize") || !strcmp(side, "grist1") ||
+	       !strcmp(side, "ffcv_decode");
 }
 
 static bool take(const uint8_t **p, const uint8_t *end, void *v, size_t n)
@@ -315,14 +330,13 @@ int main(int argc, char **argv)
 	for (unsigned k = 0; k < rounds; k++)
 		for (unsigned i = 0; i < nsides; i++) {
 			unsigned s = (i + k) % nsides;
-			bool one = !strcmp(names[s], "codec") || !strcmp(names[s], "decode_resize") ||
-				   !strcmp(names[s], "grist1");
+			bool one = single(names[s]);
 
 			if (round_of(&r, names[s], one ? 1 : threads, reps, &wall[s][k], &cpu[s][k]))
 				return 1;
 		}
 	for (unsigned s = 0; s < nsides; s++) {
-		bool one = !strcmp(names[s], "codec") || !strcmp(names[s], "decode_resize") || !strcmp(names[s], "grist1");
+		bool one = single(names[s]);
 
 		printf("side=%s threads=%u images=%zu wall=", names[s], one ? 1 : threads, n * reps);
 		for (unsigned k = 0; k < rounds; k++)

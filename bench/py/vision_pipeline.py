@@ -216,12 +216,12 @@ def pillow_transform(data, rng):
 
 # ---- the sides ----
 
-def side_grist(args, vdir, records):
+def side_grist(args, vdir, records, decode=None):
     """{images, seconds, cpu} of the timed epochs after --warmup ones, and the start-up apart."""
     import grist
     import grist.tfds
     import grist.vision
-    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD, decode=args.decode)
+    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD, decode=decode or args.decode)
     per_epoch = args.images // args.batch
     c0, t0 = time.process_time(), time.perf_counter()
     loader = grist.Loader(grist.tfds.data_source(vdir, split="train"), args.batch, seed=0, threads=args.threads,
@@ -317,8 +317,29 @@ def write_jobs(args, records, path):
             f.write(struct.pack("<Q5iI", i, b.top, b.left, b.height, b.width, b.flipped, len(data)) + data)
 
 
+def cv2_area_ms(jobs_records, args):
+    """CPU ms per image of OpenCV's own cv2.resize(INTER_AREA) (one thread) on the C sides' crops:
+    what FFCV's resize costs, where bench_vision's ffcv side runs grist's slower double-precision one."""
+    import cv2
+    import grist.vision
+    cv2.setNumThreads(1)
+    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
+    spent = 0.0
+    for i, rec in enumerate(jobs_records):
+        img = cv2.imdecode(np.frombuffer(bytes(image_bytes(rec)), np.uint8), cv2.IMREAD_COLOR)
+        if img is None:  # a CMYK JPEG OpenCV reads otherwise: not counted
+            continue
+        b = t.params(img.shape[0], img.shape[1], seed=0, epoch=args.warmup, index=i, feature="image")
+        crop = img[b.top:b.top + b.height, b.left:b.left + b.width]
+        c0 = time.thread_time()  # this thread's CPU time: the machine may be shared
+        cv2.resize(crop, (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+        spent += time.thread_time() - c0
+    return spent / len(jobs_records) * 1e3
+
+
 C_SIDES = {"codec_bound": "codec", "ffcv_c": "ffcv", "grist_c": "grist"}
 SHARES = ("codec", "decode_resize", "grist1")  # one thread each: the CPU shares
+FFCV_PARTS = ("ffcv_decode",)  # one thread: FFCV's full decode alone
 
 
 def run_c(args, jobs, sides):
@@ -334,7 +355,11 @@ def run_c(args, jobs, sides):
     return got
 
 
-SIDES = {"grist": side_grist, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
+def side_grist_fast(args, vdir, records):
+    return side_grist(args, vdir, records, "fast")
+
+
+SIDES = {"grist": side_grist, "grist_fast": side_grist_fast, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
          "codec_bound": None, "ffcv_c": None, "grist_c": None}
 
 
@@ -357,7 +382,8 @@ def main():
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                     help="decode / map threads of every side (the CPUs this process may use)")
     ap.add_argument("--pairs", type=int, default=5, help="rounds of every side, order rotated; medians (5)")
-    ap.add_argument("--sides", default=",".join(SIDES), help="which sides (%(default)s)")
+    ap.add_argument("--sides", default=",".join(s for s in SIDES if s != "grist_fast"),
+                    help="which sides (%(default)s; also grist_fast: the grist side with decode='fast')")
     ap.add_argument("--decode", default="exact", choices=("exact", "fast"), help="grist's decode= (exact)")
     ap.add_argument("--bench-vision", default=find_bench_vision(),
                     help="the bench_vision program (default: build/release/bench/bench_vision of this tree)")
@@ -389,7 +415,9 @@ def main():
         jobs = os.path.join(tmp, "jobs.bin")
         if c_sides:
             write_jobs(args, records, jobs)
-        res = {s: [] for s in sides + (list(SHARES) if "grist" in sides and c_sides else [])}
+        res = {s: [] for s in sides + (list(SHARES) if "grist" in sides and c_sides else [])
+               + (list(FFCV_PARTS) if "ffcv_c" in sides else [])}
+        cv2_ms = []
         starts = []
         for r in range(args.pairs):
             order = sides[r % len(sides):] + sides[:r % len(sides)]
@@ -401,15 +429,17 @@ def main():
                         starts.append(o)
                 elif s == next(x for x in order if SIDES[x] is None):  # the C sides, one run per round
                     names = [C_SIDES[x] for x in order if SIDES[x] is None]
-                    names += [x for x in SHARES if x in res]
+                    names += [x for x in SHARES + FFCV_PARTS if x in res]
                     got = run_c(args, jobs, names)
+                    if "ffcv_c" in res:
+                        cv2_ms.append(cv2_area_ms(records, args))
                     for x in order:
                         if SIDES[x] is None:
                             one = got[C_SIDES[x]]
                             # the codec bound: one thread's rate, times the threads
                             k = args.threads if x == "codec_bound" else 1
                             res[x].append({"wall": one["wall"] * k, "cpu": one["cpu"]})
-                    for x in SHARES:
+                    for x in SHARES + FFCV_PARTS:
                         if x in res:
                             res[x].append(got[x])
         load = os.getloadavg()
@@ -426,6 +456,17 @@ def main():
                 if s != "grist":
                     print("  grist / %s: %.2fx in images/s, %.2fx per CPU-second" % (
                         s, med["grist"]["wall"] / med[s]["wall"], med["grist"]["cpu"] / med[s]["cpu"]))
+            if "grist_fast" in med:
+                print("  grist_fast / grist: %.2fx in images/s, %.2fx per CPU-second; per round (alternating): %s" % (
+                    med["grist_fast"]["wall"] / med["grist"]["wall"], med["grist_fast"]["cpu"] / med["grist"]["cpu"],
+                    ", ".join("%.2f" % (f["cpu"] / e["cpu"]) for f, e in zip(res["grist_fast"], res["grist"]))))
+            if cv2_ms and "ffcv_decode" in med:
+                # FFCV with OpenCV's resize and no output stage at all: a bound in its favour
+                ms = 1e3 / med["ffcv_decode"]["cpu"] + statistics.median(cv2_ms)
+                print("  ffcv bound (its full decode %.3f ms + cv2.resize INTER_AREA %.3f ms, no flip or normalize): "
+                      "%.1f per CPU-second; grist / that: %.2fx per CPU-second" % (
+                          1e3 / med["ffcv_decode"]["cpu"], statistics.median(cv2_ms), 1e3 / ms,
+                          med["grist"]["cpu"] * ms / 1e3))
             st = starts[len(starts) // 2]
             print("  grist start-up (round %d of %d): first batch after %.2f s, first epoch %s images/s" % (
                 len(starts) // 2 + 1, len(starts), st["first_batch"],
