@@ -14,23 +14,38 @@ loader's transform takes both).
 Sides, run in one process on the same records, the order rotated each round; the figure
 of each is the median of its rounds (--pairs):
 - grist: grist.Loader over grist.tfds.data_source, transforms={"image":
-  RandomResizedCrop(224, flip=0.5, mean, std)}, on --threads decode threads;
+  RandomResizedCrop(224, flip=0.5, mean, std)}, on --threads decode threads. Each round reads
+  --warmup epochs untimed (the loader's start: threads, slots faulted in and grown), then
+  times --epochs whole epochs; the start-up (first batch, first epoch) is printed apart;
+- grist_fast (not run by default): the same with decode="fast";
 - grain_pillow: Grain, ArrayRecordDataSource of the same shards -> .map(parse the Example,
   Pillow decode, torchvision's get_params in Python, crop+resize in one Image.resize(box=),
   flip, normalize) -> .batch -> to_iter_dataset(ReadOptions(num_threads=--threads));
+  --pillow-batches batches a round;
 - grist_pillow: grist.Loader over the shards' record bytes, the same Pillow code in
   batch_map on --threads map threads;
-- codec_bound: one thread doing only the libjpeg region decodes (grist's, through the
-  private _vision_jpeg_region hook) of the crops the grist loader takes (RandomResizedCrop.
-  params() of each record), its rate times --threads: what the decoder alone would allow.
+- the C sides, bench/bench_vision.c (build/release/bench/bench_vision), on the boxes the
+  grist side's timed epoch takes (RandomResizedCrop.params() of each record; bench_vision
+  checks them against grist_vision_apply's own):
+  - codec_bound: one thread doing only grist's libjpeg region decodes of those boxes, exact
+    mode's settings, in place in the thread's buffer; its rate times --threads;
+  - ffcv_c: FFCV's method on --threads threads (TurboJPEG full decode with FASTDCT, the box
+    cut out, INTER_AREA to 224, flip, normalize); since its INTER_AREA is grist's (double,
+    no SIMD), also "ffcv bound": FFCV's full decode plus OpenCV's own cv2.resize on the same
+    crops, with no flip or normalize, per CPU-second;
+  - grist_c: grist_vision_apply() on --threads threads: the transform without the loader.
+  With grist and a C side, the CPU per image of the grist side is split into decode,
+  resize, output (flip, normalize, float32) and the rest (read, parse, batch, Python) from
+  one-thread runs of the decode alone, decode + resize, and the whole transform.
 Records are parsed with protobuf (`pip install tfrecord` for its example_pb2, bench-only).
 tf.data is not a side here: TensorFlow is not installed on the machine this was written on
-(see docs/vision.md). Images/s is wall time over --batches batches of --batch; per core is
-that over --threads; per CPU-second is images over the process's CPU time (every thread),
-the fairer figure on a machine shared with other jobs.
+(see docs/vision.md). Images/s is wall time; per core is that over --threads; per CPU-second
+is images over the process's CPU time (every thread): the fairer figure on a machine shared
+with other jobs. --dataset reads a TFDS dataset folder instead of making one (e.g. the
+generated one after `grist convert --from imagefolder --max-side 512`).
 
-    bench/py/vision_pipeline.py --images 2000 --batch 64 --batches 20 --threads 2 --pairs 5
-    bench/py/vision_pipeline.py --images 300 --batch 32 --batches 6 --pairs 3   # a quick look
+    ninja -C build/release && bench/py/vision_pipeline.py --keep /tmp/vision-ds --pairs 5
+    bench/py/vision_pipeline.py --dataset DS512/photos/1.0.0 --sides grist,grist_fast --pairs 5
 """
 import argparse
 import io
