@@ -18,6 +18,7 @@
  *           is computed in double without SIMD, slower than OpenCV's: vision_pipeline.py
  *           times cv2.resize on the same crops and prints the side with it in its place.
  *   ffcv_decode  one thread: the full decode alone (what that substitution keeps).
+ *   resize  one thread: the resize alone at each box's size (pseudo-random pixels).
  *
  * Every transform side checks the box it used against the job's (the same crops). Sides run
  * in rounds, their order rotated each round; each prints its rounds' images/s (wall) and
@@ -148,6 +149,43 @@ static int side_codec(struct run *r)
 }
 
 /*
+ * The resize alone (Pillow's bilinear, to 224 x 224 uint8) at each job's box size, from one
+ * buffer of pseudo-random bytes as large as the largest box: the resize's cost on the crops'
+ * size distribution, without the decode's noise around it.
+ */
+static int side_resize(struct run *r)
+{
+	size_t maxh = 1, maxw = 1;
+	uint8_t *src, *px = malloc(SIZE * SIZE * 3);
+
+	for (size_t i = 0; i < r->n; i++) {
+		maxh = (size_t)r->jobs[i].box[2] > maxh ? (size_t)r->jobs[i].box[2] : maxh;
+		maxw = (size_t)r->jobs[i].box[3] > maxw ? (size_t)r->jobs[i].box[3] : maxw;
+	}
+	src = malloc(maxh * maxw * 3);
+	if (!src || !px) {
+		free(src);
+		free(px);
+		return fail(r, r->jobs, "out of memory");
+	}
+	for (size_t i = 0; i < maxh * maxw * 3; i++)
+		src[i] = (uint8_t)((i * 2654435761u) >> 24);
+	for (size_t k; (k = atomic_fetch_add(&r->next, 1)) < r->total && !atomic_load(&r->failed);) {
+		const struct job *j = &r->jobs[k % r->n];
+
+		if (gv_resize(src, (uint32_t)j->box[2], (uint32_t)j->box[3], maxw * 3, 3, px, SIZE, SIZE, SIZE * 3,
+			      GRIST_VISION_BILINEAR)) {
+			free(src);
+			free(px);
+			return fail(r, j, grist_last_error());
+		}
+	}
+	free(src);
+	free(px);
+	return 0;
+}
+
+/*
  * FFCV's method: full decode (fast IDCT), the box cut out, INTER_AREA, flip, normalize;
  * @decode_only: the full decode alone (its share, to weigh the resize's).
  */
@@ -224,6 +262,8 @@ static void *worker(void *arg)
 
 	if (!strcmp(r->side, "codec"))
 		side_codec(r);
+	else if (!strcmp(r->side, "resize"))
+		side_resize(r);
 	else if (!strcmp(r->side, "ffcv") || !strcmp(r->side, "ffcv_decode"))
 		side_ffcv(r, !strcmp(r->side, "ffcv_decode"));
 	else
@@ -256,7 +296,7 @@ static int round_of(struct run *r, const char *side, unsigned threads, size_t re
 static bool single(const char *side)
 {
 	return !strcmp(side, "codec") || !strcmp(side, "decode_resize") || !strcmp(side, "grist1") ||
-	       !strcmp(side, "ffcv_decode");
+	       !strcmp(side, "ffcv_decode") || !strcmp(side, "resize");
 }
 
 static bool take(const uint8_t **p, const uint8_t *end, void *v, size_t n)
