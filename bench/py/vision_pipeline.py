@@ -334,8 +334,12 @@ def write_jobs(args, records, path):
 
 def cv2_area_ms(jobs_records, args):
     """CPU ms per image of OpenCV's own cv2.resize(INTER_AREA) (one thread) on the C sides' crops:
-    what FFCV's resize costs, where bench_vision's ffcv side runs grist's slower double-precision one."""
-    import cv2
+    what FFCV's resize costs, where bench_vision's ffcv side runs grist's slower double-precision one.
+    None without OpenCV (pip install opencv-python-headless)."""
+    try:
+        import cv2
+    except ImportError:
+        return None
     import grist.vision
     cv2.setNumThreads(1)
     t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
@@ -446,8 +450,9 @@ def main():
                     names = [C_SIDES[x] for x in order if SIDES[x] is None]
                     names += [x for x in SHARES + FFCV_PARTS if x in res]
                     got = run_c(args, jobs, names)
-                    if "ffcv_c" in res:
-                        cv2_ms.append(cv2_area_ms(records, args))
+                    ms = cv2_area_ms(records, args) if "ffcv_c" in res else None
+                    if ms is not None:
+                        cv2_ms.append(ms)
                     for x in order:
                         if SIDES[x] is None:
                             one = got[C_SIDES[x]]
