@@ -25,25 +25,6 @@
 #define SLICE 2000
 #define SLICES 10 /* per method and round */
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (p = malloc((size_t)n + 1)) && fread(p, 1, (size_t)n, f) == (size_t)n)
-		*len = (size_t)n;
-	else {
-		free(p);
-		p = NULL;
-	}
-	fclose(f);
-	return p;
-}
-
 static struct grist_features_decoder *make(bool image)
 {
 	struct grist_features *f;
@@ -129,7 +110,7 @@ int main(int argc, char **argv)
 		char path[4096];
 
 		snprintf(path, sizeof(path), "%s/features/mnist-%02d.pb", dir, i);
-		recs[i] = slurp(path, &lens[i]);
+		recs[i] = bench_slurp(path, &lens[i]);
 		if (!recs[i]) {
 			fprintf(stderr, "bench_features: cannot read %s\n", path);
 			return 1;

@@ -2,6 +2,8 @@
 #ifndef GRIST_BENCH_UTIL_H
 #define GRIST_BENCH_UTIL_H
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -27,6 +29,26 @@ static inline double bench_median(double *v, size_t n)
 {
 	qsort(v, n, sizeof(*v), bench_cmp_double);
 	return v[n / 2];
+}
+
+/* A whole file read into memory (one spare byte after it); NULL when it cannot be read. */
+static inline uint8_t *bench_slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (p = malloc((size_t)n + 1)) && fread(p, 1, (size_t)n, f) == (size_t)n)
+		*len = (size_t)n;
+	else {
+		free(p);
+		p = NULL;
+	}
+	fclose(f);
+	return p;
 }
 
 #endif

@@ -14,23 +14,38 @@ loader's transform takes both).
 Sides, run in one process on the same records, the order rotated each round; the figure
 of each is the median of its rounds (--pairs):
 - grist: grist.Loader over grist.tfds.data_source, transforms={"image":
-  RandomResizedCrop(224, flip=0.5, mean, std)}, on --threads decode threads;
+  RandomResizedCrop(224, flip=0.5, mean, std)}, on --threads decode threads. Each round reads
+  --warmup epochs untimed (the loader's start: threads, slots faulted in and grown), then
+  times --epochs whole epochs; the start-up (first batch, first epoch) is printed apart;
+- grist_fast (not run by default): the same with decode="fast";
 - grain_pillow: Grain, ArrayRecordDataSource of the same shards -> .map(parse the Example,
   Pillow decode, torchvision's get_params in Python, crop+resize in one Image.resize(box=),
   flip, normalize) -> .batch -> to_iter_dataset(ReadOptions(num_threads=--threads));
+  --pillow-batches batches a round;
 - grist_pillow: grist.Loader over the shards' record bytes, the same Pillow code in
   batch_map on --threads map threads;
-- codec_bound: one thread doing only the libjpeg region decodes (grist's, through the
-  private _vision_jpeg_region hook) of the crops the grist loader takes (RandomResizedCrop.
-  params() of each record), its rate times --threads: what the decoder alone would allow.
+- the C sides, bench/bench_vision.c (build/release/bench/bench_vision), on the boxes the
+  grist side's timed epoch takes (RandomResizedCrop.params() of each record; bench_vision
+  checks them against grist_vision_apply's own):
+  - codec_bound: one thread doing only grist's libjpeg region decodes of those boxes, exact
+    mode's settings, in place in the thread's buffer; its rate times --threads;
+  - ffcv_c: FFCV's method on --threads threads (TurboJPEG full decode with FASTDCT, the box
+    cut out, INTER_AREA to 224, flip, normalize); since its INTER_AREA is grist's (double,
+    no SIMD), also "ffcv bound": FFCV's full decode plus OpenCV's own cv2.resize on the same
+    crops, with no flip or normalize, per CPU-second;
+  - grist_c: grist_vision_apply() on --threads threads: the transform without the loader.
+  With grist and a C side, the CPU per image of the grist side is split into decode,
+  resize, output (flip, normalize, float32) and the rest (read, parse, batch, Python) from
+  one-thread runs of the decode alone, decode + resize, and the whole transform.
 Records are parsed with protobuf (`pip install tfrecord` for its example_pb2, bench-only).
-tf.data is not a side here: TensorFlow is not installed on the machine this was written on
-(see docs/vision.md). Images/s is wall time over --batches batches of --batch; per core is
-that over --threads; per CPU-second is images over the process's CPU time (every thread),
-the fairer figure on a machine shared with other jobs.
+tf.data is a side (`--peers tf`, bench/py/vision_tf.py) when TensorFlow imports; CI never
+installs it. Images/s is wall time; per core is that over --threads; per CPU-second
+is images over the process's CPU time (every thread): the fairer figure on a machine shared
+with other jobs. --dataset reads a TFDS dataset folder instead of making one (e.g. the
+generated one after `grist convert --from imagefolder --max-side 512`).
 
-    bench/py/vision_pipeline.py --images 2000 --batch 64 --batches 20 --threads 2 --pairs 5
-    bench/py/vision_pipeline.py --images 300 --batch 32 --batches 6 --pairs 3   # a quick look
+    ninja -C build/release && bench/py/vision_pipeline.py --keep /tmp/vision-ds --pairs 5
+    bench/py/vision_pipeline.py --dataset DS512/photos/1.0.0 --sides grist,grist_fast --pairs 5
 """
 import argparse
 import io
@@ -128,10 +143,27 @@ def make_image(rng, photos, i, n):
     return out.getvalue(), kind
 
 
+def read_records(out):
+    """The records of the dataset at @out (its one train shard)."""
+    import grist
+    shard = [os.path.join(out, f) for f in os.listdir(out) if "train.array_record" in f]
+    assert len(shard) == 1, shard
+    src = grist.ArrayRecordDataSource(shard)
+    records = [bytes(src[i]) for i in range(len(src))]
+    src.close()
+    return shard[0], records
+
+
 def make_dataset(tmp, n, photos, seed):
     """A TFDS dataset folder of @n generated photos in 10 classes; returns its version folder."""
     import grist
     from grist import _grist  # noqa: F401  (the extension must load before we spend time)
+    out = os.path.join(tmp, "photos", "1.0.0")
+    if os.path.isdir(out):  # --keep's folder of an earlier run
+        shard, records = read_records(out)
+        if len(records) == n:
+            return out, records
+        raise SystemExit("%s holds %d images, not --images %d" % (out, len(records), n))
     rng = random.Random(seed)
     root = os.path.join(tmp, "folder")
     special = {}
@@ -150,21 +182,16 @@ def make_dataset(tmp, n, photos, seed):
             data = data.getvalue()
         with open(os.path.join(root, rel), "wb") as f:
             f.write(data)
-    out = os.path.join(tmp, "photos", "1.0.0")
     grist.convert(root, out, format="imagefolder")
-    shard = [os.path.join(out, f) for f in os.listdir(out) if "train.array_record" in f]
-    assert len(shard) == 1, shard
-    src = grist.ArrayRecordDataSource(shard)
-    records = [src[i] for i in range(len(src))]
-    src.close()
+    shard, records = read_records(out)
     for i, rec in enumerate(records):
         if file_name(rec) in special:
             records[i] = replace_image(rec, special[file_name(rec)])
-    w = grist.Writer(shard[0] + ".new", "group_size:1,zstd:3")
+    w = grist.Writer(shard + ".new", "group_size:1,zstd:3")
     for rec in records:
         w.write(rec)
     w.close()
-    os.replace(shard[0] + ".new", shard[0])
+    os.replace(shard + ".new", shard)
     return out, records
 
 
@@ -205,23 +232,41 @@ def pillow_transform(data, rng):
     return (np.asarray(im, np.float32) - _MEAN) * _SCALE
 
 
-# ---- the sides: each reads --batches batches; returns images read ----
+# ---- the sides ----
 
-def side_grist(args, vdir, records):
+def side_grist(args, vdir, records, decode=None):
+    """{images, seconds, cpu} of the timed epochs after --warmup ones, and the start-up apart."""
     import grist
     import grist.tfds
     import grist.vision
-    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
+    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD, decode=decode or args.decode)
+    per_epoch = args.images // args.batch
+    c0, t0 = time.process_time(), time.perf_counter()
     loader = grist.Loader(grist.tfds.data_source(vdir, split="train"), args.batch, seed=0, threads=args.threads,
                           transforms={"image": t}, skip=["image/filename"], epochs=None)
-    n = 0
+    n, marks = 0, {}
     for k, batch in enumerate(loader):
         assert batch["image"].shape == (args.batch, SIZE, SIZE, 3) and batch["image"].dtype == np.float32
-        n += len(batch["label"])
-        if k + 1 == args.batches:
+        if k == 0:
+            marks["first"] = (time.perf_counter(), time.process_time())
+        if k + 1 == args.warmup * per_epoch:
+            marks["warm"] = (time.perf_counter(), time.process_time())
+        if k + 1 > args.warmup * per_epoch:
+            n += len(batch["label"])
+        if k + 1 == (args.warmup + args.epochs) * per_epoch:
             break
+    t1, c1 = time.perf_counter(), time.process_time()
     loader.close()
-    return n
+    tw, cw = marks.get("warm", (t0, c0))
+    return {"images": n, "seconds": t1 - tw, "cpu": c1 - cw, "first_batch": marks["first"][0] - t0,
+            "first_epoch": (per_epoch - 1) * args.batch / (marks["warm"][0] - marks["first"][0])
+            if args.warmup == 1 else None}
+
+
+def _pillow_run(args, batches):
+    c0, t0 = time.process_time(), time.perf_counter()
+    n = batches()
+    return {"images": n, "seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0}
 
 
 def side_grain_pillow(args, vdir, records):
@@ -237,14 +282,18 @@ def side_grain_pillow(args, vdir, records):
 
     ds = (grain.MapDataset.source(src).shuffle(seed=0).repeat().map(fn).batch(args.batch)
           .to_iter_dataset(grain.ReadOptions(num_threads=args.threads, prefetch_buffer_size=2)))
-    n = 0
-    it = iter(ds)
-    for _ in range(args.batches):
-        b = next(it)
-        assert b["image"].shape == (args.batch, SIZE, SIZE, 3)
-        n += len(b["image"])
+
+    def batches():
+        n = 0
+        it = iter(ds)
+        for _ in range(args.pillow_batches):
+            b = next(it)
+            assert b["image"].shape == (args.batch, SIZE, SIZE, 3)
+            n += len(b["image"])
+        return n
+    out = _pillow_run(args, batches)
     src.close()
-    return n
+    return out
 
 
 def side_grist_pillow(args, vdir, records):
@@ -256,66 +305,130 @@ def side_grist_pillow(args, vdir, records):
         rng = random.Random(hash(recs[0][-64:]))
         return np.stack([pillow_transform(image_bytes(r), rng) for r in recs])
 
-    loader = grist.Loader(files, args.batch, seed=0, threads=args.threads, batch_map=fn,
-                          map_threads=args.threads, epochs=None)
-    n = 0
-    for k, images in enumerate(loader):
-        assert images.shape == (args.batch, SIZE, SIZE, 3)
-        n += len(images)
-        if k + 1 == args.batches:
-            break
-    loader.close()
-    return n
+    def batches():
+        loader = grist.Loader(files, args.batch, seed=0, threads=args.threads, batch_map=fn,
+                              map_threads=args.threads, epochs=None)
+        n = 0
+        for k, images in enumerate(loader):
+            assert images.shape == (args.batch, SIZE, SIZE, 3)
+            n += len(images)
+            if k + 1 == args.pillow_batches:
+                break
+        loader.close()
+        return n
+    return _pillow_run(args, batches)
 
 
-def side_codec_bound(args, vdir, records, _cache={}):
-    """Seconds of one thread's region decodes of the grist loader's crops, scaled to images."""
+def write_jobs(args, records, path):
+    """The C sides' jobs (bench/bench_vision.c): each record's JPEG and the box the grist side's
+    timed epoch gives it (epoch --warmup: RandomResizedCrop.params(), the loader's own boxes)."""
+    import struct
     import grist.vision
-    from grist import _grist
     from PIL import Image
-    if "jobs" not in _cache:
-        t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
-        jobs = []
-        for i, rec in enumerate(records[:args.batch * args.batches]):
+    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
+    with open(path, "wb") as f:
+        f.write(b"GVJOBS1\n" + struct.pack("<IQQ", len(records), args.warmup, 0))
+        for i, rec in enumerate(records):
             data = bytes(image_bytes(rec))
             w, h = Image.open(io.BytesIO(data)).size
-            b = t.params(h, w, seed=0, epoch=0, index=i, feature="image")
-            jobs.append((data, b.top, b.left, b.height, b.width))
-        _cache["jobs"] = jobs
-    jobs = _cache["jobs"]
-    for data, top, left, h, w in jobs:
-        _grist._vision_jpeg_region(data, top, left, h, w)
-    return len(jobs)
+            b = t.params(h, w, seed=0, epoch=args.warmup, index=i, feature="image")
+            f.write(struct.pack("<Q5iI", i, b.top, b.left, b.height, b.width, b.flipped, len(data)) + data)
+
+
+def cv2_area_ms(jobs_records, args):
+    """CPU ms per image of OpenCV's own cv2.resize(INTER_AREA) (one thread) on the C sides' crops:
+    what FFCV's resize costs, where bench_vision's ffcv side runs grist's slower double-precision one.
+    None without OpenCV (pip install opencv-python-headless)."""
+    try:
+        import cv2
+    except ImportError:
+        return None
+    import grist.vision
+    cv2.setNumThreads(1)
+    t = grist.vision.RandomResizedCrop(SIZE, flip=0.5, mean=MEAN, std=STD)
+    spent = 0.0
+    for i, rec in enumerate(jobs_records):
+        img = cv2.imdecode(np.frombuffer(bytes(image_bytes(rec)), np.uint8), cv2.IMREAD_COLOR)
+        if img is None:  # a CMYK JPEG OpenCV reads otherwise: not counted
+            continue
+        b = t.params(img.shape[0], img.shape[1], seed=0, epoch=args.warmup, index=i, feature="image")
+        crop = img[b.top:b.top + b.height, b.left:b.left + b.width]
+        c0 = time.thread_time()  # this thread's CPU time: the machine may be shared
+        cv2.resize(crop, (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+        spent += time.thread_time() - c0
+    return spent / len(jobs_records) * 1e3
+
+
+C_SIDES = {"codec_bound": "codec", "ffcv_c": "ffcv", "grist_c": "grist"}
+SHARES = ("codec", "decode_resize", "grist1")  # one thread each: the CPU shares
+FFCV_PARTS = ("ffcv_decode",)  # one thread: FFCV's full decode alone
+
+
+def run_c(args, jobs, sides):
+    """One round of bench_vision's @sides: {side: {"wall": images/s, "cpu": images per CPU-second}}."""
+    import subprocess
+    out = subprocess.run([args.bench_vision, jobs, "--threads", str(args.threads), "--rounds", "1",
+                          "--reps", str(args.epochs), "--sides", ",".join(sides), "--decode", args.decode],
+                         check=True, capture_output=True, text=True).stdout
+    got = {}
+    for line in out.splitlines():
+        kv = dict(w.split("=", 1) for w in line.split())
+        got[kv["side"]] = {"wall": float(kv["wall"]), "cpu": float(kv["cpu"])}
+    return got
+
+
+def side_grist_fast(args, vdir, records):
+    return side_grist(args, vdir, records, "fast")
+
+
+SIDES = {"grist": side_grist, "grist_fast": side_grist_fast, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
+         "codec_bound": None, "ffcv_c": None, "grist_c": None}
+
+
+def find_bench_vision():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in ("build/release", "build"):
+        p = os.path.join(here, "..", "..", d, "bench", "bench_vision")
+        if os.path.exists(p):
+            return os.path.normpath(p)
+    return None
 
 
 def side_tf(args, vdir, records):
-    """tf.data (bench/py/vision_tf.py), with --peers tf."""
+    """tf.data (bench/py/vision_tf.py), with --peers tf: {"images", "seconds", "cpu"}."""
     import vision_tf
-    return vision_tf.side_tf(args, vdir, records)["images"]
+    return vision_tf.side_tf(args, vdir, records)
 
 
-SIDES = {"grist": side_grist, "grain_pillow": side_grain_pillow, "grist_pillow": side_grist_pillow,
-         "codec_bound": side_codec_bound}
 PEERS = {"tf": side_tf}  # sides whose peer is not always installed: --peers
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--images", type=int, default=2000, help="images in the generated dataset (2000)")
-    ap.add_argument("--batch", type=int, default=64, help="images per batch (64)")
-    ap.add_argument("--batches", type=int, default=20, help="batches per timed run (20)")
+    ap.add_argument("--images", type=int, default=1280, help="images in the generated dataset (1280)")
+    ap.add_argument("--batch", type=int, default=64, help="images per batch (64); must divide --images")
+    ap.add_argument("--warmup", type=int, default=1, help="grist: epochs read before the timing starts (1)")
+    ap.add_argument("--epochs", type=int, default=1, help="grist and the C sides: epochs timed (1)")
+    ap.add_argument("--pillow-batches", type=int, default=10, help="batches per timed run of the Pillow sides (10)")
     ap.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                     help="decode / map threads of every side (the CPUs this process may use)")
     ap.add_argument("--pairs", type=int, default=5, help="rounds of every side, order rotated; medians (5)")
-    ap.add_argument("--sides", default=",".join(SIDES), help="which sides (%(default)s)")
+    ap.add_argument("--sides", default=",".join(s for s in SIDES if s != "grist_fast"),
+                    help="which sides (%(default)s; also grist_fast: the grist side with decode='fast')")
+    ap.add_argument("--decode", default="exact", choices=("exact", "fast"), help="grist's decode= (exact)")
+    ap.add_argument("--bench-vision", default=find_bench_vision(),
+                    help="the bench_vision program (default: build/release/bench/bench_vision of this tree)")
     ap.add_argument("--peers", default=None,
                     help="more sides, comma-separated: tf (tf.data; default: tf when tensorflow is installed)")
     ap.add_argument("--photos", nargs="*", default=[], help="more photographs to draw from")
     ap.add_argument("--seed", type=int, default=0, help="seed of the generated dataset (0)")
-    ap.add_argument("--keep", help="make the dataset in this folder and keep it (default: a temporary one)")
+    ap.add_argument("--keep", help="make the dataset in this folder and keep it, or take the one an earlier run "
+                    "kept there (default: a temporary folder)")
+    ap.add_argument("--dataset", help="a TFDS dataset folder (the version folder) to read instead of making one, "
+                    "e.g. one `grist convert --from imagefolder --max-side 512` wrote")
     args = ap.parse_args()
-    if args.batch * args.batches > args.images:
-        raise SystemExit("--batch x --batches must not exceed --images (the codec bound times one pass)")
+    if args.images % args.batch:
+        raise SystemExit("--batch must divide --images (the grist side times whole epochs)")
     sides = args.sides.split(",")
     if args.peers is None:
         import importlib.util
@@ -324,36 +437,92 @@ def main():
     SIDES.update(PEERS)
     if "tf" in sides:  # before any Example is parsed (see _example)
         import vision_tf  # noqa: F401  (imports TensorFlow)
+    c_sides = [s for s in sides if SIDES.get(s, 0) is None]
+    if c_sides and not args.bench_vision:
+        raise SystemExit("no bench_vision program: build it (ninja -C build/release) or give --bench-vision")
     tmp = args.keep or tempfile.mkdtemp(prefix="grist-vision-bench-")
     try:
         t0 = time.perf_counter()
-        vdir, records = make_dataset(tmp, args.images, photo_sources(args.photos), args.seed)
+        if args.dataset:
+            vdir, (_, records) = args.dataset, read_records(args.dataset)
+            if len(records) != args.images:
+                raise SystemExit("%s holds %d images: give --images %d" % (vdir, len(records), len(records)))
+        else:
+            vdir, records = make_dataset(tmp, args.images, photo_sources(args.photos), args.seed)
         size = sum(len(image_bytes(r)) for r in records)
-        print("dataset: %d images, %.1f KB of JPEG each on average, made in %.1f s (%s)" % (
+        print("dataset: %d images, %.1f KB of JPEG each on average, made or read in %.1f s (%s)" % (
             len(records), size / len(records) / 1e3, time.perf_counter() - t0, vdir))
-        if "codec_bound" in sides:
-            side_codec_bound(args, vdir, records)  # the crops drawn and the files read once, untimed
         if "tf" in sides:
             side_tf(args, vdir, records)  # the TFRecord copy written and the graph traced once, untimed
-        times = {s: [] for s in sides}
-        cpu = {s: [] for s in sides}
+        jobs = os.path.join(tmp, "jobs.bin")
+        if c_sides:
+            write_jobs(args, records, jobs)
+        res = {s: [] for s in sides + (list(SHARES) if "grist" in sides and c_sides else [])
+               + (list(FFCV_PARTS) if "ffcv_c" in sides else [])}
+        cv2_ms = []
+        starts = []
         for r in range(args.pairs):
-            for s in sides[r % len(sides):] + sides[:r % len(sides)]:
-                c0, t0 = time.process_time(), time.perf_counter()
-                n = SIDES[s](args, vdir, records)
-                dt, dc = time.perf_counter() - t0, time.process_time() - c0
-                times[s].append(n / dt * (args.threads if s == "codec_bound" else 1))
-                cpu[s].append(n / dc)
-        print("images/s (median of %d rounds, %d threads, batch %d x %d batches; load average %.1f):" % (
-            args.pairs, args.threads, args.batch, args.batches, os.getloadavg()[0]))
-        med = {s: statistics.median(v) for s, v in times.items()}
+            order = sides[r % len(sides):] + sides[:r % len(sides)]
+            for s in order:
+                if SIDES[s] is not None:
+                    o = SIDES[s](args, vdir, records)
+                    res[s].append({"wall": o["images"] / o["seconds"], "cpu": o["images"] / o["cpu"]})
+                    if s == "grist":
+                        starts.append(o)
+                elif s == next(x for x in order if SIDES[x] is None):  # the C sides, one run per round
+                    names = [C_SIDES[x] for x in order if SIDES[x] is None]
+                    names += [x for x in SHARES + FFCV_PARTS if x in res]
+                    got = run_c(args, jobs, names)
+                    ms = cv2_area_ms(records, args) if "ffcv_c" in res else None
+                    if ms is not None:
+                        cv2_ms.append(ms)
+                    for x in order:
+                        if SIDES[x] is None:
+                            one = got[C_SIDES[x]]
+                            # the codec bound: one thread's rate, times the threads
+                            k = args.threads if x == "codec_bound" else 1
+                            res[x].append({"wall": one["wall"] * k, "cpu": one["cpu"]})
+                    for x in SHARES + FFCV_PARTS:
+                        if x in res:
+                            res[x].append(got[x])
+        load = os.getloadavg()
+        print("images/s, medians of %d rounds (order rotated), %d threads, batch %d, decode=%s; grist: epoch %d "
+              "timed after %d warm-up; load average %.1f %.1f %.1f:" % (
+                  args.pairs, args.threads, args.batch, args.decode, args.warmup, args.warmup, *load))
+        med = {s: {k: statistics.median(v[k] for v in res[s]) for k in ("wall", "cpu")} for s in res}
         for s in sides:
             print("  %-13s %8.1f images/s  %7.1f per core  %7.1f per CPU-second   (rounds: %s)" % (
-                s, med[s], med[s] / args.threads, statistics.median(cpu[s]), ", ".join("%.0f" % v for v in times[s])))
+                s, med[s]["wall"], med[s]["wall"] / args.threads, med[s]["cpu"],
+                ", ".join("%.0f" % v["wall"] for v in res[s])))
         if "grist" in med:
             for s in sides:
                 if s != "grist":
-                    print("  grist / %s: %.2fx" % (s, med["grist"] / med[s]))
+                    print("  grist / %s: %.2fx in images/s, %.2fx per CPU-second" % (
+                        s, med["grist"]["wall"] / med[s]["wall"], med["grist"]["cpu"] / med[s]["cpu"]))
+            if "grist_fast" in med:
+                print("  grist_fast / grist: %.2fx in images/s, %.2fx per CPU-second; per round (alternating): %s" % (
+                    med["grist_fast"]["wall"] / med["grist"]["wall"], med["grist_fast"]["cpu"] / med["grist"]["cpu"],
+                    ", ".join("%.2f" % (f["cpu"] / e["cpu"]) for f, e in zip(res["grist_fast"], res["grist"]))))
+            if cv2_ms and "ffcv_decode" in med:
+                # FFCV with OpenCV's resize and no output stage at all: a bound in its favour
+                ms = 1e3 / med["ffcv_decode"]["cpu"] + statistics.median(cv2_ms)
+                print("  ffcv bound (its full decode %.3f ms + cv2.resize INTER_AREA %.3f ms, no flip or normalize): "
+                      "%.1f per CPU-second; grist / that: %.2fx per CPU-second" % (
+                          1e3 / med["ffcv_decode"]["cpu"], statistics.median(cv2_ms), 1e3 / ms,
+                          med["grist"]["cpu"] * ms / 1e3))
+            st = starts[len(starts) // 2]
+            print("  grist start-up (round %d of %d): first batch after %.2f s, first epoch %s images/s" % (
+                len(starts) // 2 + 1, len(starts), st["first_batch"],
+                "%.0f" % st["first_epoch"] if st["first_epoch"] else "-"))
+        if all(x in med for x in SHARES) and "grist" in med:
+            # CPU per image: one thread's decode, decode + resize, whole transform; the loader's
+            per = {x: 1e3 / med[x]["cpu"] for x in SHARES}
+            total = 1e3 / med["grist"]["cpu"]
+            parts = (("decode", per["codec"]), ("resize", per["decode_resize"] - per["codec"]),
+                     ("output (flip, normalize, float32)", per["grist1"] - per["decode_resize"]),
+                     ("the rest (read, parse, batch, Python)", total - per["grist1"]))
+            print("  grist CPU per image: %.3f ms; %s" % (total, "; ".join(
+                "%s %.3f ms (%.0f%%)" % (name, v, 100 * v / total) for name, v in parts)))
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

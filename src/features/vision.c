@@ -3,6 +3,7 @@
  * then flipped, normalized and converted into the caller's dtype and layout.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +46,7 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 #if GRIST_HAVE_VISION_AVX2
 	if (t->dtype == GRIST_DTYPE_FLOAT32 && !chw && nc == 3 && gv_have_avx2()) {
 		float m24[24], s24[24];
-		uint8_t *rev = flip ? malloc(ow * 3) : NULL;
+		uint8_t *rev = flip ? malloc(ow * 3 + 16) : NULL;
 
 		for (int k = 0; k < 24; k++) {
 			m24[k] = t->normalize ? t->mean[k % 3] : 0.0f; /* (f - 0) / 1 is f: the same bits */
@@ -56,8 +57,7 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 				const uint8_t *row = px + y * ow * 3;
 
 				if (flip) {
-					for (size_t x = 0; x < ow; x++)
-						memcpy(rev + x * 3, row + (ow - 1 - x) * 3, 3);
+					gv_reverse_rgb(row, ow, rev);
 					row = rev;
 				}
 				gv_emit_row_f32_avx2(row, ow * 3, m24, s24, (float *)out + y * ow * 3);
@@ -133,7 +133,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct grist_vision_box box, drawn;
 	struct gv_png png = { 0 };
 	struct gv_jpeg_info ji;
-	struct gv_jpeg *jd = NULL;
+	struct gv_jpeg *jd = NULL, *jused = NULL;
 	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL, *px = NULL;
 	const uint8_t *src;
@@ -176,7 +176,8 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		rh = (uint32_t)box.height;
 		rw = (uint32_t)box.width;
 	}
-	px = malloc((size_t)t->out_height * t->out_width * t->channels);
+	/* 16 bytes of slack: the flip's 16-byte loads read up to 1 byte past the last row */
+	px = malloc((size_t)t->out_height * t->out_width * t->channels + 16);
 	if (!px) {
 		ret = grist_fail(-ENOMEM, "vision: out of memory");
 		goto out;
@@ -204,32 +205,29 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			qh = (bottom < sh ? bottom : sh) - top;
 			qw = (right < sw ? right : sw) - left;
 		}
-		region = malloc((size_t)qh * qw * 3);
-		if (!region) {
-			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
-			goto out;
-		}
+		/* decoded in place, in the thread's buffer: no copy of the region */
 		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, region, (size_t)qw * 3);
+			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, NULL, 0);
 		else
-			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, region, (size_t)qw * 3);
-		jd = NULL; /* read_region released it */
+			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, NULL, 0);
+		jused = jd;
+		jd = NULL; /* read_region released the decompressor, not its buffer */
 		rh = o >= 5 ? qw : qh;
 		rw = o >= 5 ? qh : qw;
-		if (!ret && o != 1) {
+		if (ret)
+			goto out;
+		src = gv_jpeg_pixels(jused, &stride);
+		if (o != 1) {
 			/* turned as displayed */
-			uint8_t *turned = malloc((size_t)qh * qw * 3);
-
-			if (!turned) {
+			region = malloc((size_t)qh * qw * 3);
+			if (!region) {
 				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 				goto out;
 			}
-			gv_orient_pixels(o, region, qh, qw, (size_t)qw * 3, 3, turned);
-			free(region);
-			region = turned;
+			gv_orient_pixels(o, src, qh, qw, stride, 3, region);
+			src = region;
+			stride = (size_t)rw * 3;
 		}
-		src = region;
-		stride = (size_t)rw * 3;
 	} else {
 		/* only the region's rows, as RGB (vision_png.c) */
 		region = malloc((size_t)rh * rw * 3);
@@ -266,6 +264,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
+	gv_jpeg_release(jused);
 	free(px);
 	free(region);
 	gv_png_close(&png);

@@ -52,6 +52,8 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
 /* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
 void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);
+/* @n RGB pixels reversed (the flip); 1 byte of slack past @in's and @out's rows. */
+void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out);
 /* Whether the AVX2 paths run here (built for and supported by the CPU). */
 bool gv_have_avx2(void);
 
@@ -144,6 +146,14 @@ struct gv_jpeg;
 int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info);
 int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
 			bool gray_out, uint8_t *dst, size_t pitch);
+/*
+ * With @dst NULL, read_region (and _fast) decode in place into the thread's buffer, no copy:
+ * gv_jpeg_pixels() then gives the region's first pixel and its rows' pitch (3 bytes a pixel,
+ * or 1 with gray_out on a gray file), valid until the next decode on this thread;
+ * gv_jpeg_release() after use frees that buffer when it grew past what a thread keeps.
+ */
+const uint8_t *gv_jpeg_pixels(const struct gv_jpeg *j, size_t *pitch);
+void gv_jpeg_release(struct gv_jpeg *j);
 /*
  * Fast mode: the image decoded at 1/@denom scale (1, 2, 4 or 8) with the fast IDCT and no
  * fancy upsampling; the region is in scaled pixels, inside gv_jpeg_scaled()'s size.

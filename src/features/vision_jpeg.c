@@ -84,9 +84,16 @@ struct gv_jpeg {
 	struct jpeg_decompress_struct d;
 	struct jerr e;
 	struct jprog pr;
-	uint8_t *row;          /* one decoded row of the region with its margins */
+	uint8_t *row;          /* one decoded row of the region with its margins (copy-out) */
 	size_t row_cap;
+	uint8_t *buf;          /* the region's rows as libjpeg writes them, margins and all (in place) */
+	size_t buf_cap;
+	const uint8_t *px;     /* the last in-place region's first pixel in buf, and its rows' pitch */
+	size_t pitch;
 };
+
+/* A thread keeps a region buffer up to this size between images; a larger one is freed after use. */
+#define REGION_KEEP ((size_t)16 << 20)
 
 static pthread_key_t jkey;
 static pthread_once_t jonce = PTHREAD_ONCE_INIT;
@@ -98,6 +105,7 @@ static void jfree(void *v)
 
 	jpeg_destroy_decompress(&j->d);
 	free(j->row);
+	free(j->buf);
 	free(j);
 }
 
@@ -209,6 +217,55 @@ void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h
 	*w = (uint32_t)(((uint64_t)info->width + denom - 1) / denom);
 }
 
+/*
+ * The rows [@top, @top + @height) of the started decompression, decoded straight into the
+ * thread's buffer (no copy): each row as libjpeg writes it, @w pixels of @ch bytes (margins
+ * and the iMCU alignment included), rows a pitch apart that leaves 32 bytes and more of slack
+ * (room for any SIMD store past the row, and 32-byte alignment for the resize's loads). The
+ * region's first pixel is @off pixels into its row; CMYK rows become RGB in place (every
+ * pixel's 3 bytes land at or before its 4). Sets j->px and j->pitch.
+ */
+static int read_in_place(struct gv_jpeg *j, uint32_t top, uint32_t height, uint32_t off, uint32_t width, JDIMENSION w,
+			 uint32_t ch)
+{
+	struct jpeg_decompress_struct *d = &j->d;
+	size_t pitch = (((size_t)w * ch + 31) & ~(size_t)31) + 32, need = pitch * height;
+	JDIMENSION skip;
+
+	/* the caller checked the image against max_pixels: this is at most about that much */
+	if (need > j->buf_cap) {
+		free(j->buf);
+		j->buf_cap = 0;
+		j->buf = aligned_alloc(32, need);
+		if (!j->buf) {
+			jpeg_abort_decompress(d);
+			return grist_fail(-ENOMEM, "JPEG: out of memory for a %ux%u region", height, (unsigned)w);
+		}
+		j->buf_cap = need;
+	}
+	if (top && (skip = jpeg_skip_scanlines(d, top)) != top)
+		return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, top);
+	for (uint32_t y = 0; y < height;) {
+		JSAMPROW rows[8];
+		uint32_t n = height - y < 8 ? height - y : 8;
+		JDIMENSION got;
+
+		for (uint32_t i = 0; i < n; i++)
+			rows[i] = j->buf + (size_t)(y + i) * pitch;
+		if (!(got = jpeg_read_scanlines(d, rows, n)))
+			return region_fail(j, -EBADMSG, "row missing:", top + y, d->output_height);
+		if (ch == 4) /* CMYK to RGB in place */
+			for (uint32_t i = 0; i < got; i++)
+				cmyk_to_rgb(rows[i] + (size_t)off * 4, rows[i] + (size_t)off * 3, width);
+		y += got;
+	}
+	j->px = j->buf + (size_t)off * (ch == 4 ? 3 : ch);
+	j->pitch = pitch;
+	/* not jpeg_finish_decompress(): it would want the rows below the region */
+	jpeg_abort_decompress(d);
+	return 0;
+}
+
 static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
 		       uint32_t width, bool gray_out, uint8_t *dst, size_t pitch)
 {
@@ -247,6 +304,8 @@ static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t to
 	w = (left + width < d->output_width ? left + width + 1 : d->output_width) - x;
 	if (x || w != d->output_width)
 		jpeg_crop_scanline(d, &x, &w);
+	if (!dst)
+		return read_in_place(j, top, height, left - (uint32_t)x, width, w, ch);
 	if ((size_t)w * ch > j->row_cap) {
 		uint8_t *r = realloc(j->row, (size_t)w * ch);
 
@@ -285,6 +344,21 @@ int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, ui
 			     uint32_t width, uint8_t *dst, size_t pitch)
 {
 	return read_region(j, denom, true, top, left, height, width, false, dst, pitch);
+}
+
+const uint8_t *gv_jpeg_pixels(const struct gv_jpeg *j, size_t *pitch)
+{
+	*pitch = j->pitch;
+	return j->px;
+}
+
+void gv_jpeg_release(struct gv_jpeg *j)
+{
+	if (j && j->buf_cap > REGION_KEEP) {
+		free(j->buf);
+		j->buf = NULL;
+		j->buf_cap = 0;
+	}
 }
 
 int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info)

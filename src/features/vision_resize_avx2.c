@@ -6,6 +6,7 @@
  * the negative lobes are small).
  */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,27 @@ static void gv_hpass_rgb_avx2_mullo(const uint8_t *src, size_t sstride, uint32_t
 	}
 }
 
+/* 16 bytes of @in from byte @at of a row of @row_bytes: zeros past its end (their taps weigh 0). */
+static inline __m128i row_bytes16(const uint8_t *in, size_t at, size_t row_bytes)
+{
+	uint8_t tmp[16] = { 0 };
+
+	if (at + 16 <= row_bytes)
+		return _mm_loadu_si128((const __m128i *)(const void *)(in + at));
+	if (at < row_bytes)
+		memcpy(tmp, in + at, row_bytes - at < 16 ? row_bytes - at : 16);
+	return _mm_loadu_si128((const __m128i *)(const void *)tmp);
+}
+
+/* Four taps of one output pixel: the 16 bytes at @b spread over int16 pairs, times weights @w (hi, lo). */
+static inline void taps4(__m128i b, const __m256i *w, __m256i spread, __m256i *ah, __m256i *al)
+{
+	__m256i px = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), spread);
+
+	*ah = _mm256_add_epi32(*ah, _mm256_madd_epi16(px, _mm256_load_si256(w)));
+	*al = _mm256_add_epi32(*al, _mm256_madd_epi16(px, _mm256_load_si256(w + 1)));
+}
+
 /*
  * The horizontal pass, four taps per step with 16-bit multiply-adds: a weight k (22-bit fixed
  * point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both halves fit
@@ -90,6 +112,11 @@ static void gv_hpass_rgb_avx2_mullo(const uint8_t *src, size_t sstride, uint32_t
  * two taps' R, G, B as int16 pairs (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, 0, 0), so one
  * _mm256_madd_epi16 does four taps of all three channels. The weights, laid out that way,
  * are made once per output column, not per row.
+ *
+ * Every output pixel runs the same number of steps (the most taps any has, in fours; the
+ * extra taps weigh 0), so the loop's trip count never changes between pixels (a count that
+ * alternates, as 4 and 5 taps do at a 2x downscale, costs a mispredicted branch a pixel);
+ * two pixels go together, their two sums reduced and stored as one.
  */
 void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
@@ -97,9 +124,16 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 {
 	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
 						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
-	const size_t row_bytes = (size_t)sw * 3, groups = (ksize + 3) / 4;
-	__m256i *wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+	const size_t row_bytes = (size_t)sw * 3;
+	size_t groups = 1;
+	uint32_t fast_end = 0; /* pixels below it read only whole 16-byte loads inside the row */
+	__m256i *wt;
 
+	for (uint32_t xx = 0; xx < dw; xx++)
+		if ((size_t)(bounds[2 * xx + 1] + 3) / 4 > groups)
+			groups = (size_t)(bounds[2 * xx + 1] + 3) / 4;
+	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
 	if (!wt) { /* no memory for the laid-out weights: the two-tap path needs none */
 		gv_hpass_rgb_avx2_mullo(src, sstride, sw, y0, rows, bounds, kk, ksize, dw, dst, dstride);
 		return;
@@ -123,39 +157,49 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 			memcpy(&wt[(xx * groups + g) * 2], hi, 32);
 			memcpy(&wt[(xx * groups + g) * 2 + 1], lo, 32);
 		}
+		if ((size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
+			fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
 	}
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
 		uint8_t *out = dst + (size_t)y * dstride;
 
-		for (uint32_t xx = 0; xx < dw; xx++) {
-			int32_t xmin = bounds[2 * xx], n = bounds[2 * xx + 1];
-			const __m256i *w = &wt[(size_t)xx * groups * 2];
-			__m256i ah = _mm256_setzero_si256(), al = _mm256_setzero_si256();
-			__m128i h, l, s;
+		for (uint32_t xx = 0; xx < dw; xx += 2) {
+			bool two = xx + 1 < dw;
+			const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = two ? wa + groups * 2 : wa;
+			size_t a = (size_t)bounds[2 * xx] * 3, b = two ? (size_t)bounds[2 * xx + 2] * 3 : a;
+			__m256i aha = _mm256_setzero_si256(), ala = aha, ahb = aha, alb = aha, h, l, sum;
+			uint32_t pa, pb;
 
-			for (int32_t x = 0; x < n; x += 4, w += 2) {
-				size_t at = (size_t)(xmin + x) * 3;
-				__m128i b;
-				__m256i px;
-
-				if (at + 16 <= row_bytes) {
-					b = _mm_loadu_si128((const __m128i *)(const void *)(in + at));
-				} else { /* the row's end: only its own bytes (taps past n weigh 0) */
-					uint8_t tmp[16] = { 0 };
-
-					memcpy(tmp, in + at, row_bytes - at < 16 ? row_bytes - at : 16);
-					b = _mm_loadu_si128((const __m128i *)(const void *)tmp);
+			if (xx + 1 < fast_end) {
+				for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+					taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + a)), wa + 2 * g, spread,
+					      &aha, &ala);
+					taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + b)), wb + 2 * g, spread,
+					      &ahb, &alb);
 				}
-				px = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), spread);
-				ah = _mm256_add_epi32(ah, _mm256_madd_epi16(px, _mm256_load_si256(w)));
-				al = _mm256_add_epi32(al, _mm256_madd_epi16(px, _mm256_load_si256(w + 1)));
+			} else {
+				for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+					taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &aha, &ala);
+					taps4(row_bytes16(in, b, row_bytes), wb + 2 * g, spread, &ahb, &alb);
+				}
 			}
-			h = _mm_add_epi32(_mm256_castsi256_si128(ah), _mm256_extracti128_si256(ah, 1));
-			l = _mm_add_epi32(_mm256_castsi256_si128(al), _mm256_extracti128_si256(al, 1));
-			s = _mm_add_epi32(_mm_slli_epi32(h, 11), l);
-			s = _mm_add_epi32(s, _mm_set1_epi32(1 << (PRECISION_BITS - 1)));
-			store_rgb(s, out + (size_t)xx * 3);
+			/* lanes: [a's low half, b's low half] + [a's high half, b's high half] */
+			h = _mm256_add_epi32(_mm256_permute2x128_si256(aha, ahb, 0x20), _mm256_permute2x128_si256(aha, ahb, 0x31));
+			l = _mm256_add_epi32(_mm256_permute2x128_si256(ala, alb, 0x20), _mm256_permute2x128_si256(ala, alb, 0x31));
+			sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half);
+			sum = _mm256_srai_epi32(sum, PRECISION_BITS);
+			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
+			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
+			if (xx + 2 < dw) { /* 4 bytes each: the 4th is the next pixel's, written after */
+				memcpy(out + (size_t)xx * 3, &pa, 4);
+				memcpy(out + (size_t)xx * 3 + 3, &pb, 4);
+			} else {
+				memcpy(out + (size_t)xx * 3, &pa, two ? 4 : 3);
+				if (two)
+					memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
+			}
 		}
 	}
 	free(wt);
@@ -227,4 +271,23 @@ void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const f
 	}
 	for (; i < n; i++)
 		out[i] = ((float)px[i] / 255.0f - m24[i % 24]) / s24[i % 24];
+}
+
+/*
+ * @n RGB pixels of @in into @out in reverse order (the horizontal flip), five pixels per
+ * 16-byte shuffle. Reads up to 1 byte past the row and writes up to 1 byte past @out's 3 x @n:
+ * both buffers have that slack (vision.c).
+ */
+void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out)
+{
+	const __m128i rev5 = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, 15);
+	size_t x = 0;
+
+	for (; x + 5 <= n; x += 5) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + (n - x - 5) * 3));
+
+		_mm_storeu_si128((__m128i *)(void *)(out + x * 3), _mm_shuffle_epi8(v, rev5));
+	}
+	for (; x < n; x++)
+		memcpy(out + x * 3, in + (n - 1 - x) * 3, 3);
 }
