@@ -25,6 +25,7 @@
 
 static struct grist_remote_object *obj;
 static struct grist_remote_options opt;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct side {
 	const char *name;
@@ -67,10 +68,14 @@ static int reap(struct side *s)
 			grist_last_error());
 		return -1;
 	}
+	/* one line at a time: the two threads print as they reap */
+	pthread_mutex_lock(&out_lock);
 	printf("%s %llu ", s->name, (unsigned long long)s->req.offset);
 	for (int i = 0; i < LEN; i++)
 		printf("%02x", s->buf[i]);
 	printf("\n");
+	fflush(stdout);
+	pthread_mutex_unlock(&out_lock);
 	return 0;
 }
 
