@@ -101,6 +101,36 @@ static int http_add_file(struct grist_io *io, uint32_t slot)
 	return 0;
 }
 
+/*
+ * In a fork() child, the parent's schedulers have no thread: take this process's own for
+ * their files (an object the reader kept from before the fork reads on in the child).
+ * Requests the parent had in flight do not come back here; the loader and the fetcher
+ * refuse to be used across a fork anyway.
+ */
+static int renew(struct http_io *h)
+{
+	unsigned k, i;
+	int ret;
+
+	for (k = 0; k < h->nuniq; k++) {
+		struct grist_sched *old = h->uniq[k], *s;
+
+		if (!grist_sched_stale(old))
+			continue;
+		for (i = 0; i < h->io.nr_files && h->sched[i] != old; i++)
+			;
+		ret = grist_sched_get(&h->io.files[i].remote->u, &h->opt, &s);
+		if (ret)
+			return ret;
+		grist_sched_attach(s, &h->c);
+		for (; i < h->io.nr_files; i++)
+			if (h->sched[i] == old)
+				h->sched[i] = s;
+		h->uniq[k] = s; /* the old one is the parent's: not touched, not freed */
+	}
+	return 0;
+}
+
 static void http_destroy(struct grist_io *io)
 {
 	struct http_io *h = to_http(io);
@@ -108,6 +138,8 @@ static void http_destroy(struct grist_io *io)
 
 	/* after each withdrawal no byte lands in this object's buffers */
 	for (i = 0; i < h->nuniq; i++) {
+		if (grist_sched_stale(h->uniq[i]))
+			continue;
 		grist_sched_withdraw(h->uniq[i], &h->c);
 		grist_sched_put(h->uniq[i]);
 	}
@@ -150,6 +182,9 @@ static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 	unsigned i, k, m;
 	int ret;
 
+	ret = renew(h);
+	if (ret)
+		return ret;
 	if (n > h->scratch_cap) {
 		void *a = realloc(h->scratch, n * sizeof(*h->scratch)), *b;
 

@@ -54,12 +54,19 @@
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct grist_sched *table;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static unsigned fork_gen; /* fork() children this process descends through; written single-threaded */
 
 /* In a forked child the threads are gone: forget their schedulers (leaked, not touched). */
 static void fork_child(void)
 {
 	pthread_mutex_init(&table_lock, NULL);
 	table = NULL;
+	fork_gen++;
+}
+
+bool grist_sched_stale(const struct grist_sched *h)
+{
+	return h->gen != fork_gen;
 }
 
 static void fork_setup(void)
@@ -529,6 +536,7 @@ int grist_sched_get(const struct grist_url *u, const struct grist_remote_options
 	if (!h) {
 		ret = sched_create(u, opt, &h);
 		if (!ret) {
+			h->gen = fork_gen;
 			h->next = table;
 			table = h;
 		}

@@ -50,6 +50,12 @@ void grist_sched_attach(struct grist_sched *s, struct grist_sched_client *c);
  */
 void grist_sched_withdraw(struct grist_sched *s, struct grist_sched_client *c);
 
+/*
+ * True in a fork() child for a scheduler of the parent's: its thread did not follow, so a
+ * client takes a new one (grist_sched_get() makes it) and leaves the old one untouched.
+ */
+bool grist_sched_stale(const struct grist_sched *s);
+
 /* Drop a reference from grist_sched_get(); the last one stops the thread and frees @s. */
 void grist_sched_put(struct grist_sched *s);
 

@@ -49,6 +49,7 @@ struct grist_sched {
 	/* the table's (under table_lock) */
 	struct grist_sched *next;
 	int refs;
+	unsigned gen;     /* the fork generation it was made in */
 	char *endpoint;
 	enum grist_url_scheme scheme;
 	/* everything below is under lock */

@@ -592,16 +592,16 @@ def test_opening_gets_counted():
 
 def test_two_threads_share_one_get():
     """Reads of one object from two threads (two io objects, as two engine workers have) leave
-    as one GET: tests/io/sched_merge.c holds the one GET slot (inflight:1) with a first read
+    as one GET: tests/io/sched_check.c (merge) holds the one GET slot (inflight:1) with a first read
     while each thread asks for 1,000 bytes, 500 apart, behind a 0.5 s proxy; the proxy then
     sees one GET spanning both, and each thread gets its own bytes. With a backend per
     thread (before the GET scheduler) each read was a GET of its own."""
-    exe = os.environ.get("GRIST_SCHED_MERGE")
+    exe = os.environ.get("GRIST_SCHED_CHECK")
     if not exe:
-        raise Skip("GRIST_SCHED_MERGE is not set")
+        raise Skip("GRIST_SCHED_CHECK is not set")
     p = recording_proxy(delay=0.5)
     try:
-        r = subprocess.run([exe, s3("seq/seq.ar")], capture_output=True, timeout=60)
+        r = subprocess.run([exe, "merge", s3("seq/seq.ar")], capture_output=True, timeout=60)
         gets = [f.get("range", "") for line, f in p.heads if line.startswith("GET ")]
     finally:
         stop_proxy(p)
@@ -618,6 +618,25 @@ def test_two_threads_share_one_get():
         assert b == data[off:off + 1000], off
     # the opening (a suffix range), the first read's, then one GET for both threads' reads
     assert gets[1:] == ["bytes=1200000-1200999", "bytes=10000-12499"], gets
+
+
+def test_read_after_fork():
+    """An http io object used before fork() reads on in the child (a reader's object kept
+    from before a fork, as with multiprocessing's fork start): the parent's GET scheduler
+    has no thread there, so the child takes its own (tests/io/sched_check.c, fork) instead
+    of waiting forever, and gets the file's bytes."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    r = subprocess.run([exe, "fork", s3("seq/seq.ar")], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    with open(local("seq/seq.ar"), "rb") as f:
+        data = f.read()
+    lines = dict((l.split()[0], (int(l.split()[1]), bytes.fromhex(l.split()[2])))
+                 for l in r.stdout.decode().splitlines())
+    assert sorted(lines) == ["child", "main"], lines.keys()
+    for off, b in lines.values():
+        assert b == data[off:off + 1000], off
 
 
 def window_load(name, epochs, delay=0.02):
@@ -783,7 +802,7 @@ def main():
                   test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                   test_retry_after_http_date,
                   test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                  test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
+                  test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get, test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
                   test_slow_link_is_not_a_timeout, test_many_shards_open_at_once], SERVERS, TMP)
 
 

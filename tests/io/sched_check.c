@@ -1,18 +1,28 @@
 /*
- * sched-merge URL: two threads' neighbouring reads of one object leave as one GET.
+ * sched-check merge|fork URL: the GET scheduler (src/io/sched.c) from outside, for
+ * tests/interop/test_remote.py.
  *
- * Run by tests/interop/test_remote.py (test_two_threads_share_one_get) with the endpoint
+ * merge: two threads' neighbouring reads of one object leave as one GET. Run
+ * (test_two_threads_share_one_get) with the endpoint
  * behind a recording proxy that delays each request: two http io objects (as two engine
  * workers have), one GET slot (inflight:1). The main thread's first read, far from the
  * others, takes the slot (the oldest piece goes first); while its GET waits in the proxy,
  * the main thread reads [A, A+LEN) and a second thread [B, B+LEN) close by. When the slot frees, the scheduler sends both as one GET, and each
  * thread reaps only its own read. Prints "main OFF HEX" and "other OFF HEX" for the test
  * to check against the local file (and the proxy's GETs); exits 1 on any failure.
+ *
+ * fork: an io object reads, the process forks, and the child reads through the same io
+ * object (as a reader kept from before a fork does): the parent's scheduler has no thread
+ * in the child, so the child must take its own, not wait forever. Prints the child's bytes
+ * as "child OFF HEX"; exits 1 if the child fails or is not done within 30 s.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "io/io.h"
@@ -89,6 +99,27 @@ static void *other_main(void *arg)
 	return NULL;
 }
 
+/* Read at @off through @s, in this process; then fork and read at @off2 in the child. */
+static int fork_check(struct side *s)
+{
+	int status;
+	pid_t pid;
+
+	if (submit(s, A) || reap(s))
+		return 1;
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (!pid) {
+		s->name = "child";
+		alarm(30); /* a child waiting on the parent's scheduler dies here, and the test fails */
+		_exit(submit(s, B) || reap(s) ? 1 : 0);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		return 1;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	static struct side m = { .name = "main" }, o = { .name = "other" };
@@ -97,15 +128,25 @@ int main(int argc, char **argv)
 	pthread_t t;
 	int ret;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: sched-merge URL\n");
+	if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork"))) {
+		fprintf(stderr, "usage: sched-check merge|fork URL\n");
 		return 2;
 	}
 	grist_remote_options_init(&opt);
+	if (!strcmp(argv[1], "fork")) {
+		if (grist_remote_open(argv[2], &obj) || make(&m)) {
+			fprintf(stderr, "sched-check: %s\n", grist_last_error());
+			return 1;
+		}
+		ret = fork_check(&m);
+		grist_io_destroy(m.io);
+		grist_remote_unref(obj);
+		return ret;
+	}
 	opt.max_inflight = 1;
 	opt.min_inflight = 1;
-	if (grist_remote_open(argv[1], &obj) || make(&m) || make(&o)) {
-		fprintf(stderr, "sched-merge: %s\n", grist_last_error());
+	if (grist_remote_open(argv[2], &obj) || make(&m) || make(&o)) {
+		fprintf(stderr, "sched-check: %s\n", grist_last_error());
 		return 1;
 	}
 	/* the slot's GET: the two reads below wait behind it */
@@ -114,7 +155,7 @@ int main(int argc, char **argv)
 	r0.len = LEN;
 	r0.buf = first;
 	if (grist_io_submit(m.io, &p, 1) != 1 || submit(&m, A) || pthread_create(&t, NULL, other_main, &o)) {
-		fprintf(stderr, "sched-merge: %s\n", grist_last_error());
+		fprintf(stderr, "sched-check: %s\n", grist_last_error());
 		return 1;
 	}
 	ret = grist_io_reap(m.io, done, 1, 1) == 1 && done[0] == &r0 && r0.result == LEN ? 0 : -1;
