@@ -266,7 +266,7 @@ static void finished(struct grist_sched *h)
 	}
 }
 
-/* How long a wait may last: until curl's timer or the next retry is due, at most WAIT_MAX_NS. */
+/* How long a wait may last: until curl's timer or the next retry is due, at most WAIT_MAX_NS; -1 when idle. */
 static int wait_ms(struct grist_sched *h)
 {
 	uint64_t now = grist_remote_now_ns(), best = WAIT_MAX_NS;
@@ -274,6 +274,9 @@ static int wait_ms(struct grist_sched *h)
 
 	if (h->dirty && h->npending && grist_sched_room(h))
 		return 0;
+	/* idle (a reader kept for later): sleep until a client writes the eventfd */
+	if (!h->active && !h->waiting && !h->npending && h->timer_due == UINT64_MAX)
+		return -1;
 	if (h->timer_due != UINT64_MAX)
 		best = h->timer_due <= now ? 0 : h->timer_due - now < best ? h->timer_due - now : best;
 	for (i = 0; i < h->ngets; i++)
