@@ -484,11 +484,16 @@ static void print_stats(const struct grist_loader_stats *s, double seconds, cons
 		for (k = 0; k < GRIST_REMOTE_RETRY_CAUSES; k++)
 			fprintf(stderr, " %s %llu", grist_remote_retry_cause_name(k),
 				(unsigned long long)s->remote.retries[k]);
-		fprintf(stderr, "\nremote budget: %llu bytes now (peak %llu per thread), rtt %.3f ms, %.1f MB/s per "
-			"thread; in flight mean %.0f bytes, waiting for the budget mean %.0f bytes\n",
+		fprintf(stderr, "\nremote budget: %llu bytes now (peak %llu per endpoint), rtt %.3f ms, %.1f MB/s per "
+			"endpoint; in flight mean %.0f bytes, waiting for the budget mean %.0f bytes\n",
 			(unsigned long long)s->remote_budget.budget_bytes, (unsigned long long)s->remote_budget.budget_max_bytes,
 			s->remote_budget.rtt_us / 1e3, s->remote_budget.bandwidth / 1e6, s->remote_budget.inflight_bytes_mean,
 			s->remote_budget.ahead_bytes_mean);
+		/* the GET scheduler's waste: gaps fetched to join reads, and reads fetched twice */
+		if (s->bytes_read)
+			fprintf(stderr, "remote body: %.2f bytes of GET body per byte read (%llu of %llu)\n",
+				(double)s->remote.bytes / (double)s->bytes_read, (unsigned long long)s->remote.bytes,
+				(unsigned long long)s->bytes_read);
 	}
 	if (c->engine == GRIST_ENGINE_REF && (c->read_mode == GRIST_READ_DIRECT || c->read_mode == GRIST_READ_MMAP))
 		fprintf(stderr, "note: --io %s does not apply to --engine ref, which reads with pread through the "

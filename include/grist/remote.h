@@ -9,16 +9,17 @@
  *   http(s)://HOST/PATH any server that answers Range GETs
  *
  * Reads are ranged GETs over HTTP/1.1 keep-alive connections (libcurl's multi
- * interface, driven by the thread that reads: no thread per request). Opening a dataset
+ * interface, driven by one GET scheduler thread per endpoint and process, which every
+ * reading thread hands its reads to: no thread per request). Opening a dataset
  * of many URLs sends their opening GETs (the last 64 KiB, then on the same connection
  * the footer) together, at most `inflight` at once, from the opening thread.
  *
- * In flight: each reading thread keeps a budget of bytes in flight, twice the round
- * trip it measures (the least time to first byte of recent GETs) times the bandwidth it
+ * In flight: the scheduler keeps a budget of bytes in flight per endpoint, for all the
+ * process's reading threads together, twice the round trip it measures (the least time to first byte of recent GETs) times the bandwidth it
  * measures (the best recent rate of body bytes in), never fewer than min_inflight GETs
- * nor more than max_inflight. The reads the engine hands over ahead of need (its
- * read-ahead window) wait in a queue while the budget is full, which is also what lets
- * them be merged: a deeper window means denser GETs. Nearby chunk
+ * nor more than max_inflight. The reads the threads hand over ahead of need (their
+ * read-ahead windows) wait in one queue while the budget is full, which is also what lets
+ * them be merged, across threads: deeper windows and more threads mean denser GETs. Nearby chunk
  * reads are coalesced into one GET, long ones split, failed ones retried with
  * jittered exponential backoff (Retry-After honoured, seconds or an HTTP-date, capped
  * by backoff_max_ms) on 500, 502, 503, 504, 429,
@@ -81,7 +82,7 @@ struct grist_remote_options {
 	uint8_t reserved_;           /* 0 */
 	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
 	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
-	unsigned max_inflight;       /* the hard cap on GETs in flight per reading thread (64) */
+	unsigned max_inflight;       /* the hard cap on GETs in flight per endpoint and process (64) */
 	/*
 	 * GETs always allowed in flight, whatever the budget (2; above max_inflight it is
 	 * max_inflight). It sits in what was the struct's tail padding in grist 0.2, so the
@@ -138,27 +139,27 @@ struct grist_remote_stats {
 	uint64_t bytes;             /* body bytes received (the opening GETs' included) */
 	uint64_t retries[GRIST_REMOTE_RETRY_CAUSES];
 	uint64_t errors;            /* GETs that failed for good */
-	double inflight_mean;       /* GETs in flight per reading thread, averaged over time */
-	uint64_t inflight_max;      /* the most GETs in flight on one thread at once */
+	double inflight_mean;       /* GETs in flight per endpoint, averaged over time */
+	uint64_t inflight_max;      /* the most GETs in flight to one endpoint at once */
 	uint64_t latency_p50_us;    /* GET latency, first byte asked to last byte in */
 	uint64_t latency_p99_us;
 };
 
 /*
- * The in-flight budget's figures (see "In flight" above): each reading thread keeps about
- * 2 x rtt x bandwidth bytes of GETs out, measured as it reads, within [inflight_min,
- * inflight] GETs. A struct of its own, appended to grist_loader_stats and
+ * The in-flight budget's figures (see "In flight" above): the GET scheduler of each
+ * endpoint keeps about 2 x rtt x bandwidth bytes of GETs out, measured as it reads, within
+ * [inflight_min, inflight] GETs. A struct of its own, appended to grist_loader_stats and
  * grist_fetcher_stats as remote_budget, because grist_remote_stats is embedded in them and
  * so frozen. Frozen too, for the same reason.
  */
 struct grist_remote_budget_stats {
-	uint64_t budget_bytes;      /* the reading threads' budgets as last measured, summed */
-	uint64_t budget_max_bytes;  /* the largest one thread's budget reached */
+	uint64_t budget_bytes;      /* the endpoints' budgets as last measured, summed */
+	uint64_t budget_max_bytes;  /* the largest one endpoint's budget reached */
 	uint64_t rtt_us;            /* the round trip measured (least time to first byte, recent) */
-	uint64_t bandwidth;         /* bytes/s one thread measured (recent best) */
-	double inflight_bytes_mean; /* body bytes asked for and not yet in, per thread, over time */
+	uint64_t bandwidth;         /* bytes/s one endpoint measured (recent best) */
+	double inflight_bytes_mean; /* body bytes asked for and not yet in, per endpoint, over time */
 	double ahead_bytes_mean;    /* bytes the engine asked for that wait for the budget (the
-				       known read-ahead), per thread, over time */
+				       known read-ahead), per endpoint, over time */
 };
 
 /** grist_path_is_url() - true when @path is an s3://, gs://, http:// or https:// URL. */

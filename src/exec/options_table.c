@@ -115,7 +115,7 @@ static const struct entry table[] = {
 	   "URLs: reads of one object closer than this share one GET"),
 	RM("remote_split", GRIST_OPTION_SIZE, 4096, (uint64_t)1 << 30, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_SPLIT_MIB) "MiB", "URLs: no GET is longer"),
 	RM("remote_inflight", GRIST_OPTION_UINT, 1, 4096, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_INFLIGHT),
-	   "URLs: the hard cap on GETs in flight per reading thread (the budget follows rtt x bandwidth)"),
+	   "URLs: the hard cap on GETs in flight per endpoint, for the whole process (the budget follows rtt x bandwidth)"),
 	RM("remote_inflight_min", GRIST_OPTION_UINT, 1, 4096, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_INFLIGHT_MIN),
 	   "URLs: GETs always allowed in flight; = remote_inflight pins the depth"),
 	RM("remote_redirects", GRIST_OPTION_UINT, 1, 50, GRIST_STRINGIFY(GRIST_REMOTE_DEFAULT_REDIRECTS),

@@ -177,6 +177,27 @@ def test_faults_give_identical_bytes():
     with_proxy("expired", every=6, cause="token")  # credentials re-read, the request signed again
 
 
+def test_threads_same_digest():
+    """1, 2 and 4 engine threads hand their reads to one GET scheduler: the same --digest as
+    the local files through 503 SlowDown, resets, truncated bodies and bench/delay_proxy's
+    20 ms, at both granularities (the batches do not depend on which GETs carried what)."""
+    proxies = [lambda: rs.FaultProxy(SERVERS["rclone"].port, mode=m, every=4) for m in ("slowdown", "reset", "truncate")]
+    proxies.append(lambda: rs.DelayProxy(SERVERS["rclone"].port, delay=0.02))
+    for make in proxies:
+        p = make()
+        try:
+            setenv(p.endpoint)
+            for threads in (1, 2, 4):
+                for a in (["--granularity", "chunk"], []):
+                    args = ["--batch-size", 32, "--seed", 9, "--threads", threads, "--digest"] + a
+                    same(["load", s3("a.ar"), s3("b.ar"), "--remote", "backoff_ms:10,backoff_max_ms:200,retries:8"]
+                         + args, ["load", local("a.ar"), local("b.ar")] + args)
+            assert getattr(p, "faults", 1) > 0
+        finally:
+            p.stop()
+            setenv(SERVERS["rclone"].endpoint)
+
+
 def expect_error(args, words, timeout=30):
     t0 = time.monotonic()
     rc, out, err = g.run(args, timeout=timeout)
@@ -569,6 +590,57 @@ def test_opening_gets_counted():
     assert (int(line.split()[1]), int(line.split()[3])) == (len(gets), body), (line, len(gets), body)
 
 
+def test_two_threads_share_one_get():
+    """Reads of one object from two threads (two io objects, as two engine workers have) leave
+    as one GET: tests/io/sched_check.c (merge) holds the one GET slot (inflight:1) with a first read
+    while each thread asks for 1,000 bytes, 500 apart, behind a 0.5 s proxy; the proxy then
+    sees one GET spanning both, and each thread gets its own bytes. With a backend per
+    thread (before the GET scheduler) each read was a GET of its own."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    p = recording_proxy(delay=0.5)
+    try:
+        r = subprocess.run([exe, "merge", s3("seq/seq.ar")], capture_output=True, timeout=60)
+        gets = [f.get("range", "") for line, f in p.heads if line.startswith("GET ")]
+    finally:
+        stop_proxy(p)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    with open(local("seq/seq.ar"), "rb") as f:
+        data = f.read()
+    got = {}
+    for line in r.stdout.decode().split("\n"):
+        if line:
+            who, off, hexed = line.split()
+            got[who] = (int(off), bytes.fromhex(hexed))
+    assert {w: o for w, (o, _) in got.items()} == {"main": 10000, "other": 11500}, got.keys()
+    for off, b in got.values():
+        assert b == data[off:off + 1000], off
+    # the opening (a suffix range), the first read's, then one GET for both threads' reads
+    assert gets[1:] == ["bytes=1200000-1200999", "bytes=10000-12499"], gets
+
+
+def test_read_after_fork():
+    """An http io object used before fork() reads on in the child (a reader's object kept
+    from before a fork, as with multiprocessing's fork start): the parent's GET scheduler
+    has no thread there, so the child takes its own (tests/io/sched_check.c, fork) instead
+    of waiting forever, and gets the file's bytes."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    r = subprocess.run([exe, "fork", s3("seq/seq.ar")], capture_output=True, timeout=60)
+    if b"ThreadSanitizer: starting new threads after multi-threaded fork" in r.stderr:
+        raise Skip("ThreadSanitizer does not start threads in a child of a threaded process")
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    with open(local("seq/seq.ar"), "rb") as f:
+        data = f.read()
+    lines = dict((l.split()[0], (int(l.split()[1]), bytes.fromhex(l.split()[2])))
+                 for l in r.stdout.decode().splitlines())
+    assert sorted(lines) == ["child", "main"], lines.keys()
+    for off, b in lines.values():
+        assert b == data[off:off + 1000], off
+
+
 def window_load(name, epochs, delay=0.02):
     """`grist load s3://NAME` by chunk windows behind bench/delay_proxy (20 ms unless told),
     2 threads, checked against the local file: (GETs, GET body bytes, chunk bytes wanted,
@@ -726,13 +798,13 @@ def test_slow_link_is_not_a_timeout():
 
 def main():
     rs.run_suite(setup, [test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
-                  test_faults_give_identical_bytes, test_errors_name_url_status_and_code,
+                  test_faults_give_identical_bytes, test_threads_same_digest, test_errors_name_url_status_and_code,
                   test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
                   test_sequential_reads_coalesce, test_verify_memory_is_bounded,
                   test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
                   test_retry_after_http_date,
                   test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                  test_budget_follows_latency, test_opening_gets_counted, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
+                  test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get, test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
                   test_slow_link_is_not_a_timeout, test_many_shards_open_at_once], SERVERS, TMP)
 
 

@@ -1,0 +1,62 @@
+/* One GET scheduler per endpoint and process (sched.c), and the clients it serves (http.c). */
+#ifndef GRIST_IO_SCHED_H
+#define GRIST_IO_SCHED_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "io/io.h"
+#include "io/remote.h"
+
+struct grist_sched;
+
+/*
+ * What the scheduler knows of a client (an http io object, driven by one thread): where
+ * its completed requests go, and the failures to name on its files. The scheduler writes
+ * these under @lock from its own thread; the client reads them under @lock from its own.
+ */
+struct grist_sched_client {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;           /* signalled when @done gains a request */
+	bool waiting;                  /* the client sleeps on @cond */
+	struct grist_io_queue done;
+	/* the last failure on file slot i, for the client to move to its file table (or NULL) */
+	char **errs;
+	unsigned nerrs;
+	bool errs_new;
+	struct grist_remote_counters *ctr; /* where the GETs its reads start are counted */
+};
+
+/*
+ * grist_sched_get() - the scheduler for @u's endpoint and the options @opt (resolved),
+ * made (with its thread) if none is running, referenced. 0 or -errno.
+ */
+int grist_sched_get(const struct grist_url *u, const struct grist_remote_options *opt, struct grist_sched **out);
+
+/* Hand @c's requests @reqs[0..@n) (of the objects @objs[i]) to @s. 0, or -ENOMEM with nothing queued. */
+int grist_sched_submit(struct grist_sched *s, struct grist_sched_client *c, struct grist_remote_object *const *objs,
+		       struct grist_io_req **reqs, unsigned n);
+
+/* @c starts (@on) or stops waiting for a completion: what waits goes out if nothing is in flight. */
+void grist_sched_starved(struct grist_sched *s, bool on);
+
+/* @c's counters join @s's figures (its budget, depth); once per client, before its first submit. */
+void grist_sched_attach(struct grist_sched *s, struct grist_sched_client *c);
+
+/*
+ * grist_sched_withdraw() - @c goes: its waiting pieces are dropped and its segments taken
+ * out of the GETs in flight (one left with none is stopped), so no byte lands in its
+ * buffers after this returns; its counters leave @s.
+ */
+void grist_sched_withdraw(struct grist_sched *s, struct grist_sched_client *c);
+
+/*
+ * True in a fork() child for a scheduler of the parent's: its thread did not follow, so a
+ * client takes a new one (grist_sched_get() makes it) and leaves the old one untouched.
+ */
+bool grist_sched_stale(const struct grist_sched *s);
+
+/* Drop a reference from grist_sched_get(); the last one stops the thread and frees @s. */
+void grist_sched_put(struct grist_sched *s);
+
+#endif

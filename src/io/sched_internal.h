@@ -1,0 +1,122 @@
+/* The GET scheduler's insides: sched.c (its thread, its clients), sched_launch.c (the budget, the GETs). */
+#ifndef GRIST_IO_SCHED_INTERNAL_H
+#define GRIST_IO_SCHED_INTERNAL_H
+
+#include "io/sched.h"
+
+enum { GET_FREE, GET_ACTIVE, GET_WAITING };
+
+#define BUDGET_START (4ull << 20)          /* bytes, before anything is measured */
+
+/* Whose a segment is: the request and the client it goes back to. */
+struct owner {
+	struct grist_io_req *req;
+	struct grist_sched_client *c;
+};
+
+struct get {
+	struct grist_remote_xfer x;
+	struct grist_remote_seg *segs;
+	struct owner *owners; /* owners[i]: whose segs[i] is */
+	unsigned nsegs, cap;
+	uint64_t due_ns;
+	int state;
+	bool probe;      /* started while the depth was held at min_inflight: its time to first byte is the round trip */
+	struct grist_remote_object *obj; /* the object the GET reads */
+	uint64_t seq_min; /* the oldest piece it carries (riders included) */
+	unsigned riders;  /* ride(): the new pieces joining it */
+};
+
+/* A piece of a request waiting for a GET. */
+struct piece {
+	struct grist_io_req *req;
+	struct grist_sched_client *c;
+	struct grist_remote_object *obj;
+	uint64_t off;
+	uint64_t len;
+	uint8_t *buf;
+	uint64_t seq;
+	int32_t ride; /* ride(): the GET it joins, or -1 */
+};
+
+/* A client's counters, and how many attached clients share them. */
+struct ctr_use {
+	struct grist_remote_counters *ctr;
+	unsigned n;
+};
+
+struct grist_sched {
+	/* the table's (under table_lock) */
+	struct grist_sched *next;
+	int refs;
+	unsigned gen;     /* the fork generation it was made in */
+	char *endpoint;
+	enum grist_url_scheme scheme;
+	/* everything below is under lock */
+	pthread_mutex_t lock;
+	pthread_t thread;
+	bool stop;
+	bool asleep;      /* the thread is in epoll_wait: a client with work writes the eventfd */
+	int evfd;
+	CURLM *multi;
+	struct grist_remote_options opt;
+	struct ctr_use *ctrs;
+	size_t nctrs, ctrs_cap;
+	struct get *gets;
+	unsigned ngets;
+	unsigned active;  /* GETs in the multi */
+	unsigned waiting; /* GETs waiting out a backoff */
+	unsigned starved; /* clients waiting in reap for a read */
+	/* the waiting pieces: [0, nsorted) by object and offset, then the newly arrived in submission order */
+	struct piece *pending;
+	size_t npending, nsorted, pending_cap;
+	struct piece *merged; /* launch()'s merge target, swapped with pending */
+	size_t merged_cap;
+	struct group *groups; /* launch()'s, kept so a launch allocates nothing */
+	size_t groups_cap;
+	uint64_t seq;
+	uint64_t depth_t;
+	/* the budget (see the top of the file) */
+	uint64_t inflight_bytes; /* the ranges of the GETs in the multi, summed */
+	uint64_t ahead_bytes;    /* the pieces waiting, summed */
+	uint64_t budget;         /* bytes */
+	uint64_t rtt_ns, rtt_cur, rtt_prev, rtt_win_t;
+	bool probing;
+	uint64_t bw, bw_t, bw_bytes;
+	unsigned floor;          /* min(min_inflight, max_inflight) */
+	/* the read-ahead horizon (see launch()) */
+	uint64_t lat_ns;         /* a GET's time, start to end, smoothed */
+	uint64_t rate;           /* pieces done per second, smoothed */
+	uint64_t rate_t, rate_done, done_pieces;
+	bool dirty;              /* something launch() decides on changed since it last ran */
+	int epfd;          /* the sockets curl asked us to watch, and evfd */
+	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
+};
+
+/* A group of sorted pieces [first, first + n) that become one GET. */
+struct group {
+	size_t first, n;
+	uint64_t seq; /* the oldest piece's */
+};
+
+/* Bytes of @r that exist: a read past the object's end stops there, as at a file's EOF. */
+static inline uint64_t grist_sched_avail(const struct grist_remote_object *o, const struct grist_io_req *r)
+{
+	if (r->offset >= o->size)
+		return 0;
+	return o->size - r->offset < r->len ? o->size - r->offset : r->len;
+}
+
+/* sched_launch.c: the budget (everything under h->lock) */
+void grist_sched_depth_account(struct grist_sched *h);
+void grist_sched_set_budget(struct grist_sched *h, uint64_t b, bool measured);
+void grist_sched_measure(struct grist_sched *h, const struct get *g, uint64_t bytes, uint64_t now);
+void grist_sched_count_done(struct grist_sched *h, uint64_t n, uint64_t now);
+bool grist_sched_room(const struct grist_sched *h);
+/* sched_launch.c: turn waiting pieces into GETs (and riders); 0 or -ENOMEM (the pieces wait) */
+int grist_sched_launch(struct grist_sched *h);
+void grist_sched_start_get(struct grist_sched *h, struct get *g);
+/* sched.c: fail every piece of @g with its error */
+void grist_sched_fail_get(struct grist_sched *h, struct get *g);
+
+#endif
