@@ -350,7 +350,7 @@ GRIST_API int grist_stream_cursor_seek(struct grist_stream_cursor *c, uint64_t j
 
 /* Encoded size of a checkpoint state of version 1 or 2, in bytes. */
 #define GRIST_STATE_SIZE 56
-/* Encoded size of a state of version 3 (one with pack_piece), and the most any version takes. */
+/* Encoded size of a state of version 3 (one with a pack_piece), and the most any version takes. */
 #define GRIST_STATE_SIZE_V3 64
 
 /* Bits of struct grist_state.flags. */
@@ -358,7 +358,11 @@ GRIST_API int grist_stream_cursor_seek(struct grist_stream_cursor *c, uint64_t j
 #define GRIST_STATE_CONTIGUOUS 0x2u /* saved from a contiguous-sharded stream */
 #define GRIST_STATE_PACKED     0x4u /* saved by a packing loader: pack_skip is meaningful (version 2) */
 
-/* A decoded checkpoint. */
+/*
+ * A decoded checkpoint of version 1 or 2. Frozen (docs/architecture.md, "A stable ABI"):
+ * callers compiled against libgrist.so.1 allocate these 48 bytes, so a field added later
+ * goes into struct grist_state_ex, never here.
+ */
 struct grist_state {
 	uint64_t fingerprint; /* grist_stream_fingerprint() of the saving stream */
 	uint64_t base;        /* the saving stream's base */
@@ -369,8 +373,18 @@ struct grist_state {
 	uint32_t flags;       /* GRIST_STATE_* */
 	uint32_t pack_skip;   /* GRIST_STATE_PACKED: what the caller already delivered past
 				 consumed (rows of a packing round, tokens of a split sequence) */
+};
+
+/*
+ * A decoded checkpoint of any version: struct grist_state and what version 3 added.
+ * Frozen too (64 bytes); the reserved words are room for a later version, where 0 will
+ * mean what a state without them means today.
+ */
+struct grist_state_ex {
+	struct grist_state state;
 	uint32_t pack_piece;  /* GRIST_STATE_PACKED: the piece of the record at consumed that the
 				 packing round began with (records cut into pieces; version 3) */
+	uint32_t reserved[3]; /* 0 */
 };
 
 /**
@@ -391,28 +405,48 @@ GRIST_API uint64_t grist_stream_fingerprint(const struct grist_stream *s, uint64
  * zlib crc32 of all that, little-endian. Version 1 has a reserved zero u32 at
  * byte 48; version 2 (written only with GRIST_STATE_PACKED, so readers of
  * version 1 still read every state without packing) keeps pack_skip there.
- * Version 3 (written only with a pack_piece, so readers of version 2 still
- * read every other state, and refuse this one as newer) is
- * GRIST_STATE_SIZE_V3 bytes: pack_piece at byte 52, a reserved zero u32 at
- * 56 and the crc32 at 60.
+ * Version 3 (a state with a pack_piece) is written by grist_state_encode_ex().
  *
- * Return: the bytes written (GRIST_STATE_SIZE or GRIST_STATE_SIZE_V3), or
- * -EINVAL when @cap is smaller or a field is out of range (K = 0, I >= K,
- * unknown flags).
+ * Return: GRIST_STATE_SIZE, or -EINVAL when @cap < GRIST_STATE_SIZE or a
+ * field is out of range (K = 0, I >= K, unknown flags).
  */
 GRIST_API int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap);
 
 /**
- * grist_state_decode() - parse and validate an encoded state.
+ * grist_state_encode_ex() - grist_state_encode() for a state that may hold a
+ * pack_piece. Version 3 (written only with a pack_piece, so readers of
+ * version 2 still read every other state, and refuse this one) is
+ * GRIST_STATE_SIZE_V3 bytes: pack_piece at byte 52, a reserved zero u32 at
+ * 56 and the crc32 at 60. Without a pack_piece the bytes are
+ * grist_state_encode()'s.
  *
- * Every version is read; a version 1 state has pack_skip 0 and cannot carry
- * GRIST_STATE_PACKED; only version 3 has a pack_piece (0 in the others).
+ * Return: the bytes written (GRIST_STATE_SIZE or GRIST_STATE_SIZE_V3), or
+ * -EINVAL when @cap is smaller or a field is out of range (K = 0, I >= K,
+ * unknown flags, a pack_piece without GRIST_STATE_PACKED, a reserved word
+ * not 0).
+ */
+GRIST_API int grist_state_encode_ex(const struct grist_state_ex *st, uint8_t *buf, size_t cap);
+
+/**
+ * grist_state_decode() - parse and validate an encoded state of version 1
+ * or 2; a version 1 state has pack_skip 0 and cannot carry
+ * GRIST_STATE_PACKED.
  *
  * Return: 0, or -EBADMSG for a wrong length, wrong magic, bad checksum,
  * unknown version or flags, or fields out of range (the message names the
- * byte offset); -ENOTSUP for a newer version.
+ * byte offset), and for a sound version 3 state, whose pack_piece @st has
+ * no room for (the message names grist_state_decode_ex()); -ENOTSUP for a
+ * newer version.
  */
 GRIST_API int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st);
+
+/**
+ * grist_state_decode_ex() - grist_state_decode() for every version: only
+ * version 3 has a pack_piece (0 in the others); the reserved words are 0.
+ *
+ * Return: as grist_state_decode(), without the refusal of version 3.
+ */
+GRIST_API int grist_state_decode_ex(const uint8_t *buf, size_t len, struct grist_state_ex *st);
 
 /**
  * grist_stream_save() - the state of shard I of @s after @consumed
@@ -428,16 +462,29 @@ GRIST_API int grist_stream_save(const struct grist_stream *s, uint64_t consumed,
 
 /**
  * grist_stream_save_packed() - grist_stream_save() for a packing caller: the
- * state also holds @pack_piece and @pack_skip (where in the record at
- * @consumed the packing round began, and what was delivered past that) and
- * the GRIST_STATE_PACKED flag, and is never lockstep.
+ * state also holds @pack_skip (what was delivered past @consumed) and the
+ * GRIST_STATE_PACKED flag, and is never lockstep.
  *
- * Return: the bytes written, or -EINVAL (small @buf, consumed > length,
+ * Return: GRIST_STATE_SIZE, or -EINVAL (small @buf, consumed > length,
+ * pack_skip above 2^32 - 1).
+ */
+GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip,
+				       uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap);
+
+/**
+ * grist_stream_save_packed_ex() - grist_stream_save_packed() for a caller
+ * that packs records cut into pieces: the state also holds @pack_piece, the
+ * piece of the record at @consumed the packing round began with (@pack_skip
+ * then counts what was delivered past that). With @pack_piece 0 it is
+ * grist_stream_save_packed().
+ *
+ * Return: the bytes written (GRIST_STATE_SIZE_V3 with a piece,
+ * GRIST_STATE_SIZE without), or -EINVAL (small @buf, consumed > length,
  * pack_piece or pack_skip above 2^32 - 1).
  */
-GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece,
-				       uint64_t pack_skip, uint64_t batches, uint64_t extra, uint8_t *buf,
-				       size_t cap);
+GRIST_API int grist_stream_save_packed_ex(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece,
+					  uint64_t pack_skip, uint64_t batches, uint64_t extra, uint8_t *buf,
+					  size_t cap);
 
 /**
  * grist_stream_restore() - check a saved state against @cfg and compute
@@ -455,7 +502,8 @@ GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t co
  *
  * Return: 0, or
  *   -EBADMSG  corrupt or truncated state, or a position past the end of the
- *             shard that saved it;
+ *             shard that saved it, or a version 3 state (its pack_piece
+ *             needs grist_stream_restore_ex());
  *   -ESTALE   the fingerprint differs (other data or configuration), the
  *             shard mode differs, another host restores a save that is not
  *             lockstep, or K differs and the save was contiguous or not
@@ -466,6 +514,16 @@ GRIST_API int grist_stream_save_packed(const struct grist_stream *s, uint64_t co
 GRIST_API int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra,
 				   const uint8_t *buf, size_t len, uint64_t *base, uint64_t *j,
 				   struct grist_state *st);
+
+/**
+ * grist_stream_restore_ex() - grist_stream_restore() for states of every
+ * version: @st (may be NULL) receives the pack_piece too.
+ *
+ * Return: as grist_stream_restore(), without the refusal of version 3.
+ */
+GRIST_API int grist_stream_restore_ex(const struct grist_plan_config *cfg, uint64_t extra,
+				      const uint8_t *buf, size_t len, uint64_t *base, uint64_t *j,
+				      struct grist_state_ex *st);
 
 #ifdef __cplusplus
 }

@@ -199,7 +199,8 @@ static int build_stream(struct grist_loader *l)
 {
 	struct grist_plan_component *comps;
 	struct grist_plan_config pc;
-	struct grist_state st;
+	struct grist_state_ex x;
+	const struct grist_state *st = &x.state;
 	uint64_t base = 0, j = 0;
 	int ret;
 
@@ -209,21 +210,21 @@ static int build_stream(struct grist_loader *l)
 	plan_config(l, &pc, comps);
 	l->lockstep = true;
 	if (l->cfg.resume_state) {
-		ret = grist_stream_restore(&pc, l->extra, l->cfg.resume_state, l->cfg.resume_state_len,
-					   &base, &j, &st);
+		ret = grist_stream_restore_ex(&pc, l->extra, l->cfg.resume_state, l->cfg.resume_state_len,
+					      &base, &j, &x);
 		if (ret) {
 			free(comps);
 			return grist_fail_prefix(ret, "cannot resume from the given state");
 		}
-		l->batches = st.batches;
-		l->lockstep = (st.flags & GRIST_STATE_LOCKSTEP) != 0;
-		if (!(st.flags & GRIST_STATE_PACKED) != (l->cfg.pack == GRIST_PACK_NONE)) {
+		l->batches = st->batches;
+		l->lockstep = (st->flags & GRIST_STATE_LOCKSTEP) != 0;
+		if (!(st->flags & GRIST_STATE_PACKED) != (l->cfg.pack == GRIST_PACK_NONE)) {
 			free(comps);
 			return grist_fail(-ESTALE, "cannot resume from the given state: it was saved %s packing",
-					  st.flags & GRIST_STATE_PACKED ? "with" : "without");
+					  st->flags & GRIST_STATE_PACKED ? "with" : "without");
 		}
-		l->pack_skip = st.pack_skip;
-		l->pack_piece = st.pack_piece;
+		l->pack_skip = st->pack_skip;
+		l->pack_piece = x.pack_piece;
 	}
 	pc.base = base;
 	ret = grist_stream_create(&pc, &l->stream);
@@ -661,8 +662,8 @@ int grist_loader_save_state(const struct grist_loader *l, uint8_t *buf, size_t c
 	int ret;
 
 	if (l->cfg.pack != GRIST_PACK_NONE)
-		ret = grist_stream_save_packed(l->stream, l->consumed, l->pack_piece, l->pack_skip, l->batches, l->extra,
-					       buf, cap);
+		ret = grist_stream_save_packed_ex(l->stream, l->consumed, l->pack_piece, l->pack_skip, l->batches,
+						  l->extra, buf, cap);
 	else
 		ret = grist_stream_save(l->stream, l->consumed, l->batches, l->lockstep, l->extra, buf, cap);
 	if (ret < 0)

@@ -45,9 +45,10 @@ static uint64_t get_le(const uint8_t *p, int bytes)
 	return v;
 }
 
-int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
+int grist_state_encode_ex(const struct grist_state_ex *x, uint8_t *buf, size_t cap)
 {
-	unsigned version = st->pack_piece ? 3 : st->flags & GRIST_STATE_PACKED ? 2 : 1;
+	const struct grist_state *st = &x->state;
+	unsigned version = x->pack_piece ? 3 : st->flags & GRIST_STATE_PACKED ? 2 : 1;
 	size_t size = version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE, crc_at = size - 4;
 
 	if (cap < size)
@@ -59,8 +60,11 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 		return grist_fail(-EINVAL, "unknown state flags 0x%x", st->flags);
 	if (!(st->flags & GRIST_STATE_PACKED) && st->pack_skip)
 		return grist_fail(-EINVAL, "state pack_skip %u without the packed flag", st->pack_skip);
-	if (!(st->flags & GRIST_STATE_PACKED) && st->pack_piece)
-		return grist_fail(-EINVAL, "state pack_piece %u without the packed flag", st->pack_piece);
+	if (!(st->flags & GRIST_STATE_PACKED) && x->pack_piece)
+		return grist_fail(-EINVAL, "state pack_piece %u without the packed flag", x->pack_piece);
+	/* refused now, so that a later version may give them a meaning where 0 is today's */
+	if (x->reserved[0] || x->reserved[1] || x->reserved[2])
+		return grist_fail(-EINVAL, "state reserved words are not zero");
 	put_le(buf, STATE_MAGIC, 4);
 	put_le(buf + 4, version, 2);
 	put_le(buf + 6, st->flags, 2);
@@ -72,15 +76,24 @@ int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 	put_le(buf + 40, st->batches, 8);
 	put_le(buf + 48, st->pack_skip, 4);
 	if (version == 3) {
-		put_le(buf + 52, st->pack_piece, 4);
+		put_le(buf + 52, x->pack_piece, 4);
 		put_le(buf + 56, 0, 4);
 	}
 	put_le(buf + crc_at, crc32(0, buf, (unsigned)crc_at), 4);
 	return (int)size;
 }
 
-int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
+/* The struct grist_state of 1.x callers: read as far as it goes, written as versions 1 and 2. */
+int grist_state_encode(const struct grist_state *st, uint8_t *buf, size_t cap)
 {
+	const struct grist_state_ex x = { .state = *st };
+
+	return grist_state_encode_ex(&x, buf, cap);
+}
+
+int grist_state_decode_ex(const uint8_t *buf, size_t len, struct grist_state_ex *x)
+{
+	struct grist_state *st = &x->state;
 	uint32_t crc, version;
 	size_t crc_at;
 
@@ -107,6 +120,7 @@ int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 	if (len != (version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE))
 		return grist_fail_at(-EBADMSG, "state", 4, "a state of version %u is %d bytes, not %zu", version,
 				     version == 3 ? GRIST_STATE_SIZE_V3 : GRIST_STATE_SIZE, len);
+	memset(x, 0, sizeof(*x));
 	st->flags = (uint32_t)get_le(buf + 6, 2);
 	if (st->flags & ~(version == 1 ? STATE_FLAGS_V1 : STATE_FLAGS_KNOWN))
 		return grist_fail_at(-EBADMSG, "state", 6, "unknown flags 0x%x for version %u", st->flags, version);
@@ -125,29 +139,55 @@ int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
 	if (st->pack_skip && !(st->flags & GRIST_STATE_PACKED))
 		return grist_fail_at(-EBADMSG, "state", 48, "pack_skip %u in a state without the packed flag",
 				     st->pack_skip);
-	st->pack_piece = 0;
 	if (version == 3) {
-		st->pack_piece = (uint32_t)get_le(buf + 52, 4);
-		if (!st->pack_piece || !(st->flags & GRIST_STATE_PACKED))
+		x->pack_piece = (uint32_t)get_le(buf + 52, 4);
+		if (!x->pack_piece || !(st->flags & GRIST_STATE_PACKED))
 			return grist_fail_at(-EBADMSG, "state", 52, "a version 3 state needs the packed flag and a "
-					     "pack_piece (it has 0x%x and %u)", st->flags, st->pack_piece);
+					     "pack_piece (it has 0x%x and %u)", st->flags, x->pack_piece);
 		if (get_le(buf + 56, 4))
 			return grist_fail_at(-EBADMSG, "state", 56, "reserved field is not zero");
 	}
 	return 0;
 }
 
+/*
+ * What the calls of struct grist_state do with a sound version 3 state: refuse it by name,
+ * since dropping its pack_piece would resume at the wrong piece of the record.
+ */
+static int refuse_piece(const struct grist_state_ex *x, const char *newer)
+{
+	if (!x->pack_piece)
+		return 0;
+	return grist_fail_at(-EBADMSG, "state", 52, "a version 3 state (pack_piece %u) does not fit struct "
+			     "grist_state: read it with %s()", x->pack_piece, newer);
+}
+
+int grist_state_decode(const uint8_t *buf, size_t len, struct grist_state *st)
+{
+	struct grist_state_ex x;
+	int ret;
+
+	ret = grist_state_decode_ex(buf, len, &x);
+	if (!ret)
+		ret = refuse_piece(&x, "grist_state_decode_ex");
+	if (!ret)
+		*st = x.state;
+	return ret;
+}
+
 static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches, uint32_t flags,
 		       uint32_t pack_piece, uint32_t pack_skip, uint64_t extra, uint8_t *buf, size_t cap)
 {
 	const struct grist_plan_config *cfg = grist_stream_config(s);
-	struct grist_state st = {
-		.fingerprint = grist_stream_fingerprint(s, extra),
-		.base = cfg->base,
-		.consumed = consumed,
-		.batches = batches,
-		.flags = flags | (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
-		.pack_skip = pack_skip,
+	struct grist_state_ex x = {
+		.state = {
+			.fingerprint = grist_stream_fingerprint(s, extra),
+			.base = cfg->base,
+			.consumed = consumed,
+			.batches = batches,
+			.flags = flags | (cfg->shard_mode == GRIST_SHARD_CONTIGUOUS ? GRIST_STATE_CONTIGUOUS : 0),
+			.pack_skip = pack_skip,
+		},
 		.pack_piece = pack_piece,
 	};
 
@@ -158,9 +198,9 @@ static int stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t
 	if (cfg->shard_count > UINT32_MAX)
 		return grist_fail(-EINVAL, "shard count %llu does not fit a checkpoint (2^32 - 1 at most)",
 				  (unsigned long long)cfg->shard_count);
-	st.shard_index = (uint32_t)cfg->shard_index;
-	st.shard_count = (uint32_t)cfg->shard_count;
-	return grist_state_encode(&st, buf, cap);
+	x.state.shard_index = (uint32_t)cfg->shard_index;
+	x.state.shard_count = (uint32_t)cfg->shard_count;
+	return grist_state_encode_ex(&x, buf, cap);
 }
 
 int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t batches,
@@ -169,8 +209,8 @@ int grist_stream_save(const struct grist_stream *s, uint64_t consumed, uint64_t 
 	return stream_save(s, consumed, batches, lockstep ? GRIST_STATE_LOCKSTEP : 0, 0, 0, extra, buf, cap);
 }
 
-int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece, uint64_t pack_skip,
-			     uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap)
+int grist_stream_save_packed_ex(const struct grist_stream *s, uint64_t consumed, uint64_t pack_piece,
+				uint64_t pack_skip, uint64_t batches, uint64_t extra, uint8_t *buf, size_t cap)
 {
 	if (pack_skip > UINT32_MAX || pack_piece > UINT32_MAX)
 		return grist_fail(-EINVAL, "pack piece %llu or skip %llu does not fit a checkpoint",
@@ -179,13 +219,21 @@ int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, ui
 			   buf, cap);
 }
 
-int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t extra, const uint8_t *buf,
-			 size_t len, uint64_t *base, uint64_t *j, struct grist_state *out)
+int grist_stream_save_packed(const struct grist_stream *s, uint64_t consumed, uint64_t pack_skip, uint64_t batches,
+			     uint64_t extra, uint8_t *buf, size_t cap)
+{
+	return grist_stream_save_packed_ex(s, consumed, 0, pack_skip, batches, extra, buf, cap);
+}
+
+/* @newer: the name to refuse a version 3 state by (a call of struct grist_state), or NULL. */
+static int stream_restore(const struct grist_plan_config *caller_cfg, uint64_t extra, const uint8_t *buf,
+			  size_t len, uint64_t *base, uint64_t *j, struct grist_state_ex *out, const char *newer)
 {
 	struct grist_plan_config copy, probe;
 	const struct grist_plan_config *cfg = &copy;
 	struct grist_stream *s;
-	struct grist_state st;
+	struct grist_state_ex x;
+	const struct grist_state *st = &x.state;
 	uint64_t fp, shard_len, moved;
 	int ret;
 
@@ -193,7 +241,9 @@ int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t ex
 	if (ret)
 		return ret;
 	probe = copy;
-	ret = grist_state_decode(buf, len, &st);
+	ret = grist_state_decode_ex(buf, len, &x);
+	if (!ret && newer)
+		ret = refuse_piece(&x, newer);
 	if (ret < 0)
 		return ret;
 	/* The fingerprint ignores base and shard; create at shard 0/1 so any K validates. */
@@ -205,9 +255,9 @@ int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t ex
 		return ret;
 	fp = grist_stream_fingerprint(s, extra);
 	grist_stream_destroy(s);
-	if (fp != st.fingerprint)
+	if (fp != st->fingerprint)
 		return grist_fail(-ESTALE, "checkpoint fingerprint 0x%016llx does not match this dataset "
-				  "and configuration (0x%016llx)", (unsigned long long)st.fingerprint,
+				  "and configuration (0x%016llx)", (unsigned long long)st->fingerprint,
 				  (unsigned long long)fp);
 	if (!cfg->shard_count || cfg->shard_index >= cfg->shard_count)
 		return grist_fail(-EINVAL, "restoring shard %llu/%llu: not a shard",
@@ -218,48 +268,66 @@ int grist_stream_restore(const struct grist_plan_config *caller_cfg, uint64_t ex
 	 * it: an elastic restore turns it into a global base, where a position past the
 	 * end would otherwise just deliver nothing.
 	 */
-	probe.base = st.base;
-	probe.shard_index = st.shard_index;
-	probe.shard_count = st.shard_count;
-	probe.shard_mode = (st.flags & GRIST_STATE_CONTIGUOUS) ? GRIST_SHARD_CONTIGUOUS : GRIST_SHARD_STRIDED;
+	probe.base = st->base;
+	probe.shard_index = st->shard_index;
+	probe.shard_count = st->shard_count;
+	probe.shard_mode = (st->flags & GRIST_STATE_CONTIGUOUS) ? GRIST_SHARD_CONTIGUOUS : GRIST_SHARD_STRIDED;
 	ret = grist_stream_create(&probe, &s);
 	if (ret < 0)
-		return grist_fail_prefix(-EBADMSG, "state: shard %u/%u at base %llu", st.shard_index, st.shard_count,
-					 (unsigned long long)st.base);
+		return grist_fail_prefix(-EBADMSG, "state: shard %u/%u at base %llu", st->shard_index, st->shard_count,
+					 (unsigned long long)st->base);
 	shard_len = grist_stream_length(s);
 	grist_stream_destroy(s);
-	if (st.consumed > shard_len)
+	if (st->consumed > shard_len)
 		return grist_fail_at(-EBADMSG, "state", 32,
 				     "position %llu is past the end of shard %u/%u (%llu positions)",
-				     (unsigned long long)st.consumed, st.shard_index, st.shard_count,
+				     (unsigned long long)st->consumed, st->shard_index, st->shard_count,
 				     (unsigned long long)shard_len);
-	if (cfg->shard_count == st.shard_count) {
-		if (cfg->shard_index != st.shard_index && !(st.flags & GRIST_STATE_LOCKSTEP))
+	if (cfg->shard_count == st->shard_count) {
+		if (cfg->shard_index != st->shard_index && !(st->flags & GRIST_STATE_LOCKSTEP))
 			return grist_fail(-ESTALE, "checkpoint of shard %u/%u cannot restore shard "
 					  "%llu/%u: it is not lockstep, so hosts consumed different "
-					  "amounts", st.shard_index, st.shard_count,
-					  (unsigned long long)cfg->shard_index, st.shard_count);
-		*base = st.base;
-		*j = st.consumed;
+					  "amounts", st->shard_index, st->shard_count,
+					  (unsigned long long)cfg->shard_index, st->shard_count);
+		*base = st->base;
+		*j = st->consumed;
 	} else {
-		if (st.flags & GRIST_STATE_CONTIGUOUS)
+		if (st->flags & GRIST_STATE_CONTIGUOUS)
 			return grist_fail(-ESTALE, "checkpoint from %u contiguous shards cannot restore "
 					  "on %llu: contiguous shards own fixed record ranges; use "
-					  "strided sharding for elastic restore", st.shard_count,
+					  "strided sharding for elastic restore", st->shard_count,
 					  (unsigned long long)cfg->shard_count);
-		if (!(st.flags & GRIST_STATE_LOCKSTEP))
+		if (!(st->flags & GRIST_STATE_LOCKSTEP))
 			return grist_fail(-ESTALE, "checkpoint from %u shards cannot restore on %llu: "
 					  "it is not lockstep (hosts consumed different amounts, "
-					  "e.g. after filtering)", st.shard_count,
+					  "e.g. after filtering)", st->shard_count,
 					  (unsigned long long)cfg->shard_count);
 		/* Every host consumed j, so the global stream is consumed up to base + j * K. */
-		if (__builtin_mul_overflow(st.consumed, (uint64_t)st.shard_count, &moved) ||
-		    __builtin_add_overflow(moved, st.base, base))
+		if (__builtin_mul_overflow(st->consumed, (uint64_t)st->shard_count, &moved) ||
+		    __builtin_add_overflow(moved, st->base, base))
 			return grist_fail_at(-EBADMSG, "state", 32, "consumed %llu x %u shards overflows",
-					     (unsigned long long)st.consumed, st.shard_count);
+					     (unsigned long long)st->consumed, st->shard_count);
 		*j = 0;
 	}
 	if (out)
-		*out = st;
+		*out = x;
 	return 0;
+}
+
+int grist_stream_restore_ex(const struct grist_plan_config *cfg, uint64_t extra, const uint8_t *buf, size_t len,
+			    uint64_t *base, uint64_t *j, struct grist_state_ex *out)
+{
+	return stream_restore(cfg, extra, buf, len, base, j, out, NULL);
+}
+
+int grist_stream_restore(const struct grist_plan_config *cfg, uint64_t extra, const uint8_t *buf, size_t len,
+			 uint64_t *base, uint64_t *j, struct grist_state *out)
+{
+	struct grist_state_ex x;
+	int ret;
+
+	ret = stream_restore(cfg, extra, buf, len, base, j, &x, "grist_stream_restore_ex");
+	if (!ret && out)
+		*out = x.state;
+	return ret;
 }

@@ -14,6 +14,7 @@
 #include "grist/format.h"
 #include "grist/loader.h"
 #include "grist/options.h"
+#include "grist/plan.h"
 #include "helpers.h"
 
 /* struct grist_loader_config of an older grist: the same fields up to prefetch, nothing after. */
@@ -69,7 +70,29 @@ _Static_assert(offsetof(struct grist_fetcher_stats, mapped_files) == 160,
 	       "what follows the embedded grist_remote_stats stays put");
 _Static_assert(offsetof(struct grist_loader_stats, remote_budget) == 280,
 	       "the budget's figures are appended after the 0.2 layout");
+/* grist_state: callers allocate it for grist_state_decode() and grist_stream_restore() */
+_Static_assert(sizeof(struct grist_state) == 48, "grist_state is frozen");
+_Static_assert(offsetof(struct grist_state, fingerprint) == 0 && offsetof(struct grist_state, base) == 8 &&
+	       offsetof(struct grist_state, shard_index) == 16 && offsetof(struct grist_state, shard_count) == 20 &&
+	       offsetof(struct grist_state, consumed) == 24 && offsetof(struct grist_state, batches) == 32 &&
+	       offsetof(struct grist_state, flags) == 40 && offsetof(struct grist_state, pack_skip) == 44,
+	       "grist_state's fields stay put");
+/* grist_state_ex, frozen in its turn: grist_state first, then what version 3 of the bytes added */
+_Static_assert(sizeof(struct grist_state_ex) == 64, "grist_state_ex is frozen");
+_Static_assert(offsetof(struct grist_state_ex, state) == 0 && offsetof(struct grist_state_ex, pack_piece) == 48 &&
+	       offsetof(struct grist_state_ex, reserved) == 52, "grist_state_ex's fields stay put");
 #endif
+
+/* The calls of struct grist_state keep their signatures: a new argument means a new call. */
+#define SAME_TYPE(f, t) _Static_assert(__builtin_types_compatible_p(__typeof__(&f), t), #f " keeps its signature")
+SAME_TYPE(grist_state_encode, int (*)(const struct grist_state *, uint8_t *, size_t));
+SAME_TYPE(grist_state_decode, int (*)(const uint8_t *, size_t, struct grist_state *));
+SAME_TYPE(grist_stream_save, int (*)(const struct grist_stream *, uint64_t, uint64_t, bool, uint64_t, uint8_t *,
+				     size_t));
+SAME_TYPE(grist_stream_save_packed, int (*)(const struct grist_stream *, uint64_t, uint64_t, uint64_t, uint64_t,
+					    uint8_t *, size_t));
+SAME_TYPE(grist_stream_restore, int (*)(const struct grist_plan_config *, uint64_t, const uint8_t *, size_t,
+					uint64_t *, uint64_t *, struct grist_state *));
 
 static struct t_numbered fx;
 
