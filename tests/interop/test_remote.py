@@ -796,16 +796,28 @@ def test_slow_link_is_not_a_timeout():
         n.stop()
 
 
+# The tests of the GET scheduler's threads (merging, routing, faults at 1-4 threads, fork):
+# GRIST_REMOTE_ONLY=SCHED_TESTS runs just these, as the ThreadSanitizer build does
+# (tests/meson.build, io/test_sched_tsan).
+SCHED_TESTS = ("test_two_threads_share_one_get", "test_threads_same_digest", "test_faults_give_identical_bytes",
+               "test_read_after_fork")
+
+
 def main():
-    rs.run_suite(setup, [test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
-                  test_faults_give_identical_bytes, test_threads_same_digest, test_errors_name_url_status_and_code,
-                  test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
-                  test_sequential_reads_coalesce, test_verify_memory_is_bounded,
-                  test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
-                  test_retry_after_http_date,
-                  test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
-                  test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get, test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded, test_http_through_nginx,
-                  test_slow_link_is_not_a_timeout, test_many_shards_open_at_once], SERVERS, TMP)
+    tests = [test_every_command_matches_local, test_glob_and_odd_keys, test_gs_urls, test_python_paths,
+             test_faults_give_identical_bytes, test_threads_same_digest, test_errors_name_url_status_and_code,
+             test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
+             test_sequential_reads_coalesce, test_verify_memory_is_bounded,
+             test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
+             test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
+             test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
+             test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded,
+             test_http_through_nginx, test_slow_link_is_not_a_timeout, test_many_shards_open_at_once]
+    only = os.environ.get("GRIST_REMOTE_ONLY")
+    if only:
+        names = SCHED_TESTS if only == "SCHED_TESTS" else only.split(",")
+        tests = [t for t in tests if t.__name__ in names]
+    rs.run_suite(setup, tests, SERVERS, TMP)
 
 
 if __name__ == "__main__":
