@@ -30,6 +30,7 @@
  * JOBS: "GVJOBS1\n", then u32 count, u64 epoch, u64 seed; per job u64 index, i32 top, left,
  * height, width, flipped, u32 length, the bytes (little-endian, as bench/py writes it).
  */
+#define GRIST_INTERNAL /* the JPEG region decode and resizes alone: see grist/internal/vision.h */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,7 +45,7 @@
 
 #include "bench_util.h"
 #include "grist/error.h"
-#include "features/vision_internal.h"
+#include "grist/internal/vision.h"
 #include "grist/vision.h"
 
 #define SIZE 224

@@ -8,16 +8,13 @@
 
 #include "grist/vision.h"
 
+#ifndef GRIST_INTERNAL
+#define GRIST_INTERNAL
+#endif
+#include "grist/internal/vision.h" /* gv_resize, gv_resize_area, the JPEG region decode */
+
 /* ---- resize (vision_resize.c) ---- */
 
-/*
- * Resize @src (@sh x @sw x @c uint8, rows @sstride bytes apart) to @dst (@dh x @dw x @c,
- * rows @dstride apart) as Pillow's Image.resize does (ImagingResample, 8 bits per
- * channel): horizontal pass first over the rows the vertical pass needs, each pass
- * skipped when its size does not change. @c is 1 to 4. Return: 0 or -ENOMEM / -EINVAL.
- */
-int gv_resize(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint8_t *dst, uint32_t dh,
-	      uint32_t dw, size_t dstride, enum grist_vision_interp interp);
 /*
  * The same, of an output of @full_h x @full_w only the window of @dh x @dw at (@y0, @x0):
  * Pillow's resize then crop (torchvision's Resize then CenterCrop) without the rest.
@@ -29,13 +26,6 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		   enum grist_vision_interp interp, bool simd);
-
-/*
- * interpolation "area" (vision_resize_area.c): OpenCV's INTER_AREA, the same arguments as
- * gv_resize_window (already checked by it).
- */
-int gv_resize_area(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
-		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride);
 
 /*
  * antialias=False (vision_resize_tf.c): TF's ResizeBilinear / ResizeBicubic with half-pixel
@@ -127,50 +117,6 @@ size_t gv_out_bytes(const struct grist_vision_transform *t);
 /* grist_vision_apply() on a loaded transform; @out holds gv_out_bytes(). */
 int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
 	     const char *key, void *out, struct grist_vision_box *box);
-
-/* ---- JPEG region decode (vision_jpeg.c) ---- */
-
-/* What a JPEG header says, read before anything is allocated. */
-struct gv_jpeg_info {
-	uint32_t width, height;
-	uint32_t components;   /* 1 gray, 3 color, 4 CMYK / YCCK */
-	bool progressive;
-};
-int gv_jpeg_header(const uint8_t *p, size_t len, struct gv_jpeg_info *info);
-/*
- * The same in two steps on this thread's decompressor: open reads the header (and leaves
- * the decompressor holding it), read_region decodes and releases it; close releases it
- * without decoding (NULL is fine). Between them no other JPEG may be opened on this thread.
- */
-struct gv_jpeg;
-int gv_jpeg_open(const uint8_t *p, size_t len, uint32_t scan_limit, struct gv_jpeg **out, struct gv_jpeg_info *info);
-int gv_jpeg_read_region(struct gv_jpeg *j, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
-			bool gray_out, uint8_t *dst, size_t pitch);
-/*
- * With @dst NULL, read_region (and _fast) decode in place into the thread's buffer, no copy:
- * gv_jpeg_pixels() then gives the region's first pixel and its rows' pitch (3 bytes a pixel,
- * or 1 with gray_out on a gray file), valid until the next decode on this thread;
- * gv_jpeg_release() after use frees that buffer when it grew past what a thread keeps.
- */
-const uint8_t *gv_jpeg_pixels(const struct gv_jpeg *j, size_t *pitch);
-void gv_jpeg_release(struct gv_jpeg *j);
-/*
- * Fast mode: the image decoded at 1/@denom scale (1, 2, 4 or 8) with the fast IDCT and no
- * fancy upsampling; the region is in scaled pixels, inside gv_jpeg_scaled()'s size.
- */
-int gv_jpeg_read_region_fast(struct gv_jpeg *j, uint32_t denom, uint32_t top, uint32_t left, uint32_t height,
-			     uint32_t width, uint8_t *dst, size_t pitch);
-/* The size libjpeg gives the open image at 1/@denom scale: ceil(side / denom). */
-void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h, uint32_t *w);
-void gv_jpeg_close(struct gv_jpeg *j);
-/*
- * Decode rows [top, top + height) and columns [left, left + width) of a JPEG as RGB (or
- * gray, @gray_out, for a 1-component file) into @dst, rows @pitch bytes apart: ISLOW IDCT,
- * fancy upsampling, the pixels a full decode then crop gives. @scan_limit bounds a
- * progressive file's scans (-EFBIG past it). A libjpeg warning (damaged data) is an error.
- */
-int gv_jpeg_decode_region(const uint8_t *p, size_t len, uint32_t top, uint32_t left, uint32_t height,
-			  uint32_t width, bool gray_out, uint8_t *dst, size_t pitch, uint32_t scan_limit);
 
 /* ---- PNG region decode (vision_png.c) ---- */
 
