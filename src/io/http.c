@@ -30,6 +30,7 @@ struct http_io {
 	struct grist_io_req **scratch; /* submit's: one scheduler's requests */
 	struct grist_remote_object **objs;
 	size_t scratch_cap;
+	bool handing; /* submitted since the last reap: the schedulers hold its requests (grist_sched_release()) */
 };
 
 static struct http_io *to_http(struct grist_io *io)
@@ -208,6 +209,7 @@ static int http_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned
 		ret = grist_sched_submit(h->uniq[k], &h->c, h->objs, h->scratch, m);
 		if (ret)
 			return ret;
+		h->handing = true;
 	}
 	for (i = 0; i < n; i++)
 		if (!io->files[reqs[i]->file].remote)
@@ -228,6 +230,11 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 	struct http_io *h = to_http(io);
 	unsigned n, i;
 
+	if (h->handing) {
+		for (i = 0; i < h->nuniq; i++)
+			grist_sched_release(h->uniq[i], &h->c);
+		h->handing = false;
+	}
 	pthread_mutex_lock(&h->c.lock);
 	n = grist_io_queue_drain(&h->c.done, done, max);
 	/* bounded: every GET ends within its timeouts, and its retries are counted */

@@ -113,6 +113,29 @@ static void complete(struct grist_sched_client *c, struct grist_io_req *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
+static bool holds(const struct grist_sched *h, const struct grist_sched_client *c)
+{
+	size_t i;
+
+	for (i = 0; i < h->nholders; i++)
+		if (h->holders[i].c == c)
+			return true;
+	return false;
+}
+
+/* @c has handed over all it will for now: what waits for it may go out. */
+static void unhold(struct grist_sched *h, const struct grist_sched_client *c)
+{
+	size_t i;
+
+	for (i = 0; i < h->nholders; i++)
+		if (h->holders[i].c == c) {
+			h->holders[i] = h->holders[--h->nholders];
+			h->dirty = true;
+			return;
+		}
+}
+
 int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, struct grist_remote_object *const *objs,
 		       struct grist_io_req **reqs, unsigned n)
 {
@@ -125,7 +148,8 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 	need = h->npending;
 	for (i = 0; i < n; i++)
 		need += (grist_sched_avail(objs[i], reqs[i]) + h->opt.split_bytes - 1) / h->opt.split_bytes;
-	if (grist_array_reserve((void **)&h->pending, &h->pending_cap, need, sizeof(*h->pending))) {
+	if (grist_array_reserve((void **)&h->pending, &h->pending_cap, need, sizeof(*h->pending)) ||
+	    grist_array_reserve((void **)&h->holders, &h->holders_cap, h->nholders + 1, sizeof(*h->holders))) {
 		pthread_mutex_unlock(&h->lock);
 		return -ENOMEM;
 	}
@@ -152,6 +176,9 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 			h->dirty = true;
 		}
 	}
+	/* more may follow before @c reaps: its hand-over is one whole (grist_sched_launch()) */
+	if (n && !holds(h, c))
+		h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns() };
 	wake = h->asleep && h->dirty;
 	if (wake)
 		h->asleep = false;
@@ -172,6 +199,15 @@ static void wake_locked(struct grist_sched *h)
 		h->asleep = false;
 		(void)!write(h->evfd, &one, sizeof(one));
 	}
+}
+
+void grist_sched_release(struct grist_sched *h, struct grist_sched_client *c)
+{
+	pthread_mutex_lock(&h->lock);
+	unhold(h, c);
+	if (h->dirty)
+		wake_locked(h);
+	pthread_mutex_unlock(&h->lock);
 }
 
 void grist_sched_starved(struct grist_sched *h, bool on)
@@ -272,7 +308,7 @@ static int wait_ms(struct grist_sched *h)
 	uint64_t now = grist_remote_now_ns(), best = WAIT_MAX_NS;
 	unsigned i;
 
-	if (h->dirty && h->npending && grist_sched_room(h))
+	if (h->dirty && h->npending && grist_sched_may_launch(h))
 		return 0;
 	/* idle (a reader kept for later): sleep until a client writes the eventfd */
 	if (!h->active && !h->waiting && !h->npending && h->timer_due == UINT64_MAX)
@@ -398,6 +434,7 @@ void grist_sched_withdraw(struct grist_sched *h, struct grist_sched_client *c)
 	}
 	h->npending = kept;
 	h->nsorted = sorted;
+	unhold(h, c);
 	for (k = 0; k < h->ngets; k++) {
 		struct get *g = &h->gets[k];
 
@@ -452,6 +489,7 @@ static void sched_free(struct grist_sched *h)
 	free(h->pending);
 	free(h->merged);
 	free(h->groups);
+	free(h->holders);
 	free(h->ctrs);
 	free(h->endpoint);
 	free(h);

@@ -37,6 +37,13 @@ int grist_sched_get(const struct grist_url *u, const struct grist_remote_options
 int grist_sched_submit(struct grist_sched *s, struct grist_sched_client *c, struct grist_remote_object *const *objs,
 		       struct grist_io_req **reqs, unsigned n);
 
+/*
+ * grist_sched_release() - @c has handed over what it will for now (it reaps): its
+ * requests since its last release may go out. Until then they wait (grist_sched_submit()
+ * holds them), but not while a client starves, so one that never reaps stalls nobody.
+ */
+void grist_sched_release(struct grist_sched *s, struct grist_sched_client *c);
+
 /* @c starts (@on) or stops waiting for a completion: what waits goes out if nothing is in flight. */
 void grist_sched_starved(struct grist_sched *s, bool on);
 

@@ -39,6 +39,12 @@ struct piece {
 	int32_t ride; /* ride(): the GET it joins, or -1 */
 };
 
+/* A client in the middle of a hand-over (grist_sched_release()), since @since_ns. */
+struct holder {
+	const struct grist_sched_client *c;
+	uint64_t since_ns;
+};
+
 /* A client's counters, and how many attached clients share them. */
 struct ctr_use {
 	struct grist_remote_counters *ctr;
@@ -67,6 +73,9 @@ struct grist_sched {
 	unsigned active;  /* GETs in the multi */
 	unsigned waiting; /* GETs waiting out a backoff */
 	unsigned starved; /* clients waiting in reap for a read */
+	/* clients that submitted and have not reaped since: their hand-over may go on (see grist_sched_launch()) */
+	struct holder *holders;
+	size_t nholders, holders_cap;
 	/* the waiting pieces: [0, nsorted) by object and offset, then the newly arrived in submission order */
 	struct piece *pending;
 	size_t npending, nsorted, pending_cap;
@@ -113,6 +122,7 @@ void grist_sched_set_budget(struct grist_sched *h, uint64_t b, bool measured);
 void grist_sched_measure(struct grist_sched *h, const struct get *g, uint64_t bytes, uint64_t now);
 void grist_sched_count_done(struct grist_sched *h, uint64_t n, uint64_t now);
 bool grist_sched_room(const struct grist_sched *h);
+bool grist_sched_may_launch(const struct grist_sched *h);
 /* sched_launch.c: turn waiting pieces into GETs (and riders); 0 or -ENOMEM (the pieces wait) */
 int grist_sched_launch(struct grist_sched *h);
 void grist_sched_start_get(struct grist_sched *h, struct get *g);

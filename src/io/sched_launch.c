@@ -150,6 +150,44 @@ bool grist_sched_room(const struct grist_sched *h)
 	return !h->probing && h->inflight_bytes < h->budget;
 }
 
+/*
+ * May waiting pieces go out as GETs now? Room in the budget, and no client in the middle
+ * of a hand-over (it submitted and has not reaped since: grist_sched_release()).
+ *
+ * The engine hands a unit's reads over per unit, and the units of its read-ahead one after
+ * another, before it reaps; and each worker thread is a client. A GET made from the
+ * reads handed over so far spans regions whose other reads (a later unit's, another
+ * thread's) come next, after its body has passed them: they cannot ride, and their bytes
+ * were fetched again (strided shards of g1.ar, tests/interop/test_hosts.py: 0.3-1.7 of
+ * 3 MB twice in one process; also two threads reading one chunk of g16.ar). The backend
+ * of one thread that the scheduler replaced made GETs only when its thread reaped.
+ *
+ * A starved client does not cut a hand-over short: a client reaps right after it hands
+ * over (the engine, the fetcher and the reader do), so the wait is a few microseconds of
+ * its planning, and cutting it short brought the refetches back at 2 threads in half the
+ * runs. Only a hand-over older than HOLD_MAX_NS (a client that stopped between submit
+ * and reap) is overruled by a starved client, so it cannot stall the others.
+ */
+#define HOLD_MAX_NS 500000000ull
+
+bool grist_sched_may_launch(const struct grist_sched *h)
+{
+	uint64_t now;
+	size_t i;
+
+	if (!grist_sched_room(h))
+		return false;
+	if (!h->nholders)
+		return true;
+	if (!h->starved)
+		return false;
+	now = grist_remote_now_ns();
+	for (i = 0; i < h->nholders; i++)
+		if (now - h->holders[i].since_ns < HOLD_MAX_NS)
+			return false;
+	return true;
+}
+
 static int cmp_piece(const void *a, const void *b)
 {
 	const struct piece *x = a, *y = b;
@@ -380,7 +418,7 @@ int grist_sched_launch(struct grist_sched *h)
 		ret = merge_pending(h);
 	if (ret)
 		return ret;
-	if (!h->npending || !grist_sched_room(h))
+	if (!h->npending || !grist_sched_may_launch(h))
 		return 0;
 	h->dirty = false;
 	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))

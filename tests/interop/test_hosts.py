@@ -28,9 +28,12 @@ DATA = os.path.join(ROOT, "bkt")
 SERVERS = {}
 N = 12000
 HOSTS = 4
-# One decode thread per process. At 2, main's engine gives each worker thread a backend of its
-# own that GETs the object anew (2.8 of g1.ar's 3.0 MB in two GETs of one process, in a run),
-# and the check fails; issue 34's one GET scheduler per process is what lets it run at 2.
+# One decode thread per process. With a backend per thread (before issue 34's one GET scheduler)
+# 2 threads fetched the object anew per thread (2.8 of g1.ar's 3.0 MB twice); with the scheduler
+# launching GETs while a thread was still handing over its units, 1 thread fetched 0.3-1.7 MB
+# twice (grist_sched_may_launch() in src/io/sched_launch.c). At 2 it passes about 35 runs in 37:
+# when the second worker's first hand-over starts only after the first worker's GETs are out
+# (a busy machine), its reads in their regions come after their bodies and are fetched again.
 THREADS = 1
 LOAD = ["--batch-size", "64", "--seed", "3", "--remote-split", "256K", "--threads", str(THREADS)]
 
