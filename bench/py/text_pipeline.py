@@ -202,7 +202,7 @@ def pipeline(args, texts, kind):
         return go
 
     runs = {"grist (%d threads)" % args.threads: run_grist, "grist tokenizer alone (1 thread)": run_tokenizer}
-    for w in (() if args.no_grain else (0, 1, 2)):
+    for w in (() if args.no_grain else [int(x) for x in args.grain_workers.split(",") if x != ""]):
         runs["grain, %d mp_prefetch workers" % w] = run_grain(w)
     times = {n: [] for n in runs}
     tokens = {}
@@ -298,6 +298,8 @@ def main():
     ap.add_argument("--length", type=int, default=2048, help="--pipeline: max_length and pack_length")
     ap.add_argument("--batch-size", type=int, default=8, help="--pipeline: rows per batch")
     ap.add_argument("--no-grain", action="store_true", help="--pipeline: grist and its tokenizer's bound only")
+    ap.add_argument("--grain-workers", default="0,1,2",
+                    help="--pipeline: the mp_prefetch worker counts Grain runs with (default 0,1,2)")
     ap.add_argument("--direct", metavar="BENCH_SPM",
                     help="the bench_spm program (build/release/bench/bench_spm): also time Debian's library "
                          "called directly and grist's C call, rotated with the Python ones")
