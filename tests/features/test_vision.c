@@ -423,18 +423,33 @@ static void test_cmyk_and_fast(void **state)
 		for (uint64_t i = 0; i < 20; i++)
 			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", o, sizeof(o), NULL), 0);
 	}
-	/* float32 HWC, flipped: emit()'s vector path on odd widths */
+	/*
+	 * float32 HWC, flipped: emit()'s vector path (table lookups by gather) on odd widths gives
+	 * each value's own arithmetic, (x / 255 - mean) / std in float32, to the bit
+	 */
 	{
-		float fo[17 * 23 * 3];
+		static const float mean[3] = { 0.485f, 0.456f, 0.406f }, sd[3] = { 0.229f, 0.224f, 0.225f };
+		float fo[17 * 23 * 3], want[17 * 23 * 3];
+		uint8_t u8[17 * 23 * 3];
 
 		t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
 		t.out_height = 17;
 		t.out_width = 23;
-		t.normalize = true;
 		t.flip = 1.0;
 		t.decode = GRIST_VISION_DECODE_EXACT;
-		for (uint64_t i = 0; i < 10; i++)
+		memcpy(t.mean, mean, sizeof(mean));
+		memcpy(t.std, sd, sizeof(sd));
+		for (uint64_t i = 0; i < 10; i++) {
+			t.normalize = true;
+			t.dtype = GRIST_DTYPE_FLOAT32;
 			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", fo, sizeof(fo), NULL), 0);
+			t.normalize = false;
+			t.dtype = GRIST_DTYPE_UINT8;
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", u8, sizeof(u8), NULL), 0);
+			for (size_t j = 0; j < sizeof(u8); j++)
+				want[j] = ((float)u8[j] / 255.0f - mean[j % 3]) / sd[j % 3];
+			assert_memory_equal(fo, want, sizeof(fo));
+		}
 	}
 	free(jpg);
 	free(px);
