@@ -106,6 +106,102 @@ static inline void taps4(__m128i b, const __m256i *w, __m256i spread, __m256i *a
 }
 
 /*
+ * The sums of output pixels @xx and @xx + 1, shifted: int32 lanes [R G B x of xx | R G B x of
+ * xx + 1]. @fast: both read whole 16-byte loads inside the row.
+ */
+static inline __attribute__((always_inline)) __m256i pair_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			       size_t groups, uint32_t xx, bool fast, __m256i spread, __m256i half)
+{
+	const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = wa + groups * 2;
+	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
+	__m256i aha = _mm256_setzero_si256(), ala = aha, ahb = aha, alb = aha, sa, sb;
+
+	if (fast) {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + a)), wa + 2 * g, spread, &aha, &ala);
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + b)), wb + 2 * g, spread, &ahb, &alb);
+		}
+	} else {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &aha, &ala);
+			taps4(row_bytes16(in, b, row_bytes), wb + 2 * g, spread, &ahb, &alb);
+		}
+	}
+	/* hi x 2^11 + lo per pixel, then lanes: [a's low half, b's low half] + [a's high half, b's high half] */
+	sa = _mm256_add_epi32(_mm256_slli_epi32(aha, 11), ala);
+	sb = _mm256_add_epi32(_mm256_slli_epi32(ahb, 11), alb);
+	sa = _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+	return _mm256_srai_epi32(_mm256_add_epi32(sa, half), PRECISION_BITS);
+}
+
+/* The last pixel @xx of an odd width alone, as pair_sum's low lane. */
+static inline __m256i one_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			      size_t groups, uint32_t xx, __m256i spread, __m256i half)
+{
+	const __m256i *wa = &wt[(size_t)xx * groups * 2];
+	size_t a = (size_t)bounds[2 * xx] * 3;
+	__m256i ah = _mm256_setzero_si256(), al = ah, s;
+
+	for (size_t g = 0; g < groups; g++, a += 12)
+		taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &ah, &al);
+	s = _mm256_add_epi32(_mm256_slli_epi32(ah, 11), al);
+	s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x11));
+	return _mm256_srai_epi32(_mm256_add_epi32(s, half), PRECISION_BITS);
+}
+
+/* Rows [y0, y0 + rows) of the horizontal pass, with the weights laid out in @wt (gv_hpass_rgb_avx2). */
+static inline __attribute__((always_inline)) void
+hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows, const int32_t *bounds,
+	   const __m256i *wt, size_t groups, uint32_t fast_end, uint32_t dw, uint8_t *dst, size_t dstride)
+{
+	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+	const __m256i drop_x = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+						0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+
+	for (uint32_t y = 0; y < rows; y++) {
+		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
+		uint8_t *out = dst + (size_t)y * dstride;
+		uint32_t xx = 0;
+
+		/*
+		 * Eight pixels a step: four pairs' sums packed together and stored as 24 bytes,
+		 * which costs about a quarter of the per-pair cross-lane moves, packs and small
+		 * stores (these, not the multiply-adds, bounded the loop: shuffle port and store
+		 * forwarding).
+		 */
+		for (; xx + 8 <= dw; xx += 8) {
+			__m256i s0 = pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half);
+			__m256i s1 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, xx + 3 < fast_end, spread, half);
+			__m256i s2 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, xx + 5 < fast_end, spread, half);
+			__m256i s3 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, xx + 7 < fast_end, spread, half);
+			/* lane 0: pixels 0 2 4 6, lane 1: 1 3 5 7, as RGBx bytes */
+			__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+
+			r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+			r = _mm256_shuffle_epi8(r, drop_x);
+			r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
+			_mm_storeu_si128((__m128i *)(void *)(out + (size_t)xx * 3), _mm256_castsi256_si128(r));
+			_mm_storel_epi64((__m128i *)(void *)(out + (size_t)xx * 3 + 16), _mm256_extracti128_si256(r, 1));
+		}
+		for (; xx < dw; xx += 2) {
+			bool two = xx + 1 < dw;
+			__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half)
+					  : one_sum(in, row_bytes, bounds, wt, groups, xx, spread, half);
+			uint32_t pa, pb;
+
+			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
+			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
+			memcpy(out + (size_t)xx * 3, &pa, 3);
+			if (two)
+				memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
+		}
+	}
+}
+
+/*
  * The horizontal pass, four taps per step with 16-bit multiply-adds: a weight k (22-bit fixed
  * point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both halves fit
  * int16, and sum(p x k) = 2^11 x sum(p x kh) + sum(p x kl) exactly. Each 128-bit lane holds
@@ -116,15 +212,12 @@ static inline void taps4(__m128i b, const __m256i *w, __m256i spread, __m256i *a
  * Every output pixel runs the same number of steps (the most taps any has, in fours; the
  * extra taps weigh 0), so the loop's trip count never changes between pixels (a count that
  * alternates, as 4 and 5 taps do at a 2x downscale, costs a mispredicted branch a pixel);
- * two pixels go together, their two sums reduced and stored as one.
+ * two pixels share one reduction, and four such pairs one pack and one 24-byte store.
  */
 void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
 		       size_t dstride)
 {
-	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
-	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
 	const size_t row_bytes = (size_t)sw * 3;
 	size_t groups = 1;
 	uint32_t fast_end = 0; /* pixels below it read only whole 16-byte loads inside the row */
@@ -160,83 +253,67 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 		if ((size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
 			fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
 	}
-	for (uint32_t y = 0; y < rows; y++) {
-		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
-		uint8_t *out = dst + (size_t)y * dstride;
-
-		for (uint32_t xx = 0; xx < dw; xx += 2) {
-			bool two = xx + 1 < dw;
-			const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = two ? wa + groups * 2 : wa;
-			size_t a = (size_t)bounds[2 * xx] * 3, b = two ? (size_t)bounds[2 * xx + 2] * 3 : a;
-			__m256i aha = _mm256_setzero_si256(), ala = aha, ahb = aha, alb = aha, h, l, sum;
-			uint32_t pa, pb;
-
-			if (xx + 1 < fast_end) {
-				for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
-					taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + a)), wa + 2 * g, spread,
-					      &aha, &ala);
-					taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + b)), wb + 2 * g, spread,
-					      &ahb, &alb);
-				}
-			} else {
-				for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
-					taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &aha, &ala);
-					taps4(row_bytes16(in, b, row_bytes), wb + 2 * g, spread, &ahb, &alb);
-				}
-			}
-			/* lanes: [a's low half, b's low half] + [a's high half, b's high half] */
-			h = _mm256_add_epi32(_mm256_permute2x128_si256(aha, ahb, 0x20), _mm256_permute2x128_si256(aha, ahb, 0x31));
-			l = _mm256_add_epi32(_mm256_permute2x128_si256(ala, alb, 0x20), _mm256_permute2x128_si256(ala, alb, 0x31));
-			sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half);
-			sum = _mm256_srai_epi32(sum, PRECISION_BITS);
-			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
-			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
-			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
-			if (xx + 2 < dw) { /* 4 bytes each: the 4th is the next pixel's, written after */
-				memcpy(out + (size_t)xx * 3, &pa, 4);
-				memcpy(out + (size_t)xx * 3 + 3, &pb, 4);
-			} else {
-				memcpy(out + (size_t)xx * 3, &pa, two ? 4 : 3);
-				if (two)
-					memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
-			}
-		}
+	/* the common step counts as constants: the loops unroll and the sums stay in registers */
+	switch (groups) {
+	case 1:
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 1, fast_end, dw, dst, dstride);
+		break;
+	case 2:
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 2, fast_end, dw, dst, dstride);
+		break;
+	case 3:
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 3, fast_end, dw, dst, dstride);
+		break;
+	default:
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, groups, fast_end, dw, dst, dstride);
 	}
 	free(wt);
 }
 
+/* Taps @k0 and @k1 as int16 pairs in every int32 lane: the high parts (k >> 11) in @h, the low (k & 2047) in @l. */
+static inline void weight_pair(int32_t k0, int32_t k1, __m256i *h, __m256i *l)
+{
+	*h = _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)(k0 >> 11) | (uint32_t)(k1 >> 11) << 16));
+	*l = _mm256_set1_epi32((int32_t)((uint32_t)(k0 & 2047) | (uint32_t)(k1 & 2047) << 16));
+}
+
 /*
  * One output row of the vertical pass: @n source rows from @first (rows @sstride apart), weights
- * @k, over @row_bytes bytes; 32 bytes at a time in registers, the tail byte by byte.
+ * @k, over @row_bytes bytes; 32 bytes at a time in registers, the tail byte by byte. Two source
+ * rows a step: their bytes interleaved as int16 pairs (row y, row y + 1), so one
+ * _mm256_madd_epi16 does two taps of 8 bytes, with the weights split in 16-bit halves as the
+ * horizontal pass splits them (k = kh x 2^11 + kl, the sum recombined exactly). The packs then
+ * give the 32 bytes in order.
  */
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out)
 {
-	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1)), zero = _mm256_setzero_si256();
 	size_t i = 0;
 
 	for (; i + 32 <= row_bytes; i += 32) {
-		__m256i a0 = half, a1 = half, a2 = half, a3 = half, r01, r23, r;
+		__m256i h[4] = { zero, zero, zero, zero }, l[4] = { zero, zero, zero, zero }, s[4];
 
-		for (int32_t y = 0; y < n; y++) {
-			__m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(first + (size_t)y * sstride + i));
-			__m256i w = _mm256_set1_epi32(k[y]);
-			__m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+		for (int32_t y = 0; y < n; y += 2) {
+			const uint8_t *r0 = first + (size_t)y * sstride + i;
+			bool odd = y + 1 == n; /* the last tap alone: paired with itself at weight 0 */
+			__m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)r0);
+			__m256i v1 = odd ? v0 : _mm256_loadu_si256((const __m256i *)(const void *)(r0 + sstride));
+			__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1), wh, wl;
+			__m256i p[4] = { _mm256_unpacklo_epi8(lo, zero), _mm256_unpackhi_epi8(lo, zero),
+					 _mm256_unpacklo_epi8(hi, zero), _mm256_unpackhi_epi8(hi, zero) };
 
-			a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(lo), w));
-			a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)), w));
-			a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(hi), w));
-			a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)), w));
+			weight_pair(k[y], odd ? 0 : k[y + 1], &wh, &wl);
+			for (int j = 0; j < 4; j++) {
+				h[j] = _mm256_add_epi32(h[j], _mm256_madd_epi16(p[j], wh));
+				l[j] = _mm256_add_epi32(l[j], _mm256_madd_epi16(p[j], wl));
+			}
 		}
-		a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
-		a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
-		a2 = _mm256_srai_epi32(a2, PRECISION_BITS);
-		a3 = _mm256_srai_epi32(a3, PRECISION_BITS);
-		/* packs work within 128-bit lanes: put the four back in order after */
-		r01 = _mm256_packs_epi32(a0, a1);
-		r23 = _mm256_packs_epi32(a2, a3);
-		r = _mm256_packus_epi16(r01, r23);
-		r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-		_mm256_storeu_si256((__m256i *)(void *)(out + i), r);
+		for (int j = 0; j < 4; j++)
+			s[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h[j], 11), l[j]), half),
+						 PRECISION_BITS);
+		/* s[0..3] hold bytes 0-3, 4-7, 8-11, 12-15 of each 16-byte half: the packs keep that order */
+		_mm256_storeu_si256((__m256i *)(void *)(out + i),
+				    _mm256_packus_epi16(_mm256_packs_epi32(s[0], s[1]), _mm256_packs_epi32(s[2], s[3])));
 	}
 	for (; i < row_bytes; i++) {
 		int32_t s = 1 << (PRECISION_BITS - 1);

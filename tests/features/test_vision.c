@@ -276,6 +276,61 @@ static void test_png_region_equals_full_decode(void **state)
 }
 
 /*
+ * The AVX2 passes give the portable passes' bytes (which are Pillow's arithmetic, step for
+ * step: test_vision.py checks those against Pillow itself), for up- and downscales, odd widths
+ * (the 8-pixel blocks' remainders), 1-pixel edges, windows, and both filters.
+ */
+static void test_resize_avx2_is_portable(void **state)
+{
+	static const uint32_t sizes[][8] = {
+		/* sh, sw, full_h, full_w, y0, x0, dh, dw */
+		{ 97, 131, 224, 224, 0, 0, 224, 224 }, { 375, 500, 224, 224, 0, 0, 224, 224 },
+		{ 480, 97, 224, 224, 0, 0, 224, 224 }, { 61, 800, 23, 37, 0, 0, 23, 37 },
+		{ 224, 224, 224, 224, 0, 0, 224, 224 }, { 300, 413, 224, 229, 0, 0, 224, 229 },
+		{ 97, 131, 97, 9, 0, 0, 97, 9 }, { 131, 97, 7, 97, 0, 0, 7, 97 },
+		{ 2, 1, 5, 3, 0, 0, 5, 3 }, { 1, 29, 1, 1, 0, 0, 1, 1 }, { 600, 17, 224, 15, 0, 0, 224, 15 },
+		{ 375, 500, 256, 341, 16, 58, 224, 224 }, { 800, 533, 224, 224, 3, 5, 200, 211 },
+	};
+	uint8_t *a = malloc(224 * 341 * 3), *b = malloc(224 * 341 * 3), *img = photo(800, 800, 11);
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	if (!gv_have_avx2()) {
+		free(a);
+		free(b);
+		free(img);
+		skip();
+	}
+	for (int round = 0; round < 6; round++) {
+		enum grist_vision_interp in = round % 2 ? GRIST_VISION_BICUBIC : GRIST_VISION_BILINEAR;
+		uint32_t c = round < 4 ? 3 : 1; /* gray: the portable horizontal pass, the AVX2 vertical one */
+
+		if (round == 2) /* noise: bicubic's negative lobes overshoot, both clamps run */
+			t_fill(img, 800 * 800 * 3, 12);
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+			const uint32_t *s = sizes[i];
+			size_t n = (size_t)s[6] * s[7] * c;
+
+			memset(a, 0xa5, n);
+			memset(b, 0x5a, n);
+			assert_int_equal(gv_resize_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], a, s[6], s[7],
+							(size_t)s[7] * c, in, true),
+					 0);
+			assert_int_equal(gv_resize_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], b, s[6], s[7],
+							(size_t)s[7] * c, in, false),
+					 0);
+			if (memcmp(a, b, n))
+				fail_msg("%s %ux%ux%u -> %ux%u (window %ux%u at %u, %u): AVX2 differs from the portable pass",
+					 round % 2 ? "bicubic" : "bilinear", s[0], s[1], c, s[2], s[3], s[6], s[7], s[4], s[5]);
+		}
+	}
+	free(a);
+	free(b);
+	free(img);
+}
+
+/*
  * antialias=False (TF's kernels) under the sanitizers: at scale 1 both are the identity
  * (the half-pixel position lands on the pixel, the other taps weigh 0), and up- and
  * downscales of every edge size run inside their buffers. Values: test_vision.py.
@@ -369,18 +424,33 @@ static void test_cmyk_and_fast(void **state)
 		for (uint64_t i = 0; i < 20; i++)
 			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", o, sizeof(o), NULL), 0);
 	}
-	/* float32 HWC, flipped: emit()'s vector path on odd widths */
+	/*
+	 * float32 HWC, flipped: emit()'s vector path (table lookups by gather) on odd widths gives
+	 * each value's own arithmetic, (x / 255 - mean) / std in float32, to the bit
+	 */
 	{
-		float fo[17 * 23 * 3];
+		static const float mean[3] = { 0.485f, 0.456f, 0.406f }, sd[3] = { 0.229f, 0.224f, 0.225f };
+		float fo[17 * 23 * 3], want[17 * 23 * 3];
+		uint8_t u8[17 * 23 * 3];
 
 		t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
 		t.out_height = 17;
 		t.out_width = 23;
-		t.normalize = true;
 		t.flip = 1.0;
 		t.decode = GRIST_VISION_DECODE_EXACT;
-		for (uint64_t i = 0; i < 10; i++)
+		memcpy(t.mean, mean, sizeof(mean));
+		memcpy(t.std, sd, sizeof(sd));
+		for (uint64_t i = 0; i < 10; i++) {
+			t.normalize = true;
+			t.dtype = GRIST_DTYPE_FLOAT32;
 			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", fo, sizeof(fo), NULL), 0);
+			t.normalize = false;
+			t.dtype = GRIST_DTYPE_UINT8;
+			assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", u8, sizeof(u8), NULL), 0);
+			for (size_t j = 0; j < sizeof(u8); j++)
+				want[j] = ((float)u8[j] / 255.0f - mean[j % 3]) / sd[j % 3];
+			assert_memory_equal(fo, want, sizeof(fo));
+		}
 	}
 	free(jpg);
 	free(px);
@@ -729,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_png_region_equals_full_decode),
 		cmocka_unit_test(test_resize_table_bound),
 		cmocka_unit_test(test_resize_tf_kernels),
+		cmocka_unit_test(test_resize_avx2_is_portable),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),
