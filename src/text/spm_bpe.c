@@ -46,6 +46,7 @@ struct grist_spm_bpe {
 	char *strings;   /* its NUL-terminated replacement strings */
 	size_t ud_max;   /* the longest USER_DEFINED piece, 0: none */
 	uint8_t ud_first[256];
+	bool words;      /* no piece spans a word's start: words merge apart, and repeat (a cache) */
 };
 
 struct grist_spm_sym {
@@ -208,6 +209,29 @@ static int byte_ids(struct grist_spm_bpe *m)
 	return 0;
 }
 
+static const uint8_t WS[3] = { 0xe2, 0x96, 0x81 }; /* U+2581, the escaped space */
+
+/*
+ * Whether a normal or user-defined piece holds a U+2581 that follows something else: only such
+ * a piece can join across the start of a word (a U+2581 after a character that is not one).
+ * When none does, each word's merges are its own: the agenda's order restricted to a word is
+ * the order the word alone gives (the same scores, the same relative positions).
+ */
+static bool spans_words(const struct grist_spm_bpe *m)
+{
+	for (uint32_t id = 0; id < m->n; id++) {
+		size_t len;
+		const uint8_t *p = grist_vocab_bytes(&m->vocab, id, &len);
+
+		if (m->type[id] != T_NORMAL && m->type[id] != T_USER_DEFINED)
+			continue;
+		for (size_t k = 1; k + 3 <= len; k++)
+			if (!memcmp(p + k, WS, 3) && (k < 3 || memcmp(p + k - 3, WS, 3)))
+				return true;
+	}
+	return false;
+}
+
 int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe **out)
 {
 	struct specs sp = { .model_type = 1, .dummy_prefix = true, .extra_ws = true, .escape_ws = true };
@@ -236,6 +260,7 @@ int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct
 		ret = 1;
 	if (!ret)
 		ret = byte_ids(m);
+	m->words = !ret && m->escape_ws && !m->ws_suffix && !spans_words(m);
 	if (!ret && sp.charsmap_len) {
 		/* grist_spm_check() walked this trie from its root: every node reached is in bounds */
 		uint32_t trie;
@@ -264,12 +289,14 @@ void grist_spm_scratch_free(struct grist_spm_scratch *s)
 	free(s->norm);
 	free(s->sym);
 	free(s->heap);
+	free(s->cache);
 	memset(s, 0, sizeof(*s));
 }
 
 size_t grist_spm_scratch_bytes(const struct grist_spm_scratch *s)
 {
-	return s->norm_cap + s->sym_cap * sizeof(*s->sym) + s->heap_cap * sizeof(*s->heap);
+	return s->norm_cap + s->sym_cap * sizeof(*s->sym) + s->heap_cap * sizeof(*s->heap) +
+	       (s->cache ? GRIST_BPE_CACHE_SLOTS * sizeof(*s->cache) : 0);
 }
 
 /* string_util::OneCharLen: a UTF-8 lead byte's length (1 for a stray continuation byte) */
@@ -351,7 +378,6 @@ static int norm_reserve(struct grist_spm_scratch *s, size_t need)
 /* Normalizer::Normalize into s->norm: its length, or a negative errno. */
 static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *in, size_t n)
 {
-	static const uint8_t ws[3] = { 0xe2, 0x96, 0x81 }; /* U+2581 */
 	const uint8_t *end = in + n, *o;
 	size_t nl = 0, olen, used;
 	bool prev_space;
@@ -368,7 +394,7 @@ static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s
 	if (norm_reserve(s, 3))
 		return -ENOMEM;
 	if (!m->ws_suffix && m->dummy_prefix) {
-		memcpy(s->norm, m->escape_ws ? ws : (const uint8_t *)" ", m->escape_ws ? 3 : 1);
+		memcpy(s->norm, m->escape_ws ? WS : (const uint8_t *)" ", m->escape_ws ? 3 : 1);
 		nl = m->escape_ws ? 3 : 1;
 	}
 	prev_space = m->extra_ws;
@@ -381,7 +407,7 @@ static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s
 				return -ENOMEM;
 			for (size_t k = 0; k < olen; k++) {
 				if (m->escape_ws && o[k] == ' ') {
-					memcpy(s->norm + nl, ws, 3);
+					memcpy(s->norm + nl, WS, 3);
 					nl += 3;
 				} else {
 					s->norm[nl++] = o[k];
@@ -395,7 +421,7 @@ static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s
 	}
 	if (m->extra_ws) { /* trailing spaces */
 		size_t wl = m->escape_ws ? 3 : 1;
-		const uint8_t *w = m->escape_ws ? ws : (const uint8_t *)" ";
+		const uint8_t *w = m->escape_ws ? WS : (const uint8_t *)" ";
 
 		while (nl >= wl && !memcmp(s->norm + nl - wl, w, wl))
 			nl -= wl;
@@ -403,7 +429,7 @@ static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s
 	if (m->ws_suffix && m->dummy_prefix) {
 		if (norm_reserve(s, nl + 3))
 			return -ENOMEM;
-		memcpy(s->norm + nl, m->escape_ws ? ws : (const uint8_t *)" ", m->escape_ws ? 3 : 1);
+		memcpy(s->norm + nl, m->escape_ws ? WS : (const uint8_t *)" ", m->escape_ws ? 3 : 1);
 		nl += m->escape_ws ? 3 : 1;
 	}
 	return (long)nl;
@@ -474,35 +500,31 @@ static int maybe_add(const struct grist_spm_bpe *m, struct agenda *ag, const uin
 	return 0;
 }
 
-int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
-			 struct grist_ids *out)
+/*
+ * bpe_model.cc's SampleEncode over norm[a, b), then PopulateSentencePieceText's ids appended to
+ * @out; *prev_unk: whether the last id was an unknown (a run of them is one id). 0, 1 (the
+ * text is the library's) or a negative errno.
+ */
+static int encode_range(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
+			size_t b, struct grist_ids *out, bool *prev_unk)
 {
 	struct agenda ag = { s, 0 };
 	struct grist_spm_sym *sym;
-	long nl = normalize(m, s, text, len);
 	int32_t n = 0, i;
-	bool prev_unk = false;
-	const uint8_t *norm;
 
-	if (nl < 0)
-		return grist_fail((int)nl, "no memory to normalize a text of %zu bytes", len);
-	if (nl == 0)
-		return 0;
-	if (nl >= INT32_MAX)
-		return 1; /* the library's int indexes */
-	norm = s->norm;
-	if (grist_array_reserve((void **)&s->sym, &s->sym_cap, (size_t)nl, sizeof(*s->sym)))
-		return grist_fail(-ENOMEM, "no memory for a text's %ld symbols", nl);
+	if (grist_array_reserve((void **)&s->sym, &s->sym_cap, b - a, sizeof(*s->sym)))
+		return grist_fail(-ENOMEM, "no memory for a text's %zu symbols", b - a);
 	sym = s->sym;
+	norm += a;
 	/* the characters and user-defined pieces (frozen), linked */
-	for (size_t at = 0; at < (size_t)nl; n++) {
-		size_t l = ud_match(m, norm + at, (size_t)nl - at);
+	for (size_t at = 0; at < b - a; n++) {
+		size_t l = ud_match(m, norm + at, b - a - at);
 		bool freeze = l > 0;
 
 		if (!l) {
 			l = one_char_len(norm[at]);
-			if (l > (size_t)nl - at)
-				l = (size_t)nl - at;
+			if (l > b - a - at)
+				l = b - a - at;
 		}
 		sym[n] = (struct grist_spm_sym){ n - 1, n + 1, (uint32_t)at, (uint32_t)l, freeze };
 		at += l;
@@ -546,12 +568,78 @@ int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch
 				return -ENOMEM;
 			for (uint32_t k = 0; k < sym[i].len; k++)
 				out->v[out->n++] = m->byte_id[p[k]];
-		} else if (!(unk && prev_unk)) {
+		} else if (!(unk && *prev_unk)) {
 			if (grist_ids_reserve(out, 1))
 				return -ENOMEM;
 			out->v[out->n++] = (int32_t)id;
 		}
-		prev_unk = unk;
+		*prev_unk = unk;
 	}
 	return 0;
+}
+
+/* One word (or a whole text): from the cache when it is there, else merged and kept. */
+static int encode_word(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
+		       size_t b, struct grist_ids *out, bool *prev_unk)
+{
+	struct grist_bpe_cache_entry *e, *slot;
+	size_t first = out->n;
+	bool unk = false;
+	int ret;
+
+	if (b - a > GRIST_BPE_CACHE_LEN)
+		return encode_range(m, s, norm, a, b, out, prev_unk);
+	e = grist_bpe_cache_find(&s->cache, norm + a, b - a, &slot);
+	if (e) {
+		if (grist_ids_reserve(out, e->n))
+			return -ENOMEM;
+		memcpy(out->v + out->n, e->ids, e->n * sizeof(*e->ids));
+		out->n += e->n;
+	} else {
+		/* kept as the word alone gives them (no unknown before it) */
+		ret = encode_range(m, s, norm, a, b, out, &unk);
+		if (ret)
+			return ret;
+		grist_bpe_cache_put(slot, norm + a, b - a, out->v + first, out->n - first);
+	}
+	if (m->byte_fallback || out->n == first)
+		return 0;
+	/*
+	 * Without byte fallback an id is <unk> exactly when its piece is unknown: join the run.
+	 * (A word starts with U+2581, so this happens only in a model that lacks that piece.)
+	 */
+	if (*prev_unk && out->v[first] == m->unk_id) {
+		memmove(out->v + first, out->v + first + 1, (out->n - first - 1) * sizeof(*out->v));
+		out->n--;
+	}
+	*prev_unk = out->n > first ? out->v[out->n - 1] == m->unk_id : *prev_unk;
+	return 0;
+}
+
+int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
+			 struct grist_ids *out)
+{
+	long nl = normalize(m, s, text, len);
+	bool prev_unk = false;
+	size_t a = 0, i;
+	int ret;
+
+	if (nl < 0)
+		return grist_fail((int)nl, "no memory to normalize a text of %zu bytes", len);
+	if (nl == 0)
+		return 0;
+	if (nl >= INT32_MAX)
+		return 1; /* the library's int indexes */
+	if (!m->words)
+		return encode_range(m, s, s->norm, 0, (size_t)nl, out, &prev_unk);
+	/* words: each U+2581 that does not follow another starts one */
+	for (i = 1; i + 3 <= (size_t)nl; i++) {
+		if (s->norm[i] != 0xe2 || memcmp(s->norm + i, WS, 3) || (i >= 3 && !memcmp(s->norm + i - 3, WS, 3)))
+			continue;
+		ret = encode_word(m, s, s->norm, a, i, out, &prev_unk);
+		if (ret)
+			return ret;
+		a = i;
+	}
+	return encode_word(m, s, s->norm, a, (size_t)nl, out, &prev_unk);
 }

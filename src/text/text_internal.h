@@ -163,6 +163,16 @@ struct grist_bpe_cache_entry {
 	int32_t ids[GRIST_BPE_CACHE_IDS];
 };
 
+/*
+ * The entry of @cache (made on first use; NULL when there is no memory for it) that holds
+ * @p's ids, or NULL; *slot: where they would go, for grist_bpe_cache_put() (a no-op for a
+ * NULL slot, a piece over GRIST_BPE_CACHE_LEN bytes or over GRIST_BPE_CACHE_IDS ids).
+ */
+struct grist_bpe_cache_entry *grist_bpe_cache_find(struct grist_bpe_cache_entry **cache, const uint8_t *p,
+						   size_t len, struct grist_bpe_cache_entry **slot);
+void grist_bpe_cache_put(struct grist_bpe_cache_entry *slot, const uint8_t *p, size_t len, const int32_t *ids,
+			 size_t n);
+
 /* BPE scratch (bpe.c): the parts of one piece and the heap of candidate merges. */
 struct grist_bpe_scratch {
 	uint32_t *start, *next, *prev, *rank;
@@ -273,6 +283,7 @@ struct grist_spm_scratch {
 	size_t sym_cap;
 	struct grist_spm_pair *heap;
 	size_t heap_cap;
+	struct grist_bpe_cache_entry *cache; /* a word's ids (made on first use) */
 };
 int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe **out);
 void grist_spm_bpe_close(struct grist_spm_bpe *m);
