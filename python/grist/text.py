@@ -22,9 +22,9 @@ class Tokenizer:
     """A tokenizer file, ready to encode on any number of threads.
 
     Args:
-      path: a SentencePiece model when the name ends in ``.model`` (encoded by the
-        SentencePiece library itself: BPE and Unigram, its normalizers, byte fallback, dummy
-        prefix); Mistral's tekken JSON when it ends in ``.json`` (its pattern, its special
+      path: a SentencePiece model when the name ends in ``.model`` (BPE and Unigram, its
+        normalizers, byte fallback, dummy prefix, with the SentencePiece library's ids: a BPE
+        model encoded natively in C, others by the library itself); Mistral's tekken JSON when it ends in ``.json`` (its pattern, its special
         tokens as ids 0..n-1 and every other id its rank + n, as mistral-common gives them);
         else a tiktoken ranks file (byte-level BPE, merged by rank as tiktoken does).
       pattern: ranks files only: how the text is split before the merges, a name from
