@@ -9,11 +9,12 @@
  * them (byte fallback, runs of unknowns merged). Each step below follows that code, named.
  *
  * A model with anything this file does not implement (another model type, UNUSED pieces, a
- * piece whose bytes repeat, a piece over 64 KiB) is left to the library at open, whole; a text
+ * piece whose bytes repeat, a piece over 64 KiB, a NaN score) is left to the library at open, whole; a text
  * whose encode the library would fail (a control piece one character long met in it) is left
  * to the library per text. Nothing is approximated.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -169,7 +170,8 @@ static int read_pieces(const char *path, const uint8_t *data, size_t len, struct
 		}
 		if (ret < 0)
 			return ret;
-		if (plen > 0xffff || type == T_UNUSED) /* the arena's 16-bit lengths; UNUSED's resegmentation */
+		/* the arena's 16-bit lengths; UNUSED's resegmentation; a NaN has no place in the agenda's order */
+		if (plen > 0xffff || type == T_UNUSED || isnan(score))
 			return 1;
 		memcpy(m->vocab.arena + off, piece, plen);
 		m->vocab.tok[id] = (uint64_t)off << 16 | plen;
