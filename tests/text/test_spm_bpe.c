@@ -228,6 +228,27 @@ static void test_option(void **state)
 	}
 	assert_int_equal(n[0], n[1]);
 	assert_memory_equal(ids[0], ids[1], n[0] * sizeof(int32_t));
+	/* on 2 threads, each with its own scratch and word cache, the same ids as one at a time */
+	{
+		enum { N = 64 };
+		const void *tv[N];
+		size_t lens[N];
+		char bufs[N][48];
+		struct grist_token_batch b;
+
+		for (size_t i = 0; i < N; i++) {
+			lens[i] = (size_t)snprintf(bufs[i], sizeof(bufs[i]), "the %zu quick kato  fox %zu\xef\xac\x81", i % 7,
+						   i * 37);
+			tv[i] = bufs[i];
+		}
+		assert_int_equal(grist_tokenizer_encode_batch(t[0], tv, lens, N, 0, 2, &b), 0);
+		for (size_t i = 0; i < N; i++) {
+			assert_int_equal(grist_tokenizer_encode(c[1], tv[i], lens[i], 0, &ids[1], &n[1]), 0);
+			assert_int_equal(b.offsets[i + 1] - b.offsets[i], n[1]);
+			assert_memory_equal(b.ids + b.offsets[i], ids[1], n[1] * sizeof(int32_t));
+		}
+		grist_token_batch_free(&b);
+	}
 	for (int i = 0; i < 2; i++) {
 		grist_tokenizer_ctx_destroy(c[i]);
 		grist_tokenizer_close(t[i]);
