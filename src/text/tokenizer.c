@@ -477,8 +477,13 @@ void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep)
 		grist_bpe_scratch_free(&c->bpe);
 		c->bpe.work = work;
 	}
-	if (grist_spm_scratch_bytes(&c->spm) > keep)
+	if (grist_spm_scratch_bytes(&c->spm) > keep) { /* the word cache (fixed size) stays */
+		struct grist_bpe_cache_entry *cache = c->spm.cache;
+
+		c->spm.cache = NULL;
 		grist_spm_scratch_free(&c->spm);
+		c->spm.cache = cache;
+	}
 	if (c->text_cap > keep) {
 		free(c->text);
 		c->text = NULL;
