@@ -4,15 +4,17 @@
 On the same corpus (Python's documentation text, pydoc_data.topics, one text per topic,
 --copies times over), each round times, one after the other and alternating which goes first:
   - grist's tiktoken-format BPE and tiktoken.Encoding.encode_ordinary (the same ranks, --pattern);
-  - grist's SentencePiece (Debian's libsentencepiece) and sentencepiece's encode (the same .model);
+  - grist's SentencePiece (a BPE model natively, src/text/spm_bpe.c; others through Debian's
+    libsentencepiece) and sentencepiece's encode (the same .model);
 then prints each one's median MB/s over --rounds, the ratios, and grist's encode_batch on
 --threads threads. The ids of every text are checked equal first.
 
     bench/py/text_pipeline.py --ranks gpt2.tiktoken --model tokenizer.model.v1 --rounds 7
 
-With --direct build/release/bench/bench_spm, the SentencePiece rounds add Debian's library called
-directly from C++ and grist's C call (bench/bench_spm.cc): what the shim costs, apart from what
-the library's build costs against PyPI's wheel.
+With --direct build/release/bench/bench_spm, the SentencePiece rounds add grist through Debian's
+library (Tokenizer(sentencepiece_library=True)), Debian's library called directly from C++ and
+grist's C call (bench/bench_spm.cc): what the shim costs, what the library's build costs against
+PyPI's wheel, and what the native encoder gains.
 
     bench/py/text_pipeline.py --model tokenizer.model.v1 --direct build/release/bench/bench_spm --rounds 9
 
@@ -236,6 +238,7 @@ def pipeline(args, texts, kind):
 
 
 def direct(args, texts, mb, tok, sp):
+    from grist.text import Tokenizer
     """What the shim costs and what the library's build costs, one thread, the same texts.
 
     Each round times, in an order that rotates: PyPI's sentencepiece.encode; grist's
@@ -251,8 +254,9 @@ def direct(args, texts, mb, tok, sp):
     with tempfile.NamedTemporaryFile(suffix=".txt") as f:
         f.write(b"\0".join(t.encode() for t in texts))
         f.flush()
-        times = {"PyPI sentencepiece.encode": [], "grist Tokenizer.encode": [], "Debian library, direct (C++)": [],
-                 "grist_tokenizer_encode (C)": []}
+        lib = Tokenizer(args.model, sentencepiece_library=True)
+        times = {"PyPI sentencepiece.encode": [], "grist Tokenizer.encode": [], "grist, library (Python)": [],
+                 "Debian library, direct (C++)": [], "grist_tokenizer_encode (C)": []}
 
         def pypi():
             t0 = time.thread_time()
@@ -266,15 +270,21 @@ def direct(args, texts, mb, tok, sp):
                 tok.encode(t)
             times["grist Tokenizer.encode"].append(time.thread_time() - t0)
 
+        def library():
+            t0 = time.thread_time()
+            for t in texts:
+                lib.encode(t)
+            times["grist, library (Python)"].append(time.thread_time() - t0)
+
         def cxx():
             r = json.loads(subprocess.run([args.direct, args.model, f.name, "1"], check=True, capture_output=True,
                                           text=True).stdout)
             times["Debian library, direct (C++)"] += r["debian"]
             times["grist_tokenizer_encode (C)"] += r["grist"]
 
-        runs = [pypi, ours, cxx]
+        runs = [pypi, ours, library, cxx]
         for r in range(args.rounds):
-            for fn in runs[r % 3:] + runs[:r % 3]:
+            for fn in runs[r % 4:] + runs[:r % 4]:
                 fn()
     med = {n: statistics.median(v) for n, v in times.items()}
     print("SentencePiece (%s), one thread (%.2f MB, medians of %d rotated rounds):" % (
@@ -282,7 +292,7 @@ def direct(args, texts, mb, tok, sp):
     for n, v in times.items():
         print("  %-30s %7.2f MB/s   %.2fx PyPI   runs: %s" % (n, mb / med[n], med["PyPI sentencepiece.encode"] / med[n],
                                                           " ".join("%.3f" % x for x in v)))
-    print("  shim cost: grist_tokenizer_encode / direct = %.3fx the time" % (
+    print("  the native encoder: grist_tokenizer_encode / Debian's library direct = %.3fx the time" % (
         med["grist_tokenizer_encode (C)"] / med["Debian library, direct (C++)"]))
 
 

@@ -68,6 +68,12 @@ struct grist_tokenizer_options {
 	/* Ranks files: n_special special tokens (copied at open). Must be 0 for SentencePiece. */
 	const struct grist_special_token *special;
 	size_t n_special;
+	/*
+	 * SentencePiece: nonzero encodes every text through libsentencepiece. 0 (the default)
+	 * encodes a BPE model natively in C, id for id as the library (docs/text.md says which
+	 * models; any other model, and decode, go through the library either way).
+	 */
+	int sentencepiece_library;
 };
 
 /** grist_tokenizer_options_init() - the defaults: pattern "gpt2", no special tokens. */

@@ -22,9 +22,9 @@ class Tokenizer:
     """A tokenizer file, ready to encode on any number of threads.
 
     Args:
-      path: a SentencePiece model when the name ends in ``.model`` (encoded by the
-        SentencePiece library itself: BPE and Unigram, its normalizers, byte fallback, dummy
-        prefix); Mistral's tekken JSON when it ends in ``.json`` (its pattern, its special
+      path: a SentencePiece model when the name ends in ``.model`` (BPE and Unigram, its
+        normalizers, byte fallback, dummy prefix, with the SentencePiece library's ids: a BPE
+        model encoded natively in C, others by the library itself); Mistral's tekken JSON when it ends in ``.json`` (its pattern, its special
         tokens as ids 0..n-1 and every other id its rank + n, as mistral-common gives them);
         else a tiktoken ranks file (byte-level BPE, merged by rank as tiktoken does).
       pattern: ranks files only: how the text is split before the merges, a name from
@@ -33,17 +33,24 @@ class Tokenizer:
       special_tokens: ranks files only (not tekken, which has its own): a dict ``{text: id}``
         of special tokens, ids that are not ranks of the file. Default ``None``: none. Text that spells one is plain text
         unless ``encode(..., allowed_special=True)``.
+      sentencepiece_library: ``.model`` files only. Default ``False``: a BPE model whose every
+        encode-time setting grist implements (docs/text.md lists them; Mistral's models and
+        byte-fallback BPE among them) is encoded natively in C, id for id as the library;
+        other models go through the library. ``True``: every text through the library
+        (for comparison). Decode always uses the library.
 
     Raises ``FileNotFoundError`` for a missing file, ``grist.Error`` (errno EBADMSG) for a
     corrupt one (the message names the line), ``ValueError`` for a bad pattern or special token.
     Pickles as its path and keywords (the file is read again where it is unpickled).
     """
 
-    def __init__(self, path, *, pattern=None, special_tokens=None):
+    def __init__(self, path, *, pattern=None, special_tokens=None, sentencepiece_library=False):
         self._path = _os.fspath(path)
         self._pattern = pattern
         self._special = dict(special_tokens) if special_tokens else None
-        self._t = _grist.Tokenizer(self._path, pattern=pattern, special_tokens=self._special)
+        self._library = bool(sentencepiece_library)
+        self._t = _grist.Tokenizer(self._path, pattern=pattern, special_tokens=self._special,
+                                   sentencepiece_library=self._library)
         self._info = self._t.info()
 
     @property
@@ -130,11 +137,11 @@ class Tokenizer:
         return "grist.text.Tokenizer(%r, kind=%r, vocab_size=%d%s)" % (self._path, self.kind, self.vocab_size, extra)
 
     def __reduce__(self):
-        return (_rebuild, (self._path, self._pattern, self._special))
+        return (_rebuild, (self._path, self._pattern, self._special, self._library))
 
 
-def _rebuild(path, pattern, special_tokens):
-    return Tokenizer(path, pattern=pattern, special_tokens=special_tokens)
+def _rebuild(path, pattern, special_tokens, sentencepiece_library=False):
+    return Tokenizer(path, pattern=pattern, special_tokens=special_tokens, sentencepiece_library=sentencepiece_library)
 
 
 class TextSpec:

@@ -69,7 +69,7 @@ fail:
 
 static int tokenizer_init(TokenizerObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = { "path", "pattern", "special_tokens", NULL };
+	static char *kwlist[] = { "path", "pattern", "special_tokens", "sentencepiece_library", NULL };
 	PyObject *path = NULL, *special = NULL;
 	const char *pattern = NULL;
 	struct grist_tokenizer_options o;
@@ -77,10 +77,10 @@ static int tokenizer_init(TokenizerObject *self, PyObject *args, PyObject *kwds)
 	struct grist_tokenizer *t = NULL;
 	char msg[1024] = "";
 	size_t n_sp = 0;
-	int ret;
+	int ret, library = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|$zO:Tokenizer", kwlist, PyUnicode_FSConverter, &path, &pattern,
-					 &special))
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|$zOp:Tokenizer", kwlist, PyUnicode_FSConverter, &path, &pattern,
+					 &special, &library))
 		return -1;
 	if (self->t) {
 		Py_DECREF(path);
@@ -95,6 +95,7 @@ static int tokenizer_init(TokenizerObject *self, PyObject *args, PyObject *kwds)
 	o.pattern = pattern;
 	o.special = sp;
 	o.n_special = n_sp;
+	o.sentencepiece_library = library;
 	Py_BEGIN_ALLOW_THREADS
 	ret = grist_tokenizer_open(PyBytes_AS_STRING(path), &o, &t);
 	if (ret)
@@ -332,7 +333,7 @@ PyTypeObject gristpy_TokenizerType = {
 	.tp_name = "grist._grist.Tokenizer",
 	.tp_basicsize = sizeof(TokenizerObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
-	.tp_doc = "Tokenizer(path, *, pattern=None, special_tokens=None): grist/text.h; use grist.text.Tokenizer.",
+	.tp_doc = "Tokenizer(path, *, pattern=None, special_tokens=None, sentencepiece_library=False): grist/text.h; use grist.text.Tokenizer.",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)tokenizer_init,
 	.tp_dealloc = (destructor)tokenizer_dealloc,

@@ -192,22 +192,32 @@ static int merge_heap(const struct grist_vocab *v, struct grist_bpe_scratch *s, 
 	return emit(v, p, bounds, nb, out);
 }
 
-/* The cache entry for @p if it holds that piece, else NULL; *slot: where the piece would go. */
-static struct grist_bpe_cache_entry *cache_find(struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
-						struct grist_bpe_cache_entry **slot)
+struct grist_bpe_cache_entry *grist_bpe_cache_find(struct grist_bpe_cache_entry **cache, const uint8_t *p,
+						   size_t len, struct grist_bpe_cache_entry **slot)
 {
 	struct grist_bpe_cache_entry *e;
 	uint64_t head;
 
-	if (!s->cache) {
-		s->cache = calloc(GRIST_BPE_CACHE_SLOTS, sizeof(*s->cache));
-		*slot = s->cache;
-		if (!s->cache)
+	*slot = NULL;
+	if (!*cache) {
+		*cache = calloc(GRIST_BPE_CACHE_SLOTS, sizeof(**cache));
+		if (!*cache)
 			return NULL; /* no cache: merge every time */
 	}
-	e = &s->cache[grist_vocab_hash(p, len, &head) & (GRIST_BPE_CACHE_SLOTS - 1)];
+	e = &(*cache)[grist_vocab_hash(p, len, &head) & (GRIST_BPE_CACHE_SLOTS - 1)];
 	*slot = e;
 	return e->len == len && grist_vocab_same(e->bytes, p, len) ? e : NULL;
+}
+
+void grist_bpe_cache_put(struct grist_bpe_cache_entry *slot, const uint8_t *p, size_t len, const int32_t *ids,
+			 size_t n)
+{
+	if (!slot || len > GRIST_BPE_CACHE_LEN || n > GRIST_BPE_CACHE_IDS)
+		return;
+	slot->len = (uint8_t)len;
+	slot->n = (uint8_t)n;
+	memcpy(slot->bytes, p, len);
+	memcpy(slot->ids, ids, n * sizeof(*ids));
 }
 
 static int merge(const struct grist_vocab *v, struct grist_bpe_scratch *s, const uint8_t *p, size_t len,
@@ -240,7 +250,7 @@ int grist_bpe_encode_piece(const struct grist_vocab *v, struct grist_bpe_scratch
 	}
 	if (len > GRIST_BPE_CACHE_LEN)
 		return merge(v, s, p, len, scan_max, out);
-	e = cache_find(s, p, len, &slot);
+	e = grist_bpe_cache_find(&s->cache, p, len, &slot);
 	if (e) {
 		if (grist_ids_reserve(out, e->n))
 			return -ENOMEM;
@@ -250,11 +260,7 @@ int grist_bpe_encode_piece(const struct grist_vocab *v, struct grist_bpe_scratch
 	}
 	first = out->n;
 	ret = merge(v, s, p, len, scan_max, out);
-	if (!ret && slot && out->n - first <= GRIST_BPE_CACHE_IDS) {
-		slot->len = (uint8_t)len;
-		slot->n = (uint8_t)(out->n - first);
-		memcpy(slot->bytes, p, len);
-		memcpy(slot->ids, out->v + first, slot->n * sizeof(*slot->ids));
-	}
+	if (!ret)
+		grist_bpe_cache_put(slot, p, len, out->v + first, out->n - first);
 	return ret;
 }

@@ -142,8 +142,7 @@ void grist_vocab_free(struct grist_vocab *v)
 	memset(v, 0, sizeof(*v));
 }
 
-/* Put rank @r (its bytes already in the arena) into the hash table; -EBADMSG if the bytes repeat. */
-static int insert(struct grist_vocab *v, uint32_t r, const char *path, size_t lineno)
+uint32_t grist_vocab_insert(struct grist_vocab *v, uint32_t r)
 {
 	size_t len, i;
 	const uint8_t *b = grist_vocab_bytes(v, r, &len);
@@ -155,10 +154,22 @@ static int insert(struct grist_vocab *v, uint32_t r, const char *path, size_t li
 		const uint8_t *ob = grist_vocab_bytes(v, v->slots[i].rank, &ol);
 
 		if (ol == len && !memcmp(ob, b, len))
-			return grist_fail(-EBADMSG, "%s: line %zu: the token of rank %u repeats rank %u's", path,
-					  lineno, r, v->slots[i].rank);
+			return v->slots[i].rank;
 	}
 	v->slots[i] = (struct grist_vocab_slot){ .head = head, .rank = r, .len = (uint32_t)len };
+	if (len == 1)
+		v->byte_rank[b[0]] = r;
+	return GRIST_RANK_NONE;
+}
+
+/* Put rank @r (its bytes already in the arena) into the hash table; -EBADMSG if the bytes repeat. */
+static int insert(struct grist_vocab *v, uint32_t r, const char *path, size_t lineno)
+{
+	uint32_t dup = grist_vocab_insert(v, r);
+
+	if (dup != GRIST_RANK_NONE)
+		return grist_fail(-EBADMSG, "%s: line %zu: the token of rank %u repeats rank %u's", path, lineno, r,
+				  dup);
 	return 0;
 }
 
@@ -271,8 +282,6 @@ int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *fi
 			ret = insert(v, r, path, lineno);
 			if (ret)
 				goto out;
-			if (tl == 1)
-				v->byte_rank[v->arena[off]] = r;
 			off += tl;
 			p += n + 1;
 		}

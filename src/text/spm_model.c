@@ -34,19 +34,6 @@ enum { TYPE_NORMAL = 1, TYPE_UNKNOWN = 2, TYPE_CONTROL = 3, TYPE_USER_DEFINED = 
 enum { TRAINER_MODEL_TYPE = 3, TRAINER_BYTE_FALLBACK = 35 };
 enum { NORM_CHARSMAP = 2 };
 
-struct pb {
-	const uint8_t *p, *end;
-};
-
-struct pb_field {
-	const uint8_t *at; /* its key */
-	uint32_t num;
-	unsigned wt;
-	uint64_t v;	     /* a varint's or fixed field's value */
-	const uint8_t *data; /* WT_LEN: the bytes */
-	size_t len;
-};
-
 struct check {
 	const char *path;
 	const uint8_t *base; /* the file, for byte offsets in messages */
@@ -68,7 +55,7 @@ static int bad(const struct check *c, const void *at, const char *fmt, ...)
 }
 
 /* A varint of at most 10 bytes: 0, or -1 when it is longer or cut short. */
-static int pb_varint(struct pb *b, uint64_t *v)
+static int pb_varint(struct grist_pb *b, uint64_t *v)
 {
 	uint64_t x = 0;
 	unsigned shift;
@@ -89,7 +76,7 @@ static int pb_varint(struct pb *b, uint64_t *v)
 }
 
 /* The next field of @b into @f: 1, 0 at the end of @b, or a negative errno with a message. */
-static int pb_next(const struct check *c, struct pb *b, struct pb_field *f)
+static int pb_next(const struct check *c, struct grist_pb *b, struct grist_pb_field *f)
 {
 	const uint8_t *at = b->p;
 	uint64_t key, n;
@@ -130,7 +117,14 @@ static int pb_next(const struct check *c, struct pb *b, struct pb_field *f)
 	}
 }
 
-static int want_type(const struct check *c, const struct pb_field *f, unsigned wt, const char *what)
+int grist_spm_pb_next(const char *path, const uint8_t *base, struct grist_pb *b, struct grist_pb_field *f)
+{
+	struct check c = { path, base };
+
+	return pb_next(&c, b, f);
+}
+
+static int want_type(const struct check *c, const struct grist_pb_field *f, unsigned wt, const char *what)
 {
 	if (f->wt != wt)
 		return bad(c, f->at, "%s (field %u) has wire type %u, not %u", what,
@@ -160,8 +154,8 @@ static int byte_piece(const uint8_t *s, size_t n)
 
 static int check_piece(const struct check *c, const uint8_t *msg, size_t len, struct pieces *ps)
 {
-	struct pb b = { msg, msg + len };
-	struct pb_field f;
+	struct grist_pb b = { msg, msg + len };
+	struct grist_pb_field f;
 	const uint8_t *piece = NULL;
 	size_t piece_len = 0;
 	uint64_t type = TYPE_NORMAL;
@@ -298,8 +292,8 @@ out:
 /* A NormalizerSpec: its last precompiled_charsmap (protobuf merges repeated messages, the last value wins). */
 static int find_charsmap(const struct check *c, const uint8_t *msg, size_t len, const uint8_t **map, size_t *map_len)
 {
-	struct pb b = { msg, msg + len };
-	struct pb_field f;
+	struct grist_pb b = { msg, msg + len };
+	struct grist_pb_field f;
 	int ret;
 
 	while ((ret = pb_next(c, &b, &f)) > 0)
@@ -318,8 +312,8 @@ struct trainer {
 
 static int check_trainer(const struct check *c, const uint8_t *msg, size_t len, struct trainer *t)
 {
-	struct pb b = { msg, msg + len };
-	struct pb_field f;
+	struct grist_pb b = { msg, msg + len };
+	struct grist_pb_field f;
 	int ret;
 
 	while ((ret = pb_next(c, &b, &f)) > 0) {
@@ -341,8 +335,8 @@ static int check_trainer(const struct check *c, const uint8_t *msg, size_t len, 
 int grist_spm_check(const char *path, const uint8_t *data, size_t len)
 {
 	struct check c = { path, data };
-	struct pb b = { data, data + len };
-	struct pb_field f;
+	struct grist_pb b = { data, data + len };
+	struct grist_pb_field f;
 	struct trainer trainer = { 1, 0 };
 	struct pieces *ps;
 	const uint8_t *norm = NULL, *denorm = NULL;

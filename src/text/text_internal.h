@@ -43,6 +43,11 @@ int grist_vocab_load(struct grist_vocab *v, const char *path);
 /* The same from @len bytes already in memory (@path names them in messages). */
 int grist_vocab_parse(struct grist_vocab *v, const char *path, const uint8_t *file, size_t len);
 void grist_vocab_free(struct grist_vocab *v);
+/*
+ * Put id @r (its bytes already in the arena, v->tok[r] set) into the hash table (and
+ * byte_rank when it is one byte): GRIST_RANK_NONE, or the id whose bytes @r repeats (not put).
+ */
+uint32_t grist_vocab_insert(struct grist_vocab *v, uint32_t r);
 /* Token @id's bytes (len 0 when the vocabulary has no such rank). */
 static inline const uint8_t *grist_vocab_bytes(const struct grist_vocab *v, uint32_t id, size_t *len)
 {
@@ -158,6 +163,16 @@ struct grist_bpe_cache_entry {
 	int32_t ids[GRIST_BPE_CACHE_IDS];
 };
 
+/*
+ * The entry of @cache (made on first use; NULL when there is no memory for it) that holds
+ * @p's ids, or NULL; *slot: where they would go, for grist_bpe_cache_put() (a no-op for a
+ * NULL slot, a piece over GRIST_BPE_CACHE_LEN bytes or over GRIST_BPE_CACHE_IDS ids).
+ */
+struct grist_bpe_cache_entry *grist_bpe_cache_find(struct grist_bpe_cache_entry **cache, const uint8_t *p,
+						   size_t len, struct grist_bpe_cache_entry **slot);
+void grist_bpe_cache_put(struct grist_bpe_cache_entry *slot, const uint8_t *p, size_t len, const int32_t *ids,
+			 size_t n);
+
 /* BPE scratch (bpe.c): the parts of one piece and the heap of candidate merges. */
 struct grist_bpe_scratch {
 	uint32_t *start, *next, *prev, *rank;
@@ -239,5 +254,42 @@ int grist_spm_decode(const struct grist_spm *m, const int32_t *ids, size_t n, ch
  * charsmaps, the pieces, byte fallback. Return: 0, or -EBADMSG with a message naming @path.
  */
 int grist_spm_check(const char *path, const uint8_t *data, size_t len);
+
+/* spm_model.c's protobuf reader, for spm_bpe.c to read a model grist_spm_check() passed. */
+struct grist_pb {
+	const uint8_t *p, *end;
+};
+struct grist_pb_field {
+	const uint8_t *at; /* its key */
+	uint32_t num;
+	unsigned wt;
+	uint64_t v;	     /* a varint's or fixed field's value */
+	const uint8_t *data; /* wire type 2: the bytes */
+	size_t len;
+};
+/* The next field of @b: 1, 0 at its end, or -EBADMSG naming @path and the offset from @base. */
+int grist_spm_pb_next(const char *path, const uint8_t *base, struct grist_pb *b, struct grist_pb_field *f);
+
+/*
+ * Native SentencePiece BPE (spm_bpe.c): the library's encode, id for id, for the models whose
+ * every encode-time setting it implements. grist_spm_bpe_open() gives 1 with *out NULL for any
+ * other model (the library encodes those). Encode returns 1 for a text it leaves to the library.
+ */
+struct grist_spm_bpe;
+struct grist_spm_scratch {
+	uint8_t *norm;
+	size_t norm_cap;
+	struct grist_spm_sym *sym;
+	size_t sym_cap;
+	struct grist_spm_pair *heap;
+	size_t heap_cap;
+	struct grist_bpe_cache_entry *cache; /* a word's ids (made on first use) */
+};
+int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe **out);
+void grist_spm_bpe_close(struct grist_spm_bpe *m);
+int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
+			 struct grist_ids *out);
+void grist_spm_scratch_free(struct grist_spm_scratch *s);
+size_t grist_spm_scratch_bytes(const struct grist_spm_scratch *s);
 
 #endif

@@ -44,6 +44,7 @@ struct grist_tokenizer {
 	struct special_node *special_nodes;
 	size_t n_special_nodes, special_nodes_cap;
 	struct grist_spm *spm;
+	struct grist_spm_bpe *spm_bpe; /* SentencePiece BPE encoded natively; NULL: by the library */
 	uint64_t vocab_size;
 	uint64_t id;
 	uint32_t offset;             /* tekken: an ordinary token's id is its rank + offset */
@@ -55,6 +56,7 @@ struct grist_tokenizer_ctx {
 	const struct grist_tokenizer *t;
 	struct grist_split_state *st;
 	struct grist_bpe_scratch bpe;
+	struct grist_spm_scratch spm;
 	struct grist_ids ids;
 	char *text;
 	size_t text_cap;
@@ -345,7 +347,12 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 				goto fail;
 			t->id = XXH3_64bits(file, len);
 			ret = grist_spm_open(path, file, len, &t->spm);
+			// the library stays for decode, other models and the odd text the native BPE leaves it
+			if (!ret && !o.sentencepiece_library)
+				ret = grist_spm_bpe_open(path, file, len, &t->spm_bpe);
 			free(file);
+			if (ret > 0)
+				ret = 0;
 			if (ret)
 				goto fail;
 		}
@@ -405,6 +412,7 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 	free(t->tekken_pattern);
 	if (t->spm)
 		grist_spm_close(t->spm);
+	grist_spm_bpe_close(t->spm_bpe);
 	free(t);
 }
 
@@ -445,6 +453,7 @@ void grist_tokenizer_ctx_destroy(struct grist_tokenizer_ctx *c)
 		return;
 	grist_split_state_free(c->st);
 	grist_bpe_scratch_free(&c->bpe);
+	grist_spm_scratch_free(&c->spm);
 	free(c->ids.v);
 	free(c->text);
 	free(c);
@@ -453,7 +462,7 @@ void grist_tokenizer_ctx_destroy(struct grist_tokenizer_ctx *c)
 size_t grist_tokenizer_ctx_retained(const struct grist_tokenizer_ctx *c)
 {
 	return c->ids.cap * sizeof(*c->ids.v) + c->bpe.cap * 4 * sizeof(uint32_t) +
-	       c->bpe.heap_cap * sizeof(*c->bpe.heap) + c->text_cap;
+	       c->bpe.heap_cap * sizeof(*c->bpe.heap) + c->text_cap + grist_spm_scratch_bytes(&c->spm);
 }
 
 void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep)
@@ -467,6 +476,13 @@ void grist_tokenizer_ctx_trim(struct grist_tokenizer_ctx *c, size_t keep)
 
 		grist_bpe_scratch_free(&c->bpe);
 		c->bpe.work = work;
+	}
+	if (grist_spm_scratch_bytes(&c->spm) > keep) { /* the word cache (fixed size) stays */
+		struct grist_bpe_cache_entry *cache = c->spm.cache;
+
+		c->spm.cache = NULL;
+		grist_spm_scratch_free(&c->spm);
+		c->spm.cache = cache;
 	}
 	if (c->text_cap > keep) {
 		free(c->text);
@@ -537,7 +553,10 @@ int grist_tokenizer_encode(struct grist_tokenizer_ctx *c, const void *text, size
 	bad = grist_utf8_check(p, len);
 	if (bad != len)
 		return grist_fail(-EILSEQ, "byte %zu: invalid UTF-8 (0x%02x)", bad, p[bad]);
-	if (t->spm) {
+	if (t->spm_bpe && (ret = grist_spm_bpe_encode(t->spm_bpe, &c->spm, p, len, &c->ids)) <= 0) {
+		/* done natively (or failed) */
+	} else if (t->spm) {
+		c->ids.n = 0; /* a text the native path left to the library */
 		ret = grist_spm_encode(t->spm, text, len, &c->ids);
 	} else if ((flags & GRIST_ENCODE_ALLOW_SPECIAL) && t->n_special) {
 		/* tiktoken's encode(): ordinary text up to the next special token, the token, and on */

@@ -271,36 +271,49 @@ def test_special_tokens(files):
         Tokenizer(files["gpt2.tiktoken"], special_tokens={"<x>": 5})
 
 
-@pytest.fixture(scope="session")
-def unigram(tmp_path_factory):
-    """A Unigram model with an NFKC charsmap, trained on the corpus by sentencepiece's trainer.
+def _trained(tmp_path_factory, name, **options):
+    """A model trained on the corpus by sentencepiece's trainer with @options.
 
     Trained once per machine: cached beside the downloads, keyed by sentencepiece's version and
     Python's (whose pydoc_data is the corpus).
     """
-    cached = os.path.join(cache_dir(), "unigram-spm%s-py%d.%d.%d.model" % ((spm.__version__,) + sys.version_info[:3]))
+    cached = os.path.join(cache_dir(), "%s-spm%s-py%d.%d.%d.model" % ((name, spm.__version__) + sys.version_info[:3]))
     if os.path.exists(cached):
         return cached
-    d = tmp_path_factory.mktemp("unigram")
+    d = tmp_path_factory.mktemp(name)
     text = d / "corpus.txt"
     with open(text, "w") as f:
         for t in corpus() + MULTILINGUAL:
             for line in t.splitlines():
                 if line.strip():
                     f.write(line + "\n")
-    prefix = str(d / "unigram")
-    spm.SentencePieceTrainer.train(input=str(text), model_prefix=prefix, model_type="unigram", vocab_size=2000,
-                                   normalization_rule_name="nmt_nfkc", character_coverage=0.9995,
-                                   pad_id=3, minloglevel=2, num_threads=1)
+    prefix = str(d / name)
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=prefix, vocab_size=2000, minloglevel=2,
+                                   num_threads=1, **options)
     with open(prefix + ".model", "rb") as f:
         _put(cached, f.read())
     return cached
 
 
-@pytest.mark.parametrize("model", ["mistral-v1.model", "mistral-v3.model", "unigram"])
-def test_sentencepiece_ids(files, unigram, model):
-    """Debian's libsentencepiece (0.1.97) through grist equals PyPI sentencepiece's encode, id for id."""
-    path = unigram if model == "unigram" else files[model]
+@pytest.fixture(scope="session")
+def unigram(tmp_path_factory):
+    """A Unigram model with an NFKC charsmap."""
+    return _trained(tmp_path_factory, "unigram", model_type="unigram", normalization_rule_name="nmt_nfkc",
+                    character_coverage=0.9995, pad_id=3)
+
+
+@pytest.fixture(scope="session")
+def bpe(tmp_path_factory):
+    """A BPE model with byte fallback and the NFKC charsmap; its coverage leaves rare characters to byte fallback."""
+    return _trained(tmp_path_factory, "bpe", model_type="bpe", byte_fallback=True, split_digits=True,
+                    normalization_rule_name="nmt_nfkc", character_coverage=0.995)
+
+
+@pytest.mark.parametrize("model", ["mistral-v1.model", "mistral-v3.model", "bpe", "unigram"])
+def test_sentencepiece_ids(files, unigram, bpe, model):
+    """grist equals PyPI sentencepiece's encode, id for id: BPE models natively (src/text/spm_bpe.c)
+    and through Debian's libsentencepiece (0.1.97); Unigram through the library."""
+    path = {"unigram": unigram, "bpe": bpe}.get(model) or files[model]
     sp = spm.SentencePieceProcessor(model_file=path)
     tok = Tokenizer(path)
     assert tok.kind == "sentencepiece"
@@ -316,6 +329,10 @@ def test_sentencepiece_ids(files, unigram, model):
     same, diff = compare(tok.encode, sp.encode, items)
     print("%s: %d of %d texts give sentencepiece's ids" % (model, same, len(items)))
     if model != "unigram":
+        assert same == len(items), diff
+        # the library itself, as the native path is compared to it (and tests/text/test_spm_bpe)
+        lib = Tokenizer(path, sentencepiece_library=True)
+        same, diff = compare(lib.encode, sp.encode, items)
         assert same == len(items), diff
     else:
         # Debian's 0.1.97 and PyPI's 0.2.x break Viterbi ties differently: where the ids
@@ -334,6 +351,25 @@ def test_sentencepiece_ids(files, unigram, model):
         assert tok.decode(ids) == sp.decode(ids.tolist())
     batch = tok.encode_batch(items[:300], threads=2)
     assert all(np.array_equal(b, tok.encode(t)) for b, t in zip(batch, items[:300]))
+
+
+@pytest.mark.parametrize("model", ["mistral-v1.model", "mistral-v3.model", "bpe"])
+def test_sentencepiece_code_points(files, bpe, model):
+    """Each code point in 4 contexts: grist's native BPE, Debian's library and PyPI's agree.
+
+    Every 151st code point of the whole range (an offset per model); GRIST_TEXT_FULL=1: every 7th.
+    """
+    path = bpe if model == "bpe" else files[model]
+    sp = spm.SentencePieceProcessor(model_file=path)
+    step = 7 if FULL else 151
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF][len(model) % step::step]
+    items = [ctx % chr(c) for c in cps for ctx in ("%s", " %s  ", "a%s", "%s1 x")]
+    ours = Tokenizer(path).encode_batch(items)
+    lib = Tokenizer(path, sentencepiece_library=True).encode_batch(items)
+    bad = [(t, a.tolist(), b.tolist(), sp.encode(t)) for t, a, b in zip(items, ours, lib)
+           if not a.tolist() == b.tolist() == sp.encode(t)]
+    print("%s: %d of %d code point texts agree" % (model, len(items) - len(bad), len(items)))
+    assert not bad, (len(bad), bad[:5])
 
 
 def _field(model, num):
@@ -411,6 +447,8 @@ def test_api(files, tmp_path):
     assert np.array_equal(back.encode("Hello world"), ids) and repr(back) == repr(tok)
     sp = pickle.loads(pickle.dumps(Tokenizer(files["mistral-v1.model"])))
     assert sp.kind == "sentencepiece" and "sentencepiece" in repr(sp)
+    lib = pickle.loads(pickle.dumps(Tokenizer(files["mistral-v1.model"], sentencepiece_library=True)))
+    assert lib._library and np.array_equal(lib.encode("Hello world"), sp.encode("Hello world"))
     assert tok.encode_batch([]) == []
     assert tok.decode([]) == "" and tok.decode(np.array([], dtype=np.int64)) == ""
     # a cut inside a character decodes to U+FFFD, as tiktoken's decode does
