@@ -60,6 +60,8 @@ static const char load_usage[] =
 	"                        them across rows; --batch-size then counts rows. Not with --device\n"
 	"  --pack-piece P        with --pack: cut each record into pieces of P tokens first, each\n"
 	"                        packed as a sequence of its own (MaxText's TokenizeAndChunk)\n"
+	"  --pack-bos ID         with --pack concat-split: the first token of every segment of a\n"
+	"                        row becomes ID (Grain's REPLACE_FIRST_TOKEN_WITH_BOS)\n"
 	"  --token-bytes N       with --pack: each token is an N-byte little-endian unsigned\n"
 	"                        integer, N = 1, 2 or 4; a record of another length is an error\n"
 	"output (stdout):\n"
@@ -169,6 +171,7 @@ static const struct option load_options[] = {
 	{ "pack-length", required_argument, NULL, CLI_OPT_LOADER },
 	{ "pack-bins", required_argument, NULL, CLI_OPT_LOADER },
 	{ "pack-piece", required_argument, NULL, CLI_OPT_LOADER },
+	{ "pack-bos", required_argument, NULL, CLI_OPT_LOADER },
 	{ "digest", no_argument, NULL, OPT_DIGEST },
 	{ "print-indices", no_argument, NULL, OPT_INDICES },
 	{ "stats", no_argument, NULL, OPT_STATS },

@@ -117,6 +117,13 @@ enum grist_batch_layout {
  *   tokens, a long one across as many rows as it needs (nothing is dropped); the piece
  *   of a sequence that begins a row gets segment id 1 and positions from 0 again.
  *   Equal to ConcatThenSplitIterDataset(length_struct={'tokens': L}).
+ *   pack_bos (concat-split only) makes the first token of every segment of every row
+ *   pack_bos_id, as Grain's bos_handling=REPLACE_FIRST_TOKEN_WITH_BOS with bos_features
+ *   naming the tokens does: where a row begins inside a sequence, that sequence's token
+ *   there is replaced (dropped), and a sequence that already begins with BOS keeps it.
+ *   Segment ids and positions do not change. Grain also writes BOS where an empty
+ *   sequence is the last of a row with room after it (in that row's padding, segment id
+ *   0), and so does grist.
  *
  * pack_piece P (0: off) cuts every record into pieces of P tokens first (the last one
  * shorter), each packed as a sequence of its own, and a record of no tokens into none:
@@ -266,6 +273,9 @@ struct grist_loader_config {
 	/* --- what is delivered, added later (kept here for older callers' struct sizes) --- */
 	size_t pack_piece;              /* packing: cut records into pieces of this many tokens first
 					   (0 = whole records, at most 2^24; see above) */
+	bool pack_bos;                  /* concat-split: replace the first token of every segment of a
+					   row with pack_bos_id (see above); false: tokens as they are */
+	uint32_t pack_bos_id;           /* the BOS token; must fit pack_token_bytes */
 };
 
 /**

@@ -398,8 +398,9 @@ class Loader(_grist.Loader):
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
-    state=None, pack=None, pack_length=None, pack_bins=None, token_bytes=None, batch_map=None,
-    map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None, outputs=None, ...)
+    state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
+    batch_map=None, map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None,
+    outputs=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
     the same settings. Every option keyword is an option of libgrist's table (`grist load
@@ -414,6 +415,10 @@ class Loader(_grist.Loader):
     BestFitPackIterDataset / ConcatThenSplitIterDataset do (pack_piece=P: each record cut
     into sequences of P tokens first): batch_size counts rows, batch.data is (rows, L) of
     uint8/uint16/uint32 and batch.segment_ids and batch.positions are int32 (rows, L).
+    pack_bos=ID (concat-split only; default None: off) makes the first token of every segment of
+    a row ID, as Grain's ConcatThenSplitIterDataset(bos_handling=REPLACE_FIRST_TOKEN_WITH_BOS,
+    bos_features=the tokens) does: where a row begins inside a sequence, its token there is
+    replaced; segment ids and positions are unchanged.
 
     len(loader) is the number of batches it yields (after shards, epochs and
     drop_remainder; a resumed loader counts from its state); an unbounded or packing
@@ -469,7 +474,10 @@ class Loader(_grist.Loader):
     instead: inputs, targets (shifted left, pad_id at the end), inputs_segmentation,
     targets_segmentation (shifted left, 0 at the end and where targets == pad_id),
     inputs_position and targets_position; a short final batch is filled with pad_id rows, as
-    MaxText's batch_and_pad. map_out_max bounds one record's tokens in bytes (default 4 x
+    MaxText's batch_and_pad. pack="concat-split" is MaxText's concat_then_split; pack_bos=True
+    there replaces the first token of every segment with the spec's bos_id (Grain's BOS
+    replacement on inputs and targets). MaxText itself passes Grain no bos_features, so its
+    batches are those without pack_bos (docs/text.md). map_out_max bounds one record's tokens in bytes (default 4 x
     max_length; with mode="chunk" 4 MiB). A record that is not UTF-8, lacks the spec's feature or has more tokens than
     map_out_max stops the loader with grist.Error naming it; with on_error="skip" it is dropped
     instead and counted in stats()["skipped"] and ["skipped_records"], as for a tfds source.
@@ -594,6 +602,11 @@ class Loader(_grist.Loader):
         if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources: their files
             srcs = [s.files for s in srcs]
             paths = srcs if mixed else srcs[0]
+        if options.get("pack_bos") is True:  # the spec's BOS id, as MaxText hands Grain the tokenizer's
+            if not spec.add_bos:
+                raise ValueError("grist.Loader: pack_bos=True takes the TextSpec's BOS id; it has add_bos=False "
+                                 "(give the id itself)")
+            options["pack_bos"] = spec.bos_id
         if options.get("pack") is not None:
             length = options.get("pack_length")
             if length is None:

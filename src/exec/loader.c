@@ -25,6 +25,8 @@ static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 		.token_bytes = c->pack_token_bytes,
 		.batch_rows = c->batch_size,
 		.drop_remainder = c->drop_remainder,
+		.bos = c->pack_bos,
+		.bos_id = c->pack_bos_id,
 	};
 }
 
@@ -84,6 +86,9 @@ static int check_config(const struct grist_loader_config *c)
 		return grist_fail(-EINVAL, "loader: pack_length, pack_bins, pack_piece and token_bytes need pack");
 	if (c->pack == GRIST_PACK_CONCAT_SPLIT && c->pack_bins)
 		return grist_fail(-EINVAL, "loader: pack_bins applies to pack first-fit and best-fit only");
+	/* Grain has BOS replacement in ConcatThenSplit only; elsewhere it would be ignored */
+	if (c->pack_bos && c->pack != GRIST_PACK_CONCAT_SPLIT)
+		return grist_fail(-EINVAL, "loader: pack_bos applies to pack concat-split only");
 	if (c->pack != GRIST_PACK_NONE) {
 		struct grist_pack_params pp = pack_params(c);
 
@@ -166,6 +171,8 @@ static uint64_t config_digest(const struct grist_loader_config *c)
 		h = grist_mix64(h ^ pp.token_bytes);
 		if (pp.piece) /* only then, so checkpoints of whole records keep theirs */
 			h = grist_mix64(h ^ 0x7069656365000000ull ^ pp.piece);
+		if (pp.bos) /* the same: checkpoints without BOS replacement keep theirs */
+			h = grist_mix64(h ^ 0x626f730000000000ull ^ pp.bos_id);
 	}
 	return h;
 }

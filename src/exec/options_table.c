@@ -36,6 +36,7 @@ static int apply_shuffle(struct grist_loader_config *c, const struct entry *e, c
 static int apply_shard(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_layout(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_pack(struct grist_loader_config *c, const struct entry *e, const char *v);
+static int apply_pack_bos(struct grist_loader_config *c, const struct entry *e, const char *v);
 static int apply_remote(struct grist_loader_config *c, const struct entry *e, const char *v);
 
 #define U(n, lo, hi, f, def, h) { { n, GRIST_OPTION_UINT, lo, hi, NULL, def, h }, FIELD(f), NULL, END(f), NULL }
@@ -87,6 +88,10 @@ static const struct entry table[] = {
 	  "(MaxText's TokenizeAndChunk)"),
 	WORD("token_bytes", "1, 2, 4", token_widths, pack_token_bytes, "",
 	   "packing: bytes per little-endian token"),
+	/* any id is a token, 0 too: set, it turns the replacement on (pack_bos), unset leaves it off */
+	{ { "pack_bos", GRIST_OPTION_UINT, 0, UINT32_MAX, NULL, "none",
+	    "concat-split: the first token of every segment of a row becomes this BOS id (Grain's "
+	    "BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS)" }, 0, 0, apply_pack_bos, END(pack_bos_id), NULL },
 	/* how it is executed (never changes the output) */
 	WORD("engine", "uring, pread, ref", engines, engine, "uring",
 	   "io_uring (falls back to pread), a pread pool, or the one-thread reference"),
@@ -345,6 +350,18 @@ static int apply_pack(struct grist_loader_config *c, const struct entry *e, cons
 		c->pack_length = (size_t)length;
 	if (n == 3)
 		c->pack_bins = (size_t)bins;
+	return 0;
+}
+
+/* "pack_bos": the id, and the flag that says one is set (0 is a token id like any other). */
+static int apply_pack_bos(struct grist_loader_config *c, const struct entry *e, const char *v)
+{
+	uint64_t x;
+
+	if (!number(e, v, &x))
+		return refuse(e, v);
+	c->pack_bos = true;
+	c->pack_bos_id = (uint32_t)x;
 	return 0;
 }
 

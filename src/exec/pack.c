@@ -1,6 +1,7 @@
 /*
  * Sequence packing after the engine: first-fit and best-fit (Grain's FirstFitPackIterDataset and
- * BestFitPackIterDataset) and concat-then-split, optionally on records cut into pieces first.
+ * BestFitPackIterDataset) and concat-then-split (with Grain's BOS replacement or without),
+ * optionally on records cut into pieces first.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ struct grist_packer {
 	/* concat-split: the row being filled (row.tok NULL when none) */
 	struct row_ref row;
 	uint32_t row_used, row_nseg;
+	bool row_bos_pad;        /* bos: the row's last segment is empty and its BOS lies in the padding */
 	struct first_fit ff;
 };
 
@@ -105,6 +107,10 @@ int grist_packer_check(const struct grist_pack_params *p, size_t max_bytes)
 				  MAX_BINS);
 	if (p->piece > MAX_LENGTH)
 		return grist_fail(-EINVAL, "packing: pieces of %zu tokens; at most %zu", p->piece, MAX_LENGTH);
+	if (p->bos && p->mode != GRIST_PACK_CONCAT_SPLIT)
+		return grist_fail(-EINVAL, "packing: BOS replacement applies to concat-split only");
+	if (p->bos && p->token_bytes < 4 && p->bos_id >> (8 * p->token_bytes))
+		return grist_fail(-EINVAL, "packing: BOS id %u does not fit a %u-byte token", p->bos_id, p->token_bytes);
 	if (p->batch_rows == 0)
 		return grist_fail(-EINVAL, "packing: a batch needs at least one row");
 	per_row = p->length * (p->token_bytes + 2 * sizeof(uint32_t));
@@ -390,6 +396,21 @@ static int ff_push(struct grist_packer *pk, const uint8_t *data, uint32_t m, uin
 
 /* ---- concat-then-split ---- */
 
+/* Token @i of a row: little-endian, token_bytes wide, as the records store them. */
+static void put_token(const struct grist_packer *pk, uint8_t *row, size_t i, uint32_t v)
+{
+	unsigned b;
+
+	for (b = 0; b < pk->p.token_bytes; b++)
+		row[i * pk->p.token_bytes + b] = (uint8_t)(v >> (8 * b));
+}
+
+/*
+ * With bos, the segment's first cell becomes BOS, as Grain's _pack_elements writes
+ * values[start] = bos_token_id after each sequence: for an empty one too, whose cell is
+ * the next segment's first (BOS again) or, when none follows, the row's padding. An empty
+ * sequence in a full row has no such cell (Grain's write raises IndexError there).
+ */
 static int cts_append(struct grist_packer *pk, const uint8_t *data, uint32_t m)
 {
 	int ret;
@@ -398,6 +419,9 @@ static int cts_append(struct grist_packer *pk, const uint8_t *data, uint32_t m)
 		return ret;
 	if (m)
 		memcpy(pk->row.tok + (size_t)pk->row_used * pk->p.token_bytes, data, (size_t)m * pk->p.token_bytes);
+	if (pk->p.bos && m)
+		put_token(pk, pk->row.tok, pk->row_used, pk->p.bos_id);
+	pk->row_bos_pad = pk->p.bos && !m && pk->row_used < pk->p.length;
 	fill_segment(pk->row.seg + pk->row_used, pk->row.pos + pk->row_used, ++pk->row_nseg, m);
 	pk->row_used += m;
 	return 0;
@@ -407,9 +431,12 @@ static int cts_append(struct grist_packer *pk, const uint8_t *data, uint32_t m)
 static void cts_finish_row(struct grist_packer *pk, uint64_t position, uint64_t skip)
 {
 	row_done(pk, &pk->row, pk->row_used, position, 0, skip);
+	if (pk->row_bos_pad) /* after row_done() zeroed the padding; the batch is not handed out yet */
+		put_token(pk, pk->row.tok, pk->row_used, pk->p.bos_id);
 	pk->row.tok = NULL;
 	pk->row_used = 0;
 	pk->row_nseg = 0;
+	pk->row_bos_pad = false;
 }
 
 /*

@@ -41,6 +41,8 @@ struct grist_pack_params {
 	size_t batch_rows;    /* rows per delivered batch */
 	bool drop_remainder;  /* drop a short last batch of rows */
 	size_t piece;         /* tokens per piece a record is cut into first; 0: records whole */
+	bool bos;             /* concat-split: the first token of every segment becomes bos_id */
+	uint32_t bos_id;      /* fits token_bytes */
 };
 
 /* Where records come from: the loader's engine, in stream order. */
@@ -56,8 +58,9 @@ struct grist_pack_source {
 struct grist_packer;
 
 /*
- * grist_packer_check() - validate @p (mode, L, bins, token width, piece, and that a batch
- * and a first-fit or best-fit round fit @max_bytes). 0 or -EINVAL with a message.
+ * grist_packer_check() - validate @p (mode, L, bins, token width, piece, a BOS id (concat-split
+ * only, within the token width), and that a batch and a first-fit or best-fit round fit
+ * @max_bytes). 0 or -EINVAL with a message.
  */
 int grist_packer_check(const struct grist_pack_params *p, size_t max_bytes);
 

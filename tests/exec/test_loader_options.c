@@ -78,6 +78,12 @@ static void test_set_fields(void **state)
 	assert_int_equal(c.read_mode, GRIST_READ_MMAP);
 	assert_int_equal(grist_loader_config_set(&c, "token_bytes", "4"), 0);
 	assert_int_equal(c.pack_token_bytes, 4);
+	/* pack_bos: any id, 0 among them, turns the replacement on */
+	assert_false(c.pack_bos);
+	assert_int_equal(grist_loader_config_set(&c, "pack-bos", "0"), 0);
+	assert_true(c.pack_bos && c.pack_bos_id == 0);
+	assert_int_equal(grist_loader_config_set(&c, "pack_bos", "4294967295"), 0);
+	assert_true(c.pack_bos && c.pack_bos_id == UINT32_MAX);
 
 	/* a refused value leaves the struct as it was, and the message names option and range */
 	before = c;
@@ -89,6 +95,8 @@ static void test_set_fields(void **state)
 	assert_int_equal(grist_loader_config_set(&c, "engine", "io_uring"), -EINVAL);
 	assert_string_equal(grist_last_error(), "engine: 'io_uring' is not one of uring, pread, ref");
 	assert_int_equal(grist_loader_config_set(&c, "pack", "concat-split:8:2"), -EINVAL);
+	assert_int_equal(grist_loader_config_set(&c, "pack_bos", "4294967296"), -EINVAL);
+	assert_string_equal(grist_last_error(), "pack_bos: '4294967296' is not a whole number in 0..4294967295");
 	assert_int_equal(grist_loader_config_set(&c, "no_such", "1"), -EINVAL);
 	assert_string_equal(grist_last_error(), "'no_such' is not a loader option");
 	assert_memory_equal(&c, &before, sizeof(c));

@@ -245,7 +245,7 @@ static void test_first_fit_grain_example(void **state)
 		3, 4, 5, 6, 0, /**/ 1, 1, 1, 1, 0, /**/ 0, 1, 2, 3, 0,
 		8, 9, 10, 11, 12, /**/ 1, 1, 1, 1, 1, /**/ 0, 1, 2, 3, 4,
 	};
-	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 5, 2, 1, 1, false, 0 };
+	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 5, 2, 1, 1, false, 0, false, 0 };
 	struct rows r;
 
 	(void)state;
@@ -280,7 +280,7 @@ static void test_best_fit_grain_example(void **state)
 		6, 7, 8, 9, 10, /**/ 1, 2, 3, 3, 3, /**/ 0, 0, 0, 1, 2,
 		11, 12, 13, 14, 0, /**/ 1, 1, 2, 2, 0, /**/ 0, 1, 0, 1, 0,
 	};
-	struct grist_pack_params p = { GRIST_PACK_BEST_FIT, 5, 2, 1, 1, false, 0 };
+	struct grist_pack_params p = { GRIST_PACK_BEST_FIT, 5, 2, 1, 1, false, 0, false, 0 };
 	struct rows r;
 
 	(void)state;
@@ -308,7 +308,7 @@ static void test_concat_split_grain_example(void **state)
 		7, 8, 9, /**/ 1, 3, 3, /**/ 0, 0, 1,
 		10, 11, 0, /**/ 1, 1, 0, /**/ 0, 1, 0,
 	};
-	struct grist_pack_params p = { GRIST_PACK_CONCAT_SPLIT, 3, 0, 1, 3, false, 0 };
+	struct grist_pack_params p = { GRIST_PACK_CONCAT_SPLIT, 3, 0, 1, 3, false, 0, false, 0 };
 	struct rows r;
 
 	(void)state;
@@ -330,9 +330,40 @@ static void test_concat_split_grain_example(void **state)
 			5, 5, 5, 5, 6, 6, /**/ 1, 1, 1, 1, 2, 2, /**/ 0, 1, 2, 3, 0, 1,
 			6, 6, 0, 0, 0, 0, /**/ 1, 1, 0, 0, 0, 0, /**/ 0, 1, 0, 0, 0, 0,
 		};
-		struct grist_pack_params q = { GRIST_PACK_CONCAT_SPLIT, 6, 0, 1, 2, false, 0 };
+		struct grist_pack_params q = { GRIST_PACK_CONCAT_SPLIT, 6, 0, 1, 2, false, 0, false, 0 };
 
 		run_example(doc, &q, 4, doc_want, 5, &r);
+	}
+}
+
+/*
+ * Checked against grain.experimental.ConcatThenSplitIterDataset(bos_handling=REPLACE_FIRST_TOKEN_WITH_BOS,
+ * bos_token_id=99, bos_features={'t'}): every segment's first cell is BOS (an empty one's too: the next
+ * segment's cell, or the last row's padding); ids and positions as without it.
+ */
+static void test_concat_split_bos_grain_example(void **state)
+{
+	static const int spec[] = { 1, 2, 3, -1, 4, -1, -1, 5, 6, 7, 8, -1, -1, 9, -1, 10, -1, -1, -2 };
+	static const uint32_t want[] = {
+		99, 2, 3, /**/ 1, 1, 1, /**/ 0, 1, 2,
+		99, 99, 6, /**/ 1, 3, 3, /**/ 0, 0, 1,
+		99, 8, 99, /**/ 1, 1, 3, /**/ 0, 1, 0,
+		99, 99, 0, /**/ 1, 0, 0, /**/ 0, 0, 0,
+	};
+	struct grist_pack_params p = { GRIST_PACK_CONCAT_SPLIT, 3, 0, 1, 2, false, 0, true, 99 };
+	struct rows r;
+
+	(void)state;
+	run_example(spec, &p, 3, want, 4, &r);
+	/* an empty sequence in a full row has no cell for its BOS (Grain raises IndexError there) */
+	{
+		static const int full[] = { 1, 2, 3, -1, -1, 4, -1, -2 };
+		static const uint32_t full_want[] = {
+			99, 2, 3, /**/ 1, 1, 1, /**/ 0, 1, 2,
+			99, 0, 0, /**/ 1, 0, 0, /**/ 0, 0, 0,
+		};
+
+		run_example(full, &p, 3, full_want, 2, &r);
 	}
 }
 
@@ -380,23 +411,26 @@ static void check_resume_everywhere(const struct grist_pack_params *p, uint64_t 
 static void test_resume_everywhere(void **state)
 {
 	static const struct grist_pack_params cases[] = {
-		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 0 },
-		{ GRIST_PACK_FIRST_FIT, 16, 5, 2, 7, false, 0 },
-		{ GRIST_PACK_FIRST_FIT, 33, 1, 4, 1, false, 0 },
-		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 3, true, 0 },
-		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 0 },
-		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 2, 3, false, 0 },
-		{ GRIST_PACK_CONCAT_SPLIT, 40, 0, 4, 1, true, 0 },
-		{ GRIST_PACK_CONCAT_SPLIT, 2, 0, 1, 4, false, 0 }, /* records up to 4 rows long */
-		{ GRIST_PACK_BEST_FIT, 16, 5, 1, 2, false, 0 },
-		{ GRIST_PACK_BEST_FIT, 33, 1, 4, 1, false, 0 },
-		{ GRIST_PACK_BEST_FIT, 8, 3, 2, 3, true, 0 },
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 0, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 2, 7, false, 0, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 33, 1, 4, 1, false, 0, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 3, true, 0, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 0, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 2, 3, false, 0, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 40, 0, 4, 1, true, 0, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 2, 0, 1, 4, false, 0, false, 0 }, /* records up to 4 rows long */
+		{ GRIST_PACK_BEST_FIT, 16, 5, 1, 2, false, 0, false, 0 },
+		{ GRIST_PACK_BEST_FIT, 33, 1, 4, 1, false, 0, false, 0 },
+		{ GRIST_PACK_BEST_FIT, 8, 3, 2, 3, true, 0, false, 0 },
 		/* records cut into pieces: rounds begin inside records */
-		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 5 },
-		{ GRIST_PACK_BEST_FIT, 16, 4, 2, 3, false, 7 },
-		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 2, false, 11 }, /* pieces longer than a row: cut to it */
-		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 5 },
-		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 4, 3, false, 16 },
+		{ GRIST_PACK_FIRST_FIT, 16, 5, 1, 2, false, 5, false, 0 },
+		{ GRIST_PACK_BEST_FIT, 16, 4, 2, 3, false, 7, false, 0 },
+		{ GRIST_PACK_FIRST_FIT, 8, 3, 1, 2, false, 11, false, 0 }, /* pieces longer than a row: cut to it */
+		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 1, 2, false, 5, false, 0 },
+		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 4, 3, false, 16, false, 0 },
+		/* BOS replacement: a resumed row that begins inside a record gets its BOS again */
+		{ GRIST_PACK_CONCAT_SPLIT, 7, 0, 2, 3, false, 0, true, 0xbeef },
+		{ GRIST_PACK_CONCAT_SPLIT, 16, 0, 4, 2, false, 5, true, 7 },
 	};
 	size_t i;
 
@@ -408,7 +442,7 @@ static void test_resume_everywhere(void **state)
 static void test_errors(void **state)
 {
 	static const int spec[] = { 1, 2, -1, 3, 4, 5, -1, -2 };
-	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 8, 2, 2, 2, false, 0 };
+	struct grist_pack_params p = { GRIST_PACK_FIRST_FIT, 8, 2, 2, 2, false, 0, false, 0 };
 	const struct grist_pack_source src = { fake_pull, fake_release, fake_record_error, NULL };
 	struct grist_slot *s;
 	struct grist_packer *pk;
@@ -450,6 +484,26 @@ static void test_errors(void **state)
 	p.batch_rows = 2;
 	p.mode = (enum grist_pack_mode)7;
 	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
+	/* BOS replacement: concat-split's, and an id the token width holds */
+	p.mode = GRIST_PACK_FIRST_FIT;
+	p.bos = true;
+	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "concat-split only"));
+	p.mode = GRIST_PACK_CONCAT_SPLIT;
+	p.bos_id = UINT32_MAX;
+	assert_int_equal(grist_packer_check(&p, 1 << 20), 0);
+	p.token_bytes = 1;
+	p.bos_id = 256;
+	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "BOS id 256 does not fit a 1-byte token"));
+	p.bos_id = 255;
+	assert_int_equal(grist_packer_check(&p, 1 << 20), 0);
+	p.token_bytes = 2;
+	p.bos_id = 65536;
+	assert_int_equal(grist_packer_check(&p, 1 << 20), -EINVAL);
+	p.bos = false;
+	p.bos_id = 0;
+	p.token_bytes = 4;
 
 	/* a resume state that does not fit the records */
 	p.mode = GRIST_PACK_FIRST_FIT;
@@ -618,7 +672,7 @@ static void test_loader_matches_packer(void **state)
 	grist_loader_destroy(l);
 	assert_true(n > 500);
 	for (m = 0; m < 3; m++) {
-		struct grist_pack_params p = { modes[m], 64, 7, 2, 3, false, 0 };
+		struct grist_pack_params p = { modes[m], 64, 7, 2, 3, false, 0, false, 0 };
 		struct grist_packer *pk;
 		unsigned engine;
 
@@ -755,6 +809,10 @@ static void test_loader_refuses(void **state)
 	c.batch_size = 100;
 	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "max_batch_bytes"));
+	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
+	c.pack_bos = true;
+	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "pack_bos applies to pack concat-split only"));
 }
 
 int main(void)
@@ -763,6 +821,7 @@ int main(void)
 		cmocka_unit_test(test_first_fit_grain_example),
 		cmocka_unit_test(test_best_fit_grain_example),
 		cmocka_unit_test(test_concat_split_grain_example),
+		cmocka_unit_test(test_concat_split_bos_grain_example),
 		cmocka_unit_test(test_resume_everywhere),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_loader_matches_packer),

@@ -7,6 +7,7 @@ here, fed to grain.experimental.FirstFitPackIterDataset(shuffle_bins=False) or
 ConcatThenSplitIterDataset (for first-fit each record cut to L tokens first, which
 grist does itself); and `grist load --pack ... --print-packed`. The rows, segment ids and
 positions must be equal, for several L and BINS, with empty and over-long records.
+--pack-bos against ConcatThenSplitIterDataset(bos_handling=REPLACE_FIRST_TOKEN_WITH_BOS).
 Also: resume in the middle of a round gives exactly the rest; engines, threads and
 queue depths give the same digests; --stats efficiency equals Grain's; bad token
 widths and bad records fail with the right exit status and message.
@@ -57,6 +58,10 @@ def setup():
     make_file("t8.ar", 1, token_records(150, 1, 90), "group_size:1,snappy")
     make_file("t32.ar", 4, token_records(200, 4, 150), "group_size:4")
     make_file("u16.ar", 2, token_records(90, 2, 120))
+    # without empty records, for --pack-bos (see test_concat_split_bos_matches_grain)
+    make_file("n16.ar", 2, [r for r in token_records(300, 2, 300) if r])
+    make_file("n8.ar", 1, [r for r in token_records(100, 1, 90) if r], "group_size:1,snappy")
+    make_file("n32.ar", 4, [r for r in token_records(80, 4, 150) if r], "group_size:4")
 
 
 def grain():
@@ -90,7 +95,7 @@ def stream(files, opts):
     return recs
 
 
-def grain_rows(records, width, mode, length, bins=None):
+def grain_rows(records, width, mode, length, bins=None, bos=None):
     ge, np = grain()
     import grain as gr
     cut = length if mode == "first-fit" else None  # Grain's first-fit wants the cut as a map before it
@@ -100,7 +105,9 @@ def grain_rows(records, width, mode, length, bins=None):
         ds = ge.FirstFitPackIterDataset(ds, length_struct={"tokens": length}, num_packing_bins=bins,
                                         shuffle_bins=False)
     else:
-        ds = ge.ConcatThenSplitIterDataset(ds, length_struct={"tokens": length})
+        kw = {} if bos is None else dict(bos_handling=ge.BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS, bos_token_id=bos,
+                                         bos_features={"tokens"})
+        ds = ge.ConcatThenSplitIterDataset(ds, length_struct={"tokens": length}, **kw)
     return [{"tokens": [int(x) for x in e["tokens"]],
              "segment_ids": [int(x) for x in e["tokens_segment_ids"]],
              "positions": [int(x) for x in e["tokens_positions"]]} for e in ds]
@@ -123,12 +130,12 @@ def pack_opt(mode, length, bins):
         "first-fit:%d" % length if mode == "first-fit" else "concat-split:%d" % length
 
 
-def check_equal(files, width, mode, length, bins, batch, opts):
+def check_equal(files, width, mode, length, bins, batch, opts, bos=None):
     recs = stream([path(f) if f != "+" else f for f in files], opts)
-    want = grain_rows(recs, width, mode, length, bins if bins else batch)
+    want = grain_rows(recs, width, mode, length, bins if bins else batch, bos)
     got = grist_rows([path(f) if f != "+" else f for f in files],
                      ["--pack", pack_opt(mode, length, bins), "--token-bytes", str(width), "--batch-size",
-                      str(batch)] + opts)
+                      str(batch)] + (["--pack-bos", str(bos)] if bos is not None else []) + opts)
     assert got == want, "%s L=%d bins=%s %s: %s" % (mode, length, bins, opts, first_diff(got, want))
     return want
 
@@ -145,6 +152,37 @@ def test_concat_split_matches_grain():
         check_equal(["t16.ar"], 2, "concat-split", length, None, batch, ["--seed", "3"])
     check_equal(["t8.ar"], 1, "concat-split", 33, None, 2, ["--no-shuffle"])
     check_equal(["t32.ar"], 4, "concat-split", 200, None, 4, ["--seed", "1"])
+
+
+def test_concat_split_bos_matches_grain():
+    """--pack-bos: Grain's REPLACE_FIRST_TOKEN_WITH_BOS with bos_features={'tokens'}, BOS ids at both ends of the
+    token width. The files here have no empty records: where one follows a sequence that filled its row exactly,
+    Grain's write of its BOS raises IndexError (the hand-made cases below)."""
+    for width, name, length, bos, batch in [(2, "n16.ar", 64, 65535, 4), (2, "n16.ar", 23, 0, 3),
+                                            (1, "n8.ar", 33, 255, 2), (4, "n32.ar", 150, 128000, 2)]:
+        want = check_equal([name], width, "concat-split", length, None, batch, ["--seed", "3"], bos=bos)
+        assert all(r["tokens"][0] == bos for r in want) and len(want) > 20
+    # an empty sequence ending the last row, which has room: BOS in the padding (segment id 0), as Grain writes it
+    make_file("e.ar", 2, [[1, 2, 3], [], [4, 5, 6, 7], []], "group_size:1")
+    opts = ["--no-shuffle", "--epochs", "1"]
+    want = check_equal(["e.ar"], 2, "concat-split", 4, None, 2, opts, bos=9)
+    assert [(r["tokens"], r["segment_ids"]) for r in want] == [([9, 2, 3, 9], [1, 1, 1, 3]),
+                                                                ([9, 6, 7, 9], [1, 1, 1, 0])], want
+    # an empty sequence in a full row: Grain's write of its BOS raises IndexError; grist writes none
+    recs = [[1, 2, 3, 4], [], [5, 6]]
+    make_file("f.ar", 2, recs, "group_size:1")
+    try:
+        grain_rows(recs, 2, "concat-split", 4, bos=9)
+        raise AssertionError("Grain wrote a BOS past a full row")
+    except IndexError:
+        pass
+    plain = grain_rows(recs, 2, "concat-split", 4)
+    got = grist_rows([path("f.ar")], ["--pack", "concat-split:4", "--token-bytes", "2", "--pack-bos", "9"] + opts)
+    for r in plain:
+        r["tokens"] = [9 if i < 4 and r["segment_ids"][i] and (i == 0 or r["segment_ids"][i - 1] !=
+                                                                r["segment_ids"][i]) else t
+                       for i, t in enumerate(r["tokens"])]
+    assert got == plain, (got, plain)
 
 
 def test_composes_upstream():
@@ -241,6 +279,9 @@ def test_bad_records_and_options():
         ["--pack", "worst-fit:64", "--token-bytes", "2"],
         ["--pack", "best-fit:64:1:3", "--token-bytes", "2"],
         ["--pack-piece", "8", "--token-bytes", "2"],  # pieces need a pack mode
+        ["--pack", "first-fit:64", "--token-bytes", "2", "--pack-bos", "1"],  # BOS is concat-split's
+        ["--pack", "concat-split:64", "--token-bytes", "1", "--pack-bos", "256"],  # wider than a token
+        ["--pack", "concat-split:64", "--token-bytes", "2", "--pack-bos", "-1"],
         ["--pack", "first-fit:64", "--token-bytes", "2", "--print-indices"],
         ["--pack", "first-fit:64", "--token-bytes", "2", "--layout", "fixed:4"],
         ["--pack", "first-fit:4096:1000000", "--token-bytes", "4"],  # bins larger than max_batch_bytes
@@ -269,7 +310,8 @@ def main():
     try:
         grain()
         setup()
-        g.main([test_first_fit_matches_grain, test_concat_split_matches_grain, test_composes_upstream,
+        g.main([test_first_fit_matches_grain, test_concat_split_matches_grain, test_concat_split_bos_matches_grain,
+                test_composes_upstream,
                 test_drop_remainder_and_stats, test_resume_mid_round, test_engines_threads_depths_agree,
                 test_digest_covers_ids_and_positions, test_bad_records_and_options, test_state_mismatch_is_refused])
     except g.Skip as e:

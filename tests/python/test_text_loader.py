@@ -103,10 +103,12 @@ class TokenizeAndChunk(ge.FlatMapTransform):
 
 
 def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=True, by_text=False, chunk=None,
-                    packer="first-fit", trim=None, bins=None):
+                    packer="first-fit", trim=None, bins=None, bos_features=()):
     """MaxText's steps on Grain over texts()[i] for i in @order (@by_text: @order holds the texts themselves).
     TokenizeAndTrim to @trim ids (default @length, the row), or @chunk: TokenizeAndChunk with pieces of @chunk.
-    @bins: num_packing_bins (default @batch_size, MaxText's)."""
+    @bins: num_packing_bins (default @batch_size, MaxText's). @packer "concat-split": ConcatThenSplitIterDataset as
+    MaxText's format_and_batch builds it (with @bos: REPLACE_FIRST_TOKEN_WITH_BOS and that id, no bos_features), or
+    with @bos_features given to it as well."""
     all_texts = texts()
 
     def wrapper(text):  # MaxText's tokenizer wrappers add BOS and EOS
@@ -121,10 +123,18 @@ def maxtext_batches(encode, order, bos, eos, pad_id, length, batch_size, packed=
             ids = np.asarray(wrapper(t), dtype=np.int32)[:trim or length]
             elems.append({"inputs": ids, "targets": ids.copy()})
         ds = grain.MapDataset.source(elems).to_iter_dataset()
-    if packed:
+    if packed and packer == "concat-split":
+        kw = {}
+        if bos is not None:  # data_processing_utils.format_and_batch, config.add_bos
+            kw = dict(bos_handling=ge.BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS, bos_token_id=bos)
+            if bos_features:
+                kw["bos_features"] = bos_features
+        ds = ge.ConcatThenSplitIterDataset(ds, length_struct={"inputs": length, "targets": length}, **kw)
+    elif packed:
         pack = {"first-fit": ge.FirstFitPackIterDataset, "best-fit": ge.BestFitPackIterDataset}[packer]
         ds = pack(ds, length_struct={"inputs": length, "targets": length}, num_packing_bins=bins or batch_size,
                   shuffle_bins=False)
+    if packed:
         ren = {"_segment_ids": "_segmentation", "_positions": "_position"}
 
         def rekey(e):
@@ -235,6 +245,12 @@ def test_bad_records(files, tmp_path):
                      pack_piece=4)
     with pytest.raises(ValueError, match="outputs"):
         grist.Loader(bad, 2, text=TextSpec(tok), outputs="grain")
+    # pack_bos=True is the spec's BOS id, so the spec must add one; and BOS replacement is concat-split's
+    with pytest.raises(ValueError, match="add_bos=False"):
+        grist.Loader(bad, 2, text=TextSpec(tok, add_bos=False, max_length=8), pack="concat-split", pack_length=8,
+                     pack_bos=True)
+    with pytest.raises(ValueError, match="pack_bos applies to pack concat-split only"):
+        grist.Loader(bad, 2, text=TextSpec(tok, max_length=8), pack="first-fit", pack_length=8, pack_bos=True)
 
 
 def test_grain_dataset_and_pickle(files, examples):
@@ -442,3 +458,43 @@ def test_maxtext_best_fit(files, examples, threads):
     assert_same(run(examples, chunk, 5, **kw), theirs)
     assert resume_from_each(examples, chunk, 5, theirs, mid_piece, **kw)
     print("best-fit, %d threads: %d batches equal Grain's" % (threads, len(ours)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maxtext_concat_split(files, examples, threads):
+    """pack="concat-split": MaxText's concat_then_split. MaxText hands Grain's ConcatThenSplitIterDataset
+    REPLACE_FIRST_TOKEN_WITH_BOS and the BOS id but no bos_features, so Grain replaces nothing and the default (no
+    pack_bos) is MaxText's batches; pack_bos=True is Grain's replacement on inputs and targets. Trimmed (SentencePiece,
+    pad -1) and chunked (GPT-2 ranks, pad 0), resumed from checkpoints taken inside a text."""
+    tok = Tokenizer(files["mistral-v1.model"])
+    sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
+    order = grist_order(examples, 4, seed=13, epochs=1)
+    kw = dict(seed=13, epochs=1, pack="concat-split", pack_length=64, threads=threads)
+    spec = TextSpec(tok, max_length=64)
+    maxtext = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split")
+    assert_same(run(examples, spec, 4, **kw), maxtext)
+    replaced = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split",
+                               bos_features=("inputs", "targets"))
+    bos_kw = dict(kw, pack_bos=True)
+    assert_same(run(examples, spec, 4, **bos_kw), replaced)
+    # the replacement changes rows that begin inside a text, and only the first cell of such a row
+    changed = [(a["inputs"] != b["inputs"]) for a, b in zip(maxtext, replaced)]
+    assert sum(int(c.sum()) for c in changed) > 0 and all(not c[:, 1:].any() for c in changed)
+    assert resume_from_each(examples, spec, 4, replaced, mid_round, **bos_kw), "no checkpoint fell inside a text"
+    # a checkpoint without pack_bos does not restore a loader with it
+    with grist.Loader(examples, 4, text=spec, outputs="maxtext", **kw) as loader:
+        next(loader)
+        state = loader.get_state()
+    with pytest.raises(grist.Error, match="does not match"):
+        grist.Loader(examples, 4, text=spec, outputs="maxtext", state=state, **bos_kw)
+    # chunked: every piece but a text's first begins without BOS, and gets it
+    gpt = Tokenizer(files["gpt2.tiktoken"], pattern="llama3")
+    enc = tiktoken.Encoding("l3", pat_str=PATTERNS["llama3"], mergeable_ranks=load_ranks(files["gpt2.tiktoken"]),
+                            special_tokens={})
+    chunk = TextSpec(gpt, bos_id=50000, eos_id=50001, pad_id=0, max_length=40, mode="chunk")
+    theirs = maxtext_batches(lambda t: enc.encode(t, disallowed_special=()), order, 50000, 50001, 0, 64, 4,
+                             chunk=40, packer="concat-split", bos_features=("inputs", "targets"))
+    assert_same(run(examples, chunk, 4, **bos_kw), theirs)
+    assert resume_from_each(examples, chunk, 4, theirs, mid_round, **bos_kw)
+    print("concat-split, %d threads: %d batches equal MaxText's, %d with BOS replaced" % (threads, len(maxtext),
+                                                                                       len(replaced)))
