@@ -644,7 +644,14 @@ static void async_stop(void *engine);
 
 static unsigned wake_batch(const struct async_engine *e)
 {
-	size_t unit_bytes = e->unit_items * (e->row_bytes_hint ? e->row_bytes_hint : 1);
+	/*
+	 * A map's rows have no typical size: count each at the most it may write. At one byte a
+	 * row, 32-record units of tokenized text (8 KiB a row at most) had the consumer sleep
+	 * until half the claim window was done, then pack it all at once: at the end of a run,
+	 * a serial tail of every batch's packing and hand-over while the workers had stopped.
+	 */
+	size_t row = e->row_bytes_hint ? e->row_bytes_hint : e->p->layout->map ? e->p->layout->map_out_max : 1;
+	size_t unit_bytes = e->unit_items * (row ? row : 1);
 	size_t n = WAKE_BATCH_BYTES / unit_bytes, cap = (e->assembly < e->nunits ? e->assembly : e->nunits) / 2;
 
 	if (e->p->deliver || n <= 1)
