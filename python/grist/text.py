@@ -233,6 +233,10 @@ def _shift_left(x, fill):
     return out
 
 
+_MAXTEXT_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
+                 "targets_position")
+
+
 def _batch_arrays(batch, spec, outputs, batch_size, length):
     """A text loader's grist.Batch -> its dict of int32 (batch_size, length) arrays.
 
@@ -244,6 +248,12 @@ def _batch_arrays(batch, spec, outputs, batch_size, length):
     positions arange(len), both then padded with pad_id as well).
     """
     pad = spec.pad_id
+    if outputs is not None and batch.segment_ids is not None:
+        # packed, MaxText's arrays: made in C in one pass (the consumer thread serves every worker)
+        with batch:
+            arrays = batch._maxtext(pad, batch_size)
+        return {k: _np.frombuffer(a, dtype=_np.int32).reshape(-1, length)
+                for k, a in zip(_MAXTEXT_KEYS, arrays)}
     with batch:
         if batch.segment_ids is not None:
             data = batch.data.view(_np.int32)

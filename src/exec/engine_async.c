@@ -354,6 +354,18 @@ static bool wants_more(struct worker *wk, unsigned queued)
 	last = pipeline_at(wk, wk->count - 1);
 	if (!grist_async_reads_admitted(&last->reads) && !last->error)
 		return false;
+	/*
+	 * With a map, decoding is the work (images resized, texts tokenized) and a worker's
+	 * units are its own until it decodes them: once a unit behind the one it decodes has
+	 * all its reads in, the reads are ahead of the decoding, and claiming more only ties
+	 * units to this worker. On cached data every worker claimed its whole pipeline (4 units
+	 * of 64 images, 6 of 32 texts): the units being decoded at once then spanned four per
+	 * worker, beyond the slot window, and a finite run ended with some workers decoding
+	 * their backlog while the others had none. Reads still slower than the decoding keep
+	 * units pending, so the ring stays as deep as before.
+	 */
+	if (wk->e->p->layout->map && wk->count >= 2 && !last->error && !grist_async_reads_pending(&last->reads))
+		return false;
 	/* this pass's units are admitted, not pushed yet: count them against the ring */
 	return (queued || grist_async_reads_all_submitted(&last->reads)) &&
 	       grist_async_reader_inflight(&wk->reader) + queued < wk->e->queue_depth;
