@@ -138,7 +138,8 @@ enum grist_batch_layout {
  * delivered): restoring replays from there and continues with exactly the next batch.
  * Packed checkpoints are never lockstep (hosts consume different amounts), so they
  * restore on the same shard count only. The engine under the packer reads at least 256
- * records per batch (whatever batch_size is); max_batch_bytes bounds those record batches
+ * records per batch (whatever batch_size is), or exactly 32 with a map (a tokenizer: each
+ * record is CPU work, and smaller units spread it over the threads); max_batch_bytes bounds those record batches
  * as well as the packed ones, so very long records may need it raised. Packing needs the ragged layout and no device
  * stage: with --device, grist_loader_create() refuses it (-EINVAL).
  */

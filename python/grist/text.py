@@ -233,7 +233,11 @@ def _shift_left(x, fill):
     return out
 
 
-def _batch_arrays(batch, spec, outputs, batch_size, length):
+_MAXTEXT_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentation", "inputs_position",
+                 "targets_position")
+
+
+def _batch_arrays(batch, spec, outputs, batch_size, length, packed=None):
     """A text loader's grist.Batch -> its dict of int32 (batch_size, length) arrays.
 
     Packed: Grain's packer keys with k = "inputs"; outputs="maxtext" gives MaxText's six
@@ -244,6 +248,13 @@ def _batch_arrays(batch, spec, outputs, batch_size, length):
     positions arange(len), both then padded with pad_id as well).
     """
     pad = spec.pad_id
+    if packed is None:
+        packed = batch.segment_ids is not None
+    if outputs is not None and packed:
+        # packed, MaxText's arrays: made in C in one pass (the consumer thread serves every worker)
+        with batch:
+            arrays = _np.frombuffer(batch._maxtext(pad, batch_size), dtype=_np.int32).reshape(6, -1, length)
+        return dict(zip(_MAXTEXT_KEYS, arrays))
     with batch:
         if batch.segment_ids is not None:
             data = batch.data.view(_np.int32)

@@ -246,6 +246,66 @@ static PyObject *batch_records(BatchObject *self, PyObject *unused)
 	return list;
 }
 
+/*
+ * _maxtext(pad_id, batch_size): a packed batch of 4-byte tokens as MaxText's six arrays,
+ * made in one pass into one bytearray of 6 x max(rows, batch_size) x L int32: inputs,
+ * targets (inputs shifted left, pad_id last), inputs_segmentation, targets_segmentation
+ * (shifted left, 0 last and wherever targets == pad_id), inputs_position, targets_position;
+ * rows past the batch's are pad_id rows (batch_and_pad). grist.text builds the dict from
+ * it. On the consumer's thread, which serves every worker: the numpy copies, shifts and
+ * compares it replaces took about 90 us a batch of 8 x 2048, most of that thread's time per
+ * batch (docs/tuning.md, "The loader's serial share"). One allocation, not six: six of 64 KiB
+ * each came back from the system with their pages to fault in again, every batch.
+ */
+static PyObject *batch_maxtext(BatchObject *self, PyObject *args)
+{
+	struct grist_batch *b = batch_held(self);
+	Py_ssize_t batch_size, rows, total, L, r, j, n;
+	PyObject *out;
+	int32_t *in, *tg, *sg, *ts, *ps, *tp;
+	int pad;
+
+	if (!b || !PyArg_ParseTuple(args, "in:_maxtext", &pad, &batch_size))
+		return NULL;
+	if (self->token_bytes != 4 || !b->segment_ids || !b->positions) {
+		PyErr_SetString(PyExc_ValueError, "grist.Batch._maxtext: not a packed batch of 4-byte tokens");
+		return NULL;
+	}
+	rows = (Py_ssize_t)b->num_rows;
+	L = (Py_ssize_t)(b->record_bytes / 4);
+	total = rows > batch_size ? rows : batch_size;
+	if (L < 1 || total > PY_SSIZE_T_MAX / 24 / L) {
+		PyErr_SetString(PyExc_ValueError, "grist.Batch._maxtext: bad batch shape");
+		return NULL;
+	}
+	n = total * L; /* int32 per array */
+	out = PyByteArray_FromStringAndSize(NULL, 6 * n * 4);
+	if (!out)
+		return NULL;
+	in = (int32_t *)PyByteArray_AS_STRING(out);
+	tg = in + n, sg = tg + n, ts = sg + n, ps = ts + n, tp = ps + n;
+	for (r = 0; r < total; r++, in += L, tg += L, sg += L, ts += L, ps += L, tp += L) {
+		if (r >= rows) {
+			for (j = 0; j < L; j++) {
+				in[j] = tg[j] = sg[j] = ps[j] = tp[j] = pad;
+				ts[j] = 0;
+			}
+			continue;
+		}
+		memcpy(in, (const uint8_t *)b->data + r * L * 4, (size_t)L * 4);
+		memcpy(sg, b->segment_ids + r * L, (size_t)L * 4);
+		memcpy(ps, b->positions + r * L, (size_t)L * 4);
+		memcpy(tp, ps, (size_t)L * 4);
+		for (j = 0; j + 1 < L; j++) {
+			tg[j] = in[j + 1];
+			ts[j] = tg[j] == pad ? 0 : sg[j + 1];
+		}
+		tg[L - 1] = pad;
+		ts[L - 1] = 0;
+	}
+	return out;
+}
+
 static PyObject *batch_release(BatchObject *self, PyObject *unused)
 {
 	(void)unused;
@@ -380,6 +440,9 @@ static PyGetSetDef batch_getset[] = {
 
 static PyMethodDef batch_methods[] = {
 	{ "records", (PyCFunction)batch_records, METH_NOARGS, "records() -> list[bytes]: copies of the records." },
+	{ "_maxtext", (PyCFunction)batch_maxtext, METH_VARARGS,
+	  "_maxtext(pad_id, batch_size) -> bytearray: a packed batch as MaxText's six arrays\n"
+	  "(grist.text's outputs=\"maxtext\"), copied: int32, 6 x max(rows, batch_size) x pack_length." },
 	{ "release", (PyCFunction)batch_release, METH_NOARGS,
 	  "release(): give the slot back to the loader now, or as soon as the arrays taken from this\n"
 	  "batch are gone. The batch's fields are unusable afterwards." },

@@ -354,6 +354,18 @@ static bool wants_more(struct worker *wk, unsigned queued)
 	last = pipeline_at(wk, wk->count - 1);
 	if (!grist_async_reads_admitted(&last->reads) && !last->error)
 		return false;
+	/*
+	 * With a map, decoding is the work (images resized, texts tokenized) and a worker's
+	 * units are its own until it decodes them: once a unit behind the one it decodes has
+	 * all its reads in, the reads are ahead of the decoding, and claiming more only ties
+	 * units to this worker. On cached data every worker claimed its whole pipeline (4 units
+	 * of 64 images, 6 of 32 texts): the units being decoded at once then spanned four per
+	 * worker, beyond the slot window, and a finite run ended with some workers decoding
+	 * their backlog while the others had none. Reads still slower than the decoding keep
+	 * units pending, so the ring stays as deep as before.
+	 */
+	if (wk->e->p->layout->map && wk->count >= 2 && !last->error && !grist_async_reads_pending(&last->reads))
+		return false;
 	/* this pass's units are admitted, not pushed yet: count them against the ring */
 	return (queued || grist_async_reads_all_submitted(&last->reads)) &&
 	       grist_async_reader_inflight(&wk->reader) + queued < wk->e->queue_depth;
@@ -644,7 +656,14 @@ static void async_stop(void *engine);
 
 static unsigned wake_batch(const struct async_engine *e)
 {
-	size_t unit_bytes = e->unit_items * (e->row_bytes_hint ? e->row_bytes_hint : 1);
+	/*
+	 * A map's rows have no typical size: count each at the most it may write. At one byte a
+	 * row, 32-record units of tokenized text (8 KiB a row at most) had the consumer sleep
+	 * until half the claim window was done, then pack it all at once: at the end of a run,
+	 * a serial tail of every batch's packing and hand-over while the workers had stopped.
+	 */
+	size_t row = e->row_bytes_hint ? e->row_bytes_hint : e->p->layout->map ? e->p->layout->map_out_max : 1;
+	size_t unit_bytes = e->unit_items * (row ? row : 1);
 	size_t n = WAKE_BATCH_BYTES / unit_bytes, cap = (e->assembly < e->nunits ? e->assembly : e->nunits) / 2;
 
 	if (e->p->deliver || n <= 1)

@@ -14,6 +14,16 @@
 #define DEFAULT_MAX_BATCH_BYTES ((size_t)GRIST_DEFAULT_MAX_BATCH_MIB << 20)
 /* Packing: the engine's record batches are at least this many records (see docs/tuning.md). */
 #define PACK_ENGINE_BATCH 256
+/*
+ * ... and with a map (text= tokenizes each record on the engine's threads): a record then
+ * costs a tokenizer call (a 6 KB text about 0.2-0.6 ms), so 256 of them made a unit of
+ * 50-150 ms of one core, each unit one worker's. A 5056-text run on 16 threads was 20
+ * units: two waves, the second four workers wide, and the first batch waited for a whole
+ * unit (docs/tuning.md, "The loader's serial share"). 32 records keep a unit's fixed costs
+ * (its plan, a slot, a hand-over: microseconds) well under 1% of it. Exactly 32, whatever
+ * batch_size is: it counts rows, which say nothing of how many records make them.
+ */
+#define PACK_ENGINE_BATCH_MAP 32
 
 static struct grist_pack_params pack_params(const struct grist_loader_config *c)
 {
@@ -438,7 +448,9 @@ int grist_loader_create_hooked(const struct grist_loader_config *caller_cfg, con
 	if (l->cfg.pack != GRIST_PACK_NONE) {
 		/* the engine delivers plain records; the packer makes the caller's rows */
 		l->pack_params = pack_params(&l->cfg);
-		if (l->cfg.batch_size < PACK_ENGINE_BATCH)
+		if (l->cfg.map)
+			l->cfg.batch_size = PACK_ENGINE_BATCH_MAP;
+		else if (l->cfg.batch_size < PACK_ENGINE_BATCH)
 			l->cfg.batch_size = PACK_ENGINE_BATCH;
 		l->cfg.drop_remainder = false;
 	}

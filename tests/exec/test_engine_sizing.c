@@ -234,6 +234,51 @@ static void test_sized_to_the_work(void **state)
 	assert_true(one.read_ahead >= extent && one.read_ahead <= 2 * (extent + 2 * 4096) + 4096);
 }
 
+/*
+ * A map makes decoding CPU work, so every worker gets room for two units plus the batches
+ * the caller may hold (docs/tuning.md, "The loader's serial share"): RandomResizedCrop(224)
+ * to float32 at batch 64 is a 38.5 MB slot, and the 512 MiB budget alone gave 16 threads
+ * 16 slots, one a worker, which left half of them waiting for the consumer. Now 36 (1.39 GB).
+ * Without a map, or where the budget already covers the claim window (2 threads), nothing
+ * changes.
+ */
+static int no_map(void *ctx, const struct grist_map_input *in, uint8_t *out, size_t out_cap, size_t *out_len)
+{
+	(void)ctx, (void)in, (void)out, (void)out_cap, (void)out_len;
+	return 0; /* never called: sizing only asks whether there is a map */
+}
+
+static void test_map_two_units_a_worker(void **state)
+{
+	const uint64_t row = 224 * 224 * 3 * 4 + 8; /* the image and its label */
+	struct grist_engine_sizes a;
+	struct setup t;
+
+	(void)state;
+	setup(&t, 64, GRIST_GRANULARITY_RECORD, 1, false);
+	t.layout = (struct grist_layout){ .kind = GRIST_LAYOUT_FIXED, .record_bytes = row, .batch_size = 64,
+					  .max_batch_bytes = 64u << 20 };
+	t.p.threads = 16;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_true(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, 16); /* no map: the budget, floored at one a worker */
+
+	t.layout.map = no_map;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_true(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, 4 + 2 * 16);
+	assert_int_equal(a.assembly, a.slot_window);
+	assert_true(a.assembly * 64 * row < 1400000000ull);
+
+	t.p.threads = 2; /* the budget's 13 slots are more than the 12 units claimed at once */
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_false(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, a.nunits);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +286,7 @@ int main(void)
 		cmocka_unit_test(test_url_chunk_windows_bounded),
 		cmocka_unit_test(test_url_no_extent),
 		cmocka_unit_test(test_sized_to_the_work),
+		cmocka_unit_test(test_map_two_units_a_worker),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -203,6 +203,21 @@ def test_maxtext_tiktoken_and_resume(files, examples):
         grist.Loader(examples, 3, text=other, outputs="maxtext", state=state, **kw)
 
 
+def test_maxtext_pad_is_a_real_token(files, examples):
+    """pad_id equal to BOS, a token of every text: targets_segmentation is zeroed wherever a
+    target is that id, inside real rows too, as MaxText's ShiftData does (grist.Batch._maxtext)."""
+    tok = Tokenizer(files["gpt2.tiktoken"], pattern="llama3")
+    enc = tiktoken.Encoding("l3", pat_str=PATTERNS["llama3"], mergeable_ranks=load_ranks(files["gpt2.tiktoken"]),
+                            special_tokens={})
+    spec = TextSpec(tok, bos_id=50000, eos_id=50001, pad_id=50000, max_length=64)
+    ours = run(examples, spec, 3, seed=4, epochs=1, pack="first-fit", pack_length=64, threads=2)
+    theirs = maxtext_batches(lambda t: enc.encode(t, disallowed_special=()), grist_order(examples, 3, seed=4, epochs=1),
+                             50000, 50001, 50000, 64, 3)
+    assert_same(ours, theirs)
+    # the case is there: a target that is the pad id where the next input is a real token
+    assert any(((b["targets"][:, :-1] == 50000) & (b["inputs_segmentation"][:, 1:] > 0)).any() for b in ours)
+
+
 def test_unpacked_and_default_keys(files, examples):
     tok = Tokenizer(files["mistral-v1.model"])
     sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
