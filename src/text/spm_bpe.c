@@ -271,6 +271,12 @@ int grist_spm_native_open(const char *path, const uint8_t *data, size_t len, str
 			memcpy(m->strings, sp.charsmap + 4 + trie, sp.charsmap_len - 4 - trie);
 		}
 	}
+	for (int c = 0; !ret && c < 256; c++) {
+		/* darts-clone from the root: unit root ^ c, when its label is c, is where a rule goes on */
+		uint32_t root = m->units ? m->units[0] : 0, at = (root >> 10 << ((root & (1u << 9)) >> 6)) ^ (uint32_t)c;
+
+		m->plain[c] = !m->ud_first[c] && (!m->units || (m->units[at] & (1u << 31 | 0xffu)) != (uint32_t)c);
+	}
 	if (ret) {
 		grist_spm_native_close(m);
 		return ret;
@@ -318,8 +324,16 @@ static size_t ud_match(const struct grist_spm_native *m, const uint8_t *p, size_
  */
 static size_t norm_prefix(const struct grist_spm_native *m, const uint8_t *p, size_t n, const uint8_t **o, size_t *olen)
 {
-	size_t l = ud_match(m, p, n), longest = 0, found = 0;
+	size_t l, longest = 0, found = 0;
 	uint32_t value = 0;
+
+	if (m->plain[p[0]]) { /* no rule and no user-defined piece starts with this byte: one character */
+		l = grist_spm_char_len(p[0]);
+		*o = p;
+		*olen = l < n ? l : n;
+		return *olen;
+	}
+	l = ud_match(m, p, n);
 
 	if (l) {
 		*o = p;
@@ -360,9 +374,9 @@ static size_t norm_prefix(const struct grist_spm_native *m, const uint8_t *p, si
 	return *olen;
 }
 
-static int norm_reserve(struct grist_spm_scratch *s, size_t need)
+static inline int norm_reserve(struct grist_spm_scratch *s, size_t need)
 {
-	return grist_array_reserve((void **)&s->norm, &s->norm_cap, need, 1);
+	return need <= s->norm_cap ? 0 : grist_array_reserve((void **)&s->norm, &s->norm_cap, need, 1);
 }
 
 long grist_spm_normalize(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *in, size_t n)

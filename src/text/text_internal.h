@@ -291,6 +291,7 @@ struct grist_spm_native {
 	char *strings;   /* its NUL-terminated replacement strings */
 	size_t ud_max;   /* the longest USER_DEFINED piece, 0: none */
 	uint8_t ud_first[256];
+	uint8_t plain[256]; /* no charsmap rule and no USER_DEFINED piece starts with this byte */
 	bool words;      /* BPE: no piece spans a word's start: words merge apart, and repeat (a cache) */
 	/* Unigram */
 	struct grist_spm_unit *trie; /* the pieces' double array (spm_unigram.c) */
