@@ -2,8 +2,9 @@
 
 The tokenizer files come from pip packages at test time, never from the repository:
 GPT-2's ranks from openai-whisper's sdist (whisper/assets/gpt2.tiktoken), SentencePiece BPE
-models and the tekken vocabulary from the mistral-common wheel, and a Unigram model with an
-NFKC charsmap trained here by sentencepiece's own trainer. The corpus is Python's own
+models and the tekken vocabulary from the mistral-common wheel, and Unigram models (one with an
+NFKC charsmap, one with byte fallback and user-defined pieces, one without a charsmap) trained
+here by sentencepiece's own trainer. The corpus is Python's own
 documentation text (pydoc_data.topics, shipped with every CPython) plus multilingual and
 adversarial strings. Every id list is compared whole.
 
