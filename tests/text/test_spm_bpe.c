@@ -274,7 +274,7 @@ static void test_native_equals_library(void **state)
 }
 
 /* The public API: the native path by default, the library with sentencepiece_library. */
-static void test_option(void **state)
+static void option(const char *model)
 {
 	struct grist_tokenizer_options o;
 	struct grist_tokenizer *t[2];
@@ -284,8 +284,7 @@ static void test_option(void **state)
 	size_t n[2];
 	char path[512];
 
-	(void)state;
-	snprintf(path, sizeof(path), "%s", t_path(dir, "fallback.model"));
+	snprintf(path, sizeof(path), "%s", t_path(dir, model));
 	for (int i = 0; i < 2; i++) {
 		grist_tokenizer_options_init(&o);
 		o.sentencepiece_library = i;
@@ -320,6 +319,14 @@ static void test_option(void **state)
 		grist_tokenizer_ctx_destroy(c[i]);
 		grist_tokenizer_close(t[i]);
 	}
+}
+
+/* The same for a BPE and a Unigram model (each one's ids on this text are no tie). */
+static void test_option(void **state)
+{
+	(void)state;
+	option("fallback.model");
+	option("uni_fallback.model");
 }
 
 /* What the native path does not implement is the library's: a CHAR model, whole. */
