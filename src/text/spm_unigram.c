@@ -74,56 +74,93 @@ struct build {
 	uint32_t root[256]; /* the root's children by byte (its list would be long) */
 	struct grist_spm_unit *u;
 	uint8_t *used;
-	size_t nu, first_free, top; /* units, the lowest free one, 1 + the highest used one */
+	uint32_t *next, *prev; /* the free units, a list in ascending order (FREE ends it) */
+	uint32_t head, tail;
+	size_t nu, top; /* units; 1 + the highest used one */
 };
 
-/* Units [0, need) exist (new ones free). */
+/* Units [0, need) exist (new ones free, at the end of the free list). */
 static int grow(struct build *b, size_t need)
 {
 	size_t cap = b->nu ? b->nu : 1024;
-	void *u, *used;
+	void *u, *used, *next, *prev;
 
 	if (need <= b->nu)
 		return 0;
 	while (cap < need)
 		cap *= 2;
+	if (cap >= FREE)
+		return -ENOMEM;
 	if (!(u = realloc(b->u, cap * sizeof(*b->u))))
 		return -ENOMEM;
 	b->u = u;
 	if (!(used = realloc(b->used, cap)))
 		return -ENOMEM;
 	b->used = used;
+	if (!(next = realloc(b->next, cap * sizeof(*b->next))))
+		return -ENOMEM;
+	b->next = next;
+	if (!(prev = realloc(b->prev, cap * sizeof(*b->prev))))
+		return -ENOMEM;
+	b->prev = prev;
 	for (size_t i = b->nu; i < cap; i++) {
 		b->u[i] = (struct grist_spm_unit){ 0, FREE, 0, -1 };
 		b->used[i] = 0;
+		b->prev[i] = b->tail;
+		b->next[i] = FREE;
+		if (b->tail == FREE)
+			b->head = (uint32_t)i;
+		else
+			b->next[b->tail] = (uint32_t)i;
+		b->tail = (uint32_t)i;
 	}
 	b->nu = cap;
 	return 0;
 }
 
-/* A base for children with bytes @c[0..k) (ascending): the first that puts them all on free units. */
+static void take(struct build *b, size_t at)
+{
+	uint32_t p = b->prev[at], n = b->next[at];
+
+	b->used[at] = 1;
+	if (p == FREE)
+		b->head = n;
+	else
+		b->next[p] = n;
+	if (n == FREE)
+		b->tail = p;
+	else
+		b->prev[n] = p;
+	if (at >= b->top)
+		b->top = at + 1;
+}
+
+/*
+ * A base for children with bytes @c[0..k) (ascending) that puts them all on free units: the
+ * first of the free list's first 4096 that fits, else past the highest used unit (where every
+ * unit is free), which bounds the build's time.
+ */
 static long find_base(struct build *b, const uint8_t *c, size_t k)
 {
-	size_t tries = 0, p;
+	size_t tries = 0, p, i;
 
-	while (b->first_free < b->nu && b->used[b->first_free])
-		b->first_free++;
-	for (p = b->first_free > c[0] ? b->first_free : c[0];; p++) {
-		size_t base, i;
+	for (p = b->head; p != FREE && tries < 4096; p = b->next[p], tries++) {
+		size_t base;
 
-		// a crowded stretch: go past the last used unit, where every unit is free (bounds the build's time)
-		if (++tries == 4096 && p < b->top)
-			p = b->top;
-		if (p + 256 > b->nu && grow(b, p + 256))
-			return -ENOMEM;
-		if (b->used[p])
+		if (p < c[0])
 			continue;
 		base = p - c[0];
+		if (base + 256 > b->nu)
+			break;
 		for (i = 1; i < k && !b->used[base + c[i]]; i++)
 			;
 		if (i == k)
 			return (long)base;
 	}
+	p = b->top > c[0] ? b->top : c[0];
+	if (grow(b, p + 256))
+		return -ENOMEM;
+	return (long)(p - c[0]);
 }
 
 /* The pointer trie of the pieces @ids. */
@@ -176,10 +213,10 @@ static int double_array(struct build *b)
 	uint8_t c[256];
 	int ret = -ENOMEM;
 
+	b->head = b->tail = FREE;
 	if (!queue || !pos || grow(b, 256))
 		goto out;
-	b->used[0] = 1;
-	b->top = 1;
+	take(b, 0);
 	pos[0] = 0;
 	queue[qt++] = 0;
 	while (qh < qt) {
@@ -204,9 +241,7 @@ static int double_array(struct build *b)
 			size_t at = (size_t)base + b->t[ch].byte;
 			int32_t id = b->t[ch].id;
 
-			b->used[at] = 1;
-			if (at >= b->top)
-				b->top = at + 1;
+			take(b, at);
 			b->u[at].check = unit;
 			b->u[at].id = id;
 			if (id >= 0 && m->type[id] == T_USER_DEFINED) {
@@ -265,6 +300,8 @@ int grist_spm_unigram_build(const char *path, struct grist_spm_native *m)
 	free(ids);
 	free(b.t);
 	free(b.used);
+	free(b.next);
+	free(b.prev);
 	if (ret) {
 		free(b.u);
 		return grist_fail(ret, "%s: no memory for its Unigram trie", path);
