@@ -12,6 +12,8 @@
  * piece whose bytes repeat, a piece over 64 KiB, a NaN score) is left to the library at open, whole; a text
  * whose encode the library would fail (a control piece one character long met in it) is left
  * to the library per text. Nothing is approximated.
+ *
+ * The model reader and the normalizer serve Unigram models too: spm_unigram.c encodes those.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,25 +32,9 @@ enum { F_PIECE = 1, F_SCORE = 2, F_TYPE = 3 };
 enum { F_MODEL_TYPE = 3, F_WS_SUFFIX = 24, F_BYTE_FALLBACK = 35 };
 enum { F_CHARSMAP = 2, F_DUMMY_PREFIX = 3, F_EXTRA_WS = 4, F_ESCAPE_WS = 5 };
 enum { T_NORMAL = 1, T_UNKNOWN = 2, T_CONTROL = 3, T_USER_DEFINED = 4, T_UNUSED = 5, T_BYTE = 6 };
-enum { MODEL_BPE = 2 };
+enum { MODEL_UNIGRAM = 1, MODEL_BPE = 2 };
 
 #define KMAX_TRIE_RESULTS 32 /* Normalizer::kMaxTrieResultsSize */
-
-struct grist_spm_bpe {
-	struct grist_vocab vocab; /* piece bytes -> id (its "rank"), every piece of every type */
-	float *score;
-	uint8_t *type;
-	uint32_t n;
-	int32_t unk_id;
-	int32_t byte_id[256];
-	bool byte_fallback, dummy_prefix, extra_ws, escape_ws, ws_suffix;
-	uint32_t *units; /* the charsmap's darts-clone array (NULL: none) */
-	size_t n_units;
-	char *strings;   /* its NUL-terminated replacement strings */
-	size_t ud_max;   /* the longest USER_DEFINED piece, 0: none */
-	uint8_t ud_first[256];
-	bool words;      /* no piece spans a word's start: words merge apart, and repeat (a cache) */
-};
 
 struct grist_spm_sym {
 	int32_t prev, next;
@@ -62,7 +48,7 @@ struct grist_spm_pair {
 	uint32_t size;
 };
 
-void grist_spm_bpe_close(struct grist_spm_bpe *m)
+void grist_spm_native_close(struct grist_spm_native *m)
 {
 	if (!m)
 		return;
@@ -71,6 +57,7 @@ void grist_spm_bpe_close(struct grist_spm_bpe *m)
 	free(m->type);
 	free(m->units);
 	free(m->strings);
+	free(m->trie);
 	free(m);
 }
 
@@ -123,7 +110,7 @@ static int read_specs(const char *path, const uint8_t *data, size_t len, struct 
 }
 
 /* The pieces into m->vocab, scores and types: 0, 1 for a model left to the library, or an error. */
-static int read_pieces(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe *m, size_t bytes)
+static int read_pieces(const char *path, const uint8_t *data, size_t len, struct grist_spm_native *m, size_t bytes)
 {
 	struct grist_pb b = { data, data + len }, pb;
 	struct grist_pb_field f, g;
@@ -170,8 +157,11 @@ static int read_pieces(const char *path, const uint8_t *data, size_t len, struct
 		}
 		if (ret < 0)
 			return ret;
-		/* the arena's 16-bit lengths; UNUSED's resegmentation; a NaN has no place in the agenda's order */
-		if (plen > 0xffff || type == T_UNUSED || isnan(score))
+		/*
+		 * the arena's 16-bit lengths; BPE: UNUSED's resegmentation, a NaN has no place in the
+		 * agenda's order (Unigram skips UNUSED pieces, and its comparisons take a NaN as the library's do)
+		 */
+		if (plen > 0xffff || (m->model_type == MODEL_BPE && (type == T_UNUSED || isnan(score))))
 			return 1;
 		memcpy(m->vocab.arena + off, piece, plen);
 		m->vocab.tok[id] = (uint64_t)off << 16 | plen;
@@ -196,7 +186,7 @@ static int read_pieces(const char *path, const uint8_t *data, size_t len, struct
 	return ret;
 }
 
-static int byte_ids(struct grist_spm_bpe *m)
+static int byte_ids(struct grist_spm_native *m)
 {
 	static const char hex[] = "0123456789ABCDEF";
 
@@ -219,7 +209,7 @@ static const uint8_t WS[3] = { 0xe2, 0x96, 0x81 }; /* U+2581, the escaped space 
  * When none does, each word's merges are its own: the agenda's order restricted to a word is
  * the order the word alone gives (the same scores, the same relative positions).
  */
-static bool spans_words(const struct grist_spm_bpe *m)
+static bool spans_words(const struct grist_spm_native *m)
 {
 	for (uint32_t id = 0; id < m->n; id++) {
 		size_t len;
@@ -234,10 +224,10 @@ static bool spans_words(const struct grist_spm_bpe *m)
 	return false;
 }
 
-int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe **out)
+int grist_spm_native_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_native **out)
 {
 	struct specs sp = { .model_type = 1, .dummy_prefix = true, .extra_ws = true, .escape_ws = true };
-	struct grist_spm_bpe *m;
+	struct grist_spm_native *m;
 	size_t bytes = 0;
 	uint32_t n = 0;
 	int ret;
@@ -246,12 +236,13 @@ int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct
 	ret = read_specs(path, data, len, &sp, &n, &bytes);
 	if (ret < 0)
 		return ret;
-	if (sp.model_type != MODEL_BPE)
+	if (sp.model_type != MODEL_BPE && sp.model_type != MODEL_UNIGRAM)
 		return 1;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return grist_fail(-ENOMEM, "%s: no memory for its model", path);
 	m->n = n;
+	m->model_type = (uint32_t)sp.model_type;
 	m->byte_fallback = sp.byte_fallback;
 	m->ws_suffix = sp.ws_suffix;
 	m->dummy_prefix = sp.dummy_prefix;
@@ -262,7 +253,9 @@ int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct
 		ret = 1;
 	if (!ret)
 		ret = byte_ids(m);
-	m->words = !ret && m->escape_ws && !m->ws_suffix && !spans_words(m);
+	if (!ret && m->model_type == MODEL_UNIGRAM)
+		ret = grist_spm_unigram_build(path, m);
+	m->words = !ret && m->model_type == MODEL_BPE && m->escape_ws && !m->ws_suffix && !spans_words(m);
 	if (!ret && sp.charsmap_len) {
 		/* grist_spm_check() walked this trie from its root: every node reached is in bounds */
 		uint32_t trie;
@@ -278,8 +271,14 @@ int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct
 			memcpy(m->strings, sp.charsmap + 4 + trie, sp.charsmap_len - 4 - trie);
 		}
 	}
+	for (int c = 0; !ret && c < 256; c++) {
+		/* darts-clone from the root: unit root ^ c, when its label is c, is where a rule goes on */
+		uint32_t root = m->units ? m->units[0] : 0, at = (root >> 10 << ((root & (1u << 9)) >> 6)) ^ (uint32_t)c;
+
+		m->plain[c] = !m->ud_first[c] && (!m->units || (m->units[at] & (1u << 31 | 0xffu)) != (uint32_t)c);
+	}
 	if (ret) {
-		grist_spm_bpe_close(m);
+		grist_spm_native_close(m);
 		return ret;
 	}
 	*out = m;
@@ -292,23 +291,18 @@ void grist_spm_scratch_free(struct grist_spm_scratch *s)
 	free(s->sym);
 	free(s->heap);
 	free(s->cache);
+	free(s->best);
 	memset(s, 0, sizeof(*s));
 }
 
 size_t grist_spm_scratch_bytes(const struct grist_spm_scratch *s)
 {
 	return s->norm_cap + s->sym_cap * sizeof(*s->sym) + s->heap_cap * sizeof(*s->heap) +
-	       (s->cache ? GRIST_BPE_CACHE_SLOTS * sizeof(*s->cache) : 0);
-}
-
-/* string_util::OneCharLen: a UTF-8 lead byte's length (1 for a stray continuation byte) */
-static inline size_t one_char_len(uint8_t c)
-{
-	return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4];
+	       (s->cache ? GRIST_BPE_CACHE_SLOTS * sizeof(*s->cache) : 0) + grist_spm_unigram_scratch_bytes(s);
 }
 
 /* PrefixMatcher::PrefixMatch over the USER_DEFINED pieces: the longest one @p starts with, or 0. */
-static size_t ud_match(const struct grist_spm_bpe *m, const uint8_t *p, size_t n)
+static size_t ud_match(const struct grist_spm_native *m, const uint8_t *p, size_t n)
 {
 	size_t best = 0, l;
 
@@ -328,10 +322,18 @@ static size_t ud_match(const struct grist_spm_bpe *m, const uint8_t *p, size_t n
  * rule (darts-clone commonPrefixSearch, at most kMaxTrieResultsSize results kept), else one
  * character (the text is valid UTF-8). Returns the bytes consumed; *o, *olen the replacement.
  */
-static size_t norm_prefix(const struct grist_spm_bpe *m, const uint8_t *p, size_t n, const uint8_t **o, size_t *olen)
+static size_t norm_prefix(const struct grist_spm_native *m, const uint8_t *p, size_t n, const uint8_t **o, size_t *olen)
 {
-	size_t l = ud_match(m, p, n), longest = 0, found = 0;
+	size_t l, longest = 0, found = 0;
 	uint32_t value = 0;
+
+	if (m->plain[p[0]]) { /* no rule and no user-defined piece starts with this byte: one character */
+		l = grist_spm_char_len(p[0]);
+		*o = p;
+		*olen = l < n ? l : n;
+		return *olen;
+	}
+	l = ud_match(m, p, n);
 
 	if (l) {
 		*o = p;
@@ -366,19 +368,18 @@ static size_t norm_prefix(const struct grist_spm_bpe *m, const uint8_t *p, size_
 		*olen = strlen((const char *)*o);
 		return longest;
 	}
-	l = one_char_len(p[0]);
+	l = grist_spm_char_len(p[0]);
 	*o = p;
 	*olen = l < n ? l : n;
 	return *olen;
 }
 
-static int norm_reserve(struct grist_spm_scratch *s, size_t need)
+static inline int norm_reserve(struct grist_spm_scratch *s, size_t need)
 {
-	return grist_array_reserve((void **)&s->norm, &s->norm_cap, need, 1);
+	return need <= s->norm_cap ? 0 : grist_array_reserve((void **)&s->norm, &s->norm_cap, need, 1);
 }
 
-/* Normalizer::Normalize into s->norm: its length, or a negative errno. */
-static long normalize(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *in, size_t n)
+long grist_spm_normalize(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *in, size_t n)
 {
 	const uint8_t *end = in + n, *o;
 	size_t nl = 0, olen, used;
@@ -468,7 +469,7 @@ struct agenda {
 };
 
 /* MaybeAddNewSymbolPair: push the pair when its joined bytes are a normal or user-defined piece. */
-static int maybe_add(const struct grist_spm_bpe *m, struct agenda *ag, const uint8_t *norm, const struct grist_spm_sym *sym,
+static int maybe_add(const struct grist_spm_native *m, struct agenda *ag, const uint8_t *norm, const struct grist_spm_sym *sym,
 		     int32_t l, int32_t r, bool heapify_later)
 {
 	uint32_t size, id;
@@ -507,7 +508,7 @@ static int maybe_add(const struct grist_spm_bpe *m, struct agenda *ag, const uin
  * @out; *prev_unk: whether the last id was an unknown (a run of them is one id). 0, 1 (the
  * text is the library's) or a negative errno.
  */
-static int encode_range(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
+static int encode_range(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
 			size_t b, struct grist_ids *out, bool *prev_unk)
 {
 	struct agenda ag = { s, 0 };
@@ -524,7 +525,7 @@ static int encode_range(const struct grist_spm_bpe *m, struct grist_spm_scratch 
 		bool freeze = l > 0;
 
 		if (!l) {
-			l = one_char_len(norm[at]);
+			l = grist_spm_char_len(norm[at]);
 			if (l > b - a - at)
 				l = b - a - at;
 		}
@@ -581,7 +582,7 @@ static int encode_range(const struct grist_spm_bpe *m, struct grist_spm_scratch 
 }
 
 /* One word (or a whole text): from the cache when it is there, else merged and kept. */
-static int encode_word(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
+static int encode_word(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *norm, size_t a,
 		       size_t b, struct grist_ids *out, bool *prev_unk)
 {
 	struct grist_bpe_cache_entry *e, *slot;
@@ -618,10 +619,10 @@ static int encode_word(const struct grist_spm_bpe *m, struct grist_spm_scratch *
 	return 0;
 }
 
-int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
+int grist_spm_native_encode(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
 			 struct grist_ids *out)
 {
-	long nl = normalize(m, s, text, len);
+	long nl = grist_spm_normalize(m, s, text, len);
 	bool prev_unk = false;
 	size_t a = 0, i;
 	int ret;
@@ -632,6 +633,8 @@ int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch
 		return 0;
 	if (nl >= INT32_MAX)
 		return 1; /* the library's int indexes */
+	if (m->model_type == MODEL_UNIGRAM)
+		return grist_spm_unigram_encode(m, s, (size_t)nl, out);
 	if (!m->words)
 		return encode_range(m, s, s->norm, 0, (size_t)nl, out, &prev_unk);
 	/* words: each U+2581 that does not follow another starts one */

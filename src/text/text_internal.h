@@ -271,11 +271,35 @@ struct grist_pb_field {
 int grist_spm_pb_next(const char *path, const uint8_t *base, struct grist_pb *b, struct grist_pb_field *f);
 
 /*
- * Native SentencePiece BPE (spm_bpe.c): the library's encode, id for id, for the models whose
- * every encode-time setting it implements. grist_spm_bpe_open() gives 1 with *out NULL for any
- * other model (the library encodes those). Encode returns 1 for a text it leaves to the library.
+ * Native SentencePiece (spm_bpe.c: the model, the normalizer, BPE; spm_unigram.c: Unigram): the
+ * library's encode, id for id, for the models whose every encode-time setting it implements.
+ * grist_spm_native_open() gives 1 with *out NULL for any other model (the library encodes
+ * those). Encode returns 1 for a text it leaves to the library.
  */
-struct grist_spm_bpe;
+struct grist_spm_unit; /* spm_unigram.c's trie */
+struct grist_spm_native {
+	struct grist_vocab vocab; /* piece bytes -> id (its "rank"), every piece of every type */
+	float *score;
+	uint8_t *type;
+	uint32_t n;
+	uint32_t model_type; /* 1 Unigram, 2 BPE */
+	int32_t unk_id;
+	int32_t byte_id[256];
+	bool byte_fallback, dummy_prefix, extra_ws, escape_ws, ws_suffix;
+	uint32_t *units; /* the charsmap's darts-clone array (NULL: none) */
+	size_t n_units;
+	char *strings;   /* its NUL-terminated replacement strings */
+	size_t ud_max;   /* the longest USER_DEFINED piece, 0: none */
+	uint8_t ud_first[256];
+	uint8_t plain[256]; /* no charsmap rule and no USER_DEFINED piece starts with this byte */
+	bool words;      /* BPE: no piece spans a word's start: words merge apart, and repeat (a cache) */
+	/* Unigram */
+	struct grist_spm_unit *trie; /* the pieces' double array (spm_unigram.c) */
+	size_t trie_len;
+	float min_score, max_score;  /* over NORMAL pieces, as unigram::Model's */
+	bool ties_0197;              /* compare as 0.1.97 does (see spm_unigram.c); tests only */
+};
+struct grist_spm_best; /* spm_unigram.c's Viterbi cell */
 struct grist_spm_scratch {
 	uint8_t *norm;
 	size_t norm_cap;
@@ -284,12 +308,26 @@ struct grist_spm_scratch {
 	struct grist_spm_pair *heap;
 	size_t heap_cap;
 	struct grist_bpe_cache_entry *cache; /* a word's ids (made on first use) */
+	struct grist_spm_best *best;         /* Unigram: the best path ending at each byte */
+	size_t best_cap;
 };
-int grist_spm_bpe_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_bpe **out);
-void grist_spm_bpe_close(struct grist_spm_bpe *m);
-int grist_spm_bpe_encode(const struct grist_spm_bpe *m, struct grist_spm_scratch *s, const uint8_t *text, size_t len,
-			 struct grist_ids *out);
+/* string_util::OneCharLen: a UTF-8 lead byte's length (1 for a stray continuation byte) */
+static inline size_t grist_spm_char_len(uint8_t c)
+{
+	return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[c >> 4];
+}
+int grist_spm_native_open(const char *path, const uint8_t *data, size_t len, struct grist_spm_native **out);
+void grist_spm_native_close(struct grist_spm_native *m);
+int grist_spm_native_encode(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *text,
+			    size_t len, struct grist_ids *out);
 void grist_spm_scratch_free(struct grist_spm_scratch *s);
 size_t grist_spm_scratch_bytes(const struct grist_spm_scratch *s);
+/* Normalizer::Normalize into s->norm (spm_bpe.c): its length, or a negative errno. */
+long grist_spm_normalize(const struct grist_spm_native *m, struct grist_spm_scratch *s, const uint8_t *in, size_t n);
+/* spm_unigram.c: the trie from m's pieces (0, or -ENOMEM); encode s->norm[0, n) into @out. */
+int grist_spm_unigram_build(const char *path, struct grist_spm_native *m);
+int grist_spm_unigram_encode(const struct grist_spm_native *m, struct grist_spm_scratch *s, size_t n,
+			     struct grist_ids *out);
+size_t grist_spm_unigram_scratch_bytes(const struct grist_spm_scratch *s);
 
 #endif

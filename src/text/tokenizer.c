@@ -44,7 +44,7 @@ struct grist_tokenizer {
 	struct special_node *special_nodes;
 	size_t n_special_nodes, special_nodes_cap;
 	struct grist_spm *spm;
-	struct grist_spm_bpe *spm_bpe; /* SentencePiece BPE encoded natively; NULL: by the library */
+	struct grist_spm_native *spm_native; /* SentencePiece BPE encoded natively; NULL: by the library */
 	uint64_t vocab_size;
 	uint64_t id;
 	uint32_t offset;             /* tekken: an ordinary token's id is its rank + offset */
@@ -349,7 +349,7 @@ int grist_tokenizer_open(const char *path, const struct grist_tokenizer_options 
 			ret = grist_spm_open(path, file, len, &t->spm);
 			// the library stays for decode, other models and the odd text the native BPE leaves it
 			if (!ret && !o.sentencepiece_library)
-				ret = grist_spm_bpe_open(path, file, len, &t->spm_bpe);
+				ret = grist_spm_native_open(path, file, len, &t->spm_native);
 			free(file);
 			if (ret > 0)
 				ret = 0;
@@ -412,7 +412,7 @@ void grist_tokenizer_close(struct grist_tokenizer *t)
 	free(t->tekken_pattern);
 	if (t->spm)
 		grist_spm_close(t->spm);
-	grist_spm_bpe_close(t->spm_bpe);
+	grist_spm_native_close(t->spm_native);
 	free(t);
 }
 
@@ -553,7 +553,7 @@ int grist_tokenizer_encode(struct grist_tokenizer_ctx *c, const void *text, size
 	bad = grist_utf8_check(p, len);
 	if (bad != len)
 		return grist_fail(-EILSEQ, "byte %zu: invalid UTF-8 (0x%02x)", bad, p[bad]);
-	if (t->spm_bpe && (ret = grist_spm_bpe_encode(t->spm_bpe, &c->spm, p, len, &c->ids)) <= 0) {
+	if (t->spm_native && (ret = grist_spm_native_encode(t->spm_native, &c->spm, p, len, &c->ids)) <= 0) {
 		/* done natively (or failed) */
 	} else if (t->spm) {
 		c->ids.n = 0; /* a text the native path left to the library */

@@ -1,12 +1,16 @@
 /*
- * The native SentencePiece BPE encoder (src/text/spm_bpe.c) against Debian's libsentencepiece
- * itself: BPE models trained here by the library's own trainer (spm_train.cc) with the settings
- * the native path implements, each text encoded both ways, the ids compared one by one.
+ * The native SentencePiece encoders (src/text/spm_bpe.c, src/text/spm_unigram.c) against
+ * Debian's libsentencepiece itself: BPE and Unigram models trained here by the library's own
+ * trainer (spm_train.cc) with the settings the native path implements, each text encoded both
+ * ways, the ids compared one by one. Unigram is compared with 0.1.97's tie rule (Debian's
+ * library; tests/python/test_text.py holds the default, PyPI's rule, to PyPI's wheel), and the
+ * default rule is checked to differ from it only between paths of equal score.
  * Texts: mixed scripts, NFKC-affected characters, runs of whitespace, user-defined pieces,
  * characters no piece covers (byte fallback, or runs of <unk>), and every 101st code point
  * alone and in 4 contexts.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +23,7 @@ int t_spm_train(const char *args);
 
 static char *dir;
 
-/* The models: a name and the trainer's flags past --input, --model_prefix, --model_type=bpe. */
+/* The models: a name and the trainer's flags past --input, --model_prefix (BPE unless they say). */
 static const char *const models[][2] = {
 	/* as MaxText's users train them: byte fallback, split digits, the NFKC charsmap */
 	{ "fallback", "--byte_fallback=true --split_digits=true --character_coverage=0.99 --vocab_size=400" },
@@ -31,6 +35,15 @@ static const char *const models[][2] = {
 	/* no charsmap, no dummy prefix */
 	{ "identity", "--byte_fallback=true --normalization_rule_name=identity --add_dummy_prefix=false "
 		      "--vocab_size=500 --character_coverage=0.995" },
+	/* Unigram: the NFKC charsmap, unknowns as <unk> (runs of them one) */
+	{ "uni", "--model_type=unigram --character_coverage=0.98 --vocab_size=400" },
+	/* Unigram with byte fallback, split digits and user-defined pieces (their bonus score) */
+	{ "uni_fallback", "--model_type=unigram --byte_fallback=true --split_digits=true --vocab_size=450 "
+			  "--character_coverage=0.98 --user_defined_symbols=<sep>,kato,\xe2\x96\x81qu" },
+	/* Unigram, identity normalizer, spaces kept, whitespace as suffix, no dummy prefix */
+	{ "uni_identity", "--model_type=unigram --normalization_rule_name=identity --add_dummy_prefix=false "
+			  "--remove_extra_whitespaces=false --treat_whitespace_as_suffix=true --vocab_size=500 "
+			  "--character_coverage=0.995" },
 };
 #define N_MODELS (sizeof(models) / sizeof(models[0]))
 
@@ -71,8 +84,9 @@ static int setup(void **state)
 		char prefix[512];
 
 		snprintf(prefix, sizeof(prefix), "%s", t_path(dir, models[i][0]));
-		snprintf(args, sizeof(args), "--input=%s --model_prefix=%s --model_type=bpe %s --num_threads=1 "
-			 "--minloglevel=2 --hard_vocab_limit=false", t_path(dir, "corpus.txt"), prefix, models[i][1]);
+		snprintf(args, sizeof(args), "--input=%s --model_prefix=%s %s %s --num_threads=1 "
+			 "--minloglevel=2 --hard_vocab_limit=false", t_path(dir, "corpus.txt"), prefix,
+			 strstr(models[i][1], "--model_type") ? "" : "--model_type=bpe", models[i][1]);
 		if (t_spm_train(args))
 			return -1;
 	}
@@ -102,11 +116,54 @@ static size_t utf8(uint32_t c, char *out)
 
 struct pair {
 	struct grist_spm *lib;
-	struct grist_spm_bpe *nat;
+	struct grist_spm_native *nat;
 	struct grist_spm_scratch s;
-	struct grist_ids a, b;
+	struct grist_ids a, b, c;
+	char *da, *dc;
+	size_t da_cap, dc_cap;
 	size_t texts, left; /* texts compared; texts the native path left to the library */
+	size_t ties;        /* Unigram: texts where PyPI's rule and 0.1.97's give other (equal-score) paths */
 };
+
+/* A Unigram path's score as the encoder sums it (an unknown character, maybe as its bytes: min - 10). */
+static double path_score(const struct grist_spm_native *m, const int32_t *ids, size_t n)
+{
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len;
+		const uint8_t *p = grist_vocab_bytes(&m->vocab, (uint32_t)ids[i], &len);
+
+		if (ids[i] == m->unk_id)
+			sum += m->min_score - 10.0f;
+		else if (m->type[ids[i]] == 6 /* BYTE: <0xNN>, one per byte of an unknown character */)
+			sum += (strtol((const char *)p + 3, NULL, 16) & 0xc0) == 0x80 ? 0 : m->min_score - 10.0f;
+		else if (m->type[ids[i]] == 4 /* USER_DEFINED */)
+			sum += (double)((float)len * m->max_score) - 0.1;
+		else
+			sum += m->score[ids[i]];
+	}
+	return sum;
+}
+
+/* Unigram: PyPI's rule gives the library's ids, or another path of the same text and score. */
+static void same_unigram(struct pair *p, const char *text, size_t len)
+{
+	size_t la, lc;
+
+	p->c.n = 0;
+	p->nat->ties_0197 = false;
+	assert_int_equal(grist_spm_native_encode(p->nat, &p->s, (const uint8_t *)text, len, &p->c), 0);
+	p->nat->ties_0197 = true;
+	if (p->c.n == p->a.n && !memcmp(p->c.v, p->a.v, p->a.n * sizeof(int32_t)))
+		return;
+	p->ties++;
+	assert_int_equal(grist_spm_decode(p->lib, p->a.v, p->a.n, &p->da, &p->da_cap, &la), 0);
+	assert_int_equal(grist_spm_decode(p->lib, p->c.v, p->c.n, &p->dc, &p->dc_cap, &lc), 0);
+	assert_int_equal(la, lc);
+	assert_memory_equal(p->da, p->dc, la);
+	assert_true(fabs(path_score(p->nat, p->a.v, p->a.n) - path_score(p->nat, p->c.v, p->c.n)) < 1e-3);
+}
 
 /* Encode @text both ways: the ids must be the same. */
 static void same(struct pair *p, const char *text, size_t len)
@@ -115,7 +172,7 @@ static void same(struct pair *p, const char *text, size_t len)
 
 	p->a.n = p->b.n = 0;
 	assert_int_equal(grist_spm_encode(p->lib, text, len, &p->a), 0);
-	ret = grist_spm_bpe_encode(p->nat, &p->s, (const uint8_t *)text, len, &p->b);
+	ret = grist_spm_native_encode(p->nat, &p->s, (const uint8_t *)text, len, &p->b);
 	assert_true(ret == 0 || ret == 1);
 	p->texts++;
 	if (ret == 1) {
@@ -130,6 +187,8 @@ static void same(struct pair *p, const char *text, size_t len)
 		fail_msg("%zu bytes \"%.60s\": the library gives %zu ids, native %zu; first difference at %zu", len, text,
 			 p->a.n, p->b.n, i);
 	}
+	if (p->nat->model_type == 1)
+		same_unigram(p, text, len);
 }
 
 static void test_native_equals_library(void **state)
@@ -155,7 +214,8 @@ static void test_native_equals_library(void **state)
 		data = t_read_file(t_path(dir, name), &len);
 		assert_non_null(data);
 		assert_int_equal(grist_spm_open(name, data, len, &p.lib), 0);
-		assert_int_equal(grist_spm_bpe_open(name, data, len, &p.nat), 0); /* 0: natively */
+		assert_int_equal(grist_spm_native_open(name, data, len, &p.nat), 0); /* 0: natively */
+		p.nat->ties_0197 = true; /* Debian's library is 0.1.97 */
 		free(data);
 		/* random mixes of the fragments, up to 60 of them */
 		for (int i = 0; i < 1500; i++) {
@@ -196,18 +256,25 @@ static void test_native_equals_library(void **state)
 		}
 		print_message("%s: %zu texts, native ids == the library's (%zu left to the library)\n", models[m][0],
 			      p.texts, p.left);
+		if (p.nat->model_type == 1)
+			print_message("%s: PyPI's tie rule gives another path of equal score in %zu texts\n", models[m][0],
+				      p.ties);
 		assert_int_equal(p.left, 0);
+		assert_true(p.ties < p.texts / 50);
 		grist_spm_scratch_free(&p.s);
 		free(p.a.v);
 		free(p.b.v);
-		grist_spm_bpe_close(p.nat);
+		free(p.c.v);
+		free(p.da);
+		free(p.dc);
+		grist_spm_native_close(p.nat);
 		grist_spm_close(p.lib);
 	}
 	free(buf);
 }
 
-/* The public API: the native path by default, the library with sentencepiece_library; a Unigram model is the library's. */
-static void test_option(void **state)
+/* The public API: the native path by default, the library with sentencepiece_library. */
+static void option(const char *model)
 {
 	struct grist_tokenizer_options o;
 	struct grist_tokenizer *t[2];
@@ -217,8 +284,7 @@ static void test_option(void **state)
 	size_t n[2];
 	char path[512];
 
-	(void)state;
-	snprintf(path, sizeof(path), "%s", t_path(dir, "fallback.model"));
+	snprintf(path, sizeof(path), "%s", t_path(dir, model));
 	for (int i = 0; i < 2; i++) {
 		grist_tokenizer_options_init(&o);
 		o.sentencepiece_library = i;
@@ -255,22 +321,30 @@ static void test_option(void **state)
 	}
 }
 
-/* What the native path does not implement is the library's: a Unigram model, whole. */
-static void test_not_bpe(void **state)
+/* The same for a BPE and a Unigram model (each one's ids on this text are no tie). */
+static void test_option(void **state)
+{
+	(void)state;
+	option("fallback.model");
+	option("uni_fallback.model");
+}
+
+/* What the native path does not implement is the library's: a CHAR model, whole. */
+static void test_not_native(void **state)
 {
 	char args[1024];
 	uint8_t *data;
 	size_t len;
-	struct grist_spm_bpe *nat = (struct grist_spm_bpe *)&len;
+	struct grist_spm_native *nat = (struct grist_spm_native *)&len;
 
 	(void)state;
-	snprintf(args, sizeof(args), "--input=%s --model_prefix=%s --model_type=unigram --vocab_size=300 --num_threads=1 "
-		 "--minloglevel=2 --hard_vocab_limit=false", t_path(dir, "corpus.txt"), t_path(dir, "uni"));
+	snprintf(args, sizeof(args), "--input=%s --model_prefix=%s --model_type=char --num_threads=1 "
+		 "--minloglevel=2", t_path(dir, "corpus.txt"), t_path(dir, "chr"));
 	assert_int_equal(t_spm_train(args), 0);
-	data = t_read_file(t_path(dir, "uni.model"), &len);
+	data = t_read_file(t_path(dir, "chr.model"), &len);
 	assert_non_null(data);
-	assert_int_equal(grist_spm_check("uni.model", data, len), 0);
-	assert_int_equal(grist_spm_bpe_open("uni.model", data, len, &nat), 1);
+	assert_int_equal(grist_spm_check("chr.model", data, len), 0);
+	assert_int_equal(grist_spm_native_open("chr.model", data, len, &nat), 1);
 	assert_null(nat);
 	free(data);
 }
@@ -280,7 +354,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_native_equals_library),
 		cmocka_unit_test(test_option),
-		cmocka_unit_test(test_not_bpe),
+		cmocka_unit_test(test_not_native),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
