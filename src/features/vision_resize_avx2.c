@@ -368,3 +368,66 @@ void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out)
 	for (; x < n; x++)
 		memcpy(out + x * 3, in + (n - 1 - x) * 3, 3);
 }
+
+/*
+ * The same without a division: each IEEE quotient a / b (b = 255, then b = std) as
+ * q = a x r, then one correction q + (a - q x b) x r with r = 1 / b, both steps fused
+ * multiply-adds (the remainder a - q x b is exact in one FMA). That is the correctly
+ * rounded quotient for nearly every a; it is not proven for all, so gv_emit_f32_fma_exact()
+ * checks every value that can occur (256 per channel) against the divisions before it is
+ * used. Built for FMA: call only where the CPU has it (gv_have_fma()).
+ */
+static inline __attribute__((target("avx2,fma"))) __m256 div_fma(__m256 a, __m256 b, __m256 r)
+{
+	__m256 q = _mm256_mul_ps(a, r);
+
+	return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, b, a), r, q);
+}
+
+static inline __attribute__((target("avx2,fma"))) __m256 f32_fma(__m256 x, __m256 m, __m256 s, __m256 r)
+{
+	const __m256 k255 = _mm256_set1_ps(255.0f), r255 = _mm256_set1_ps(1.0f / 255.0f);
+
+	return div_fma(_mm256_sub_ps(div_fma(x, k255, r255), m), s, r);
+}
+
+static inline __m256 f32_div(__m256 x, __m256 m, __m256 s)
+{
+	return _mm256_div_ps(_mm256_sub_ps(_mm256_div_ps(x, _mm256_set1_ps(255.0f)), m), s);
+}
+
+__attribute__((target("avx2,fma"))) bool gv_emit_f32_fma_exact(const float *m24, const float *s24, float *r24)
+{
+	for (int k = 0; k < 24; k++)
+		r24[k] = 1.0f / s24[k];
+	/* value v in lane i of the vector at phase p is channel (p + i) % 3: three phases, every channel */
+	for (int v = 0; v < 256; v += 8) {
+		__m256 x = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+
+		for (int p = 0; p < 24; p += 8) {
+			__m256 m = _mm256_loadu_ps(m24 + p), s = _mm256_loadu_ps(s24 + p), r = _mm256_loadu_ps(r24 + p);
+			__m256i a = _mm256_castps_si256(f32_fma(x, m, s, r)), b = _mm256_castps_si256(f32_div(x, m, s));
+
+			if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(a, b)) != -1)
+				return false;
+		}
+	}
+	return true;
+}
+
+__attribute__((target("avx2,fma"))) void gv_emit_row_f32_fma(const uint8_t *px, size_t n, const float *m24,
+							      const float *s24, const float *r24, float *out)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		size_t phase = i % 24;
+		__m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(px + i));
+		__m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+
+		_mm256_storeu_ps(out + i, f32_fma(f, _mm256_loadu_ps(m24 + phase), _mm256_loadu_ps(s24 + phase),
+						  _mm256_loadu_ps(r24 + phase)));
+	}
+	for (; i < n; i++)
+		out[i] = ((float)px[i] / 255.0f - m24[i % 24]) / s24[i % 24];
+}
