@@ -96,61 +96,66 @@ static inline __m128i row_bytes16(const uint8_t *in, size_t at, size_t row_bytes
 	return _mm_loadu_si128((const __m128i *)(const void *)tmp);
 }
 
-/*
- * The sums of output pixels @xx (even) and @xx + 1, shifted: int32 lanes [R G B x of xx | R G B x
- * of xx + 1]. Each 128-bit lane serves one pixel: per step, 16 bytes from its next two taps,
- * spread as int16 pairs (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, 0, 0), times its weights of the
- * pair's step (hi, lo); the lanes never meet. @fast: both read whole 16-byte loads inside the row.
- */
-static inline __attribute__((always_inline)) __m256i pair_sum(const uint8_t *in, size_t row_bytes,
-							      const int32_t *bounds, const __m256i *wt, size_t steps,
-							      uint32_t xx, bool fast, __m256i spread, __m256i half)
+/* Four taps of one output pixel: the 16 bytes at @b spread over int16 pairs, times weights @w (hi, lo). */
+static inline void taps4(__m128i b, const __m256i *w, __m256i spread, __m256i *ah, __m256i *al)
 {
-	const __m256i *w = &wt[(size_t)(xx / 2) * steps * 2];
-	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
-	__m256i ah = _mm256_setzero_si256(), al = ah, px;
+	__m256i px = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), spread);
 
-	for (size_t k = 0; k < steps; k++, a += 6, b += 6) {
-		if (fast)
-			px = _mm256_inserti128_si256(
-				_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(in + a))),
-				_mm_loadu_si128((const __m128i *)(const void *)(in + b)), 1);
-		else
-			px = _mm256_inserti128_si256(_mm256_castsi128_si256(row_bytes16(in, a, row_bytes)),
-						     row_bytes16(in, b, row_bytes), 1);
-		px = _mm256_shuffle_epi8(px, spread);
-		ah = _mm256_add_epi32(ah, _mm256_madd_epi16(px, _mm256_load_si256(w + 2 * k)));
-		al = _mm256_add_epi32(al, _mm256_madd_epi16(px, _mm256_load_si256(w + 2 * k + 1)));
-	}
-	/* hi x 2^11 + lo, rounded, shifted */
-	return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ah, 11), al), half),
-				 PRECISION_BITS);
+	*ah = _mm256_add_epi32(*ah, _mm256_madd_epi16(px, _mm256_load_si256(w)));
+	*al = _mm256_add_epi32(*al, _mm256_madd_epi16(px, _mm256_load_si256(w + 1)));
 }
 
-/* The last pixel @xx (even) of an odd width alone, as pair_sum's low lane (the high lane's weights are 0). */
-static inline __m256i one_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
-			      size_t steps, uint32_t xx, __m256i spread, __m256i half)
+/*
+ * The sums of output pixels @xx and @xx + 1, shifted: int32 lanes [R G B x of xx | R G B x of
+ * xx + 1]. @fast: both read whole 16-byte loads inside the row.
+ */
+static inline __attribute__((always_inline)) __m256i pair_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			       size_t groups, uint32_t xx, bool fast, __m256i spread, __m256i half)
 {
-	const __m256i *w = &wt[(size_t)(xx / 2) * steps * 2];
-	size_t a = (size_t)bounds[2 * xx] * 3;
-	__m256i ah = _mm256_setzero_si256(), al = ah, px;
+	const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = wa + groups * 2;
+	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
+	__m256i aha = _mm256_setzero_si256(), ala = aha, ahb = aha, alb = aha, sa, sb;
 
-	for (size_t k = 0; k < steps; k++, a += 6) {
-		px = _mm256_shuffle_epi8(_mm256_castsi128_si256(row_bytes16(in, a, row_bytes)), spread);
-		ah = _mm256_add_epi32(ah, _mm256_madd_epi16(px, _mm256_load_si256(w + 2 * k)));
-		al = _mm256_add_epi32(al, _mm256_madd_epi16(px, _mm256_load_si256(w + 2 * k + 1)));
+	if (fast) {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + a)), wa + 2 * g, spread, &aha, &ala);
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + b)), wb + 2 * g, spread, &ahb, &alb);
+		}
+	} else {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &aha, &ala);
+			taps4(row_bytes16(in, b, row_bytes), wb + 2 * g, spread, &ahb, &alb);
+		}
 	}
-	return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ah, 11), al), half),
-				 PRECISION_BITS);
+	/* hi x 2^11 + lo per pixel, then lanes: [a's low half, b's low half] + [a's high half, b's high half] */
+	sa = _mm256_add_epi32(_mm256_slli_epi32(aha, 11), ala);
+	sb = _mm256_add_epi32(_mm256_slli_epi32(ahb, 11), alb);
+	sa = _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+	return _mm256_srai_epi32(_mm256_add_epi32(sa, half), PRECISION_BITS);
+}
+
+/* The last pixel @xx of an odd width alone, as pair_sum's low lane. */
+static inline __m256i one_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			      size_t groups, uint32_t xx, __m256i spread, __m256i half)
+{
+	const __m256i *wa = &wt[(size_t)xx * groups * 2];
+	size_t a = (size_t)bounds[2 * xx] * 3;
+	__m256i ah = _mm256_setzero_si256(), al = ah, s;
+
+	for (size_t g = 0; g < groups; g++, a += 12)
+		taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &ah, &al);
+	s = _mm256_add_epi32(_mm256_slli_epi32(ah, 11), al);
+	s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x11));
+	return _mm256_srai_epi32(_mm256_add_epi32(s, half), PRECISION_BITS);
 }
 
 /* Rows [y0, y0 + rows) of the horizontal pass, with the weights laid out in @wt (gv_hpass_rgb_avx2). */
 static inline __attribute__((always_inline)) void
 hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows, const int32_t *bounds,
-	   const __m256i *wt, size_t steps, uint32_t fast_end, uint32_t dw, uint8_t *dst, size_t dstride)
+	   const __m256i *wt, size_t groups, uint32_t fast_end, uint32_t dw, uint8_t *dst, size_t dstride)
 {
 	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-						0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
 	const __m256i drop_x = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
 						0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
@@ -167,10 +172,10 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 		 * forwarding).
 		 */
 		for (; xx + 8 <= dw; xx += 8) {
-			__m256i s0 = pair_sum(in, row_bytes, bounds, wt, steps, xx, xx + 1 < fast_end, spread, half);
-			__m256i s1 = pair_sum(in, row_bytes, bounds, wt, steps, xx + 2, xx + 3 < fast_end, spread, half);
-			__m256i s2 = pair_sum(in, row_bytes, bounds, wt, steps, xx + 4, xx + 5 < fast_end, spread, half);
-			__m256i s3 = pair_sum(in, row_bytes, bounds, wt, steps, xx + 6, xx + 7 < fast_end, spread, half);
+			__m256i s0 = pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half);
+			__m256i s1 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, xx + 3 < fast_end, spread, half);
+			__m256i s2 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, xx + 5 < fast_end, spread, half);
+			__m256i s3 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, xx + 7 < fast_end, spread, half);
 			/* lane 0: pixels 0 2 4 6, lane 1: 1 3 5 7, as RGBx bytes */
 			__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
 
@@ -182,8 +187,8 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 		}
 		for (; xx < dw; xx += 2) {
 			bool two = xx + 1 < dw;
-			__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, steps, xx, xx + 1 < fast_end, spread, half)
-					  : one_sum(in, row_bytes, bounds, wt, steps, xx, spread, half);
+			__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half)
+					  : one_sum(in, row_bytes, bounds, wt, groups, xx, spread, half);
 			uint32_t pa, pb;
 
 			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
@@ -197,65 +202,59 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 }
 
 /*
- * The horizontal pass, two taps of two pixels per step with 16-bit multiply-adds: a weight k
- * (22-bit fixed point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both
- * halves fit int16, and sum(p x k) = 2^11 x sum(p x kh) + sum(p x kl) exactly. Each 128-bit
- * lane holds one pixel's two taps' R, G, B as int16 pairs (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1,
- * 0, 0), the low lane output pixel xx, the high lane xx + 1, so one _mm256_madd_epi16 does two
- * taps of all three channels of two pixels, and a pixel's sum never crosses lanes. The
- * weights, laid out that way per pixel pair and step, are made once per output column, not
- * per row.
+ * The horizontal pass, four taps per step with 16-bit multiply-adds: a weight k (22-bit fixed
+ * point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both halves fit
+ * int16, and sum(p x k) = 2^11 x sum(p x kh) + sum(p x kl) exactly. Each 128-bit lane holds
+ * two taps' R, G, B as int16 pairs (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, 0, 0), so one
+ * _mm256_madd_epi16 does four taps of all three channels. The weights, laid out that way,
+ * are made once per output column, not per row.
  *
- * Every output pixel runs the same number of steps (the most taps any has, in twos; the extra
- * taps weigh 0), so the loop's trip count never changes between pixels (a count that
- * alternates, as 4 and 5 taps do at a 2x downscale, costs a mispredicted branch a pixel). Steps
- * of two taps, not four, waste less on the common counts (an upscale's 2 taps, a small
- * downscale's 3, 5 or 6); four pairs share one pack and one 24-byte store.
+ * Every output pixel runs the same number of steps (the most taps any has, in fours; the
+ * extra taps weigh 0), so the loop's trip count never changes between pixels (a count that
+ * alternates, as 4 and 5 taps do at a 2x downscale, costs a mispredicted branch a pixel);
+ * two pixels share one reduction, and four such pairs one pack and one 24-byte store.
  */
 void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
 		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
 		       size_t dstride)
 {
 	const size_t row_bytes = (size_t)sw * 3;
-	size_t steps = 1, pairs = ((size_t)dw + 1) / 2;
+	size_t groups = 1;
 	uint32_t fast_end = 0; /* pixels below it read only whole 16-byte loads inside the row */
 	__m256i *wt;
 
 	for (uint32_t xx = 0; xx < dw; xx++)
-		if ((size_t)(bounds[2 * xx + 1] + 1) / 2 > steps)
-			steps = (size_t)(bounds[2 * xx + 1] + 1) / 2;
-	wt = aligned_alloc(32, sizeof(__m256i) * 2 * steps * pairs + 32);
+		if ((size_t)(bounds[2 * xx + 1] + 3) / 4 > groups)
+			groups = (size_t)(bounds[2 * xx + 1] + 3) / 4;
+	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
 	if (!wt) { /* no memory for the laid-out weights: the two-tap path needs none */
 		gv_hpass_rgb_avx2_mullo(src, sstride, sw, y0, rows, bounds, kk, ksize, dw, dst, dstride);
 		return;
 	}
-	for (size_t p = 0; p < pairs; p++) {
-		for (size_t step = 0; step < steps; step++) {
+	for (uint32_t xx = 0; xx < dw; xx++) {
+		const int32_t *k = kk + (size_t)xx * ksize;
+		int32_t n = bounds[2 * xx + 1];
+
+		for (size_t g = 0; g < groups; g++) {
 			int16_t hi[16] = { 0 }, lo[16] = { 0 };
 
-			for (int lane = 0; lane < 2; lane++) {
-				size_t xx = 2 * p + (size_t)lane;
-				const int32_t *k = kk + xx * ksize;
-				int32_t n = xx < dw ? bounds[2 * xx + 1] : 0; /* an odd width's last pair: its high lane weighs 0 */
+			for (int t = 0; t < 4; t++) {
+				int32_t x = (int32_t)(4 * g) + t, v = x < n ? k[x] : 0;
+				int lane = t / 2, pos = t % 2;
 
-				for (int t = 0; t < 2; t++) {
-					int32_t x = (int32_t)(2 * step) + t, v = x < n ? k[x] : 0;
-
-					for (int c = 0; c < 3; c++) {
-						hi[lane * 8 + 2 * c + t] = (int16_t)(v >> 11);
-						lo[lane * 8 + 2 * c + t] = (int16_t)(v & 2047);
-					}
+				for (int c = 0; c < 3; c++) {
+					hi[lane * 8 + 2 * c + pos] = (int16_t)(v >> 11);
+					lo[lane * 8 + 2 * c + pos] = (int16_t)(v & 2047);
 				}
 			}
-			memcpy(&wt[(p * steps + step) * 2], hi, 32);
-			memcpy(&wt[(p * steps + step) * 2 + 1], lo, 32);
+			memcpy(&wt[(xx * groups + g) * 2], hi, 32);
+			memcpy(&wt[(xx * groups + g) * 2 + 1], lo, 32);
 		}
-	}
-	for (uint32_t xx = 0; xx < dw; xx++)
-		if ((size_t)(bounds[2 * xx] + 2 * (steps - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
+		if ((size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
 			fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
+	}
 	/* the common step counts as constants: the loops unroll and the sums stay in registers */
-	switch (steps) {
+	switch (groups) {
 	case 1:
 		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 1, fast_end, dw, dst, dstride);
 		break;
@@ -265,11 +264,8 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 	case 3:
 		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 3, fast_end, dw, dst, dstride);
 		break;
-	case 4:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 4, fast_end, dw, dst, dstride);
-		break;
 	default:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, steps, fast_end, dw, dst, dstride);
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, groups, fast_end, dw, dst, dstride);
 	}
 	free(wt);
 }
