@@ -177,6 +177,7 @@ static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uin
 	}
 #endif
 	(void)sw;
+	(void)simd;
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
 		uint8_t *out = dst + (size_t)y * dstride;
