@@ -27,45 +27,39 @@ size_t gv_out_bytes(const struct grist_vision_transform *t)
 }
 
 /*
- * Flip, normalize, convert and lay out @px (out_h x out_w x channels uint8) into @out. A float
- * output is a function of (channel, value) alone, so it is computed 3 x 256 times into a
- * table, each entry as torchvision computes it in float32: ToTensor's x / 255, then
- * Normalize's (x - mean) / std; the pixels then only look it up.
+ * The output stage, one resized row at a time as the resize's vertical pass makes it (the
+ * row still in L1, no whole uint8 image written and read again): normalize, convert and lay
+ * out into @out. The flip is the resize's (gv_resize_rows). A float output is a function of
+ * (channel, value) alone, each value as torchvision computes it in float32: ToTensor's
+ * x / 255, then Normalize's (x - mean) / std. The vector path does that arithmetic (with
+ * divisions, or without where gv_emit_f32_fma_exact() found every value the same); the other
+ * paths look each value up in a table of 3 x 256 computed so.
  */
-static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool flip, void *out)
-{
-	size_t oh = t->out_height, ow = t->out_width, plane = oh * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
-	bool chw = t->layout == GRIST_VISION_CHW;
+struct emitter {
+	const struct grist_vision_transform *t;
+	void *out;
+	enum { EMIT_TABLE, EMIT_AVX2, EMIT_FMA } how;
+	float m24[24], s24[24], r24[24];
 	float lut[3][256];
 	uint16_t lut16[3][256];
+};
 
-	if (t->dtype == GRIST_DTYPE_UINT8 && (!chw || nc == 1) && !flip) {
-		memcpy(out, px, plane * nc);
-		return;
-	}
+static void emitter_init(struct emitter *e, const struct grist_vision_transform *t, void *out)
+{
+	size_t nc = t->channels;
+
+	e->t = t;
+	e->out = out;
+	e->how = EMIT_TABLE;
 #if GRIST_HAVE_VISION_AVX2
-	if (t->dtype == GRIST_DTYPE_FLOAT32 && !chw && nc == 3 && gv_have_avx2()) {
-		float m24[24], s24[24];
-		uint8_t *rev = flip ? malloc(ow * 3 + 16) : NULL;
-
+	/* HWC, or one channel (the same thing): rows are contiguous values in the channel pattern */
+	if (t->dtype == GRIST_DTYPE_FLOAT32 && (t->layout != GRIST_VISION_CHW || nc == 1) && gv_have_avx2()) {
 		for (int k = 0; k < 24; k++) {
-			m24[k] = t->normalize ? t->mean[k % 3] : 0.0f; /* (f - 0) / 1 is f: the same bits */
-			s24[k] = t->normalize ? t->std[k % 3] : 1.0f;
+			e->m24[k] = t->normalize ? t->mean[k % nc] : 0.0f; /* (f - 0) / 1 is f: the same bits */
+			e->s24[k] = t->normalize ? t->std[k % nc] : 1.0f;
 		}
-		if (!flip || rev) {
-			for (size_t y = 0; y < oh; y++) {
-				const uint8_t *row = px + y * ow * 3;
-
-				if (flip) {
-					gv_reverse_rgb(row, ow, rev);
-					row = rev;
-				}
-				gv_emit_row_f32_avx2(row, ow * 3, m24, s24, (float *)out + y * ow * 3);
-			}
-			free(rev);
-			return;
-		}
-		/* no memory for the reversed row: the table below does the same */
+		e->how = gv_have_fma() && gv_emit_f32_fma_exact(e->m24, e->s24, e->r24) ? EMIT_FMA : EMIT_AVX2;
+		return;
 	}
 #endif
 	for (size_t c = 0; c < nc && t->dtype != GRIST_DTYPE_UINT8; c++) {
@@ -74,27 +68,43 @@ static void emit(const struct grist_vision_transform *t, const uint8_t *px, bool
 
 			if (t->normalize)
 				f = (f - t->mean[c]) / t->std[c];
-			lut[c][v] = f;
-			lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
+			e->lut[c][v] = f;
+			e->lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
 		}
 	}
-	for (size_t y = 0; y < oh; y++) {
-		const uint8_t *row = px + y * ow * nc;
+}
 
-		for (size_t x = 0; x < ow; x++) {
-			const uint8_t *p = row + (flip ? ow - 1 - x : x) * nc;
+/* A gv_rows sink: output row @y from @row (out_width x channels uint8). */
+static void emit_row(void *ctx, uint32_t y, const uint8_t *row)
+{
+	const struct emitter *e = ctx;
+	const struct grist_vision_transform *t = e->t;
+	size_t ow = t->out_width, plane = (size_t)t->out_height * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
+	bool chw = t->layout == GRIST_VISION_CHW;
 
-			for (size_t c = 0; c < nc; c++) {
-				size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * nc + c;
-				uint8_t *dst = (uint8_t *)out + at * esz;
+#if GRIST_HAVE_VISION_AVX2
+	if (e->how == EMIT_FMA) {
+		gv_emit_row_f32_fma(row, ow * nc, e->m24, e->s24, e->r24, (float *)e->out + y * ow * nc);
+		return;
+	}
+	if (e->how == EMIT_AVX2) {
+		gv_emit_row_f32_avx2(row, ow * nc, e->m24, e->s24, (float *)e->out + y * ow * nc);
+		return;
+	}
+#endif
+	for (size_t x = 0; x < ow; x++) {
+		const uint8_t *p = row + x * nc;
 
-				if (esz == 1)
-					*dst = p[c];
-				else if (esz == 4)
-					memcpy(dst, &lut[c][p[c]], 4);
-				else
-					memcpy(dst, &lut16[c][p[c]], 2);
-			}
+		for (size_t c = 0; c < nc; c++) {
+			size_t at = chw ? c * plane + y * ow + x : (y * ow + x) * nc + c;
+			uint8_t *dst = (uint8_t *)e->out + at * esz;
+
+			if (esz == 1)
+				*dst = p[c];
+			else if (esz == 4)
+				memcpy(dst, &e->lut[c][p[c]], 4);
+			else
+				memcpy(dst, &e->lut16[c][p[c]], 2);
 		}
 	}
 }
@@ -135,7 +145,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct gv_jpeg_info ji;
 	struct gv_jpeg *jd = NULL, *jused = NULL;
 	uint32_t h, w, rh, rw, o = 1;
-	uint8_t *region = NULL, *px = NULL;
+	uint8_t *region = NULL;
 	const uint8_t *src;
 	size_t stride;
 	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
@@ -175,12 +185,6 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	} else {
 		rh = (uint32_t)box.height;
 		rw = (uint32_t)box.width;
-	}
-	/* 16 bytes of slack: the flip's 16-byte loads read up to 1 byte past the last row */
-	px = malloc((size_t)t->out_height * t->out_width * t->channels + 16);
-	if (!px) {
-		ret = grist_fail(-ENOMEM, "vision: out of memory");
-		goto out;
 	}
 	if (jpeg) {
 		uint32_t denom = t->decode == GRIST_VISION_DECODE_FAST ? fast_denom(t, h, w, rh, rw) : 1;
@@ -245,27 +249,31 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
 		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
 	}
-	if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
-		uint32_t nh, nw;
-		struct grist_vision_box win;
+	{
+		/* uint8 in the resize's own layout: its rows straight into @out; else through the output stage */
+		bool direct = t->dtype == GRIST_DTYPE_UINT8 && (t->layout != GRIST_VISION_CHW || t->channels == 1);
+		uint32_t nh = t->out_height, nw = t->out_width;
+		struct grist_vision_box win = { 0, 0, 0, 0, 0 };
+		struct emitter em;
+		struct gv_rows sink = { emit_row, &em };
 
-		gv_center_resized(t, h, w, &nh, &nw);
-		gv_center_params(t, h, w, &win);
-		ret = gv_resize_window(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left, px,
-				       t->out_height, t->out_width, (size_t)t->out_width * t->channels, t->interp);
-	} else {
-		ret = gv_resize(src, rh, rw, stride, t->channels, px, t->out_height, t->out_width,
-				(size_t)t->out_width * t->channels, t->interp);
+		if (!direct)
+			emitter_init(&em, t, out);
+		if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
+			gv_center_resized(t, h, w, &nh, &nw);
+			gv_center_params(t, h, w, &win);
+		}
+		ret = gv_resize_rows(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
+				     t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
+				     (size_t)t->out_width * t->channels, direct ? NULL : &sink);
 	}
 	if (ret)
 		goto out;
-	emit(t, px, box.flipped, out);
 	if (box_out)
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
 	gv_jpeg_release(jused);
-	free(px);
 	free(region);
 	gv_png_close(&png);
 	return ret;

@@ -22,6 +22,26 @@
 int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		     uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		     enum grist_vision_interp interp);
+/* Where a resize hands its output rows, one at a time, in order (@row: dw x c bytes). */
+struct gv_rows {
+	void (*emit)(void *ctx, uint32_t y, const uint8_t *row);
+	void *ctx;
+};
+/*
+ * gv_resize_window's resize, mirrored left to right when @flip (the horizontal pass writes
+ * each pixel's own sum at the mirrored place, so it costs nothing where that pass runs), its
+ * rows written into @dst (@dstride apart) or, with @sink, handed to it one by one as the
+ * vertical pass makes them, from a one-row buffer (never a whole image, where the passes
+ * allow). The same bytes either way.
+ */
+int gv_resize_rows(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		   bool flip, uint8_t *dst, size_t dstride, const struct gv_rows *sink);
+/* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
+int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+			uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
+			enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
+			const struct gv_rows *sink, bool simd);
 /* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
@@ -42,10 +62,20 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
 /* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
 void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);
+/*
+ * The same division-free (vision_resize_avx2.c says how), with @r24 the reciprocals of @s24,
+ * which gv_emit_f32_fma_exact() fills: it returns whether this form gives every value the
+ * divisions give, to the bit (call the FMA functions only where gv_have_fma()).
+ */
+bool gv_emit_f32_fma_exact(const float *m24, const float *s24, float *r24);
+void gv_emit_row_f32_fma(const uint8_t *px, size_t n, const float *m24, const float *s24, const float *r24,
+			 float *out);
 /* @n RGB pixels reversed (the flip); 1 byte of slack past @in's and @out's rows. */
 void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out);
 /* Whether the AVX2 paths run here (built for and supported by the CPU). */
 bool gv_have_avx2(void);
+/* Whether the CPU has AVX2 and FMA (the float32 output without divisions). */
+bool gv_have_fma(void);
 
 /* ---- the generator and the samplers (vision_sample.c) ---- */
 

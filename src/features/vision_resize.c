@@ -156,6 +156,16 @@ bool gv_have_avx2(void)
 #endif
 }
 
+/* The same for FMA (the float32 output's division-free form). */
+bool gv_have_fma(void)
+{
+#if GRIST_HAVE_VISION_AVX2
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+	return false;
+#endif
+}
+
 /* Rows [y0, y0 + rows) of @src (@sw pixels wide), each resized horizontally into a row of @dst. */
 static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, uint32_t y0, uint32_t rows,
 			    const struct coeffs *co, uint32_t dw, uint8_t *dst, size_t dstride, bool simd)
@@ -167,6 +177,7 @@ static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uin
 	}
 #endif
 	(void)sw;
+	(void)simd;
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
 		uint8_t *out = dst + (size_t)y * dstride;
@@ -200,18 +211,68 @@ static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uin
 	}
 }
 
+/* @n pixels of @c bytes from @in into @out in reverse order; @slack: both rows have 1 byte past them. */
+static void reverse_row(const uint8_t *in, uint32_t n, uint32_t c, uint8_t *out, bool slack)
+{
+#if GRIST_HAVE_VISION_AVX2
+	if (c == 3 && slack && gv_have_avx2()) {
+		gv_reverse_rgb(in, n, out);
+		return;
+	}
+#endif
+	(void)slack;
+	for (uint32_t x = 0; x < n; x++)
+		memcpy(out + (size_t)x * c, in + (size_t)(n - 1 - x) * c, c);
+}
+
+/*
+ * Where the output rows go: written into @dst (@dstride apart), or, with a sink, each handed
+ * to it in order from @buf (room for one row and 32 bytes), mirrored first into @rev (the
+ * same room) when @flip.
+ */
+struct out_rows {
+	uint8_t *dst;
+	size_t dstride;
+	const struct gv_rows *sink;
+	uint8_t *buf, *rev;
+	uint32_t dw, c;
+	bool flip;
+};
+
+/* Where output row @y is computed. */
+static inline uint8_t *row_at(const struct out_rows *o, uint32_t y)
+{
+	return o->sink || o->flip ? o->buf : o->dst + (size_t)y * o->dstride;
+}
+
+/* Output row @y, computed at row_at(), is done: mirrored, then handed over or stored. */
+static void row_done(const struct out_rows *o, uint32_t y)
+{
+	const uint8_t *row = row_at(o, y);
+
+	if (o->flip) {
+		reverse_row(row, o->dw, o->c, o->rev, true);
+		row = o->rev;
+	}
+	if (o->sink)
+		o->sink->emit(o->sink->ctx, y, row);
+	else if (row != o->dst + (size_t)y * o->dstride)
+		memcpy(o->dst + (size_t)y * o->dstride, row, (size_t)o->dw * o->c);
+}
+
 /* Every output row: a weighted sum of source rows, element by element (vectorizes). */
 static void pass_vertical(const uint8_t *src, size_t sstride, size_t row_bytes, const struct coeffs *co,
-			  uint32_t dh, int32_t shift, uint8_t *dst, size_t dstride, int32_t *acc, bool avx2)
+			  uint32_t dh, int32_t shift, const struct out_rows *o, int32_t *acc, bool avx2)
 {
 	for (uint32_t yy = 0; yy < dh; yy++) {
 		const int32_t *k = co->k + (size_t)yy * co->ksize;
 		int32_t ymin = co->bounds[2 * yy] - shift, n = co->bounds[2 * yy + 1];
-		uint8_t *out = dst + (size_t)yy * dstride;
+		uint8_t *out = row_at(o, yy);
 
 #if GRIST_HAVE_VISION_AVX2
 		if (avx2) {
 			gv_vrow_avx2(src + (size_t)ymin * sstride, sstride, n, k, row_bytes, out);
+			row_done(o, yy);
 			continue;
 		}
 #endif
@@ -227,6 +288,7 @@ static void pass_vertical(const uint8_t *src, size_t sstride, size_t row_bytes, 
 		}
 		for (size_t i = 0; i < row_bytes; i++)
 			out[i] = clip8(acc[i]);
+		row_done(o, yy);
 	}
 }
 
@@ -244,46 +306,121 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 			      gv_have_avx2());
 }
 
+static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		       struct out_rows *o, bool simd);
+
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		   enum grist_vision_interp interp, bool simd)
 {
-	bool need_h = full_w != sw, need_v = full_h != sh;
-	struct coeffs ch = { 0 }, cv = { 0 };
-	const struct filter *f;
-	uint8_t *tmp = NULL;
-	int32_t *acc = NULL;
-	int ret = 0;
+	return gv_resize_rows_with(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dh, dw, interp, false, dst, dstride,
+				   NULL, simd);
+}
+
+int gv_resize_rows(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		   uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		   bool flip, uint8_t *dst, size_t dstride, const struct gv_rows *sink)
+{
+	return gv_resize_rows_with(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dh, dw, interp, flip, dst, dstride,
+				   sink, gv_have_avx2());
+}
+
+int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+			uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
+			enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
+			const struct gv_rows *sink, bool simd)
+{
+	struct out_rows o = { dst, dstride, sink, NULL, NULL, dw, c, flip };
+	size_t row = (size_t)dw * c;
+	uint8_t *bufs = NULL;
+	int ret;
 
 	if (!sh || !sw || !dh || !dw || c < 1 || c > 4 || (unsigned)interp > GRIST_VISION_BICUBIC_TF ||
 	    y0 > full_h || dh > full_h - y0 || x0 > full_w || dw > full_w - x0)
 		return grist_fail(-EINVAL, "resize: %ux%ux%u to %ux%u (window %ux%u at %u, %u): bad size or filter", sh,
 				  sw, c, full_h, full_w, dh, dw, y0, x0);
-	if (interp == GRIST_VISION_AREA)
-		return gv_resize_area(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride);
-	if (interp == GRIST_VISION_BILINEAR_TF || interp == GRIST_VISION_BICUBIC_TF)
-		return gv_resize_tf(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dst, dh, dw, dstride,
-				    interp == GRIST_VISION_BICUBIC_TF);
-	f = &filters[interp];
-	if (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh) {
-		/*
-		 * Image.resize (Image.py, Pillow 12) runs an image taller than 100 x its width
-		 * whose height shrinks as two resizes, the vertical one first: so does this.
-		 */
-		tmp = malloc((size_t)dh * sw * c);
-		if (!tmp)
-			return grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, sw);
-		ret = gv_resize_with(src, sh, sw, sstride, c, full_h, sw, y0, 0, tmp, dh, sw, (size_t)sw * c, interp,
-				     simd);
+	if (sink || flip) {
+		/* one output row, and one for its mirror, each with 32 bytes of slack for SIMD stores */
+		bufs = malloc(2 * (row + 32));
+		if (!bufs)
+			return grist_fail(-ENOMEM, "resize: out of memory for a row of %u pixels", dw);
+		o.buf = bufs;
+		o.rev = bufs + row + 32;
+	}
+	ret = resize_core(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dh, dw, interp, &o, simd);
+	free(bufs);
+	return ret;
+}
+
+/*
+ * The rows of a whole output @img (packed), for the passes that do not hand rows over as
+ * they make them (area, TF's kernels, the very tall image's two resizes, the horizontal
+ * pass alone).
+ */
+static void deliver_image(const uint8_t *img, uint32_t dh, const struct out_rows *o)
+{
+	size_t row = (size_t)o->dw * o->c;
+
+	for (uint32_t y = 0; y < dh; y++) {
+		uint8_t *at = row_at(o, y);
+
+		if (at != img + (size_t)y * row)
+			memcpy(at, img + (size_t)y * row, row);
+		row_done(o, y);
+	}
+}
+
+static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		       struct out_rows *o, bool simd)
+{
+	bool need_h = full_w != sw, need_v = full_h != sh;
+	bool whole = interp == GRIST_VISION_AREA || interp == GRIST_VISION_BILINEAR_TF ||
+		     interp == GRIST_VISION_BICUBIC_TF || (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh);
+	size_t row = (size_t)dw * c;
+	struct coeffs ch = { 0 }, cv = { 0 };
+	const struct filter *f;
+	uint8_t *tmp = NULL, *img;
+	int32_t *acc = NULL;
+	int ret = 0;
+
+	if (whole) {
+		/* the whole output first: into dst when it is packed and no sink takes the rows */
+		img = !o->sink && o->dstride == row ? o->dst : malloc(row * dh);
+		if (!img)
+			return grist_fail(-ENOMEM, "resize: out of memory for a %ux%u image", dh, dw);
+		if (interp == GRIST_VISION_AREA) {
+			ret = gv_resize_area(src, sh, sw, sstride, c, full_h, full_w, y0, x0, img, dh, dw, row);
+		} else if (interp == GRIST_VISION_BILINEAR_TF || interp == GRIST_VISION_BICUBIC_TF) {
+			ret = gv_resize_tf(src, sh, sw, sstride, c, full_h, full_w, y0, x0, img, dh, dw, row,
+					   interp == GRIST_VISION_BICUBIC_TF);
+		} else {
+			/*
+			 * Image.resize (Image.py, Pillow 12) runs an image taller than 100 x its width
+			 * whose height shrinks as two resizes, the vertical one first: so does this.
+			 */
+			tmp = malloc((size_t)dh * sw * c);
+			if (!tmp)
+				ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, sw);
+			else if (!(ret = gv_resize_with(src, sh, sw, sstride, c, full_h, sw, y0, 0, tmp, dh, sw,
+							(size_t)sw * c, interp, simd)))
+				ret = gv_resize_with(tmp, dh, sw, (size_t)sw * c, c, dh, full_w, 0, x0, img, dh, dw, row,
+						     interp, simd);
+		}
 		if (!ret)
-			ret = gv_resize_with(tmp, dh, sw, (size_t)sw * c, c, dh, full_w, 0, x0, dst, dh, dw, dstride, interp,
-					     simd);
+			deliver_image(img, dh, o);
+		if (img != o->dst)
+			free(img);
 		free(tmp);
 		return ret;
 	}
+	f = &filters[interp];
 	if (!need_h && !need_v) {
-		for (uint32_t y = 0; y < dh; y++)
-			memcpy(dst + (size_t)y * dstride, src + (size_t)(y0 + y) * sstride + (size_t)x0 * c, (size_t)dw * c);
+		for (uint32_t y = 0; y < dh; y++) {
+			memcpy(row_at(o, y), src + (size_t)(y0 + y) * sstride + (size_t)x0 * c, row);
+			row_done(o, y);
+		}
 		return 0;
 	}
 	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, "width", &ch))) ||
@@ -292,10 +429,20 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 	if (!need_h)
 		src += (size_t)x0 * c; /* the window's columns, unresized */
 	if (!need_v) {
-		pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, dst, dstride, simd);
+		if (!o->sink && !o->flip) {
+			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, o->dst, o->dstride, simd);
+		} else {
+			tmp = malloc(row * dh);
+			if (!tmp) {
+				ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, dw);
+				goto out;
+			}
+			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, tmp, row, simd);
+			deliver_image(tmp, dh, o);
+		}
 		goto out;
 	}
-	acc = malloc(sizeof(int32_t) * dw * c);
+	acc = malloc(sizeof(int32_t) * row);
 	if (!acc) {
 		ret = grist_fail(-ENOMEM, "resize: out of memory");
 		goto out;
@@ -304,7 +451,6 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 		/* only the source rows the vertical pass reads: [first, last) */
 		uint32_t first = (uint32_t)cv.bounds[0];
 		uint32_t last = (uint32_t)(cv.bounds[2 * dh - 2] + cv.bounds[2 * dh - 1]);
-		size_t row = (size_t)dw * c;
 
 		tmp = malloc(row * (last - first));
 		if (!tmp) {
@@ -312,9 +458,9 @@ int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride,
 			goto out;
 		}
 		pass_horizontal(src, sstride, sw, c, first, last - first, &ch, dw, tmp, row, simd);
-		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, dst, dstride, acc, simd);
+		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, o, acc, simd);
 	} else {
-		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, dst, dstride, acc, simd);
+		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, o, acc, simd);
 	}
 out:
 	free(tmp);

@@ -149,6 +149,92 @@ static inline __m256i one_sum(const uint8_t *in, size_t row_bytes, const int32_t
 	return _mm256_srai_epi32(_mm256_add_epi32(s, half), PRECISION_BITS);
 }
 
+/* Four taps of one output pixel in two rows: the 16 bytes at @b0 and @b1, the weights @wh, @wl loaded once. */
+static inline void taps4x2(__m128i b0, __m128i b1, __m256i wh, __m256i wl, __m256i spread, __m256i *ah0, __m256i *al0,
+			   __m256i *ah1, __m256i *al1)
+{
+	__m256i p0 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b0), spread);
+	__m256i p1 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b1), spread);
+
+	*ah0 = _mm256_add_epi32(*ah0, _mm256_madd_epi16(p0, wh));
+	*al0 = _mm256_add_epi32(*al0, _mm256_madd_epi16(p0, wl));
+	*ah1 = _mm256_add_epi32(*ah1, _mm256_madd_epi16(p1, wh));
+	*al1 = _mm256_add_epi32(*al1, _mm256_madd_epi16(p1, wl));
+}
+
+/* pair_sum's [hi, lo] accumulators of pixels a and b joined: lanes [R G B x of a | R G B x of b], shifted. */
+static inline __m256i join(__m256i aha, __m256i ala, __m256i ahb, __m256i alb, __m256i half)
+{
+	__m256i sa = _mm256_add_epi32(_mm256_slli_epi32(aha, 11), ala), sb = _mm256_add_epi32(_mm256_slli_epi32(ahb, 11), alb);
+
+	sa = _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+	return _mm256_srai_epi32(_mm256_add_epi32(sa, half), PRECISION_BITS);
+}
+
+/* pair_sum of rows @in0 and @in1 at once (each weight loaded once for both), both @fast. */
+static inline __attribute__((always_inline)) void pair_sum2(const uint8_t *in0, const uint8_t *in1,
+							    const int32_t *bounds, const __m256i *wt, size_t groups,
+							    uint32_t xx, __m256i spread, __m256i half, __m256i *s0,
+							    __m256i *s1)
+{
+	const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = wa + groups * 2;
+	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
+	__m256i z = _mm256_setzero_si256(), ha0 = z, la0 = z, hb0 = z, lb0 = z, ha1 = z, la1 = z, hb1 = z, lb1 = z;
+
+	for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+		taps4x2(_mm_loadu_si128((const __m128i *)(const void *)(in0 + a)),
+			_mm_loadu_si128((const __m128i *)(const void *)(in1 + a)), _mm256_load_si256(wa + 2 * g),
+			_mm256_load_si256(wa + 2 * g + 1), spread, &ha0, &la0, &ha1, &la1);
+		taps4x2(_mm_loadu_si128((const __m128i *)(const void *)(in0 + b)),
+			_mm_loadu_si128((const __m128i *)(const void *)(in1 + b)), _mm256_load_si256(wb + 2 * g),
+			_mm256_load_si256(wb + 2 * g + 1), spread, &hb0, &lb0, &hb1, &lb1);
+	}
+	*s0 = join(ha0, la0, hb0, lb0, half);
+	*s1 = join(ha1, la1, hb1, lb1, half);
+}
+
+/* Four pairs' sums (pixels 0-7) as 24 bytes at @out. */
+static inline void store8(__m256i s0, __m256i s1, __m256i s2, __m256i s3, uint8_t *out)
+{
+	const __m256i drop_x = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+						0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	/* lane 0: pixels 0 2 4 6, lane 1: 1 3 5 7, as RGBx bytes */
+	__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
+
+	r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	r = _mm256_shuffle_epi8(r, drop_x);
+	r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
+	_mm_storeu_si128((__m128i *)(void *)out, _mm256_castsi256_si128(r));
+	_mm_storel_epi64((__m128i *)(void *)(out + 16), _mm256_extracti128_si256(r, 1));
+}
+
+/* Pixels [@xx, @dw) of one row of the horizontal pass: eight a step, then two, then one. */
+static inline __attribute__((always_inline)) void hpass_tail(const uint8_t *in, size_t row_bytes, const int32_t *bounds,
+							     const __m256i *wt, size_t groups, uint32_t fast_end,
+							     uint32_t xx, uint32_t dw, uint8_t *out, __m256i spread,
+							     __m256i half)
+{
+	for (; xx + 8 <= dw; xx += 8)
+		store8(pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, xx + 3 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, xx + 5 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, xx + 7 < fast_end, spread, half),
+		       out + (size_t)xx * 3);
+	for (; xx < dw; xx += 2) {
+		bool two = xx + 1 < dw;
+		__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half)
+				  : one_sum(in, row_bytes, bounds, wt, groups, xx, spread, half);
+		uint32_t pa, pb;
+
+		sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+		pa = (uint32_t)_mm256_extract_epi32(sum, 0);
+		pb = (uint32_t)_mm256_extract_epi32(sum, 4);
+		memcpy(out + (size_t)xx * 3, &pa, 3);
+		if (two)
+			memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
+	}
+}
+
 /* Rows [y0, y0 + rows) of the horizontal pass, with the weights laid out in @wt (gv_hpass_rgb_avx2). */
 static inline __attribute__((always_inline)) void
 hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows, const int32_t *bounds,
@@ -157,13 +243,40 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
 						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
-	const __m256i drop_x = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
-						0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
 
 	for (uint32_t y = 0; y < rows; y++) {
 		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
 		uint8_t *out = dst + (size_t)y * dstride;
-		uint32_t xx = 0;
+
+		/*
+		 * Two rows at once where both have one: each pixel's weights loaded once for both
+		 * rows, not once per row (4-6% less time for the resize at the benchmark's crop
+		 * sizes). Over the pixels whose loads stay inside the row; the rest, and the last
+		 * odd row, one row at a time.
+		 */
+		if (y + 1 < rows) {
+			const uint8_t *in1 = in + sstride;
+			uint8_t *out1 = out + dstride;
+			uint32_t x2 = 0;
+
+			for (; x2 + 8 <= dw && x2 + 7 < fast_end; x2 += 8) {
+				__m256i a0, a1, a2, a3, b0, b1, b2, b3;
+
+				pair_sum2(in, in1, bounds, wt, groups, x2, spread, half, &a0, &b0);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 2, spread, half, &a1, &b1);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 4, spread, half, &a2, &b2);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 6, spread, half, &a3, &b3);
+				store8(a0, a1, a2, a3, out + (size_t)x2 * 3);
+				store8(b0, b1, b2, b3, out1 + (size_t)x2 * 3);
+			}
+			if (x2) {
+				/* each row's remaining pixels alone; both rows done */
+				hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, x2, dw, out, spread, half);
+				hpass_tail(in1, row_bytes, bounds, wt, groups, fast_end, x2, dw, out1, spread, half);
+				y++;
+				continue;
+			}
+		}
 
 		/*
 		 * Eight pixels a step: four pairs' sums packed together and stored as 24 bytes,
@@ -171,33 +284,7 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 		 * stores (these, not the multiply-adds, bounded the loop: shuffle port and store
 		 * forwarding).
 		 */
-		for (; xx + 8 <= dw; xx += 8) {
-			__m256i s0 = pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half);
-			__m256i s1 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, xx + 3 < fast_end, spread, half);
-			__m256i s2 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, xx + 5 < fast_end, spread, half);
-			__m256i s3 = pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, xx + 7 < fast_end, spread, half);
-			/* lane 0: pixels 0 2 4 6, lane 1: 1 3 5 7, as RGBx bytes */
-			__m256i r = _mm256_packus_epi16(_mm256_packs_epi32(s0, s1), _mm256_packs_epi32(s2, s3));
-
-			r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-			r = _mm256_shuffle_epi8(r, drop_x);
-			r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7));
-			_mm_storeu_si128((__m128i *)(void *)(out + (size_t)xx * 3), _mm256_castsi256_si128(r));
-			_mm_storel_epi64((__m128i *)(void *)(out + (size_t)xx * 3 + 16), _mm256_extracti128_si256(r, 1));
-		}
-		for (; xx < dw; xx += 2) {
-			bool two = xx + 1 < dw;
-			__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half)
-					  : one_sum(in, row_bytes, bounds, wt, groups, xx, spread, half);
-			uint32_t pa, pb;
-
-			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
-			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
-			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
-			memcpy(out + (size_t)xx * 3, &pa, 3);
-			if (two)
-				memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
-		}
+		hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, 0, dw, out, spread, half);
 	}
 }
 
@@ -367,4 +454,67 @@ void gv_reverse_rgb(const uint8_t *in, size_t n, uint8_t *out)
 	}
 	for (; x < n; x++)
 		memcpy(out + x * 3, in + (n - 1 - x) * 3, 3);
+}
+
+/*
+ * The same without a division: each IEEE quotient a / b (b = 255, then b = std) as
+ * q = a x r, then one correction q + (a - q x b) x r with r = 1 / b, both steps fused
+ * multiply-adds (the remainder a - q x b is exact in one FMA). That is the correctly
+ * rounded quotient for nearly every a; it is not proven for all, so gv_emit_f32_fma_exact()
+ * checks every value that can occur (256 per channel) against the divisions before it is
+ * used. Built for FMA: call only where the CPU has it (gv_have_fma()).
+ */
+static inline __attribute__((target("avx2,fma"))) __m256 div_fma(__m256 a, __m256 b, __m256 r)
+{
+	__m256 q = _mm256_mul_ps(a, r);
+
+	return _mm256_fmadd_ps(_mm256_fnmadd_ps(q, b, a), r, q);
+}
+
+static inline __attribute__((target("avx2,fma"))) __m256 f32_fma(__m256 x, __m256 m, __m256 s, __m256 r)
+{
+	const __m256 k255 = _mm256_set1_ps(255.0f), r255 = _mm256_set1_ps(1.0f / 255.0f);
+
+	return div_fma(_mm256_sub_ps(div_fma(x, k255, r255), m), s, r);
+}
+
+static inline __m256 f32_div(__m256 x, __m256 m, __m256 s)
+{
+	return _mm256_div_ps(_mm256_sub_ps(_mm256_div_ps(x, _mm256_set1_ps(255.0f)), m), s);
+}
+
+__attribute__((target("avx2,fma"))) bool gv_emit_f32_fma_exact(const float *m24, const float *s24, float *r24)
+{
+	for (int k = 0; k < 24; k++)
+		r24[k] = 1.0f / s24[k];
+	/* value v in lane i of the vector at phase p is channel (p + i) % 3: three phases, every channel */
+	for (int v = 0; v < 256; v += 8) {
+		__m256 x = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_set1_epi32(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+
+		for (int p = 0; p < 24; p += 8) {
+			__m256 m = _mm256_loadu_ps(m24 + p), s = _mm256_loadu_ps(s24 + p), r = _mm256_loadu_ps(r24 + p);
+			__m256i a = _mm256_castps_si256(f32_fma(x, m, s, r)), b = _mm256_castps_si256(f32_div(x, m, s));
+
+			if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(a, b)) != -1)
+				return false;
+		}
+	}
+	return true;
+}
+
+__attribute__((target("avx2,fma"))) void gv_emit_row_f32_fma(const uint8_t *px, size_t n, const float *m24,
+							      const float *s24, const float *r24, float *out)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		size_t phase = i % 24;
+		__m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(px + i));
+		__m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+
+		_mm256_storeu_ps(out + i, f32_fma(f, _mm256_loadu_ps(m24 + phase), _mm256_loadu_ps(s24 + phase),
+						  _mm256_loadu_ps(r24 + phase)));
+	}
+	for (; i < n; i++)
+		out[i] = ((float)px[i] / 255.0f - m24[i % 24]) / s24[i % 24];
 }

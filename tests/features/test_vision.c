@@ -302,9 +302,15 @@ static void test_resize_avx2_is_portable(void **state)
 		free(img);
 		skip();
 	}
-	for (int round = 0; round < 6; round++) {
+	/*
+	 * gray, 2 and 4 channels: the portable horizontal pass, the AVX2 vertical one (no caller
+	 * resizes 2 or 4 channels today, vision and convert --max-side make 1 or 3; the resize
+	 * takes them). Odd rounds mirrored (the flip), through the row sink's path.
+	 */
+	for (int round = 0; round < 10; round++) {
 		enum grist_vision_interp in = round % 2 ? GRIST_VISION_BICUBIC : GRIST_VISION_BILINEAR;
-		uint32_t c = round < 4 ? 3 : 1; /* gray: the portable horizontal pass, the AVX2 vertical one */
+		uint32_t c = round < 4 ? 3 : round < 6 ? 1 : round < 8 ? 2 : 4;
+		bool flip = round % 2;
 
 		if (round == 2) /* noise: bicubic's negative lobes overshoot, both clamps run */
 			t_fill(img, 800 * 800 * 3, 12);
@@ -314,20 +320,169 @@ static void test_resize_avx2_is_portable(void **state)
 
 			memset(a, 0xa5, n);
 			memset(b, 0x5a, n);
-			assert_int_equal(gv_resize_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], a, s[6], s[7],
-							(size_t)s[7] * c, in, true),
+			assert_int_equal(gv_resize_rows_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], s[6], s[7], in,
+							     flip, a, (size_t)s[7] * c, NULL, true),
 					 0);
-			assert_int_equal(gv_resize_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], b, s[6], s[7],
-							(size_t)s[7] * c, in, false),
+			assert_int_equal(gv_resize_rows_with(img, s[0], s[1], 800 * 3, c, s[2], s[3], s[4], s[5], s[6], s[7], in,
+							     flip, b, (size_t)s[7] * c, NULL, false),
 					 0);
 			if (memcmp(a, b, n))
-				fail_msg("%s %ux%ux%u -> %ux%u (window %ux%u at %u, %u): AVX2 differs from the portable pass",
-					 round % 2 ? "bicubic" : "bilinear", s[0], s[1], c, s[2], s[3], s[6], s[7], s[4], s[5]);
+				fail_msg("%s %ux%ux%u -> %ux%u (window %ux%u at %u, %u)%s: AVX2 differs from the portable pass",
+					 round % 2 ? "bicubic" : "bilinear", s[0], s[1], c, s[2], s[3], s[6], s[7], s[4], s[5],
+					 flip ? ", flipped" : "");
 		}
 	}
 	free(a);
 	free(b);
 	free(img);
+}
+
+/* A gv_rows sink that stores each row it is handed at its place in a packed image. */
+struct collect {
+	uint8_t *img;
+	size_t row;
+	uint32_t next;
+};
+
+static void collect_row(void *ctx, uint32_t y, const uint8_t *row)
+{
+	struct collect *c = ctx;
+
+	assert_int_equal(y, c->next); /* in order, each once */
+	c->next++;
+	memcpy(c->img + y * c->row, row, c->row);
+}
+
+/*
+ * The resize's row sink and its flip against the plain resize into an image, mirrored here
+ * pixel by pixel: the same bytes for every filter (Pillow's passes, area, TF's kernels, a
+ * pass skipped, the very tall image's two resizes), 1 to 4 channels, up and down, windows.
+ */
+static void test_resize_rows_sink(void **state)
+{
+	static const uint32_t sizes[][8] = {
+		/* sh, sw, full_h, full_w, y0, x0, dh, dw */
+		{ 97, 131, 37, 41, 0, 0, 37, 41 },  { 30, 41, 37, 45, 0, 0, 37, 45 }, { 41, 41, 41, 41, 0, 0, 41, 41 },
+		{ 41, 50, 41, 23, 0, 0, 41, 23 },   { 50, 23, 17, 23, 0, 0, 17, 23 }, { 1, 1, 3, 5, 0, 0, 3, 5 },
+		{ 90, 64, 40, 33, 3, 5, 30, 21 },   { 400, 3, 5, 2, 0, 0, 5, 2 },     { 7, 9, 1, 1, 0, 0, 1, 1 },
+	};
+	static const enum grist_vision_interp interps[] = { GRIST_VISION_BILINEAR, GRIST_VISION_BICUBIC,
+							    GRIST_VISION_AREA, GRIST_VISION_BILINEAR_TF };
+	uint8_t *img = photo(400, 131, 21), *plain = malloc(64 * 64 * 4), *want = malloc(64 * 64 * 4),
+		*got = malloc(64 * 64 * 4);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (uint32_t c = 1; c <= 4; c++)
+			for (size_t f = 0; f < sizeof(interps) / sizeof(interps[0]); f++)
+				for (int flip = 0; flip < 2; flip++)
+					for (int sink = 0; sink < 2; sink++) {
+						const uint32_t *s = sizes[i];
+						size_t row = (size_t)s[7] * c;
+						struct collect col = { got, row, 0 };
+						struct gv_rows rows = { collect_row, &col };
+
+						assert_int_equal(gv_resize_window(img, s[0], s[1], 131 * 3, c, s[2], s[3], s[4], s[5],
+										  plain, s[6], s[7], row, interps[f]),
+								 0);
+						for (uint32_t y = 0; y < s[6]; y++)
+							for (uint32_t x = 0; x < s[7]; x++)
+								memcpy(want + y * row + x * c,
+								       plain + y * row + (flip ? s[7] - 1 - x : x) * c, c);
+						memset(got, 0x33, row * s[6]);
+						assert_int_equal(gv_resize_rows(img, s[0], s[1], 131 * 3, c, s[2], s[3], s[4], s[5],
+										s[6], s[7], interps[f], flip, sink ? NULL : got, row,
+										sink ? &rows : NULL),
+								 0);
+						assert_int_equal(col.next, sink ? s[6] : 0);
+						if (memcmp(got, want, row * s[6]))
+							fail_msg("%ux%ux%u -> %ux%u, filter %d, flip %d, sink %d: not the plain resize",
+								 s[0], s[1], c, s[6], s[7], (int)interps[f], flip, sink);
+					}
+	free(img);
+	free(plain);
+	free(want);
+	free(got);
+}
+
+/*
+ * The output stage, fused into the resize's rows, against the unfused one written out here:
+ * the uint8 HWC output of the same transform (flipped or not: the same box and flip), then
+ * (x / 255 - mean) / std in float32, rounded to float16 or bfloat16, laid out HWC or CHW. To
+ * the bit, for each dtype, layout, channel count, flip and filter, on odd sizes (the vector
+ * rows' tails), with and without normalize, for ImageNet's mean and std and another set
+ * (float32's division-free form, checked per transform, is exact for both; it fails here when
+ * its correction step is dropped).
+ */
+static void test_output_stage(void **state)
+{
+	static const uint32_t outs[][2] = { { 17, 23 }, { 5, 3 }, { 1, 1 }, { 32, 8 }, { 9, 41 } };
+	static const enum grist_dtype dtypes[] = { GRIST_DTYPE_FLOAT32, GRIST_DTYPE_FLOAT16, GRIST_DTYPE_BFLOAT16,
+						   GRIST_DTYPE_UINT8 };
+	static const float means[2][3] = { { 0.485f, 0.456f, 0.406f }, { 0.1f, 0.7f, 0.333f } };
+	static const float stds[2][3] = { { 0.229f, 0.224f, 0.225f }, { 0.0171f, 3.3f, 0.999f } };
+	uint8_t *px = photo(120, 90, 8), *jpg, u8[41 * 32 * 3];
+	unsigned long len;
+	uint8_t got[41 * 32 * 3 * 4], want[41 * 32 * 3 * 4];
+	struct grist_vision_transform t, u;
+	struct grist_vision_box b1, b2;
+
+	(void)state;
+	jpg = encode(px, 120, 90, TJSAMP_420, 0, &len);
+	for (size_t o = 0; o < sizeof(outs) / sizeof(outs[0]); o++)
+		for (size_t d = 0; d < sizeof(dtypes) / sizeof(dtypes[0]); d++)
+			for (int variant = 0; variant < 8; variant++) {
+				uint32_t oh = outs[o][0], ow = outs[o][1], nc = variant & 1 ? 1 : 3;
+				size_t esz = gf_dtype_bytes(dtypes[d]), plane = (size_t)oh * ow;
+
+				grist_vision_transform_init(&t);
+				t.op = variant & 4 ? GRIST_VISION_RESIZE : GRIST_VISION_RANDOM_RESIZED_CROP;
+				t.interp = o % 2 ? GRIST_VISION_BICUBIC : o == 4 ? GRIST_VISION_AREA : GRIST_VISION_BILINEAR;
+				t.out_height = oh;
+				t.out_width = ow;
+				t.channels = nc;
+				t.flip = variant & 4 ? 1.0 : 0.5;
+				t.layout = variant & 2 ? GRIST_VISION_CHW : GRIST_VISION_HWC;
+				t.dtype = dtypes[d];
+				t.normalize = dtypes[d] != GRIST_DTYPE_UINT8 && variant != 6;
+				memcpy(t.mean, means[o % 2], sizeof(t.mean));
+				memcpy(t.std, stds[o % 2], sizeof(t.std));
+				u = t;
+				u.dtype = GRIST_DTYPE_UINT8;
+				u.layout = GRIST_VISION_HWC;
+				u.normalize = false;
+				for (uint64_t i = 0; i < 4; i++) {
+					assert_int_equal(grist_vision_apply(&t, jpg, len, 0, i, "image", got, sizeof(got), &b1), 0);
+					assert_int_equal(grist_vision_apply(&u, jpg, len, 0, i, "image", u8, sizeof(u8), &b2), 0);
+					assert_memory_equal(&b1, &b2, sizeof(b1));
+					for (size_t y = 0; y < oh; y++)
+						for (size_t x = 0; x < ow; x++)
+							for (size_t c = 0; c < nc; c++) {
+								size_t at = t.layout == GRIST_VISION_CHW ? c * plane + y * ow + x
+													 : (y * ow + x) * nc + c;
+								uint8_t v = u8[(y * ow + x) * nc + c];
+								float f = (float)v / 255.0f;
+								uint16_t h;
+
+								if (t.normalize)
+									f = (f - t.mean[c]) / t.std[c];
+								h = dtypes[d] == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f)
+												      : gf_float_to_half(f);
+								if (esz == 1)
+									want[at] = v;
+								else if (esz == 4)
+									memcpy(want + at * 4, &f, 4);
+								else
+									memcpy(want + at * 2, &h, 2);
+							}
+					if (memcmp(got, want, plane * nc * esz))
+						fail_msg("%ux%ux%u dtype %d %s flip %d normalize %d image %llu: not the unfused output",
+							 oh, ow, nc, (int)dtypes[d], variant & 2 ? "CHW" : "HWC", b1.flipped,
+							 t.normalize, (unsigned long long)i);
+				}
+			}
+	free(jpg);
+	free(px);
 }
 
 /*
@@ -800,6 +955,8 @@ int main(void)
 		cmocka_unit_test(test_resize_table_bound),
 		cmocka_unit_test(test_resize_tf_kernels),
 		cmocka_unit_test(test_resize_avx2_is_portable),
+		cmocka_unit_test(test_resize_rows_sink),
+		cmocka_unit_test(test_output_stage),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),

@@ -1,0 +1,138 @@
+/*
+ * vision_ab: one commit's vision transform against this tree's, in one process (the shared
+ * machine's noise moves separate runs by 1.5x; alternating inside one process does not see it).
+ * Rounds of three sides over the same N jobs of a jobs.bin, their order rotated per round:
+ * the codec bound's region decodes (bench_vision's codec side), the base commit's transform
+ * (its vision.c and vision_resize*.c, built by vision_ab.sh with their names prefixed old_)
+ * and this tree's; then checks that both transforms give the same bytes for every job.
+ * Prints the CPU time per image of each side per round and the median ratio to the codec bound.
+ *
+ *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS]
+ */
+#define GRIST_INTERNAL
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "features/vision_internal.h"
+int old_vision_apply(const struct grist_vision_transform *tr, const uint8_t *img, size_t len, uint64_t epoch,
+		     uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box);
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+struct job {
+	unsigned long long idx;
+	int b[5];
+	unsigned len;
+	uint8_t *data;
+};
+static int cmpd(const void *a, const void *b)
+{
+	double x = *(double *)a, y = *(double *)b;
+	return x < y ? -1 : x > y;
+}
+int main(int argc, char **argv)
+{
+	FILE *f = fopen(argv[1], "rb");
+	char hdr[8];
+	unsigned cnt;
+	unsigned long long ep, seed;
+	int n = argc > 2 ? atoi(argv[2]) : 400, R = argc > 3 ? atoi(argv[3]) : 7;
+
+	if (!f || fread(hdr, 1, 8, f) != 8 || memcmp(hdr, "GVJOBS1\n", 8) || fread(&cnt, 4, 1, f) != 1 ||
+	    fread(&ep, 8, 1, f) != 1 || fread(&seed, 8, 1, f) != 1 || n < 1 || R < 1 || R > 64) {
+		fprintf(stderr, "usage: vision_ab JOBS [N] [ROUNDS 1-64] (JOBS: a jobs.bin)\n");
+		return 2;
+	}
+	if ((unsigned)n > cnt)
+		n = (int)cnt;
+	struct job *J = calloc(n, sizeof *J);
+	for (int i = 0; i < n; i++) {
+		if (fread(&J[i].idx, 8, 1, f) != 1 || fread(J[i].b, 4, 5, f) != 5 || fread(&J[i].len, 4, 1, f) != 1 ||
+		    !(J[i].data = malloc(J[i].len)) || fread(J[i].data, 1, J[i].len, f) != J[i].len) {
+			fprintf(stderr, "vision_ab: %s: job %d is cut short\n", argv[1], i);
+			return 1;
+		}
+	}
+	struct grist_vision_transform t;
+	grist_vision_transform_init(&t);
+	static const float M[3] = {0.485f, 0.456f, 0.406f}, S[3] = {0.229f, 0.224f, 0.225f};
+	t.op = GRIST_VISION_RANDOM_RESIZED_CROP;
+	t.out_height = t.out_width = 224;
+	t.seed = seed;
+	t.flip = 0.5;
+	t.normalize = true;
+	memcpy(t.mean, M, 12);
+	memcpy(t.std, S, 12);
+	t.dtype = GRIST_DTYPE_FLOAT32;
+	size_t cap = grist_vision_out_bytes(&t);
+	float *o1 = malloc(cap), *o2 = malloc(cap);
+	double *tm[3];
+	for (int s = 0; s < 3; s++)
+		tm[s] = calloc(R, sizeof(double));
+	for (int r = 0; r < R; r++)
+		for (int s0 = 0; s0 < 3; s0++) {
+			int s = (s0 + r) % 3;
+			double t0 = now();
+			for (int i = 0; i < n; i++) {
+				struct grist_vision_box b;
+				int rc;
+				if (s == 0) {
+					struct gv_jpeg_info info;
+					struct gv_jpeg *jd;
+					rc = gv_jpeg_open(J[i].data, J[i].len, 500, &jd, &info) ||
+					     gv_jpeg_read_region(jd, J[i].b[0], J[i].b[1], J[i].b[2], J[i].b[3], false,
+								 NULL, 0);
+					gv_jpeg_release(jd);
+				} else if (s == 1)
+					rc = old_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o1, cap,
+							      &b);
+				else
+					rc = grist_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o2, cap,
+								&b);
+				if (rc) {
+					fprintf(stderr, "job %d side %d: %s\n", i, s, grist_last_error());
+					return 1;
+				}
+				if (s == 2 && b.top != J[i].b[0]) {
+					fprintf(stderr, "box differs\n");
+					return 1;
+				}
+			}
+			tm[s][r] = (now() - t0) / n * 1e3;
+		}
+	/* the outputs are the same bytes (last job) */
+	for (int i = 0; i < n; i++) {
+		struct grist_vision_box b;
+		old_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o1, cap, &b);
+		grist_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o2, cap, &b);
+		if (memcmp(o1, o2, cap)) {
+			fprintf(stderr, "output differs at job %d\n", i);
+			return 1;
+		}
+	}
+	const char *nm[3] = {"codec", "base", "new"};
+	double rb[64], rn[64];
+	for (int r = 0; r < R; r++) {
+		rb[r] = tm[0][r] / tm[1][r];
+		rn[r] = tm[0][r] / tm[2][r];
+	}
+	for (int s = 0; s < 3; s++) {
+		printf("%-5s ms/image:", nm[s]);
+		double mn = 1e9;
+		for (int r = 0; r < R; r++) {
+			printf(" %.3f", tm[s][r]);
+			if (tm[s][r] < mn)
+				mn = tm[s][r];
+		}
+		printf("  min %.3f\n", mn);
+	}
+	qsort(rb, R, sizeof(double), cmpd);
+	qsort(rn, R, sizeof(double), cmpd);
+	printf("ratio to the codec bound (codec time / transform time), median of %d rounds: base %.3f, new %.3f\n", R,
+	       rb[R / 2], rn[R / 2]);
+}
