@@ -16,6 +16,10 @@ the median of --pairs alternating pairs and the median of the pairs' ratios. The
 own CPU only (one thread, no loader): docs/tuning.md has the loader's side of it.
 
     bench/py/vision_fast.py --dataset DS512/photos/1.0.0 [--pairs 7]
+
+--big-jobs OUT (with --dataset) instead writes a jobs file for bench_jpeg_settings (the format
+of bench/bench_vision.c) of every 8th image re-encoded 2048 pixels wide (quality 90), with
+RandomResizedCrop(224)'s boxes at that size: where the M/8 scales below 1/2 apply.
 """
 import argparse
 import io
@@ -97,15 +101,41 @@ def on_dataset(args):
                                      os.getloadavg()[0]))
 
 
+def write_big_jobs(args):
+    import struct
+    from PIL import Image
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from vision_pipeline import image_bytes, read_records
+
+    t = grist.vision.RandomResizedCrop(224, flip=0.5)
+    out = []
+    for i, rec in enumerate(read_records(args.dataset)[1]):
+        if i % 8:
+            continue
+        im = Image.open(io.BytesIO(bytes(image_bytes(rec)))).convert("RGB")
+        big = io.BytesIO()
+        im = im.resize((2048, round(2048 * im.height / im.width)), Image.BICUBIC)
+        im.save(big, "JPEG", quality=90)
+        b = t.params(im.height, im.width, index=i)
+        out.append(struct.pack("<Q5iI", i, b.top, b.left, b.height, b.width, b.flipped, len(big.getvalue()))
+                   + big.getvalue())
+    with open(args.big_jobs, "wb") as f:
+        f.write(b"GVJOBS1\n" + struct.pack("<IQQ", len(out), 0, 0) + b"".join(out))
+    print("%s: %d jobs" % (args.big_jobs, len(out)))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("jpegs", nargs="*")
     ap.add_argument("--dataset", help="a TFDS version folder (one train shard): its images instead of files")
     ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--big-jobs", help="with --dataset: write bench_jpeg_settings' jobs at 2048 wide here")
     args = ap.parse_args()
     if bool(args.jpegs) == bool(args.dataset):
         ap.error("give JPEG files or --dataset, not both")
-    if args.dataset:
+    if args.big_jobs and args.dataset:
+        write_big_jobs(args)
+    elif args.dataset:
         on_dataset(args)
     else:
         on_files(args)
