@@ -5,6 +5,11 @@
  *   codec   one thread doing only grist's libjpeg region decodes of the boxes as the
  *           transform does them (ISLOW IDCT, fancy upsampling: exact mode's settings; RGB, in
  *           place in the thread's buffer); its rate times --threads is the codec bound.
+ *   entropy one thread: what every region decode pays whatever its mode or scale: the header
+ *           read, jpeg_start_decompress() (a progressive file's every scan), and the Huffman
+ *           decoding of every row down to the box's bottom at the image's full width
+ *           (jpeg_skip_scanlines() to there: no IDCT, upsampling or colour conversion). The
+ *           floor under decode="fast" (docs/tuning.md, "Fast mode on a --max-side 512 dataset").
  *   decode_resize  one thread: grist_vision_apply() with uint8 output, no flip or normalize
  *           (the decode, the resize, the copy out).
  *   grist1  one thread: grist_vision_apply() of the benchmark's transform (RandomResizedCrop
@@ -19,6 +24,9 @@
  *           times cv2.resize on the same crops and prints the side with it in its place.
  *   ffcv_decode  one thread: the full decode alone (what that substitution keeps).
  *   resize  one thread: the resize alone at each box's size (pseudo-random pixels).
+ *
+ * A side named with "_fast" (codec_fast, decode_resize_fast, grist1_fast, grist_fast) runs
+ * with decode="fast" whatever --decode says, so both modes alternate in one run.
  *
  * Every transform side checks the box it used against the job's (the same crops). Sides run
  * in rounds, their order rotated each round; each prints its rounds' images/s (wall) and
@@ -41,6 +49,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <jpeglib.h>
+#include <setjmp.h>
 #include <turbojpeg.h>
 
 #include "bench_util.h"
@@ -132,7 +142,11 @@ static int side_apply(struct run *r, bool full)
 	return 0;
 }
 
-/* Only the region decode of each job's box, as grist's transform decodes it: in place, RGB. */
+/*
+ * Only the region decode of each job's box, as grist's transform decodes it: in place, RGB.
+ * codec_fast: fast mode's settings (fast IDCT, plain upsampling) at full scale, what fast
+ * mode decodes where no DCT scaling applies (every box of the --max-side 512 set).
+ */
 static int side_codec(struct run *r)
 {
 	for (size_t k; (k = atomic_fetch_add(&r->next, 1)) < r->total && !atomic_load(&r->failed);) {
@@ -141,11 +155,60 @@ static int side_codec(struct run *r)
 		struct gv_jpeg *jd;
 
 		if (gv_jpeg_open(j->data, j->len, 500, &jd, &info) ||
-		    gv_jpeg_read_region(jd, (uint32_t)j->box[0], (uint32_t)j->box[1], (uint32_t)j->box[2],
-					(uint32_t)j->box[3], false, NULL, 0))
+		    (r->decode == GRIST_VISION_DECODE_FAST
+			     ? gv_jpeg_read_region_fast(jd, 1, (uint32_t)j->box[0], (uint32_t)j->box[1],
+							(uint32_t)j->box[2], (uint32_t)j->box[3], NULL, 0)
+			     : gv_jpeg_read_region(jd, (uint32_t)j->box[0], (uint32_t)j->box[1], (uint32_t)j->box[2],
+						   (uint32_t)j->box[3], false, NULL, 0)))
 			return fail(r, j, grist_last_error());
 		gv_jpeg_release(jd);
 	}
+	return 0;
+}
+
+struct entropy_err {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+};
+
+static void entropy_error_exit(j_common_ptr c)
+{
+	longjmp(((struct entropy_err *)c->err)->jb, 1);
+}
+
+/*
+ * The entropy floor (see the top): on a decompressor of its own, each job's header, start and
+ * Huffman decoding down to its box's bottom row, nothing else. libjpeg-turbo returns at once
+ * from a skip to the last row, so the skip stops one row short of the image's bottom: a box
+ * reaching the bottom is counted without its last iMCU row.
+ */
+static int side_entropy(struct run *r)
+{
+	struct jpeg_decompress_struct d;
+	struct entropy_err e;
+	const struct job *volatile j = r->jobs;
+
+	d.err = jpeg_std_error(&e.pub);
+	e.pub.error_exit = entropy_error_exit;
+	if (setjmp(e.jb)) {
+		jpeg_destroy_decompress(&d);
+		return fail(r, j, "libjpeg failed");
+	}
+	jpeg_create_decompress(&d);
+	for (size_t k; (k = atomic_fetch_add(&r->next, 1)) < r->total && !atomic_load(&r->failed);) {
+		uint32_t bottom;
+
+		j = &r->jobs[k % r->n];
+		bottom = (uint32_t)j->box[0] + (uint32_t)j->box[2];
+		jpeg_mem_src(&d, j->data, j->len);
+		jpeg_read_header(&d, TRUE);
+		if (d.num_components == 4)
+			d.out_color_space = JCS_CMYK;
+		jpeg_start_decompress(&d);
+		jpeg_skip_scanlines(&d, bottom < d.output_height ? bottom : d.output_height - 1);
+		jpeg_abort_decompress(&d);
+	}
+	jpeg_destroy_decompress(&d);
 	return 0;
 }
 
@@ -263,6 +326,8 @@ static void *worker(void *arg)
 
 	if (!strcmp(r->side, "codec"))
 		side_codec(r);
+	else if (!strcmp(r->side, "entropy"))
+		side_entropy(r);
 	else if (!strcmp(r->side, "resize"))
 		side_resize(r);
 	else if (!strcmp(r->side, "ffcv") || !strcmp(r->side, "ffcv_decode"))
@@ -272,13 +337,27 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* @side without a "_fast" ending into @base (of @cap bytes); whether it had one. */
+static bool side_base(const char *side, char *base, size_t cap)
+{
+	size_t n = strlen(side);
+	bool fast = n > 5 && !strcmp(side + n - 5, "_fast");
+
+	snprintf(base, cap, "%.*s", (int)(fast ? n - 5 : n), side);
+	return fast;
+}
+
 /* One round of @side on @threads threads over @reps passes of the jobs: images/s and per CPU-second. */
 static int round_of(struct run *r, const char *side, unsigned threads, size_t reps, double *wall, double *cpu)
 {
 	pthread_t th[64];
 	double t0, c0;
+	char base[64];
+	enum grist_vision_decode mode = r->decode;
+	int ret;
 
-	r->side = side;
+	r->decode = side_base(side, base, sizeof(base)) ? GRIST_VISION_DECODE_FAST : mode;
+	r->side = base;
 	r->total = r->n * reps;
 	atomic_store(&r->next, 0);
 	t0 = bench_now();
@@ -290,14 +369,19 @@ static int round_of(struct run *r, const char *side, unsigned threads, size_t re
 		pthread_join(th[i], NULL);
 	*wall = (double)r->total / (bench_now() - t0);
 	*cpu = (double)r->total / (cpu_seconds() - c0);
-	return atomic_load(&r->failed) ? -1 : 0;
+	ret = atomic_load(&r->failed) ? -1 : 0;
+	r->decode = mode;
+	return ret;
 }
 
 /* The sides that run on one thread (the codec bound, and the shares of the CPU per image). */
 static bool single(const char *side)
 {
-	return !strcmp(side, "codec") || !strcmp(side, "decode_resize") || !strcmp(side, "grist1") ||
-	       !strcmp(side, "ffcv_decode") || !strcmp(side, "resize");
+	char b[64];
+
+	side_base(side, b, sizeof(b));
+	return !strcmp(b, "codec") || !strcmp(b, "entropy") || !strcmp(b, "decode_resize") || !strcmp(b, "grist1") ||
+	       !strcmp(b, "ffcv_decode") || !strcmp(b, "resize");
 }
 
 static bool take(const uint8_t **p, const uint8_t *end, void *v, size_t n)
