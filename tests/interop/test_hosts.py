@@ -34,7 +34,7 @@ HOSTS = 4
 # first hand-over came after the first worker's GETs were out (a busy machine) found their
 # bodies past its reads and fetched them again: 4 runs in 40 failed here at load average 10
 # (0.68 MB twice), until the scheduler waited for every attached client's first hand-over
-# (grist_sched_may_launch() in src/io/sched_launch.c): 0 in 40 since. GRIST_HOSTS_THREADS
+# (grist_sched_may_launch() in src/io/sched_launch.c): 0 in 90 since. GRIST_HOSTS_THREADS
 # sets another count, for such a run by hand.
 THREADS = int(os.environ.get("GRIST_HOSTS_THREADS", "2"))
 LOAD = ["--batch-size", "64", "--seed", "3", "--remote-split", "256K", "--threads", str(THREADS)]
