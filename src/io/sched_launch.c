@@ -421,7 +421,9 @@ int grist_sched_launch(struct grist_sched *h)
 
 	if (!h->dirty)
 		return 0;
-	qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
+	/* nothing new: pending may still be NULL (a client withdrew before its first submit) */
+	if (h->npending > h->nsorted)
+		qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
 	ret = ride(h);
 	if (!ret)
 		ret = merge_pending(h);
