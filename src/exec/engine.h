@@ -132,6 +132,7 @@ struct grist_engine_geometry {
 	bool any_remote;          /* some file is a URL */
 	bool all_remote;          /* every file is a URL: read buffers need no O_DIRECT alignment */
 	uint64_t largest_extent;  /* the largest chunk extent within the chunk size limit */
+	uint64_t remote_bytes;    /* the chunk bytes of the URL files, summed */
 	uint64_t smallest_group;  /* the fewest records per chunk of any file (>= 1) */
 	uint64_t row_bytes;       /* the most decoded bytes per record a footer announces (0: unknown) */
 	uint64_t max_chunk_decoded; /* the largest decoded chunk of any file */

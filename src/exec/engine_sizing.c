@@ -38,6 +38,18 @@
 #define REMOTE_WINDOW_BYTES (16ull << 20)
 #define REMOTE_QUEUE_DEPTH_MAX 16384
 /*
+ * URL datasets: the read-ahead bytes and queue depth of a process's workers together, by
+ * default. Every worker's reads wait in the process's one GET scheduler (io/sched.c), and
+ * a GET carries about the object's bytes over the bytes of reads waiting, so what keeps
+ * GETs dense is the process's read-ahead, not a worker's: 4 workers of 64 MiB and 4096
+ * reads sent 1.20-1.27 bytes of GET body per byte wanted on a 103 MB object, one worker
+ * 2.4-3.0 (docs/tuning.md, run H). So fewer workers each take a larger share, never less
+ * than the per-worker default; the share above that is at most twice the URL files' bytes
+ * (the reads of two passes over them), so a small dataset keeps today's arena.
+ */
+#define REMOTE_PROCESS_READ_AHEAD (256ull << 20)
+#define REMOTE_PROCESS_QUEUE_DEPTH REMOTE_QUEUE_DEPTH_MAX
+/*
  * URL datasets at chunk granularity: bytes of host slots ahead of the consumer, about
  * (instead of ASSEMBLY_BYTES). A GET lands the reads of many units at once, so the
  * workers decoded up to 100-450 units ahead of the consumer into a slot each (1 MiB at
@@ -61,9 +73,11 @@ void grist_engine_geometry_read(const struct grist_engine_params *p, unsigned on
 			fg = grist_reader_file_geom(p->sources[d].reader, f);
 			if (!fg)
 				continue;
-			if (fg->remote)
+			if (fg->remote) {
 				g->any_remote = true;
-			else
+				if (fg->num_chunks)
+					g->remote_bytes += fg->chunk_offsets[fg->num_chunks] - fg->chunk_offsets[0];
+			} else
 				g->all_remote = false;
 			/*
 			 * A chunk above the limit is refused, with its file and offset, when a unit
@@ -138,6 +152,18 @@ static void size_chunk_units(const struct grist_engine_params *p, struct grist_e
 	s->max_unit_items = 4 * s->unit_items;
 }
 
+/* The most read-ahead one worker takes by default: DEFAULT_READ_AHEAD_MAX, or its share of REMOTE_PROCESS_READ_AHEAD. */
+static uint64_t remote_read_ahead_max(const struct grist_engine_geometry *g, const struct grist_engine_sizes *s)
+{
+	uint64_t share = REMOTE_PROCESS_READ_AHEAD / s->workers;
+
+	if (!g->any_remote || share <= DEFAULT_READ_AHEAD_MAX)
+		return DEFAULT_READ_AHEAD_MAX;
+	if (share - DEFAULT_READ_AHEAD_MAX > 2 * g->remote_bytes)
+		share = DEFAULT_READ_AHEAD_MAX + 2 * g->remote_bytes;
+	return share;
+}
+
 /*
  * Read-ahead bytes per worker. By default: twice the queue depth of the largest chunk
  * extent, so the ring stays full while as many landed reads wait to be decoded, and at
@@ -161,8 +187,8 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
 		read_ahead = 2 * s->queue_depth * max_extent;
 		if (read_ahead < 2 * unit_reads)
 			read_ahead = 2 * unit_reads;
-		if (read_ahead > DEFAULT_READ_AHEAD_MAX)
-			read_ahead = DEFAULT_READ_AHEAD_MAX;
+		if (read_ahead > remote_read_ahead_max(g, s))
+			read_ahead = remote_read_ahead_max(g, s);
 	}
 	/*
 	 * Never more than the whole run reads (each position reads at most one chunk; a unit
@@ -177,13 +203,18 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
 	return (size_t)((read_ahead + GRIST_ENGINE_MEM_ALIGN - 1) & ~(uint64_t)(GRIST_ENGINE_MEM_ALIGN - 1));
 }
 
-/* The default queue depth for URL datasets: REMOTE_WINDOW_BYTES of reads of @max_extent bytes. */
-static unsigned remote_queue_depth(uint64_t max_extent)
+/*
+ * The default queue depth for URL datasets: REMOTE_WINDOW_BYTES of reads of @max_extent
+ * bytes, and at least the worker's share of REMOTE_PROCESS_QUEUE_DEPTH.
+ */
+static unsigned remote_queue_depth(uint64_t max_extent, unsigned workers)
 {
 	uint64_t q = REMOTE_WINDOW_BYTES / (max_extent ? max_extent : 1);
 
 	if (q < GRIST_REMOTE_QUEUE_DEPTH)
 		q = GRIST_REMOTE_QUEUE_DEPTH;
+	if (q < REMOTE_PROCESS_QUEUE_DEPTH / workers)
+		q = REMOTE_PROCESS_QUEUE_DEPTH / workers;
 	return q > REMOTE_QUEUE_DEPTH_MAX ? REMOTE_QUEUE_DEPTH_MAX : (unsigned)q;
 }
 
@@ -237,7 +268,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
 	 */
 	s->queue_depth = p->queue_depth ? p->queue_depth
-		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent)
+		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent, s->workers)
 						     : GRIST_DEFAULT_QUEUE_DEPTH;
 	s->read_ahead = size_read_ahead(p, g, s, max_extent);
 	/*

@@ -102,7 +102,7 @@ static const struct entry table[] = {
 	U("prefetch", 1, GRIST_MAX_PREFETCH, prefetch, GRIST_STRINGIFY(GRIST_DEFAULT_PREFETCH),
 	  "batches assembled ahead, and the most a caller may hold"),
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "per thread 2 x queue_depth x largest chunk, at most "
-	   GRIST_STRINGIFY(GRIST_DEFAULT_READ_AHEAD_MAX_MIB) "MiB",
+	   GRIST_STRINGIFY(GRIST_DEFAULT_READ_AHEAD_MAX_MIB) "MiB or, for URLs, the thread's share of 256MiB if larger",
 	   "read buffers of all threads: how far reads run ahead of decoding"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, GRIST_STRINGIFY(GRIST_DEFAULT_MAX_BATCH_MIB) "MiB",
 	   "no batch may be larger"),

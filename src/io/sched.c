@@ -113,14 +113,14 @@ static void complete(struct grist_sched_client *c, struct grist_io_req *r)
 	pthread_mutex_unlock(&c->lock);
 }
 
-static bool holds(const struct grist_sched *h, const struct grist_sched_client *c)
+static struct holder *find_hold(struct grist_sched *h, const struct grist_sched_client *c)
 {
 	size_t i;
 
 	for (i = 0; i < h->nholders; i++)
 		if (h->holders[i].c == c)
-			return true;
-	return false;
+			return &h->holders[i];
+	return NULL;
 }
 
 /* @c has handed over all it will for now: what waits for it may go out. */
@@ -177,8 +177,14 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 		}
 	}
 	/* more may follow before @c reaps: its hand-over is one whole (grist_sched_launch()) */
-	if (n && !holds(h, c))
-		h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns() };
+	if (n) {
+		struct holder *hd = find_hold(h, c);
+
+		if (!hd)
+			h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns(), false };
+		else if (hd->fresh)
+			*hd = (struct holder){ c, grist_remote_now_ns(), false };
+	}
 	wake = h->asleep && h->dirty;
 	if (wake)
 		h->asleep = false;
@@ -384,6 +390,14 @@ void grist_sched_attach(struct grist_sched *h, struct grist_sched_client *c)
 	size_t i;
 
 	pthread_mutex_lock(&h->lock);
+	/*
+	 * Its first hand-over is coming (an engine attaches every worker before any starts):
+	 * GETs made before it would pass the regions its reads fall in (grist_sched_may_launch()).
+	 * Without the memory for the mark it is only not waited for.
+	 */
+	if (!find_hold(h, c) &&
+	    !grist_array_reserve((void **)&h->holders, &h->holders_cap, h->nholders + 1, sizeof(*h->holders)))
+		h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns(), true };
 	for (i = 0; i < h->nctrs && h->ctrs[i].ctr != c->ctr; i++)
 		;
 	if (i < h->nctrs) {

@@ -47,7 +47,11 @@ void grist_sched_release(struct grist_sched *s, struct grist_sched_client *c);
 /* @c starts (@on) or stops waiting for a completion: what waits goes out if nothing is in flight. */
 void grist_sched_starved(struct grist_sched *s, bool on);
 
-/* @c's counters join @s's figures (its budget, depth); once per client, before its first submit. */
+/*
+ * @c's counters join @s's figures (its budget, depth); once per client, before its first
+ * submit. Until that first submit (or its withdrawal, or 500 ms) no GET goes out: its reads
+ * are coming, and GETs made without them would pass their regions.
+ */
 void grist_sched_attach(struct grist_sched *s, struct grist_sched_client *c);
 
 /*

@@ -39,10 +39,14 @@ struct piece {
 	int32_t ride; /* ride(): the GET it joins, or -1 */
 };
 
-/* A client in the middle of a hand-over (grist_sched_release()), since @since_ns. */
+/*
+ * A client in the middle of a hand-over (grist_sched_release()), since @since_ns; or,
+ * @fresh, one attached that has handed nothing over yet (its first hand-over is coming).
+ */
 struct holder {
 	const struct grist_sched_client *c;
 	uint64_t since_ns;
+	bool fresh;
 };
 
 /* A client's counters, and how many attached clients share them. */

@@ -167,24 +167,33 @@ bool grist_sched_room(const struct grist_sched *h)
  * its planning, and cutting it short brought the refetches back at 2 threads in half the
  * runs. Only a hand-over older than HOLD_MAX_NS (a client that stopped between submit
  * and reap) is overruled by a starved client, so it cannot stall the others.
+ *
+ * A client attached that has handed nothing over yet holds too (grist_sched_attach()):
+ * the engine attaches every worker before it starts them, and a worker whose first
+ * hand-over came after the first worker's GETs had gone out (a thread started late on a
+ * busy machine) found their bodies past its reads, and fetched them again (test_hosts.py
+ * at 2 threads: 4 runs in 40). Its first submit makes it an ordinary holder. A client
+ * that hands nothing over for HOLD_MAX_NS after attaching (a fetcher not used yet) holds
+ * nobody from then on, starved or not.
  */
 #define HOLD_MAX_NS 500000000ull
 
 bool grist_sched_may_launch(const struct grist_sched *h)
 {
-	uint64_t now;
+	uint64_t now = 0, age;
 	size_t i;
 
 	if (!grist_sched_room(h))
 		return false;
-	if (!h->nholders)
-		return true;
-	if (!h->starved)
-		return false;
-	now = grist_remote_now_ns();
-	for (i = 0; i < h->nholders; i++)
-		if (now - h->holders[i].since_ns < HOLD_MAX_NS)
+	for (i = 0; i < h->nholders; i++) {
+		if (!now)
+			now = grist_remote_now_ns();
+		age = now - h->holders[i].since_ns;
+		if (h->holders[i].fresh && age >= HOLD_MAX_NS)
+			continue;
+		if (!h->starved || age < HOLD_MAX_NS)
 			return false;
+	}
 	return true;
 }
 
@@ -412,7 +421,9 @@ int grist_sched_launch(struct grist_sched *h)
 
 	if (!h->dirty)
 		return 0;
-	qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
+	/* nothing new: pending may still be NULL (a client withdrew before its first submit) */
+	if (h->npending > h->nsorted)
+		qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
 	ret = ride(h);
 	if (!ret)
 		ret = merge_pending(h);

@@ -163,6 +163,57 @@ static void test_url_chunk_windows_bounded(void **state)
 }
 
 /*
+ * URL datasets: the workers' reads wait in one GET scheduler per process, so the default
+ * read-ahead and queue depth are the process's, shared by its workers (never below a
+ * worker's own default): one worker on a 103 MB object sent 2.4-3.0 bytes of GET body per
+ * byte wanted with 64 MiB, four 1.20-1.27 with 64 MiB each (docs/tuning.md, run H). The
+ * share above a worker's default is at most twice the URL files' bytes; local files keep
+ * theirs.
+ */
+static void test_url_read_ahead_per_process(void **state)
+{
+	static const unsigned threads[] = { 1, 2, 4, 16 };
+	struct grist_engine_sizes sz, local, local4, four;
+	struct setup t;
+
+	(void)state;
+	setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, true);
+	t.p.threads = 4;
+	t.g.remote_bytes = 103u << 20;
+	grist_engine_size(&t.p, &t.g, &four);
+	setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, false);
+	t.p.threads = 4;
+	grist_engine_size(&t.p, &t.g, &local4);
+	for (size_t i = 0; i < 4; i++) {
+		setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, true);
+		t.p.threads = threads[i];
+		t.g.remote_bytes = 103u << 20;
+		check_contracts(&t);
+		grist_engine_size(&t.p, &t.g, &sz);
+		if (threads[i] <= 4)
+			assert_int_equal((uint64_t)sz.read_ahead * sz.workers, 256u << 20);
+		else
+			assert_int_equal(sz.read_ahead, 64u << 20);
+		assert_true((uint64_t)sz.queue_depth * sz.workers >= 16384);
+		/* units read ahead: as many in all as four workers' (each worker's 2 units of slack apart) */
+		assert_true(sz.works * sz.workers + 2 * 4 >= four.works * 4);
+
+		/* a 10 MB dataset: no more than the default and two passes over it */
+		t.g.remote_bytes = 10u << 20;
+		grist_engine_size(&t.p, &t.g, &sz);
+		assert_true(sz.read_ahead <= (64u << 20) + (20u << 20) + GRIST_ENGINE_MEM_ALIGN);
+		assert_true(sz.read_ahead >= (64u << 20));
+
+		/* the same file on a local disk: a worker's own default, whatever the threads */
+		setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, false);
+		t.p.threads = threads[i];
+		grist_engine_size(&t.p, &t.g, &local);
+		assert_int_equal(local.read_ahead, local4.read_ahead);
+		assert_int_equal(local.queue_depth, local4.queue_depth);
+	}
+}
+
+/*
  * URL files whose chunks are all above grist_max_chunk_bytes() (or that have none) leave
  * largest_extent 0: such a chunk is refused with its file and offset when a unit reaches
  * it, so sizing must not divide by the extent first (SIGFPE before any message).
@@ -285,6 +336,7 @@ int main(void)
 		cmocka_unit_test(test_contracts_sweep),
 		cmocka_unit_test(test_url_chunk_windows_bounded),
 		cmocka_unit_test(test_url_no_extent),
+		cmocka_unit_test(test_url_read_ahead_per_process),
 		cmocka_unit_test(test_sized_to_the_work),
 		cmocka_unit_test(test_map_two_units_a_worker),
 	};
