@@ -5,16 +5,20 @@
  * character's start, every piece that the text continues with (a prefix walk of the pieces'
  * trie) offers a path ending where it ends, scored as the best path to its start plus its
  * own score; the best one ending at each byte is kept. A character no piece of exactly its
- * length covers adds an unknown piece of score min_score - kUnkPenalty. USER_DEFINED pieces
- * score length * max_score - 0.1 (so they always win), UNUSED pieces are skipped. The ids are
+ * length covers adds an unknown piece of score min_score - kUnkPenalty. A USER_DEFINED piece
+ * of len bytes scores (float)(0.1 * (len - 1)) in 0.2.3 (GetUserDefinedScore: never below 0,
+ * so it beats any NORMAL piece, and one long piece beats shorter ones spelling the same bytes);
+ * 0.1.97 scored it len * max_score - 0.1. UNUSED pieces are skipped. The ids are
  * then PopulateSentencePieceText's (spm_bpe.c's model and normalizer are shared): an unknown
  * as its <0xNN> byte pieces with byte fallback, else a run of unknowns as one <unk>.
  *
  * Exactness rests on the arithmetic, since real texts meet exact ties (runs of "=" or "-"
  * cut in two orders of equal score). A candidate replaces the best path ending at a byte only
  * when it is strictly greater (so, of equal ones, the one that starts first stays), and:
- *  - PyPI's 0.2.x wheels sum and compare in float: candidate = (float)(score + best so far);
- *    measured on the test corpus, where its ids equal this and not the other rule;
+ *  - PyPI's 0.2.3 sums and compares in float: candidate = (float)(score + best so far); and
+ *    when the best so far at a character's start is beyond +-1e5 (kScoreResetThreshold: a
+ *    long text), it is subtracted, in float, from that start's and every later reached end's
+ *    best, so that sums stay small enough for float to tell near paths apart;
  *  - Debian's 0.1.97 (its source) sums in double: the ternary with the 0.1 literal makes a
  *    piece's score a double, so candidate = (double)score + (double)best, compared in double
  *    with the stored float, then stored rounded to float; an unknown's candidate stays float.
@@ -39,8 +43,9 @@
 
 enum { T_NORMAL = 1, T_UNKNOWN = 2, T_CONTROL = 3, T_USER_DEFINED = 4, T_UNUSED = 5, T_BYTE = 6 };
 
-#define K_UNK_PENALTY 10.0f /* unigram_model.cc's kUnkPenalty */
-#define FREE UINT32_MAX     /* a unit's check when no node owns it */
+#define K_UNK_PENALTY 10.0f    /* unigram_model.cc's kUnkPenalty */
+#define K_SCORE_RESET 100000.0f /* and its kScoreResetThreshold (0.2.3) */
+#define FREE UINT32_MAX         /* a unit's check when no node owns it */
 
 struct grist_spm_unit {
 	uint32_t base;  /* a child by byte c is unit base + c, when that unit's check is this unit */
@@ -248,8 +253,8 @@ static int double_array(struct build *b)
 				size_t len;
 
 				grist_vocab_bytes(&m->vocab, (uint32_t)id, &len);
-				/* length * max_score_ - 0.1: float times float, minus a double, as a float */
-				b->u[at].score = (float)((double)((float)len * m->max_score) - 0.1);
+				/* GetUserDefinedScore: a double product, returned as a float */
+				b->u[at].score = (float)(0.1 * (double)(len - 1));
 			} else if (id >= 0) {
 				b->u[at].score = m->score[id];
 			}
@@ -272,7 +277,8 @@ int grist_spm_unigram_build(const char *path, struct grist_spm_native *m)
 	int ret;
 
 	// unigram::Model's scores: min and max over NORMAL pieces, from FLT_MAX and FLT_MIN (the
-	// smallest positive float, so max_score is that when every score is negative), as std::min/max
+	// smallest positive float, so max_score is that when every score is negative), as std::min/max;
+	// max_score serves 0.1.97's user-defined score only
 	m->min_score = FLT_MAX;
 	m->max_score = FLT_MIN;
 	ids = malloc((size_t)m->n * sizeof(*ids));
@@ -329,16 +335,22 @@ static inline void viterbi(const struct grist_spm_native *m, const uint8_t *norm
 {
 	const struct grist_spm_unit *u = m->trie;
 	const float unk_score = m->min_score - K_UNK_PENALTY;
-	size_t a, mblen;
+	size_t a, mblen, frontier = 0; /* the furthest end reached so far */
 
 	for (a = 0; a <= n; a++)
 		best[a].start = -1;
 	best[0].score = 0;
 	for (a = 0; a < n; a += mblen) {
-		const float till = best[a].score;
+		float till = best[a].score;
 		bool single = false;
 		uint32_t node = 0;
 
+		if (!ties_0197 && (till < -K_SCORE_RESET || till > K_SCORE_RESET)) {
+			for (size_t i = a; i <= frontier; i++)
+				if (i == a || best[i].start >= 0)
+					best[i].score -= till;
+			till = 0;
+		}
 		mblen = grist_spm_char_len(norm[a]);
 		if (mblen > n - a)
 			mblen = n - a;
@@ -352,6 +364,8 @@ static inline void viterbi(const struct grist_spm_native *m, const uint8_t *norm
 			id = u[t].id;
 			if (id < 0)
 				continue;
+			if (k + 1 > frontier)
+				frontier = k + 1;
 			if (!ties_0197) {
 				offer(&best[k + 1], u[t].score + till, (int32_t)a, id);
 			} else {
@@ -369,6 +383,8 @@ static inline void viterbi(const struct grist_spm_native *m, const uint8_t *norm
 			if (k + 1 - a == mblen)
 				single = true;
 		}
+		if (!single && a + mblen > frontier)
+			frontier = a + mblen;
 		if (!single)
 			offer(&best[a + mblen], unk_score + till, (int32_t)a, m->unk_id);
 	}

@@ -296,7 +296,7 @@ struct grist_spm_native {
 	/* Unigram */
 	struct grist_spm_unit *trie; /* the pieces' double array (spm_unigram.c) */
 	size_t trie_len;
-	float min_score, max_score;  /* over NORMAL pieces, as unigram::Model's */
+	float min_score, max_score;  /* over NORMAL pieces, as unigram::Model's (max: 0.1.97's rule) */
 	bool ties_0197;              /* compare as 0.1.97 does (see spm_unigram.c); tests only */
 };
 struct grist_spm_best; /* spm_unigram.c's Viterbi cell */

@@ -125,7 +125,7 @@ struct pair {
 	size_t ties;        /* Unigram: texts where PyPI's rule and 0.1.97's give other (equal-score) paths */
 };
 
-/* A Unigram path's score as the encoder sums it (an unknown character, maybe as its bytes: min - 10). */
+/* A Unigram path's score as 0.1.97's rule sums it (an unknown character, maybe as its bytes: min - 10). */
 static double path_score(const struct grist_spm_native *m, const int32_t *ids, size_t n)
 {
 	double sum = 0;
