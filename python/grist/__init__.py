@@ -644,6 +644,8 @@ class Loader(_grist.Loader):
         # with on_error="skip" a map of this loader's own, so stats() counts its skips alone
         self._text_map = spec._loader_map(on_error == "skip")
         options.update(layout="ragged", _map=self._text_map.map(int(map_out_max)))
+        if bos:  # in the checkpoint's fingerprint, as pack_bos is: "bosfeat" and the features' bits
+            options["_map_salt"] = 0x626f736665617400 | bos[1]
         args = (spec, outputs, int(batch_size), int(length or 0), options.get("pack") is not None, bos or None)
         # each batch becomes its dict of arrays where a tfds source's columns would be built
         self._columns = lambda b: _text._batch_arrays(b, *args)

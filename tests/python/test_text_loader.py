@@ -548,6 +548,17 @@ def test_maxtext_concat_split_bos_features(files, examples, threads):
         assert all(np.array_equal(a[k], b[k]) for a, b in zip(theirs[f], theirs[("inputs", "targets")])
                    for k in a if k not in ("inputs", "targets", "targets_segmentation"))
     assert resume_from_each(examples, chunk, 4, theirs[("inputs",)], mid_round, pack_bos_features=["inputs"], **kw)
+    # the setting is in the checkpoint's fingerprint: another one's state is refused, either way
+    settings = [dict(kw, pack_bos_features=("inputs",)), dict(kw, pack_bos_features=("targets",)), kw,
+                dict(kw, pack_bos=None)]
+    for a in settings:
+        with grist.Loader(examples, 4, text=chunk, outputs="maxtext", **a) as loader:
+            next(loader)
+            state = loader.get_state()
+        for b in settings:
+            if b is not a:
+                with pytest.raises(grist.Error, match="does not match"):
+                    grist.Loader(examples, 4, text=chunk, outputs="maxtext", state=state, **b)
     # Grain's default keys (length_struct {"inputs": L}, no shift): bos_features={"inputs"} is pack_bos
     ds = ge.FlatMapIterDataset(grain.MapDataset.source([texts()[i] for i in order]).to_iter_dataset(),
                                TokenizeAndChunk(lambda t: [50000] + encode(t) + [50001], 40))
