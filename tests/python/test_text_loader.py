@@ -519,9 +519,9 @@ def test_maxtext_concat_split(files, examples, threads):
 def test_maxtext_concat_split_bos_features(files, examples, threads):
     """pack_bos_features=: Grain's bos_features naming inputs or targets alone, before MaxText's shift. Trimmed with
     add_bos, every segment that begins inside a row begins with BOS already and targets never see a row's first cell,
-    so ("inputs",) is ("inputs", "targets") (pack_bos=True) there; chunked, a piece that begins inside a row keeps its
-    own token in targets: the two differ, and grist gives each, resumed too. Without outputs="maxtext" (Grain's own
-    keys, no targets) ("inputs",) is pack_bos."""
+    so ("inputs",) is ("inputs", "targets") (pack_bos=True) there and ("targets",) is no replacement; chunked, a
+    piece that begins inside a row keeps its own token in the feature not named: they differ, and grist gives each,
+    resumed too. Without outputs="maxtext" (Grain's own keys, no targets) ("inputs",) is pack_bos."""
     order = grist_order(examples, 4, seed=13, epochs=1)
     kw = dict(seed=13, epochs=1, pack="concat-split", pack_length=64, threads=threads, pack_bos=True)
     tok = Tokenizer(files["mistral-v1.model"])
@@ -531,6 +531,9 @@ def test_maxtext_concat_split_bos_features(files, examples, threads):
     inputs = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split", bos_features=("inputs",))
     assert_same(inputs, both)
     assert_same(run(examples, spec, 4, pack_bos_features=("inputs",), **kw), inputs)
+    targets = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split", bos_features=("targets",))
+    assert_same(targets, maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split"))
+    assert_same(run(examples, spec, 4, pack_bos_features=("targets",), **kw), targets)
     # chunked (GPT-2 ranks, pad 0): pieces after a text's first begin without BOS
     gpt = Tokenizer(files["gpt2.tiktoken"], pattern="llama3")
     enc = tiktoken.Encoding("l3", pat_str=PATTERNS["llama3"], mergeable_ranks=load_ranks(files["gpt2.tiktoken"]),
