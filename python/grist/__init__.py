@@ -400,7 +400,7 @@ class Loader(_grist.Loader):
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
     state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
     batch_map=None, map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None,
-    outputs=None, ...)
+    outputs=None, pack_bos_features=None, ...)
 
     Iterates grist.Batch objects: the same batches, in the same order, as `grist load` with
     the same settings. Every option keyword is an option of libgrist's table (`grist load
@@ -477,9 +477,14 @@ class Loader(_grist.Loader):
     MaxText's batch_and_pad. pack="concat-split" is MaxText's concat_then_split; pack_bos=True
     there replaces the first token of every segment with the spec's bos_id (Grain's BOS
     replacement on inputs and targets). MaxText itself passes Grain no bos_features, so its
-    batches are those without pack_bos (docs/text.md). map_out_max bounds one record's tokens in bytes (default 4 x
-    max_length; with mode="chunk" 4 MiB). A record that is not UTF-8, lacks the spec's feature or has more tokens than
-    map_out_max stops the loader with grist.Error naming it; with on_error="skip" it is dropped
+    batches are those without pack_bos (docs/text.md). pack_bos_features (with pack_bos; default
+    None: the packer's one stream, i.e. ("inputs", "targets") with outputs="maxtext") names the
+    features Grain's bos_features would: ("inputs",) replaces in inputs alone and MaxText's shift
+    takes targets from the tokens as they were; ("targets",) the other way round. Without
+    outputs="maxtext" only ("inputs",) is accepted (the one token array: the same as leaving it
+    out). map_out_max bounds one record's tokens in bytes (default 4 x max_length; with
+    mode="chunk" 4 MiB). A record that is not UTF-8, lacks the spec's feature or has more tokens
+    than map_out_max stops the loader with grist.Error naming it; with on_error="skip" it is dropped
     instead and counted in stats()["skipped"] and ["skipped_records"], as for a tfds source.
 
     batch_map=fn: fn(batch) runs on map_threads background threads (default 1), ahead of the
@@ -490,16 +495,19 @@ class Loader(_grist.Loader):
 
     def __init__(self, paths, batch_size, *, batch_map=None, map_threads=None, pad=None, skip=None, ragged=None,
                  map_out_max=None, transforms=None, boxes=False, on_error="raise", text=None, outputs=None,
-                 **options):
+                 pack_bos_features=None, **options):
         self._columns = None
         self._ahead = None
         self._features = None
         self._text_map = None
         if text is not None:
-            paths, options = self._text_options(paths, batch_size, text, outputs, map_out_max, on_error, options)
+            paths, options = self._text_options(paths, batch_size, text, outputs, map_out_max, on_error, options,
+                                                pack_bos_features)
             map_out_max, on_error = None, "raise"
         elif outputs is not None:
             raise ValueError("grist.Loader: outputs= applies with text=")
+        elif pack_bos_features is not None:
+            raise ValueError("grist.Loader: pack_bos_features= applies with text=")
         mixed = options.get("weights") is not None and not isinstance(paths, (str, bytes, _os.PathLike))
         srcs = list(paths) if mixed else [paths]
         if any(hasattr(s, "_loader_features") for s in srcs):  # grist.tfds sources
@@ -584,7 +592,7 @@ class Loader(_grist.Loader):
             self._ahead = _Ahead(pull, fn, threads, max(1, min(2 * threads, self.prefetch - 1)),
                                  _grist.Loader.get_state(self))
 
-    def _text_options(self, paths, batch_size, spec, outputs, map_out_max, on_error, options):
+    def _text_options(self, paths, batch_size, spec, outputs, map_out_max, on_error, options, bos_features=None):
         """text=TextSpec: the records become int32 tokens on the engine's threads (grist_text_map),
         then Grain's packer keys or, with outputs="maxtext", MaxText's six arrays (grist.text)."""
         from . import text as _text
@@ -607,6 +615,17 @@ class Loader(_grist.Loader):
                 raise ValueError("grist.Loader: pack_bos=True takes the TextSpec's BOS id; it has add_bos=False "
                                  "(give the id itself)")
             options["pack_bos"] = spec.bos_id
+        bos = _bos_where(spec, outputs, options, bos_features)
+        if bos and options.get("pack") == "concat-split":  # (any other pack= the table refuses with pack_bos)
+            # the packer leaves the tokens as they are; _batch_arrays replaces in the features named
+            bos_id = options.pop("pack_bos")
+            if isinstance(bos_id, str) and bos_id.isdigit():  # the table takes its ints as strings too
+                bos_id = int(bos_id)
+            if isinstance(bos_id, bool) or not isinstance(bos_id, int) or not 0 <= bos_id <= 0xFFFFFFFF:
+                raise ValueError("grist.Loader: pack_bos= is a token id in 0..4294967295, not %r" % (bos_id,))
+            bos = (bos_id - (1 << 32) if bos_id >= 1 << 31 else bos_id, bos)  # as the int32 arrays hold it
+        else:
+            bos = 0
         if options.get("pack") is not None:
             length = options.get("pack_length")
             if length is None:
@@ -625,7 +644,9 @@ class Loader(_grist.Loader):
         # with on_error="skip" a map of this loader's own, so stats() counts its skips alone
         self._text_map = spec._loader_map(on_error == "skip")
         options.update(layout="ragged", _map=self._text_map.map(int(map_out_max)))
-        args = (spec, outputs, int(batch_size), int(length or 0), options.get("pack") is not None)
+        if bos:  # in the checkpoint's fingerprint, as pack_bos is: "bosfeat" and the features' bits
+            options["_map_salt"] = 0x626f736665617400 | bos[1]
+        args = (spec, outputs, int(batch_size), int(length or 0), options.get("pack") is not None, bos or None)
         # each batch becomes its dict of arrays where a tfds source's columns would be built
         self._columns = lambda b: _text._batch_arrays(b, *args)
         return paths, options
@@ -663,6 +684,34 @@ class Loader(_grist.Loader):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _bos_where(spec, outputs, options, features):
+    """pack_bos_features= -> 0 where the packer's own replacement is Grain's (it replaces the one
+    stream inputs and targets both come from), else _maxtext's bos_where bits (1 inputs, 2 targets)."""
+    if features is None:
+        return 0
+    if isinstance(features, str):
+        raise TypeError("grist.Loader: pack_bos_features= is a collection of feature names, not a str")
+    names = set(features)
+    if not names or not names <= {"inputs", "targets"}:
+        raise ValueError("grist.Loader: pack_bos_features= names 'inputs', 'targets' or both, not %r"
+                         % (tuple(features),))
+    if options.get("pack_bos") is None:
+        raise ValueError("grist.Loader: pack_bos_features= needs pack_bos=")
+    if outputs is None:  # Grain's packer keys: "inputs" is the only token feature
+        if names != {"inputs"}:
+            raise ValueError("grist.Loader: pack_bos_features= without outputs='maxtext' can only be "
+                             "('inputs',), the one token array")
+        return 0
+    if names == {"inputs", "targets"}:
+        return 0
+    # Grain writes an empty sequence's BOS into the last row's padding, a cell the packer's
+    # rows do not mark; only a trimmed text with neither BOS nor EOS added can be empty
+    if spec.mode == "trim" and not spec.add_bos and not spec.add_eos:
+        raise ValueError("grist.Loader: pack_bos_features=%r needs a TextSpec with add_bos or add_eos (an "
+                         "empty text's BOS would fall in the padding)" % (tuple(sorted(names)),))
+    return (1 if "inputs" in names else 0) | (2 if "targets" in names else 0)
 
 
 def _options_doc():

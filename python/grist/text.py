@@ -237,7 +237,7 @@ _MAXTEXT_KEYS = ("inputs", "targets", "inputs_segmentation", "targets_segmentati
                  "targets_position")
 
 
-def _batch_arrays(batch, spec, outputs, batch_size, length, packed=None):
+def _batch_arrays(batch, spec, outputs, batch_size, length, packed=None, bos=None):
     """A text loader's grist.Batch -> its dict of int32 (batch_size, length) arrays.
 
     Packed: Grain's packer keys with k = "inputs"; outputs="maxtext" gives MaxText's six
@@ -245,7 +245,8 @@ def _batch_arrays(batch, spec, outputs, batch_size, length, packed=None):
     targets shifted left with pad_id, targets_segmentation shifted left with 0 and zeroed where
     targets == pad_id; inputs and both positions unshifted. Unpacked: each text padded to
     length with pad_id as PadOrTrimToMaxLength does (its segmentation x != pad_id, its
-    positions arange(len), both then padded with pad_id as well).
+    positions arange(len), both then padded with pad_id as well). bos=(id, bits): Grain's BOS
+    replacement on inputs (bit 1) or targets (bit 2) alone, for a batch packed without it.
     """
     pad = spec.pad_id
     if packed is None:
@@ -253,7 +254,8 @@ def _batch_arrays(batch, spec, outputs, batch_size, length, packed=None):
     if outputs is not None and packed:
         # packed, MaxText's arrays: made in C in one pass (the consumer thread serves every worker)
         with batch:
-            arrays = _np.frombuffer(batch._maxtext(pad, batch_size), dtype=_np.int32).reshape(6, -1, length)
+            arrays = _np.frombuffer(batch._maxtext(pad, batch_size, *(bos or ())),
+                                    dtype=_np.int32).reshape(6, -1, length)
         return dict(zip(_MAXTEXT_KEYS, arrays))
     with batch:
         if batch.segment_ids is not None:

@@ -247,15 +247,22 @@ static PyObject *batch_records(BatchObject *self, PyObject *unused)
 }
 
 /*
- * _maxtext(pad_id, batch_size): a packed batch of 4-byte tokens as MaxText's six arrays,
- * made in one pass into one bytearray of 6 x max(rows, batch_size) x L int32: inputs,
- * targets (inputs shifted left, pad_id last), inputs_segmentation, targets_segmentation
- * (shifted left, 0 last and wherever targets == pad_id), inputs_position, targets_position;
- * rows past the batch's are pad_id rows (batch_and_pad). grist.text builds the dict from
- * it. On the consumer's thread, which serves every worker: the numpy copies, shifts and
- * compares it replaces took about 90 us a batch of 8 x 2048, most of that thread's time per
- * batch (docs/tuning.md, "The loader's serial share"). One allocation, not six: six of 64 KiB
- * each came back from the system with their pages to fault in again, every batch.
+ * _maxtext(pad_id, batch_size, bos_id=0, bos_where=0): a packed batch of 4-byte tokens as
+ * MaxText's six arrays, made in one pass into one bytearray of 6 x max(rows, batch_size) x L
+ * int32: inputs, targets (inputs shifted left, pad_id last), inputs_segmentation,
+ * targets_segmentation (shifted left, 0 last and wherever targets == pad_id),
+ * inputs_position, targets_position; rows past the batch's are pad_id rows (batch_and_pad).
+ * grist.text builds the dict from it. On the consumer's thread, which serves every worker:
+ * the numpy copies, shifts and compares it replaces took about 90 us a batch of 8 x 2048,
+ * most of that thread's time per batch (docs/tuning.md, "The loader's serial share"). One
+ * allocation, not six: six of 64 KiB each came back from the system with their pages to fault
+ * in again, every batch.
+ *
+ * bos_where (bit 0: inputs, bit 1: targets) is Grain's BOS replacement on those features
+ * alone (ConcatThenSplitIterDataset's bos_features), for a batch packed without it: a
+ * feature named has bos_id in every segment's first cell (position 0, segment id not 0)
+ * before MaxText's shift, so targets[j] takes BOS where cell j + 1 begins a segment. The
+ * packer replaces in the one stream both come from, so it cannot give one without the other.
  */
 static PyObject *batch_maxtext(BatchObject *self, PyObject *args)
 {
@@ -263,9 +270,9 @@ static PyObject *batch_maxtext(BatchObject *self, PyObject *args)
 	Py_ssize_t batch_size, rows, total, L, r, j, n;
 	PyObject *out;
 	int32_t *in, *tg, *sg, *ts, *ps, *tp;
-	int pad;
+	int pad, bos = 0, where = 0;
 
-	if (!b || !PyArg_ParseTuple(args, "in:_maxtext", &pad, &batch_size))
+	if (!b || !PyArg_ParseTuple(args, "in|ii:_maxtext", &pad, &batch_size, &bos, &where))
 		return NULL;
 	if (self->token_bytes != 4 || !b->segment_ids || !b->positions) {
 		PyErr_SetString(PyExc_ValueError, "grist.Batch._maxtext: not a packed batch of 4-byte tokens");
@@ -297,11 +304,15 @@ static PyObject *batch_maxtext(BatchObject *self, PyObject *args)
 		memcpy(ps, b->positions + r * L, (size_t)L * 4);
 		memcpy(tp, ps, (size_t)L * 4);
 		for (j = 0; j + 1 < L; j++) {
-			tg[j] = in[j + 1];
+			tg[j] = (where & 2) && ps[j + 1] == 0 && sg[j + 1] ? bos : in[j + 1];
 			ts[j] = tg[j] == pad ? 0 : sg[j + 1];
 		}
 		tg[L - 1] = pad;
 		ts[L - 1] = 0;
+		if (where & 1) /* after targets took the row as packed */
+			for (j = 0; j < L; j++)
+				if (ps[j] == 0 && sg[j])
+					in[j] = bos;
 	}
 	return out;
 }
@@ -441,8 +452,10 @@ static PyGetSetDef batch_getset[] = {
 static PyMethodDef batch_methods[] = {
 	{ "records", (PyCFunction)batch_records, METH_NOARGS, "records() -> list[bytes]: copies of the records." },
 	{ "_maxtext", (PyCFunction)batch_maxtext, METH_VARARGS,
-	  "_maxtext(pad_id, batch_size) -> bytearray: a packed batch as MaxText's six arrays\n"
-	  "(grist.text's outputs=\"maxtext\"), copied: int32, 6 x max(rows, batch_size) x pack_length." },
+	  "_maxtext(pad_id, batch_size, bos_id=0, bos_where=0) -> bytearray: a packed batch as MaxText's\n"
+	  "six arrays (grist.text's outputs=\"maxtext\"), copied: int32, 6 x max(rows, batch_size) x\n"
+	  "pack_length; bos_where (bit 0 inputs, bit 1 targets) replaces those features' segment-first\n"
+	  "tokens with bos_id before the shift, as Grain's bos_features." },
 	{ "release", (PyCFunction)batch_release, METH_NOARGS,
 	  "release(): give the slot back to the loader now, or as soon as the arrays taken from this\n"
 	  "batch are gone. The batch's fields are unusable afterwards." },

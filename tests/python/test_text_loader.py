@@ -513,3 +513,70 @@ def test_maxtext_concat_split(files, examples, threads):
     assert resume_from_each(examples, chunk, 4, theirs, mid_round, **bos_kw)
     print("concat-split, %d threads: %d batches equal MaxText's, %d with BOS replaced" % (threads, len(maxtext),
                                                                                        len(replaced)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_maxtext_concat_split_bos_features(files, examples, threads):
+    """pack_bos_features=: Grain's bos_features naming inputs or targets alone, before MaxText's shift. Trimmed with
+    add_bos, every segment that begins inside a row begins with BOS already and targets never see a row's first cell,
+    so ("inputs",) is ("inputs", "targets") (pack_bos=True) there and ("targets",) is no replacement; chunked, a
+    piece that begins inside a row keeps its own token in the feature not named: they differ, and grist gives each,
+    resumed too. Without outputs="maxtext" (Grain's own keys, no targets) ("inputs",) is pack_bos."""
+    order = grist_order(examples, 4, seed=13, epochs=1)
+    kw = dict(seed=13, epochs=1, pack="concat-split", pack_length=64, threads=threads, pack_bos=True)
+    tok = Tokenizer(files["mistral-v1.model"])
+    sp = spm.SentencePieceProcessor(model_file=files["mistral-v1.model"])
+    spec = TextSpec(tok, max_length=64)
+    both = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split", bos_features=("inputs", "targets"))
+    inputs = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split", bos_features=("inputs",))
+    assert_same(inputs, both)
+    assert_same(run(examples, spec, 4, pack_bos_features=("inputs",), **kw), inputs)
+    targets = maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split", bos_features=("targets",))
+    assert_same(targets, maxtext_batches(sp.encode, order, 1, 2, -1, 64, 4, packer="concat-split"))
+    assert_same(run(examples, spec, 4, pack_bos_features=("targets",), **kw), targets)
+    # chunked (GPT-2 ranks, pad 0): pieces after a text's first begin without BOS
+    gpt = Tokenizer(files["gpt2.tiktoken"], pattern="llama3")
+    enc = tiktoken.Encoding("l3", pat_str=PATTERNS["llama3"], mergeable_ranks=load_ranks(files["gpt2.tiktoken"]),
+                            special_tokens={})
+    chunk = TextSpec(gpt, bos_id=50000, eos_id=50001, pad_id=0, max_length=40, mode="chunk")
+    encode = lambda t: enc.encode(t, disallowed_special=())  # noqa: E731
+    theirs = {f: maxtext_batches(encode, order, 50000, 50001, 0, 64, 4, chunk=40, packer="concat-split",
+                                 bos_features=f) for f in (("inputs", "targets"), ("inputs",), ("targets",))}
+    for f in (("inputs",), ("targets",)):
+        assert_same(run(examples, chunk, 4, pack_bos_features=f, **kw), theirs[f])
+        # against both: the replaced feature equals, the other one differs somewhere, and only there
+        same, other = ("inputs", "targets") if f == ("inputs",) else ("targets", "inputs")
+        assert all(np.array_equal(a[same], b[same]) for a, b in zip(theirs[f], theirs[("inputs", "targets")]))
+        assert any(not np.array_equal(a[other], b[other]) for a, b in zip(theirs[f], theirs[("inputs", "targets")]))
+        assert all(np.array_equal(a[k], b[k]) for a, b in zip(theirs[f], theirs[("inputs", "targets")])
+                   for k in a if k not in ("inputs", "targets", "targets_segmentation"))
+    assert resume_from_each(examples, chunk, 4, theirs[("inputs",)], mid_round, pack_bos_features=["inputs"], **kw)
+    # the setting is in the checkpoint's fingerprint: another one's state is refused, either way
+    settings = [dict(kw, pack_bos_features=("inputs",)), dict(kw, pack_bos_features=("targets",)), kw,
+                dict(kw, pack_bos=None)]
+    for a in settings:
+        with grist.Loader(examples, 4, text=chunk, outputs="maxtext", **a) as loader:
+            next(loader)
+            state = loader.get_state()
+        for b in settings:
+            if b is not a:
+                with pytest.raises(grist.Error, match="does not match"):
+                    grist.Loader(examples, 4, text=chunk, outputs="maxtext", state=state, **b)
+    # Grain's default keys (length_struct {"inputs": L}, no shift): bos_features={"inputs"} is pack_bos
+    ds = ge.FlatMapIterDataset(grain.MapDataset.source([texts()[i] for i in order]).to_iter_dataset(),
+                               TokenizeAndChunk(lambda t: [50000] + encode(t) + [50001], 40))
+    ds = ge.ConcatThenSplitIterDataset(ds.map(lambda e: {"inputs": e["inputs"]}), length_struct={"inputs": 64},
+                                       bos_handling=ge.BOSHandling.REPLACE_FIRST_TOKEN_WITH_BOS,
+                                       bos_token_id=50000, bos_features=("inputs",))
+    rows = list(ds)
+    with grist.Loader(examples, 4, text=chunk, pack_bos_features=("inputs",), **kw) as loader:
+        ours = list(loader)
+    for k in ("inputs", "inputs_segment_ids", "inputs_positions"):
+        assert np.array_equal(np.concatenate([b[k] for b in ours]), np.stack([r[k] for r in rows]).astype(np.int32))
+    for bad, msg in ((("targets",), "can only be"), (("inputs", "x"), "names"), ("inputs", "not a str")):
+        with pytest.raises((ValueError, TypeError), match=msg):
+            grist.Loader(examples, 4, text=chunk, pack_bos_features=bad, **kw)
+    with pytest.raises(ValueError, match="add_bos or add_eos"):
+        grist.Loader(examples, 4, text=TextSpec(tok, add_bos=False, add_eos=False, max_length=64), outputs="maxtext",
+                     pack_bos_features=("inputs",), **dict(kw, pack_bos=1))
+    print("concat-split, %d threads: bos_features inputs / targets alone equal Grain's" % threads)
