@@ -90,24 +90,32 @@ def pin_tree(pid, cpus):
     """Pin @pid, every thread of it and every descendant process (nginx's workers) to @cpus.
     A new thread or process takes its creator's mask, so one started by a thread not pinned
     yet (after its process's task list was read) would keep the old one: walk again until a
-    walk finds nothing new. Then every creator was pinned before it could start another."""
-    pinned = set()
+    walk finds nothing to pin. A thread whose creation was under way while its creator was
+    pinned took the old mask too, and it is listed only once its clone() is done, which a
+    busy machine can delay: so each walk checks every thread's actual mask, not a set of those
+    already pinned, and the last clean walk must follow a pause in which such clones end."""
+    pause = 0.0
     while True:
         todo, new = [pid], False
         while todo:
             p = todo.pop()
             try:
                 for tid in os.listdir("/proc/%d/task" % p):
-                    if int(tid) not in pinned:
-                        os.sched_setaffinity(int(tid), cpus)
-                        pinned.add(int(tid))
-                        new = True
-                    with open("/proc/%d/task/%s/children" % (p, tid)) as f:
-                        todo += [int(c) for c in f.read().split()]
+                    try:
+                        if os.sched_getaffinity(int(tid)) != cpus:
+                            os.sched_setaffinity(int(tid), cpus)
+                            new = True
+                        with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                            todo += [int(c) for c in f.read().split()]
+                    except (FileNotFoundError, ProcessLookupError):
+                        pass  # that thread exited meanwhile
             except (FileNotFoundError, ProcessLookupError):
                 pass  # exited meanwhile
-        if not new:
+        if not new and pause:
             return
+        # nothing new: look once more after a pause; something new: walk again at once
+        pause = 0.0 if new else 0.05
+        time.sleep(pause)
 
 
 def pin_server(srv, cpus):
