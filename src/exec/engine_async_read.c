@@ -524,6 +524,8 @@ void grist_async_reads_retire(struct async_reader *rd, struct async_reads *r)
 {
 	uint32_t i;
 
+	/* its reads are used: the GET scheduler's horizon counts from here (grist_io_consumed()) */
+	grist_io_consumed(rd->io, r->reqs, r->submitted);
 	/* streamed: the regions not given back yet (a failed unit's), and those never read */
 	for (i = 0; r->streamed && r->plan && i < r->plan->nregions; i++)
 		grist_async_reads_release_region(rd, r, i);

@@ -31,7 +31,19 @@ struct http_io {
 	struct grist_remote_object **objs;
 	size_t scratch_cap;
 	bool handing; /* submitted since the last reap: the schedulers hold its requests (grist_sched_release()) */
+	uint64_t *next; /* per uniq[k]: the first of its pieces the consumer has not consumed (grist_io_consumed()) */
 };
+
+/* Which of uniq[] serves file @slot, or -1 (a local file). */
+static int uniq_of(const struct http_io *h, uint32_t slot)
+{
+	unsigned k;
+
+	for (k = 0; h->sched[slot] && k < h->nuniq; k++)
+		if (h->uniq[k] == h->sched[slot])
+			return (int)k;
+	return -1;
+}
 
 static struct http_io *to_http(struct grist_io *io)
 {
@@ -63,10 +75,12 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 	h->c.errs = calloc(cfg->max_files, sizeof(*h->c.errs));
 	h->sched = calloc(cfg->max_files, sizeof(*h->sched));
 	h->uniq = calloc(cfg->max_files, sizeof(*h->uniq));
-	if (!h->c.errs || !h->sched || !h->uniq) {
+	h->next = calloc(cfg->max_files, sizeof(*h->next));
+	if (!h->c.errs || !h->sched || !h->uniq || !h->next) {
 		free(h->c.errs);
 		free(h->sched);
 		free(h->uniq);
+		free(h->next);
 		free(h);
 		return grist_fail(-ENOMEM, "http io: out of memory");
 	}
@@ -128,6 +142,7 @@ static int renew(struct http_io *h)
 			if (h->sched[i] == old)
 				h->sched[i] = s;
 		h->uniq[k] = s; /* the old one is the parent's: not touched, not freed */
+		h->next[k] = 0;
 	}
 	return 0;
 }
@@ -151,6 +166,7 @@ static void http_destroy(struct grist_io *io)
 	pthread_cond_destroy(&h->c.cond);
 	free(h->sched);
 	free(h->uniq);
+	free(h->next);
 	free(h->scratch);
 	free(h->objs);
 	free(h);
@@ -270,6 +286,28 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 	return (int)n;
 }
 
+/*
+ * The consumer is done with @reqs: each scheduler learns the first of its pieces this
+ * client's consumer has not consumed, which its horizon counts from. Once per unit the
+ * engine retires (a lock per scheduler).
+ */
+static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, size_t n)
+{
+	struct http_io *h = to_http(io);
+	size_t i;
+	unsigned k;
+
+	for (i = 0; i < n; i++) {
+		int u = uniq_of(h, reqs[i].file);
+
+		if (u >= 0 && reqs[i].seq + 1 > h->next[u])
+			h->next[u] = reqs[i].seq + 1;
+	}
+	for (k = 0; k < h->nuniq; k++)
+		if (h->next[k] && !grist_sched_stale(h->uniq[k]))
+			grist_sched_consumed(h->uniq[k], &h->c, h->next[k]);
+}
+
 static void http_stats(struct grist_io *io, struct grist_io_stats *st)
 {
 	(void)io;
@@ -285,4 +323,5 @@ const struct grist_io_ops grist_io_http_ops = {
 	.reap = http_reap,
 	.destroy = http_destroy,
 	.stats = http_stats,
+	.consumed = http_consumed,
 };

@@ -302,6 +302,12 @@ int grist_io_plug(struct grist_io *io, bool on)
 	return !on && io->ops->flush ? io->ops->flush(io) : 0;
 }
 
+void grist_io_consumed(struct grist_io *io, const struct grist_io_req *reqs, size_t n)
+{
+	if (io->ops->consumed && n)
+		io->ops->consumed(io, reqs, n);
+}
+
 void grist_io_get_stats(struct grist_io *io, struct grist_io_stats *st)
 {
 	*st = io->st;

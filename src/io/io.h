@@ -35,6 +35,8 @@ struct grist_io_ops {
 	void (*stats)(struct grist_io *io, struct grist_io_stats *st);
 	/* Enter the kernel with what submit() queued while plugged (optional: backends that honour the plug). */
 	int (*flush)(struct grist_io *io);
+	/* The caller is done with these reaped requests (optional: see grist_io_consumed()). */
+	void (*consumed)(struct grist_io *io, const struct grist_io_req *reqs, size_t n);
 };
 
 /*

@@ -46,6 +46,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/error.h"
 #include "io/sched_internal.h"
 
@@ -158,6 +159,7 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 		struct grist_remote_object *o = objs[i];
 		uint64_t a = grist_sched_avail(o, r), k;
 
+		r->seq = 0;
 		if (!a) {
 			complete(c, r);
 			continue;
@@ -175,6 +177,7 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 			h->ahead_bytes += p->len;
 			h->dirty = true;
 		}
+		r->seq = h->seq - 1;
 	}
 	/* more may follow before @c reaps: its hand-over is one whole (grist_sched_launch()) */
 	if (n) {
@@ -225,6 +228,31 @@ void grist_sched_starved(struct grist_sched *h, bool on)
 		wake_locked(h);
 	} else {
 		h->starved--;
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+void grist_sched_consumed(struct grist_sched *h, struct grist_sched_client *c, uint64_t next)
+{
+	size_t i;
+
+	pthread_mutex_lock(&h->lock);
+	for (i = 0; i < h->naheads && h->aheads[i].c != c; i++)
+		;
+	if (i == h->naheads) {
+		if (grist_array_reserve((void **)&h->aheads, &h->aheads_cap, h->naheads + 1, sizeof(*h->aheads))) {
+			pthread_mutex_unlock(&h->lock);
+			return; /* not counted: the horizon stays the oldest read's, as for a client that never says */
+		}
+		h->aheads[h->naheads++] = (struct ahead){ c, 0, 0 };
+	}
+	if (next > h->aheads[i].next)
+		h->aheads[i].next = next;
+	h->aheads[i].at_ns = grist_remote_now_ns();
+	/* the consumer moved on: what launch() held for it may go out now */
+	if (h->held && h->npending) {
+		h->dirty = true;
+		wake_locked(h);
 	}
 	pthread_mutex_unlock(&h->lock);
 }
@@ -376,6 +404,9 @@ static void *sched_main(void *arg)
 				grist_sched_start_get(h, g);
 			}
 		}
+		/* pieces held for the consumers: a consumer gone quiet stops counting (decode_point()) */
+		if (h->held && now - h->held_t >= WAIT_MAX_NS)
+			h->dirty = true;
 		/* out of memory: the pieces wait, and the next look round tries again */
 		ret = grist_sched_launch(h);
 		if (ret)
@@ -449,6 +480,12 @@ void grist_sched_withdraw(struct grist_sched *h, struct grist_sched_client *c)
 	h->npending = kept;
 	h->nsorted = sorted;
 	unhold(h, c);
+	for (i = 0; i < h->naheads; i++)
+		if (h->aheads[i].c == c) {
+			h->aheads[i] = h->aheads[--h->naheads];
+			h->dirty = true;
+			break;
+		}
 	for (k = 0; k < h->ngets; k++) {
 		struct get *g = &h->gets[k];
 
@@ -504,6 +541,7 @@ static void sched_free(struct grist_sched *h)
 	free(h->merged);
 	free(h->groups);
 	free(h->holders);
+	free(h->aheads);
 	free(h->ctrs);
 	free(h->endpoint);
 	free(h);

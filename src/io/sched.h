@@ -44,6 +44,16 @@ int grist_sched_submit(struct grist_sched *s, struct grist_sched_client *c, stru
  */
 void grist_sched_release(struct grist_sched *s, struct grist_sched_client *c);
 
+/*
+ * grist_sched_consumed() - @c's consumer (the engine's decoding) is done with every piece
+ * before @next in the order of arrival (struct grist_io_req's seq + 1). The read-ahead
+ * horizon counts from where the consumers are, not only from the oldest read not yet
+ * landed: while they have landed reads enough before them, waiting reads wait for more
+ * to merge with (grist_sched_launch()). A client that never says (a fetcher, the reader),
+ * or has not said for 500 ms, is not counted.
+ */
+void grist_sched_consumed(struct grist_sched *s, struct grist_sched_client *c, uint64_t next);
+
 /* @c starts (@on) or stops waiting for a completion: what waits goes out if nothing is in flight. */
 void grist_sched_starved(struct grist_sched *s, bool on);
 

@@ -49,6 +49,13 @@ struct holder {
 	bool fresh;
 };
 
+/* Where a client's consumer is, as it last said (grist_sched_consumed()), and when. */
+struct ahead {
+	const struct grist_sched_client *c;
+	uint64_t next;  /* the order of arrival of the first piece it has not consumed */
+	uint64_t at_ns;
+};
+
 /* A client's counters, and how many attached clients share them. */
 struct ctr_use {
 	struct grist_remote_counters *ctr;
@@ -102,6 +109,10 @@ struct grist_sched {
 	uint64_t rate;           /* pieces done per second, smoothed */
 	uint64_t rate_t, rate_done, done_pieces;
 	bool dirty;              /* something launch() decides on changed since it last ran */
+	struct ahead *aheads;    /* the clients that say how far their consumer is behind their landed reads */
+	size_t naheads, aheads_cap;
+	bool held;               /* launch() left pieces waiting for the consumers (see decode_point()), */
+	uint64_t held_t;         /* since then */
 	int epfd;          /* the sockets curl asked us to watch, and evfd */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };

@@ -396,6 +396,27 @@ static uint64_t horizon(const struct grist_sched *h)
 }
 
 /*
+ * Where the consumers are in the order of arrival (grist_sched_consumed()): the first piece
+ * the one furthest behind has not consumed; UINT64_MAX when none says. None while a client
+ * waits for a read (that one goes out at once: the rule below, unchanged), and a client
+ * that has not said for HOLD_MAX_NS (it stopped consuming: the caller stopped asking for
+ * batches) holds nobody.
+ */
+static uint64_t decode_point(const struct grist_sched *h)
+{
+	uint64_t least = UINT64_MAX, now;
+	size_t i;
+
+	if (h->starved || !h->naheads)
+		return UINT64_MAX;
+	now = grist_remote_now_ns();
+	for (i = 0; i < h->naheads; i++)
+		if (now - h->aheads[i].at_ns < HOLD_MAX_NS && h->aheads[i].next < least)
+			least = h->aheads[i].next;
+	return least;
+}
+
+/*
  * Turn waiting pieces into GETs while the budget has room.
  *
  * Only the pieces the clients will want soon go out: those within horizon() of the oldest
@@ -410,12 +431,22 @@ static uint64_t horizon(const struct grist_sched *h)
  * Holding cannot stall a read: with no GET out, the oldest waiting piece is where the
  * horizon starts, so its GET always goes out; with GETs out, each one's end (bounded by
  * the timeouts) runs this again, from an oldest piece that has moved on.
+ *
+ * The horizon counts from the consumers' decoding too (decode_point()). Counted only from
+ * the oldest piece not landed, it was always met by the oldest waiting piece once the GETs
+ * out had ended: where GETs end faster than the worker decodes (its core taken by others),
+ * every piece went out soon after it arrived, a few per region, far ahead of the decoding
+ * (one thread: 1.55-2.15 bytes of body per byte wanted in the starved runs, 1.05-1.34 in
+ * the others; docs/tuning.md, run I). Now a piece waits until it is within two horizons
+ * of what the consumers decode next, and more reads join its region meanwhile. That
+ * cannot stall a read either: a client waiting for one turns it off, a consumer that
+ * moves on wakes this (@held), and one gone quiet stops counting.
  */
 int grist_sched_launch(struct grist_sched *h)
 {
 	struct group *groups;
 	size_t i, ngroups = 0, k, kept;
-	uint64_t oldest = UINT64_MAX, limit, hz;
+	uint64_t oldest = UINT64_MAX, limit, hz, dp;
 	bool force;
 	int ret;
 
@@ -467,16 +498,27 @@ int grist_sched_launch(struct grist_sched *h)
 	if (groups[0].seq < oldest)
 		oldest = groups[0].seq;
 	hz = horizon(h);
+	/*
+	 * From the consumers' place, one horizon on is the margin (a GET's time varies, and the
+	 * rate is of landings): a piece goes out once it is within two horizons of the decoding.
+	 */
+	dp = decode_point(h);
+	if (dp != UINT64_MAX && dp + hz < oldest)
+		oldest = dp + hz;
 	limit = hz > UINT64_MAX - oldest ? UINT64_MAX : oldest + hz;
 	force = h->starved && !h->active && !h->waiting;
+	h->held = false;
 	for (k = 0; k < ngroups && grist_sched_room(h); k++) {
 		struct group *gr = &groups[k];
 		struct get *g;
 		struct grist_remote_object *o = h->pending[gr->first].obj;
 		uint64_t start = h->pending[gr->first].off, end = start;
 
-		if (gr->seq > limit && !force)
+		if (gr->seq > limit && !force) {
+			h->held = true; /* looked at again when a consumer moves on, or in WAIT_MAX_NS */
+			h->held_t = grist_remote_now_ns();
 			break;
+		}
 		g = free_get(h);
 		if (!g)
 			break;

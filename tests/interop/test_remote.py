@@ -641,6 +641,24 @@ def test_read_after_fork():
         assert b == data[off:off + 1000], off
 
 
+def test_horizon_counts_from_the_consumer():
+    """The GET scheduler's read-ahead horizon counts from where the consumer is
+    (grist_io_consumed()), not only from the oldest read not yet landed: a read handed over
+    far past a consumer that has 990 landed reads in hand waits (300 ms, no GET), goes out
+    once the consumer says it consumed them, and a consumer gone quiet holds it only until
+    its last word is 500 ms old (tests/io/sched_check.c, hold). Before, the read went out at
+    once (nothing was in flight), which in a starved process swept regions a few reads at a
+    time (docs/tuning.md, run I)."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    r = subprocess.run([exe, "hold", s3("seq/seq.ar")], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    lines = r.stdout.decode().split()
+    assert lines[:3] == ["held", "300", "landed"] and lines[3] == "quiet", lines
+    assert int(lines[4]) >= 300, lines  # held at first, though nobody waited in reap
+
+
 def window_load(name, epochs, delay=0.02):
     """`grist load s3://NAME` by chunk windows behind bench/delay_proxy (20 ms unless told),
     2 threads, checked against the local file: (GETs, GET body bytes, chunk bytes wanted,
@@ -799,7 +817,7 @@ def test_slow_link_is_not_a_timeout():
 # The tests of the GET scheduler's threads (merging, routing, faults at 1-4 threads, fork):
 # GRIST_REMOTE_ONLY=SCHED_TESTS runs just these, as the ThreadSanitizer build does
 # (tests/meson.build, io/test_sched_tsan).
-SCHED_TESTS = ("test_two_threads_share_one_get", "test_threads_same_digest", "test_faults_give_identical_bytes",
+SCHED_TESTS = ("test_two_threads_share_one_get", "test_horizon_counts_from_the_consumer", "test_threads_same_digest", "test_faults_give_identical_bytes",
                "test_read_after_fork")
 
 
@@ -811,6 +829,7 @@ def main():
              test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
              test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
+             test_horizon_counts_from_the_consumer,
              test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded,
              test_http_through_nginx, test_slow_link_is_not_a_timeout, test_many_shards_open_at_once]
     only = os.environ.get("GRIST_REMOTE_ONLY")

@@ -1,5 +1,5 @@
 /*
- * sched-check merge|fork URL: the GET scheduler (src/io/sched.c) from outside, for
+ * sched-check merge|fork|hold URL: the GET scheduler (src/io/sched.c) from outside, for
  * tests/interop/test_remote.py.
  *
  * merge: two threads' neighbouring reads of one object leave as one GET. Run
@@ -11,6 +11,16 @@
  * thread reaps only its own read. Prints "main OFF HEX" and "other OFF HEX" for the test
  * to check against the local file (and the proxy's GETs); exits 1 on any failure.
  *
+ * hold: the read-ahead horizon counts from where the consumer is (grist_io_consumed()).
+ * One io object reaps NHOLD reads and says it consumed the first few: a read handed over
+ * next is more than two horizons (2 x 256 pieces before anything is measured) past the
+ * consumer, which has the rest in hand, so its GET waits while the consumer keeps saying
+ * where it is ("held MS" once 300 ms passed without it landing; exits 1 if it landed). Once
+ * the consumer says it consumed them all, the read goes out and lands ("landed"). Then
+ * NHOLD more, the consumer says it consumed a few and goes quiet: a read handed over then
+ * waits only until that report is 500 ms old (a consumer that stopped holds nobody), and
+ * lands without the client waiting in reap ("quiet MS", the time it took).
+ *
  * fork: an io object reads, the process forks, and the child reads through the same io
  * object (as a reader kept from before a fork does): the parent's scheduler has no thread
  * in the child, so the child must take its own, not wait forever. Prints the child's bytes
@@ -18,10 +28,12 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -32,6 +44,7 @@
 #define A 10000
 #define B 11500
 #define FIRST 1200000 /* more than coalesce_bytes (1 MiB) past B: a GET of its own */
+#define NHOLD 1000    /* hold: reads in a consumer's hand */
 
 static struct grist_remote_object *obj;
 static struct grist_remote_options opt;
@@ -48,7 +61,7 @@ struct side {
 
 static int make(struct side *s)
 {
-	struct grist_io_config cfg = { .remote_options = &opt };
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = 2 * NHOLD };
 	int ret = grist_io_create(GRIST_IO_HTTP, &cfg, &s->io);
 
 	return ret ? ret : grist_io_add_remote(s->io, obj, &s->slot);
@@ -99,6 +112,102 @@ static void *other_main(void *arg)
 	return NULL;
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* NHOLD reads of 100 bytes, 1000 apart from 0, handed over and reaped. 0 or -1. */
+static int hold_batch(struct side *s, struct grist_io_req *reqs, uint8_t *bufs)
+{
+	struct grist_io_req *p[NHOLD], *done[64];
+	int i, got = 0, n;
+
+	for (i = 0; i < NHOLD; i++) {
+		reqs[i] = (struct grist_io_req){ .file = s->slot, .offset = (uint64_t)i * 1000, .len = 100, .buf = bufs + i * 100 };
+		p[i] = &reqs[i];
+	}
+	if (grist_io_submit(s->io, p, NHOLD) != NHOLD)
+		return -1;
+	while (got < NHOLD) {
+		n = grist_io_reap(s->io, done, 64, 1);
+		if (n <= 0)
+			return -1;
+		for (i = 0; i < n; i++)
+			if (done[i]->result != 100)
+				return -1;
+		got += n;
+	}
+	return 0;
+}
+
+/* Hand @r over and let it go (reap without waiting); then poll it for up to @ms, the consumer saying where it is every 100 ms when @fresh. Its time to land, or -1. */
+static long hold_read(struct side *s, uint64_t off, int ms, const struct grist_io_req *reqs, int *said, bool fresh)
+{
+	struct grist_io_req *r = &s->req, *done[4];
+	uint64_t t0 = now_ms(), last = t0;
+	int n;
+
+	memset(r, 0, sizeof(*r));
+	r->file = s->slot;
+	r->offset = off;
+	r->len = LEN;
+	r->buf = s->buf;
+	if (grist_io_submit(s->io, &r, 1) != 1)
+		return -2;
+	while (now_ms() - t0 < (uint64_t)ms) {
+		n = grist_io_reap(s->io, done, 4, 0);
+		if (n < 0)
+			return -2;
+		if (n == 1)
+			return done[0] == r && r->result == LEN ? (long)(now_ms() - t0) : -2;
+		if (fresh && now_ms() - last >= 100) {
+			grist_io_consumed(s->io, &reqs[(*said)++], 1);
+			last = now_ms();
+		}
+		usleep(5000);
+	}
+	return -1;
+}
+
+/* See the top of the file. 0 or 1. */
+static int hold_check(struct side *s)
+{
+	static struct grist_io_req reqs[NHOLD];
+	static uint8_t bufs[NHOLD * 100];
+	struct grist_io_req *done[4];
+	int said = 10;
+	long t;
+
+	if (hold_batch(s, reqs, bufs))
+		return 1;
+	grist_io_consumed(s->io, reqs, (size_t)said);
+	t = hold_read(s, 1100000, 300, reqs, &said, true);
+	if (t != -1) {
+		fprintf(stderr, "hold: the read past the horizon landed after %ld ms (-2: failed)\n", t);
+		return 1;
+	}
+	printf("held 300\n");
+	grist_io_consumed(s->io, reqs + said, (size_t)(NHOLD - said));
+	if (grist_io_reap(s->io, done, 4, 1) != 1 || done[0] != &s->req || s->req.result != LEN)
+		return 1;
+	printf("landed\n");
+	grist_io_consumed(s->io, &s->req, 1);
+	if (hold_batch(s, reqs, bufs))
+		return 1;
+	grist_io_consumed(s->io, reqs, 10);
+	t = hold_read(s, 1150000, 10000, reqs, &said, false);
+	if (t < 0) {
+		fprintf(stderr, "hold: a quiet consumer held the read (%ld)\n", t);
+		return 1;
+	}
+	printf("quiet %ld\n", t);
+	return 0;
+}
+
 /* Read at @off through @s, in this process; then fork and read at @off2 in the child. */
 static int fork_check(struct side *s)
 {
@@ -128,17 +237,18 @@ int main(int argc, char **argv)
 	pthread_t t;
 	int ret;
 
-	if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork"))) {
-		fprintf(stderr, "usage: sched-check merge|fork URL\n");
+	if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold"))) {
+		fprintf(stderr, "usage: sched-check merge|fork|hold URL\n");
 		return 2;
 	}
 	grist_remote_options_init(&opt);
-	if (!strcmp(argv[1], "fork")) {
+	if (strcmp(argv[1], "merge")) {
+		/* fork, hold: one io object */
 		if (grist_remote_open(argv[2], &obj) || make(&m)) {
 			fprintf(stderr, "sched-check: %s\n", grist_last_error());
 			return 1;
 		}
-		ret = fork_check(&m);
+		ret = !strcmp(argv[1], "fork") ? fork_check(&m) : hold_check(&m);
 		grist_io_destroy(m.io);
 		grist_remote_unref(obj);
 		return ret;

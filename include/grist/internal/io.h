@@ -68,6 +68,7 @@ struct grist_io_req {
 	uint16_t retries;    /* -EAGAIN / -EINTR seen so far */
 	uint16_t flags;      /* GRIST_IO_REQ_* below */
 	struct grist_io_req *next; /* intrusive link for backend queues */
+	uint64_t seq;        /* the GET scheduler's: its last piece's place in the order of arrival */
 };
 
 /* Set in req->flags when a short read made the backend read the rest again. */
@@ -185,6 +186,14 @@ int grist_io_submit(struct grist_io *io, struct grist_io_req **reqs, unsigned n)
  * what is queued. Return: 0 or a fatal backend error (-errno).
  */
 int grist_io_plug(struct grist_io *io, bool on);
+
+/*
+ * grist_io_consumed() - the caller is done with @reqs[0..@n) (reaped before): its
+ * consumer has used their bytes. A remote backend tells its GET scheduler where its
+ * consumer is, so reads wait there for more to merge with while the consumer has landed
+ * reads enough before it (src/io/sched_launch.c); the other backends ignore it.
+ */
+void grist_io_consumed(struct grist_io *io, const struct grist_io_req *reqs, size_t n);
 
 /*
  * grist_io_reap() - collect up to @max completed requests into @done, waiting
