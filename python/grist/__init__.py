@@ -398,7 +398,7 @@ class Loader(_grist.Loader):
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
-    state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
+    assembly_bytes=None, state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
     batch_map=None, map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None,
     outputs=None, pack_bos_features=None, ...)
 
