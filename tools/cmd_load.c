@@ -99,6 +99,9 @@ static const char load_usage[] =
 	"  --max-batch-bytes N   no batch may be larger (default {default:max_batch_bytes}); bounds slot memory\n"
 	"  --read-ahead BYTES    read buffers of all threads: how far reads run ahead of decoding\n"
 	"                        (default {default:read_ahead})\n"
+	"  --assembly-bytes BYTES  batches assembled ahead and held, in bytes; set, it holds (at\n"
+	"                        least one batch), at some speed where threads then wait (default\n"
+	"                        {default:assembly_bytes})\n"
 	"  --remote-inflight N, --remote-inflight-min N, --remote-coalesce BYTES, --remote-split BYTES,\n"
 	"  --remote-retries N, --remote-timeout-ms T, --remote-connect-timeout-ms T, --remote-backoff-ms T,\n"
 	"  --remote-backoff-max-ms T, --remote-redirects N   this loader's GETs for URL FILEs\n"
@@ -150,6 +153,7 @@ static const struct option load_options[] = {
 	{ "prefetch", required_argument, NULL, CLI_OPT_LOADER },
 	{ "max-batch-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "read-ahead", required_argument, NULL, CLI_OPT_LOADER },
+	{ "assembly-bytes", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-timeout-ms", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-connect-timeout-ms", required_argument, NULL, CLI_OPT_LOADER },
 	{ "remote-retries", required_argument, NULL, CLI_OPT_LOADER },

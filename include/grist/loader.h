@@ -277,6 +277,14 @@ struct grist_loader_config {
 	bool pack_bos;                  /* concat-split: replace the first token of every segment of a
 					   row with pack_bos_id (see above); false: tokens as they are */
 	uint32_t pack_bos_id;           /* the BOS token; must fit pack_token_bytes */
+	/* --- how it is executed, added later --- */
+	size_t assembly_bytes;          /* batch slots ahead of the consumer, the batches the caller
+					   holds included, in bytes of the expected batch (0: the
+					   default: 512 MiB, 64 MiB for URLs at chunk granularity, but
+					   at least one slot per thread, and with a map prefetch + 2 x
+					   threads). A set value is kept, at least one slot: fewer
+					   slots than the threads can fill leave threads idle (speed,
+					   not output: any value gives the same batches) */
 };
 
 /**

@@ -197,10 +197,26 @@ struct grist_text_map_options {
 	/* GRIST_ON_ERROR_SKIP: a record that is not UTF-8, lacks the feature or has more tokens than
 	 * the map's out_cap is dropped and counted (grist_text_map_skipped()), not an error */
 	int on_error; /* enum grist_on_error (grist/features.h): not included here, as spm.cc is C++ */
+	/*
+	 * Grain's BOS replacement on one of MaxText's features only (ConcatThenSplitIterDataset's
+	 * bos_features; grist.Loader's pack_bos_features): GRIST_TEXT_BOS_INPUTS or
+	 * GRIST_TEXT_BOS_TARGETS, the id bos_features_id. The records stay as they are: the stage
+	 * puts the id in each segment's first cell of that feature where it makes MaxText's arrays
+	 * from the packed rows (grist.text). Both features at once is the loader's pack_bos (the
+	 * packer replaces in the one stream both come from). Part of the map's id, so a checkpoint
+	 * taken with another setting is refused; 0 (the default) leaves the id as it was before
+	 * these fields were added.
+	 */
+	unsigned bos_features;
+	int32_t bos_features_id;
 };
 
+/** grist_text_map_options.bos_features */
+#define GRIST_TEXT_BOS_INPUTS 1u
+#define GRIST_TEXT_BOS_TARGETS 2u
+
 GRIST_API void grist_text_map_options_init(struct grist_text_map_options *o);
-/** grist_text_map_create() - Return: 0, -EINVAL (no tokenizer, add_bos/add_eos without an id), -ENOMEM. */
+/** grist_text_map_create() - Return: 0, -EINVAL (no tokenizer, add_bos/add_eos without an id, bad bos_features), -ENOMEM. */
 GRIST_API int grist_text_map_create(const struct grist_text_map_options *o, struct grist_text_map **out);
 /** grist_text_map_destroy() - free the map and its contexts; after the loader that used it. NULL is fine. */
 GRIST_API void grist_text_map_destroy(struct grist_text_map *m);

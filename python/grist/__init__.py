@@ -398,7 +398,7 @@ class Loader(_grist.Loader):
     shard_count=1, drop_remainder=False, layout="ragged", record_bytes=None, pad_value=0,
     granularity="record", window=None, weights=None, engine="uring", io="auto",
     threads=None, queue_depth=None, prefetch=None, read_ahead=None, max_batch_bytes=None,
-    state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
+    assembly_bytes=None, state=None, pack=None, pack_length=None, pack_bins=None, pack_bos=None, token_bytes=None,
     batch_map=None, map_threads=None, pad=None, skip=None, ragged=None, map_out_max=None, text=None,
     outputs=None, pack_bos_features=None, ...)
 
@@ -641,12 +641,13 @@ class Loader(_grist.Loader):
                 raise ValueError("grist.Loader: outputs='maxtext' without pack= needs TextSpec(max_length=)")
         if map_out_max is None:  # one record's tokens, 4 bytes each
             map_out_max = 4 * (spec.max_length if spec.max_length and spec.mode == "trim" else 1 << 20)
-        # with on_error="skip" a map of this loader's own, so stats() counts its skips alone
-        self._text_map = spec._loader_map(on_error == "skip")
+        # with on_error="skip" a map of this loader's own, so stats() counts its skips alone; with
+        # pack_bos_features one whose stage replaces BOS in that feature: the map's id, the
+        # checkpoint's fingerprint of the stage, changes with it as with anything it does
+        self._text_map = spec._loader_map(on_error == "skip", bos or None)
         options.update(layout="ragged", _map=self._text_map.map(int(map_out_max)))
-        if bos:  # in the checkpoint's fingerprint, as pack_bos is: "bosfeat" and the features' bits
-            options["_map_salt"] = 0x626f736665617400 | bos[1]
-        args = (spec, outputs, int(batch_size), int(length or 0), options.get("pack") is not None, bos or None)
+        args = (spec, outputs, int(batch_size), int(length or 0), options.get("pack") is not None,
+                self._text_map.bos_features)
         # each batch becomes its dict of arrays where a tfds source's columns would be built
         self._columns = lambda b: _text._batch_arrays(b, *args)
         return paths, options

@@ -200,16 +200,18 @@ class TextSpec:
         self.allowed_special = bool(allowed_special)
         self._map = self._new_map(False)
 
-    def _new_map(self, skip):
+    def _new_map(self, skip, bos=(0, 0)):
         # chunk: the map keeps every id; the Loader's packer cuts the pieces (its pack_piece)
         return _grist.TextMap(self.tokenizer._t, feature=self.feature, add_bos=self.add_bos, add_eos=self.add_eos,
                               bos_id=self.bos_id, eos_id=self.eos_id,
                               max_length=self.max_length if self.mode == "trim" else 0,
-                              allowed_special=self.allowed_special, skip=skip)
+                              allowed_special=self.allowed_special, skip=skip, bos_features_id=bos[0],
+                              bos_features=bos[1])
 
-    def _loader_map(self, skip):
-        """The map a Loader runs: the spec's own, or with skip a new one whose skip count is that loader's."""
-        return self._new_map(True) if skip else self._map
+    def _loader_map(self, skip, bos=None):
+        """The map a Loader runs: the spec's own, or a new one whose skip count is that loader's (skip)
+        or whose stage replaces BOS in one feature (bos=(id, bits), the Loader's pack_bos_features)."""
+        return self._new_map(skip, bos or (0, 0)) if skip or bos else self._map
 
     def __repr__(self):
         return ("grist.text.TextSpec(%r, feature=%r, add_bos=%r, add_eos=%r, max_length=%d, mode=%r, pad_id=%d)"

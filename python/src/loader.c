@@ -46,7 +46,6 @@ struct loader_args {
 	PyObject *weights;          /* borrowed; NULL or None: one dataset */
 	Py_buffer state;            /* .obj is NULL when no state was given */
 	PyObject *map;              /* borrowed: the _map capsule, or NULL */
-	unsigned long long map_salt; /* _map_salt: mixed into the map's checkpoint id, 0: none */
 };
 
 /* A keyword's value as the table's text: an int in decimal, a bool as true/false, a str as is. */
@@ -136,12 +135,6 @@ static int apply_keyword(PyObject *key, PyObject *v, struct loader_args *a)
 	}
 	if (!strcmp(name, "_map"))
 		return kw_map(v, a);
-	/* _map_salt: what grist.text does to the map's output after the loader (pack_bos_features),
-	   so that a checkpoint is refused by a loader that does something else */
-	if (!strcmp(name, "_map_salt")) {
-		a->map_salt = PyLong_AsUnsignedLongLong(v);
-		return PyErr_Occurred() ? -1 : 0;
-	}
 	/* table names only, spelled as Python spells them (queue_depth, not queue-depth) */
 	o = grist_loader_option_find(name);
 	if (!o || strcmp(o->name, name)) {
@@ -249,8 +242,6 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwds)
 	while (kwds && PyDict_Next(kwds, &pos, &key, &value))
 		if (apply_keyword(key, value, &a))
 			goto out;
-	if (a.map && a.map_salt) /* after every keyword: _map may come after it */
-		a.cfg.map_id ^= a.map_salt;
 	if (nargs < 2 && !(kwds && PyDict_GetItemString(kwds, "batch_size"))) {
 		PyErr_SetString(PyExc_TypeError, "Loader() missing required argument 'batch_size'");
 		goto out;

@@ -342,14 +342,17 @@ PyTypeObject gristpy_TokenizerType = {
 
 /*
  * grist._grist.TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1,
- * max_length=0, allowed_special=False, skip=False): grist_text_map() for a Loader's _map keyword. It keeps
- * its Tokenizer alive; map(out_max) gives the capsule, which keeps this object alive.
+ * max_length=0, allowed_special=False, skip=False, bos_features=0, bos_features_id=0): grist_text_map()
+ * for a Loader's _map keyword. It keeps its Tokenizer alive; map(out_max) gives the capsule, which keeps
+ * this object alive.
  */
 typedef struct {
 	PyObject_HEAD
 	PyObject *tokenizer;
 	struct grist_text_map *m;
 	struct gristpy_map map;
+	unsigned bos_features; /* as given to grist_text_map_create(), for Batch._maxtext */
+	int bos_features_id;
 } TextMapObject;
 
 static void textmap_dealloc(TextMapObject *self)
@@ -362,16 +365,18 @@ static void textmap_dealloc(TextMapObject *self)
 static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
 {
 	static char *kwlist[] = { "tokenizer", "feature", "add_bos", "add_eos", "bos_id", "eos_id", "max_length",
-				  "allowed_special", "skip", NULL };
+				  "allowed_special", "skip", "bos_features", "bos_features_id", NULL };
 	struct grist_text_map_options o;
 	TokenizerObject *tok;
 	const char *feature = NULL;
 	int add_bos = 0, add_eos = 0, allowed = 0, skip = 0, ret;
-	int bos = -1, eos = -1;
+	int bos = -1, eos = -1, bos_features_id = 0;
+	unsigned bos_features = 0;
 	Py_ssize_t max_length = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|zppiinpp:TextMap", kwlist, &gristpy_TokenizerType, &tok,
-					 &feature, &add_bos, &add_eos, &bos, &eos, &max_length, &allowed, &skip) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|zppiinppIi:TextMap", kwlist, &gristpy_TokenizerType, &tok,
+					 &feature, &add_bos, &add_eos, &bos, &eos, &max_length, &allowed, &skip,
+					 &bos_features, &bos_features_id) ||
 	    tokenizer_check(tok))
 		return -1;
 	if (self->m) {
@@ -392,6 +397,8 @@ static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
 	o.max_length = (size_t)max_length;
 	o.flags = allowed ? GRIST_ENCODE_ALLOW_SPECIAL : 0;
 	o.on_error = skip ? GRIST_ON_ERROR_SKIP : GRIST_ON_ERROR_FAIL;
+	o.bos_features = bos_features;
+	o.bos_features_id = bos_features_id;
 	ret = grist_text_map_create(&o, &self->m);
 	if (ret) {
 		gristpy_raise(ret, NULL);
@@ -402,6 +409,8 @@ static int textmap_init(TextMapObject *self, PyObject *args, PyObject *kwds)
 	self->map.fn = grist_text_map;
 	self->map.ctx = self->m;
 	self->map.id = grist_text_map_id(self->m);
+	self->bos_features = bos_features;
+	self->bos_features_id = bos_features_id;
 	return 0;
 }
 
@@ -425,6 +434,12 @@ static PyObject *textmap_get_id(TextMapObject *self, void *closure)
 	return PyLong_FromUnsignedLongLong(self->m ? self->map.id : 0);
 }
 
+static PyObject *textmap_get_bos_features(TextMapObject *self, void *closure)
+{
+	(void)closure;
+	return Py_BuildValue("(iI)", self->bos_features_id, self->bos_features);
+}
+
 /* skipped() -> (count, [(dataset, index, reason), ...]): records the map dropped (skip=True). */
 static PyObject *textmap_skipped(TextMapObject *self, PyObject *unused)
 {
@@ -446,6 +461,8 @@ static PyMethodDef textmap_methods[] = {
 
 static PyGetSetDef textmap_getset[] = {
 	{ "id", (getter)textmap_get_id, NULL, "the map's checkpoint id (grist_text_map_id())", NULL },
+	{ "bos_features", (getter)textmap_get_bos_features, NULL,
+	  "(bos_features_id, bos_features): the BOS replacement made where MaxText's arrays are (Batch._maxtext)", NULL },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -455,7 +472,8 @@ PyTypeObject gristpy_TextMapType = {
 	.tp_basicsize = sizeof(TextMapObject),
 	.tp_flags = Py_TPFLAGS_DEFAULT,
 	.tp_doc = "TextMap(tokenizer, feature=None, add_bos=False, add_eos=False, bos_id=-1, eos_id=-1, max_length=0,\n"
-		  "allowed_special=False, skip=False): grist_text_map(); use grist.text.TextSpec with grist.Loader.",
+		  "allowed_special=False, skip=False, bos_features=0, bos_features_id=0): grist_text_map(); use\n"
+		  "grist.text.TextSpec with grist.Loader.",
 	.tp_new = PyType_GenericNew,
 	.tp_init = (initproc)textmap_init,
 	.tp_dealloc = (destructor)textmap_dealloc,

@@ -65,7 +65,7 @@ struct grist_engine_params {
 	bool io_override;
 	enum grist_io_kind io_kind;
 	struct grist_io_config io_config;
-	/* test hook: bytes of slots the units ahead of the consumer may hold (0: the default) */
+	/* bytes of slots the units ahead of the consumer may hold (0: the default; cfg.assembly_bytes) */
 	uint64_t assembly_bytes;
 
 	/*

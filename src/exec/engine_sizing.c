@@ -11,7 +11,8 @@
  * each taken when its unit's decoding starts (with a slot provider, only slot_window =
  * prefetch + 2 x workers units may hold one; without, about ASSEMBLY_BYTES of slots,
  * REMOTE_ASSEMBLY_BYTES for URLs at chunk granularity, the caller's batches included, but
- * never fewer than one per worker, and with a map never fewer than slot_window).
+ * never fewer than one per worker, and with a map never fewer than slot_window; a budget
+ * the caller set, assembly_bytes, is kept as set, at least one slot).
  * Read buffers are each worker's arena (read_ahead bytes), plus one unit's reads in heap
  * memory when a unit alone is larger than the arena and cannot be streamed through it
  * (engine_async_plan.c).
@@ -330,25 +331,37 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 						   : ASSEMBLY_BYTES,
 			 most = budget / slot_bytes;
 
-		if (most < s->workers)
-			most = s->workers;
 		/*
-		 * With a map, decoding a unit is CPU work (64 images decoded, cropped and resized:
-		 * about 100 ms of one core), and units complete in order for the consumer. A worker
-		 * holds two units (the one it decodes and the one it read ahead), so a unit may be
-		 * up to two per worker ahead of the oldest; a window of one slot per worker, less
-		 * the batch the caller holds, left the workers whose next unit lay beyond it idle
-		 * until the consumer caught up: on 16 cores the loader kept about 7 of them busy
-		 * (docs/tuning.md, "The loader's serial share"). So each worker gets room for two
-		 * units, plus the batches the caller may hold (the slot window): at 16 threads,
-		 * batch 64 of 224x224x3 float32 (38.5 MB a slot), 36 slots, 1.39 GB, where the
-		 * byte budget alone gave 16 (616 MB). Not for URL chunk windows, whose slots are
-		 * bounded for another reason (above).
+		 * A budget the caller set holds: the floors below only buy speed (the oldest
+		 * unconsumed unit always gets a slot, slot_window() in engine_async.c, so any
+		 * window makes progress, and the batches are the same), and a caller who bounds
+		 * the memory has chosen that trade. At least one slot: a budget below one batch
+		 * decodes one batch at a time.
 		 */
-		if (p->layout->map && !url_windows && most < s->slot_window)
-			most = s->slot_window;
-		if (most < 2)
-			most = 2;
+		if (p->assembly_bytes) {
+			if (most < 1)
+				most = 1;
+		} else {
+			if (most < s->workers)
+				most = s->workers;
+			/*
+			 * With a map, decoding a unit is CPU work (64 images decoded, cropped and resized:
+			 * about 100 ms of one core), and units complete in order for the consumer. A worker
+			 * holds two units (the one it decodes and the one it read ahead), so a unit may be
+			 * up to two per worker ahead of the oldest; a window of one slot per worker, less
+			 * the batch the caller holds, left the workers whose next unit lay beyond it idle
+			 * until the consumer caught up: on 16 cores the loader kept about 7 of them busy
+			 * (docs/tuning.md, "The loader's serial share"). So each worker gets room for two
+			 * units, plus the batches the caller may hold (the slot window): at 16 threads,
+			 * batch 64 of 224x224x3 float32 (38.5 MB a slot), 36 slots, 1.39 GB, where the
+			 * byte budget alone gave 16 (616 MB). Not for URL chunk windows, whose slots are
+			 * bounded for another reason (above).
+			 */
+			if (p->layout->map && !url_windows && most < s->slot_window)
+				most = s->slot_window;
+			if (most < 2)
+				most = 2;
+		}
 		if (most < s->assembly) {
 			s->assembly = (unsigned)most;
 			s->assembly_in_bytes = true;

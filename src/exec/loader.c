@@ -393,7 +393,7 @@ static void engine_params(struct grist_loader *l)
 		.io_override = l->hooks.io_override,
 		.io_kind = l->hooks.io_kind,
 		.io_config = l->hooks.io_config,
-		.assembly_bytes = l->hooks.assembly_bytes,
+		.assembly_bytes = c->assembly_bytes,
 		.deliver = l->provider,
 	};
 }

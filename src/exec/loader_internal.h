@@ -42,7 +42,6 @@ struct grist_loader_hooks {
 	bool io_override;
 	enum grist_io_kind io_kind;      /* e.g. GRIST_IO_FAULT */
 	struct grist_io_config io_config; /* queue depth etc. are still taken from the loader config */
-	uint64_t assembly_bytes;         /* slot bytes ahead of the consumer (0: the engine's default) */
 };
 
 struct grist_loader {

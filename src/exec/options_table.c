@@ -104,6 +104,10 @@ static const struct entry table[] = {
 	SZ("read_ahead", 4096, (uint64_t)1 << 40, read_ahead_bytes, "per thread 2 x queue_depth x largest chunk, at most "
 	   GRIST_STRINGIFY(GRIST_DEFAULT_READ_AHEAD_MAX_MIB) "MiB or, for URLs, the thread's share of 256MiB if larger",
 	   "read buffers of all threads: how far reads run ahead of decoding"),
+	SZ("assembly_bytes", 1, (uint64_t)1 << 40, assembly_bytes, "512MiB, 64MiB for URLs at chunk granularity, at least "
+	   "a batch per thread, with a map prefetch + 2 x threads batches",
+	   "batches assembled ahead of the consumer and held by the caller, in bytes; set, it holds (at least one "
+	   "batch), costing speed where it leaves threads idle"),
 	SZ("max_batch_bytes", 1, (uint64_t)1 << 40, max_batch_bytes, GRIST_STRINGIFY(GRIST_DEFAULT_MAX_BATCH_MIB) "MiB",
 	   "no batch may be larger"),
 	/* checking: a sound file reads the same either way (grist/format.h, docs/tuning.md) */

@@ -66,6 +66,15 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 		ret = grist_fail(-EINVAL, "text map: unknown on_error %d", (int)m->o.on_error);
 		goto fail;
 	}
+	if (m->o.bos_features & ~(GRIST_TEXT_BOS_INPUTS | GRIST_TEXT_BOS_TARGETS)) {
+		ret = grist_fail(-EINVAL, "text map: unknown bos_features 0x%x", m->o.bos_features);
+		goto fail;
+	}
+	if (m->o.bos_features == (GRIST_TEXT_BOS_INPUTS | GRIST_TEXT_BOS_TARGETS)) {
+		ret = grist_fail(-EINVAL, "text map: bos_features with both inputs and targets is the loader's "
+				 "pack_bos (the packer replaces in the stream both come from): set that instead");
+		goto fail;
+	}
 	if (m->o.feature) {
 		m->feature = strdup(m->o.feature);
 		if (!m->feature) {
@@ -85,7 +94,7 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 		if (ret)
 			goto fail;
 	}
-	/* the map's checkpoint id: the tokenizer's, and everything that changes the tokens */
+	/* the map's checkpoint id: the tokenizer's, and everything that changes the stage's tokens */
 	grist_tokenizer_get_info(m->o.tokenizer, &info);
 	h = XXH3_64bits_withSeed(&info.id, sizeof(info.id), h);
 	h = XXH3_64bits_withSeed(m->feature ? m->feature : "", m->feature ? strlen(m->feature) + 1 : 0, h);
@@ -97,6 +106,11 @@ int grist_text_map_create(const struct grist_text_map_options *opts, struct gris
 	h = XXH3_64bits_withSeed(&m->o.flags, sizeof(m->o.flags), h);
 	if (m->o.on_error == GRIST_ON_ERROR_SKIP) /* drops records: another sequence (a fail map keeps its old id) */
 		h = XXH3_64bits_withSeed("skip", 4, h);
+	if (m->o.bos_features) { /* only then, so maps without it keep their id (tests/text/test_text.c) */
+		h = XXH3_64bits_withSeed("bosfeat", 7, h);
+		h = XXH3_64bits_withSeed(&m->o.bos_features, sizeof(m->o.bos_features), h);
+		h = XXH3_64bits_withSeed(&m->o.bos_features_id, sizeof(m->o.bos_features_id), h);
+	}
 	m->id = h | 1; /* never 0: 0 is "no map" */
 	*out = m;
 	return 0;

@@ -74,9 +74,13 @@ static void check_contracts(const struct setup *t)
 	assert_true(a.works >= 2 && a.works <= 1024);
 	assert_int_equal(a.nunits, t->p.prefetch + a.works * a.workers);
 	assert_int_equal(a.slot_window, t->p.prefetch + 2 * a.workers);
-	/* slots: never more than the units claimed, and enough for every worker to decode */
+	/* slots: never more than the units claimed, and enough for every worker to decode (a
+	   budget the caller set: at least one) */
 	assert_true(a.assembly <= a.nunits);
-	assert_true(a.assembly >= (a.workers > 2 ? a.workers : 2) || a.assembly == a.nunits);
+	if (t->p.assembly_bytes)
+		assert_true(a.assembly >= 1);
+	else
+		assert_true(a.assembly >= (a.workers > 2 ? a.workers : 2) || a.assembly == a.nunits);
 	if (a.assembly_in_bytes)
 		assert_true(a.assembly < a.nunits);
 	assert_true(a.device_slots >= 1);
@@ -330,6 +334,49 @@ static void test_map_two_units_a_worker(void **state)
 	assert_int_equal(a.assembly, a.nunits);
 }
 
+/*
+ * assembly_bytes set by the caller holds: the floors of the default (one slot a worker, with
+ * a map the slot window) only buy speed, and a caller who bounds the memory chose that
+ * trade. The same 16 threads with a map as above: 8 slots' worth gives 8, not 36; less than
+ * one slot gives one; no map, 4 slots' worth gives 4, not one a worker; a budget larger than
+ * the claim window changes nothing; the default keeps its floors.
+ */
+static void test_set_budget_holds(void **state)
+{
+	const uint64_t row = 224 * 224 * 3 * 4 + 8, slot = 64 * row;
+	struct grist_engine_sizes a;
+	struct setup t;
+
+	(void)state;
+	setup(&t, 64, GRIST_GRANULARITY_RECORD, 1, false);
+	t.layout = (struct grist_layout){ .kind = GRIST_LAYOUT_FIXED, .record_bytes = row, .batch_size = 64,
+					  .max_batch_bytes = 64u << 20, .map = no_map };
+	t.p.threads = 16;
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_int_equal(a.assembly, 4 + 2 * 16); /* the default: the map's floor */
+	t.p.assembly_bytes = 8 * slot + slot / 2;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_true(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, 8);
+	t.p.assembly_bytes = slot - 1;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_true(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, 1);
+	t.p.assembly_bytes = (uint64_t)1 << 40;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_false(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, a.nunits);
+	t.layout.map = NULL;
+	t.p.assembly_bytes = 4 * slot;
+	check_contracts(&t);
+	grist_engine_size(&t.p, &t.g, &a);
+	assert_true(a.assembly_in_bytes);
+	assert_int_equal(a.assembly, 4);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -339,6 +386,7 @@ int main(void)
 		cmocka_unit_test(test_url_read_ahead_per_process),
 		cmocka_unit_test(test_sized_to_the_work),
 		cmocka_unit_test(test_map_two_units_a_worker),
+		cmocka_unit_test(test_set_budget_holds),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

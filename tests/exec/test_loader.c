@@ -1761,8 +1761,9 @@ static void test_stream_large_unit(void **state)
  * Slots counted in bytes (256 records of 1 MiB: two 256 MiB slots) count the batches the
  * caller holds too. A caller that holds each batch for a moment, as a training step
  * does, used to let a third unit take a fresh slot meanwhile: 256 MiB more to fault in.
- * Here the slot budget (a test hook) allows two slots; a caller holding @hold batches
- * at a time (one as the CLI does) gets its batches from at most max(2, hold + 1) slot
+ * Here the slot budget (assembly_bytes 1: one slot, the least it keeps) allows two slots
+ * with the one the caller holds; a caller holding @hold batches at a time (one as the CLI
+ * does) gets its batches from at most max(2, hold + 1) slot
  * mappings, as stats count them, in the reference engine's order; holding three, more
  * than the budget, does not deadlock (the oldest unit always gets a slot). Small records
  * too: their units are small enough for the consumer to wait for several at once, and
@@ -1773,7 +1774,6 @@ static void test_slot_budget(void **state)
 {
 	static const int sets[] = { DS_LARGE, DS_SNAPPY };
 	struct grist_loader_config c = { .size = sizeof(c) };
-	struct grist_loader_hooks h = { .assembly_bytes = 1 }; /* as few slots as the workers need: 2 */
 	struct specs sp;
 	struct run ref;
 
@@ -1789,9 +1789,10 @@ static void test_slot_budget(void **state)
 		c.read_mode = fx.direct_ok ? GRIST_READ_DIRECT : GRIST_READ_BUFFERED;
 		compare_engines(c, 0, sp.check, 0, 0, &ref);
 		c.engine = GRIST_ENGINE_URING;
+		c.assembly_bytes = 1;
 		for (size_t hold = 1; hold <= 3; hold++) {
 			struct grist_batch *held[3] = { NULL };
-			struct grist_loader *l = open_loader(&c, &h);
+			struct grist_loader *l = open_loader(&c, NULL);
 			struct grist_loader_stats st;
 			struct run got = { 0 };
 			size_t n = 0;

@@ -84,6 +84,9 @@ static void test_set_fields(void **state)
 	assert_true(c.pack_bos && c.pack_bos_id == 0);
 	assert_int_equal(grist_loader_config_set(&c, "pack_bos", "4294967295"), 0);
 	assert_true(c.pack_bos && c.pack_bos_id == UINT32_MAX);
+	/* assembly_bytes: a size, from one byte (the engine keeps at least one slot) */
+	assert_int_equal(grist_loader_config_set(&c, "assembly-bytes", "8MiB"), 0);
+	assert_int_equal(c.assembly_bytes, 8u << 20);
 
 	/* a refused value leaves the struct as it was, and the message names option and range */
 	before = c;
@@ -97,6 +100,8 @@ static void test_set_fields(void **state)
 	assert_int_equal(grist_loader_config_set(&c, "pack", "concat-split:8:2"), -EINVAL);
 	assert_int_equal(grist_loader_config_set(&c, "pack_bos", "4294967296"), -EINVAL);
 	assert_string_equal(grist_last_error(), "pack_bos: '4294967296' is not a whole number in 0..4294967295");
+	assert_int_equal(grist_loader_config_set(&c, "assembly_bytes", "0"), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "assembly_bytes"));
 	assert_int_equal(grist_loader_config_set(&c, "no_such", "1"), -EINVAL);
 	assert_string_equal(grist_last_error(), "'no_such' is not a loader option");
 	assert_memory_equal(&c, &before, sizeof(c));

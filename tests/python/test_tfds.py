@@ -238,6 +238,25 @@ def test_loader_dicts_match_bytes_loader():
             np.testing.assert_array_equal(d["label"], [want[i]["label"] for i in idx])
 
 
+def test_assembly_bytes_holds_with_a_map():
+    """assembly_bytes= (libgrist's option) is kept as set, even with the features' map, whose
+    default sizing keeps at least prefetch + 2 x threads slots: below one batch, one slot
+    decodes while the caller holds another (stats' slot_maps; fixed rows, so no slot grows),
+    where the default mapped one for about every batch at 4 threads. Same batches either way."""
+    src = grist.tfds.data_source("grist_mnist", "train", data_dir=DATA)
+    kw = dict(seed=1, epochs=2, threads=4)
+    want = take(grist.Loader(src, 16, **kw))
+    with grist.Loader(src, 16, assembly_bytes=1, **kw) as loader:
+        got = take(loader)
+        maps = loader.stats()["slot_maps"]
+    assert len(got) == len(want) == 39 and 1 <= maps <= 3, maps
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+    with pytest.raises(ValueError, match="assembly_bytes"):
+        grist.Loader(src, 16, assembly_bytes=0)
+
+
 def test_loader_whole_split_union_and_checkpoint():
     src = grist.tfds.data_source("grist_mnist", "train+test", data_dir=DATA)
     full = take(grist.Loader(src, 50, seed=1, epochs=1))

@@ -666,6 +666,61 @@ static void test_text_map(void **state)
 	t_rmtree(dir);
 }
 
+/*
+ * The map's id is the checkpoint's fingerprint of the text stage: one field more must leave the id
+ * of every map without it as it was, so checkpoints saved before it was added still load. The ids
+ * below were printed by grist_text_map_id() at 73e9023, before bos_features was added.
+ */
+static void test_text_map_id(void **state)
+{
+	static const uint64_t golden[] = { 0x03f6df983c3abfb1ull, 0xb1d147cd5525e527ull, 0xcc9feca066ed8ae3ull,
+					   0xe9e00e1b6d7e7503ull };
+	char *dir = t_mkdtemp();
+	struct grist_tokenizer *t;
+	struct grist_text_map_options o;
+	struct grist_text_map *m;
+	uint64_t ids[4], bos[4];
+
+	(void)state;
+	open_tok(write_ranks(dir, "r.tiktoken", merges, 12), NULL, &t);
+	for (int k = 0; k < 4; k++) {
+		grist_text_map_options_init(&o);
+		o.tokenizer = t;
+		o.add_bos = o.add_eos = k & 1;
+		o.bos_id = k & 1 ? 1000 : -1;
+		o.eos_id = k & 1 ? 1001 : -1;
+		o.feature = k & 2 ? "text" : NULL;
+		o.max_length = k & 2 ? 2048 : 0;
+		o.on_error = k == 3 ? GRIST_ON_ERROR_SKIP : GRIST_ON_ERROR_FAIL;
+		assert_int_equal(grist_text_map_create(&o, &m), 0);
+		ids[k] = grist_text_map_id(m);
+		assert_int_equal(ids[k], golden[k]);
+		grist_text_map_destroy(m);
+	}
+	/* pack_bos_features: each feature and each id is another stage, so another id */
+	for (unsigned f = 1; f <= 2; f++)
+		for (int32_t id = 7; id <= 8; id++) {
+			o.bos_features = f;
+			o.bos_features_id = id;
+			assert_int_equal(grist_text_map_create(&o, &m), 0);
+			for (int k = 0; k < 4; k++)
+				assert_true(grist_text_map_id(m) != ids[k]);
+			bos[(f - 1) * 2 + (unsigned)(id - 7)] = grist_text_map_id(m);
+			grist_text_map_destroy(m);
+		}
+	assert_true(bos[0] != bos[1] && bos[0] != bos[2] && bos[0] != bos[3] && bos[1] != bos[2] &&
+		    bos[1] != bos[3] && bos[2] != bos[3]);
+	/* both is the packer's pack_bos; unknown bits are refused */
+	o.bos_features = GRIST_TEXT_BOS_INPUTS | GRIST_TEXT_BOS_TARGETS;
+	assert_int_equal(grist_text_map_create(&o, &m), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "pack_bos"));
+	o.bos_features = 4;
+	assert_int_equal(grist_text_map_create(&o, &m), -EINVAL);
+	assert_non_null(strstr(grist_last_error(), "unknown bos_features"));
+	grist_tokenizer_close(t);
+	t_rmtree(dir);
+}
+
 /* A tekken JSON: ids offset by its special tokens, JSON escapes in them, malformed files refused. */
 static void test_tekken(void **state)
 {
@@ -750,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_many_specials),
 		cmocka_unit_test(test_ctx_trim),
 		cmocka_unit_test(test_text_map),
+		cmocka_unit_test(test_text_map_id),
 		cmocka_unit_test(test_tekken),
 	};
 
