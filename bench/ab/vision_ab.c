@@ -7,7 +7,12 @@
  * and this tree's; then checks that both transforms give the same bytes for every job.
  * Prints the CPU time per image of each side per round and the median ratio to the codec bound.
  *
- *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS]
+ * With "resize" as the fourth argument, the resize alone instead (the transform's share that
+ * the decode's noise hides): every job's crop decoded once, up front, then rounds of the base
+ * commit's gv_resize_rows and this tree's on those pixels (224 x 224, bilinear, the job's
+ * flip, uint8 out), their order alternated per round; the same bytes checked for every job.
+ *
+ *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize]
  */
 #define GRIST_INTERNAL
 #include <stdio.h>
@@ -15,6 +20,9 @@
 #include <string.h>
 #include <time.h>
 #include "features/vision_internal.h"
+int old_resize_rows(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		    uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		    bool flip, uint8_t *dst, size_t dstride, const struct gv_rows *sink);
 int old_vision_apply(const struct grist_vision_transform *tr, const uint8_t *img, size_t len, uint64_t epoch,
 		     uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box);
 static double now(void)
@@ -35,6 +43,77 @@ static int cmpd(const void *a, const void *b)
 	double x = *(double *)a, y = *(double *)b;
 	return x < y ? -1 : x > y;
 }
+
+/* The resize alone: the base's and this tree's, alternated, on each job's decoded crop. */
+static int resize_ab(const struct job *J, int n, int R)
+{
+	uint8_t **px = calloc(n, sizeof(*px)), *o1 = malloc(224 * 224 * 3), *o2 = malloc(224 * 224 * 3);
+	double tm[2][64];
+
+	for (int i = 0; i < n; i++) {
+		struct gv_jpeg_info info;
+		struct gv_jpeg *jd;
+		size_t pitch = (size_t)J[i].b[3] * 3;
+
+		px[i] = malloc(pitch * J[i].b[2]);
+		if (!px[i] || gv_jpeg_open(J[i].data, J[i].len, 500, &jd, &info) ||
+		    gv_jpeg_read_region(jd, J[i].b[0], J[i].b[1], J[i].b[2], J[i].b[3], false, px[i], pitch)) {
+			fprintf(stderr, "job %d: %s\n", i, grist_last_error());
+			return 1;
+		}
+	}
+	for (int r = 0; r < R; r++)
+		for (int s0 = 0; s0 < 2; s0++) {
+			int s = (s0 + r) % 2;
+			double t0 = now();
+
+			for (int i = 0; i < n; i++) {
+				const int *b = J[i].b;
+				int rc = (s ? gv_resize_rows : old_resize_rows)(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224,
+										 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+										 b[4], s ? o2 : o1, 224 * 3, NULL);
+
+				if (rc) {
+					fprintf(stderr, "job %d: %s\n", i, grist_last_error());
+					return 1;
+				}
+			}
+			tm[s][r] = (now() - t0) / n * 1e3;
+		}
+	for (int i = 0; i < n; i++) {
+		const int *b = J[i].b;
+
+		old_resize_rows(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224, 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+				b[4], o1, 224 * 3, NULL);
+		gv_resize_rows(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224, 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+			       b[4], o2, 224 * 3, NULL);
+		if (memcmp(o1, o2, 224 * 224 * 3)) {
+			fprintf(stderr, "resize output differs at job %d\n", i);
+			return 1;
+		}
+	}
+	double ratio[64], mn[2] = { 1e9, 1e9 };
+	for (int s = 0; s < 2; s++) {
+		printf("%-4s resize ms/image:", s ? "new" : "base");
+		for (int r = 0; r < R; r++) {
+			printf(" %.4f", tm[s][r]);
+			mn[s] = tm[s][r] < mn[s] ? tm[s][r] : mn[s];
+		}
+		printf("  min %.4f\n", mn[s]);
+	}
+	for (int r = 0; r < R; r++)
+		ratio[r] = tm[0][r] / tm[1][r];
+	qsort(ratio, R, sizeof(double), cmpd);
+	printf("the resize, base time / new time per round: median %.3f (range %.3f-%.3f), %d rounds, same bytes for %d jobs\n",
+	       ratio[R / 2], ratio[0], ratio[R - 1], R, n);
+	for (int i = 0; i < n; i++)
+		free(px[i]);
+	free(px);
+	free(o1);
+	free(o2);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	FILE *f = fopen(argv[1], "rb");
@@ -58,6 +137,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (argc > 4 && !strcmp(argv[4], "resize"))
+		return resize_ab(J, n, R);
 	struct grist_vision_transform t;
 	grist_vision_transform_init(&t);
 	static const float M[3] = {0.485f, 0.456f, 0.406f}, S[3] = {0.229f, 0.224f, 0.225f};
