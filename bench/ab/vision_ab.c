@@ -14,7 +14,12 @@
  * decode leaves it), the sides' order alternated per round; the same bytes checked for
  * every job.
  *
- *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize]
+ * With "passes", each pass alone and both, at fixed sizes on pseudo-random pixels (a
+ * 318 x 318 and a 440 x 440 crop to 224 x 224: the horizontal pass alone to 318 x 224,
+ * the vertical alone from 318 x 224, both), the base's and this tree's alternated (JOBS and
+ * N unused).
+ *
+ *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize|passes]
  */
 #define GRIST_INTERNAL
 #include <stdio.h>
@@ -124,6 +129,50 @@ static int resize_ab(const struct job *J, int n, int R)
 	return 0;
 }
 
+/* Each pass of the resize alone and both, base against new, at two crop sizes. */
+static int passes_ab(int R)
+{
+	static const uint32_t sides[] = { 318, 440 };
+	uint8_t *img = malloc(440 * 440 * 3), *o = malloc(440 * 440 * 3);
+	double tm[2][64], ratio[64];
+
+	for (uint32_t i = 0; i < 440 * 440 * 3; i++)
+		img[i] = (uint8_t)((i * 2654435761u) >> 24);
+	for (int z = 0; z < 2; z++) {
+		uint32_t S = sides[z];
+		const struct {
+			const char *name;
+			uint32_t sh, sw, fh, fw;
+		} c[] = { { "horizontal", S, S, S, 224 }, { "vertical", S, 224, 224, 224 }, { "both", S, S, 224, 224 } };
+
+		for (int k = 0; k < 3; k++) {
+			double mn[2] = { 1e9, 1e9 };
+
+			for (int r = 0; r < R; r++)
+				for (int s0 = 0; s0 < 2; s0++) {
+					int s = (s0 + r) % 2;
+					double t0 = now();
+
+					for (int i = 0; i < 40; i++)
+						(s ? gv_resize_rows : old_resize_rows)(img, c[k].sh, c[k].sw, (size_t)S * 3, 3, c[k].fh,
+										       c[k].fw, 0, 0, c[k].fh, c[k].fw,
+										       GRIST_VISION_BILINEAR, false, o,
+										       (size_t)c[k].fw * 3, NULL);
+					tm[s][r] = (now() - t0) / 40 * 1e6;
+					mn[s] = tm[s][r] < mn[s] ? tm[s][r] : mn[s];
+				}
+			for (int r = 0; r < R; r++)
+				ratio[r] = tm[0][r] / tm[1][r];
+			qsort(ratio, R, sizeof(double), cmpd);
+			printf("%-10s %ux%u -> %ux%u: base min %.1f us, new min %.1f us, base/new median of %d rounds %.3f\n",
+			       c[k].name, c[k].sh, c[k].sw, c[k].fh, c[k].fw, mn[0], mn[1], R, ratio[R / 2]);
+		}
+	}
+	free(img);
+	free(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	FILE *f = fopen(argv[1], "rb");
@@ -149,6 +198,8 @@ int main(int argc, char **argv)
 	}
 	if (argc > 4 && !strcmp(argv[4], "resize"))
 		return resize_ab(J, n, R);
+	if (argc > 4 && !strcmp(argv[4], "passes"))
+		return passes_ab(R);
 	struct grist_vision_transform t;
 	grist_vision_transform_init(&t);
 	static const float M[3] = {0.485f, 0.456f, 0.406f}, S[3] = {0.229f, 0.224f, 0.225f};

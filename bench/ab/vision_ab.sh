@@ -1,6 +1,6 @@
 #!/bin/sh
-# vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize]: BASE_COMMIT's vision transform (or with
-# "resize", its resize alone) against this
+# vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize|passes]: BASE_COMMIT's vision transform
+# (with "resize", its resize alone; with "passes", each resize pass alone) against this
 # tree's build/release, in one process (vision_ab.c says how). JOBS: the jobs.bin that
 # bench/py/vision_pipeline.py --keep DIR leaves in DIR. Works while BASE_COMMIT's vision.c and
 # vision_resize*.c call the rest of the library as this tree's do.
