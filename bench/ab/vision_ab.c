@@ -10,9 +10,7 @@
  * With "resize" as the fourth argument, the resize alone instead (the transform's share that
  * the decode's noise hides): every job's crop decoded once, up front, then rounds of the base
  * commit's gv_resize_rows and this tree's on those pixels (224 x 224, bilinear, the job's
- * flip, uint8 out), each job resized twice and the second timed (its crop in cache, as the
- * decode leaves it), the sides' order alternated per round; the same bytes checked for
- * every job.
+ * flip, uint8 out), their order alternated per round; the same bytes checked for every job.
  *
  * With "passes", each pass alone and both, at fixed sizes on pseudo-random pixels (a
  * 318 x 318 and a 440 x 440 crop to 224 x 224: the horizontal pass alone to 318 x 224,
@@ -72,28 +70,20 @@ static int resize_ab(const struct job *J, int n, int R)
 	for (int r = 0; r < R; r++)
 		for (int s0 = 0; s0 < 2; s0++) {
 			int s = (s0 + r) % 2;
-			double t = 0;
+			double t0 = now();
 
 			for (int i = 0; i < n; i++) {
 				const int *b = J[i].b;
-				int rc = 0;
+				int rc = (s ? gv_resize_rows : old_resize_rows)(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224,
+										 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+										 b[4], s ? o2 : o1, 224 * 3, NULL);
 
-				/* twice, the second timed: the crop in cache, as the decode leaves it in the transform */
-				for (int rep = 0; rep < 2 && !rc; rep++) {
-					double t0 = now();
-
-					rc = (s ? gv_resize_rows : old_resize_rows)(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224,
-										    224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
-										    b[4], s ? o2 : o1, 224 * 3, NULL);
-					if (rep)
-						t += now() - t0;
-				}
 				if (rc) {
 					fprintf(stderr, "job %d: %s\n", i, grist_last_error());
 					return 1;
 				}
 			}
-			tm[s][r] = t / n * 1e3;
+			tm[s][r] = (now() - t0) / n * 1e3;
 		}
 	for (int i = 0; i < n; i++) {
 		const int *b = J[i].b;

@@ -97,82 +97,101 @@ static inline __m128i row_bytes16(const uint8_t *in, size_t at, size_t row_bytes
 	return _mm_loadu_si128((const __m128i *)(const void *)tmp);
 }
 
-/*
- * The 16 bytes from @a in the low lane, from @b in the high lane: two output pixels' taps
- * (@fast: both whole loads inside the row).
- */
-static inline __m256i two16(const uint8_t *in, size_t a, size_t b, size_t row_bytes, bool fast)
+/* Four taps of one output pixel: the 16 bytes at @b spread over int16 pairs, times weights @w (hi, lo). */
+static inline void taps4(__m128i b, const __m256i *w, __m256i spread, __m256i *ah, __m256i *al)
 {
-	__m128i va = fast ? _mm_loadu_si128((const __m128i *)(const void *)(in + a)) : row_bytes16(in, a, row_bytes);
-	__m128i vb = fast ? _mm_loadu_si128((const __m128i *)(const void *)(in + b)) : row_bytes16(in, b, row_bytes);
+	__m256i px = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), spread);
 
-	return _mm256_inserti128_si256(_mm256_castsi128_si256(va), vb, 1);
+	*ah = _mm256_add_epi32(*ah, _mm256_madd_epi16(px, _mm256_load_si256(w)));
+	*al = _mm256_add_epi32(*al, _mm256_madd_epi16(px, _mm256_load_si256(w + 1)));
 }
 
 /*
- * Four taps of two output pixels, one per lane (two16): taps 0-1 and 2-3 spread over int16
- * pairs by @s01 and @s23, times the pair's weights @w (high halves of taps 0-1, of 2-3, then
- * the low halves), added into @h and @l: each lane's sums stay its own pixel's.
+ * The sums of output pixels @xx and @xx + 1, shifted: int32 lanes [R G B x of xx | R G B x of
+ * xx + 1]. @fast: both read whole 16-byte loads inside the row.
  */
-static inline void taps4(__m256i v, const __m256i *w, __m256i s01, __m256i s23, __m256i *h, __m256i *l)
+static inline __attribute__((always_inline)) __m256i pair_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			       size_t groups, uint32_t xx, bool fast, __m256i spread, __m256i half)
 {
-	__m256i p01 = _mm256_shuffle_epi8(v, s01), p23 = _mm256_shuffle_epi8(v, s23);
+	const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = wa + groups * 2;
+	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
+	__m256i aha = _mm256_setzero_si256(), ala = aha, ahb = aha, alb = aha, sa, sb;
 
-	*h = _mm256_add_epi32(*h, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_load_si256(w)),
-						   _mm256_madd_epi16(p23, _mm256_load_si256(w + 1))));
-	*l = _mm256_add_epi32(*l, _mm256_add_epi32(_mm256_madd_epi16(p01, _mm256_load_si256(w + 2)),
-						   _mm256_madd_epi16(p23, _mm256_load_si256(w + 3))));
+	if (fast) {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + a)), wa + 2 * g, spread, &aha, &ala);
+			taps4(_mm_loadu_si128((const __m128i *)(const void *)(in + b)), wb + 2 * g, spread, &ahb, &alb);
+		}
+	} else {
+		for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
+			taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &aha, &ala);
+			taps4(row_bytes16(in, b, row_bytes), wb + 2 * g, spread, &ahb, &alb);
+		}
+	}
+	/* hi x 2^11 + lo per pixel, then lanes: [a's low half, b's low half] + [a's high half, b's high half] */
+	sa = _mm256_add_epi32(_mm256_slli_epi32(aha, 11), ala);
+	sb = _mm256_add_epi32(_mm256_slli_epi32(ahb, 11), alb);
+	sa = _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+	return _mm256_srai_epi32(_mm256_add_epi32(sa, half), PRECISION_BITS);
 }
 
-/* hi x 2^11 + lo + half, shifted: lanes [R G B x of the pair's first pixel | of its second]. */
-static inline __m256i finish(__m256i h, __m256i l, __m256i half)
+/* The last pixel @xx of an odd width alone, as pair_sum's low lane. */
+static inline __m256i one_sum(const uint8_t *in, size_t row_bytes, const int32_t *bounds, const __m256i *wt,
+			      size_t groups, uint32_t xx, __m256i spread, __m256i half)
 {
-	return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half), PRECISION_BITS);
+	const __m256i *wa = &wt[(size_t)xx * groups * 2];
+	size_t a = (size_t)bounds[2 * xx] * 3;
+	__m256i ah = _mm256_setzero_si256(), al = ah, s;
+
+	for (size_t g = 0; g < groups; g++, a += 12)
+		taps4(row_bytes16(in, a, row_bytes), wa + 2 * g, spread, &ah, &al);
+	s = _mm256_add_epi32(_mm256_slli_epi32(ah, 11), al);
+	s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x11));
+	return _mm256_srai_epi32(_mm256_add_epi32(s, half), PRECISION_BITS);
 }
 
-/*
- * The sums of output pixels @xx (even) and @xx + 1, shifted: int32 lanes [R G B x of xx |
- * R G B x of xx + 1]; past @dw, the second lane is a copy's at weight 0. @fast: every load
- * whole inside the row.
- */
-static inline __attribute__((always_inline)) __m256i pair_sum(const uint8_t *in, size_t row_bytes,
-							      const int32_t *bounds, const __m256i *wt, size_t groups,
-							      uint32_t xx, uint32_t dw, bool fast, __m256i s01,
-							      __m256i s23, __m256i half)
+/* Four taps of one output pixel in two rows: the 16 bytes at @b0 and @b1, the weights @wh, @wl loaded once. */
+static inline void taps4x2(__m128i b0, __m128i b1, __m256i wh, __m256i wl, __m256i spread, __m256i *ah0, __m256i *al0,
+			   __m256i *ah1, __m256i *al1)
 {
-	const __m256i *w = &wt[(size_t)(xx / 2) * groups * 4];
-	size_t a = (size_t)bounds[2 * xx] * 3, b = xx + 1 < dw ? (size_t)bounds[2 * xx + 2] * 3 : a;
-	__m256i h = _mm256_setzero_si256(), l = h;
+	__m256i p0 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b0), spread);
+	__m256i p1 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b1), spread);
 
-	for (size_t g = 0; g < groups; g++)
-		taps4(two16(in, a + 12 * g, b + 12 * g, row_bytes, fast), w + 4 * g, s01, s23, &h, &l);
-	return finish(h, l, half);
+	*ah0 = _mm256_add_epi32(*ah0, _mm256_madd_epi16(p0, wh));
+	*al0 = _mm256_add_epi32(*al0, _mm256_madd_epi16(p0, wl));
+	*ah1 = _mm256_add_epi32(*ah1, _mm256_madd_epi16(p1, wh));
+	*al1 = _mm256_add_epi32(*al1, _mm256_madd_epi16(p1, wl));
 }
 
-/* pair_sum of rows @in0 and @in1 at once (each weight loaded once for both), both fast, @xx + 1 < dw. */
+/* pair_sum's [hi, lo] accumulators of pixels a and b joined: lanes [R G B x of a | R G B x of b], shifted. */
+static inline __m256i join(__m256i aha, __m256i ala, __m256i ahb, __m256i alb, __m256i half)
+{
+	__m256i sa = _mm256_add_epi32(_mm256_slli_epi32(aha, 11), ala), sb = _mm256_add_epi32(_mm256_slli_epi32(ahb, 11), alb);
+
+	sa = _mm256_add_epi32(_mm256_permute2x128_si256(sa, sb, 0x20), _mm256_permute2x128_si256(sa, sb, 0x31));
+	return _mm256_srai_epi32(_mm256_add_epi32(sa, half), PRECISION_BITS);
+}
+
+/* pair_sum of rows @in0 and @in1 at once (each weight loaded once for both), both @fast. */
 static inline __attribute__((always_inline)) void pair_sum2(const uint8_t *in0, const uint8_t *in1,
 							    const int32_t *bounds, const __m256i *wt, size_t groups,
-							    uint32_t xx, __m256i s01, __m256i s23, __m256i half,
-							    __m256i *r0, __m256i *r1)
+							    uint32_t xx, __m256i spread, __m256i half, __m256i *s0,
+							    __m256i *s1)
 {
-	const __m256i *w = &wt[(size_t)(xx / 2) * groups * 4];
+	const __m256i *wa = &wt[(size_t)xx * groups * 2], *wb = wa + groups * 2;
 	size_t a = (size_t)bounds[2 * xx] * 3, b = (size_t)bounds[2 * xx + 2] * 3;
-	__m256i z = _mm256_setzero_si256(), h0 = z, l0 = z, h1 = z, l1 = z;
+	__m256i z = _mm256_setzero_si256(), ha0 = z, la0 = z, hb0 = z, lb0 = z, ha1 = z, la1 = z, hb1 = z, lb1 = z;
 
 	for (size_t g = 0; g < groups; g++, a += 12, b += 12) {
-		__m256i v0 = two16(in0, a, b, 0, true), v1 = two16(in1, a, b, 0, true);
-		__m256i p0 = _mm256_shuffle_epi8(v0, s01), q0 = _mm256_shuffle_epi8(v0, s23);
-		__m256i p1 = _mm256_shuffle_epi8(v1, s01), q1 = _mm256_shuffle_epi8(v1, s23);
-		__m256i wh01 = _mm256_load_si256(w + 4 * g), wh23 = _mm256_load_si256(w + 4 * g + 1);
-		__m256i wl01 = _mm256_load_si256(w + 4 * g + 2), wl23 = _mm256_load_si256(w + 4 * g + 3);
-
-		h0 = _mm256_add_epi32(h0, _mm256_add_epi32(_mm256_madd_epi16(p0, wh01), _mm256_madd_epi16(q0, wh23)));
-		l0 = _mm256_add_epi32(l0, _mm256_add_epi32(_mm256_madd_epi16(p0, wl01), _mm256_madd_epi16(q0, wl23)));
-		h1 = _mm256_add_epi32(h1, _mm256_add_epi32(_mm256_madd_epi16(p1, wh01), _mm256_madd_epi16(q1, wh23)));
-		l1 = _mm256_add_epi32(l1, _mm256_add_epi32(_mm256_madd_epi16(p1, wl01), _mm256_madd_epi16(q1, wl23)));
+		taps4x2(_mm_loadu_si128((const __m128i *)(const void *)(in0 + a)),
+			_mm_loadu_si128((const __m128i *)(const void *)(in1 + a)), _mm256_load_si256(wa + 2 * g),
+			_mm256_load_si256(wa + 2 * g + 1), spread, &ha0, &la0, &ha1, &la1);
+		taps4x2(_mm_loadu_si128((const __m128i *)(const void *)(in0 + b)),
+			_mm_loadu_si128((const __m128i *)(const void *)(in1 + b)), _mm256_load_si256(wb + 2 * g),
+			_mm256_load_si256(wb + 2 * g + 1), spread, &hb0, &lb0, &hb1, &lb1);
 	}
-	*r0 = finish(h0, l0, half);
-	*r1 = finish(h1, l1, half);
+	*s0 = join(ha0, la0, hb0, lb0, half);
+	*s1 = join(ha1, la1, hb1, lb1, half);
 }
 
 /* Four pairs' sums (pixels 0-7) as 24 bytes at @out. */
@@ -190,21 +209,22 @@ static inline void store8(__m256i s0, __m256i s1, __m256i s2, __m256i s3, uint8_
 	_mm_storel_epi64((__m128i *)(void *)(out + 16), _mm256_extracti128_si256(r, 1));
 }
 
-/* Pixels [@xx, @dw) of one row of the horizontal pass (@xx even): eight a step, then two, then one. */
+/* Pixels [@xx, @dw) of one row of the horizontal pass: eight a step, then two, then one. */
 static inline __attribute__((always_inline)) void hpass_tail(const uint8_t *in, size_t row_bytes, const int32_t *bounds,
 							     const __m256i *wt, size_t groups, uint32_t fast_end,
-							     uint32_t xx, uint32_t dw, uint8_t *out, __m256i s01,
-							     __m256i s23, __m256i half)
+							     uint32_t xx, uint32_t dw, uint8_t *out, __m256i spread,
+							     __m256i half)
 {
 	for (; xx + 8 <= dw; xx += 8)
-		store8(pair_sum(in, row_bytes, bounds, wt, groups, xx, dw, xx + 1 < fast_end, s01, s23, half),
-		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, dw, xx + 3 < fast_end, s01, s23, half),
-		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, dw, xx + 5 < fast_end, s01, s23, half),
-		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, dw, xx + 7 < fast_end, s01, s23, half),
+		store8(pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 2, xx + 3 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 4, xx + 5 < fast_end, spread, half),
+		       pair_sum(in, row_bytes, bounds, wt, groups, xx + 6, xx + 7 < fast_end, spread, half),
 		       out + (size_t)xx * 3);
 	for (; xx < dw; xx += 2) {
 		bool two = xx + 1 < dw;
-		__m256i sum = pair_sum(in, row_bytes, bounds, wt, groups, xx, dw, xx + 1 < fast_end, s01, s23, half);
+		__m256i sum = two ? pair_sum(in, row_bytes, bounds, wt, groups, xx, xx + 1 < fast_end, spread, half)
+				  : one_sum(in, row_bytes, bounds, wt, groups, xx, spread, half);
 		uint32_t pa, pb;
 
 		sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
@@ -221,11 +241,8 @@ static inline __attribute__((always_inline)) void
 hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows, const int32_t *bounds,
 	   const __m256i *wt, size_t groups, uint32_t fast_end, uint32_t dw, uint8_t *dst, size_t dstride)
 {
-	/* per lane, taps 0-1 (bytes 0-5) and 2-3 (bytes 6-11) as (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, 0, 0) */
-	const __m256i s01 = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
-					     1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-	const __m256i s23 = _mm256_setr_epi8(6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1, 6, -1, 9, -1,
-					     7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
+	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+						6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
 
 	for (uint32_t y = 0; y < rows; y++) {
@@ -246,17 +263,17 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 			for (; x2 + 8 <= dw && x2 + 7 < fast_end; x2 += 8) {
 				__m256i a0, a1, a2, a3, b0, b1, b2, b3;
 
-				pair_sum2(in, in1, bounds, wt, groups, x2, s01, s23, half, &a0, &b0);
-				pair_sum2(in, in1, bounds, wt, groups, x2 + 2, s01, s23, half, &a1, &b1);
-				pair_sum2(in, in1, bounds, wt, groups, x2 + 4, s01, s23, half, &a2, &b2);
-				pair_sum2(in, in1, bounds, wt, groups, x2 + 6, s01, s23, half, &a3, &b3);
+				pair_sum2(in, in1, bounds, wt, groups, x2, spread, half, &a0, &b0);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 2, spread, half, &a1, &b1);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 4, spread, half, &a2, &b2);
+				pair_sum2(in, in1, bounds, wt, groups, x2 + 6, spread, half, &a3, &b3);
 				store8(a0, a1, a2, a3, out + (size_t)x2 * 3);
 				store8(b0, b1, b2, b3, out1 + (size_t)x2 * 3);
 			}
 			if (x2) {
 				/* each row's remaining pixels alone; both rows done */
-				hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, x2, dw, out, s01, s23, half);
-				hpass_tail(in1, row_bytes, bounds, wt, groups, fast_end, x2, dw, out1, s01, s23, half);
+				hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, x2, dw, out, spread, half);
+				hpass_tail(in1, row_bytes, bounds, wt, groups, fast_end, x2, dw, out1, spread, half);
 				y++;
 				continue;
 			}
@@ -268,7 +285,7 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 		 * stores (these, not the multiply-adds, bounded the loop: shuffle port and store
 		 * forwarding).
 		 */
-		hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, 0, dw, out, s01, s23, half);
+		hpass_tail(in, row_bytes, bounds, wt, groups, fast_end, 0, dw, out, spread, half);
 	}
 }
 
@@ -298,35 +315,30 @@ int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksiz
 			groups = (size_t)(bounds[2 * xx + 1] + 3) / 4;
 	l->wt = NULL;
 	l->groups = groups;
-	wt = aligned_alloc(32, sizeof(__m256i) * 4 * groups * ((dw + 1) / 2) + 32);
+	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
 	if (!wt)
 		return -ENOMEM;
-	/* per pair of outputs (2q, 2q + 1), per group: high halves of taps 0-1, of 2-3, low of 0-1, of 2-3 */
-	for (uint32_t xx = 0; xx < dw + (dw & 1); xx++) {
+	for (uint32_t xx = 0; xx < dw; xx++) {
 		const int32_t *k = kk + (size_t)xx * ksize;
-		int32_t n = xx < dw ? bounds[2 * xx + 1] : 0; /* an odd width's last pair: the second weighs 0 */
-		int32_t *w = (int32_t *)(void *)&wt[(size_t)(xx / 2) * groups * 4] + (xx & 1) * 4;
+		int32_t n = bounds[2 * xx + 1];
 
-		for (size_t g = 0; g < groups; g++, w += 4 * 8) {
-			int32_t v[4], h01, h23, l01, l23;
+		for (size_t g = 0; g < groups; g++) {
+			int32_t v[4];
+			uint32_t h01, h23, l01, l23;
 
 			for (int t = 0; t < 4; t++)
 				v[t] = (int32_t)(4 * g) + t < n ? k[4 * g + t] : 0;
-			/*
-			 * As int16 pairs (tap j, tap j + 1) in each of R, G, B's int32 lanes, the
-			 * fourth lane 0. Whole 128-bit stores: GCC 12 at -O3 vectorized a loop over
-			 * the three lanes wrongly (lane c got taps c and c + 1).
-			 */
-			h01 = (int32_t)((uint32_t)(uint16_t)(v[0] >> 11) | (uint32_t)(uint16_t)(v[1] >> 11) << 16);
-			h23 = (int32_t)((uint32_t)(uint16_t)(v[2] >> 11) | (uint32_t)(uint16_t)(v[3] >> 11) << 16);
-			l01 = (int32_t)((uint32_t)(v[0] & 2047) | (uint32_t)(v[1] & 2047) << 16);
-			l23 = (int32_t)((uint32_t)(v[2] & 2047) | (uint32_t)(v[3] & 2047) << 16);
-			_mm_storeu_si128((__m128i *)(void *)w, _mm_setr_epi32(h01, h01, h01, 0));
-			_mm_storeu_si128((__m128i *)(void *)(w + 8), _mm_setr_epi32(h23, h23, h23, 0));
-			_mm_storeu_si128((__m128i *)(void *)(w + 16), _mm_setr_epi32(l01, l01, l01, 0));
-			_mm_storeu_si128((__m128i *)(void *)(w + 24), _mm_setr_epi32(l23, l23, l23, 0));
+			/* taps (0, 1) as R, G, B int16 pairs in the low lane, (2, 3) in the high lane */
+			h01 = (uint32_t)(uint16_t)(v[0] >> 11) | (uint32_t)(uint16_t)(v[1] >> 11) << 16;
+			h23 = (uint32_t)(uint16_t)(v[2] >> 11) | (uint32_t)(uint16_t)(v[3] >> 11) << 16;
+			l01 = (uint32_t)(v[0] & 2047) | (uint32_t)(v[1] & 2047) << 16;
+			l23 = (uint32_t)(v[2] & 2047) | (uint32_t)(v[3] & 2047) << 16;
+			_mm256_store_si256(&wt[(xx * groups + g) * 2],
+					   _mm256_setr_epi32((int)h01, (int)h01, (int)h01, 0, (int)h23, (int)h23, (int)h23, 0));
+			_mm256_store_si256(&wt[(xx * groups + g) * 2 + 1],
+					   _mm256_setr_epi32((int)l01, (int)l01, (int)l01, 0, (int)l23, (int)l23, (int)l23, 0));
 		}
-		if (xx < dw && (size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
+		if ((size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
 			fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
 	}
 	l->wt = wt;
