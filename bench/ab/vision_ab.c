@@ -122,13 +122,13 @@ static int resize_ab(const struct job *J, int n, int R)
 /* Each pass of the resize alone and both, base against new, at two crop sizes. */
 static int passes_ab(int R)
 {
-	static const uint32_t sides[] = { 318, 440 };
+	static const uint32_t sides[] = { 160, 318, 440 };
 	uint8_t *img = malloc(440 * 440 * 3), *o = malloc(440 * 440 * 3);
 	double tm[2][64], ratio[64];
 
 	for (uint32_t i = 0; i < 440 * 440 * 3; i++)
 		img[i] = (uint8_t)((i * 2654435761u) >> 24);
-	for (int z = 0; z < 2; z++) {
+	for (int z = 0; z < 3; z++) {
 		uint32_t S = sides[z];
 		const struct {
 			const char *name;

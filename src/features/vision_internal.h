@@ -66,6 +66,7 @@ struct gv_hlayout {
 	void *wt;          /* __m256i: per output, per four-tap group, the high and low halves */
 	size_t groups;     /* four-tap groups per output: the most taps any output has, in fours */
 	uint32_t fast_end; /* outputs below it read only whole 16-byte loads inside the row */
+	bool two_taps;     /* no output has more than 2 taps (an upscale): per output pair, hi and lo */
 };
 int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint32_t sw,
 			 struct gv_hlayout *l);

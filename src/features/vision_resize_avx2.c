@@ -290,6 +290,47 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 }
 
 /*
+ * Two taps at most (every upscale: the filter spans two source pixels): one output pixel
+ * per 128-bit lane, its taps' R, G, B as int16 pairs (R_0, R_1, G_0, G_1, B_0, B_1, 0, 0),
+ * two pixels a step. Each pixel's sums end in its own lane: no cross-lane join, half the
+ * multiply-adds and weight loads of the four-tap layout, whose slots would be half empty.
+ */
+
+/* 8 bytes of @in from byte @at of a row of @row_bytes: zeros past its end (their taps weigh 0). */
+static inline __m128i row_bytes8(const uint8_t *in, size_t at, size_t row_bytes)
+{
+	uint64_t w = 0;
+
+	if (at + 8 <= row_bytes)
+		return _mm_loadl_epi64((const __m128i *)(const void *)(in + at));
+	if (at < row_bytes)
+		memcpy(&w, in + at, row_bytes - at < 8 ? row_bytes - at : 8);
+	return _mm_cvtsi64_si128((long long)w);
+}
+
+/*
+ * The sums of outputs @xx (even) and @xx + 1 (past @dw: a copy of @xx's loads at weight 0),
+ * shifted: int32 lanes [R G B x of xx | R G B x of xx + 1]. @fast: both 8-byte loads inside the row.
+ */
+static inline __attribute__((always_inline)) __m256i pair2_sum(const uint8_t *in, size_t row_bytes,
+							       const int32_t *bounds, const __m256i *wt, uint32_t xx,
+							       uint32_t dw, bool fast, __m256i spread, __m256i half)
+{
+	const __m256i *w = &wt[(size_t)xx]; /* pair xx / 2: two vectors */
+	size_t a = (size_t)bounds[2 * xx] * 3, b = xx + 1 < dw ? (size_t)bounds[2 * xx + 2] * 3 : a;
+	__m128i va = fast ? _mm_loadl_epi64((const __m128i *)(const void *)(in + a)) : row_bytes8(in, a, row_bytes);
+	__m128i vb = fast ? _mm_loadl_epi64((const __m128i *)(const void *)(in + b)) : row_bytes8(in, b, row_bytes);
+	__m256i p = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(va), vb, 1), spread);
+	__m256i h = _mm256_madd_epi16(p, _mm256_load_si256(w)), l = _mm256_madd_epi16(p, _mm256_load_si256(w + 1));
+
+	return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half), PRECISION_BITS);
+}
+
+static void hpass2_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows,
+			const int32_t *bounds, const __m256i *wt, uint32_t fast_end, uint32_t dw, uint8_t *dst,
+			size_t dstride);
+
+/*
  * The horizontal pass, four taps per step with 16-bit multiply-adds: a weight k (22-bit fixed
  * point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both halves fit
  * int16, and sum(p x k) = 2^11 x sum(p x kh) + sum(p x kl) exactly. Each 128-bit lane holds
@@ -315,6 +356,30 @@ int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksiz
 			groups = (size_t)(bounds[2 * xx + 1] + 3) / 4;
 	l->wt = NULL;
 	l->groups = groups;
+	l->two_taps = true;
+	for (uint32_t xx = 0; xx < dw; xx++)
+		l->two_taps = l->two_taps && bounds[2 * xx + 1] <= 2;
+	if (l->two_taps) {
+		/* per output pair: [hi of xx | hi of xx + 1], [lo of xx | lo of xx + 1]; a missing xx + 1 weighs 0 */
+		wt = aligned_alloc(32, sizeof(__m256i) * ((size_t)dw + 1) + 32);
+		if (!wt)
+			return -ENOMEM;
+		for (uint32_t xx = 0; xx < dw + (dw & 1); xx++) {
+			const int32_t *k = kk + (size_t)xx * ksize;
+			int32_t n = xx < dw ? bounds[2 * xx + 1] : 0, k0 = n > 0 ? k[0] : 0, k1 = n > 1 ? k[1] : 0;
+			int32_t h = (int32_t)((uint32_t)(uint16_t)(k0 >> 11) | (uint32_t)(uint16_t)(k1 >> 11) << 16);
+			int32_t lo = (int32_t)((uint32_t)(k0 & 2047) | (uint32_t)(k1 & 2047) << 16);
+			uint8_t *at = (uint8_t *)(void *)&wt[xx & ~1u] + (xx & 1) * 16;
+
+			_mm_storeu_si128((__m128i *)(void *)at, _mm_setr_epi32(h, h, h, 0));
+			_mm_storeu_si128((__m128i *)(void *)(at + 32), _mm_setr_epi32(lo, lo, lo, 0));
+			if (xx < dw && (size_t)bounds[2 * xx] * 3 + 8 <= row_bytes && fast_end == xx)
+				fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
+		}
+		l->wt = wt;
+		l->fast_end = fast_end;
+		return 0;
+	}
 	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
 	if (!wt)
 		return -ENOMEM;
@@ -363,6 +428,10 @@ void gv_hpass_rgb_avx2(const struct gv_hlayout *l, const uint8_t *src, size_t ss
 		gv_hpass_rgb_avx2_mullo(src, sstride, sw, y0, rows, bounds, kk, ksize, dw, dst, dstride);
 		return;
 	}
+	if (l->two_taps) {
+		hpass2_rows(src, sstride, row_bytes, y0, rows, bounds, wt, l->fast_end, dw, dst, dstride);
+		return;
+	}
 	/* the common step counts as constants: the loops unroll and the sums stay in registers */
 	switch (l->groups) {
 	case 1:
@@ -376,6 +445,40 @@ void gv_hpass_rgb_avx2(const struct gv_hlayout *l, const uint8_t *src, size_t ss
 		break;
 	default:
 		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, l->groups, l->fast_end, dw, dst, dstride);
+	}
+}
+
+/* Rows [y0, y0 + rows) of the two-tap pass: eight pixels a step (four pairs, one 24-byte store), then two. */
+static void hpass2_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows,
+			const int32_t *bounds, const __m256i *wt, uint32_t fast_end, uint32_t dw, uint8_t *dst,
+			size_t dstride)
+{
+	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
+						1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+
+	for (uint32_t y = 0; y < rows; y++) {
+		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
+		uint8_t *out = dst + (size_t)y * dstride;
+		uint32_t xx = 0;
+
+		for (; xx + 8 <= dw; xx += 8)
+			store8(pair2_sum(in, row_bytes, bounds, wt, xx, dw, xx + 1 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 2, dw, xx + 3 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 4, dw, xx + 5 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 6, dw, xx + 7 < fast_end, spread, half),
+			       out + (size_t)xx * 3);
+		for (; xx < dw; xx += 2) {
+			__m256i sum = pair2_sum(in, row_bytes, bounds, wt, xx, dw, xx + 1 < fast_end, spread, half);
+			uint32_t pa, pb;
+
+			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
+			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
+			memcpy(out + (size_t)xx * 3, &pa, 3);
+			if (xx + 1 < dw)
+				memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
+		}
 	}
 }
 
