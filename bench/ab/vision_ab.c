@@ -7,7 +7,17 @@
  * and this tree's; then checks that both transforms give the same bytes for every job.
  * Prints the CPU time per image of each side per round and the median ratio to the codec bound.
  *
- *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS]
+ * With "resize" as the fourth argument, the resize alone instead (the transform's share that
+ * the decode's noise hides): every job's crop decoded once, up front, then rounds of the base
+ * commit's gv_resize_rows and this tree's on those pixels (224 x 224, bilinear, the job's
+ * flip, uint8 out), their order alternated per round; the same bytes checked for every job.
+ *
+ * With "passes", each pass alone and both, at fixed sizes on pseudo-random pixels (a
+ * 318 x 318 and a 440 x 440 crop to 224 x 224: the horizontal pass alone to 318 x 224,
+ * the vertical alone from 318 x 224, both), the base's and this tree's alternated (JOBS and
+ * N unused).
+ *
+ *   bench/ab/vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize|passes]
  */
 #define GRIST_INTERNAL
 #include <stdio.h>
@@ -15,6 +25,9 @@
 #include <string.h>
 #include <time.h>
 #include "features/vision_internal.h"
+int old_resize_rows(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
+		    uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+		    bool flip, uint8_t *dst, size_t dstride, const struct gv_rows *sink);
 int old_vision_apply(const struct grist_vision_transform *tr, const uint8_t *img, size_t len, uint64_t epoch,
 		     uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box);
 static double now(void)
@@ -35,6 +48,121 @@ static int cmpd(const void *a, const void *b)
 	double x = *(double *)a, y = *(double *)b;
 	return x < y ? -1 : x > y;
 }
+
+/* The resize alone: the base's and this tree's, alternated, on each job's decoded crop. */
+static int resize_ab(const struct job *J, int n, int R)
+{
+	uint8_t **px = calloc(n, sizeof(*px)), *o1 = malloc(224 * 224 * 3), *o2 = malloc(224 * 224 * 3);
+	double tm[2][64];
+
+	for (int i = 0; i < n; i++) {
+		struct gv_jpeg_info info;
+		struct gv_jpeg *jd;
+		size_t pitch = (size_t)J[i].b[3] * 3;
+
+		px[i] = malloc(pitch * J[i].b[2]);
+		if (!px[i] || gv_jpeg_open(J[i].data, J[i].len, 500, &jd, &info) ||
+		    gv_jpeg_read_region(jd, J[i].b[0], J[i].b[1], J[i].b[2], J[i].b[3], false, px[i], pitch)) {
+			fprintf(stderr, "job %d: %s\n", i, grist_last_error());
+			return 1;
+		}
+	}
+	for (int r = 0; r < R; r++)
+		for (int s0 = 0; s0 < 2; s0++) {
+			int s = (s0 + r) % 2;
+			double t0 = now();
+
+			for (int i = 0; i < n; i++) {
+				const int *b = J[i].b;
+				int rc = (s ? gv_resize_rows : old_resize_rows)(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224,
+										 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+										 b[4], s ? o2 : o1, 224 * 3, NULL);
+
+				if (rc) {
+					fprintf(stderr, "job %d: %s\n", i, grist_last_error());
+					return 1;
+				}
+			}
+			tm[s][r] = (now() - t0) / n * 1e3;
+		}
+	for (int i = 0; i < n; i++) {
+		const int *b = J[i].b;
+
+		old_resize_rows(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224, 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+				b[4], o1, 224 * 3, NULL);
+		gv_resize_rows(px[i], b[2], b[3], (size_t)b[3] * 3, 3, 224, 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+			       b[4], o2, 224 * 3, NULL);
+		if (memcmp(o1, o2, 224 * 224 * 3)) {
+			fprintf(stderr, "resize output differs at job %d\n", i);
+			return 1;
+		}
+	}
+	double ratio[64], mn[2] = { 1e9, 1e9 };
+	for (int s = 0; s < 2; s++) {
+		printf("%-4s resize ms/image:", s ? "new" : "base");
+		for (int r = 0; r < R; r++) {
+			printf(" %.4f", tm[s][r]);
+			mn[s] = tm[s][r] < mn[s] ? tm[s][r] : mn[s];
+		}
+		printf("  min %.4f\n", mn[s]);
+	}
+	for (int r = 0; r < R; r++)
+		ratio[r] = tm[0][r] / tm[1][r];
+	qsort(ratio, R, sizeof(double), cmpd);
+	printf("the resize, base time / new time per round: median %.3f (range %.3f-%.3f), %d rounds, same bytes for %d jobs\n",
+	       ratio[R / 2], ratio[0], ratio[R - 1], R, n);
+	for (int i = 0; i < n; i++)
+		free(px[i]);
+	free(px);
+	free(o1);
+	free(o2);
+	return 0;
+}
+
+/* Each pass of the resize alone and both, base against new, at two crop sizes. */
+static int passes_ab(int R)
+{
+	static const uint32_t sides[] = { 160, 318, 440 };
+	uint8_t *img = malloc(440 * 440 * 3), *o = malloc(440 * 440 * 3);
+	double tm[2][64], ratio[64];
+
+	for (uint32_t i = 0; i < 440 * 440 * 3; i++)
+		img[i] = (uint8_t)((i * 2654435761u) >> 24);
+	for (int z = 0; z < 3; z++) {
+		uint32_t S = sides[z];
+		const struct {
+			const char *name;
+			uint32_t sh, sw, fh, fw;
+		} c[] = { { "horizontal", S, S, S, 224 }, { "vertical", S, 224, 224, 224 }, { "both", S, S, 224, 224 } };
+
+		for (int k = 0; k < 3; k++) {
+			double mn[2] = { 1e9, 1e9 };
+
+			for (int r = 0; r < R; r++)
+				for (int s0 = 0; s0 < 2; s0++) {
+					int s = (s0 + r) % 2;
+					double t0 = now();
+
+					for (int i = 0; i < 40; i++)
+						(s ? gv_resize_rows : old_resize_rows)(img, c[k].sh, c[k].sw, (size_t)S * 3, 3, c[k].fh,
+										       c[k].fw, 0, 0, c[k].fh, c[k].fw,
+										       GRIST_VISION_BILINEAR, false, o,
+										       (size_t)c[k].fw * 3, NULL);
+					tm[s][r] = (now() - t0) / 40 * 1e6;
+					mn[s] = tm[s][r] < mn[s] ? tm[s][r] : mn[s];
+				}
+			for (int r = 0; r < R; r++)
+				ratio[r] = tm[0][r] / tm[1][r];
+			qsort(ratio, R, sizeof(double), cmpd);
+			printf("%-10s %ux%u -> %ux%u: base min %.1f us, new min %.1f us, base/new median of %d rounds %.3f\n",
+			       c[k].name, c[k].sh, c[k].sw, c[k].fh, c[k].fw, mn[0], mn[1], R, ratio[R / 2]);
+		}
+	}
+	free(img);
+	free(o);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	FILE *f = fopen(argv[1], "rb");
@@ -58,6 +186,10 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (argc > 4 && !strcmp(argv[4], "resize"))
+		return resize_ab(J, n, R);
+	if (argc > 4 && !strcmp(argv[4], "passes"))
+		return passes_ab(R);
 	struct grist_vision_transform t;
 	grist_vision_transform_init(&t);
 	static const float M[3] = {0.485f, 0.456f, 0.406f}, S[3] = {0.229f, 0.224f, 0.225f};

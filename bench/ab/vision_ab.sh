@@ -1,10 +1,11 @@
 #!/bin/sh
-# vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS]: BASE_COMMIT's vision transform against this
+# vision_ab.sh BASE_COMMIT JOBS [N] [ROUNDS] [resize|passes]: BASE_COMMIT's vision transform
+# (with "resize", its resize alone; with "passes", each resize pass alone) against this
 # tree's build/release, in one process (vision_ab.c says how). JOBS: the jobs.bin that
 # bench/py/vision_pipeline.py --keep DIR leaves in DIR. Works while BASE_COMMIT's vision.c and
 # vision_resize*.c call the rest of the library as this tree's do.
 set -eu
-base=$1 jobs=$2 n=${3:-400} rounds=${4:-7}
+base=$1 jobs=$2 n=${3:-400} rounds=${4:-7} mode=${5:-transform}
 root=$(git rev-parse --show-toplevel)
 b=$root/build/release
 tmp=$(mktemp -d)
@@ -17,7 +18,7 @@ ren="-Dgv_resize_with=old_resize_with -Dgv_resize=old_resize -Dgv_resize_window=
 -Dgv_resize_rows=old_resize_rows -Dgv_resize_rows_with=old_resize_rows_with -Dgv_hpass_rgb_avx2=old_hpass
 -Dgv_vrow_avx2=old_vrow -Dgv_have_avx2=old_have_avx2 -Dgv_have_fma=old_have_fma
 -Dgv_emit_row_f32_avx2=old_emit -Dgv_emit_row_f32_fma=old_emit_fma -Dgv_emit_f32_fma_exact=old_fma_exact
--Dgv_reverse_rgb=old_reverse -Dgv_apply=old_apply -Dgrist_vision_apply=old_vision_apply
+-Dgv_reverse_rgb=old_reverse -Dgv_hlayout_make_avx2=old_hlayout_make -Dgv_hlayout_free=old_hlayout_free -Dgv_apply=old_apply -Dgrist_vision_apply=old_vision_apply
 -Dgrist_vision_out_bytes=old_vision_out_bytes -Dgv_out_bytes=old_out_bytes -Dgf_transform_image=old_transform_image"
 flags="-std=c11 -O3 -D_GNU_SOURCE -DNDEBUG -I$tmp/src -I$root/include -I$root/src -I$b"
 # shellcheck disable=SC2086
@@ -28,4 +29,4 @@ cc $flags $ren -c "$tmp/src/features/vision_resize.c" -o "$tmp/r.o"
 cc $flags $ren -mavx2 -c "$tmp/src/features/vision_resize_avx2.c" -o "$tmp/a.o"
 cc -O2 -D_GNU_SOURCE -I"$root/include" -I"$root/src" -I"$b" "$root/bench/ab/vision_ab.c" "$tmp/v.o" "$tmp/r.o" \
 	"$tmp/a.o" "$b/src/libgrist.a" -o "$tmp/vision_ab" -ljpeg -lspng -lxxhash -lpng -lm -lpthread -lz
-"$tmp/vision_ab" "$jobs" "$n" "$rounds"
+"$tmp/vision_ab" "$jobs" "$n" "$rounds" "$mode"

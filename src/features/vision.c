@@ -34,31 +34,57 @@ size_t gv_out_bytes(const struct grist_vision_transform *t)
  * x / 255, then Normalize's (x - mean) / std. The vector path does that arithmetic (with
  * divisions, or without where gv_emit_f32_fma_exact() found every value the same); the other
  * paths look each value up in a table of 3 x 256 computed so.
+ *
+ * What the output needs besides the row (the path, the 24-lane mean, std and reciprocals,
+ * the tables) is a function of the transform's dtype, layout, channels, normalize, mean and
+ * std alone: an emit_plan, made when a thread first meets those values and kept in the
+ * thread for the images after (the FMA check over 768 values and the 768 table entries were
+ * made per image before). A transform with other values makes it again.
  */
-struct emitter {
-	const struct grist_vision_transform *t;
-	void *out;
+struct emit_plan {
+	/* the key: every field of the transform the tables depend on */
+	bool valid;
+	enum grist_dtype dtype;
+	enum grist_vision_layout layout;
+	uint32_t channels;
+	bool normalize;
+	float mean[3], std[3];
+	/* the tables */
 	enum { EMIT_TABLE, EMIT_AVX2, EMIT_FMA } how;
 	float m24[24], s24[24], r24[24];
 	float lut[3][256];
 	uint16_t lut16[3][256];
 };
 
-static void emitter_init(struct emitter *e, const struct grist_vision_transform *t, void *out)
+static _Thread_local struct emit_plan emit_cache;
+
+static bool emit_plan_matches(const struct emit_plan *p, const struct grist_vision_transform *t)
+{
+	return p->valid && p->dtype == t->dtype && p->layout == t->layout && p->channels == t->channels &&
+	       p->normalize == t->normalize && !memcmp(p->mean, t->mean, sizeof(p->mean)) &&
+	       !memcmp(p->std, t->std, sizeof(p->std));
+}
+
+static void emit_plan_make(struct emit_plan *p, const struct grist_vision_transform *t)
 {
 	size_t nc = t->channels;
 
-	e->t = t;
-	e->out = out;
-	e->how = EMIT_TABLE;
+	p->valid = true;
+	p->dtype = t->dtype;
+	p->layout = t->layout;
+	p->channels = t->channels;
+	p->normalize = t->normalize;
+	memcpy(p->mean, t->mean, sizeof(p->mean));
+	memcpy(p->std, t->std, sizeof(p->std));
+	p->how = EMIT_TABLE;
 #if GRIST_HAVE_VISION_AVX2
 	/* HWC, or one channel (the same thing): rows are contiguous values in the channel pattern */
 	if (t->dtype == GRIST_DTYPE_FLOAT32 && (t->layout != GRIST_VISION_CHW || nc == 1) && gv_have_avx2()) {
 		for (int k = 0; k < 24; k++) {
-			e->m24[k] = t->normalize ? t->mean[k % nc] : 0.0f; /* (f - 0) / 1 is f: the same bits */
-			e->s24[k] = t->normalize ? t->std[k % nc] : 1.0f;
+			p->m24[k] = t->normalize ? t->mean[k % nc] : 0.0f; /* (f - 0) / 1 is f: the same bits */
+			p->s24[k] = t->normalize ? t->std[k % nc] : 1.0f;
 		}
-		e->how = gv_have_fma() && gv_emit_f32_fma_exact(e->m24, e->s24, e->r24) ? EMIT_FMA : EMIT_AVX2;
+		p->how = gv_have_fma() && gv_emit_f32_fma_exact(p->m24, p->s24, p->r24) ? EMIT_FMA : EMIT_AVX2;
 		return;
 	}
 #endif
@@ -68,27 +94,42 @@ static void emitter_init(struct emitter *e, const struct grist_vision_transform 
 
 			if (t->normalize)
 				f = (f - t->mean[c]) / t->std[c];
-			e->lut[c][v] = f;
-			e->lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
+			p->lut[c][v] = f;
+			p->lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
 		}
 	}
 }
+
+/* This thread's plan for @t's output: the one kept, or made again for @t's values. */
+static const struct emit_plan *emit_plan_get(const struct grist_vision_transform *t)
+{
+	if (!emit_plan_matches(&emit_cache, t))
+		emit_plan_make(&emit_cache, t);
+	return &emit_cache;
+}
+
+struct emitter {
+	const struct grist_vision_transform *t;
+	const struct emit_plan *p;
+	void *out;
+};
 
 /* A gv_rows sink: output row @y from @row (out_width x channels uint8). */
 static void emit_row(void *ctx, uint32_t y, const uint8_t *row)
 {
 	const struct emitter *e = ctx;
 	const struct grist_vision_transform *t = e->t;
+	const struct emit_plan *pl = e->p;
 	size_t ow = t->out_width, plane = (size_t)t->out_height * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
 	bool chw = t->layout == GRIST_VISION_CHW;
 
 #if GRIST_HAVE_VISION_AVX2
-	if (e->how == EMIT_FMA) {
-		gv_emit_row_f32_fma(row, ow * nc, e->m24, e->s24, e->r24, (float *)e->out + y * ow * nc);
+	if (pl->how == EMIT_FMA) {
+		gv_emit_row_f32_fma(row, ow * nc, pl->m24, pl->s24, pl->r24, (float *)e->out + y * ow * nc);
 		return;
 	}
-	if (e->how == EMIT_AVX2) {
-		gv_emit_row_f32_avx2(row, ow * nc, e->m24, e->s24, (float *)e->out + y * ow * nc);
+	if (pl->how == EMIT_AVX2) {
+		gv_emit_row_f32_avx2(row, ow * nc, pl->m24, pl->s24, (float *)e->out + y * ow * nc);
 		return;
 	}
 #endif
@@ -102,9 +143,9 @@ static void emit_row(void *ctx, uint32_t y, const uint8_t *row)
 			if (esz == 1)
 				*dst = p[c];
 			else if (esz == 4)
-				memcpy(dst, &e->lut[c][p[c]], 4);
+				memcpy(dst, &pl->lut[c][p[c]], 4);
 			else
-				memcpy(dst, &e->lut16[c][p[c]], 2);
+				memcpy(dst, &pl->lut16[c][p[c]], 2);
 		}
 	}
 }
@@ -254,11 +295,9 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		bool direct = t->dtype == GRIST_DTYPE_UINT8 && (t->layout != GRIST_VISION_CHW || t->channels == 1);
 		uint32_t nh = t->out_height, nw = t->out_width;
 		struct grist_vision_box win = { 0, 0, 0, 0, 0 };
-		struct emitter em;
+		struct emitter em = { t, direct ? NULL : emit_plan_get(t), out };
 		struct gv_rows sink = { emit_row, &em };
 
-		if (!direct)
-			emitter_init(&em, t, out);
 		if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 			gv_center_resized(t, h, w, &nh, &nw);
 			gv_center_params(t, h, w, &win);

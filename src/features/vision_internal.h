@@ -55,10 +55,25 @@ int gv_resize_tf(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, u
 		 uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
 		 bool bicubic);
 
-/* vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical output row. */
-void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
-		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
-		       size_t dstride);
+/*
+ * vision_resize_avx2.c (x86-64 with AVX2 only): the horizontal pass on RGB rows, a vertical
+ * output row. The horizontal pass's weights are laid out once per resize (an axis's
+ * @bounds, @kk of @ksize per output, @dw outputs, source rows @sw pixels): make, then any
+ * number of gv_hpass_rgb_avx2() calls on rows of that resize, then free. A layout that could
+ * not be made (-ENOMEM; wt NULL) still serves: the pass then runs without it.
+ */
+struct gv_hlayout {
+	void *wt;          /* __m256i: per output, per four-tap group, the high and low halves */
+	size_t groups;     /* four-tap groups per output: the most taps any output has, in fours */
+	uint32_t fast_end; /* outputs below it read only whole 16-byte loads inside the row */
+	bool two_taps;     /* no output has more than 2 taps (an upscale): per output pair, hi and lo */
+};
+int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint32_t sw,
+			 struct gv_hlayout *l);
+void gv_hlayout_free(struct gv_hlayout *l);
+void gv_hpass_rgb_avx2(const struct gv_hlayout *l, const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0,
+		       uint32_t rows, const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw,
+		       uint8_t *dst, size_t dstride);
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out);
 /* An RGB row to float32 as emit() computes it; @m24/@s24: mean and std over 24 lanes. */
 void gv_emit_row_f32_avx2(const uint8_t *px, size_t n, const float *m24, const float *s24, float *out);

@@ -83,16 +83,39 @@ static void coeffs_free(struct coeffs *c)
 	free(c->k);
 }
 
+/* The filter at @x, as bilinear_filter() / bicubic_filter() (inlined: one call a tap was 10% of coeffs_make). */
+static inline double filter_at(bool bicubic, double x)
+{
+	return bicubic ? bicubic_filter(x) : bilinear_filter(x);
+}
+
+/* One axis's unnormalized weights into @pre (@n taps from @xmin); returns their sum, added in Pillow's order. */
+static inline double weights_at(bool bicubic, int xmin, int n, double center, double ss, double *pre)
+{
+	double ww = 0.0;
+
+	for (int x = 0; x < n; x++) {
+		double w = filter_at(bicubic, (x + xmin - center + 0.5) * ss);
+
+		pre[x] = w;
+		ww += w;
+	}
+	return ww;
+}
+
 /*
  * Pillow's precompute_coeffs() then normalize_coeffs_8bpc(), for in0 = 0, in1 = @in_size, an
- * output of @full samples of which only [@first, @first + @out_size) are wanted.
+ * output of @full samples of which only [@first, @first + @out_size) are wanted. The same
+ * doubles in the same order (each weight, their sum, each weight divided by it), then the
+ * same rounding to fixed point.
  */
 static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t out_size, const struct filter *f,
 		       const char *axis, struct coeffs *c)
 {
 	double scale = (double)in_size / full, filterscale = scale < 1.0 ? 1.0 : scale;
-	double support = f->support * filterscale, *pre;
+	double support = f->support * filterscale, pre_stack[64], *pre;
 	size_t ksize = (size_t)ceil(support) * 2 + 1;
+	bool bicubic = f->fn == bicubic_filter;
 
 	if (ksize > RESIZE_MAX_COEFFS / out_size)
 		return grist_fail(-EFBIG,
@@ -102,14 +125,15 @@ static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t
 	c->ksize = (uint32_t)ksize;
 	c->bounds = malloc(2 * sizeof(int32_t) * out_size);
 	c->k = malloc(sizeof(int32_t) * ksize * out_size);
-	pre = malloc(sizeof(double) * ksize);
+	pre = ksize <= 64 ? pre_stack : malloc(sizeof(double) * ksize);
 	if (!c->bounds || !c->k || !pre) {
-		free(pre);
+		if (pre != pre_stack)
+			free(pre);
 		coeffs_free(c);
 		return grist_fail(-ENOMEM, "resize: out of memory for %u x %zu coefficients", out_size, ksize);
 	}
 	for (uint32_t xx = 0; xx < out_size; xx++) {
-		double center = (first + xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+		double center = (first + xx + 0.5) * scale, ww, ss = 1.0 / filterscale;
 		int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5), x;
 		int32_t *k = c->k + (size_t)xx * ksize;
 
@@ -118,25 +142,21 @@ static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t
 		if (xmax > (int)in_size)
 			xmax = (int)in_size;
 		xmax -= xmin;
-		for (x = 0; x < xmax; x++) {
-			double w = f->fn((x + xmin - center + 0.5) * ss);
-
-			pre[x] = w;
-			ww += w;
-		}
-		for (x = 0; x < xmax; x++)
-			if (ww != 0.0)
+		/* the filter chosen once per axis, not per tap: both loops inline their filter */
+		ww = bicubic ? weights_at(true, xmin, xmax, center, ss, pre) : weights_at(false, xmin, xmax, center, ss, pre);
+		if (ww != 0.0)
+			for (x = 0; x < xmax; x++)
 				pre[x] /= ww;
-		for (x = 0; x < (int)ksize; x++) {
-			double v = x < xmax ? pre[x] : 0.0;
-
-			k[x] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS)) :
-				       (int32_t)(0.5 + v * (1 << PRECISION_BITS));
-		}
+		for (x = 0; x < xmax; x++)
+			k[x] = pre[x] < 0 ? (int32_t)(-0.5 + pre[x] * (1 << PRECISION_BITS)) :
+					    (int32_t)(0.5 + pre[x] * (1 << PRECISION_BITS));
+		for (; x < (int)ksize; x++)
+			k[x] = 0; /* (int32_t)(0.5 + 0.0 x 2^22) */
 		c->bounds[2 * xx] = xmin;
 		c->bounds[2 * xx + 1] = xmax;
 	}
-	free(pre);
+	if (pre != pre_stack)
+		free(pre);
 	return 0;
 }
 
@@ -166,16 +186,21 @@ bool gv_have_fma(void)
 #endif
 }
 
-/* Rows [y0, y0 + rows) of @src (@sw pixels wide), each resized horizontally into a row of @dst. */
+/*
+ * Rows [y0, y0 + rows) of @src (@sw pixels wide), each resized horizontally into a row of
+ * @dst; @hl: the AVX2 pass's weights (RGB with @simd), made once per resize.
+ */
 static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, uint32_t y0, uint32_t rows,
-			    const struct coeffs *co, uint32_t dw, uint8_t *dst, size_t dstride, bool simd)
+			    const struct coeffs *co, const struct gv_hlayout *hl, uint32_t dw, uint8_t *dst,
+			    size_t dstride, bool simd)
 {
 #if GRIST_HAVE_VISION_AVX2
 	if (c == 3 && simd) {
-		gv_hpass_rgb_avx2(src, sstride, sw, y0, rows, co->bounds, co->k, co->ksize, dw, dst, dstride);
+		gv_hpass_rgb_avx2(hl, src, sstride, sw, y0, rows, co->bounds, co->k, co->ksize, dw, dst, dstride);
 		return;
 	}
 #endif
+	(void)hl;
 	(void)sw;
 	(void)simd;
 	for (uint32_t y = 0; y < rows; y++) {
@@ -260,35 +285,64 @@ static void row_done(const struct out_rows *o, uint32_t y)
 		memcpy(o->dst + (size_t)y * o->dstride, row, (size_t)o->dw * o->c);
 }
 
-/* Every output row: a weighted sum of source rows, element by element (vectorizes). */
-static void pass_vertical(const uint8_t *src, size_t sstride, size_t row_bytes, const struct coeffs *co,
-			  uint32_t dh, int32_t shift, const struct out_rows *o, int32_t *acc, bool avx2)
+/* Output row @yy: a weighted sum of source rows, element by element (vectorizes). */
+static void vertical_row(const uint8_t *src, size_t sstride, size_t row_bytes, const struct coeffs *co, uint32_t yy,
+			 int32_t shift, const struct out_rows *o, int32_t *acc, bool avx2)
 {
-	for (uint32_t yy = 0; yy < dh; yy++) {
-		const int32_t *k = co->k + (size_t)yy * co->ksize;
-		int32_t ymin = co->bounds[2 * yy] - shift, n = co->bounds[2 * yy + 1];
-		uint8_t *out = row_at(o, yy);
+	const int32_t *k = co->k + (size_t)yy * co->ksize;
+	int32_t ymin = co->bounds[2 * yy] - shift, n = co->bounds[2 * yy + 1];
+	uint8_t *out = row_at(o, yy);
 
 #if GRIST_HAVE_VISION_AVX2
-		if (avx2) {
-			gv_vrow_avx2(src + (size_t)ymin * sstride, sstride, n, k, row_bytes, out);
-			row_done(o, yy);
-			continue;
-		}
-#endif
-		(void)avx2;
-		for (size_t i = 0; i < row_bytes; i++)
-			acc[i] = 1 << (PRECISION_BITS - 1);
-		for (int32_t y = 0; y < n; y++) {
-			const uint8_t *in = src + (size_t)(ymin + y) * sstride;
-			int32_t w = k[y];
-
-			for (size_t i = 0; i < row_bytes; i++)
-				acc[i] += in[i] * w;
-		}
-		for (size_t i = 0; i < row_bytes; i++)
-			out[i] = clip8(acc[i]);
+	if (avx2) {
+		gv_vrow_avx2(src + (size_t)ymin * sstride, sstride, n, k, row_bytes, out);
 		row_done(o, yy);
+		return;
+	}
+#endif
+	(void)avx2;
+	for (size_t i = 0; i < row_bytes; i++)
+		acc[i] = 1 << (PRECISION_BITS - 1);
+	for (int32_t y = 0; y < n; y++) {
+		const uint8_t *in = src + (size_t)(ymin + y) * sstride;
+		int32_t w = k[y];
+
+		for (size_t i = 0; i < row_bytes; i++)
+			acc[i] += in[i] * w;
+	}
+	for (size_t i = 0; i < row_bytes; i++)
+		out[i] = clip8(acc[i]);
+	row_done(o, yy);
+}
+
+/*
+ * Both passes, the horizontal one just ahead of the vertical one: source rows [first, last)
+ * resized horizontally into @tmp (one row of @row bytes each, row first at the top) as the
+ * next output row first needs them, an even number at a time where it can (the AVX2 pass
+ * does rows in pairs). The vertical pass then reads rows written a moment before, from L1,
+ * where running the whole horizontal pass first left them to L2 (an intermediate of a
+ * 316-row crop is about 210 KB). The same rows and sums as the two passes one after the other.
+ */
+static void pass_both(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, const struct coeffs *ch,
+		      const struct gv_hlayout *hl, const struct coeffs *cv, uint32_t dh, uint32_t dw, uint32_t first,
+		      uint32_t last, uint8_t *tmp, const struct out_rows *o, int32_t *acc, bool simd)
+{
+	size_t row = (size_t)dw * c;
+	uint32_t done = first; /* rows [first, done) are in tmp */
+
+	for (uint32_t yy = 0; yy < dh; yy++) {
+		uint32_t need = (uint32_t)(cv->bounds[2 * yy] + cv->bounds[2 * yy + 1]);
+
+		if (need > done) {
+			uint32_t end = need + ((need - done) & 1);
+
+			if (end > last)
+				end = last;
+			pass_horizontal(src, sstride, sw, c, done, end - done, ch, hl, dw, tmp + (size_t)(done - first) * row,
+					row, simd);
+			done = end;
+		}
+		vertical_row(tmp, row, row, cv, yy, (int32_t)first, o, acc, simd);
 	}
 }
 
@@ -380,6 +434,7 @@ static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstr
 		     interp == GRIST_VISION_BICUBIC_TF || (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh);
 	size_t row = (size_t)dw * c;
 	struct coeffs ch = { 0 }, cv = { 0 };
+	struct gv_hlayout hl = { 0 };
 	const struct filter *f;
 	uint8_t *tmp = NULL, *img;
 	int32_t *acc = NULL;
@@ -428,16 +483,20 @@ static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstr
 		goto out;
 	if (!need_h)
 		src += (size_t)x0 * c; /* the window's columns, unresized */
+#if GRIST_HAVE_VISION_AVX2
+	if (need_h && c == 3 && simd)
+		(void)gv_hlayout_make_avx2(ch.bounds, ch.k, ch.ksize, dw, sw, &hl); /* none: the pass runs without */
+#endif
 	if (!need_v) {
 		if (!o->sink && !o->flip) {
-			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, o->dst, o->dstride, simd);
+			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, &hl, dw, o->dst, o->dstride, simd);
 		} else {
 			tmp = malloc(row * dh);
 			if (!tmp) {
 				ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", dh, dw);
 				goto out;
 			}
-			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, dw, tmp, row, simd);
+			pass_horizontal(src, sstride, sw, c, y0, dh, &ch, &hl, dw, tmp, row, simd);
 			deliver_image(tmp, dh, o);
 		}
 		goto out;
@@ -457,14 +516,17 @@ static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstr
 			ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", last - first, dw);
 			goto out;
 		}
-		pass_horizontal(src, sstride, sw, c, first, last - first, &ch, dw, tmp, row, simd);
-		pass_vertical(tmp, row, row, &cv, dh, (int32_t)first, o, acc, simd);
+		pass_both(src, sstride, sw, c, &ch, &hl, &cv, dh, dw, first, last, tmp, o, acc, simd);
 	} else {
-		pass_vertical(src, sstride, (size_t)sw * c, &cv, dh, 0, o, acc, simd);
+		for (uint32_t yy = 0; yy < dh; yy++)
+			vertical_row(src, sstride, (size_t)sw * c, &cv, yy, 0, o, acc, simd);
 	}
 out:
 	free(tmp);
 	free(acc);
+#if GRIST_HAVE_VISION_AVX2
+	gv_hlayout_free(&hl);
+#endif
 	coeffs_free(&ch);
 	coeffs_free(&cv);
 	return ret;

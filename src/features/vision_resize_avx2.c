@@ -5,6 +5,7 @@
  * addition does not care (no sum comes near 2^31: the weights sum to 2^22, pixels are < 256,
  * the negative lobes are small).
  */
+#include <errno.h>
 #include <immintrin.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -289,21 +290,61 @@ hpass_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, ui
 }
 
 /*
+ * Two taps at most (every upscale: the filter spans two source pixels): one output pixel
+ * per 128-bit lane, its taps' R, G, B as int16 pairs (R_0, R_1, G_0, G_1, B_0, B_1, 0, 0),
+ * two pixels a step. Each pixel's sums end in its own lane: no cross-lane join, half the
+ * multiply-adds and weight loads of the four-tap layout, whose slots would be half empty.
+ */
+
+/* 8 bytes of @in from byte @at of a row of @row_bytes: zeros past its end (their taps weigh 0). */
+static inline __m128i row_bytes8(const uint8_t *in, size_t at, size_t row_bytes)
+{
+	uint64_t w = 0;
+
+	if (at + 8 <= row_bytes)
+		return _mm_loadl_epi64((const __m128i *)(const void *)(in + at));
+	if (at < row_bytes)
+		memcpy(&w, in + at, row_bytes - at < 8 ? row_bytes - at : 8);
+	return _mm_cvtsi64_si128((long long)w);
+}
+
+/*
+ * The sums of outputs @xx (even) and @xx + 1 (past @dw: a copy of @xx's loads at weight 0),
+ * shifted: int32 lanes [R G B x of xx | R G B x of xx + 1]. @fast: both 8-byte loads inside the row.
+ */
+static inline __attribute__((always_inline)) __m256i pair2_sum(const uint8_t *in, size_t row_bytes,
+							       const int32_t *bounds, const __m256i *wt, uint32_t xx,
+							       uint32_t dw, bool fast, __m256i spread, __m256i half)
+{
+	const __m256i *w = &wt[(size_t)xx]; /* pair xx / 2: two vectors */
+	size_t a = (size_t)bounds[2 * xx] * 3, b = xx + 1 < dw ? (size_t)bounds[2 * xx + 2] * 3 : a;
+	__m128i va = fast ? _mm_loadl_epi64((const __m128i *)(const void *)(in + a)) : row_bytes8(in, a, row_bytes);
+	__m128i vb = fast ? _mm_loadl_epi64((const __m128i *)(const void *)(in + b)) : row_bytes8(in, b, row_bytes);
+	__m256i p = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(va), vb, 1), spread);
+	__m256i h = _mm256_madd_epi16(p, _mm256_load_si256(w)), l = _mm256_madd_epi16(p, _mm256_load_si256(w + 1));
+
+	return _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half), PRECISION_BITS);
+}
+
+static void hpass2_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows,
+			const int32_t *bounds, const __m256i *wt, uint32_t fast_end, uint32_t dw, uint8_t *dst,
+			size_t dstride);
+
+/*
  * The horizontal pass, four taps per step with 16-bit multiply-adds: a weight k (22-bit fixed
  * point, |k| < 2^23) is split as k = kh x 2^11 + kl with 0 <= kl < 2^11, both halves fit
  * int16, and sum(p x k) = 2^11 x sum(p x kh) + sum(p x kl) exactly. Each 128-bit lane holds
  * two taps' R, G, B as int16 pairs (R_j, R_j+1, G_j, G_j+1, B_j, B_j+1, 0, 0), so one
  * _mm256_madd_epi16 does four taps of all three channels. The weights, laid out that way,
- * are made once per output column, not per row.
+ * are made once per resize (gv_hlayout_make_avx2), not per row.
  *
  * Every output pixel runs the same number of steps (the most taps any has, in fours; the
  * extra taps weigh 0), so the loop's trip count never changes between pixels (a count that
  * alternates, as 4 and 5 taps do at a 2x downscale, costs a mispredicted branch a pixel);
  * two pixels share one reduction, and four such pairs one pack and one 24-byte store.
  */
-void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0, uint32_t rows,
-		       const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
-		       size_t dstride)
+int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint32_t sw,
+			 struct gv_hlayout *l)
 {
 	const size_t row_bytes = (size_t)sw * 3;
 	size_t groups = 1;
@@ -313,48 +354,132 @@ void gv_hpass_rgb_avx2(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t
 	for (uint32_t xx = 0; xx < dw; xx++)
 		if ((size_t)(bounds[2 * xx + 1] + 3) / 4 > groups)
 			groups = (size_t)(bounds[2 * xx + 1] + 3) / 4;
-	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
-	if (!wt) { /* no memory for the laid-out weights: the two-tap path needs none */
-		gv_hpass_rgb_avx2_mullo(src, sstride, sw, y0, rows, bounds, kk, ksize, dw, dst, dstride);
-		return;
+	l->wt = NULL;
+	l->groups = groups;
+	l->two_taps = true;
+	for (uint32_t xx = 0; xx < dw; xx++)
+		l->two_taps = l->two_taps && bounds[2 * xx + 1] <= 2;
+	if (l->two_taps) {
+		/* per output pair: [hi of xx | hi of xx + 1], [lo of xx | lo of xx + 1]; a missing xx + 1 weighs 0 */
+		wt = aligned_alloc(32, sizeof(__m256i) * ((size_t)dw + 1) + 32);
+		if (!wt)
+			return -ENOMEM;
+		for (uint32_t xx = 0; xx < dw + (dw & 1); xx++) {
+			const int32_t *k = kk + (size_t)xx * ksize;
+			int32_t n = xx < dw ? bounds[2 * xx + 1] : 0, k0 = n > 0 ? k[0] : 0, k1 = n > 1 ? k[1] : 0;
+			int32_t h = (int32_t)((uint32_t)(uint16_t)(k0 >> 11) | (uint32_t)(uint16_t)(k1 >> 11) << 16);
+			int32_t lo = (int32_t)((uint32_t)(k0 & 2047) | (uint32_t)(k1 & 2047) << 16);
+			uint8_t *at = (uint8_t *)(void *)&wt[xx & ~1u] + (xx & 1) * 16;
+
+			_mm_storeu_si128((__m128i *)(void *)at, _mm_setr_epi32(h, h, h, 0));
+			_mm_storeu_si128((__m128i *)(void *)(at + 32), _mm_setr_epi32(lo, lo, lo, 0));
+			if (xx < dw && (size_t)bounds[2 * xx] * 3 + 8 <= row_bytes && fast_end == xx)
+				fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
+		}
+		l->wt = wt;
+		l->fast_end = fast_end;
+		return 0;
 	}
+	wt = aligned_alloc(32, sizeof(__m256i) * 2 * groups * dw + 32);
+	if (!wt)
+		return -ENOMEM;
 	for (uint32_t xx = 0; xx < dw; xx++) {
 		const int32_t *k = kk + (size_t)xx * ksize;
 		int32_t n = bounds[2 * xx + 1];
 
 		for (size_t g = 0; g < groups; g++) {
-			int16_t hi[16] = { 0 }, lo[16] = { 0 };
+			int32_t v[4];
+			uint32_t h01, h23, l01, l23;
 
-			for (int t = 0; t < 4; t++) {
-				int32_t x = (int32_t)(4 * g) + t, v = x < n ? k[x] : 0;
-				int lane = t / 2, pos = t % 2;
-
-				for (int c = 0; c < 3; c++) {
-					hi[lane * 8 + 2 * c + pos] = (int16_t)(v >> 11);
-					lo[lane * 8 + 2 * c + pos] = (int16_t)(v & 2047);
-				}
-			}
-			memcpy(&wt[(xx * groups + g) * 2], hi, 32);
-			memcpy(&wt[(xx * groups + g) * 2 + 1], lo, 32);
+			for (int t = 0; t < 4; t++)
+				v[t] = (int32_t)(4 * g) + t < n ? k[4 * g + t] : 0;
+			/* taps (0, 1) as R, G, B int16 pairs in the low lane, (2, 3) in the high lane */
+			h01 = (uint32_t)(uint16_t)(v[0] >> 11) | (uint32_t)(uint16_t)(v[1] >> 11) << 16;
+			h23 = (uint32_t)(uint16_t)(v[2] >> 11) | (uint32_t)(uint16_t)(v[3] >> 11) << 16;
+			l01 = (uint32_t)(v[0] & 2047) | (uint32_t)(v[1] & 2047) << 16;
+			l23 = (uint32_t)(v[2] & 2047) | (uint32_t)(v[3] & 2047) << 16;
+			_mm256_store_si256(&wt[(xx * groups + g) * 2],
+					   _mm256_setr_epi32((int)h01, (int)h01, (int)h01, 0, (int)h23, (int)h23, (int)h23, 0));
+			_mm256_store_si256(&wt[(xx * groups + g) * 2 + 1],
+					   _mm256_setr_epi32((int)l01, (int)l01, (int)l01, 0, (int)l23, (int)l23, (int)l23, 0));
 		}
 		if ((size_t)(bounds[2 * xx] + 4 * (groups - 1)) * 3 + 16 <= row_bytes && fast_end == xx)
 			fast_end = xx + 1; /* the first pixels' xmin only grows: a prefix */
 	}
+	l->wt = wt;
+	l->fast_end = fast_end;
+	return 0;
+}
+
+void gv_hlayout_free(struct gv_hlayout *l)
+{
+	free(l->wt);
+	l->wt = NULL;
+}
+
+void gv_hpass_rgb_avx2(const struct gv_hlayout *l, const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0,
+		       uint32_t rows, const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint8_t *dst,
+		       size_t dstride)
+{
+	const size_t row_bytes = (size_t)sw * 3;
+	const __m256i *wt = l->wt;
+
+	if (!wt) { /* no memory for the laid-out weights: the two-tap path needs none */
+		gv_hpass_rgb_avx2_mullo(src, sstride, sw, y0, rows, bounds, kk, ksize, dw, dst, dstride);
+		return;
+	}
+	if (l->two_taps) {
+		hpass2_rows(src, sstride, row_bytes, y0, rows, bounds, wt, l->fast_end, dw, dst, dstride);
+		return;
+	}
 	/* the common step counts as constants: the loops unroll and the sums stay in registers */
-	switch (groups) {
+	switch (l->groups) {
 	case 1:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 1, fast_end, dw, dst, dstride);
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 1, l->fast_end, dw, dst, dstride);
 		break;
 	case 2:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 2, fast_end, dw, dst, dstride);
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 2, l->fast_end, dw, dst, dstride);
 		break;
 	case 3:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 3, fast_end, dw, dst, dstride);
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, 3, l->fast_end, dw, dst, dstride);
 		break;
 	default:
-		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, groups, fast_end, dw, dst, dstride);
+		hpass_rows(src, sstride, row_bytes, y0, rows, bounds, wt, l->groups, l->fast_end, dw, dst, dstride);
 	}
-	free(wt);
+}
+
+/* Rows [y0, y0 + rows) of the two-tap pass: eight pixels a step (four pairs, one 24-byte store), then two. */
+static void hpass2_rows(const uint8_t *src, size_t sstride, size_t row_bytes, uint32_t y0, uint32_t rows,
+			const int32_t *bounds, const __m256i *wt, uint32_t fast_end, uint32_t dw, uint8_t *dst,
+			size_t dstride)
+{
+	const __m256i spread = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1,
+						1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+
+	for (uint32_t y = 0; y < rows; y++) {
+		const uint8_t *in = src + (size_t)(y0 + y) * sstride;
+		uint8_t *out = dst + (size_t)y * dstride;
+		uint32_t xx = 0;
+
+		for (; xx + 8 <= dw; xx += 8)
+			store8(pair2_sum(in, row_bytes, bounds, wt, xx, dw, xx + 1 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 2, dw, xx + 3 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 4, dw, xx + 5 < fast_end, spread, half),
+			       pair2_sum(in, row_bytes, bounds, wt, xx + 6, dw, xx + 7 < fast_end, spread, half),
+			       out + (size_t)xx * 3);
+		for (; xx < dw; xx += 2) {
+			__m256i sum = pair2_sum(in, row_bytes, bounds, wt, xx, dw, xx + 1 < fast_end, spread, half);
+			uint32_t pa, pb;
+
+			sum = _mm256_packus_epi16(_mm256_packs_epi32(sum, sum), sum);
+			pa = (uint32_t)_mm256_extract_epi32(sum, 0);
+			pb = (uint32_t)_mm256_extract_epi32(sum, 4);
+			memcpy(out + (size_t)xx * 3, &pa, 3);
+			if (xx + 1 < dw)
+				memcpy(out + (size_t)xx * 3 + 3, &pb, 3);
+		}
+	}
 }
 
 /* Taps @k0 and @k1 as int16 pairs in every int32 lane: the high parts (k >> 11) in @h, the low (k & 2047) in @l. */
@@ -375,33 +500,42 @@ static inline void weight_pair(int32_t k0, int32_t k1, __m256i *h, __m256i *l)
 void gv_vrow_avx2(const uint8_t *first, size_t sstride, int32_t n, const int32_t *k, size_t row_bytes, uint8_t *out)
 {
 	const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1)), zero = _mm256_setzero_si256();
+	__m256i wstack[2 * 8], *w = wstack;
+	int32_t pairs = (n + 1) / 2;
 	size_t i = 0;
 
-	for (; i + 32 <= row_bytes; i += 32) {
-		__m256i h[4] = { zero, zero, zero, zero }, l[4] = { zero, zero, zero, zero }, s[4];
+	/* each tap pair's weights split once per row, not once per 32 bytes */
+	if (pairs > 8 && !(w = aligned_alloc(32, sizeof(__m256i) * 2 * (size_t)pairs)))
+		pairs = 0; /* no memory: the bytewise loop below does the whole row */
+	for (int32_t p = 0; p < pairs; p++)
+		weight_pair(k[2 * p], 2 * p + 1 < n ? k[2 * p + 1] : 0, &w[2 * p], &w[2 * p + 1]);
+	for (; pairs && i + 32 <= row_bytes; i += 32) {
+		/* the rounding's half unit starts in the low parts' sums */
+		__m256i h[4] = { zero, zero, zero, zero }, l[4] = { half, half, half, half }, s[4];
 
 		for (int32_t y = 0; y < n; y += 2) {
 			const uint8_t *r0 = first + (size_t)y * sstride + i;
 			bool odd = y + 1 == n; /* the last tap alone: paired with itself at weight 0 */
 			__m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)r0);
 			__m256i v1 = odd ? v0 : _mm256_loadu_si256((const __m256i *)(const void *)(r0 + sstride));
-			__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1), wh, wl;
+			__m256i lo = _mm256_unpacklo_epi8(v0, v1), hi = _mm256_unpackhi_epi8(v0, v1);
+			__m256i wh = _mm256_load_si256(&w[y]), wl = _mm256_load_si256(&w[y + 1]);
 			__m256i p[4] = { _mm256_unpacklo_epi8(lo, zero), _mm256_unpackhi_epi8(lo, zero),
 					 _mm256_unpacklo_epi8(hi, zero), _mm256_unpackhi_epi8(hi, zero) };
 
-			weight_pair(k[y], odd ? 0 : k[y + 1], &wh, &wl);
 			for (int j = 0; j < 4; j++) {
 				h[j] = _mm256_add_epi32(h[j], _mm256_madd_epi16(p[j], wh));
 				l[j] = _mm256_add_epi32(l[j], _mm256_madd_epi16(p[j], wl));
 			}
 		}
 		for (int j = 0; j < 4; j++)
-			s[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h[j], 11), l[j]), half),
-						 PRECISION_BITS);
+			s[j] = _mm256_srai_epi32(_mm256_add_epi32(_mm256_slli_epi32(h[j], 11), l[j]), PRECISION_BITS);
 		/* s[0..3] hold bytes 0-3, 4-7, 8-11, 12-15 of each 16-byte half: the packs keep that order */
 		_mm256_storeu_si256((__m256i *)(void *)(out + i),
 				    _mm256_packus_epi16(_mm256_packs_epi32(s[0], s[1]), _mm256_packs_epi32(s[2], s[3])));
 	}
+	if (w != wstack)
+		free(w);
 	for (; i < row_bytes; i++) {
 		int32_t s = 1 << (PRECISION_BITS - 1);
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,6 +291,9 @@ static void test_resize_avx2_is_portable(void **state)
 		{ 97, 131, 97, 9, 0, 0, 97, 9 }, { 131, 97, 7, 97, 0, 0, 7, 97 },
 		{ 2, 1, 5, 3, 0, 0, 5, 3 }, { 1, 29, 1, 1, 0, 0, 1, 1 }, { 600, 17, 224, 15, 0, 0, 224, 15 },
 		{ 375, 500, 256, 341, 16, 58, 224, 224 }, { 800, 533, 224, 224, 3, 5, 200, 211 },
+		/* upscales: the two-tap pass (an odd width's last pair, a 2- and a 1-pixel-wide source) */
+		{ 61, 150, 70, 229, 0, 0, 70, 229 }, { 5, 2, 9, 7, 0, 0, 9, 7 }, { 9, 1, 4, 33, 0, 0, 4, 33 },
+		{ 160, 160, 224, 224, 0, 0, 224, 224 }, { 160, 160, 260, 300, 20, 40, 224, 224 },
 	};
 	uint8_t *a = malloc(224 * 341 * 3), *b = malloc(224 * 341 * 3), *img = photo(800, 800, 11);
 
@@ -481,6 +485,126 @@ static void test_output_stage(void **state)
 							 t.normalize, (unsigned long long)i);
 				}
 			}
+	free(jpg);
+	free(px);
+}
+
+/*
+ * The output stage's plan (vision.c: the float32 path and its FMA check, the float16 and
+ * bfloat16 tables) is kept per thread between images and made again when a transform's
+ * values differ. Transforms that differ in one of those values each, applied in turns in one
+ * thread and in two threads at once, give the bytes a fresh thread gives (no plan kept);
+ * each pair of neighbours in the list gives other bytes, so a plan kept for the wrong
+ * transform would show.
+ */
+#define PLAN_N 9
+#define PLAN_OUT (32 * 24 * 3 * 4)
+
+struct plan_job {
+	const uint8_t *jpg;
+	unsigned long len;
+	const struct grist_vision_transform *t;
+	const int *order;
+	size_t n;
+	uint8_t (*fresh)[PLAN_OUT]; /* fresh[i]: transform i's bytes; written, or with @check compared */
+	bool check;
+	int ret;
+	int bad; /* with @check: 1 + the first step whose bytes were not fresh[i]'s */
+};
+
+static void *plan_run(void *arg)
+{
+	struct plan_job *j = arg;
+	uint8_t out[PLAN_OUT];
+
+	for (size_t k = 0; k < j->n && !j->ret && !j->bad; k++) {
+		int i = j->order[k];
+
+		memset(out, 0, sizeof(out));
+		j->ret = grist_vision_apply(&j->t[i], j->jpg, j->len, 0, 3, "image", j->check ? out : j->fresh[i],
+					    PLAN_OUT, NULL);
+		if (!j->ret && j->check && memcmp(out, j->fresh[i], PLAN_OUT))
+			j->bad = (int)k + 1;
+	}
+	return NULL;
+}
+
+static void test_output_plan_cache(void **state)
+{
+	static const float mean[3] = { 0.485f, 0.456f, 0.406f }, std[3] = { 0.229f, 0.224f, 0.225f };
+	int forward[2 * PLAN_N * PLAN_N], backward[2 * PLAN_N * PLAN_N];
+	size_t steps = 0;
+	struct grist_vision_transform t[PLAN_N];
+	uint8_t *px = photo(96, 120, 31), *jpg;
+	uint8_t(*fresh)[PLAN_OUT] = calloc(PLAN_N, PLAN_OUT);
+	unsigned long len;
+
+	(void)state;
+	assert_non_null(fresh);
+	jpg = encode(px, 96, 120, TJSAMP_420, 0, &len);
+	for (int i = 0; i < PLAN_N; i++) {
+		grist_vision_transform_init(&t[i]);
+		t[i].op = GRIST_VISION_RANDOM_RESIZED_CROP;
+		t[i].out_height = 32;
+		t[i].out_width = 24;
+		t[i].normalize = true;
+		memcpy(t[i].mean, mean, sizeof(mean));
+		memcpy(t[i].std, std, sizeof(std));
+		t[i].dtype = GRIST_DTYPE_FLOAT32;
+	}
+	t[1].std[1] = nextafterf(std[1], 1.0f); /* one ulp: the float32 quotients move */
+	t[2].mean[2] = nextafterf(mean[2], 1.0f);
+	t[3].dtype = GRIST_DTYPE_FLOAT16;
+	t[4].dtype = GRIST_DTYPE_BFLOAT16; /* the same values as 3: only the dtype differs */
+	t[5].dtype = GRIST_DTYPE_BFLOAT16;
+	t[5].layout = GRIST_VISION_CHW;
+	t[6].layout = GRIST_VISION_CHW; /* float32 CHW: the table path */
+	t[7].layout = GRIST_VISION_CHW;
+	t[7].normalize = false;
+	t[8].channels = 1;
+	/* every transform after every other (i then j, for all i != j), and after itself */
+	for (int i = 0; i < PLAN_N; i++)
+		for (int j = 0; j < PLAN_N; j++) {
+			forward[steps] = i;
+			forward[steps + 1] = j;
+			backward[steps] = PLAN_N - 1 - j;
+			backward[steps + 1] = PLAN_N - 1 - i;
+			steps += 2;
+		}
+	/* each alone in a thread of its own: no plan kept from an earlier transform */
+	for (int i = 0; i < PLAN_N; i++) {
+		struct plan_job j = { jpg, len, t, &i, 1, fresh, false, 0, 0 };
+		pthread_t th;
+
+		assert_int_equal(pthread_create(&th, NULL, plan_run, &j), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		assert_int_equal(j.ret, 0);
+	}
+	for (int i = 0; i + 1 < PLAN_N; i++)
+		if (!memcmp(fresh[i], fresh[i + 1], PLAN_OUT))
+			fail_msg("transforms %d and %d give the same bytes: this test could not see a stale plan", i, i + 1);
+	/* in turns in this thread, then in two threads at once in other orders */
+	{
+		struct plan_job a = { jpg, len, t, forward, steps, fresh, true, 0, 0 };
+		struct plan_job b = { jpg, len, t, backward, steps, fresh, true, 0, 0 };
+		pthread_t ta, tb;
+
+		plan_run(&a);
+		assert_int_equal(a.ret, 0);
+		if (a.bad)
+			fail_msg("step %d (transform %d) in turns with others: not a fresh thread's bytes", a.bad - 1,
+				 forward[a.bad - 1]);
+		assert_int_equal(pthread_create(&ta, NULL, plan_run, &a), 0);
+		assert_int_equal(pthread_create(&tb, NULL, plan_run, &b), 0);
+		assert_int_equal(pthread_join(ta, NULL), 0);
+		assert_int_equal(pthread_join(tb, NULL), 0);
+		assert_int_equal(a.ret, 0);
+		assert_int_equal(b.ret, 0);
+		if (a.bad || b.bad)
+			fail_msg("two threads at once: step %d of the first, %d of the second not a fresh thread's bytes",
+				 a.bad - 1, b.bad - 1);
+	}
+	free(fresh);
 	free(jpg);
 	free(px);
 }
@@ -957,6 +1081,7 @@ int main(void)
 		cmocka_unit_test(test_resize_avx2_is_portable),
 		cmocka_unit_test(test_resize_rows_sink),
 		cmocka_unit_test(test_output_stage),
+		cmocka_unit_test(test_output_plan_cache),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),
