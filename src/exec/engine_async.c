@@ -349,16 +349,6 @@ static bool wants_more(struct worker *wk, unsigned queued)
 		return true;
 	if (wk->count == wk->works_cap)
 		return false;
-	/*
-	 * URLs: the oldest unit's reads have all landed: decode it first. A GET lands thousands
-	 * of reads at once, and refilling the read-ahead behind them first (hundreds of units to
-	 * plan, their arena faulted in) held the first batch 0.4 s after its reads were in
-	 * (group_size 1 over s3://, 110,000 reads in flight on one core). The reads already
-	 * out keep the scheduler's list full meanwhile.
-	 */
-	if (wk->e->io_kind == GRIST_IO_HTTP && !grist_async_reads_pending(&pipeline_at(wk, 0)->reads) &&
-	    grist_async_reads_admitted(&pipeline_at(wk, 0)->reads))
-		return false;
 	/* a peek without the lock: polled between reaps, the claim window is mostly full */
 	if (__atomic_load_n(&wk->e->next_unit, __ATOMIC_RELAXED) >=
 	    __atomic_load_n(&wk->e->consumed_units, __ATOMIC_RELAXED) + wk->e->nunits)

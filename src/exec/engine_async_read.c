@@ -83,13 +83,6 @@ int grist_async_reader_init(struct async_reader *rd, const struct async_reader_c
 	if (p->io_override)
 		ioc = p->io_config;
 	ioc.queue_depth = c->queue_depth;
-	/*
-	 * URLs: the reads out may fill the arena. The io core's default cap (64 MiB of reads in
-	 * flight) held 611-byte chunk reads to 110,000 of the queue depth's 190,000, below the
-	 * read-ahead the scheduler merges GETs from (engine_sizing.c).
-	 */
-	if (c->io_kind == GRIST_IO_HTTP && c->read_ahead > ioc.max_bytes_in_flight)
-		ioc.max_bytes_in_flight = c->read_ahead;
 	ioc.threads = 4;
 	ioc.remote_counters = c->remote_counters;
 	ioc.remote_options = p->remote;

@@ -37,7 +37,8 @@
  * the bytes the reads cover, not their count: a cap of 16,384 reads held the 611-byte
  * chunks of a 122 MB object to 11 MB waiting, and each GET carried 8.5-8.7 bytes of body
  * per byte wanted (docs/tuning.md, "group_size 1: the read-ahead in bytes"). 1 MiB chunks
- * stay at 4096 reads. The reads' bookkeeping is about 200 bytes each beyond their bytes
+ * stay at 4096 reads. The io object's bytes in flight (64 MiB) still bound the reads out:
+ * 110,000 of those chunks. The reads' bookkeeping is about 200 bytes each beyond their bytes
  * (the engine's request and plan, the scheduler's piece and its sort's copy), so this cap
  * on the process's reads (its workers' shares) bounds it at about 50 MB, and the
  * scheduler's work per GET (a walk of the reads waiting) with it.

@@ -473,11 +473,13 @@ int grist_sched_launch(struct grist_sched *h)
 	dp = decode_point(h);
 	force = h->starved && !h->active && !h->waiting;
 	/*
-	 * Nothing due: no waiting piece is within the horizon (pending_min is at most the oldest
-	 * one's seq, and a lower bound can only make this say "due" where it is not, never the
-	 * other way: see below). The waiting list is neither merged nor walked, so a launch
-	 * costs O(newly arrived), not O(waiting): with 100,000 reads of 611 bytes waiting, the
-	 * walk on every hand-over and every consumer's word took 22% of the one core's time.
+	 * Nothing due: no waiting piece is within the limit below. pending_min is at most the
+	 * oldest waiting piece's seq, so this can only send a launch on to walk the list when
+	 * nothing is due, never hold what is: where pending_min is above the limit it was not
+	 * the least term of that limit, which is then the exact one. The waiting list is neither
+	 * merged nor walked, so such a launch costs O(newly arrived), not O(waiting): with
+	 * 100,000 reads of 611 bytes waiting, the walk on every hand-over and every consumer's
+	 * word took 22% of the one core's time.
 	 */
 	if (!force) {
 		least = h->pending_min < oldest ? h->pending_min : oldest;
