@@ -321,7 +321,7 @@ static int push_pipeline(struct worker *wk)
 	unsigned k;
 	int ret;
 
-	for (k = 0; k < wk->count && !full; k++) {
+	for (k = wk->pushed; k < wk->count && !full; k++) {
 		struct work *w = pipeline_at(wk, k);
 
 		if (!grist_async_reads_admitted(&w->reads))
@@ -329,6 +329,8 @@ static int push_pipeline(struct worker *wk)
 		ret = grist_async_push(&wk->reader, &w->reads, &full);
 		if (ret)
 			return ret;
+		if (k == wk->pushed && grist_async_reads_all_submitted(&w->reads))
+			wk->pushed++;
 	}
 	return 0;
 }
@@ -482,6 +484,8 @@ static int step_head(struct worker *wk, bool stopping)
 	w->u = NULL;
 	wk->head = (wk->head + 1) % wk->works_cap;
 	wk->count--;
+	if (wk->pushed)
+		wk->pushed--; /* it was the first of them */
 	return 1;
 }
 

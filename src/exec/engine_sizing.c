@@ -29,15 +29,22 @@
 /* bytes of host slots the units being assembled ahead of the consumer may hold, about */
 #define ASSEMBLY_BYTES (512ull << 20)
 /*
- * URL datasets: the bytes of chunk reads one engine thread hands the http backend at
- * once by default (its queue depth is this over the largest extent, at least
- * GRIST_REMOTE_QUEUE_DEPTH and at most REMOTE_QUEUE_DEPTH_MAX). The backend makes its
- * GETs from the reads waiting, so the more of the object they cover the fewer gap bytes
- * a GET carries: 616-byte chunks of a chunk-window shuffle get 16384 reads (the read-ahead
- * arena about 21 MiB), 1 MiB chunks stay at 4096 (docs/tuning.md).
+ * URL datasets: the reads one engine thread hands the http backend at once by default
+ * are as many as its read-ahead holds (the arena keeps the reads in flight and as many
+ * landed: the read-ahead over twice the largest extent), at least GRIST_REMOTE_QUEUE_DEPTH
+ * and the worker's share of REMOTE_PROCESS_QUEUE_DEPTH, at most REMOTE_QUEUE_DEPTH_MAX.
+ * The GET scheduler makes its GETs from the reads waiting, and a GET carries about the
+ * object's bytes over the bytes of reads waiting in its span, so what keeps GETs dense is
+ * the bytes the reads cover, not their count: a cap of 16,384 reads held the 611-byte
+ * chunks of a 122 MB object to 11 MB waiting, and each GET carried 8.5-8.7 bytes of body
+ * per byte wanted (docs/tuning.md, "group_size 1: the read-ahead in bytes"). 1 MiB chunks
+ * stay at 4096 reads. The io object's bytes in flight (64 MiB) still bound the reads out:
+ * 110,000 of those chunks. The reads' bookkeeping is about 200 bytes each beyond their bytes
+ * (the engine's request and plan, the scheduler's piece and its sort's copy), so this cap
+ * on the process's reads (its workers' shares) bounds it at about 50 MB, and the
+ * scheduler's work per GET (a walk of the reads waiting) with it.
  */
-#define REMOTE_WINDOW_BYTES (16ull << 20)
-#define REMOTE_QUEUE_DEPTH_MAX 16384
+#define REMOTE_QUEUE_DEPTH_MAX GRIST_IO_MAX_REMOTE_QUEUE_DEPTH
 /*
  * URL datasets: the read-ahead bytes and queue depth of a process's workers together, by
  * default. Every worker's reads wait in the process's one GET scheduler (io/sched.c), and
@@ -49,7 +56,7 @@
  * (the reads of two passes over them), so a small dataset keeps today's arena.
  */
 #define REMOTE_PROCESS_READ_AHEAD (256ull << 20)
-#define REMOTE_PROCESS_QUEUE_DEPTH REMOTE_QUEUE_DEPTH_MAX
+#define REMOTE_PROCESS_QUEUE_DEPTH 16384
 /*
  * URL datasets at chunk granularity: bytes of host slots ahead of the consumer, about
  * (instead of ASSEMBLY_BYTES). A GET lands the reads of many units at once, so the
@@ -205,18 +212,23 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
 }
 
 /*
- * The default queue depth for URL datasets: REMOTE_WINDOW_BYTES of reads of @max_extent
- * bytes, and at least the worker's share of REMOTE_PROCESS_QUEUE_DEPTH.
+ * The default queue depth for URL datasets: the reads of @max_extent bytes the worker's
+ * read-ahead holds, each landed read beside one in flight, at most the worker's share of
+ * REMOTE_QUEUE_DEPTH_MAX (the process's reads, whatever its threads: see there); at least
+ * GRIST_REMOTE_QUEUE_DEPTH and the worker's share of REMOTE_PROCESS_QUEUE_DEPTH.
  */
-static unsigned remote_queue_depth(uint64_t max_extent, unsigned workers)
+static unsigned remote_queue_depth(const struct grist_engine_geometry *g, const struct grist_engine_sizes *s,
+				   uint64_t max_extent)
 {
-	uint64_t q = REMOTE_WINDOW_BYTES / (max_extent ? max_extent : 1);
+	uint64_t q = remote_read_ahead_max(g, s) / (2 * max_extent);
 
+	if (q > REMOTE_QUEUE_DEPTH_MAX / s->workers)
+		q = REMOTE_QUEUE_DEPTH_MAX / s->workers;
 	if (q < GRIST_REMOTE_QUEUE_DEPTH)
 		q = GRIST_REMOTE_QUEUE_DEPTH;
-	if (q < REMOTE_PROCESS_QUEUE_DEPTH / workers)
-		q = REMOTE_PROCESS_QUEUE_DEPTH / workers;
-	return q > REMOTE_QUEUE_DEPTH_MAX ? REMOTE_QUEUE_DEPTH_MAX : (unsigned)q;
+	if (q < REMOTE_PROCESS_QUEUE_DEPTH / s->workers)
+		q = REMOTE_PROCESS_QUEUE_DEPTH / s->workers;
+	return (unsigned)q;
 }
 
 void grist_engine_size(const struct grist_engine_params *p, const struct grist_engine_geometry *g,
@@ -269,7 +281,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
 	 */
 	s->queue_depth = p->queue_depth ? p->queue_depth
-		       : g->any_remote && !p->io_override ? remote_queue_depth(max_extent, s->workers)
+		       : g->any_remote && !p->io_override ? remote_queue_depth(g, s, max_extent)
 						     : GRIST_DEFAULT_QUEUE_DEPTH;
 	s->read_ahead = size_read_ahead(p, g, s, max_extent);
 	/*

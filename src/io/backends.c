@@ -19,7 +19,7 @@ int grist_io_create(enum grist_io_kind kind, const struct grist_io_config *cfg,
 	if (!out)
 		return grist_fail(-EINVAL, "grist_io_create: out is NULL");
 	*out = NULL;
-	ret = grist_io_config_resolve(cfg, &rc);
+	ret = grist_io_config_resolve(kind, cfg, &rc);
 	if (ret)
 		return ret;
 	switch (kind) {

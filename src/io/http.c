@@ -31,19 +31,10 @@ struct http_io {
 	struct grist_remote_object **objs;
 	size_t scratch_cap;
 	bool handing; /* submitted since the last reap: the schedulers hold its requests (grist_sched_release()) */
+	int32_t *uniq_of; /* per file slot: which of uniq[] serves it, or -1 (a local file) */
 	uint64_t *next; /* per uniq[k]: the first of its pieces the consumer has not consumed (grist_io_consumed()) */
+	uint64_t *told; /* per uniq[k]: the last next[k] the scheduler was told */
 };
-
-/* Which of uniq[] serves file @slot, or -1 (a local file). */
-static int uniq_of(const struct http_io *h, uint32_t slot)
-{
-	unsigned k;
-
-	for (k = 0; h->sched[slot] && k < h->nuniq; k++)
-		if (h->uniq[k] == h->sched[slot])
-			return (int)k;
-	return -1;
-}
 
 static struct http_io *to_http(struct grist_io *io)
 {
@@ -75,15 +66,20 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 	h->c.errs = calloc(cfg->max_files, sizeof(*h->c.errs));
 	h->sched = calloc(cfg->max_files, sizeof(*h->sched));
 	h->uniq = calloc(cfg->max_files, sizeof(*h->uniq));
+	h->uniq_of = malloc(cfg->max_files * sizeof(*h->uniq_of));
 	h->next = calloc(cfg->max_files, sizeof(*h->next));
-	if (!h->c.errs || !h->sched || !h->uniq || !h->next) {
+	h->told = calloc(cfg->max_files, sizeof(*h->told));
+	if (!h->c.errs || !h->sched || !h->uniq || !h->uniq_of || !h->next || !h->told) {
 		free(h->c.errs);
 		free(h->sched);
 		free(h->uniq);
+		free(h->uniq_of);
 		free(h->next);
+		free(h->told);
 		free(h);
 		return grist_fail(-ENOMEM, "http io: out of memory");
 	}
+	memset(h->uniq_of, 0xff, cfg->max_files * sizeof(*h->uniq_of)); /* -1: local, until add_file says */
 	pthread_mutex_init(&h->c.lock, NULL);
 	pthread_cond_init(&h->c.cond, NULL);
 	*out = &h->io;
@@ -113,6 +109,7 @@ static int http_add_file(struct grist_io *io, uint32_t slot)
 		grist_sched_attach(s, &h->c);
 	}
 	h->sched[slot] = s;
+	h->uniq_of[slot] = (int32_t)i;
 	return 0;
 }
 
@@ -142,7 +139,7 @@ static int renew(struct http_io *h)
 			if (h->sched[i] == old)
 				h->sched[i] = s;
 		h->uniq[k] = s; /* the old one is the parent's: not touched, not freed */
-		h->next[k] = 0;
+		h->next[k] = h->told[k] = 0;
 	}
 	return 0;
 }
@@ -166,7 +163,9 @@ static void http_destroy(struct grist_io *io)
 	pthread_cond_destroy(&h->c.cond);
 	free(h->sched);
 	free(h->uniq);
+	free(h->uniq_of);
 	free(h->next);
+	free(h->told);
 	free(h->scratch);
 	free(h->objs);
 	free(h);
@@ -289,7 +288,9 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 /*
  * The consumer is done with @reqs: each scheduler learns the first of its pieces this
  * client's consumer has not consumed, which its horizon counts from. Once per unit the
- * engine retires (a lock per scheduler).
+ * engine retires: O(1) per request (the file slot's scheduler is a lookup), and a
+ * scheduler's lock is taken only when its consumer's place moved (a unit of local reads,
+ * or of reads already passed, says nothing new).
  */
 static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, size_t n)
 {
@@ -298,14 +299,23 @@ static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, 
 	unsigned k;
 
 	for (i = 0; i < n; i++) {
-		int u = uniq_of(h, reqs[i].file);
+		int32_t u = reqs[i].file < io->nr_files ? h->uniq_of[reqs[i].file] : -1;
 
 		if (u >= 0 && reqs[i].seq + 1 > h->next[u])
 			h->next[u] = reqs[i].seq + 1;
 	}
 	for (k = 0; k < h->nuniq; k++)
-		if (h->next[k] && !grist_sched_stale(h->uniq[k]))
+		if (h->next[k] > h->told[k] && !grist_sched_stale(h->uniq[k])) {
 			grist_sched_consumed(h->uniq[k], &h->c, h->next[k]);
+			h->told[k] = h->next[k];
+		}
+}
+
+struct grist_sched *grist_io_http_sched(struct grist_io *io, uint32_t slot)
+{
+	if (!io || io->ops != &grist_io_http_ops || slot >= io->nr_files)
+		return NULL;
+	return to_http(io)->sched[slot];
 }
 
 static void http_stats(struct grist_io *io, struct grist_io_stats *st)

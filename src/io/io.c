@@ -19,8 +19,10 @@
 #define MAX_FILES 65536
 #define MAX_FAULTS 65536
 
-int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_config *out)
+int grist_io_config_resolve(enum grist_io_kind kind, const struct grist_io_config *in, struct grist_io_config *out)
 {
+	unsigned most = kind == GRIST_IO_HTTP ? GRIST_IO_MAX_REMOTE_QUEUE_DEPTH : GRIST_IO_MAX_QUEUE_DEPTH;
+
 	if (in)
 		*out = *in;
 	else
@@ -33,9 +35,8 @@ int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_co
 		out->threads = DEFAULT_THREADS;
 	if (!out->max_files)
 		out->max_files = DEFAULT_MAX_FILES;
-	if (out->queue_depth > GRIST_IO_MAX_QUEUE_DEPTH)
-		return grist_fail(-EINVAL, "io queue depth %u is above the limit %u",
-				  out->queue_depth, GRIST_IO_MAX_QUEUE_DEPTH);
+	if (out->queue_depth > most)
+		return grist_fail(-EINVAL, "io queue depth %u is above the limit %u", out->queue_depth, most);
 	if (out->threads > MAX_THREADS)
 		return grist_fail(-EINVAL, "io threads %u is above the limit %u",
 				  out->threads, MAX_THREADS);

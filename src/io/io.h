@@ -163,8 +163,8 @@ extern const struct grist_io_ops grist_io_pread_ops;
 extern const struct grist_io_ops grist_io_fault_ops;
 extern const struct grist_io_ops grist_io_http_ops;
 
-/* Resolve defaults and check limits (grist_io_create() does, before it picks a backend). */
-int grist_io_config_resolve(const struct grist_io_config *in, struct grist_io_config *out);
+/* Resolve defaults and check limits for a backend of @kind (grist_io_create() does, before it picks one). */
+int grist_io_config_resolve(enum grist_io_kind kind, const struct grist_io_config *in, struct grist_io_config *out);
 
 /*
  * grist_io_create_ops() - make an io object served by @ops, with @cfg as

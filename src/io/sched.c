@@ -53,6 +53,7 @@
 #define WAIT_MAX_NS 100000000ull /* the thread looks round at least this often */
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t (*hold_clock)(void); /* grist_sched_set_clock(): a test's, or NULL */
 static struct grist_sched *table;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static unsigned fork_gen; /* fork() children this process descends through; written single-threaded */
@@ -63,6 +64,26 @@ static void fork_child(void)
 	pthread_mutex_init(&table_lock, NULL);
 	table = NULL;
 	fork_gen++;
+}
+
+void grist_sched_set_clock(uint64_t (*now_ns)(void))
+{
+	__atomic_store_n(&hold_clock, now_ns, __ATOMIC_RELEASE);
+}
+
+uint64_t grist_sched_now(void)
+{
+	uint64_t (*f)(void) = __atomic_load_n(&hold_clock, __ATOMIC_ACQUIRE);
+
+	return f ? f() : grist_remote_now_ns();
+}
+
+void grist_sched_probe(struct grist_sched *h, struct grist_sched_probe *out)
+{
+	pthread_mutex_lock(&h->lock);
+	*out = (struct grist_sched_probe){ .judged = h->judged, .gets = h->gets_started, .judged_ns = h->judged_ns,
+					   .waiting = h->npending, .held = h->held };
+	pthread_mutex_unlock(&h->lock);
 }
 
 bool grist_sched_stale(const struct grist_sched *h)
@@ -184,9 +205,9 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 		struct holder *hd = find_hold(h, c);
 
 		if (!hd)
-			h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns(), false };
+			h->holders[h->nholders++] = (struct holder){ c, grist_sched_now(), false };
 		else if (hd->fresh)
-			*hd = (struct holder){ c, grist_remote_now_ns(), false };
+			*hd = (struct holder){ c, grist_sched_now(), false };
 	}
 	wake = h->asleep && h->dirty;
 	if (wake)
@@ -248,7 +269,7 @@ void grist_sched_consumed(struct grist_sched *h, struct grist_sched_client *c, u
 	}
 	if (next > h->aheads[i].next)
 		h->aheads[i].next = next;
-	h->aheads[i].at_ns = grist_remote_now_ns();
+	h->aheads[i].at_ns = grist_sched_now();
 	/* the consumer moved on: what launch() held for it may go out now */
 	if (h->held && h->npending) {
 		h->dirty = true;
@@ -285,7 +306,7 @@ void grist_sched_fail_get(struct grist_sched *h, struct get *g)
 		if (r->done >= grist_sched_avail(g->obj, r))
 			complete(g->owners[i].c, r);
 	}
-	grist_sched_count_done(h, g->nsegs, grist_remote_now_ns());
+	grist_sched_count_done(h, g->nsegs, grist_sched_now());
 	g->state = GET_FREE;
 }
 
@@ -330,7 +351,7 @@ static void finished(struct grist_sched *h)
 				if (r->done >= grist_sched_avail(g->obj, r))
 					complete(g->owners[i].c, r);
 			}
-			grist_sched_count_done(h, g->nsegs, now);
+			grist_sched_count_done(h, g->nsegs, grist_sched_now());
 			g->state = GET_FREE;
 		}
 	}
@@ -405,7 +426,7 @@ static void *sched_main(void *arg)
 			}
 		}
 		/* pieces held for the consumers: a consumer gone quiet stops counting (decode_point()) */
-		if (h->held && now - h->held_t >= WAIT_MAX_NS)
+		if (h->held && grist_sched_now() - h->held_t >= WAIT_MAX_NS)
 			h->dirty = true;
 		/* out of memory: the pieces wait, and the next look round tries again */
 		ret = grist_sched_launch(h);
@@ -428,7 +449,7 @@ void grist_sched_attach(struct grist_sched *h, struct grist_sched_client *c)
 	 */
 	if (!find_hold(h, c) &&
 	    !grist_array_reserve((void **)&h->holders, &h->holders_cap, h->nholders + 1, sizeof(*h->holders)))
-		h->holders[h->nholders++] = (struct holder){ c, grist_remote_now_ns(), true };
+		h->holders[h->nholders++] = (struct holder){ c, grist_sched_now(), true };
 	for (i = 0; i < h->nctrs && h->ctrs[i].ctr != c->ctr; i++)
 		;
 	if (i < h->nctrs) {
@@ -464,7 +485,7 @@ static bool withdraw_get(struct get *g, const struct grist_sched_client *c)
 
 void grist_sched_withdraw(struct grist_sched *h, struct grist_sched_client *c)
 {
-	size_t i, kept = 0, sorted = 0;
+	size_t i, kept = 0, sorted = 0, ridden = 0;
 	unsigned k;
 
 	pthread_mutex_lock(&h->lock);
@@ -473,12 +494,13 @@ void grist_sched_withdraw(struct grist_sched *h, struct grist_sched_client *c)
 			h->ahead_bytes -= h->pending[i].len;
 			continue;
 		}
-		if (i < h->nsorted)
-			sorted++;
+		sorted += i < h->nsorted;
+		ridden += i < h->nridden;
 		h->pending[kept++] = h->pending[i];
 	}
 	h->npending = kept;
 	h->nsorted = sorted;
+	h->nridden = ridden;
 	unhold(h, c);
 	for (i = 0; i < h->naheads; i++)
 		if (h->aheads[i].c == c) {

@@ -77,6 +77,27 @@ void grist_sched_withdraw(struct grist_sched *s, struct grist_sched_client *c);
  */
 bool grist_sched_stale(const struct grist_sched *s);
 
+/* What a scheduler has decided so far (tests/io/sched_check.c), read under its lock. */
+struct grist_sched_probe {
+	uint64_t judged; /* launches that judged the waiting pieces (the budget had room, no hand-over held them) */
+	uint64_t gets;   /* GETs made from waiting pieces (not riders, not retries) */
+	size_t waiting;  /* pieces waiting */
+	uint64_t judged_ns; /* the last judgement's time, by the hold rules' clock (grist_sched_set_clock()) */
+	bool held;       /* the last judgement left pieces waiting for the consumers */
+};
+void grist_sched_probe(struct grist_sched *s, struct grist_sched_probe *out);
+
+/*
+ * grist_sched_set_clock() - the clock the rules that wait on clients read (a hand-over's
+ * age, a consumer's last word, held pieces, the rate of reads done), for every scheduler
+ * of the process; NULL: CLOCK_MONOTONIC (the default). A test that sets its own decides
+ * when a consumer counts as quiet, whatever the machine's load.
+ */
+void grist_sched_set_clock(uint64_t (*now_ns)(void));
+
+/* The scheduler serving file @slot of the http io object @io, or NULL (a local file, another backend). */
+struct grist_sched *grist_io_http_sched(struct grist_io *io, uint32_t slot);
+
 /* Drop a reference from grist_sched_get(); the last one stops the thread and frees @s. */
 void grist_sched_put(struct grist_sched *s);
 

@@ -87,9 +87,14 @@ struct grist_sched {
 	/* clients that submitted and have not reaped since: their hand-over may go on (see grist_sched_launch()) */
 	struct holder *holders;
 	size_t nholders, holders_cap;
-	/* the waiting pieces: [0, nsorted) by object and offset, then the newly arrived in submission order */
+	/*
+	 * The waiting pieces: [0, nsorted) by object and offset; [nsorted, nridden) arrived since
+	 * and tried to ride (sorted when a launch needs every piece in order); [nridden, npending)
+	 * newly arrived, in submission order (grist_sched_launch()).
+	 */
 	struct piece *pending;
-	size_t npending, nsorted, pending_cap;
+	size_t npending, nsorted, nridden, pending_cap;
+	uint64_t pending_min; /* at most the oldest waiting piece's seq (exact after a launch that made GETs) */
 	struct piece *merged; /* launch()'s merge target, swapped with pending */
 	size_t merged_cap;
 	struct group *groups; /* launch()'s, kept so a launch allocates nothing */
@@ -112,7 +117,10 @@ struct grist_sched {
 	struct ahead *aheads;    /* the clients that say how far their consumer is behind their landed reads */
 	size_t naheads, aheads_cap;
 	bool held;               /* launch() left pieces waiting for the consumers (see decode_point()), */
-	uint64_t held_t;         /* since then */
+	uint64_t held_t;         /* since then (grist_sched_now()) */
+	uint64_t judged;         /* launches that judged the waiting pieces (grist_sched_probe()), */
+	uint64_t judged_ns;      /* the last at this grist_sched_now() */
+	uint64_t gets_started;   /* GETs launch() made (not their retries) */
 	int epfd;          /* the sockets curl asked us to watch, and evfd */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };
@@ -130,6 +138,13 @@ static inline uint64_t grist_sched_avail(const struct grist_remote_object *o, co
 		return 0;
 	return o->size - r->offset < r->len ? o->size - r->offset : r->len;
 }
+
+/*
+ * The clock of the rules that wait on the clients (hand-overs, consumers' words, held
+ * pieces, the rate of reads done): CLOCK_MONOTONIC, or a test's (grist_sched_set_clock()).
+ * Round trips, bandwidths, curl's timers and backoffs keep CLOCK_MONOTONIC.
+ */
+uint64_t grist_sched_now(void);
 
 /* sched_launch.c: the budget (everything under h->lock) */
 void grist_sched_depth_account(struct grist_sched *h);

@@ -187,7 +187,7 @@ bool grist_sched_may_launch(const struct grist_sched *h)
 		return false;
 	for (i = 0; i < h->nholders; i++) {
 		if (!now)
-			now = grist_remote_now_ns();
+			now = grist_sched_now();
 		age = now - h->holders[i].since_ns;
 		if (h->holders[i].fresh && age >= HOLD_MAX_NS)
 			continue;
@@ -278,16 +278,18 @@ static int get_reserve(struct get *g, unsigned n)
  */
 static int ride(struct grist_sched *h)
 {
-	size_t i, j, kept = h->nsorted;
+	size_t i, j, kept = h->nridden;
 	unsigned k;
 	int ret = 0;
 
-	if (!h->active && !h->waiting)
+	if (!h->active && !h->waiting) {
+		h->nridden = h->npending;
 		return 0;
+	}
 	/* which GET each new piece joins, and how many each GET takes */
 	for (k = 0; k < h->ngets; k++)
 		h->gets[k].riders = 0;
-	for (i = h->nsorted; i < h->npending; i++) {
+	for (i = h->nridden; i < h->npending; i++) {
 		struct piece *p = &h->pending[i];
 
 		p->ride = -1;
@@ -320,7 +322,7 @@ static int ride(struct grist_sched *h)
 			continue;
 		if (get_reserve(g, g->nsegs + g->riders)) {
 			ret = -ENOMEM;
-			for (i = h->nsorted; i < h->npending; i++)
+			for (i = h->nridden; i < h->npending; i++)
 				if (h->pending[i].ride == (int32_t)k)
 					h->pending[i].ride = -1;
 			continue;
@@ -328,7 +330,7 @@ static int ride(struct grist_sched *h)
 		low = g->state == GET_ACTIVE ? g->x.seg_at : 0; /* a waiting GET starts its body over */
 		at = g->nsegs + g->riders;
 		from = g->nsegs;
-		for (j = h->npending; j-- > h->nsorted;) {
+		for (j = h->npending; j-- > h->nridden;) {
 			const struct piece *p = &h->pending[j];
 
 			if (p->ride != (int32_t)k)
@@ -350,17 +352,17 @@ static int ride(struct grist_sched *h)
 		g->nsegs += g->riders;
 		g->x.nsegs = g->nsegs;
 	}
-	for (i = h->nsorted; i < h->npending; i++)
+	for (i = h->nridden; i < h->npending; i++)
 		if (h->pending[i].ride < 0)
 			h->pending[kept++] = h->pending[i];
-	h->npending = kept;
+	h->npending = h->nridden = kept;
 	return ret;
 }
 
 /*
- * Put the newly arrived pieces (sorted by grist_sched_launch()) into the sorted part of the waiting
- * list, so a launch costs O(waiting + new log new), not a sort of everything waiting
- * each time (thousands wait while the budget is full).
+ * Put the pieces that arrived since the last GETs were made (sorted here) into the sorted
+ * part of the waiting list: O(waiting + new log new), once per launch that makes GETs, not
+ * a sort of everything waiting each time (thousands wait while the budget is full).
  */
 static int merge_pending(struct grist_sched *h)
 {
@@ -369,6 +371,7 @@ static int merge_pending(struct grist_sched *h)
 
 	if (!nnew)
 		return 0;
+	qsort(h->pending + h->nsorted, nnew, sizeof(*h->pending), cmp_piece);
 	if (h->nsorted) {
 		if (grist_array_reserve((void **)&h->merged, &h->merged_cap, h->npending, sizeof(*h->merged)))
 			return -ENOMEM;
@@ -383,7 +386,7 @@ static int merge_pending(struct grist_sched *h)
 		h->pending_cap = h->merged_cap;
 		h->merged_cap = k;
 	}
-	h->nsorted = h->npending;
+	h->nsorted = h->nridden = h->npending;
 	return 0;
 }
 
@@ -409,7 +412,7 @@ static uint64_t decode_point(const struct grist_sched *h)
 
 	if (h->starved || !h->naheads)
 		return UINT64_MAX;
-	now = grist_remote_now_ns();
+	now = grist_sched_now();
 	for (i = 0; i < h->naheads; i++)
 		if (now - h->aheads[i].at_ns < HOLD_MAX_NS && h->aheads[i].next < least)
 			least = h->aheads[i].next;
@@ -446,22 +449,52 @@ int grist_sched_launch(struct grist_sched *h)
 {
 	struct group *groups;
 	size_t i, ngroups = 0, k, kept;
-	uint64_t oldest = UINT64_MAX, limit, hz, dp;
+	uint64_t oldest = UINT64_MAX, limit, hz, dp, least;
 	bool force;
 	int ret;
 
 	if (!h->dirty)
 		return 0;
-	/* nothing new: pending may still be NULL (a client withdrew before its first submit) */
-	if (h->npending > h->nsorted)
-		qsort(h->pending + h->nsorted, h->npending - h->nsorted, sizeof(*h->pending), cmp_piece);
+	/* the newly arrived try the GETs out, sorted by offset (each GET's riders join in order) */
+	if (h->npending > h->nridden)
+		qsort(h->pending + h->nridden, h->npending - h->nridden, sizeof(*h->pending), cmp_piece);
 	ret = ride(h);
-	if (!ret)
-		ret = merge_pending(h);
 	if (ret)
 		return ret;
+	/* nothing new: pending may still be NULL (a client withdrew before its first submit) */
 	if (!h->npending || !grist_sched_may_launch(h))
 		return 0;
+	h->judged++;
+	h->judged_ns = grist_sched_now();
+	for (k = 0; k < h->ngets; k++)
+		if ((h->gets[k].state == GET_ACTIVE || h->gets[k].state == GET_WAITING) && h->gets[k].seq_min < oldest)
+			oldest = h->gets[k].seq_min;
+	hz = horizon(h);
+	dp = decode_point(h);
+	force = h->starved && !h->active && !h->waiting;
+	/*
+	 * Nothing due: no waiting piece is within the limit below. pending_min is at most the
+	 * oldest waiting piece's seq, so this can only send a launch on to walk the list when
+	 * nothing is due, never hold what is: where pending_min is above the limit it was not
+	 * the least term of that limit, which is then the exact one. The waiting list is neither
+	 * merged nor walked, so such a launch costs O(newly arrived), not O(waiting): with
+	 * 100,000 reads of 611 bytes waiting, the walk on every hand-over and every consumer's
+	 * word took 22% of the one core's time.
+	 */
+	if (!force) {
+		least = h->pending_min < oldest ? h->pending_min : oldest;
+		if (dp != UINT64_MAX && dp + hz < least)
+			least = dp + hz;
+		if (h->pending_min > (hz > UINT64_MAX - least ? UINT64_MAX : least + hz)) {
+			h->dirty = false;
+			h->held = true; /* looked at again when a consumer moves on, or in WAIT_MAX_NS */
+			h->held_t = grist_sched_now();
+			return 0;
+		}
+	}
+	ret = merge_pending(h);
+	if (ret)
+		return ret;
 	h->dirty = false;
 	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))
 		return -ENOMEM;
@@ -492,21 +525,16 @@ int grist_sched_launch(struct grist_sched *h)
 		i = j;
 	}
 	qsort(groups, ngroups, sizeof(*groups), cmp_group);
-	for (k = 0; k < h->ngets; k++)
-		if ((h->gets[k].state == GET_ACTIVE || h->gets[k].state == GET_WAITING) && h->gets[k].seq_min < oldest)
-			oldest = h->gets[k].seq_min;
+	h->pending_min = groups[0].seq; /* exact: the oldest group's oldest piece */
 	if (groups[0].seq < oldest)
 		oldest = groups[0].seq;
-	hz = horizon(h);
 	/*
 	 * From the consumers' place, one horizon on is the margin (a GET's time varies, and the
 	 * rate is of landings): a piece goes out once it is within two horizons of the decoding.
 	 */
-	dp = decode_point(h);
 	if (dp != UINT64_MAX && dp + hz < oldest)
 		oldest = dp + hz;
 	limit = hz > UINT64_MAX - oldest ? UINT64_MAX : oldest + hz;
-	force = h->starved && !h->active && !h->waiting;
 	h->held = false;
 	for (k = 0; k < ngroups && grist_sched_room(h); k++) {
 		struct group *gr = &groups[k];
@@ -516,7 +544,7 @@ int grist_sched_launch(struct grist_sched *h)
 
 		if (gr->seq > limit && !force) {
 			h->held = true; /* looked at again when a consumer moves on, or in WAIT_MAX_NS */
-			h->held_t = grist_remote_now_ns();
+			h->held_t = grist_sched_now();
 			break;
 		}
 		g = free_get(h);
@@ -555,15 +583,19 @@ int grist_sched_launch(struct grist_sched *h)
 		g->x.keep = NULL;
 		g->x.opt = &h->opt;
 		g->state = GET_ACTIVE;
+		h->gets_started++;
 		grist_sched_start_get(h, g);
 	}
-	/* keep the untaken pieces, still sorted */
+	/* keep the untaken pieces, still sorted; the oldest of them is where the next launch looks */
 	if (k) {
+		h->pending_min = h->seq; /* every piece to come is newer */
 		for (i = 0, kept = 0; i < h->npending; i++)
-			if (h->pending[i].req)
+			if (h->pending[i].req) {
+				if (h->pending[i].seq < h->pending_min)
+					h->pending_min = h->pending[i].seq;
 				h->pending[kept++] = h->pending[i];
-		h->npending = h->nsorted = kept;
+			}
+		h->npending = h->nsorted = h->nridden = kept;
 	}
 	return ret;
 }
-

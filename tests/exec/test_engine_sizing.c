@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "exec/engine.h"
 #include "exec/options_table.h"
+#include "io/remote.h"
 
 struct setup {
 	struct grist_plan_file file;
@@ -218,6 +219,55 @@ static void test_url_read_ahead_per_process(void **state)
 }
 
 /*
+ * URL datasets of tiny chunks (group_size 1, 611-byte chunks of a 122 MB object): the
+ * queue depth is what the read-ahead holds, not 16,384 reads. That cap held the reads
+ * waiting in the GET scheduler to 11 MB of the object, and each GET carried 8.5-8.7 bytes
+ * of body per byte wanted (docs/tuning.md, "group_size 1: the read-ahead in bytes"). The
+ * reads the process keeps out are the same whatever its threads, and bounded: at most
+ * GRIST_IO_MAX_REMOTE_QUEUE_DEPTH in all. Large chunks keep today's depth.
+ */
+static void test_url_depth_by_bytes(void **state)
+{
+	static const unsigned threads[] = { 1, 2, 4, 16 };
+	struct grist_engine_sizes sz, g64;
+	uint64_t total = 0;
+	struct setup t;
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++) {
+		setup(&t, 256, GRIST_GRANULARITY_CHUNK, 1, true);
+		t.g.largest_extent = 704;
+		t.g.remote_bytes = 122u << 20;
+		t.p.threads = threads[i];
+		check_contracts(&t);
+		grist_engine_size(&t.p, &t.g, &sz);
+		/* the arena holds every read out and as many landed */
+		assert_true(2 * (uint64_t)sz.queue_depth * 704 <= sz.read_ahead + 2 * 704 * 64);
+		/* the process's reads are bounded, whatever its threads (above the depth's floor) */
+		assert_true((uint64_t)sz.queue_depth * sz.workers <= GRIST_IO_MAX_REMOTE_QUEUE_DEPTH ||
+			    sz.queue_depth == 16384 / sz.workers || sz.queue_depth == GRIST_REMOTE_QUEUE_DEPTH);
+		if (threads[i] == 1) {
+			assert_true(sz.queue_depth > 16384 * 8); /* most of the object's 200,000 chunks */
+			total = (uint64_t)sz.queue_depth;
+		} else if (threads[i] <= 4) {
+			assert_true((uint64_t)sz.queue_depth * sz.workers * 100 >= total * 99);
+			assert_true((uint64_t)sz.queue_depth * sz.workers <= total);
+		}
+	}
+	/* a 1 MB dataset: the depth of a read-ahead no larger than two passes over it */
+	t.g.remote_bytes = 1u << 20;
+	t.p.threads = 1;
+	grist_engine_size(&t.p, &t.g, &sz);
+	assert_true((uint64_t)sz.queue_depth * 704 <= (64u << 20) + (2u << 20));
+	/* group_size 64 (33 KB chunks): the depth is the reads' count floor, as before */
+	setup(&t, 256, GRIST_GRANULARITY_CHUNK, 64, true);
+	t.g.remote_bytes = 103u << 20;
+	t.p.threads = 1;
+	grist_engine_size(&t.p, &t.g, &g64);
+	assert_int_equal(g64.queue_depth, 16384);
+}
+
+/*
  * URL files whose chunks are all above grist_max_chunk_bytes() (or that have none) leave
  * largest_extent 0: such a chunk is refused with its file and offset when a unit reaches
  * it, so sizing must not divide by the extent first (SIGFPE before any message).
@@ -383,6 +433,7 @@ int main(void)
 		cmocka_unit_test(test_contracts_sweep),
 		cmocka_unit_test(test_url_chunk_windows_bounded),
 		cmocka_unit_test(test_url_no_extent),
+		cmocka_unit_test(test_url_depth_by_bytes),
 		cmocka_unit_test(test_url_read_ahead_per_process),
 		cmocka_unit_test(test_sized_to_the_work),
 		cmocka_unit_test(test_map_two_units_a_worker),

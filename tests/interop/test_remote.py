@@ -73,6 +73,9 @@ def setup():
     recs = [r.randbytes(300).hex().encode() for _ in range(20000)]
     g.write_records(local("window/g1.ar"), "group_size:1,uncompressed", recs)
     g.write_records(local("window/g64.ar"), "group_size:64,uncompressed", recs)
+    # 64,000 chunks of 600 bytes (38 MB): four times the 16,384 reads a queue depth once held
+    g.write_records(local("window/g1big.ar"), "group_size:1,uncompressed",
+                    [r.randbytes(300).hex().encode() for _ in range(64000)])
     SERVERS["rclone"] = rs.Rclone(ROOT)
     setenv(SERVERS["rclone"].endpoint)
 
@@ -644,29 +647,29 @@ def test_read_after_fork():
 def test_horizon_counts_from_the_consumer():
     """The GET scheduler's read-ahead horizon counts from where the consumer is
     (grist_io_consumed()), not only from the oldest read not yet landed: a read handed over
-    far past a consumer that has 990 landed reads in hand waits (300 ms, no GET), goes out
-    once the consumer says it consumed them, and a consumer gone quiet holds it only until
-    its last word is 500 ms old (tests/io/sched_check.c, hold). Before, the read went out at
-    once (nothing was in flight), which in a starved process swept regions a few reads at a
-    time (docs/tuning.md, run I)."""
+    far past a consumer that has 990 landed reads in hand is judged and held (no GET), goes
+    out once the consumer says it consumed them, and a consumer gone quiet holds it while its
+    last word is 499 ms old and no longer at 599 (tests/io/sched_check.c, hold). Before, the
+    read went out at once (nothing was in flight), which in a starved process swept regions a
+    few reads at a time (docs/tuning.md, run I). Deterministic: the rules' clock is the
+    checker's own (grist_sched_set_clock()) and each step waits for the scheduler's judgement
+    (grist_sched_probe()), so a busy machine makes it slower, never wrong."""
     exe = os.environ.get("GRIST_SCHED_CHECK")
     if not exe:
         raise Skip("GRIST_SCHED_CHECK is not set")
-    r = subprocess.run([exe, "hold", s3("seq/seq.ar")], capture_output=True, timeout=60)
+    r = subprocess.run([exe, "hold", s3("seq/seq.ar")], capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
-    lines = r.stdout.decode().split()
-    assert lines[:3] == ["held", "300", "landed"] and lines[3] == "quiet", lines
-    assert int(lines[4]) >= 300, lines  # held at first, though nobody waited in reap
+    assert r.stdout.decode().split() == ["held", "landed", "held", "499", "quiet"], r.stdout
 
 
-def window_load(name, epochs, delay=0.02):
+def window_load(name, epochs, delay=0.02, threads=2):
     """`grist load s3://NAME` by chunk windows behind bench/delay_proxy (20 ms unless told),
-    2 threads, checked against the local file: (GETs, GET body bytes, chunk bytes wanted,
-    reads in flight per ring on average) from --stats."""
+    2 threads unless told, checked against the local file: (GETs, GET body bytes, chunk bytes
+    wanted, reads in flight per ring on average) from --stats."""
     p = rs.DelayProxy(SERVERS["rclone"].port, delay=delay)
     try:
         setenv(p.endpoint)
-        args = ["--batch-size", 256, "--seed", 1, "--epochs", epochs, "--granularity", "chunk", "--threads", 2]
+        args = ["--batch-size", 256, "--seed", 1, "--epochs", epochs, "--granularity", "chunk", "--threads", threads]
         rc, out, err = g.run(["load", s3(name), "--stats", "--digest"] + args)
         assert rc == 0, err[-2000:]
         assert out == g.run_ok(["load", local(name), "--digest"] + args)
@@ -715,6 +718,20 @@ def test_chunk_window_gets_dense():
         raise AssertionError("no run within 200 GETs and 3.5x the bytes wanted: %s" % tries)
     gets, body, wanted, depth = window_load("window/g64.ar", 10)
     assert depth >= 500 and body < wanted, (gets, body, wanted, depth)
+
+
+def test_tiny_chunks_read_ahead_in_bytes():
+    """Chunk windows over 64,000 chunks of 600 bytes (a 38 MB object, group_size 1), one
+    thread, 6 epochs: the reads waiting in the GET scheduler are as many as the read-ahead
+    holds in bytes, not a count of reads (16,384 a process, a quarter of the object). A GET
+    carries about the object's bytes over the bytes of reads waiting in its span, so with
+    that cap each byte wanted came with 3.1 bytes of body here (103 GETs, 14,785 reads in
+    flight on average; 8.5-8.7 bytes on a 122 MB object: docs/tuning.md, "group_size 1:
+    the read-ahead in bytes"); now 0.90-1.06 (31-37 GETs, 63,000-67,000 reads in flight).
+    Stats, not timings: the bound, 1.5x, is the issue's 1.3 with margin for a starved run,
+    and the build before the change cannot meet it."""
+    gets, body, wanted, depth = window_load("window/g1big.ar", 6, threads=1)
+    assert body <= 1.5 * wanted and depth > 16384, (gets, body, wanted, depth)
 
 
 def test_read_window_not_rounded():
@@ -830,7 +847,8 @@ def main():
              test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
              test_horizon_counts_from_the_consumer,
-             test_read_after_fork, test_chunk_window_gets_dense, test_read_window_not_rounded,
+             test_read_after_fork, test_chunk_window_gets_dense, test_tiny_chunks_read_ahead_in_bytes,
+             test_read_window_not_rounded,
              test_http_through_nginx, test_slow_link_is_not_a_timeout, test_many_shards_open_at_once]
     only = os.environ.get("GRIST_REMOTE_ONLY")
     if only:

@@ -13,13 +13,16 @@
  *
  * hold: the read-ahead horizon counts from where the consumer is (grist_io_consumed()).
  * One io object reaps NHOLD reads and says it consumed the first few: a read handed over
- * next is more than two horizons (2 x 256 pieces before anything is measured) past the
- * consumer, which has the rest in hand, so its GET waits while the consumer keeps saying
- * where it is ("held MS" once 300 ms passed without it landing; exits 1 if it landed). Once
- * the consumer says it consumed them all, the read goes out and lands ("landed"). Then
- * NHOLD more, the consumer says it consumed a few and goes quiet: a read handed over then
- * waits only until that report is 500 ms old (a consumer that stopped holds nobody), and
- * lands without the client waiting in reap ("quiet MS", the time it took).
+ * next is more than two horizons (2 x 256 pieces before a rate is measured) past the
+ * consumer, which has the rest in hand, so the scheduler judges it and holds it: no GET
+ * ("held"; exits 1 if it went out). Once the consumer says it consumed them all, the read
+ * goes out and lands without the client waiting in reap ("landed"). Then NHOLD more, the
+ * consumer says it consumed a few and goes quiet: a read handed over then is held while
+ * that word is 499 ms old ("held 499") and goes out once it is 500 ms old ("quiet"): a
+ * consumer that stopped holds nobody. No sleep decides anything: the scheduler's clock
+ * for these rules is this program's (grist_sched_set_clock(), moved only by it), and each
+ * step waits until the scheduler has judged the read again (grist_sched_probe()), so a
+ * busy machine only makes it slower. Waits are bounded (30 s) only to fail, not to pass.
  *
  * fork: an io object reads, the process forks, and the child reads through the same io
  * object (as a reader kept from before a fork does): the parent's scheduler has no thread
@@ -39,6 +42,7 @@
 #include "common/error.h"
 #include "io/io.h"
 #include "io/remote.h"
+#include "io/sched.h"
 
 #define LEN 1000
 #define A 10000
@@ -144,33 +148,70 @@ static int hold_batch(struct side *s, struct grist_io_req *reqs, uint8_t *bufs)
 	return 0;
 }
 
-/* Hand @r over and let it go (reap without waiting); then poll it for up to @ms, the consumer saying where it is every 100 ms when @fresh. Its time to land, or -1. */
-static long hold_read(struct side *s, uint64_t off, int ms, const struct grist_io_req *reqs, int *said, bool fresh)
+/* The hold rules' clock (grist_sched_set_clock()): moved by hold_check() alone. */
+static uint64_t fake_ns = 1000000000000ull;
+
+static uint64_t fake_now(void)
+{
+	return __atomic_load_n(&fake_ns, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Wait until @sc has judged its waiting pieces again (more than @judged judgements) with
+ * its clock at @at_ns or later, and say whether @r still waits there: 0 held, -1 it went
+ * out (or landed), or nothing was judged within 30 s.
+ */
+static int still_held(struct side *s, struct grist_sched *sc, const struct grist_io_req *r, uint64_t judged,
+		      uint64_t at_ns)
+{
+	struct grist_sched_probe p;
+	struct grist_io_req *done[4];
+	uint64_t t0 = now_ms();
+
+	while (now_ms() - t0 < 30000) {
+		if (grist_io_reap(s->io, done, 4, 0) != 0) /* never waits: a client waiting in reap turns the rule off */
+			return -1;
+		grist_sched_probe(sc, &p);
+		if (p.judged > judged && p.judged_ns >= at_ns)
+			return p.waiting == 1 && p.held && r->result == 0 ? 0 : -1;
+		usleep(1000);
+	}
+	return -1;
+}
+
+/* Wait until @r lands, with reaps that never wait. 0, or -1 if not within 30 s. */
+static int lands(struct side *s, const struct grist_io_req *r)
+{
+	struct grist_io_req *done[4];
+	uint64_t t0 = now_ms();
+	int n;
+
+	while (now_ms() - t0 < 30000) {
+		n = grist_io_reap(s->io, done, 4, 0);
+		if (n)
+			return n == 1 && done[0] == r && r->result == LEN ? 0 : -1;
+		usleep(1000);
+	}
+	return -1;
+}
+
+/* Hand a read of LEN bytes at @off over and let it go (a reap that does not wait). */
+static int hand_over(struct side *s, uint64_t off)
 {
 	struct grist_io_req *r = &s->req, *done[4];
-	uint64_t t0 = now_ms(), last = t0;
-	int n;
 
 	memset(r, 0, sizeof(*r));
 	r->file = s->slot;
 	r->offset = off;
 	r->len = LEN;
 	r->buf = s->buf;
-	if (grist_io_submit(s->io, &r, 1) != 1)
-		return -2;
-	while (now_ms() - t0 < (uint64_t)ms) {
-		n = grist_io_reap(s->io, done, 4, 0);
-		if (n < 0)
-			return -2;
-		if (n == 1)
-			return done[0] == r && r->result == LEN ? (long)(now_ms() - t0) : -2;
-		if (fresh && now_ms() - last >= 100) {
-			grist_io_consumed(s->io, &reqs[(*said)++], 1);
-			last = now_ms();
-		}
-		usleep(5000);
-	}
-	return -1;
+	return grist_io_submit(s->io, &r, 1) == 1 && grist_io_reap(s->io, done, 4, 0) == 0 ? 0 : -1;
+}
+
+/* Move the hold rules' clock on by @ms; the time it then reads. */
+static uint64_t advance(uint64_t ms)
+{
+	return __atomic_add_fetch(&fake_ns, ms * 1000000ull, __ATOMIC_RELEASE);
 }
 
 /* See the top of the file. 0 or 1. */
@@ -178,34 +219,51 @@ static int hold_check(struct side *s)
 {
 	static struct grist_io_req reqs[NHOLD];
 	static uint8_t bufs[NHOLD * 100];
-	struct grist_io_req *done[4];
-	int said = 10;
-	long t;
+	struct grist_sched *sc = grist_io_http_sched(s->io, s->slot);
+	struct grist_sched_probe p;
+	int ret = 1;
 
-	if (hold_batch(s, reqs, bufs))
-		return 1;
-	grist_io_consumed(s->io, reqs, (size_t)said);
-	t = hold_read(s, 1100000, 300, reqs, &said, true);
-	if (t != -1) {
-		fprintf(stderr, "hold: the read past the horizon landed after %ld ms (-2: failed)\n", t);
-		return 1;
+	grist_sched_set_clock(fake_now);
+	if (!sc || hold_batch(s, reqs, bufs))
+		goto out;
+	grist_io_consumed(s->io, reqs, 10);
+	grist_sched_probe(sc, &p); /* nothing waits: the next judgement is of the read below */
+	if (hand_over(s, 1100000) || still_held(s, sc, &s->req, p.judged, fake_now())) {
+		fprintf(stderr, "hold: the read past the horizon went out\n");
+		goto out;
 	}
-	printf("held 300\n");
-	grist_io_consumed(s->io, reqs + said, (size_t)(NHOLD - said));
-	if (grist_io_reap(s->io, done, 4, 1) != 1 || done[0] != &s->req || s->req.result != LEN)
-		return 1;
+	printf("held\n");
+	grist_io_consumed(s->io, reqs + 10, NHOLD - 10);
+	if (lands(s, &s->req)) {
+		fprintf(stderr, "hold: the read stayed held after the consumer moved on\n");
+		goto out;
+	}
 	printf("landed\n");
 	grist_io_consumed(s->io, &s->req, 1);
 	if (hold_batch(s, reqs, bufs))
-		return 1;
-	grist_io_consumed(s->io, reqs, 10);
-	t = hold_read(s, 1150000, 10000, reqs, &said, false);
-	if (t < 0) {
-		fprintf(stderr, "hold: a quiet consumer held the read (%ld)\n", t);
-		return 1;
+		goto out;
+	grist_io_consumed(s->io, reqs, 10); /* its last word, at fake_ns */
+	grist_sched_probe(sc, &p);
+	if (hand_over(s, 1150000) || still_held(s, sc, &s->req, p.judged, fake_now())) {
+		fprintf(stderr, "hold: a consumer that has just spoken did not hold the read\n");
+		goto out;
 	}
-	printf("quiet %ld\n", t);
-	return 0;
+	/* held pieces are judged again once the clock has moved WAIT_MAX_NS (100 ms) on */
+	if (still_held(s, sc, &s->req, 0, advance(499))) {
+		fprintf(stderr, "hold: a consumer whose word is 499 ms old did not hold the read\n");
+		goto out;
+	}
+	printf("held 499\n");
+	advance(100);
+	if (lands(s, &s->req)) {
+		fprintf(stderr, "hold: a consumer whose word is 599 ms old still held the read\n");
+		goto out;
+	}
+	printf("quiet\n");
+	ret = 0;
+out:
+	grist_sched_set_clock(NULL);
+	return ret;
 }
 
 /* Read at @off through @s, in this process; then fork and read at @off2 in the child. */

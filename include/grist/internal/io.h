@@ -99,9 +99,16 @@ struct grist_io_fault {
 
 /* The deepest ring an io object takes (the loader's queue_depth option is bounded by it). */
 #define GRIST_IO_MAX_QUEUE_DEPTH 32768
+/*
+ * The most requests an http io object takes at once: it has no ring, only the GET
+ * scheduler's list of waiting reads, and the engine's default for tiny chunks of a URL
+ * dataset is its read-ahead bytes over their size (engine_sizing.c), beyond a ring's.
+ */
+#define GRIST_IO_MAX_REMOTE_QUEUE_DEPTH 262144
 
 struct grist_io_config {
-	unsigned queue_depth;         /* max requests in flight; 0 = 64, at most GRIST_IO_MAX_QUEUE_DEPTH */
+	unsigned queue_depth;         /* max requests in flight; 0 = 64, at most GRIST_IO_MAX_QUEUE_DEPTH
+					 (GRIST_IO_MAX_REMOTE_QUEUE_DEPTH for GRIST_IO_HTTP) */
 	uint64_t max_bytes_in_flight; /* cap on the sum of len in flight; 0 = 64 MiB */
 	unsigned threads;             /* pread pool workers; 0 = 4 */
 	unsigned max_files;           /* file slots (fixed-file table size); 0 = 256 */
