@@ -298,8 +298,13 @@ static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, 
 	size_t i;
 	unsigned k;
 
+	/*
+	 * Each request was reaped from this object, so its file slot passed grist_io_submit()'s
+	 * check (below nr_files, itself at most max_files, which uniq_of[] is sized by): no
+	 * second bound here, in any build.
+	 */
 	for (i = 0; i < n; i++) {
-		int32_t u = reqs[i].file < io->nr_files ? h->uniq_of[reqs[i].file] : -1;
+		int32_t u = h->uniq_of[reqs[i].file];
 
 		if (u >= 0 && reqs[i].seq + 1 > h->next[u])
 			h->next[u] = reqs[i].seq + 1;
@@ -309,13 +314,6 @@ static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, 
 			grist_sched_consumed(h->uniq[k], &h->c, h->next[k]);
 			h->told[k] = h->next[k];
 		}
-}
-
-struct grist_sched *grist_io_http_sched(struct grist_io *io, uint32_t slot)
-{
-	if (!io || io->ops != &grist_io_http_ops || slot >= io->nr_files)
-		return NULL;
-	return to_http(io)->sched[slot];
 }
 
 static void http_stats(struct grist_io *io, struct grist_io_stats *st)
