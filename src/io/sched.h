@@ -95,9 +95,6 @@ void grist_sched_probe(struct grist_sched *s, struct grist_sched_probe *out);
  */
 void grist_sched_set_clock(uint64_t (*now_ns)(void));
 
-/* The scheduler serving file @slot of the http io object @io, or NULL (a local file, another backend). */
-struct grist_sched *grist_io_http_sched(struct grist_io *io, uint32_t slot);
-
 /* Drop a reference from grist_sched_get(); the last one stops the thread and frees @s. */
 void grist_sched_put(struct grist_sched *s);
 
