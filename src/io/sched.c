@@ -561,6 +561,7 @@ static void sched_free(struct grist_sched *h)
 	free(h->gets);
 	free(h->pending);
 	free(h->merged);
+	grist_sched_sort_free(&h->sort);
 	free(h->groups);
 	free(h->holders);
 	free(h->aheads);
