@@ -129,7 +129,7 @@ static void complete(struct grist_sched_client *c, struct grist_io_req *r)
 	if (r->result >= 0)
 		r->result = (int32_t)r->done;
 	pthread_mutex_lock(&c->lock);
-	grist_io_queue_push(&c->done, r);
+	grist_sched_done_push(&c->done, r);
 	if (c->waiting)
 		pthread_cond_signal(&c->cond);
 	pthread_mutex_unlock(&c->lock);
