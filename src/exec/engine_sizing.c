@@ -31,8 +31,8 @@
 /*
  * URL datasets: the reads one engine thread hands the http backend at once by default
  * are as many as its read-ahead holds (the arena keeps the reads in flight and as many
- * landed: the read-ahead over twice the largest extent), at least GRIST_REMOTE_QUEUE_DEPTH
- * and the worker's share of REMOTE_PROCESS_QUEUE_DEPTH, at most REMOTE_QUEUE_DEPTH_MAX.
+ * landed: the read-ahead over twice the largest extent), at least the worker's share of
+ * REMOTE_PROCESS_QUEUE_DEPTH, at most REMOTE_QUEUE_DEPTH_MAX.
  * The GET scheduler makes its GETs from the reads waiting, and a GET carries about the
  * object's bytes over the bytes of reads waiting in its span, so what keeps GETs dense is
  * the bytes the reads cover, not their count: a cap of 16,384 reads held the 611-byte
@@ -56,6 +56,18 @@
  * (the reads of two passes over them), so a small dataset keeps today's arena.
  */
 #define REMOTE_PROCESS_READ_AHEAD (256ull << 20)
+/*
+ * URL datasets: the least queue depth of a process's workers together (each takes its
+ * share). It is the process's count, not a worker's, for the reason above: the reads of
+ * every worker wait in one scheduler, and the GETs are made from all of them. The value:
+ * 512 reads per thread (one backend each, then) covered 5% of a 12 MB object of 1 KiB
+ * chunks and GETs were mostly gap bytes; 4096 per thread took 3 epochs of chunk windows
+ * behind a 20 ms proxy to 0.66x (group_size 1) and 0.74x (group_size 64) of 512's wall
+ * time; with the one scheduler, 4 workers of 4096 (16,384 in all) sent 1.20-1.27 bytes of
+ * body per byte wanted at group_size 64, and one worker of 4096 2.4-3.0, so one worker now
+ * takes all 16,384 (docs/tuning.md, run H). Small chunks get more: as many as the
+ * read-ahead holds (remote_queue_depth()).
+ */
 #define REMOTE_PROCESS_QUEUE_DEPTH 16384
 /*
  * URL datasets at chunk granularity: bytes of host slots ahead of the consumer, about
@@ -215,7 +227,7 @@ static size_t size_read_ahead(const struct grist_engine_params *p, const struct 
  * The default queue depth for URL datasets: the reads of @max_extent bytes the worker's
  * read-ahead holds, each landed read beside one in flight, at most the worker's share of
  * REMOTE_QUEUE_DEPTH_MAX (the process's reads, whatever its threads: see there); at least
- * GRIST_REMOTE_QUEUE_DEPTH and the worker's share of REMOTE_PROCESS_QUEUE_DEPTH.
+ * the worker's share of REMOTE_PROCESS_QUEUE_DEPTH.
  */
 static unsigned remote_queue_depth(const struct grist_engine_geometry *g, const struct grist_engine_sizes *s,
 				   uint64_t max_extent)
@@ -224,8 +236,6 @@ static unsigned remote_queue_depth(const struct grist_engine_geometry *g, const 
 
 	if (q > REMOTE_QUEUE_DEPTH_MAX / s->workers)
 		q = REMOTE_QUEUE_DEPTH_MAX / s->workers;
-	if (q < GRIST_REMOTE_QUEUE_DEPTH)
-		q = GRIST_REMOTE_QUEUE_DEPTH;
 	if (q < REMOTE_PROCESS_QUEUE_DEPTH / s->workers)
 		q = REMOTE_PROCESS_QUEUE_DEPTH / s->workers;
 	return (unsigned)q;
@@ -278,7 +288,7 @@ void grist_engine_size(const struct grist_engine_params *p, const struct grist_e
 	/*
 	 * Remote reads: the backend keeps at most its in-flight budget of GETs out and coalesces
 	 * what waits, so the engine hands it more reads than a disk ring would take: its read-ahead
-	 * window, which the GETs are made from (GRIST_REMOTE_QUEUE_DEPTH, io/remote.h).
+	 * window, which the GETs are made from (REMOTE_PROCESS_QUEUE_DEPTH above).
 	 */
 	s->queue_depth = p->queue_depth ? p->queue_depth
 		       : g->any_remote && !p->io_override ? remote_queue_depth(g, s, max_extent)

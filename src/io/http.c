@@ -69,7 +69,10 @@ static int http_create(const struct grist_io_config *cfg, struct grist_io **out)
 	h->uniq_of = malloc(cfg->max_files * sizeof(*h->uniq_of));
 	h->next = calloc(cfg->max_files, sizeof(*h->next));
 	h->told = calloc(cfg->max_files, sizeof(*h->told));
-	if (!h->c.errs || !h->sched || !h->uniq || !h->uniq_of || !h->next || !h->told) {
+	h->c.done.cap = cfg->queue_depth; /* resolved: at least 1 */
+	h->c.done.r = malloc(h->c.done.cap * sizeof(*h->c.done.r));
+	if (!h->c.errs || !h->sched || !h->uniq || !h->uniq_of || !h->next || !h->told || !h->c.done.r) {
+		free(h->c.done.r);
 		free(h->c.errs);
 		free(h->sched);
 		free(h->uniq);
@@ -159,6 +162,7 @@ static void http_destroy(struct grist_io *io)
 	for (i = 0; i < h->c.nerrs; i++)
 		free(h->c.errs[i]);
 	free(h->c.errs);
+	free(h->c.done.r);
 	pthread_mutex_destroy(&h->c.lock);
 	pthread_cond_destroy(&h->c.cond);
 	free(h->sched);
@@ -183,7 +187,7 @@ static void read_local(struct http_io *h, struct grist_io_req *r)
 			break;
 	}
 	pthread_mutex_lock(&h->c.lock);
-	grist_io_queue_push(&h->c.done, r);
+	grist_sched_done_push(&h->c.done, r);
 	pthread_mutex_unlock(&h->c.lock);
 }
 
@@ -251,7 +255,7 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 		h->handing = false;
 	}
 	pthread_mutex_lock(&h->c.lock);
-	n = grist_io_queue_drain(&h->c.done, done, max);
+	n = grist_sched_done_drain(&h->c.done, done, max);
 	/* bounded: every GET ends within its timeouts, and its retries are counted */
 	if (n < min_wait) {
 		pthread_mutex_unlock(&h->c.lock);
@@ -259,7 +263,7 @@ static int http_reap(struct grist_io *io, struct grist_io_req **done, unsigned m
 		pthread_mutex_lock(&h->c.lock);
 		h->c.waiting = true;
 		for (;;) {
-			n += grist_io_queue_drain(&h->c.done, done + n, max - n);
+			n += grist_sched_done_drain(&h->c.done, done + n, max - n);
 			if (n >= min_wait)
 				break;
 			pthread_cond_wait(&h->c.cond, &h->c.lock);
@@ -298,8 +302,13 @@ static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, 
 	size_t i;
 	unsigned k;
 
+	/*
+	 * Each request was reaped from this object, so its file slot passed grist_io_submit()'s
+	 * check (below nr_files, itself at most max_files, which uniq_of[] is sized by): no
+	 * second bound here, in any build.
+	 */
 	for (i = 0; i < n; i++) {
-		int32_t u = reqs[i].file < io->nr_files ? h->uniq_of[reqs[i].file] : -1;
+		int32_t u = h->uniq_of[reqs[i].file];
 
 		if (u >= 0 && reqs[i].seq + 1 > h->next[u])
 			h->next[u] = reqs[i].seq + 1;
@@ -309,13 +318,6 @@ static void http_consumed(struct grist_io *io, const struct grist_io_req *reqs, 
 			grist_sched_consumed(h->uniq[k], &h->c, h->next[k]);
 			h->told[k] = h->next[k];
 		}
-}
-
-struct grist_sched *grist_io_http_sched(struct grist_io *io, uint32_t slot)
-{
-	if (!io || io->ops != &grist_io_http_ops || slot >= io->nr_files)
-		return NULL;
-	return to_http(io)->sched[slot];
 }
 
 static void http_stats(struct grist_io *io, struct grist_io_stats *st)

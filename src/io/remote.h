@@ -244,16 +244,4 @@ uint64_t grist_remote_now_ns(void);
 
 extern const struct grist_io_ops grist_io_http_ops;
 
-/*
- * The reads an engine thread hands the http backend at once by default (its queue depth
- * for URL datasets; the read-ahead arena still bounds the bytes). The backend sends only
- * its in-flight budget and merges the rest while it waits, so this is the read-ahead
- * window the GETs are made from: at 512 the waiting reads of a chunk-window shuffle of
- * 1 KiB chunks covered 5% of a 12 MB object and GETs were mostly gap bytes. 4096 took
- * whole-process wall time to 0.66x (group_size 1) and 0.74x (group_size 64) of 512's
- * behind a 20 ms proxy (docs/tuning.md). The engine takes more for small chunks,
- * as many reads as its read-ahead holds (exec/engine_sizing.c); this is the least.
- */
-#define GRIST_REMOTE_QUEUE_DEPTH 4096
-
 #endif

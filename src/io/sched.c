@@ -129,10 +129,45 @@ static void complete(struct grist_sched_client *c, struct grist_io_req *r)
 	if (r->result >= 0)
 		r->result = (int32_t)r->done;
 	pthread_mutex_lock(&c->lock);
-	grist_io_queue_push(&c->done, r);
+	grist_sched_done_push(&c->done, r);
 	if (c->waiting)
 		pthread_cond_signal(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * @g ended well: each request whose last piece it carried goes back to its client. One lock
+ * per run of a client's segments (a GET's are mostly one client's), not one per request:
+ * a GET spanning an object of 611-byte chunks carries ~13,000 of them, and each request's
+ * first load (its done count) missed the cache behind the lock of the one before.
+ */
+static void complete_get(struct get *g)
+{
+	unsigned i = 0, j;
+
+	while (i < g->nsegs) {
+		struct grist_sched_client *c = g->owners[i].c;
+		bool pushed = false;
+
+		pthread_mutex_lock(&c->lock);
+		for (j = i; j < g->nsegs && g->owners[j].c == c; j++) {
+			struct grist_io_req *r = g->owners[j].req;
+
+			if (j + 8 < g->nsegs)
+				__builtin_prefetch(g->owners[j + 8].req, 1);
+			r->done += (uint32_t)g->segs[j].len;
+			if (r->done >= grist_sched_avail(g->obj, r)) {
+				if (r->result >= 0)
+					r->result = (int32_t)r->done;
+				grist_sched_done_push(&c->done, r);
+				pushed = true;
+			}
+		}
+		if (pushed && c->waiting)
+			pthread_cond_signal(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+		i = j;
+	}
 }
 
 static struct holder *find_hold(struct grist_sched *h, const struct grist_sched_client *c)
@@ -315,7 +350,6 @@ static void finished(struct grist_sched *h)
 {
 	CURLMsg *msg;
 	uint64_t now;
-	unsigned i;
 	int left;
 
 	while ((msg = curl_multi_info_read(h->multi, &left))) {
@@ -344,13 +378,7 @@ static void finished(struct grist_sched *h)
 		} else if (g->x.error) {
 			grist_sched_fail_get(h, g);
 		} else {
-			for (i = 0; i < g->nsegs; i++) {
-				struct grist_io_req *r = g->owners[i].req;
-
-				r->done += (uint32_t)g->segs[i].len;
-				if (r->done >= grist_sched_avail(g->obj, r))
-					complete(g->owners[i].c, r);
-			}
+			complete_get(g);
 			grist_sched_count_done(h, g->nsegs, grist_sched_now());
 			g->state = GET_FREE;
 		}
@@ -561,6 +589,7 @@ static void sched_free(struct grist_sched *h)
 	free(h->gets);
 	free(h->pending);
 	free(h->merged);
+	grist_sched_sort_free(&h->sort);
 	free(h->groups);
 	free(h->holders);
 	free(h->aheads);

@@ -39,6 +39,26 @@ struct piece {
 	int32_t ride; /* ride(): the GET it joins, or -1 */
 };
 
+/* sched_sort.c: the waiting pieces' sort, its memory kept between sorts */
+struct grist_sched_key;
+struct grist_sched_sort {
+	struct grist_sched_key *keys;
+	size_t keys_cap;
+	struct piece *tmp;
+	size_t tmp_cap;
+};
+
+/* The order of the waiting list: object (by address), offset, order of arrival. */
+int grist_sched_cmp_piece(const void *a, const void *b);
+
+/*
+ * grist_sched_sort() - sort @a[0..@n) by grist_sched_cmp_piece(), given pieces that are
+ * equal but for their seq in their order of arrival (the sort is stable, and that is how
+ * it orders them). Never fails: without memory it takes qsort's way.
+ */
+void grist_sched_sort(struct grist_sched_sort *s, struct piece *a, size_t n);
+void grist_sched_sort_free(struct grist_sched_sort *s);
+
 /*
  * A client in the middle of a hand-over (grist_sched_release()), since @since_ns; or,
  * @fresh, one attached that has handed nothing over yet (its first hand-over is coming).
@@ -99,6 +119,7 @@ struct grist_sched {
 	size_t merged_cap;
 	struct group *groups; /* launch()'s, kept so a launch allocates nothing */
 	size_t groups_cap;
+	struct grist_sched_sort sort; /* launch()'s sorts of the waiting pieces */
 	uint64_t seq;
 	uint64_t depth_t;
 	/* the budget (see the top of the file) */

@@ -245,7 +245,7 @@ static void test_url_depth_by_bytes(void **state)
 		assert_true(2 * (uint64_t)sz.queue_depth * 704 <= sz.read_ahead + 2 * 704 * 64);
 		/* the process's reads are bounded, whatever its threads (above the depth's floor) */
 		assert_true((uint64_t)sz.queue_depth * sz.workers <= GRIST_IO_MAX_REMOTE_QUEUE_DEPTH ||
-			    sz.queue_depth == 16384 / sz.workers || sz.queue_depth == GRIST_REMOTE_QUEUE_DEPTH);
+			    sz.queue_depth == 16384 / sz.workers);
 		if (threads[i] == 1) {
 			assert_true(sz.queue_depth > 16384 * 8); /* most of the object's 200,000 chunks */
 			total = (uint64_t)sz.queue_depth;

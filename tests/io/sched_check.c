@@ -219,12 +219,16 @@ static int hold_check(struct side *s)
 {
 	static struct grist_io_req reqs[NHOLD];
 	static uint8_t bufs[NHOLD * 100];
-	struct grist_sched *sc = grist_io_http_sched(s->io, s->slot);
+	struct grist_remote_options resolved;
+	struct grist_sched *sc = NULL;
 	struct grist_sched_probe p;
 	int ret = 1;
 
+	/* the io object's scheduler: the one per endpoint and options, referenced again here */
+	if (grist_remote_options_resolve(&opt, &resolved) || grist_sched_get(&obj->u, &resolved, &sc))
+		return 1;
 	grist_sched_set_clock(fake_now);
-	if (!sc || hold_batch(s, reqs, bufs))
+	if (hold_batch(s, reqs, bufs))
 		goto out;
 	grist_io_consumed(s->io, reqs, 10);
 	grist_sched_probe(sc, &p); /* nothing waits: the next judgement is of the read below */
@@ -263,6 +267,7 @@ static int hold_check(struct side *s)
 	ret = 0;
 out:
 	grist_sched_set_clock(NULL);
+	grist_sched_put(sc);
 	return ret;
 }
 
