@@ -3,7 +3,8 @@
 # (with "resize", its resize alone; with "passes", each resize pass alone) against this
 # tree's build/release, in one process (vision_ab.c says how). JOBS: the jobs.bin that
 # bench/py/vision_pipeline.py --keep DIR leaves in DIR. Works while BASE_COMMIT's vision.c and
-# vision_resize*.c call the rest of the library as this tree's do.
+# vision_resize*.c call the rest of the library as this tree's do (its vision_internal.h and
+# features_internal.h are taken with them, so the two sides' internal structs may differ).
 set -eu
 base=$1 jobs=$2 n=${3:-400} rounds=${4:-7} mode=${5:-transform}
 root=$(git rev-parse --show-toplevel)
@@ -11,7 +12,7 @@ b=$root/build/release
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/src/features"
-for f in vision.c vision_resize.c vision_resize_avx2.c vision_internal.h; do
+for f in vision.c vision_resize.c vision_resize_avx2.c vision_internal.h features_internal.h; do
 	git -C "$root" show "$base:src/features/$f" >"$tmp/src/features/$f"
 done
 ren="-Dgv_resize_with=old_resize_with -Dgv_resize=old_resize -Dgv_resize_window=old_resize_window

@@ -157,11 +157,27 @@ void gv_orient_pixels(uint32_t o, const uint8_t *src, uint32_t sh, uint32_t sw, 
 
 /* ---- one image (vision.c) ---- */
 
+/*
+ * The output stage's plan: how a resized row becomes the output (vision.c's emit_row), a
+ * function of the transform's dtype, layout, channels, normalize, mean and std alone, made
+ * once with the transform and read by every thread: the float32 path (the AVX2 divisions, or
+ * without them where gv_emit_f32_fma_exact() found every value the same) with its 24-lane
+ * mean, std and reciprocals, or the tables of 3 x 256 values (float32 CHW, float16,
+ * bfloat16). Making it costs 0.2 us for float32, about 4 us for the 16-bit tables.
+ */
+struct gv_out_plan {
+	enum { GV_EMIT_TABLE, GV_EMIT_AVX2, GV_EMIT_FMA } how;
+	float m24[24], s24[24], r24[24];
+	float lut[3][256];      /* float32 (the table path) */
+	uint16_t lut16[3][256]; /* float16, bfloat16 */
+};
+/* @t's output plan into @p (a loaded transform). */
+void gv_out_plan_make(struct gv_out_plan *p, const struct grist_vision_transform *t);
 /* Bytes of one output image of a loaded transform. */
 size_t gv_out_bytes(const struct grist_vision_transform *t);
-/* grist_vision_apply() on a loaded transform; @out holds gv_out_bytes(). */
-int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
-	     const char *key, void *out, struct grist_vision_box *box);
+/* grist_vision_apply() on a loaded transform and its plan; @out holds gv_out_bytes(). */
+int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *plan, const uint8_t *img, size_t len,
+	     uint64_t epoch, uint64_t index, const char *key, void *out, struct grist_vision_box *box);
 
 /* ---- PNG region decode (vision_png.c) ---- */
 

@@ -491,11 +491,12 @@ static void test_output_stage(void **state)
 
 /*
  * The output stage's plan (vision.c: the float32 path and its FMA check, the float16 and
- * bfloat16 tables) is kept per thread between images and made again when a transform's
- * values differ. Transforms that differ in one of those values each, applied in turns in one
- * thread and in two threads at once, give the bytes a fresh thread gives (no plan kept);
- * each pair of neighbours in the list gives other bytes, so a plan kept for the wrong
- * transform would show.
+ * bfloat16 tables) is made with the transform and read by every thread. Transforms that
+ * differ in one of its values each, applied in turns in one thread and in two threads at
+ * once, give the bytes a fresh thread gives; each pair of neighbours in the list gives other
+ * bytes, so a plan shared with the wrong transform would show. The same through a features
+ * spec: one record with the image under each transform's feature (plans made at attach),
+ * decoded in two threads at once, each column grist_vision_apply()'s bytes.
  */
 #define PLAN_N 9
 #define PLAN_OUT (32 * 24 * 3 * 4)
@@ -527,6 +528,97 @@ static void *plan_run(void *arg)
 			j->bad = (int)k + 1;
 	}
 	return NULL;
+}
+
+/* @fn(@a) and @fn(@b) in two threads at once, both joined. */
+static void two_threads(void *(*fn)(void *), void *a, void *b)
+{
+	pthread_t ta, tb;
+
+	assert_int_equal(pthread_create(&ta, NULL, fn, a), 0);
+	assert_int_equal(pthread_create(&tb, NULL, fn, b), 0);
+	assert_int_equal(pthread_join(ta, NULL), 0);
+	assert_int_equal(pthread_join(tb, NULL), 0);
+}
+
+struct plan_rows {
+	const struct grist_features_decoder *d;
+	const uint8_t *rec;
+	size_t rec_len, row_bytes;
+	const uint8_t *want; /* the row every decode must give */
+	int ret, bad;        /* bad: 1 + the first round whose row was not @want */
+};
+
+static void *plan_rows_run(void *arg)
+{
+	struct plan_rows *r = arg;
+	uint8_t *row = malloc(r->row_bytes);
+	size_t got;
+
+	if (!row) {
+		r->ret = -ENOMEM;
+		return NULL;
+	}
+	for (int k = 0; k < 20 && !r->ret && !r->bad; k++) {
+		memset(row, 0, r->row_bytes);
+		r->ret = grist_features_decode(r->d, r->rec, r->rec_len, 0, 3, row, r->row_bytes, &got);
+		if (!r->ret && memcmp(row, r->want, r->row_bytes))
+			r->bad = k + 1;
+	}
+	free(row);
+	return NULL;
+}
+
+/* test_output_plan_cache's transforms @t, each on its own feature of one record (see there). */
+static void plan_features(const uint8_t *jpg, unsigned long len, const struct grist_vision_transform *t)
+{
+	struct grist_features *f;
+	struct grist_features_decoder *d;
+	struct grist_example_encoder *e;
+	struct grist_feature_column c;
+	const uint8_t *rec;
+	size_t rec_len, row_bytes;
+	uint8_t *want;
+	char key[PLAN_N][8];
+
+	assert_int_equal(grist_features_create(&f), 0);
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	grist_example_begin(e);
+	for (int i = 0; i < PLAN_N; i++) {
+		int k;
+
+		snprintf(key[i], sizeof(key[i]), "image%d", i);
+		k = grist_features_add(f, key[i], GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+		assert_int_equal(k, i);
+		assert_int_equal(grist_features_set(f, (size_t)k, GRIST_FEATURE_DECODE, GRIST_DECODE_JPEG), 0);
+		assert_int_equal(grist_features_set_transform(f, (size_t)k, &t[i], false), 0);
+		assert_int_equal(grist_example_add_bytes(e, key[i], jpg, (uint64_t[]){ 0, len }, 1), 0);
+	}
+	assert_int_equal(grist_example_finish(e, &rec, &rec_len), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	assert_int_equal(grist_features_decoder_create(f, NULL, 0, &d), 0);
+	row_bytes = grist_features_row_bytes(f);
+	want = calloc(1, row_bytes);
+	assert_non_null(want);
+	for (int i = 0; i < PLAN_N; i++) {
+		grist_feature_column_init(&c);
+		assert_int_equal(grist_feature_column(f, (size_t)i, &c), 0);
+		assert_int_equal(grist_vision_apply(&t[i], jpg, len, 0, 3, key[i], want + c.offset, c.bytes, NULL), 0);
+	}
+	{
+		struct plan_rows a = { d, rec, rec_len, row_bytes, want, 0, 0 }, b = a;
+
+		two_threads(plan_rows_run, &a, &b);
+		assert_int_equal(a.ret, 0);
+		assert_int_equal(b.ret, 0);
+		if (a.bad || b.bad)
+			fail_msg("%d transformed features of one record, two threads: round %d, %d not apply()'s bytes",
+				 PLAN_N, a.bad - 1, b.bad - 1);
+	}
+	free(want);
+	grist_example_encoder_destroy(e);
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
 }
 
 static void test_output_plan_cache(void **state)
@@ -587,23 +679,20 @@ static void test_output_plan_cache(void **state)
 	{
 		struct plan_job a = { jpg, len, t, forward, steps, fresh, true, 0, 0 };
 		struct plan_job b = { jpg, len, t, backward, steps, fresh, true, 0, 0 };
-		pthread_t ta, tb;
 
 		plan_run(&a);
 		assert_int_equal(a.ret, 0);
 		if (a.bad)
 			fail_msg("step %d (transform %d) in turns with others: not a fresh thread's bytes", a.bad - 1,
 				 forward[a.bad - 1]);
-		assert_int_equal(pthread_create(&ta, NULL, plan_run, &a), 0);
-		assert_int_equal(pthread_create(&tb, NULL, plan_run, &b), 0);
-		assert_int_equal(pthread_join(ta, NULL), 0);
-		assert_int_equal(pthread_join(tb, NULL), 0);
+		two_threads(plan_run, &a, &b);
 		assert_int_equal(a.ret, 0);
 		assert_int_equal(b.ret, 0);
 		if (a.bad || b.bad)
 			fail_msg("two threads at once: step %d of the first, %d of the second not a fresh thread's bytes",
 				 a.bad - 1, b.bad - 1);
 	}
+	plan_features(jpg, len, t);
 	free(fresh);
 	free(jpg);
 	free(px);
