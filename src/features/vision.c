@@ -125,6 +125,23 @@ static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
 	}
 }
 
+/* The JPEG region's rows as the resize pulls them (gv_src), made "L" for one channel. */
+struct pulled {
+	struct gv_jpeg *j;
+	bool gray;
+	uint32_t width;
+};
+
+static int pull_rows(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride)
+{
+	const struct pulled *p = ctx;
+	int ret = gv_jpeg_pull(p->j, y, n, rows, stride);
+
+	if (!ret && p->gray) /* each row is pulled once: converted once, in the thread's buffer */
+		rgb_to_l((uint8_t *)(uintptr_t)*rows, n, p->width, *stride);
+	return ret;
+}
+
 /*
  * Fast mode's scale: the largest 1/8, 1/4 or 1/2 at which the region (@rh x @rw of an
  * @h x @w image) still has at least as many pixels as what it is resized to, on both axes.
@@ -150,8 +167,8 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 	struct gv_jpeg *jd = NULL, *jused = NULL;
 	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL;
-	const uint8_t *src;
-	size_t stride;
+	struct gv_src src = { NULL, 0, NULL, NULL };
+	struct pulled pulled;
 	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
 	int ret;
 
@@ -213,28 +230,30 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 			qh = (bottom < sh ? bottom : sh) - top;
 			qw = (right < sw ? right : sw) - left;
 		}
-		/* decoded in place, in the thread's buffer: no copy of the region */
-		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, NULL, 0);
-		else
-			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, NULL, 0);
+		/* decoded as the resize asks for its rows, a few at a time (gv_jpeg_pull) */
+		ret = gv_jpeg_begin_region(jd, denom, t->decode == GRIST_VISION_DECODE_FAST, top, left, qh, qw, false);
 		jused = jd;
-		jd = NULL; /* read_region released the decompressor, not its buffer */
+		jd = NULL; /* a failed begin ended the decode; out: ends it otherwise */
 		rh = o >= 5 ? qw : qh;
 		rw = o >= 5 ? qh : qw;
 		if (ret)
 			goto out;
-		src = gv_jpeg_pixels(jused, &stride);
 		if (o != 1) {
-			/* turned as displayed */
+			/* every row, turned as displayed */
+			if ((ret = gv_jpeg_pull(jused, 0, qh, &src.px, &src.stride)))
+				goto out;
 			region = malloc((size_t)qh * qw * 3);
 			if (!region) {
 				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 				goto out;
 			}
-			gv_orient_pixels(o, src, qh, qw, stride, 3, region);
-			src = region;
-			stride = (size_t)rw * 3;
+			gv_orient_pixels(o, src.px, qh, qw, src.stride, 3, region);
+			src.px = region;
+			src.stride = (size_t)rw * 3;
+		} else {
+			pulled = (struct pulled){ jused, t->channels == 1, rw };
+			src.pull = pull_rows;
+			src.ctx = &pulled;
 		}
 	} else {
 		/* only the region's rows, as RGB (vision_png.c) */
@@ -244,14 +263,14 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 			goto out;
 		}
 		ret = gv_png_read_region(&png, (uint32_t)box.top, (uint32_t)box.left, rh, rw, region, (size_t)rw * 3);
-		src = region;
-		stride = (size_t)rw * 3;
+		src.px = region;
+		src.stride = (size_t)rw * 3;
 	}
 	if (ret)
 		goto out;
-	if (t->channels == 1) {
-		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
-		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
+	if (t->channels == 1 && !src.pull) {
+		/* to "L" where the pixels lie: this call's buffer or the thread's JPEG buffer (pulled rows: as pulled) */
+		rgb_to_l((uint8_t *)(uintptr_t)src.px, rh, rw, src.stride);
 	}
 	{
 		/* uint8 in the resize's own layout: its rows straight into @out; else through the output stage */
@@ -265,9 +284,9 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 			gv_center_resized(t, h, w, &nh, &nw);
 			gv_center_params(t, h, w, &win);
 		}
-		ret = gv_resize_rows(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
-				     t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
-				     (size_t)t->out_width * t->channels, direct ? NULL : &sink);
+		ret = gv_resize_rows_src(&src, rh, rw, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
+					 t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
+					 (size_t)t->out_width * t->channels, direct ? NULL : &sink, gv_have_avx2());
 	}
 	if (ret)
 		goto out;
@@ -275,6 +294,7 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
+	gv_jpeg_close(jused); /* not jpeg_finish_decompress(): it would want the rows below the region */
 	gv_jpeg_release(jused);
 	free(region);
 	gv_png_close(&png);
