@@ -206,7 +206,7 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
  * begin starts the decode (exact mode's settings, or with @fast or @denom > 1 fast mode's;
  * RGB, or gray with @gray_out on a gray file) and skips to the region's first row; then
  * gv_jpeg_pull() (a gv_src pull: @j the context) hands rows [y, y + n) of the region,
- * decoding them, and up to about 16 KB of rows past them, into the thread's buffer (rows
+ * decoding them, and up to about 256 KB of rows past them, into the thread's buffer (rows
  * before y are dropped, rows never asked for skipped); gv_jpeg_close() ends the decode.
  * Rows are 3 bytes a pixel (CMYK made RGB; 1 for gray_out), valid until the next pull. A
  * failed call has ended the decode already.

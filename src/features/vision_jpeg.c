@@ -98,11 +98,15 @@ struct gv_jpeg {
 };
 
 /*
- * The rows a pull decodes at least, when a caller asks for fewer: about 16 KB of them, so a
- * resize pulling a few rows at a time reads them from L1 (libjpeg gives 1 or 2 rows a call
- * anyway; this is how far ahead it runs).
+ * The rows a pull decodes at least, when a caller asks for fewer: about 256 KB of them (half
+ * a Zen 3 core's L2), so the decode and the resize take turns every few hundred rows, not
+ * every few. Measured on the benchmark's crops (vision_ab.sh, docs/tuning.md): 16 KB batches,
+ * whose rows the resize reads from L1, made the transform 1% slower than decoding the whole
+ * crop first (the switch between libjpeg's code and the resize's every 16 rows costs more
+ * than L2 reads, which the prefetcher hides); 256 KB is at parity there, and on 3000-pixel
+ * photos, whose crops pass the L2 and the 16 MB a thread keeps, 1.11x faster.
  */
-#define PULL_BYTES ((size_t)16 << 10)
+#define PULL_BYTES ((size_t)256 << 10)
 #define PULL_MIN_ROWS 4
 
 /* A thread keeps a region buffer up to this size between images; a larger one is freed after use. */

@@ -322,8 +322,8 @@ static void vertical_row(const uint8_t *src, size_t sstride, size_t row_bytes, c
  * does rows in pairs). The vertical pass then reads rows written a moment before, from L1,
  * where running the whole horizontal pass first left them to L2 (an intermediate of a
  * 316-row crop is about 210 KB). The same rows and sums as the two passes one after the other.
- * A pulled source is asked for each batch of rows just before they are resized, so a
- * decoder's rows are read while they are in L1 (gv_src).
+ * A pulled source is asked for each batch of rows just before they are resized (gv_src): a
+ * decoder hands rows it decoded a moment before, and never holds the whole source.
  */
 static int pass_both(const struct gv_src *s, uint32_t sw, uint32_t c, const struct coeffs *ch,
 		     const struct gv_hlayout *hl, const struct coeffs *cv, uint32_t dh, uint32_t dw, uint32_t first,
