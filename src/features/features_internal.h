@@ -9,6 +9,7 @@
 
 #include "grist/features.h"
 #include "grist/vision.h"
+#include "features/vision_internal.h" /* struct gv_out_plan */
 
 #define GF_KEY_MAX 4096
 /* No row (fixed part or one ragged feature's values) is larger: keeps every size sum far from overflow. */
@@ -37,6 +38,7 @@ struct gf_feature {
 	/* a vision transform (grist/vision.h): the column is its fixed output, whatever the image */
 	bool has_tf, boxes;
 	struct grist_vision_transform tf; /* loaded: defaults filled in, checked */
+	struct gv_out_plan tf_plan;       /* tf's output plan, made with it (read by every decode thread) */
 	size_t box_offset;   /* boxes: int32[5]; SIZE_MAX otherwise */
 	enum grist_on_error on_error;
 };

@@ -311,6 +311,7 @@ int grist_features_set_transform(struct grist_features *f, size_t i, const struc
 	}
 	if ((ret = gv_transform_load(&ft->tf, t)))
 		return grist_fail_prefix(ret, "feature '%s'", ft->key);
+	gv_out_plan_make(&ft->tf_plan, &ft->tf);
 	ft->has_tf = true;
 	ft->boxes = boxes;
 	return 0;
@@ -539,6 +540,7 @@ int gf_clone(const struct grist_features *f, struct grist_features **out)
 		c->feat[i].has_tf = ft->has_tf;
 		c->feat[i].boxes = ft->boxes;
 		c->feat[i].tf = ft->tf;
+		c->feat[i].tf_plan = ft->tf_plan;
 	}
 	ret = grist_features_finish(c);
 	if (ret)

@@ -29,54 +29,22 @@ size_t gv_out_bytes(const struct grist_vision_transform *t)
 /*
  * The output stage, one resized row at a time as the resize's vertical pass makes it (the
  * row still in L1, no whole uint8 image written and read again): normalize, convert and lay
- * out into @out. The flip is the resize's (gv_resize_rows). A float output is a function of
- * (channel, value) alone, each value as torchvision computes it in float32: ToTensor's
- * x / 255, then Normalize's (x - mean) / std. The vector path does that arithmetic (with
- * divisions, or without where gv_emit_f32_fma_exact() found every value the same); the other
- * paths look each value up in a table of 3 x 256 computed so.
+ * out into the output. The flip is the resize's (gv_resize_rows). A float output is a
+ * function of (channel, value) alone, each value as torchvision computes it in float32:
+ * ToTensor's x / 255, then Normalize's (x - mean) / std. The vector path does that
+ * arithmetic (with divisions, or without where gv_emit_f32_fma_exact() found every value the
+ * same); the other paths look each value up in a table of 3 x 256 computed so.
  *
- * What the output needs besides the row (the path, the 24-lane mean, std and reciprocals,
- * the tables) is a function of the transform's dtype, layout, channels, normalize, mean and
- * std alone: an emit_plan, made when a thread first meets those values and kept in the
- * thread for the images after (the FMA check over 768 values and the 768 table entries were
- * made per image before). A transform with other values makes it again.
+ * That choice and those tables are the output plan (struct gv_out_plan): a function of the
+ * transform alone, so made with it (grist_features_set_transform(), or once per
+ * grist_vision_apply() call) and only read after, by any number of threads: no per-image
+ * or per-thread state, whatever transforms a record's features have.
  */
-struct emit_plan {
-	/* the key: every field of the transform the tables depend on */
-	bool valid;
-	enum grist_dtype dtype;
-	enum grist_vision_layout layout;
-	uint32_t channels;
-	bool normalize;
-	float mean[3], std[3];
-	/* the tables */
-	enum { EMIT_TABLE, EMIT_AVX2, EMIT_FMA } how;
-	float m24[24], s24[24], r24[24];
-	float lut[3][256];
-	uint16_t lut16[3][256];
-};
-
-static _Thread_local struct emit_plan emit_cache;
-
-static bool emit_plan_matches(const struct emit_plan *p, const struct grist_vision_transform *t)
+void gv_out_plan_make(struct gv_out_plan *p, const struct grist_vision_transform *t)
 {
-	return p->valid && p->dtype == t->dtype && p->layout == t->layout && p->channels == t->channels &&
-	       p->normalize == t->normalize && !memcmp(p->mean, t->mean, sizeof(p->mean)) &&
-	       !memcmp(p->std, t->std, sizeof(p->std));
-}
+	size_t nc = t->channels, esz = gf_dtype_bytes(t->dtype);
 
-static void emit_plan_make(struct emit_plan *p, const struct grist_vision_transform *t)
-{
-	size_t nc = t->channels;
-
-	p->valid = true;
-	p->dtype = t->dtype;
-	p->layout = t->layout;
-	p->channels = t->channels;
-	p->normalize = t->normalize;
-	memcpy(p->mean, t->mean, sizeof(p->mean));
-	memcpy(p->std, t->std, sizeof(p->std));
-	p->how = EMIT_TABLE;
+	p->how = GV_EMIT_TABLE;
 #if GRIST_HAVE_VISION_AVX2
 	/* HWC, or one channel (the same thing): rows are contiguous values in the channel pattern */
 	if (t->dtype == GRIST_DTYPE_FLOAT32 && (t->layout != GRIST_VISION_CHW || nc == 1) && gv_have_avx2()) {
@@ -84,33 +52,28 @@ static void emit_plan_make(struct emit_plan *p, const struct grist_vision_transf
 			p->m24[k] = t->normalize ? t->mean[k % nc] : 0.0f; /* (f - 0) / 1 is f: the same bits */
 			p->s24[k] = t->normalize ? t->std[k % nc] : 1.0f;
 		}
-		p->how = gv_have_fma() && gv_emit_f32_fma_exact(p->m24, p->s24, p->r24) ? EMIT_FMA : EMIT_AVX2;
+		p->how = gv_have_fma() && gv_emit_f32_fma_exact(p->m24, p->s24, p->r24) ? GV_EMIT_FMA : GV_EMIT_AVX2;
 		return;
 	}
 #endif
-	for (size_t c = 0; c < nc && t->dtype != GRIST_DTYPE_UINT8; c++) {
+	for (size_t c = 0; c < nc && esz > 1; c++) {
 		for (int v = 0; v < 256; v++) {
 			float f = (float)v / 255.0f;
 
 			if (t->normalize)
 				f = (f - t->mean[c]) / t->std[c];
-			p->lut[c][v] = f;
-			p->lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) : gf_float_to_half(f);
+			if (esz == 4)
+				p->lut[c][v] = f;
+			else
+				p->lut16[c][v] = t->dtype == GRIST_DTYPE_BFLOAT16 ? gf_float_to_bfloat16(f) :
+										   gf_float_to_half(f);
 		}
 	}
 }
 
-/* This thread's plan for @t's output: the one kept, or made again for @t's values. */
-static const struct emit_plan *emit_plan_get(const struct grist_vision_transform *t)
-{
-	if (!emit_plan_matches(&emit_cache, t))
-		emit_plan_make(&emit_cache, t);
-	return &emit_cache;
-}
-
 struct emitter {
 	const struct grist_vision_transform *t;
-	const struct emit_plan *p;
+	const struct gv_out_plan *p;
 	void *out;
 };
 
@@ -119,16 +82,16 @@ static void emit_row(void *ctx, uint32_t y, const uint8_t *row)
 {
 	const struct emitter *e = ctx;
 	const struct grist_vision_transform *t = e->t;
-	const struct emit_plan *pl = e->p;
+	const struct gv_out_plan *pl = e->p;
 	size_t ow = t->out_width, plane = (size_t)t->out_height * ow, esz = gf_dtype_bytes(t->dtype), nc = t->channels;
 	bool chw = t->layout == GRIST_VISION_CHW;
 
 #if GRIST_HAVE_VISION_AVX2
-	if (pl->how == EMIT_FMA) {
+	if (pl->how == GV_EMIT_FMA) {
 		gv_emit_row_f32_fma(row, ow * nc, pl->m24, pl->s24, pl->r24, (float *)e->out + y * ow * nc);
 		return;
 	}
-	if (pl->how == EMIT_AVX2) {
+	if (pl->how == GV_EMIT_AVX2) {
 		gv_emit_row_f32_avx2(row, ow * nc, pl->m24, pl->s24, (float *)e->out + y * ow * nc);
 		return;
 	}
@@ -162,6 +125,23 @@ static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
 	}
 }
 
+/* The JPEG region's rows as the resize pulls them (gv_src), made "L" for one channel. */
+struct pulled {
+	struct gv_jpeg *j;
+	bool gray;
+	uint32_t width;
+};
+
+static int pull_rows(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride)
+{
+	const struct pulled *p = ctx;
+	int ret = gv_jpeg_pull(p->j, y, n, rows, stride);
+
+	if (!ret && p->gray) /* each row is pulled once: converted once, in the thread's buffer */
+		rgb_to_l((uint8_t *)(uintptr_t)*rows, n, p->width, *stride);
+	return ret;
+}
+
 /*
  * Fast mode's scale: the largest 1/8, 1/4 or 1/2 at which the region (@rh x @rw of an
  * @h x @w image) still has at least as many pixels as what it is resized to, on both axes.
@@ -178,8 +158,8 @@ static uint32_t fast_denom(const struct grist_vision_transform *t, uint32_t h, u
 	return 1;
 }
 
-int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
-	     const char *key, void *out, struct grist_vision_box *box_out)
+int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *plan, const uint8_t *img, size_t len,
+	     uint64_t epoch, uint64_t index, const char *key, void *out, struct grist_vision_box *box_out)
 {
 	struct grist_vision_box box, drawn;
 	struct gv_png png = { 0 };
@@ -187,8 +167,8 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 	struct gv_jpeg *jd = NULL, *jused = NULL;
 	uint32_t h, w, rh, rw, o = 1;
 	uint8_t *region = NULL;
-	const uint8_t *src;
-	size_t stride;
+	struct gv_src src = { NULL, 0, NULL, NULL };
+	struct pulled pulled;
 	bool jpeg = len >= 3 && img[0] == 0xff && img[1] == 0xd8 && img[2] == 0xff;
 	int ret;
 
@@ -250,28 +230,30 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			qh = (bottom < sh ? bottom : sh) - top;
 			qw = (right < sw ? right : sw) - left;
 		}
-		/* decoded in place, in the thread's buffer: no copy of the region */
-		if (t->decode == GRIST_VISION_DECODE_FAST)
-			ret = gv_jpeg_read_region_fast(jd, denom, top, left, qh, qw, NULL, 0);
-		else
-			ret = gv_jpeg_read_region(jd, top, left, qh, qw, false, NULL, 0);
+		/* decoded as the resize asks for its rows, a few at a time (gv_jpeg_pull) */
+		ret = gv_jpeg_begin_region(jd, denom, t->decode == GRIST_VISION_DECODE_FAST, top, left, qh, qw, false);
 		jused = jd;
-		jd = NULL; /* read_region released the decompressor, not its buffer */
+		jd = NULL; /* a failed begin ended the decode; out: ends it otherwise */
 		rh = o >= 5 ? qw : qh;
 		rw = o >= 5 ? qh : qw;
 		if (ret)
 			goto out;
-		src = gv_jpeg_pixels(jused, &stride);
 		if (o != 1) {
-			/* turned as displayed */
+			/* every row, turned as displayed */
+			if ((ret = gv_jpeg_pull(jused, 0, qh, &src.px, &src.stride)))
+				goto out;
 			region = malloc((size_t)qh * qw * 3);
 			if (!region) {
 				ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", qh, qw);
 				goto out;
 			}
-			gv_orient_pixels(o, src, qh, qw, stride, 3, region);
-			src = region;
-			stride = (size_t)rw * 3;
+			gv_orient_pixels(o, src.px, qh, qw, src.stride, 3, region);
+			src.px = region;
+			src.stride = (size_t)rw * 3;
+		} else {
+			pulled = (struct pulled){ jused, t->channels == 1, rw };
+			src.pull = pull_rows;
+			src.ctx = &pulled;
 		}
 	} else {
 		/* only the region's rows, as RGB (vision_png.c) */
@@ -281,30 +263,30 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 			goto out;
 		}
 		ret = gv_png_read_region(&png, (uint32_t)box.top, (uint32_t)box.left, rh, rw, region, (size_t)rw * 3);
-		src = region;
-		stride = (size_t)rw * 3;
+		src.px = region;
+		src.stride = (size_t)rw * 3;
 	}
 	if (ret)
 		goto out;
-	if (t->channels == 1) {
-		/* to "L" where the pixels lie: this call's buffer, the thread's JPEG buffer, or the PNG's */
-		rgb_to_l((uint8_t *)(uintptr_t)src, rh, rw, stride);
+	if (t->channels == 1 && !src.pull) {
+		/* to "L" where the pixels lie: this call's buffer or the thread's JPEG buffer (pulled rows: as pulled) */
+		rgb_to_l((uint8_t *)(uintptr_t)src.px, rh, rw, src.stride);
 	}
 	{
 		/* uint8 in the resize's own layout: its rows straight into @out; else through the output stage */
 		bool direct = t->dtype == GRIST_DTYPE_UINT8 && (t->layout != GRIST_VISION_CHW || t->channels == 1);
 		uint32_t nh = t->out_height, nw = t->out_width;
 		struct grist_vision_box win = { 0, 0, 0, 0, 0 };
-		struct emitter em = { t, direct ? NULL : emit_plan_get(t), out };
+		struct emitter em = { t, plan, out };
 		struct gv_rows sink = { emit_row, &em };
 
 		if (t->op == GRIST_VISION_CENTER_CROP && !(t->crop_fraction > 0)) {
 			gv_center_resized(t, h, w, &nh, &nw);
 			gv_center_params(t, h, w, &win);
 		}
-		ret = gv_resize_rows(src, rh, rw, stride, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
-				     t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
-				     (size_t)t->out_width * t->channels, direct ? NULL : &sink);
+		ret = gv_resize_rows_src(&src, rh, rw, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
+					 t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
+					 (size_t)t->out_width * t->channels, direct ? NULL : &sink, gv_have_avx2());
 	}
 	if (ret)
 		goto out;
@@ -312,6 +294,7 @@ int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t 
 		*box_out = drawn;
 out:
 	gv_jpeg_close(jd);
+	gv_jpeg_close(jused); /* not jpeg_finish_decompress(): it would want the rows below the region */
 	gv_jpeg_release(jused);
 	free(region);
 	gv_png_close(&png);
@@ -322,6 +305,7 @@ int grist_vision_apply(const struct grist_vision_transform *tr, const uint8_t *i
 		       uint64_t index, const char *key, void *out, size_t cap, struct grist_vision_box *box)
 {
 	struct grist_vision_transform t;
+	struct gv_out_plan plan;
 	int ret;
 
 	if ((ret = gv_transform_load(&t, tr)))
@@ -329,14 +313,16 @@ int grist_vision_apply(const struct grist_vision_transform *tr, const uint8_t *i
 	if (!img || !out || cap < gv_out_bytes(&t))
 		return grist_fail(-EINVAL, "vision: apply: NULL argument or %zu bytes of room, %zu needed", cap,
 				  gv_out_bytes(&t));
-	return gv_apply(&t, img, len, epoch, index, key, out, box);
+	/* one image: its plan made here (the loader's features make theirs once, when attached) */
+	gv_out_plan_make(&plan, &t);
+	return gv_apply(&t, &plan, img, len, epoch, index, key, out, box);
 }
 
 int gf_transform_image(const struct gf_feature *ft, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
 		       uint8_t *row)
 {
 	struct grist_vision_box b;
-	int ret = gv_apply(&ft->tf, img, len, epoch, index, ft->key, row + ft->offset, &b);
+	int ret = gv_apply(&ft->tf, &ft->tf_plan, img, len, epoch, index, ft->key, row + ft->offset, &b);
 
 	if (!ret && ft->box_offset != SIZE_MAX) {
 		int32_t v[5] = { b.top, b.left, b.height, b.width, b.flipped };

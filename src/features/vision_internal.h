@@ -37,6 +37,26 @@ struct gv_rows {
 int gv_resize_rows(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
 		   bool flip, uint8_t *dst, size_t dstride, const struct gv_rows *sink);
+/*
+ * Where a resize reads its source: all of it at @px (rows @stride apart), or, with @pull,
+ * rows asked for as the resize goes: pull(ctx, y, n, &rows, &stride) makes source rows
+ * [y, y + n) readable at rows (@stride apart) until the next call, or fails (a negative errno
+ * with its message, which the resize returns). Each row is asked for once, in order (y at or
+ * past the last call's y + n). Where the passes allow (Pillow's filters, both passes) the
+ * resize pulls the rows a few at a time, just before the horizontal pass reads them; else
+ * it pulls every row at once and resizes as from @px.
+ */
+struct gv_src {
+	const uint8_t *px;
+	size_t stride;
+	int (*pull)(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride);
+	void *ctx;
+};
+/* gv_resize_rows from @src (@sh x @sw x @c). */
+int gv_resize_rows_src(const struct gv_src *src, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h,
+		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
+		       enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
+		       const struct gv_rows *sink, bool simd);
 /* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
 int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 			uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
@@ -157,11 +177,43 @@ void gv_orient_pixels(uint32_t o, const uint8_t *src, uint32_t sh, uint32_t sw, 
 
 /* ---- one image (vision.c) ---- */
 
+/*
+ * The output stage's plan: how a resized row becomes the output (vision.c's emit_row), a
+ * function of the transform's dtype, layout, channels, normalize, mean and std alone, made
+ * once with the transform and read by every thread: the float32 path (the AVX2 divisions, or
+ * without them where gv_emit_f32_fma_exact() found every value the same) with its 24-lane
+ * mean, std and reciprocals, or the tables of 3 x 256 values (float32 CHW, float16,
+ * bfloat16). Making it costs 0.2 us for float32, about 4 us for the 16-bit tables.
+ */
+struct gv_out_plan {
+	enum { GV_EMIT_TABLE, GV_EMIT_AVX2, GV_EMIT_FMA } how;
+	float m24[24], s24[24], r24[24];
+	float lut[3][256];      /* float32 (the table path) */
+	uint16_t lut16[3][256]; /* float16, bfloat16 */
+};
+/* @t's output plan into @p (a loaded transform). */
+void gv_out_plan_make(struct gv_out_plan *p, const struct grist_vision_transform *t);
 /* Bytes of one output image of a loaded transform. */
 size_t gv_out_bytes(const struct grist_vision_transform *t);
-/* grist_vision_apply() on a loaded transform; @out holds gv_out_bytes(). */
-int gv_apply(const struct grist_vision_transform *t, const uint8_t *img, size_t len, uint64_t epoch, uint64_t index,
-	     const char *key, void *out, struct grist_vision_box *box);
+/* grist_vision_apply() on a loaded transform and its plan; @out holds gv_out_bytes(). */
+int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *plan, const uint8_t *img, size_t len,
+	     uint64_t epoch, uint64_t index, const char *key, void *out, struct grist_vision_box *box);
+
+/* ---- JPEG region decode, streamed (vision_jpeg.c) ---- */
+
+/*
+ * The region of an opened JPEG (gv_jpeg_open) decoded as the caller asks for its rows:
+ * begin starts the decode (exact mode's settings, or with @fast or @denom > 1 fast mode's;
+ * RGB, or gray with @gray_out on a gray file) and skips to the region's first row; then
+ * gv_jpeg_pull() (a gv_src pull: @j the context) hands rows [y, y + n) of the region,
+ * decoding them, and up to about 256 KB of rows past them, into the thread's buffer (rows
+ * before y are dropped, rows never asked for skipped); gv_jpeg_close() ends the decode.
+ * Rows are 3 bytes a pixel (CMYK made RGB; 1 for gray_out), valid until the next pull. A
+ * failed call has ended the decode already.
+ */
+int gv_jpeg_begin_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
+			 uint32_t width, bool gray_out);
+int gv_jpeg_pull(struct gv_jpeg *j, uint32_t y, uint32_t n, const uint8_t **rows, size_t *pitch);
 
 /* ---- PNG region decode (vision_png.c) ---- */
 

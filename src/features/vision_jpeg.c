@@ -84,13 +84,30 @@ struct gv_jpeg {
 	struct jpeg_decompress_struct d;
 	struct jerr e;
 	struct jprog pr;
-	uint8_t *row;          /* one decoded row of the region with its margins (copy-out) */
-	size_t row_cap;
-	uint8_t *buf;          /* the region's rows as libjpeg writes them, margins and all (in place) */
+	uint8_t *buf;          /* region rows as libjpeg writes them, margins and all */
 	size_t buf_cap;
 	const uint8_t *px;     /* the last in-place region's first pixel in buf, and its rows' pitch */
 	size_t pitch;
+	/* the region being read (gv_jpeg_begin_region, then gv_jpeg_pull) */
+	uint32_t r_height;     /* its rows */
+	uint32_t r_off;        /* its first pixel's place in a row libjpeg gives (the margin, the iMCU alignment) */
+	uint32_t r_width;      /* its pixels a row */
+	uint32_t r_ch;         /* bytes a pixel libjpeg gives: 1, 3, or 4 (CMYK, made RGB in place) */
+	uint32_t r_lo, r_hi;   /* its rows [r_lo, r_hi) are in buf, r_lo first; libjpeg's next row is r_hi */
+	size_t r_pitch;        /* of its rows in buf */
 };
+
+/*
+ * The rows a pull decodes at least, when a caller asks for fewer: about 256 KB of them (half
+ * a Zen 3 core's L2), so the decode and the resize take turns every few hundred rows, not
+ * every few. Measured on the benchmark's crops (vision_ab.sh, docs/tuning.md): 16 KB batches,
+ * whose rows the resize reads from L1, made the transform 1% slower than decoding the whole
+ * crop first (the switch between libjpeg's code and the resize's every 16 rows costs more
+ * than L2 reads, which the prefetcher hides); 256 KB is at parity there, and on 3000-pixel
+ * photos, whose crops pass the L2 and the 16 MB a thread keeps, 1.11x faster.
+ */
+#define PULL_BYTES ((size_t)256 << 10)
+#define PULL_MIN_ROWS 4
 
 /* A thread keeps a region buffer up to this size between images; a larger one is freed after use. */
 #define REGION_KEEP ((size_t)16 << 20)
@@ -104,7 +121,6 @@ static void jfree(void *v)
 	struct gv_jpeg *j = v;
 
 	jpeg_destroy_decompress(&j->d);
-	free(j->row);
 	free(j->buf);
 	free(j);
 }
@@ -217,57 +233,8 @@ void gv_jpeg_scaled(const struct gv_jpeg_info *info, uint32_t denom, uint32_t *h
 	*w = (uint32_t)(((uint64_t)info->width + denom - 1) / denom);
 }
 
-/*
- * The rows [@top, @top + @height) of the started decompression, decoded straight into the
- * thread's buffer (no copy): each row as libjpeg writes it, @w pixels of @ch bytes (margins
- * and the iMCU alignment included), rows a pitch apart that leaves 32 bytes and more of slack
- * (room for any SIMD store past the row, and 32-byte alignment for the resize's loads). The
- * region's first pixel is @off pixels into its row; CMYK rows become RGB in place (every
- * pixel's 3 bytes land at or before its 4). Sets j->px and j->pitch.
- */
-static int read_in_place(struct gv_jpeg *j, uint32_t top, uint32_t height, uint32_t off, uint32_t width, JDIMENSION w,
-			 uint32_t ch)
-{
-	struct jpeg_decompress_struct *d = &j->d;
-	size_t pitch = (((size_t)w * ch + 31) & ~(size_t)31) + 32, need = pitch * height;
-	JDIMENSION skip;
-
-	/* the caller checked the image against max_pixels: this is at most about that much */
-	if (need > j->buf_cap) {
-		free(j->buf);
-		j->buf_cap = 0;
-		j->buf = aligned_alloc(32, need);
-		if (!j->buf) {
-			jpeg_abort_decompress(d);
-			return grist_fail(-ENOMEM, "JPEG: out of memory for a %ux%u region", height, (unsigned)w);
-		}
-		j->buf_cap = need;
-	}
-	if (top && (skip = jpeg_skip_scanlines(d, top)) != top)
-		return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, top);
-	for (uint32_t y = 0; y < height;) {
-		JSAMPROW rows[8];
-		uint32_t n = height - y < 8 ? height - y : 8;
-		JDIMENSION got;
-
-		for (uint32_t i = 0; i < n; i++)
-			rows[i] = j->buf + (size_t)(y + i) * pitch;
-		if (!(got = jpeg_read_scanlines(d, rows, n)))
-			return region_fail(j, -EBADMSG, "row missing:", top + y, d->output_height);
-		if (ch == 4) /* CMYK to RGB in place */
-			for (uint32_t i = 0; i < got; i++)
-				cmyk_to_rgb(rows[i] + (size_t)off * 4, rows[i] + (size_t)off * 3, width);
-		y += got;
-	}
-	j->px = j->buf + (size_t)off * (ch == 4 ? 3 : ch);
-	j->pitch = pitch;
-	/* not jpeg_finish_decompress(): it would want the rows below the region */
-	jpeg_abort_decompress(d);
-	return 0;
-}
-
-static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
-		       uint32_t width, bool gray_out, uint8_t *dst, size_t pitch)
+int gv_jpeg_begin_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
+			 uint32_t width, bool gray_out)
 {
 	struct jpeg_decompress_struct *d = &j->d;
 	JDIMENSION x, w, skip;
@@ -304,33 +271,119 @@ static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t to
 	w = (left + width < d->output_width ? left + width + 1 : d->output_width) - x;
 	if (x || w != d->output_width)
 		jpeg_crop_scanline(d, &x, &w);
-	if (!dst)
-		return read_in_place(j, top, height, left - (uint32_t)x, width, w, ch);
-	if ((size_t)w * ch > j->row_cap) {
-		uint8_t *r = realloc(j->row, (size_t)w * ch);
-
-		if (!r) {
-			jpeg_abort_decompress(d);
-			return grist_fail(-ENOMEM, "JPEG: out of memory for a row of %u pixels", (unsigned)w);
-		}
-		j->row = r;
-		j->row_cap = (size_t)w * ch;
-	}
 	if (top && (skip = jpeg_skip_scanlines(d, top)) != top)
 		return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, top);
-	for (uint32_t y = 0; y < height; y++) {
-		JSAMPROW r = j->row;
-		const uint8_t *from = j->row + (size_t)(left - x) * ch;
+	j->r_height = height;
+	j->r_off = left - (uint32_t)x;
+	j->r_width = width;
+	j->r_ch = ch;
+	j->r_lo = j->r_hi = 0;
+	/* 32 bytes and more of slack: room for any SIMD store past the row, 32-byte aligned rows for the resize */
+	j->r_pitch = (((size_t)w * ch + 31) & ~(size_t)31) + 32;
+	return 0;
+}
 
-		if (jpeg_read_scanlines(d, &r, 1) != 1)
-			return region_fail(j, -EBADMSG, "row missing:", top + y, d->output_height);
-		if (cmyk)
-			cmyk_to_rgb(from, dst + (size_t)y * pitch, width);
-		else
-			memcpy(dst + (size_t)y * pitch, from, (size_t)width * ch);
+/* Room in buf for @rows rows, the rows [r_lo, r_hi) kept at its start. */
+static int pull_room(struct gv_jpeg *j, uint32_t rows)
+{
+	size_t need = j->r_pitch * rows, keep = j->r_pitch * (j->r_hi - j->r_lo);
+	uint8_t *b;
+
+	if (need <= j->buf_cap)
+		return 0;
+	/* the caller checked the image against max_pixels: this is at most about that much */
+	b = aligned_alloc(32, need);
+	if (!b) {
+		jpeg_abort_decompress(&j->d);
+		return grist_fail(-ENOMEM, "JPEG: out of memory for %u rows of %zu bytes", rows, j->r_pitch);
+	}
+	if (keep)
+		memcpy(b, j->buf, keep);
+	free(j->buf);
+	j->buf = b;
+	j->buf_cap = need;
+	return 0;
+}
+
+int gv_jpeg_pull(struct gv_jpeg *j, uint32_t y, uint32_t n, const uint8_t **rows, size_t *pitch)
+{
+	struct jpeg_decompress_struct *d = &j->d;
+	uint32_t want;
+	int ret;
+
+	if (y < j->r_lo || y > j->r_height || n > j->r_height - y) {
+		jpeg_abort_decompress(d);
+		return grist_fail(-EINVAL, "JPEG: rows [%u, %u) asked of a region of %u rows, at row %u", y, y + n,
+				  j->r_height, j->r_lo);
+	}
+	if (y + n > j->r_hi) {
+		if (setjmp(j->e.jb)) {
+			jpeg_abort_decompress(d);
+			return grist_fail(j->e.code, "JPEG does not decode: %s", j->e.msg);
+		}
+		if (y >= j->r_hi) {
+			/* nothing kept: rows below r_hi never asked for are skipped */
+			JDIMENSION skip;
+
+			if (y > j->r_hi && (skip = jpeg_skip_scanlines(d, y - j->r_hi)) != y - j->r_hi)
+				return region_fail(j, -EBADMSG, "rows skipped:", (unsigned)skip, y - j->r_hi);
+			j->r_lo = j->r_hi = y;
+		} else if (y > j->r_lo) {
+			/* the rows from y on kept, moved to the start */
+			memmove(j->buf, j->buf + (size_t)(y - j->r_lo) * j->r_pitch, (size_t)(j->r_hi - y) * j->r_pitch);
+			j->r_lo = y;
+		}
+		want = (uint32_t)(PULL_BYTES / j->r_pitch);
+		want = want < PULL_MIN_ROWS ? PULL_MIN_ROWS : want;
+		want = want < n ? n : want;
+		want = want < j->r_height - y ? want : j->r_height - y;
+		if ((ret = pull_room(j, want)))
+			return ret;
+		while (j->r_hi < y + want) {
+			JSAMPROW r[8];
+			uint32_t k = y + want - j->r_hi < 8 ? y + want - j->r_hi : 8;
+			JDIMENSION got;
+
+			for (uint32_t i = 0; i < k; i++)
+				r[i] = j->buf + (size_t)(j->r_hi - j->r_lo + i) * j->r_pitch;
+			if (!(got = jpeg_read_scanlines(d, r, k)))
+				return region_fail(j, -EBADMSG, "row missing:", j->r_hi, j->r_height);
+			if (j->r_ch == 4) /* CMYK to RGB in place: every pixel's 3 bytes land at or before its 4 */
+				for (uint32_t i = 0; i < got; i++)
+					cmyk_to_rgb(r[i] + (size_t)j->r_off * 4, r[i] + (size_t)j->r_off * 3, j->r_width);
+			j->r_hi += got;
+		}
+	}
+	*rows = j->buf + (size_t)(y - j->r_lo) * j->r_pitch + (size_t)j->r_off * (j->r_ch == 4 ? 3 : j->r_ch);
+	*pitch = j->r_pitch;
+	return 0;
+}
+
+static int read_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t top, uint32_t left, uint32_t height,
+		       uint32_t width, bool gray_out, uint8_t *dst, size_t pitch)
+{
+	const uint8_t *rows;
+	size_t rp, bytes;
+	int ret = gv_jpeg_begin_region(j, denom, fast, top, left, height, width, gray_out);
+
+	if (ret)
+		return ret;
+	if (!dst) {
+		/* in place: every row at once, in the thread's buffer */
+		if ((ret = gv_jpeg_pull(j, 0, height, &rows, &rp)))
+			return ret;
+		j->px = rows;
+		j->pitch = rp;
+	} else {
+		bytes = (size_t)width * (j->r_ch == 4 ? 3 : j->r_ch);
+		for (uint32_t y = 0; y < height; y++) {
+			if ((ret = gv_jpeg_pull(j, y, 1, &rows, &rp)))
+				return ret;
+			memcpy(dst + (size_t)y * pitch, rows, bytes);
+		}
 	}
 	/* not jpeg_finish_decompress(): it would want the rows below the region */
-	jpeg_abort_decompress(d);
+	jpeg_abort_decompress(&j->d);
 	return 0;
 }
 

@@ -322,10 +322,12 @@ static void vertical_row(const uint8_t *src, size_t sstride, size_t row_bytes, c
  * does rows in pairs). The vertical pass then reads rows written a moment before, from L1,
  * where running the whole horizontal pass first left them to L2 (an intermediate of a
  * 316-row crop is about 210 KB). The same rows and sums as the two passes one after the other.
+ * A pulled source is asked for each batch of rows just before they are resized (gv_src): a
+ * decoder hands rows it decoded a moment before, and never holds the whole source.
  */
-static void pass_both(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t c, const struct coeffs *ch,
-		      const struct gv_hlayout *hl, const struct coeffs *cv, uint32_t dh, uint32_t dw, uint32_t first,
-		      uint32_t last, uint8_t *tmp, const struct out_rows *o, int32_t *acc, bool simd)
+static int pass_both(const struct gv_src *s, uint32_t sw, uint32_t c, const struct coeffs *ch,
+		     const struct gv_hlayout *hl, const struct coeffs *cv, uint32_t dh, uint32_t dw, uint32_t first,
+		     uint32_t last, uint8_t *tmp, const struct out_rows *o, int32_t *acc, bool simd)
 {
 	size_t row = (size_t)dw * c;
 	uint32_t done = first; /* rows [first, done) are in tmp */
@@ -334,16 +336,25 @@ static void pass_both(const uint8_t *src, size_t sstride, uint32_t sw, uint32_t 
 		uint32_t need = (uint32_t)(cv->bounds[2 * yy] + cv->bounds[2 * yy + 1]);
 
 		if (need > done) {
-			uint32_t end = need + ((need - done) & 1);
+			uint32_t end = need + ((need - done) & 1), y = done;
+			const uint8_t *rows = s->px;
+			size_t stride = s->stride;
+			int ret;
 
 			if (end > last)
 				end = last;
-			pass_horizontal(src, sstride, sw, c, done, end - done, ch, hl, dw, tmp + (size_t)(done - first) * row,
+			if (s->pull) {
+				if ((ret = s->pull(s->ctx, done, end - done, &rows, &stride)))
+					return ret;
+				y = 0;
+			}
+			pass_horizontal(rows, stride, sw, c, y, end - done, ch, hl, dw, tmp + (size_t)(done - first) * row,
 					row, simd);
 			done = end;
 		}
 		vertical_row(tmp, row, row, cv, yy, (int32_t)first, o, acc, simd);
 	}
+	return 0;
 }
 
 int gv_resize(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint8_t *dst, uint32_t dh,
@@ -360,8 +371,8 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 			      gv_have_avx2());
 }
 
-static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
-		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+static int resize_core(const struct gv_src *s, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h, uint32_t full_w,
+		       uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
 		       struct out_rows *o, bool simd);
 
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
@@ -385,6 +396,16 @@ int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sst
 			enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
 			const struct gv_rows *sink, bool simd)
 {
+	struct gv_src s = { src, sstride, NULL, NULL };
+
+	return gv_resize_rows_src(&s, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, flip, dst, dstride, sink, simd);
+}
+
+int gv_resize_rows_src(const struct gv_src *src, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h,
+		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
+		       enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
+		       const struct gv_rows *sink, bool simd)
+{
 	struct out_rows o = { dst, dstride, sink, NULL, NULL, dw, c, flip };
 	size_t row = (size_t)dw * c;
 	uint8_t *bufs = NULL;
@@ -402,7 +423,7 @@ int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sst
 		o.buf = bufs;
 		o.rev = bufs + row + 32;
 	}
-	ret = resize_core(src, sh, sw, sstride, c, full_h, full_w, y0, x0, dh, dw, interp, &o, simd);
+	ret = resize_core(src, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, &o, simd);
 	free(bufs);
 	return ret;
 }
@@ -425,20 +446,25 @@ static void deliver_image(const uint8_t *img, uint32_t dh, const struct out_rows
 	}
 }
 
-static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
-		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
+static int resize_core(const struct gv_src *s, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h, uint32_t full_w,
+		       uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
 		       struct out_rows *o, bool simd)
 {
 	bool need_h = full_w != sw, need_v = full_h != sh;
 	bool whole = interp == GRIST_VISION_AREA || interp == GRIST_VISION_BILINEAR_TF ||
 		     interp == GRIST_VISION_BICUBIC_TF || (need_h && (uint64_t)sh > (uint64_t)sw * 100 && full_h < sh);
-	size_t row = (size_t)dw * c;
+	size_t row = (size_t)dw * c, sstride = s->stride;
+	const uint8_t *src = s->px;
 	struct coeffs ch = { 0 }, cv = { 0 };
 	struct gv_hlayout hl = { 0 };
 	const struct filter *f;
 	uint8_t *tmp = NULL, *img;
 	int32_t *acc = NULL;
 	int ret = 0;
+
+	/* a pulled source streams into pass_both; every other pass reads the whole source */
+	if (s->pull && (whole || !need_h || !need_v) && (ret = s->pull(s->ctx, 0, sh, &src, &sstride)))
+		return ret;
 
 	if (whole) {
 		/* the whole output first: into dst when it is packed and no sink takes the rows */
@@ -516,7 +542,7 @@ static int resize_core(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstr
 			ret = grist_fail(-ENOMEM, "resize: out of memory for a %ux%u intermediate", last - first, dw);
 			goto out;
 		}
-		pass_both(src, sstride, sw, c, &ch, &hl, &cv, dh, dw, first, last, tmp, o, acc, simd);
+		ret = pass_both(s, sw, c, &ch, &hl, &cv, dh, dw, first, last, tmp, o, acc, simd);
 	} else {
 		for (uint32_t yy = 0; yy < dh; yy++)
 			vertical_row(src, sstride, (size_t)sw * c, &cv, yy, 0, o, acc, simd);

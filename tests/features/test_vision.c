@@ -15,6 +15,7 @@
 
 #include "helpers.h"
 #include "features_loader.h"
+#include "common/error.h"
 #include "features/features_internal.h"
 #include "features/vision_internal.h"
 #include "grist/features.h"
@@ -409,6 +410,182 @@ static void test_resize_rows_sink(void **state)
 	free(got);
 }
 
+/* A gv_src pull over a packed image: each call's rows copied into a buffer of exactly their size (freed at the next). */
+struct puller {
+	const uint8_t *img;
+	size_t stride, row;
+	uint32_t next, calls;
+	uint8_t *rows;
+};
+
+static int pull_copy(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride)
+{
+	struct puller *p = ctx;
+
+	assert_true(y >= p->next && n > 0); /* in order, each row once */
+	p->next = y + n;
+	p->calls++;
+	free(p->rows);
+	p->rows = malloc((size_t)n * p->row);
+	assert_non_null(p->rows);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(p->rows + (size_t)i * p->row, p->img + (size_t)(y + i) * p->stride, p->row);
+	*rows = p->rows;
+	*stride = p->row;
+	return 0;
+}
+
+static int pull_fail(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride)
+{
+	struct puller *p = ctx;
+
+	if (p->calls == 3) /* the fourth pull fails (pull_copy counts the others) */
+		return grist_fail(-EBADMSG, "pull_fail: row %u", y);
+	return pull_copy(ctx, y, n, rows, stride);
+}
+
+/*
+ * A pulled source (gv_src): the same bytes as the resize of the whole image, every filter
+ * (both passes streamed; one pass, area, TF's kernels, the very tall image: all rows pulled
+ * at once), 1 and 3 channels, flipped or not, AVX2 and portable; each row pulled once, in
+ * order, read only while it is the last pull's (a buffer of exactly those rows, freed at the
+ * next pull: ASan sees a read of any other). A failed pull is the resize's error.
+ */
+static void test_resize_pulled_source(void **state)
+{
+	static const uint32_t sizes[][8] = {
+		/* sh, sw, full_h, full_w, y0, x0, dh, dw */
+		{ 375, 500, 224, 224, 0, 0, 224, 224 }, { 97, 131, 37, 41, 0, 0, 37, 41 },
+		{ 61, 150, 70, 229, 0, 0, 70, 229 },    { 400, 131, 23, 19, 0, 0, 23, 19 },
+		{ 90, 64, 40, 33, 3, 5, 30, 21 },       { 41, 50, 41, 23, 0, 0, 41, 23 },
+		{ 50, 23, 17, 23, 0, 0, 17, 23 },       { 400, 3, 5, 2, 0, 0, 5, 2 },
+		{ 41, 41, 41, 41, 0, 0, 41, 41 },       { 2, 1, 5, 3, 0, 0, 5, 3 },
+	};
+	static const enum grist_vision_interp interps[] = { GRIST_VISION_BILINEAR, GRIST_VISION_BICUBIC,
+							    GRIST_VISION_AREA, GRIST_VISION_BILINEAR_TF };
+	uint8_t *img = photo(400, 500, 23), *want = malloc(224 * 229 * 3), *got = malloc(224 * 229 * 3);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (uint32_t c = 1; c <= 3; c += 2)
+			for (size_t f = 0; f < sizeof(interps) / sizeof(interps[0]); f++)
+				for (int v = 0; v < 4; v++) {
+					const uint32_t *s = sizes[i];
+					bool flip = v & 1, simd = v & 2 ? gv_have_avx2() : false;
+					size_t row = (size_t)s[7] * c;
+					struct puller p = { img, 500 * 3, (size_t)s[1] * c, 0, 0, NULL };
+					struct gv_src src = { NULL, 0, pull_copy, &p };
+
+					assert_int_equal(gv_resize_rows_with(img, s[0], s[1], 500 * 3, c, s[2], s[3], s[4], s[5],
+									     s[6], s[7], interps[f], flip, want, row, NULL, simd),
+							 0);
+					memset(got, 0x33, row * s[6]);
+					assert_int_equal(gv_resize_rows_src(&src, s[0], s[1], c, s[2], s[3], s[4], s[5], s[6], s[7],
+									    interps[f], flip, got, row, NULL, simd),
+							 0);
+					free(p.rows);
+					if (memcmp(got, want, row * s[6]))
+						fail_msg("%ux%ux%u -> %ux%u, filter %d, flip %d, simd %d: a pulled source differs",
+							 s[0], s[1], c, s[6], s[7], (int)interps[f], flip, simd);
+					if (i == 0 && f == 0)
+						assert_true(p.calls > 100); /* streamed, not one pull */
+				}
+	{
+		struct puller p = { img, 500 * 3, 500 * 3, 0, 0, NULL };
+		struct gv_src src = { NULL, 0, pull_fail, &p };
+
+		assert_int_equal(gv_resize_rows_src(&src, 375, 500, 3, 224, 224, 0, 0, 224, 224, GRIST_VISION_BILINEAR,
+						    false, got, 224 * 3, NULL, gv_have_avx2()),
+				 -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "pull_fail"));
+		free(p.rows);
+	}
+	free(img);
+	free(want);
+	free(got);
+}
+
+/*
+ * A JPEG region pulled in batches of odd sizes, with rows skipped (never asked for) and
+ * batches past the read-ahead (rows kept, the buffer grown under them): each batch the
+ * full decode's rows, for 4:2:0, 4:4:4, gray (as RGB and as gray), progressive and CMYK.
+ * A truncated file fails in the pull that reaches the damage, with libjpeg's message.
+ */
+static void test_jpeg_pull(void **state)
+{
+	static const uint32_t batches[] = { 1, 3, 2, 40, 7, 64, 5, 200 };
+	const int h = 260, w = 1500;
+	uint8_t *px = photo(h, w, 5);
+
+	(void)state;
+	for (int k = 0; k < 5; k++) {
+		int sub = k == 1 ? TJSAMP_444 : k == 2 || k == 3 ? TJSAMP_GRAY : TJSAMP_420;
+		bool gray_out = k == 3;
+		size_t ch = gray_out ? 1 : 3;
+		unsigned long len;
+		uint8_t *jpg = encode(px, h, w, sub, k == 4 ? TJFLAG_PROGRESSIVE : 0, &len);
+		uint8_t *full = full_decode(jpg, len, h, w, gray_out ? TJPF_GRAY : TJPF_RGB);
+		uint32_t top = 11, left = 37, rh = 240, rw = 1401, y = 0;
+		struct gv_jpeg_info info;
+		struct gv_jpeg *j;
+
+		assert_int_equal(gv_jpeg_open(jpg, len, 500, &j, &info), 0);
+		assert_int_equal(gv_jpeg_begin_region(j, 1, false, top, left, rh, rw, gray_out), 0);
+		for (int b = 0; y < rh; b++) {
+			uint32_t n = batches[b % 8] < rh - y ? batches[b % 8] : rh - y;
+			const uint8_t *rows;
+			size_t pitch;
+
+			assert_int_equal(gv_jpeg_pull(j, y, n, &rows, &pitch), 0);
+			for (uint32_t i = 0; i < n; i++)
+				if (memcmp(rows + i * pitch, full + ((size_t)(top + y + i) * w + left) * ch, rw * ch))
+					fail_msg("kind %d: region row %u (a batch of %u from %u) differs", k, y + i, n, y);
+			y += n + (b % 3 == 2 ? 9 : 0); /* every third batch, 9 rows never asked for */
+		}
+		gv_jpeg_close(j);
+		gv_jpeg_release(j);
+		free(full);
+		free(jpg);
+	}
+	{
+		/* CMYK: made RGB in place as the rows are pulled; the same as the whole region read at once */
+		uint8_t *cmyk = malloc((size_t)64 * 96 * 4), *want = malloc((size_t)40 * 50 * 3);
+		const uint8_t *rows;
+		unsigned char *out = NULL;
+		unsigned long len = 0;
+		tjhandle t = tjInitCompress();
+		struct gv_jpeg_info info;
+		struct gv_jpeg *j;
+		size_t pitch;
+
+		t_fill(cmyk, (size_t)64 * 96 * 4, 3);
+		assert_int_equal(tjCompress2(t, cmyk, 96, 0, 64, TJPF_CMYK, &out, &len, TJSAMP_444, 90, 0), 0);
+		tjDestroy(t);
+		assert_int_equal(gv_jpeg_decode_region(out, len, 10, 20, 40, 50, false, want, 50 * 3, 500), 0);
+		assert_int_equal(gv_jpeg_open(out, len, 500, &j, &info), 0);
+		assert_int_equal(gv_jpeg_begin_region(j, 1, false, 10, 20, 40, 50, false), 0);
+		for (uint32_t y = 0; y < 40; y += 3) {
+			uint32_t n = 40 - y < 3 ? 40 - y : 3;
+
+			assert_int_equal(gv_jpeg_pull(j, y, n, &rows, &pitch), 0);
+			for (uint32_t i = 0; i < n; i++)
+				assert_memory_equal(rows + i * pitch, want + (size_t)(y + i) * 50 * 3, 50 * 3);
+		}
+		gv_jpeg_close(j);
+		/* cut short: the pull that reaches the cut fails */
+		assert_int_equal(gv_jpeg_open(out, len * 2 / 3, 500, &j, &info), 0);
+		assert_int_equal(gv_jpeg_begin_region(j, 1, false, 0, 0, 64, 96, false), 0);
+		assert_int_equal(gv_jpeg_pull(j, 0, 64, &rows, &pitch), -EBADMSG);
+		assert_non_null(strstr(grist_last_error(), "JPEG does not decode"));
+		gv_jpeg_close(j);
+		gv_jpeg_release(j);
+		tjFree(out);
+		free(cmyk);
+		free(want);
+	}
+	free(px);
+}
+
 /*
  * The output stage, fused into the resize's rows, against the unfused one written out here:
  * the uint8 HWC output of the same transform (flipped or not: the same box and flip), then
@@ -491,11 +668,12 @@ static void test_output_stage(void **state)
 
 /*
  * The output stage's plan (vision.c: the float32 path and its FMA check, the float16 and
- * bfloat16 tables) is kept per thread between images and made again when a transform's
- * values differ. Transforms that differ in one of those values each, applied in turns in one
- * thread and in two threads at once, give the bytes a fresh thread gives (no plan kept);
- * each pair of neighbours in the list gives other bytes, so a plan kept for the wrong
- * transform would show.
+ * bfloat16 tables) is made with the transform and read by every thread. Transforms that
+ * differ in one of its values each, applied in turns in one thread and in two threads at
+ * once, give the bytes a fresh thread gives; each pair of neighbours in the list gives other
+ * bytes, so a plan shared with the wrong transform would show. The same through a features
+ * spec: one record with the image under each transform's feature (plans made at attach),
+ * decoded in two threads at once, each column grist_vision_apply()'s bytes.
  */
 #define PLAN_N 9
 #define PLAN_OUT (32 * 24 * 3 * 4)
@@ -527,6 +705,97 @@ static void *plan_run(void *arg)
 			j->bad = (int)k + 1;
 	}
 	return NULL;
+}
+
+/* @fn(@a) and @fn(@b) in two threads at once, both joined. */
+static void two_threads(void *(*fn)(void *), void *a, void *b)
+{
+	pthread_t ta, tb;
+
+	assert_int_equal(pthread_create(&ta, NULL, fn, a), 0);
+	assert_int_equal(pthread_create(&tb, NULL, fn, b), 0);
+	assert_int_equal(pthread_join(ta, NULL), 0);
+	assert_int_equal(pthread_join(tb, NULL), 0);
+}
+
+struct plan_rows {
+	const struct grist_features_decoder *d;
+	const uint8_t *rec;
+	size_t rec_len, row_bytes;
+	const uint8_t *want; /* the row every decode must give */
+	int ret, bad;        /* bad: 1 + the first round whose row was not @want */
+};
+
+static void *plan_rows_run(void *arg)
+{
+	struct plan_rows *r = arg;
+	uint8_t *row = malloc(r->row_bytes);
+	size_t got;
+
+	if (!row) {
+		r->ret = -ENOMEM;
+		return NULL;
+	}
+	for (int k = 0; k < 20 && !r->ret && !r->bad; k++) {
+		memset(row, 0, r->row_bytes);
+		r->ret = grist_features_decode(r->d, r->rec, r->rec_len, 0, 3, row, r->row_bytes, &got);
+		if (!r->ret && memcmp(row, r->want, r->row_bytes))
+			r->bad = k + 1;
+	}
+	free(row);
+	return NULL;
+}
+
+/* test_output_plan_cache's transforms @t, each on its own feature of one record (see there). */
+static void plan_features(const uint8_t *jpg, unsigned long len, const struct grist_vision_transform *t)
+{
+	struct grist_features *f;
+	struct grist_features_decoder *d;
+	struct grist_example_encoder *e;
+	struct grist_feature_column c;
+	const uint8_t *rec;
+	size_t rec_len, row_bytes;
+	uint8_t *want;
+	char key[PLAN_N][8];
+
+	assert_int_equal(grist_features_create(&f), 0);
+	assert_int_equal(grist_example_encoder_create(&e), 0);
+	grist_example_begin(e);
+	for (int i = 0; i < PLAN_N; i++) {
+		int k;
+
+		snprintf(key[i], sizeof(key[i]), "image%d", i);
+		k = grist_features_add(f, key[i], GRIST_WIRE_BYTES, GRIST_DTYPE_UINT8, (int64_t[]){ -1, -1, 3 }, 3);
+		assert_int_equal(k, i);
+		assert_int_equal(grist_features_set(f, (size_t)k, GRIST_FEATURE_DECODE, GRIST_DECODE_JPEG), 0);
+		assert_int_equal(grist_features_set_transform(f, (size_t)k, &t[i], false), 0);
+		assert_int_equal(grist_example_add_bytes(e, key[i], jpg, (uint64_t[]){ 0, len }, 1), 0);
+	}
+	assert_int_equal(grist_example_finish(e, &rec, &rec_len), 0);
+	assert_int_equal(grist_features_finish(f), 0);
+	assert_int_equal(grist_features_decoder_create(f, NULL, 0, &d), 0);
+	row_bytes = grist_features_row_bytes(f);
+	want = calloc(1, row_bytes);
+	assert_non_null(want);
+	for (int i = 0; i < PLAN_N; i++) {
+		grist_feature_column_init(&c);
+		assert_int_equal(grist_feature_column(f, (size_t)i, &c), 0);
+		assert_int_equal(grist_vision_apply(&t[i], jpg, len, 0, 3, key[i], want + c.offset, c.bytes, NULL), 0);
+	}
+	{
+		struct plan_rows a = { d, rec, rec_len, row_bytes, want, 0, 0 }, b = a;
+
+		two_threads(plan_rows_run, &a, &b);
+		assert_int_equal(a.ret, 0);
+		assert_int_equal(b.ret, 0);
+		if (a.bad || b.bad)
+			fail_msg("%d transformed features of one record, two threads: round %d, %d not apply()'s bytes",
+				 PLAN_N, a.bad - 1, b.bad - 1);
+	}
+	free(want);
+	grist_example_encoder_destroy(e);
+	grist_features_decoder_destroy(d);
+	grist_features_destroy(f);
 }
 
 static void test_output_plan_cache(void **state)
@@ -587,23 +856,20 @@ static void test_output_plan_cache(void **state)
 	{
 		struct plan_job a = { jpg, len, t, forward, steps, fresh, true, 0, 0 };
 		struct plan_job b = { jpg, len, t, backward, steps, fresh, true, 0, 0 };
-		pthread_t ta, tb;
 
 		plan_run(&a);
 		assert_int_equal(a.ret, 0);
 		if (a.bad)
 			fail_msg("step %d (transform %d) in turns with others: not a fresh thread's bytes", a.bad - 1,
 				 forward[a.bad - 1]);
-		assert_int_equal(pthread_create(&ta, NULL, plan_run, &a), 0);
-		assert_int_equal(pthread_create(&tb, NULL, plan_run, &b), 0);
-		assert_int_equal(pthread_join(ta, NULL), 0);
-		assert_int_equal(pthread_join(tb, NULL), 0);
+		two_threads(plan_run, &a, &b);
 		assert_int_equal(a.ret, 0);
 		assert_int_equal(b.ret, 0);
 		if (a.bad || b.bad)
 			fail_msg("two threads at once: step %d of the first, %d of the second not a fresh thread's bytes",
 				 a.bad - 1, b.bad - 1);
 	}
+	plan_features(jpg, len, t);
 	free(fresh);
 	free(jpg);
 	free(px);
@@ -1082,6 +1348,8 @@ int main(void)
 		cmocka_unit_test(test_resize_rows_sink),
 		cmocka_unit_test(test_output_stage),
 		cmocka_unit_test(test_output_plan_cache),
+		cmocka_unit_test(test_resize_pulled_source),
+		cmocka_unit_test(test_jpeg_pull),
 		cmocka_unit_test(test_cmyk_and_fast),
 		cmocka_unit_test(test_exif_reader),
 		cmocka_unit_test(test_transform_checks),
