@@ -60,10 +60,11 @@
  * Items of the unit starting at @first, record granularity. With split_tail (a packer
  * takes the units, so their sizes are free) and a finite stream, a unit takes at most
  * an equal share of what is left, split two ways per worker: the last units of a run
- * shrink to a text or a few, so the workers finish together instead of some decoding a
- * whole last unit while the others have none. With units of 32 tokenized texts and 16
- * workers that tail was about 8% of a 5056-text run (docs/tuning.md, "Text at 16
- * threads on 2 cores"). Only the sizes change: the records and their order do not.
+ * shrink, down to TAIL_ITEMS_MIN records, so the workers finish together instead of some
+ * decoding a whole last unit while the others have none. With units of 32 tokenized texts
+ * and 16 workers that tail idled about 9% of the workers' time over a 5056-text run
+ * (docs/tuning.md, "Text at 16 threads on 2 cores"). Only the sizes change: the records
+ * and their order do not.
  */
 #define TAIL_ITEMS_MIN 4
 
