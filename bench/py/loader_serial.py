@@ -14,7 +14,11 @@ has (Amdahl), so s measured on 2 cores says what 16 can reach. Each run:
     (time.thread_time() around each part: the bench's own loop body is not counted);
   - prints items/s, items per CPU-second, the consumer's share s of the pipeline's CPU and
     the cap 1/s, and the engine's counters that say whether workers waited for a slot
-    (producer_stall_ns) or the consumer for a unit (consumer_wait_ns).
+    (producer_stall_ns) or the consumer for a unit (consumer_wait_ns);
+  - and each worker's time split into on a CPU, runnable (waiting for a core) and blocked
+    (/proc/self/task/*/schedstat, medians over the workers), and Loader()'s wall time and the
+    calling thread's CPU in it. With more threads than cores (16 on 2) the workers are mostly
+    runnable; the blocked share is what a machine with a core each would leave idle.
 
 Pipelines (grist side only; the corpora are bench/py/vision_pipeline.py's and text_pipeline.py's):
   vision  --dataset DIR: RandomResizedCrop(224), flip, normalize to float32, batch --batch (64),
@@ -56,6 +60,35 @@ def task_cpu():
     return out
 
 
+def task_sched():
+    """{tid: (ns on a CPU, ns runnable waiting for one)} of every thread (/proc/.../schedstat)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/schedstat" % tid) as f:
+                run_ns, wait_ns = f.read().split()[:2]
+        except OSError:
+            continue
+        out[int(tid)] = (int(run_ns), int(wait_ns))
+    return out
+
+
+def sched_shares(s0, s1, wall_ns, main):
+    """Each worker's time (the threads beside @main that ran at least 1% of @wall_ns) split into
+    on a CPU, runnable (waiting for a core: oversubscription) and blocked (waiting on something:
+    a lock, the window, a read), medians; and the consumer's (@main) the same way."""
+    def split(t):
+        run = (s1[t][0] - s0[t][0]) / wall_ns
+        wait = (s1[t][1] - s0[t][1]) / wall_ns
+        return run, wait, max(0.0, 1 - run - wait)
+    workers = [split(t) for t in s1 if t in s0 and t != main and (s1[t][0] - s0[t][0]) > 0.01 * wall_ns]
+    out = {"consumer_sched": split(main) if main in s0 and main in s1 else None, "workers_seen": len(workers)}
+    if workers:
+        out["worker_sched"] = tuple(statistics.median(w[i] for w in workers) for i in range(3))
+        out["worker_blocked_max"] = max(w[2] for w in workers)
+    return out
+
+
 def make_loader(args, epochs=None):
     """(loader, items of a batch as a function of the batch dict, a per-item unit name)."""
     import grist
@@ -68,12 +101,23 @@ def make_loader(args, epochs=None):
         loader = grist.Loader(grist.tfds.data_source(vdir, split="train"), args.batch, seed=0, threads=args.threads,
                               transforms={"image": t}, skip=["image/filename"], epochs=epochs, **args.options)
         return loader, lambda b: len(b["label"]), "images"
-    from grist.text import TextSpec, Tokenizer
-    tok = Tokenizer(args.ranks, pattern="cl100k")
+    from grist.text import TextSpec
+    tok = tokenizer(args)
     spec = TextSpec(tok, bos_id=tok.vocab_size, eos_id=tok.vocab_size + 1, max_length=2048)
     loader = grist.Loader(text_file(args), args.batch, seed=0, epochs=epochs, text=spec, pack="first-fit",
                           pack_length=2048, outputs="maxtext", threads=args.threads, **args.options)
     return loader, None, "tokens"
+
+
+_TOKENIZERS = {}
+
+
+def tokenizer(args):
+    """The text pipeline's tokenizer, opened once per process (run() opens it before timing Loader())."""
+    from grist.text import Tokenizer
+    if args.ranks not in _TOKENIZERS:
+        _TOKENIZERS[args.ranks] = Tokenizer(args.ranks, pattern="cl100k")
+    return _TOKENIZERS[args.ranks]
 
 
 def text_file(args):
@@ -91,6 +135,7 @@ def run_epoch(args):
     """One whole epoch from the Loader's creation to its end: a short run, start-up and tail in it."""
     t0, c0 = time.perf_counter(), time.process_time()
     loader, count, unit = make_loader(args, epochs=1)
+    created = time.perf_counter() - t0
     first, n, batches = None, 0, 0
     for b in loader:
         if first is None:
@@ -105,7 +150,8 @@ def run_epoch(args):
     loader.close()
     out = {"label": args.label, "pipeline": args.pipeline, "threads": args.threads, "batch": args.batch,
            "unit": unit, "items": n, "batches": batches, "wall": wall, "cpu": cpu, "pipeline_cpu": cpu,
-           "rate": n / wall, "per_cpu": n / cpu, "first_batch_s": first[0], "first_batch_cpu": first[1], "epoch": 1}
+           "rate": n / wall, "per_cpu": n / cpu, "first_batch_s": first[0], "first_batch_cpu": first[1], "epoch": 1,
+           "create_s": created}
     if args.bound:
         out["bound"] = bound(args)
     return out
@@ -113,8 +159,14 @@ def run_epoch(args):
 
 def run(args):
     import grist
+    if args.pipeline == "text":
+        tokenizer(args)
+        text_file(args)
     t0, c0 = time.perf_counter(), time.process_time()
+    th0 = time.thread_time()
     loader, count, unit = make_loader(args)
+    # Loader(): its wall time, and the CPU of this thread in it (serial: no worker runs yet)
+    created = (time.perf_counter() - t0, time.thread_time() - th0)
     pull = grist._grist.Loader.__next__
     wrap = loader._columns  # the Python wrapping grist.Loader.__next__ does after the pull
     first = None
@@ -127,6 +179,7 @@ def run(args):
         del b
     warm_s = time.perf_counter() - t0
     tasks0, main = task_cpu(), os.getpid()
+    sched0 = task_sched()
     c1, t1 = time.process_time(), time.perf_counter()
     st0 = loader.stats()
     pulled = wrapped = 0.0
@@ -146,6 +199,7 @@ def run(args):
         batches += 1
     wall, cpu = time.perf_counter() - t1, time.process_time() - c1
     tasks1 = task_cpu()
+    sched1 = task_sched()
     st1 = loader.stats()
     if not count:  # tokens: the real tokens of the rows delivered (the packer's count)
         n = st1["pack_tokens"] - st0["pack_tokens"]
@@ -159,7 +213,9 @@ def run(args):
            "rate": n / wall, "per_cpu": n / pipeline_cpu, "consumer_pull": pulled, "consumer_wrap": wrapped,
            "share": consumer / pipeline_cpu, "workers": sorted((v for t, v in threads.items() if t != main),
                                                                reverse=True),
-           "first_batch_s": first[0], "first_batch_cpu": first[1], "warm_s": warm_s}
+           "first_batch_s": first[0], "first_batch_cpu": first[1], "warm_s": warm_s,
+           "create_s": created[0], "create_cpu": created[1]}
+    out.update(sched_shares(sched0, sched1, wall * 1e9, main))
     for k in ("producer_stall_ns", "consumer_stall_ns", "io_wait_ns", "slot_maps"):
         if k in st1:
             out[k] = st1[k] - st0.get(k, 0)
@@ -218,6 +274,14 @@ def show(o):
     print("  start-up: first batch after %.3f s (%.3f s CPU); %.1f%% of a %.1f s run" % (
         o["first_batch_s"], o["first_batch_cpu"], 100 * o["first_batch_s"] / (o["wall"] + o["warm_s"]),
         o["wall"] + o["warm_s"]))
+    if o.get("worker_sched"):
+        r, q, b = o["worker_sched"]
+        print("  workers (%d, medians of their time): on a CPU %.1f%%, waiting for a core %.1f%%, blocked %.1f%% "
+              "(most %.1f%%); producer stall %.1f%%" % (
+                  o["workers_seen"], 100 * r, 100 * q, 100 * b, 100 * o["worker_blocked_max"],
+                  100 * o.get("producer_stall_ns", 0) / 1e9 / (o["wall"] * o["threads"])))
+    if o.get("create_s") is not None and "create_cpu" in o:
+        print("  Loader(): %.1f ms, %.1f ms of the calling thread's CPU" % (1e3 * o["create_s"], 1e3 * o["create_cpu"]))
     print("  engine: %s" % ", ".join("%s %s" % (k, o[k]) for k in ("producer_stall_ns", "consumer_stall_ns",
                                                                    "slot_maps") if k in o))
     if "bound" in o:
@@ -263,6 +327,47 @@ def model(workers, window, held, ahead, cv, units=4000, seed=1):
     return busy / (t * workers)
 
 
+def text_tail_model(workers, copies, split, unit=32, hold=2, tail_min=4, seed=1):
+    """The share of @workers' time spent tokenizing over a finite text run, in a model of the
+    engine's units: the corpus (--copies times, shuffled) in units of @unit texts claimed in
+    order, each worker holding @hold (the one it tokenizes and one claimed ahead), a unit
+    taking time in proportion to its bytes. @split: the last units shrink to an equal share
+    of what is left, split 2 x @workers ways, at least @tail_min texts (engine_async.c,
+    tail_items()). Start-up, the consumer and locks are left out: this is the tail alone."""
+    import heapq
+    import random
+    sys.path.insert(0, HERE)
+    import text_pipeline
+    order = [len(t.encode()) for t in text_pipeline.corpus(copies)]
+    random.Random(seed).shuffle(order)
+    n, i = len(order), 0
+    pipes, events, end = [[] for _ in range(workers)], [], 0.0
+
+    def claim():
+        nonlocal i
+        if i >= n:
+            return None
+        u = unit
+        if split:
+            u = max(tail_min, min(unit, -(-(n - i) // (2 * workers))))
+        c, i = sum(order[i:i + u]), i + u
+        return c
+    for w in range(workers):
+        while len(pipes[w]) < hold and i < n:
+            pipes[w].append(claim())
+        if pipes[w]:
+            heapq.heappush(events, (pipes[w][0], w))
+    while events:
+        t, w = heapq.heappop(events)
+        pipes[w].pop(0)
+        end = max(end, t)
+        while len(pipes[w]) < hold and i < n:
+            pipes[w].append(claim())
+        if pipes[w]:
+            heapq.heappush(events, (t + pipes[w][0], w))
+    return sum(order) / workers / end
+
+
 def show_model():
     print("workers busy, in the model (--model): units per worker claimed ahead, slot window, caller holds 1")
     for workers, window, what in ((16, 16, "16 threads, 38.5 MB slots, before: 512 MiB / slot, at least one a worker"),
@@ -270,6 +375,13 @@ def show_model():
         for ahead in (2, 4):
             print("  %-72s ahead %d: %s" % (what, ahead, ", ".join(
                 "cv %.1f %.2f" % (cv, model(workers, window, 1, ahead, cv)) for cv in (0.1, 0.3))))
+    print("text workers busy over a finite run, in the tail model (text_tail_model()): medians of 15 shuffles")
+    for copies in (64, 640):
+        for split in (False, True):
+            runs = [text_tail_model(16, copies, split, seed=s) for s in range(15)]
+            print("  16 workers, --copies %d (%d texts), units of 32, %-30s %.3f (lowest %.3f)" % (
+                copies, 79 * copies, "the last ones split:" if split else "fixed:", statistics.median(runs),
+                min(runs)))
 
 
 def summary(path):
@@ -284,6 +396,11 @@ def summary(path):
                 statistics.median(r["rate"] / r["bound"] for r in rs),
                 " ".join("%.2f" % (r["rate"] / r["bound"]) for r in rs))
         share = ", s = %.1f%% (cap %.1f cores)" % (100 * med["share"], 1 / med["share"]) if med["share"] else ""
+        if all("worker_sched" in r for r in rs):  # blocked: asleep on a lock, a window, a read
+            extra += ", workers blocked %.1f%% (runs: %s), Loader() %.1f ms of CPU" % (
+                100 * statistics.median(r["worker_sched"][2] for r in rs),
+                " ".join("%.1f" % (100 * r["worker_sched"][2]) for r in rs),
+                1e3 * statistics.median(r["create_cpu"] for r in rs))
         stall = ""
         if all("producer_stall_ns" in r for r in rs):  # the workers' time waiting for a window
             stall = ", workers waiting %.1f%%" % (100 * statistics.median(

@@ -67,6 +67,12 @@ struct grist_engine_params {
 	struct grist_io_config io_config;
 	/* bytes of slots the units ahead of the consumer may hold (0: the default; cfg.assembly_bytes) */
 	uint64_t assembly_bytes;
+	/*
+	 * Units are not the caller's batches (a packer takes them in order and makes its own
+	 * rows), so their sizes are free: near the end of a finite stream they shrink, so that
+	 * the workers finish together (engine_async.c, unit_end_locked()).
+	 */
+	bool split_tail;
 
 	/*
 	 * Delivery: where a batch's memory comes from. NULL: the engine's own host slots;

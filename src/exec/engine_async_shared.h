@@ -121,6 +121,9 @@ struct async_engine {
 	 */
 	uint64_t consumer_wake_at;
 	unsigned wake_batch;        /* the consumer sleeps until up to this many more units are done */
+	unsigned setups_left;       /* workers still making their readers (start() waits on done_cv) */
+	int setup_error;            /* the first one's failure, and its message */
+	char setup_msg[GRIST_ASYNC_ERRMSG_MAX];
 	bool stop, failed, aborted;
 	uint64_t next_unit;         /* next unit to claim */
 	uint64_t next_first_j;      /* shard position where that unit starts */

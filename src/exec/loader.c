@@ -395,6 +395,8 @@ static void engine_params(struct grist_loader *l)
 		.io_config = l->hooks.io_config,
 		.assembly_bytes = c->assembly_bytes,
 		.deliver = l->provider,
+		/* the packer takes units of any size, and a map makes each one CPU work worth balancing */
+		.split_tail = c->pack != GRIST_PACK_NONE && c->map && !c->device,
 	};
 }
 

@@ -1617,6 +1617,33 @@ static struct grist_loader_hooks fault_hooks(const struct grist_io_fault *f, uns
 	return h;
 }
 
+/*
+ * Each worker makes its own reader on its thread (engine_async.c, setup_own()): when that
+ * fails, in every worker at once here (a fault injector asked to wrap itself cannot be
+ * made), create() returns the worker's error and message, and nothing hangs or leaks.
+ */
+static void test_worker_setup_fails(void **state)
+{
+	struct grist_loader_config c = { .size = sizeof(c) };
+	struct grist_loader_hooks h = fault_hooks(NULL, 0);
+	struct grist_loader *l = NULL;
+	struct specs sp;
+
+	(void)state;
+	spec1(&sp, &c, DS_ZSTD);
+	c.seed = 3;
+	c.batch_size = 7;
+	c.engine = GRIST_ENGINE_URING;
+	c.read_mode = GRIST_READ_BUFFERED;
+	h.io_config.fault.inner = GRIST_IO_FAULT;
+	for (unsigned threads = 1; threads <= 16; threads *= 4) {
+		c.threads = threads;
+		assert_int_equal(grist_loader_create_hooked(&c, &h, &l), -EINVAL);
+		assert_null(l);
+		assert_non_null(strstr(grist_last_error(), "cannot wrap itself"));
+	}
+}
+
 static void test_fault_injection(void **state)
 {
 	struct grist_loader_config c = { .size = sizeof(c) };
@@ -2076,6 +2103,7 @@ int main(void)
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_corrupt_file),
 		cmocka_unit_test(test_fault_injection),
+		cmocka_unit_test(test_worker_setup_fails),
 		cmocka_unit_test(test_stream_large_unit),
 		cmocka_unit_test(test_slot_budget),
 		cmocka_unit_test(test_destroy_mid_epoch),
