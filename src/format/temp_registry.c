@@ -1,7 +1,9 @@
-/* The process-wide list of writer temporaries, readable from a signal handler. */
+/* What a process that ends must clean up: the writer temporaries (readable from a signal handler), commits under way. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,6 +32,12 @@ struct grist_temp_entry {
 };
 
 static struct grist_temp_entry *_Atomic list_head;
+/* grist_writer_abort_all() ran: no temporary is made and no commit starts any more */
+static atomic_bool closed;
+/* commits under way (grist_commit_hold()), which grist_writer_abort_all() lets end first */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static unsigned holds;
 
 int grist_temp_register(const char *path, struct grist_temp_entry **out)
 {
@@ -59,6 +67,15 @@ int grist_temp_register(const char *path, struct grist_temp_entry **out)
 fill:
 	memcpy(e->path, path, len + 1);
 	atomic_store(&e->state, ENTRY_LIVE);
+	/*
+	 * Made while grist_writer_abort_all() ran: both sequentially consistent, so either its
+	 * walk saw this entry live or this sees it closed (or both: a second unlink is harmless).
+	 */
+	if (atomic_load(&closed)) {
+		atomic_store(&e->state, ENTRY_FREE);
+		return grist_fail(-ECANCELED, "%s: not made: every writer of this process was aborted "
+				  "(grist_writer_abort_all())", path);
+	}
 	*out = e;
 	return 0;
 }
@@ -77,6 +94,39 @@ GRIST_API void grist_writer_remove_temporaries(void)
 	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next))
 		if (atomic_load(&e->state) == ENTRY_LIVE)
 			unlink(e->path);
-	/* uploads to object storage: aborted by their own thread, waited for (write(2), poll(2)) */
-	grist_upload_abort_from_signal();
+}
+
+int grist_commit_hold(void)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&hold_lock);
+	if (atomic_load(&closed))
+		ret = grist_fail(-ECANCELED, "not committed: every writer of this process was aborted "
+				 "(grist_writer_abort_all())");
+	else
+		holds++;
+	pthread_mutex_unlock(&hold_lock);
+	return ret;
+}
+
+void grist_commit_release(void)
+{
+	pthread_mutex_lock(&hold_lock);
+	if (!--holds)
+		pthread_cond_broadcast(&hold_cv);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+GRIST_API int grist_writer_abort_all(unsigned timeout_ms)
+{
+	/* a set of shards being renamed into place appears whole: its commit ends first */
+	pthread_mutex_lock(&hold_lock);
+	atomic_store(&closed, true);
+	while (holds)
+		pthread_cond_wait(&hold_cv, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	/* the temporaries first: quick, and done should a second signal end the process meanwhile */
+	grist_writer_remove_temporaries();
+	return grist_upload_abort_all(timeout_ms);
 }
