@@ -11,25 +11,18 @@ clean. Load or MALLOC_PERTURB_ come from the caller's environment, e.g.
 Exit 0 when every run passed, 1 otherwise; 77 when rclone cannot start here.
 """
 import os
-import subprocess
 import sys
 import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gristcli as g  # noqa: E402
-import remote_servers as rs  # noqa: E402
 import test_upload as t  # noqa: E402
 
 
 def abort_leftovers():
-    """Abort every multipart upload rclone lists (rclone backend cleanup, any age)."""
-    server = t.SERVERS["rclone"]
-    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
-               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=rs.ACCESS_KEY,
-               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=rs.SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
-    subprocess.run([rs.rclone_binary(), "backend", "cleanup", "T:bkt", "-o", "max-age=0s"], env=env,
-                   capture_output=True, timeout=60)
+    """Abort what a failed run left (an upload), and its object or part files."""
+    t.clear_uploads()
     for d, _, files in os.walk(t.BUCKET):
         for f in files:
             if f.startswith("term.ar") or ".rclone_temp_multipart" in f:

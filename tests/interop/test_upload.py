@@ -59,6 +59,18 @@ def uploads_left():
     return rs.multipart_uploads(SERVERS["rclone"], "bkt")
 
 
+def clear_uploads():
+    """Abort every multipart upload rclone lists, of any age (`rclone backend cleanup`): what a
+    test that leaves one on purpose, or a failed run of a loop, clears."""
+    server = SERVERS["rclone"]
+    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
+               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=rs.ACCESS_KEY,
+               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=rs.SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
+    subprocess.run([rs.rclone_binary(), "backend", "cleanup", "T:bkt", "-o", "max-age=0s"], env=env,
+                   capture_output=True, timeout=60)
+    assert uploads_left() == [], uploads_left()
+
+
 def nothing_left(key):
     """No object at @key (nor a shard of it), no upload listed, no part file of rclone's."""
     names = []
@@ -223,6 +235,34 @@ def test_sigterm_while_creating_aborts():
     assert not any("partNumber=" in l for l in lines), lines
 
 
+def test_second_signal_kills_at_once():
+    """A second signal while the first one's abort waits (for a CreateMultipartUpload the proxy
+    holds 1 s) ends the process at once, of the second signal, as a second Ctrl-C does
+    elsewhere: SIGINT, then SIGTERM. Deferred, the process would die of the SIGINT after the
+    abort; had both come before the first was taken, SIGINT (the lower number) is taken first
+    and SIGTERM still kills. What the abort had not done (the upload) is left, and cleared here."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=1.0)
+    try:
+        setenv(p.endpoint)
+        proc = subprocess.Popen([g.grist_cli(), "convert"] + WRITE + [LINES, "s3://bkt/twice.ar"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=g.default_signal_actions)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(l.startswith("POST ") for l, _ in p.heads):
+            time.sleep(0.01)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+        err = proc.stderr.read()
+        time.sleep(1.2)  # the held POST reaches rclone: the upload the killed process left
+    finally:
+        setenv(SERVERS["rclone"].endpoint)
+        p.stop()
+    assert rc == -signal.SIGTERM, (rc, err)
+    clear_uploads()
+
+
 def test_outputs_that_cannot_be_written():
     """http(s):// cannot be written, a bucket is not an object, and --from imagefolder (a folder
     renamed into place whole) refuses a URL: each a clear error, and nothing made locally (no
@@ -248,7 +288,7 @@ def main():
     rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_refused_part_is_retried,
                   test_corrupted_part_is_refused,
                   test_sigterm_mid_upload_aborts, test_sigterm_while_creating_aborts,
-                  test_outputs_that_cannot_be_written], SERVERS, TMP)
+                  test_second_signal_kills_at_once, test_outputs_that_cannot_be_written], SERVERS, TMP)
 
 
 if __name__ == "__main__":
