@@ -420,15 +420,16 @@ GRIST_API void grist_writer_remove_temporaries(void);
  * own (sigwait(); the grist CLI does this), never from a signal handler.
  * @timeout_ms: the most the uploads' aborts may take (the CLI gives 10000).
  *
- * Waits for a commit of a set of shards under way (grist_convert()), so that
- * set appears whole; then unlinks every temporary as
- * grist_writer_remove_temporaries() does, and aborts every multipart upload not
- * yet committed (its running PUTs cancelled, then AbortMultipartUpload, all at
- * once). From then on no writer of the process makes a temporary, starts an
- * upload or commits a set of shards (-ECANCELED); the writers' next write or
- * commit fails with -ECANCELED. A small object's one PutObject or an upload's
- * CompleteMultipartUpload already on the wire may still land: the object is
- * then whole.
+ * Waits for a temporary being made (so it is listed) and for a commit of a set
+ * of shards under way (grist_convert()), so that set appears whole; then
+ * unlinks every temporary as grist_writer_remove_temporaries() does, and
+ * aborts every multipart upload not yet committed (its running PUTs
+ * cancelled, then AbortMultipartUpload, all at once). From then on no writer
+ * of the process makes a temporary, starts an upload or commits a set of
+ * shards (-ECANCELED); an upload's next write or commit fails with
+ * -ECANCELED, a local writer's commit finds its temporary gone. A small
+ * object's one PutObject or an upload's CompleteMultipartUpload already on
+ * the wire may still land: the object is then whole.
  *
  * Return: 0; or the first upload not known to be aborted (-ETIMEDOUT when the
  * time ran out, or the server's answer), its URL in the message; -ENOMEM.

@@ -246,7 +246,7 @@ static int commit_all(struct convert *c)
 	uint64_t s, k;
 	int ret;
 
-	ret = grist_commit_hold();
+	ret = grist_abort_hold();
 	if (ret)
 		return ret;
 	sigfillset(&all);
@@ -272,7 +272,7 @@ static int commit_all(struct convert *c)
 		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	grist_commit_release();
+	grist_abort_release();
 	return ret;
 }
 

@@ -32,9 +32,9 @@ struct grist_temp_entry {
 };
 
 static struct grist_temp_entry *_Atomic list_head;
-/* grist_writer_abort_all() ran: no temporary is made and no commit starts any more */
-static atomic_bool closed;
-/* commits under way (grist_commit_hold()), which grist_writer_abort_all() lets end first */
+/* grist_writer_abort_all() ran: no temporary is made and no commit starts any more (under hold_lock) */
+static bool closed;
+/* steps under way (grist_abort_hold()), which grist_writer_abort_all() lets end first */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static unsigned holds;
@@ -67,15 +67,6 @@ int grist_temp_register(const char *path, struct grist_temp_entry **out)
 fill:
 	memcpy(e->path, path, len + 1);
 	atomic_store(&e->state, ENTRY_LIVE);
-	/*
-	 * Made while grist_writer_abort_all() ran: both sequentially consistent, so either its
-	 * walk saw this entry live or this sees it closed (or both: a second unlink is harmless).
-	 */
-	if (atomic_load(&closed)) {
-		atomic_store(&e->state, ENTRY_FREE);
-		return grist_fail(-ECANCELED, "%s: not made: every writer of this process was aborted "
-				  "(grist_writer_abort_all())", path);
-	}
 	*out = e;
 	return 0;
 }
@@ -96,21 +87,20 @@ GRIST_API void grist_writer_remove_temporaries(void)
 			unlink(e->path);
 }
 
-int grist_commit_hold(void)
+int grist_abort_hold(void)
 {
 	int ret = 0;
 
 	pthread_mutex_lock(&hold_lock);
-	if (atomic_load(&closed))
-		ret = grist_fail(-ECANCELED, "not committed: every writer of this process was aborted "
-				 "(grist_writer_abort_all())");
+	if (closed)
+		ret = grist_fail(-ECANCELED, "every writer of this process was aborted (grist_writer_abort_all())");
 	else
 		holds++;
 	pthread_mutex_unlock(&hold_lock);
 	return ret;
 }
 
-void grist_commit_release(void)
+void grist_abort_release(void)
 {
 	pthread_mutex_lock(&hold_lock);
 	if (!--holds)
@@ -120,9 +110,12 @@ void grist_commit_release(void)
 
 GRIST_API int grist_writer_abort_all(unsigned timeout_ms)
 {
-	/* a set of shards being renamed into place appears whole: its commit ends first */
+	/*
+	 * A temporary being made is listed first, and a set of shards being renamed into
+	 * place appears whole: each such step ends before anything is removed.
+	 */
 	pthread_mutex_lock(&hold_lock);
-	atomic_store(&closed, true);
+	closed = true;
 	while (holds)
 		pthread_cond_wait(&hold_cv, &hold_lock);
 	pthread_mutex_unlock(&hold_lock);

@@ -1,4 +1,4 @@
-/* Every writer's temporary file, listed where a signal handler can remove them all; commits under way. */
+/* Every writer's temporary file, listed where a signal handler can remove them all; the steps an abort waits for. */
 #ifndef GRIST_FORMAT_TEMP_REGISTRY_H
 #define GRIST_FORMAT_TEMP_REGISTRY_H
 
@@ -9,8 +9,7 @@ struct grist_temp_entry;
 /*
  * grist_temp_register() - list @path as a temporary that
  * grist_writer_remove_temporaries() must unlink until released.
- * Return: 0; -ENAMETOOLONG (path of PATH_MAX bytes or more); -ENOMEM;
- * -ECANCELED once grist_writer_abort_all() ran (the caller removes @path).
+ * Return: 0; -ENAMETOOLONG (path of PATH_MAX bytes or more); -ENOMEM.
  */
 int grist_temp_register(const char *path, struct grist_temp_entry **out);
 
@@ -18,11 +17,13 @@ int grist_temp_register(const char *path, struct grist_temp_entry **out);
 void grist_temp_release(struct grist_temp_entry *e);
 
 /*
- * grist_commit_hold() / grist_commit_release() - around a commit that must not be cut in
- * half (a set of shards renamed into place): grist_writer_abort_all() waits for it to end.
+ * grist_abort_hold() / grist_abort_release() - around a step that must not be cut in half
+ * (making and listing a temporary; renaming a set of shards into place):
+ * grist_writer_abort_all(), which the process may die right after, waits for every one
+ * to end before it removes anything.
  * Return: 0; -ECANCELED once grist_writer_abort_all() ran (nothing is held then).
  */
-int grist_commit_hold(void);
-void grist_commit_release(void);
+int grist_abort_hold(void);
+void grist_abort_release(void);
 
 #endif

@@ -234,7 +234,7 @@ static void *run_abort_all(void *arg)
 }
 
 /*
- * grist_writer_abort_all() waits for a commit under way (grist_commit_hold()), then unlinks
+ * grist_writer_abort_all() waits for a step under way (grist_abort_hold()), then unlinks
  * every live temporary; afterwards no writer makes a temporary and no commit starts. Last:
  * it closes the process's writers for good.
  */
@@ -249,20 +249,20 @@ static void test_abort_all(void **state)
 	assert_int_equal(grist_writer_open(t_path(dir, "b"), "max_parallelism:2", &w[1]), 0);
 	assert_int_equal(grist_writer_write(w[1], "x", 1), 0);
 	assert_int_equal(t_count_entries(dir), 2);
-	assert_int_equal(grist_commit_hold(), 0);
+	assert_int_equal(grist_abort_hold(), 0);
 	assert_int_equal(pthread_create(&t, NULL, run_abort_all, NULL), 0);
 	usleep(200 * 1000);
 	/* held: nothing removed yet, and it has not returned */
 	assert_int_equal(__atomic_load_n(&abort_all_ret, __ATOMIC_ACQUIRE), 1);
 	assert_int_equal(t_count_entries(dir), 2);
-	grist_commit_release();
+	grist_abort_release();
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(abort_all_ret, 0);              /* no upload to abort */
 	assert_int_equal(t_count_entries(dir), 0);
 	assert_int_equal(grist_writer_open(t_path(dir, "late"), NULL, &late), -ECANCELED);
 	assert_non_null(strstr(grist_last_error(), "grist_writer_abort_all()"));
 	assert_int_equal(t_count_entries(dir), 0);
-	assert_int_equal(grist_commit_hold(), -ECANCELED);
+	assert_int_equal(grist_abort_hold(), -ECANCELED);
 	/* the writers whose temporaries went cannot commit, and are still dropped cleanly */
 	assert_int_not_equal(grist_writer_close(w[0]), 0);
 	grist_writer_abort(w[1]);
