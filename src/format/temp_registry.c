@@ -1,4 +1,4 @@
-/* What a process that ends must clean up: the writer temporaries (readable from a signal handler), commits under way. */
+/* What a process that ends must clean up: writer temporaries (walkable from a signal handler); steps to wait for. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

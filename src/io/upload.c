@@ -9,10 +9,8 @@
  * multi handle on the caller's thread: the caller is busy compressing between writes, and
  * the PUTs must go on meanwhile.
  *
- * A process that ends on a signal: every upload is on the `live` list from open to free,
- * and grist_upload_abort_all(), called from an ordinary thread (the CLI's signal thread,
- * never a handler), cancels the running PUTs and sends AbortMultipartUpload for each, all
- * at once, within its time.
+ * A process that ends on a signal: upload_live.c keeps every upload from open to free and
+ * aborts them all at once (grist_upload_abort_all()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,50 +28,12 @@
 #include "io/remote.h"
 #include "io/s3_sign.h"
 #include "io/upload.h"
+#include "io/upload_impl.h"
 #include "grist/remote.h"
 
 #define ANSWER_MAX 65536
-/* at most this many AbortMultipartUpload requests of grist_upload_abort_all() in flight at once */
-#define ABORT_INFLIGHT 16
 /* an object smaller than this is one PutObject at commit; larger, a multipart upload (one part or more) */
 #define PUT_MAX (1u << 20)
-
-struct part {
-	uint8_t *buf;     /* NULL once sent */
-	size_t len;
-	bool sending;
-	unsigned char md5[16];
-	char etag[256];
-};
-
-struct grist_upload {
-	char *url;
-	struct grist_url u;
-	struct grist_remote_options opt;
-	size_t part_bytes;
-	char upload_id[1024];   /* "" until CreateMultipartUpload */
-	int cancel;             /* atomic: running PUTs stop */
-	struct grist_upload *live_prev, *live_next; /* on the live list (under live_lock) */
-	bool listed;
-	uint64_t total;
-	uint8_t *fill;          /* the part being filled */
-	size_t fill_len;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	pthread_t *threads;
-	unsigned nthreads;
-	uint8_t **pool;         /* free part buffers */
-	unsigned npool, nbufs;  /* nbufs: allocated, at most upload_inflight + 1 */
-	struct part *parts;
-	size_t nparts, parts_cap, next; /* next: the first part no thread took yet */
-	unsigned busy;          /* parts being sent: taken and not yet put back (under the lock) */
-	bool creating;          /* a CreateMultipartUpload is under way (under the lock) */
-	bool stop;
-	bool finished;          /* grist_upload_finish() ran: no more bytes */
-	int error;              /* the failure of the lowest-numbered part that failed */
-	size_t error_part;
-	char msg[700];
-};
 
 /* ---- one request ---- */
 
@@ -84,9 +44,9 @@ static void md5_of(const void *p, size_t n, unsigned char out[16])
 	EVP_Digest(p, n, out, &len, EVP_md5(), NULL);
 }
 
-/* A request of @u's: its URL, options, @method and @query; nothing else set. */
-static void request_init(struct grist_upload *u, struct grist_remote_xfer *x, const char *method,
-			 const struct grist_sigv4_pair *query, size_t nq)
+/* A request of @u's (upload_impl.h). */
+void grist_upload_request_init(struct grist_upload *u, struct grist_remote_xfer *x, const char *method,
+			       const struct grist_sigv4_pair *query, size_t nq)
 {
 	memset(x, 0, sizeof(*x));
 	x->u = &u->u;
@@ -110,7 +70,7 @@ static int request(struct grist_upload *u, const char *method, const struct gris
 	unsigned char b64[32];
 	int ret;
 
-	request_init(u, &x, method, query, nq);
+	grist_upload_request_init(u, &x, method, query, nq);
 	x.body = body;
 	x.body_len = len;
 	if (md5) {
@@ -139,51 +99,6 @@ static bool etag_matches(const char *etag, const char *want_hex)
 	if (n != strlen(want_hex))
 		return !(n == 32 && strspn(etag, "0123456789abcdefABCDEF") == 32) && !strchr(etag, '-');
 	return !strncasecmp(etag, want_hex, n);
-}
-
-/* ---- the process's uploads, for grist_upload_abort_all() ---- */
-
-/*
- * Every upload from open to free. grist_upload_abort_all() holds live_lock for the whole
- * abort, so an upload it works on is not freed under it: its owner's live_remove() waits.
- * Once it ran, live_closed refuses new uploads: the process is ending.
- */
-static struct grist_upload *live_head;
-static bool live_closed;
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int live_add(struct grist_upload *u)
-{
-	int ret = 0;
-
-	pthread_mutex_lock(&live_lock);
-	if (live_closed) {
-		ret = grist_fail(-ECANCELED, "%s: not started: every upload of this process was aborted "
-				 "(grist_writer_abort_all())", u->url);
-	} else {
-		u->live_next = live_head;
-		if (live_head)
-			live_head->live_prev = u;
-		live_head = u;
-		u->listed = true;
-	}
-	pthread_mutex_unlock(&live_lock);
-	return ret;
-}
-
-static void live_remove(struct grist_upload *u)
-{
-	if (!u->listed)
-		return;
-	pthread_mutex_lock(&live_lock);
-	if (u->live_prev)
-		u->live_prev->live_next = u->live_next;
-	else
-		live_head = u->live_next;
-	if (u->live_next)
-		u->live_next->live_prev = u->live_prev;
-	pthread_mutex_unlock(&live_lock);
-	u->listed = false;
 }
 
 /* ---- the S3 calls ---- */
@@ -361,7 +276,7 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 	if (!ret && u->u.key[strlen(u->u.key) - 1] == '/')
 		ret = grist_fail(-EINVAL, "%s: names a folder, not an object", url);
 	if (!ret)
-		ret = live_add(u);
+		ret = grist_upload_live_add(u);
 	if (ret)
 		goto fail;
 	u->pool = calloc(u->opt.upload_inflight + 1u, sizeof(*u->pool));
@@ -681,7 +596,7 @@ static void upload_free(struct grist_upload *u)
 	pthread_mutex_unlock(&u->lock);
 	for (i = 0; i < u->nthreads; i++)
 		pthread_join(u->threads[i], NULL);
-	live_remove(u);
+	grist_upload_live_remove(u);
 	for (i = 0; i < u->npool; i++)
 		free(u->pool[i]);
 	for (i = 0; i < u->nparts; i++)
@@ -752,115 +667,6 @@ void grist_upload_abort(struct grist_upload *u)
 	abort_request(u);
 	upload_free(u);
 	grist_fail(-ECANCELED, "%s", msg);
-}
-
-/* ---- every upload at once: a process that ends ---- */
-
-struct abort_one {
-	struct grist_remote_xfer x; /* first: on_aborted() gets the xfer */
-	struct grist_sigv4_pair q[1];
-	int error;
-	char msg[sizeof(((struct grist_remote_xfer *)0)->msg)];
-};
-
-/* One AbortMultipartUpload ended: its failure is kept, and the others go on. */
-static int on_aborted(struct grist_remote_xfer *x)
-{
-	struct abort_one *a = (struct abort_one *)x;
-
-	/* gone already (the server dropped it after a refused part): nothing is left, as wanted */
-	if (x->error && x->error != -ENOENT && x->error != -ESTALE) {
-		a->error = x->error;
-		snprintf(a->msg, sizeof(a->msg), "%s", x->msg);
-	}
-	x->error = 0;
-	return 0;
-}
-
-/* Wait on @u's cv until @deadline_ns (grist_remote_now_ns()); false once it has passed. */
-static bool wait_until(struct grist_upload *u, uint64_t deadline_ns)
-{
-	struct timespec ts;
-
-	if (grist_remote_now_ns() >= deadline_ns)
-		return false;
-	ts.tv_sec = (time_t)(deadline_ns / 1000000000ull);
-	ts.tv_nsec = (long)(deadline_ns % 1000000000ull);
-	pthread_cond_timedwait(&u->cv, &u->lock, &ts);
-	return true;
-}
-
-int grist_upload_abort_all(unsigned timeout_ms)
-{
-	uint64_t start = grist_remote_now_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull;
-	/* the running PUTs get half the time to end: the aborts must have the rest */
-	uint64_t puts_by = start + (uint64_t)timeout_ms * 500000ull;
-	struct grist_remote_xfer **xs = NULL;
-	struct abort_one *all = NULL, *bad = NULL;
-	struct grist_upload *u;
-	size_t n = 0, i, k = 0, nbad = 0;
-	int ret = 0;
-
-	pthread_mutex_lock(&live_lock);
-	live_closed = true;
-	/* every upload stops at once: no new part, no commit; the running PUTs are cancelled */
-	for (u = live_head; u; u = u->live_next) {
-		__atomic_store_n(&u->cancel, 1, __ATOMIC_RELEASE);
-		pthread_mutex_lock(&u->lock);
-		if (!u->error) {
-			u->error = -ECANCELED;
-			u->error_part = SIZE_MAX;
-			snprintf(u->msg, sizeof(u->msg), "%s: upload aborted: the process is ending "
-				 "(grist_writer_abort_all())", u->url);
-		}
-		pthread_cond_broadcast(&u->cv);
-		pthread_mutex_unlock(&u->lock);
-		n++;
-	}
-	all = calloc(n ? n : 1, sizeof(*all));
-	xs = calloc(n ? n : 1, sizeof(*xs));
-	if (!all || !xs) {
-		ret = grist_fail(-ENOMEM, "out of memory aborting %zu uploads", n);
-		goto out;
-	}
-	/*
-	 * Abort each once its UploadId is known (a CreateMultipartUpload under way may have made
-	 * one) and its PUTs have ended: a part that lands after the abort would be an orphan.
-	 */
-	for (u = live_head, i = 0; u; u = u->live_next, i++) {
-		struct abort_one *a = &all[i];
-
-		request_init(u, &a->x, "DELETE", a->q, 1);
-		pthread_mutex_lock(&u->lock);
-		while (u->creating && wait_until(u, deadline))
-			;
-		while (u->busy && wait_until(u, puts_by))
-			;
-		if (u->upload_id[0]) {
-			a->q[0] = (struct grist_sigv4_pair){ "uploadId", u->upload_id };
-			a->x.deadline_ns = deadline;
-			xs[k++] = &a->x;
-		} else if (u->creating) {
-			a->error = -ETIMEDOUT;
-			snprintf(a->msg, sizeof(a->msg), "CreateMultipartUpload not answered within %u ms: an upload "
-				 "it made may be left", timeout_ms);
-		}
-		pthread_mutex_unlock(&u->lock);
-	}
-	ret = grist_remote_xfers_run(xs, k, ABORT_INFLIGHT, on_aborted, "AbortMultipartUpload");
-	for (i = 0; i < k; i++)
-		grist_remote_xfer_release(xs[i]);
-	for (i = 0; !ret && i < n; i++)
-		if (all[i].error && !nbad++)
-			bad = &all[i];
-	if (bad)
-		ret = grist_fail(bad->error, "%s: AbortMultipartUpload: %s%s", bad->x.display, bad->msg,
-				 nbad > 1 ? " (and more uploads not aborted)" : "");
-out:
-	pthread_mutex_unlock(&live_lock);
-	free(all);
-	free(xs);
-	return ret;
 }
 
 GRIST_API int grist_remote_put(const char *url, const void *data, size_t len)
