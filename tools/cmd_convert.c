@@ -162,6 +162,8 @@ int cmd_convert(int argc, char **argv)
 	bool progress = isatty(STDERR_FILENO);
 	int opt, ret;
 
+	/* first, before any thread is made (a tokenizer's, the conversion's): they all inherit the blocked signals */
+	cli_cleanup_on_signals();
 	grist_convert_options_init(&o);
 	grist_tokenizer_options_init(&to);
 	grist_text_map_options_init(&mo);
@@ -258,7 +260,6 @@ int cmd_convert(int argc, char **argv)
 		o.progress = show_progress;
 		o.progress_interval = 0.2;
 	}
-	cli_cleanup_on_signals();
 	ret = grist_convert((const char *const *)argv + optind, (size_t)(argc - optind - 1), argv[argc - 1], &o, &st);
 	if (ret && progress)
 		fputc('\n', stderr);

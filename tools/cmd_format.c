@@ -267,6 +267,8 @@ int cmd_write(int argc, char **argv)
 	ssize_t n;
 	int i, ret;
 
+	/* first, before any thread is made: they all inherit the blocked signals */
+	cli_cleanup_on_signals();
 	for (i = 1; i < argc; i++) {
 		if (cli_is_help(argv[i])) {
 			fputs(write_usage, stdout);
@@ -289,7 +291,6 @@ int cmd_write(int argc, char **argv)
 	}
 	if (!out)
 		return cli_usage_error("no output file given");
-	cli_cleanup_on_signals();
 	ret = grist_writer_open(out, opts, &w);
 	if (ret)
 		return cli_library_error(ret);

@@ -272,7 +272,7 @@ struct grist_writer;
  *           An s3:// or gs:// URL is written by a multipart upload (parts of the
  *           remote option `part`, `upload_inflight` at once, each MD5-checked),
  *           completed at commit and aborted by abort, by any failure, and by
- *           grist_writer_remove_temporaries(); below 1 MiB, one PutObject at
+ *           grist_writer_abort_all(); below 1 MiB, one PutObject at
  *           commit (grist/remote.h for the credentials and endpoints).
  * @options: the official option text, NULL or "" for defaults
  *           (group_size:1, zstd:3, window_log:20). Comma-separated:
@@ -403,17 +403,39 @@ static inline void grist_writer_get_stats(const struct grist_writer *w, struct g
  * writer of this process not yet committed or aborted.
  *
  * For signal handlers: async-signal-safe (atomic loads and unlink(2) only,
- * no locks, no allocation). A writer to an s3:// or gs:// URL has no
- * temporary but a multipart upload: this wakes a thread of the library that
- * aborts every such upload (AbortMultipartUpload) and waits for it, at most
- * 10 s (write(2) and poll(2)). A handler for SIGINT/SIGTERM/SIGHUP calls it,
- * then restores the default action and re-raises the signal, so an
- * interrupted program leaves no temporaries behind. The writers themselves
- * stay allocated; the process is expected to end.
+ * no locks, no allocation). Local files only: a writer to an s3:// or gs://
+ * URL has no temporary but a multipart upload, which a handler cannot abort
+ * (that takes HTTP, hence locks and allocation); grist_writer_abort_all()
+ * does both, from an ordinary thread. A handler for SIGINT/SIGTERM/SIGHUP
+ * calls it, then restores the default action and re-raises the signal. The
+ * writers themselves stay allocated; the process is expected to end.
  *
  * Thread-safety: safe from any thread and from a signal handler.
  */
 GRIST_API void grist_writer_remove_temporaries(void);
+
+/**
+ * grist_writer_abort_all() - leave nothing of this process's writers behind:
+ * for a program that is ending, typically on a signal taken by a thread of its
+ * own (sigwait(); the grist CLI does this), never from a signal handler.
+ * @timeout_ms: the most the uploads' aborts may take (the CLI gives 10000).
+ *
+ * Waits for a temporary being made (so it is listed) and for a commit of a set
+ * of shards under way (grist_convert()), so that set appears whole; then
+ * unlinks every temporary as grist_writer_remove_temporaries() does, and
+ * aborts every multipart upload not yet committed (its running PUTs
+ * cancelled, then AbortMultipartUpload, all at once). From then on no writer
+ * of the process makes a temporary, starts an upload or commits a set of
+ * shards (-ECANCELED); an upload's next write or commit fails with
+ * -ECANCELED, a local writer's commit finds its temporary gone. A small
+ * object's one PutObject or an upload's CompleteMultipartUpload already on
+ * the wire may still land: the object is then whole.
+ *
+ * Return: 0; or the first upload not known to be aborted (-ETIMEDOUT when the
+ * time ran out, or the server's answer), its URL in the message; -ENOMEM.
+ * Thread-safety: any thread but a signal handler; once per process.
+ */
+GRIST_API int grist_writer_abort_all(unsigned timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "convert/engine.h"
 #include "convert/input.h"
+#include "format/temp_registry.h"
 #include "grist/remote.h"
 #include "io/upload.h"
 
@@ -236,14 +237,18 @@ static int count_records(struct convert *c, uint64_t *total)
 /*
  * Rename every finished shard into place with signals held, so the set appears whole
  * or (after a failed rename, whose predecessors are removed again) not at all: a
- * program whose handler removes the writer temporaries never stops between two renames.
+ * program whose handler removes the writer temporaries never stops between two renames,
+ * and grist_writer_abort_all() (a program's signal thread) waits for the last one.
  */
 static int commit_all(struct convert *c)
 {
 	sigset_t all, old;
 	uint64_t s, k;
-	int ret = 0;
+	int ret;
 
+	ret = grist_abort_hold();
+	if (ret)
+		return ret;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (s = 0; s < c->shards; s++) {
@@ -267,6 +272,7 @@ static int commit_all(struct convert *c)
 		}
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	grist_abort_release();
 	return ret;
 }
 

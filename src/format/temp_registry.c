@@ -1,7 +1,9 @@
-/* The process-wide list of writer temporaries, readable from a signal handler. */
+/* What a process that ends must clean up: writer temporaries (walkable from a signal handler); steps to wait for. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,6 +32,12 @@ struct grist_temp_entry {
 };
 
 static struct grist_temp_entry *_Atomic list_head;
+/* grist_writer_abort_all() ran: no temporary is made and no commit starts any more (under hold_lock) */
+static bool closed;
+/* steps under way (grist_abort_hold()), which grist_writer_abort_all() lets end first */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static unsigned holds;
 
 int grist_temp_register(const char *path, struct grist_temp_entry **out)
 {
@@ -77,6 +85,41 @@ GRIST_API void grist_writer_remove_temporaries(void)
 	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next))
 		if (atomic_load(&e->state) == ENTRY_LIVE)
 			unlink(e->path);
-	/* uploads to object storage: aborted by their own thread, waited for (write(2), poll(2)) */
-	grist_upload_abort_from_signal();
+}
+
+int grist_abort_hold(void)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&hold_lock);
+	if (closed)
+		ret = grist_fail(-ECANCELED, "every writer of this process was aborted (grist_writer_abort_all())");
+	else
+		holds++;
+	pthread_mutex_unlock(&hold_lock);
+	return ret;
+}
+
+void grist_abort_release(void)
+{
+	pthread_mutex_lock(&hold_lock);
+	if (!--holds)
+		pthread_cond_broadcast(&hold_cv);
+	pthread_mutex_unlock(&hold_lock);
+}
+
+GRIST_API int grist_writer_abort_all(unsigned timeout_ms)
+{
+	/*
+	 * A temporary being made is listed first, and a set of shards being renamed into
+	 * place appears whole: each such step ends before anything is removed.
+	 */
+	pthread_mutex_lock(&hold_lock);
+	closed = true;
+	while (holds)
+		pthread_cond_wait(&hold_cv, &hold_lock);
+	pthread_mutex_unlock(&hold_lock);
+	/* the temporaries first: quick, and done should a second signal end the process meanwhile */
+	grist_writer_remove_temporaries();
+	return grist_upload_abort_all(timeout_ms);
 }

@@ -322,15 +322,19 @@ static void remove_stale_temporaries(const char *dir, const char *base, const ch
 }
 
 /*
- * Create and list the temporary with signals blocked: a handler that runs
- * grist_writer_remove_temporaries() then never finds the file made but not
- * yet listed.
+ * Create and list the temporary with signals blocked and the abort held: a
+ * handler that runs grist_writer_remove_temporaries(), and
+ * grist_writer_abort_all() on another thread (which may end the process right
+ * after), then never find the file made but not yet listed.
  */
 static int create_temporary(struct grist_writer *w)
 {
 	sigset_t all, old;
-	int ret = 0;
+	int ret;
 
+	ret = grist_abort_hold();
+	if (ret)
+		return grist_fail(ret, "%s: %s", w->path, grist_last_error());
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
@@ -339,6 +343,7 @@ static int create_temporary(struct grist_writer *w)
 	else if ((ret = grist_temp_register(w->tmp_path, &w->temp)))
 		unlink(w->tmp_path);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	grist_abort_release();
 	return ret;
 }
 

@@ -827,6 +827,15 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_LIMIT, (long)STALL_BYTES_PER_S);
 	curl_easy_setopt(x->easy, CURLOPT_LOW_SPEED_TIME, (long)((x->opt->request_timeout_ms + 999) / 1000));
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, (long)x->opt->request_timeout_ms * STALL_CAP);
+	if (x->deadline_ns) {
+		uint64_t now = grist_remote_now_ns();
+		long left = x->deadline_ns > now ? (long)((x->deadline_ns - now) / 1000000) + 1 : 1;
+
+		if (left < (long)x->opt->request_timeout_ms * STALL_CAP)
+			curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, left);
+		if (left < (long)x->opt->connect_timeout_ms)
+			curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, left);
+	}
 	curl_easy_setopt(x->easy, CURLOPT_TCP_NODELAY, 1L);
 	/* larger reads from the socket: fewer recv calls and write callbacks per GET (16 KiB by default) */
 	curl_easy_setopt(x->easy, CURLOPT_BUFFERSIZE, 256L * 1024);
@@ -1040,8 +1049,10 @@ static enum grist_remote_outcome retry_or_fail(struct grist_remote_xfer *x, int 
 {
 	if (x->attempt < x->opt->retries) {
 		backoff(x, cause);
-		x->attempt++;
-		return GRIST_REMOTE_RETRY;
+		if (!x->deadline_ns || grist_remote_now_ns() + x->delay_ns < x->deadline_ns) {
+			x->attempt++;
+			return GRIST_REMOTE_RETRY;
+		}
 	}
 	return fail(x, code, "%s (after %u attempts)", what, x->attempt + 1);
 }

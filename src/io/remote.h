@@ -135,6 +135,8 @@ struct grist_remote_xfer {
 	size_t body_len;
 	const char *content_md5;         /* base64 MD5 of the body, sent (and signed) as Content-MD5, or NULL */
 	const int *cancel;               /* non-NULL: the attempt stops once *cancel is nonzero (atomic) */
+	uint64_t deadline_ns;            /* 0, or the grist_remote_now_ns() by which the transfer ends,
+					    its attempts cut short and no retry started past it */
 	const struct grist_sigv4_pair *query; /* listing parameters (raw), else NULL */
 	size_t nquery;
 	bool suffix;                     /* Range: bytes=-len (the opening GET) */

@@ -9,22 +9,17 @@
  * multi handle on the caller's thread: the caller is busy compressing between writes, and
  * the PUTs must go on meanwhile.
  *
- * Signals: an upload registers itself in `live` once it has an UploadId. A signal handler
- * cannot send HTTP, so grist_upload_abort_from_signal() wakes the process's reaper thread
- * through a pipe, which cancels the running PUTs and sends AbortMultipartUpload for each
- * live upload, then answers through a second pipe; the handler waits for that at most
- * ABORT_WAIT_MS, then lets the process die.
+ * A process that ends on a signal: upload_live.c keeps every upload from open to free and
+ * aborts them all at once (grist_upload_abort_all()).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
+#include <time.h>
 
 #include <openssl/evp.h>
 
@@ -33,49 +28,12 @@
 #include "io/remote.h"
 #include "io/s3_sign.h"
 #include "io/upload.h"
+#include "io/upload_impl.h"
 #include "grist/remote.h"
 
-#define LIVE_MAX 256
-#define ABORT_WAIT_MS 10000
 #define ANSWER_MAX 65536
 /* an object smaller than this is one PutObject at commit; larger, a multipart upload (one part or more) */
 #define PUT_MAX (1u << 20)
-
-struct part {
-	uint8_t *buf;     /* NULL once sent */
-	size_t len;
-	bool sending;
-	unsigned char md5[16];
-	char etag[256];
-};
-
-struct grist_upload {
-	char *url;
-	struct grist_url u;
-	struct grist_remote_options opt;
-	size_t part_bytes;
-	char upload_id[1024];   /* "" until CreateMultipartUpload */
-	int cancel;             /* atomic: running PUTs stop */
-	int slot;               /* in live[], or -1 */
-	uint64_t total;
-	uint8_t *fill;          /* the part being filled */
-	size_t fill_len;
-	pthread_mutex_t lock;
-	pthread_cond_t cv;
-	pthread_t *threads;
-	unsigned nthreads;
-	uint8_t **pool;         /* free part buffers */
-	unsigned npool, nbufs;  /* nbufs: allocated, at most upload_inflight + 1 */
-	struct part *parts;
-	size_t nparts, parts_cap, next; /* next: the first part no thread took yet */
-	unsigned busy;          /* parts being sent: taken and not yet put back (under the lock) */
-	unsigned puts;          /* PUTs running (atomic, no lock): what a signal's reaper waits for */
-	bool stop;
-	bool finished;          /* grist_upload_finish() ran: no more bytes */
-	int error;              /* the failure of the lowest-numbered part that failed */
-	size_t error_part;
-	char msg[700];
-};
 
 /* ---- one request ---- */
 
@@ -84,6 +42,19 @@ static void md5_of(const void *p, size_t n, unsigned char out[16])
 	unsigned int len = 16;
 
 	EVP_Digest(p, n, out, &len, EVP_md5(), NULL);
+}
+
+/* A request of @u's (upload_impl.h). */
+void grist_upload_request_init(struct grist_upload *u, struct grist_remote_xfer *x, const char *method,
+			       const struct grist_sigv4_pair *query, size_t nq)
+{
+	memset(x, 0, sizeof(*x));
+	x->u = &u->u;
+	x->display = u->url;
+	x->method = method;
+	x->query = query;
+	x->nquery = nq;
+	x->opt = &u->opt;
 }
 
 /*
@@ -99,12 +70,7 @@ static int request(struct grist_upload *u, const char *method, const struct gris
 	unsigned char b64[32];
 	int ret;
 
-	memset(&x, 0, sizeof(x));
-	x.u = &u->u;
-	x.display = u->url;
-	x.method = method;
-	x.query = query;
-	x.nquery = nq;
+	grist_upload_request_init(u, &x, method, query, nq);
 	x.body = body;
 	x.body_len = len;
 	if (md5) {
@@ -113,7 +79,6 @@ static int request(struct grist_upload *u, const char *method, const struct gris
 	}
 	x.keep = answer;
 	x.keep_max = ANSWER_MAX;
-	x.opt = &u->opt;
 	x.cancel = cancellable ? &u->cancel : NULL;
 	ret = grist_remote_xfer_run(&x);
 	if (!ret && etag)
@@ -136,140 +101,44 @@ static bool etag_matches(const char *etag, const char *want_hex)
 	return !strncasecmp(etag, want_hex, n);
 }
 
-/* ---- the process's uploads, for signals ---- */
-
-static struct grist_upload *live[LIVE_MAX];
-static int live_count;
-static int go_pipe[2] = { -1, -1 }, done_pipe[2] = { -1, -1 };
-static pthread_once_t reaper_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int abort_request(struct grist_upload *u);
-
-static void *reaper(void *arg)
-{
-	void *volatile warm;
-	char c;
-	int i;
-
-	(void)arg;
-	/*
-	 * Take an allocator arena of this thread's own now: the first allocation picks one, and
-	 * at a signal the interrupted thread may hold its own arena's lock (inside free(), which
-	 * MALLOC_PERTURB_ makes long) until the handler, which waits for this thread, returns.
-	 */
-	warm = malloc(64); /* volatile: a malloc/free pair the compiler would otherwise drop */
-	free(warm);
-	while (read(go_pipe[0], &c, 1) == 1) {
-		for (i = 0; i < LIVE_MAX; i++) {
-			struct grist_upload *u = __atomic_load_n(&live[i], __ATOMIC_ACQUIRE);
-
-			if (u)
-				__atomic_store_n(&u->cancel, 1, __ATOMIC_RELEASE);
-		}
-		for (i = 0; i < LIVE_MAX; i++) {
-			struct grist_upload *u = __atomic_load_n(&live[i], __ATOMIC_ACQUIRE);
-			int waited;
-
-			if (!u)
-				continue;
-			/*
-			 * The cancelled PUTs end first (a part landing after the abort would be an orphan),
-			 * within a second: the handler waits ABORT_WAIT_MS for all of this, on a loaded
-			 * machine too.
-			 */
-			for (waited = 0; waited < 100 && __atomic_load_n(&u->puts, __ATOMIC_ACQUIRE); waited++)
-				poll(NULL, 0, 10);
-			abort_request(u);
-		}
-		if (write(done_pipe[1], "x", 1) < 0)
-			break;
-	}
-	return NULL;
-}
-
-static void reaper_start(void)
-{
-	sigset_t all, old;
-	pthread_t t;
-
-	if (pipe2(go_pipe, O_CLOEXEC) || pipe2(done_pipe, O_CLOEXEC))
-		return;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&t, NULL, reaper, NULL) == 0)
-		pthread_detach(t);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-void grist_upload_abort_from_signal(void)
-{
-	struct pollfd p;
-
-	if (!__atomic_load_n(&live_count, __ATOMIC_ACQUIRE) || go_pipe[1] < 0)
-		return;
-	if (write(go_pipe[1], "x", 1) != 1)
-		return;
-	p.fd = done_pipe[0];
-	p.events = POLLIN;
-	poll(&p, 1, ABORT_WAIT_MS);
-}
-
-static void live_add(struct grist_upload *u)
-{
-	int i;
-
-	pthread_mutex_lock(&live_lock);
-	for (i = 0; i < LIVE_MAX; i++)
-		if (!live[i]) {
-			u->slot = i;
-			__atomic_store_n(&live[i], u, __ATOMIC_RELEASE);
-			__atomic_add_fetch(&live_count, 1, __ATOMIC_ACQ_REL);
-			break;
-		}
-	pthread_mutex_unlock(&live_lock);
-}
-
-static void live_remove(struct grist_upload *u)
-{
-	sigset_t all, old;
-
-	if (u->slot < 0)
-		return;
-	/* a handler that fires now either sees it whole or not at all */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_mutex_lock(&live_lock);
-	__atomic_store_n(&live[u->slot], NULL, __ATOMIC_RELEASE);
-	__atomic_sub_fetch(&live_count, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&live_lock);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	u->slot = -1;
-}
-
 /* ---- the S3 calls ---- */
 
+/*
+ * CreateMultipartUpload. `creating` says it is under way: an abort of every upload waits for
+ * its UploadId to abort it, since the server may have made the upload already.
+ */
 static int create_upload(struct grist_upload *u)
 {
 	static const struct grist_sigv4_pair q[] = { { "uploads", "" } };
 	struct grist_buf ans = { 0 };
+	char id[sizeof(u->upload_id)];
 	const char *v;
 	size_t n;
 	int ret;
 
+	pthread_mutex_lock(&u->lock);
+	ret = u->error ? grist_fail(u->error, "%s", u->msg) : 0;
+	u->creating = !ret;
+	pthread_mutex_unlock(&u->lock);
+	if (ret)
+		return ret;
 	ret = request(u, "POST", q, 1, NULL, 0, NULL, &ans, NULL, 0, false);
 	if (!ret && (!ans.len || !grist_xml_next((const char *)ans.data, (const char *)ans.data + ans.len, "UploadId",
-						 &v, &n) || !n || n >= sizeof(u->upload_id)))
+						 &v, &n) || !n || n >= sizeof(id)))
 		ret = grist_fail(-EPROTO, "%s: CreateMultipartUpload answered without an UploadId", u->url);
 	if (!ret) {
-		memcpy(u->upload_id, v, n);
-		u->upload_id[n] = '\0';
-		if (grist_xml_unescape(u->upload_id))
+		memcpy(id, v, n);
+		id[n] = '\0';
+		if (grist_xml_unescape(id))
 			ret = grist_fail(-EPROTO, "%s: CreateMultipartUpload: a malformed UploadId", u->url);
 	}
 	grist_buf_free(&ans);
+	pthread_mutex_lock(&u->lock);
 	if (!ret)
-		live_add(u);
+		memcpy(u->upload_id, id, sizeof(id));
+	u->creating = false;
+	pthread_cond_broadcast(&u->cv);
+	pthread_mutex_unlock(&u->lock);
 	return ret;
 }
 
@@ -328,14 +197,8 @@ static void *sender(void *arg)
 		buf = u->parts[i].buf;
 		len = u->parts[i].len;
 		u->busy++;
-		__atomic_add_fetch(&u->puts, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_unlock(&u->lock);
 		ret = put_part(u, (unsigned)i + 1, buf, len, &done);
-		/*
-		 * Ended, said before taking the lock: a signal's reaper waits for this, and the thread
-		 * the signal interrupted may hold the lock until the handler returns.
-		 */
-		__atomic_sub_fetch(&u->puts, 1, __ATOMIC_ACQ_REL);
 		pthread_mutex_lock(&u->lock);
 		u->busy--;
 		memcpy(u->parts[i].md5, done.md5, sizeof(done.md5));
@@ -380,6 +243,7 @@ static int failed(struct grist_upload *u)
 int grist_upload_open(const char *url, struct grist_upload **out)
 {
 	struct grist_upload *u;
+	pthread_condattr_t ca;
 	char region[64];
 	sigset_t all, old;
 	unsigned i;
@@ -391,13 +255,15 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 	ret = grist_remote_global_init();
 	if (ret)
 		return ret;
-	pthread_once(&reaper_once, reaper_start);
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return grist_fail(-ENOMEM, "%s: out of memory", url);
-	u->slot = -1;
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_cond_init(&u->cv, NULL);
+	/* monotonic: grist_upload_abort_all() waits on it until a deadline of grist_remote_now_ns() */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&u->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	grist_remote_options_current(&u->opt);
 	u->part_bytes = (size_t)u->opt.part_mib << 20;
 	grist_remote_region(grist_url_scheme(url), region, sizeof(region));
@@ -409,6 +275,8 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 	ret = grist_url_parse(url, region, true, &u->u);
 	if (!ret && u->u.key[strlen(u->u.key) - 1] == '/')
 		ret = grist_fail(-EINVAL, "%s: names a folder, not an object", url);
+	if (!ret)
+		ret = grist_upload_live_add(u);
 	if (ret)
 		goto fail;
 	u->pool = calloc(u->opt.upload_inflight + 1u, sizeof(*u->pool));
@@ -417,7 +285,7 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 		ret = grist_fail(-ENOMEM, "%s: out of memory", url);
 		goto fail;
 	}
-	/* the threads take no signal: handlers run on the caller's threads */
+	/* the threads take no signal: a program's handlers run on its own threads */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < u->opt.upload_inflight; i++) {
@@ -562,6 +430,14 @@ static int complete(struct grist_upload *u, char *etag, size_t cap)
 
 	if (!all)
 		return grist_fail(-ENOMEM, "%s: out of memory", u->url);
+	/* aborted meanwhile (grist_upload_abort_all()): not made visible */
+	pthread_mutex_lock(&u->lock);
+	ret = u->error ? grist_fail(u->error, "%s", u->msg) : 0;
+	pthread_mutex_unlock(&u->lock);
+	if (ret) {
+		free(all);
+		return ret;
+	}
 	ret = grist_buf_append(&body, "<CompleteMultipartUpload>", 25) ? -ENOMEM : 0;
 	for (i = 0; !ret && i < u->nparts; i++) {
 		snprintf(line, sizeof(line), "<Part><PartNumber>%zu</PartNumber><ETag>%.255s</ETag></Part>", i + 1,
@@ -720,7 +596,7 @@ static void upload_free(struct grist_upload *u)
 	pthread_mutex_unlock(&u->lock);
 	for (i = 0; i < u->nthreads; i++)
 		pthread_join(u->threads[i], NULL);
-	live_remove(u);
+	grist_upload_live_remove(u);
 	for (i = 0; i < u->npool; i++)
 		free(u->pool[i]);
 	for (i = 0; i < u->nparts; i++)

@@ -10,8 +10,8 @@
  * Every part goes with its Content-MD5 (signed), its ETag is checked against it, the
  * server's ListParts against the parts sent (sizes adding up to the bytes written) before
  * completing, and the completed object's ETag against the parts'.
- * Any failure, grist_upload_abort() and a signal (grist_upload_abort_from_signal())
- * end with AbortMultipartUpload: no object and no parts are left behind.
+ * Any failure, grist_upload_abort() and grist_upload_abort_all() end with
+ * AbortMultipartUpload: no object and no parts are left behind.
  */
 #ifndef GRIST_IO_UPLOAD_H
 #define GRIST_IO_UPLOAD_H
@@ -35,10 +35,14 @@ void grist_upload_abort(struct grist_upload *u);
 uint64_t grist_upload_bytes(const struct grist_upload *u);
 
 /*
- * From a signal handler (async-signal-safe: write(2) and poll(2) only): have the upload
- * thread abort every upload of the process not yet committed, waiting for it at most
- * 10 s. The process is expected to end afterwards.
+ * grist_upload_abort_all() - a process that is ending (grist_writer_abort_all(), from an
+ * ordinary thread, never a signal handler): no upload starts any more (-ECANCELED);
+ * every upload not yet committed stops (its owner's next call fails with -ECANCELED),
+ * its running PUTs are cancelled, and it is aborted (AbortMultipartUpload, all at once),
+ * within @timeout_ms in all. An owner freeing its upload meanwhile waits for this to end.
+ * Return: 0, or the first upload not known to be aborted (its URL and why; -ETIMEDOUT
+ * when the time ran out).
  */
-void grist_upload_abort_from_signal(void);
+int grist_upload_abort_all(unsigned timeout_ms);
 
 #endif

@@ -1,5 +1,6 @@
-/* Tests for the parallel writer: the pool's order and memory bound, identical files at any parallelism, finish/commit/abort, temporaries. */
+/* Tests for the parallel writer: the pool's order and memory bound, identical files at any parallelism, finish/commit/abort, temporaries, abort_all. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "helpers.h"
 #include "grist/format.h"
 #include "codec/codec.h"
+#include "format/temp_registry.h"
 #include "format/writer_pool.h"
 
 /* Fill job @i with @n records of varied, seeded sizes (some chunks 1 record, some 300). */
@@ -222,6 +224,52 @@ static void test_remove_temporaries(void **state)
 	t_rmtree(dir);
 }
 
+static int abort_all_ret = 1;
+
+static void *run_abort_all(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&abort_all_ret, grist_writer_abort_all(1000), __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * grist_writer_abort_all() waits for a step under way (grist_abort_hold()), then unlinks
+ * every live temporary; afterwards no writer makes a temporary and no commit starts. Last:
+ * it closes the process's writers for good.
+ */
+static void test_abort_all(void **state)
+{
+	char *dir = t_mkdtemp();
+	struct grist_writer *w[2], *late;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(grist_writer_open(t_path(dir, "a"), NULL, &w[0]), 0);
+	assert_int_equal(grist_writer_open(t_path(dir, "b"), "max_parallelism:2", &w[1]), 0);
+	assert_int_equal(grist_writer_write(w[1], "x", 1), 0);
+	assert_int_equal(t_count_entries(dir), 2);
+	assert_int_equal(grist_abort_hold(), 0);
+	assert_int_equal(pthread_create(&t, NULL, run_abort_all, NULL), 0);
+	usleep(200 * 1000);
+	/* held: nothing removed yet, and it has not returned */
+	assert_int_equal(__atomic_load_n(&abort_all_ret, __ATOMIC_ACQUIRE), 1);
+	assert_int_equal(t_count_entries(dir), 2);
+	grist_abort_release();
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(abort_all_ret, 0);              /* no upload to abort */
+	assert_int_equal(t_count_entries(dir), 0);
+	assert_int_equal(grist_writer_open(t_path(dir, "late"), NULL, &late), -ECANCELED);
+	assert_non_null(strstr(grist_last_error(), "grist_writer_abort_all()"));
+	assert_int_equal(t_count_entries(dir), 0);
+	assert_int_equal(grist_abort_hold(), -ECANCELED);
+	/* the writers whose temporaries went cannot commit, and are still dropped cleanly */
+	assert_int_not_equal(grist_writer_close(w[0]), 0);
+	grist_writer_abort(w[1]);
+	assert_int_equal(t_count_entries(dir), 0);
+	t_rmtree(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_writer_parallel_identical),
 		cmocka_unit_test(test_finish_commit_abort),
 		cmocka_unit_test(test_remove_temporaries),
+		cmocka_unit_test(test_abort_all), /* last: it closes the process's writers */
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,8 @@ says whether an upload was left behind, and rclone's own part files
 
 A write in many parts reads back byte-identical to the same convert to a local file
 (s3:// and gs://, shards too); a part that keeps failing, a part whose body is corrupted
-on the way and a SIGTERM mid-upload each leave no object, no upload and no part.
+on the way, a SIGTERM mid-upload and one while the upload is being created each leave no
+object, no upload and no part.
 Skips (77) when rclone cannot start here.
 """
 import os
@@ -56,6 +57,18 @@ def local_convert(name, extra=()):
 
 def uploads_left():
     return rs.multipart_uploads(SERVERS["rclone"], "bkt")
+
+
+def clear_uploads():
+    """Abort every multipart upload rclone lists, of any age (`rclone backend cleanup`): what a
+    test that leaves one on purpose, or a failed run of a loop, clears."""
+    server = SERVERS["rclone"]
+    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
+               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=rs.ACCESS_KEY,
+               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=rs.SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
+    subprocess.run([rs.rclone_binary(), "backend", "cleanup", "T:bkt", "-o", "max-age=0s"], env=env,
+                   capture_output=True, timeout=60)
+    assert uploads_left() == [], uploads_left()
 
 
 def nothing_left(key):
@@ -181,17 +194,18 @@ def test_corrupted_part_is_refused():
     failing("corrupt", is_part(2), "bad.ar", ["s3://bkt/bad.ar", "HTTP 400 BadDigest", "(part 2)"])
 
 
-def test_sigterm_mid_upload_aborts():
-    """SIGTERM while parts are uploading through a 300 ms proxy: the process dies of it and the
-    upload is aborted on the way out: no object, no upload, no part."""
-    p = rs.FaultProxy(SERVERS["rclone"].port, delay=0.3)
+def sigterm_when(key, delay, ready):
+    """`grist convert` to s3://bkt/@key through a proxy that holds every request @delay s, sent
+    SIGTERM once ready(request lines the proxy has seen) holds: it must die of the signal,
+    having sent AbortMultipartUpload, and leave nothing. Returns the request lines."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=delay)
     try:
         setenv(p.endpoint)
-        proc = subprocess.Popen([g.grist_cli(), "convert"] + WRITE + [LINES, "s3://bkt/term.ar"],
+        proc = subprocess.Popen([g.grist_cli(), "convert"] + WRITE + [LINES, "s3://bkt/" + key],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=g.default_signal_actions)
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and sum(1 for l, _ in p.heads if "partNumber=" in l) < 2:
-            time.sleep(0.02)
+        while time.monotonic() < deadline and not ready([l for l, _ in p.heads]):
+            time.sleep(0.01)
         assert proc.poll() is None, proc.stderr.read()
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=30)
@@ -199,9 +213,54 @@ def test_sigterm_mid_upload_aborts():
     finally:
         setenv(SERVERS["rclone"].endpoint)
         p.stop()
+    lines = [l for l, _ in p.heads]
     assert rc == -signal.SIGTERM, (rc, err)
-    assert any(l.startswith("DELETE ") and "uploadId=" in l for l, _ in p.heads), [l for l, _ in p.heads]
-    nothing_left("term.ar")
+    assert any(l.startswith("DELETE ") and "uploadId=" in l for l in lines), lines
+    nothing_left(key)
+    return lines
+
+
+def test_sigterm_mid_upload_aborts():
+    """SIGTERM while parts are uploading through a 300 ms proxy: the process dies of it and the
+    upload is aborted on the way out: no object, no upload, no part."""
+    sigterm_when("term.ar", 0.3, lambda lines: sum(1 for l in lines if "partNumber=" in l) >= 2)
+
+
+def test_sigterm_while_creating_aborts():
+    """SIGTERM while CreateMultipartUpload is on its way (every request held 1 s by the proxy,
+    the signal sent once the POST reached it): the server makes the upload after the signal,
+    so the process waits for its UploadId and aborts it before dying of the signal. A
+    handler that gave up when no upload was known yet left this upload behind every time."""
+    lines = sigterm_when("creating.ar", 1.0, lambda lines: any(l.startswith("POST ") for l in lines))
+    assert not any("partNumber=" in l for l in lines), lines
+
+
+def test_second_signal_kills_at_once():
+    """A second signal while the first one's abort waits (for a CreateMultipartUpload the proxy
+    holds 1 s) ends the process at once, of the second signal, as a second Ctrl-C does
+    elsewhere: SIGINT, then SIGTERM. Deferred, the process would die of the SIGINT after the
+    abort; had both come before the first was taken, SIGINT (the lower number) is taken first
+    and SIGTERM still kills. What the abort had not done (the upload) is left, and cleared here."""
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=1.0)
+    try:
+        setenv(p.endpoint)
+        proc = subprocess.Popen([g.grist_cli(), "convert"] + WRITE + [LINES, "s3://bkt/twice.ar"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=g.default_signal_actions)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(l.startswith("POST ") for l, _ in p.heads):
+            time.sleep(0.01)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+        err = proc.stderr.read()
+        time.sleep(1.2)  # the held POST reaches rclone: the upload the killed process left
+    finally:
+        setenv(SERVERS["rclone"].endpoint)
+        p.stop()
+    assert rc == -signal.SIGTERM, (rc, err)
+    clear_uploads()
 
 
 def test_outputs_that_cannot_be_written():
@@ -228,7 +287,8 @@ def test_outputs_that_cannot_be_written():
 def main():
     rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_refused_part_is_retried,
                   test_corrupted_part_is_refused,
-                  test_sigterm_mid_upload_aborts, test_outputs_that_cannot_be_written], SERVERS, TMP)
+                  test_sigterm_mid_upload_aborts, test_sigterm_while_creating_aborts,
+                  test_second_signal_kills_at_once, test_outputs_that_cannot_be_written], SERVERS, TMP)
 
 
 if __name__ == "__main__":

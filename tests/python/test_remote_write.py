@@ -1,7 +1,9 @@
 """grist.Writer to s3:// against a real S3 server (rclone serve s3, started here): what it
 writes reads back equal, nothing is at the key before close, and abort() (or an exception
-in the with block) leaves no object and no multipart upload."""
+in the with block, Ctrl-C's KeyboardInterrupt too) leaves no object and no multipart upload."""
 import os
+import signal
+import time
 
 import pytest
 
@@ -61,6 +63,37 @@ def test_abort_leaves_nothing(s3):
             raise RuntimeError("the caller failed")
     assert not (bucket / "gone.ar").exists() and not (bucket / "gone2.ar").exists()
     assert not [n for n in os.listdir(bucket) if n.startswith(".rclone_temp_multipart")]
+    assert uploads_left(server) == []
+
+
+def test_ctrl_c_aborts(s3):
+    """SIGINT while a `with grist.Writer("s3://...")` block writes, once rclone holds parts of
+    the upload: Python's own handler raises KeyboardInterrupt on the main thread, the block's
+    exit aborts the upload (the library installs no signal handling of its own in a Python
+    process), and nothing is left."""
+    server, bucket = s3
+
+    def parts_held():
+        return any(".rclone_temp_multipart" in n for _, _, names in os.walk(bucket) for n in names)
+    # Python ignores SIGINT when its parent did (a background job): put its own handler in place
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sent = False
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with grist.Writer("s3://bkt/ctrl-c.ar", "group_size:16,uncompressed") as w:
+                deadline = time.monotonic() + 60
+                i = 0
+                while time.monotonic() < deadline:
+                    w.write(record(i) * 300)
+                    i += 1
+                    if i % 50 == 0 and parts_held():
+                        sent = True
+                        os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, was)
+    assert sent
+    assert not (bucket / "ctrl-c.ar").exists()
+    assert not parts_held()
     assert uploads_left(server) == []
 
 

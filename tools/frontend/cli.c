@@ -87,6 +87,7 @@ int cli_finish_stdout(int rc)
 		err = errno ? errno : EIO;
 	if (fclose(stdout) == EOF && !err)
 		err = errno ? errno : EIO;
+	cli_signals_settle();
 	if (!err)
 		return rc;
 	fprintf(stderr, "%s: cannot write standard output: %s\n", cli_command_name, strerror(err));

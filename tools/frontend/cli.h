@@ -102,19 +102,20 @@ int cli_group_datasets(const char *const *args, size_t nargs, const double *weig
 
 /*
  * cli_cleanup_on_signals() - on SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and
- * SIGXFSZ, unlink every writer temporary (grist_writer_remove_temporaries())
- * and die of the signal. Signals the parent ignored stay ignored. Every
- * command that writes files calls it first.
+ * SIGXFSZ, a thread of the CLI's own (sigwait(), no handler) aborts every writer
+ * (grist_writer_abort_all(): temporaries unlinked, uploads aborted, at most 10 s)
+ * and the process dies of the signal; a second signal meanwhile kills at once.
+ * Signals the parent ignored stay ignored. Every command that writes calls it
+ * first, before any thread is made: the threads inherit the blocked signals.
  */
 void cli_cleanup_on_signals(void);
 
 /*
- * cli_signals_hold() / cli_signals_release() - defer those signals around a
- * step that must not be cut in half (renaming a set of finished files into
- * place); @old keeps the mask to restore.
+ * cli_signals_settle() - where a command has returned (cli_finish_stdout()): when
+ * a signal is being handled, wait for the signal thread to end the process, so it
+ * dies of the signal rather than exiting with the command's status.
  */
-void cli_signals_hold(sigset_t *old);
-void cli_signals_release(const sigset_t *old);
+void cli_signals_settle(void);
 
 /* Seconds of CLOCK_MONOTONIC since *@t0 (progress lines, --stats). */
 double cli_seconds_since(const struct timespec *t0);
