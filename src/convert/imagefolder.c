@@ -20,6 +20,7 @@
 #include "convert/engine.h"
 #include "convert/imagefolder.h"
 #include "convert/input_imagefolder.h"
+#include "format/temp_registry.h"
 #include "grist/remote.h"
 
 /* TFDS's own writer options for array_record shards. */
@@ -195,6 +196,48 @@ static void remove_tmp(const char *tmp)
 	rmdir(tmp);
 }
 
+/*
+ * The dataset's folder beside OUT, listed as a temporary: a signal's
+ * grist_writer_abort_all() then removes it with what is in it. Made and listed under the
+ * abort hold, so an abort never falls between the two.
+ */
+static int make_tmp(char *tmp, const char *parent, const char *out, struct grist_temp_entry **entry)
+{
+	int ret = grist_abort_hold();
+
+	if (ret)
+		return grist_fail(ret, "%s: %s", out, grist_last_error());
+	if (!mkdtemp(tmp)) {
+		ret = grist_fail(-errno, "%s: cannot create a folder beside %s: %s", parent, out, strerror(errno));
+	} else {
+		chmod(tmp, 0755); /* mkdtemp's 0700 would hide the dataset from its readers */
+		ret = grist_temp_register_folder(tmp, entry);
+		if (ret)
+			rmdir(tmp);
+	}
+	grist_abort_release();
+	return ret;
+}
+
+/* The whole dataset into place at once, under the abort hold: an abort finds it in place or gone. */
+static int rename_into_place(const char *tmp, const char *out, struct grist_temp_entry **entry)
+{
+	int ret = grist_abort_hold();
+
+	if (ret)
+		return grist_fail(ret, "%s: %s", out, grist_last_error());
+	/* An empty folder at OUT gives way; rename() then puts the whole dataset there at once. */
+	rmdir(out);
+	if (rename(tmp, out) < 0) {
+		ret = grist_fail(-errno, "%s: cannot rename %s into place: %s", out, tmp, strerror(errno));
+	} else {
+		grist_temp_release(*entry);
+		*entry = NULL;
+	}
+	grist_abort_release();
+	return ret;
+}
+
 static bool is_version(const char *s)
 {
 	int a, b, c, n = 0;
@@ -311,6 +354,7 @@ int grist_convert_imagefolder(struct convert *c)
 	struct folder f = { 0 };
 	char *parent = NULL, *base = NULL, *name = NULL, *version = NULL, *tmp = NULL, *split_path = NULL;
 	char *shard_out = NULL;
+	struct grist_temp_entry *tmp_entry = NULL;
 	const char *split_input[1];
 	uint64_t shards = c->shards;
 	const char *out = c->out;
@@ -341,13 +385,12 @@ int grist_convert_imagefolder(struct convert *c)
 		ret = grist_fail(-ENOMEM, "out of memory");
 		goto out;
 	}
-	if (!mkdtemp(tmp)) {
-		ret = grist_fail(-errno, "%s: cannot create a folder beside %s: %s", parent, c->out, strerror(errno));
+	ret = make_tmp(tmp, parent, c->out, &tmp_entry);
+	if (ret) {
 		free(tmp);
 		tmp = NULL;
 		goto out;
 	}
-	chmod(tmp, 0755); /* mkdtemp's 0700 would hide the dataset from its readers */
 	c->always_number = true;
 	c->shared = &f;
 	c->ninputs = 1;
@@ -389,12 +432,9 @@ int grist_convert_imagefolder(struct convert *c)
 		ret = write_info(tmp, &f, name, version, shards);
 	if (ret)
 		goto out;
-	/* An empty folder at OUT gives way; rename() then puts the whole dataset there at once. */
-	rmdir(out);
-	if (rename(tmp, out) < 0) {
-		ret = grist_fail(-errno, "%s: cannot rename %s into place: %s", out, tmp, strerror(errno));
+	ret = rename_into_place(tmp, out, &tmp_entry);
+	if (ret)
 		goto out;
-	}
 	dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		fsync(dfd);
@@ -410,6 +450,7 @@ int grist_convert_imagefolder(struct convert *c)
 out:
 	if (tmp && ret)
 		remove_tmp(tmp);
+	grist_temp_release(tmp_entry);
 	c->out = out;
 	free(tmp);
 	free(split_path);

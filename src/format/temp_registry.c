@@ -1,4 +1,5 @@
 /* What a process that ends must clean up: writer temporaries (walkable from a signal handler); steps to wait for. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -28,6 +29,8 @@ enum { ENTRY_FREE, ENTRY_FILLING, ENTRY_LIVE };
 struct grist_temp_entry {
 	struct grist_temp_entry *_Atomic next;
 	atomic_int state;
+	/* a folder of finished files (a TFDS dataset before its rename), not one file */
+	atomic_bool folder;
 	char path[PATH_MAX];
 };
 
@@ -39,7 +42,7 @@ static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static unsigned holds;
 
-int grist_temp_register(const char *path, struct grist_temp_entry **out)
+static int temp_register(const char *path, bool folder, struct grist_temp_entry **out)
 {
 	struct grist_temp_entry *e;
 	size_t len = strlen(path);
@@ -65,10 +68,21 @@ int grist_temp_register(const char *path, struct grist_temp_entry **out)
 		while (!atomic_compare_exchange_weak(&list_head, &head, e));
 	}
 fill:
+	atomic_store(&e->folder, folder);
 	memcpy(e->path, path, len + 1);
 	atomic_store(&e->state, ENTRY_LIVE);
 	*out = e;
 	return 0;
+}
+
+int grist_temp_register(const char *path, struct grist_temp_entry **out)
+{
+	return temp_register(path, false, out);
+}
+
+int grist_temp_register_folder(const char *path, struct grist_temp_entry **out)
+{
+	return temp_register(path, true, out);
 }
 
 void grist_temp_release(struct grist_temp_entry *e)
@@ -81,10 +95,32 @@ GRIST_API void grist_writer_remove_temporaries(void)
 {
 	struct grist_temp_entry *e;
 
-	/* Only async-signal-safe calls here: atomic loads and unlink(2). */
+	/*
+	 * Only async-signal-safe calls here: atomic loads, unlink(2) and rmdir(2). A folder
+	 * goes only if empty; emptying it takes opendir(), which grist_writer_abort_all() does.
+	 * The newest entries come first, so a file made inside a listed folder goes before it.
+	 */
 	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next))
 		if (atomic_load(&e->state) == ENTRY_LIVE)
-			unlink(e->path);
+			(atomic_load(&e->folder) ? rmdir : unlink)(e->path);
+}
+
+/* A listed folder's files (one level: a dataset folder holds no folders while it is made). */
+static void empty_folders(void)
+{
+	struct grist_temp_entry *e;
+
+	for (e = atomic_load(&list_head); e; e = atomic_load(&e->next)) {
+		DIR *d;
+		struct dirent *de;
+
+		if (atomic_load(&e->state) != ENTRY_LIVE || !atomic_load(&e->folder) || !(d = opendir(e->path)))
+			continue;
+		while ((de = readdir(d)))
+			if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+				unlinkat(dirfd(d), de->d_name, 0);
+		closedir(d);
+	}
 }
 
 int grist_abort_hold(void)
@@ -120,6 +156,7 @@ GRIST_API int grist_writer_abort_all(unsigned timeout_ms)
 		pthread_cond_wait(&hold_cv, &hold_lock);
 	pthread_mutex_unlock(&hold_lock);
 	/* the temporaries first: quick, and done should a second signal end the process meanwhile */
+	empty_folders();
 	grist_writer_remove_temporaries();
 	return grist_upload_abort_all(timeout_ms);
 }

@@ -13,6 +13,14 @@ struct grist_temp_entry;
  */
 int grist_temp_register(const char *path, struct grist_temp_entry **out);
 
+/*
+ * grist_temp_register_folder() - list the folder @path, whose files are finished but not yet
+ * in place (a dataset folder renamed into place whole): grist_writer_abort_all() empties and
+ * removes it; grist_writer_remove_temporaries(), from a handler, removes it only if empty.
+ * Return: as grist_temp_register().
+ */
+int grist_temp_register_folder(const char *path, struct grist_temp_entry **out);
+
 /* Take @e off the list (the file was renamed or removed). NULL is fine. */
 void grist_temp_release(struct grist_temp_entry *e);
 

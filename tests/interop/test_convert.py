@@ -451,6 +451,58 @@ def test_signal_leaves_nothing():
         assert_clean(outdir)
 
 
+def test_imagefolder_signal_leaves_nothing():
+    """`grist convert --from imagefolder` builds the dataset in a folder beside OUT and renames
+    it into place whole. A signal once that folder holds a finished split must remove it with
+    its files: before, only the shard being written was a listed temporary, and the folder
+    with the finished split stayed behind."""
+    try:
+        from PIL import Image
+    except ImportError:
+        print("  (skipped: Pillow is not installed)")
+        return
+    with Workdir() as d:
+        rng = random.Random(5)
+        root = os.path.join(d, "imgs")
+        for split in ("train", "test"):
+            os.makedirs(os.path.join(root, split, "cat"))
+            for i in range(40):
+                im = Image.frombytes("RGB", (1200, 900), rng.randbytes(1200 * 900 * 3))
+                im.save(os.path.join(root, split, "cat", "%02d.jpg" % i), quality=95)
+        parent = os.path.join(d, "ds")  # OUT is ds/1.0.0; the dataset is made in ds/.1.0.0.tmp-*
+        os.mkdir(parent)
+
+        def finished_split(deadline, proc):
+            while time.time() < deadline and proc.poll() is None:
+                for x in os.listdir(parent):
+                    try:
+                        inside = os.listdir(os.path.join(parent, x))
+                    except OSError:
+                        continue
+                    if ".tmp-" in x and any(".tmp-" not in y for y in inside):
+                        return True
+                time.sleep(0.002)
+            return False
+
+        caught = False
+        for _attempt in range(5):
+            p = subprocess.Popen([g.grist_cli(), "convert", "--from", "imagefolder", "--max-side", "64", root,
+                                  os.path.join(parent, "1.0.0")],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                 preexec_fn=g.default_signal_actions)
+            if finished_split(time.time() + 60, p):
+                p.send_signal(signal.SIGTERM)
+                caught = True
+            err = p.communicate(timeout=60)[1]
+            if caught:
+                assert p.returncode == -signal.SIGTERM, (p.returncode, err)
+                assert_clean(parent)
+                break
+            shutil.rmtree(parent)
+            os.mkdir(parent)
+        assert caught, "convert finished before a signal could reach it"
+
+
 def test_output_that_is_an_input_is_refused():
     """`grist convert --from lines data.txt data.txt` used to exit 0 having replaced the
     input with its own conversion: the source data gone. Every way of naming an input as
@@ -499,4 +551,5 @@ if __name__ == "__main__":
     g.main([test_golden_tfrecord, test_concatenated_inputs_in_order, test_parallel_writer_matches_serial_and_official,
             test_shards, test_lines, test_dir_order, test_arrayrecord_reencode, test_detection_errors,
             test_usage_errors, test_bad_inputs_leave_nothing, test_huge_length_with_valid_crc, test_unreadable_inputs, test_signal_leaves_nothing,
+            test_imagefolder_signal_leaves_nothing,
             test_progress_line, test_output_that_is_an_input_is_refused])
