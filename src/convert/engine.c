@@ -6,8 +6,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,22 +233,19 @@ static int count_records(struct convert *c, uint64_t *total)
 }
 
 /*
- * Rename every finished shard into place with signals held, so the set appears whole
- * or (after a failed rename, whose predecessors are removed again) not at all: a
- * program whose handler removes the writer temporaries never stops between two renames,
- * and grist_writer_abort_all() (a program's signal thread) waits for the last one.
+ * Rename every finished shard into place under the temporaries' guard, so the set appears
+ * whole or (after a failed rename, whose predecessors are removed again) not at all: no
+ * cleanup, a program's handler or grist_writer_abort_all(), falls between two renames.
  */
 static int commit_all(struct convert *c)
 {
-	sigset_t all, old;
+	struct grist_temp_guard g;
 	uint64_t s, k;
 	int ret;
 
-	ret = grist_abort_hold();
+	ret = grist_temp_guard_enter(&g);
 	if (ret)
 		return ret;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (s = 0; s < c->shards; s++) {
 		struct stat tmp, now;
 		const char *tmp_path = grist_writer_temp_path(c->w[s]); /* NULL for a URL: an upload */
@@ -271,8 +266,7 @@ static int commit_all(struct convert *c)
 			break;
 		}
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	grist_abort_release();
+	grist_temp_guard_leave(&g);
 	return ret;
 }
 

@@ -199,11 +199,12 @@ static void remove_tmp(const char *tmp)
 /*
  * The dataset's folder beside OUT, listed as a temporary: a signal's
  * grist_writer_abort_all() then removes it with what is in it. Made and listed under the
- * abort hold, so an abort never falls between the two.
+ * temporaries' guard, so no cleanup falls between the two.
  */
 static int make_tmp(char *tmp, const char *parent, const char *out, struct grist_temp_entry **entry)
 {
-	int ret = grist_abort_hold();
+	struct grist_temp_guard g;
+	int ret = grist_temp_guard_enter(&g);
 
 	if (ret)
 		return grist_fail(ret, "%s: %s", out, grist_last_error());
@@ -215,14 +216,15 @@ static int make_tmp(char *tmp, const char *parent, const char *out, struct grist
 		if (ret)
 			rmdir(tmp);
 	}
-	grist_abort_release();
+	grist_temp_guard_leave(&g);
 	return ret;
 }
 
-/* The whole dataset into place at once, under the abort hold: an abort finds it in place or gone. */
+/* The whole dataset into place at once, under the guard: a cleanup finds it in place or gone. */
 static int rename_into_place(const char *tmp, const char *out, struct grist_temp_entry **entry)
 {
-	int ret = grist_abort_hold();
+	struct grist_temp_guard g;
+	int ret = grist_temp_guard_enter(&g);
 
 	if (ret)
 		return grist_fail(ret, "%s: %s", out, grist_last_error());
@@ -234,7 +236,7 @@ static int rename_into_place(const char *tmp, const char *out, struct grist_temp
 		grist_temp_release(*entry);
 		*entry = NULL;
 	}
-	grist_abort_release();
+	grist_temp_guard_leave(&g);
 	return ret;
 }
 

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ struct grist_temp_entry {
 static struct grist_temp_entry *_Atomic list_head;
 /* grist_writer_abort_all() ran: no temporary is made and no commit starts any more (under hold_lock) */
 static bool closed;
-/* steps under way (grist_abort_hold()), which grist_writer_abort_all() lets end first */
+/* guarded steps under way (grist_temp_guard_enter()), which grist_writer_abort_all() lets end first */
 static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
 static unsigned holds;
@@ -123,21 +124,26 @@ static void empty_folders(void)
 	}
 }
 
-int grist_abort_hold(void)
+int grist_temp_guard_enter(struct grist_temp_guard *g)
 {
-	int ret = 0;
+	sigset_t all;
 
 	pthread_mutex_lock(&hold_lock);
-	if (closed)
-		ret = grist_fail(-ECANCELED, "every writer of this process was aborted (grist_writer_abort_all())");
-	else
-		holds++;
+	if (closed) {
+		pthread_mutex_unlock(&hold_lock);
+		return grist_fail(-ECANCELED, "every writer of this process was aborted (grist_writer_abort_all())");
+	}
+	holds++;
 	pthread_mutex_unlock(&hold_lock);
-	return ret;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &g->old);
+	return 0;
 }
 
-void grist_abort_release(void)
+void grist_temp_guard_leave(struct grist_temp_guard *g)
 {
+	/* a signal that waited runs its handler here, the step whole behind it */
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 	pthread_mutex_lock(&hold_lock);
 	if (!--holds)
 		pthread_cond_broadcast(&hold_cv);

@@ -2,6 +2,7 @@
 #ifndef GRIST_FORMAT_TEMP_REGISTRY_H
 #define GRIST_FORMAT_TEMP_REGISTRY_H
 
+#include <signal.h>
 #include <stddef.h>
 
 struct grist_temp_entry;
@@ -25,13 +26,30 @@ int grist_temp_register_folder(const char *path, struct grist_temp_entry **out);
 void grist_temp_release(struct grist_temp_entry *e);
 
 /*
- * grist_abort_hold() / grist_abort_release() - around a step that must not be cut in half
- * (making and listing a temporary; renaming a set of shards into place):
- * grist_writer_abort_all(), which the process may die right after, waits for every one
- * to end before it removes anything.
- * Return: 0; -ECANCELED once grist_writer_abort_all() ran (nothing is held then).
+ * struct grist_temp_guard - held around a step that must not be cut in half: making a
+ * temporary and listing it (so no cleanup finds it made but not listed), and renaming
+ * finished files into place (so a set of shards, or a dataset's folder, appears whole or
+ * not at all). Two cleanups may otherwise fall in the middle, and each half of the guard
+ * keeps one of them out:
+ * - the abort hold: grist_writer_abort_all() on another thread (the CLI's signal thread,
+ *   which lets the process die right after) waits for every guarded step to end;
+ * - every signal blocked on this thread: a program's own handler calling the public,
+ *   async-signal-safe grist_writer_remove_temporaries() runs only once the step is over.
+ *   A handler can neither wait for the hold nor take a lock, so only a mask keeps it out;
+ *   the same contract is why the list is lock-free and never freed. (A handler on another
+ *   of the program's threads is not kept out; the library's own threads take no signals.)
  */
-int grist_abort_hold(void);
-void grist_abort_release(void);
+struct grist_temp_guard {
+	sigset_t old; /* the thread's mask before grist_temp_guard_enter() */
+};
+
+/*
+ * grist_temp_guard_enter() - take the abort hold, then block every signal on this thread.
+ * Return: 0; -ECANCELED once grist_writer_abort_all() ran (nothing is held or blocked then).
+ */
+int grist_temp_guard_enter(struct grist_temp_guard *g);
+
+/* grist_temp_guard_leave() - restore the thread's signal mask, then end the abort hold. */
+void grist_temp_guard_leave(struct grist_temp_guard *g);
 
 #endif

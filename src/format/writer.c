@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,29 +319,21 @@ static void remove_stale_temporaries(const char *dir, const char *base, const ch
 	free(prefix);
 }
 
-/*
- * Create and list the temporary with signals blocked and the abort held: a
- * handler that runs grist_writer_remove_temporaries(), and
- * grist_writer_abort_all() on another thread (which may end the process right
- * after), then never find the file made but not yet listed.
- */
+/* Create and list the temporary under the guard: no cleanup finds it made but not listed. */
 static int create_temporary(struct grist_writer *w)
 {
-	sigset_t all, old;
+	struct grist_temp_guard g;
 	int ret;
 
-	ret = grist_abort_hold();
+	ret = grist_temp_guard_enter(&g);
 	if (ret)
 		return grist_fail(ret, "%s: %s", w->path, grist_last_error());
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	w->fd = mkostemp(w->tmp_path, O_CLOEXEC);
 	if (w->fd < 0)
 		ret = grist_fail(-errno, "%s: cannot create temporary file: %s", w->tmp_path, strerror(errno));
 	else if ((ret = grist_temp_register(w->tmp_path, &w->temp)))
 		unlink(w->tmp_path);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	grist_abort_release();
+	grist_temp_guard_leave(&g);
 	return ret;
 }
 

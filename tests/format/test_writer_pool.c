@@ -1,6 +1,7 @@
-/* Tests for the parallel writer: the pool's order and memory bound, identical files at any parallelism, finish/commit/abort, temporaries, abort_all. */
+/* Tests for the parallel writer: the pool's order and memory bound, identical files at any parallelism, finish/commit/abort, temporaries, their guard, abort_all. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +225,46 @@ static void test_remove_temporaries(void **state)
 	t_rmtree(dir);
 }
 
+static volatile sig_atomic_t handler_ran;
+
+static void remove_in_handler(int sig)
+{
+	(void)sig;
+	grist_writer_remove_temporaries();
+	handler_ran = 1;
+}
+
+/*
+ * The guard's other half: a program's own handler, which calls
+ * grist_writer_remove_temporaries() on the guarded thread, runs only after the step.
+ */
+static void test_guard_holds_signals(void **state)
+{
+	struct sigaction sa = { .sa_handler = remove_in_handler }, old;
+	struct grist_temp_guard g;
+	char *dir = t_mkdtemp();
+	struct grist_writer *w;
+	int ran;
+	unsigned entries;
+
+	(void)state;
+	sigemptyset(&sa.sa_mask);
+	assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+	assert_int_equal(grist_writer_open(t_path(dir, "a"), NULL, &w), 0);
+	assert_int_equal(grist_temp_guard_enter(&g), 0);
+	assert_int_equal(pthread_kill(pthread_self(), SIGUSR1), 0);
+	ran = handler_ran;
+	entries = t_count_entries(dir);
+	grist_temp_guard_leave(&g);                       /* before any assert: a failed test must not keep the hold */
+	assert_int_equal(ran, 0);
+	assert_int_equal(entries, 1);
+	assert_int_equal(handler_ran, 1);                 /* delivered as the mask came off */
+	assert_int_equal(t_count_entries(dir), 0);
+	grist_writer_abort(w);
+	assert_int_equal(sigaction(SIGUSR1, &old, NULL), 0);
+	t_rmtree(dir);
+}
+
 static int abort_all_ret = 1;
 
 static void *run_abort_all(void *arg)
@@ -234,7 +275,7 @@ static void *run_abort_all(void *arg)
 }
 
 /*
- * grist_writer_abort_all() waits for a step under way (grist_abort_hold()), then unlinks
+ * grist_writer_abort_all() waits for a guarded step under way (grist_temp_guard_enter()), then unlinks
  * every live temporary; afterwards no writer makes a temporary and no commit starts. Last:
  * it closes the process's writers for good.
  */
@@ -242,6 +283,7 @@ static void test_abort_all(void **state)
 {
 	char *dir = t_mkdtemp();
 	struct grist_writer *w[2], *late;
+	struct grist_temp_guard g, g2;
 	pthread_t t;
 
 	(void)state;
@@ -249,20 +291,20 @@ static void test_abort_all(void **state)
 	assert_int_equal(grist_writer_open(t_path(dir, "b"), "max_parallelism:2", &w[1]), 0);
 	assert_int_equal(grist_writer_write(w[1], "x", 1), 0);
 	assert_int_equal(t_count_entries(dir), 2);
-	assert_int_equal(grist_abort_hold(), 0);
+	assert_int_equal(grist_temp_guard_enter(&g), 0);
 	assert_int_equal(pthread_create(&t, NULL, run_abort_all, NULL), 0);
 	usleep(200 * 1000);
 	/* held: nothing removed yet, and it has not returned */
 	assert_int_equal(__atomic_load_n(&abort_all_ret, __ATOMIC_ACQUIRE), 1);
 	assert_int_equal(t_count_entries(dir), 2);
-	grist_abort_release();
+	grist_temp_guard_leave(&g);
 	assert_int_equal(pthread_join(t, NULL), 0);
 	assert_int_equal(abort_all_ret, 0);              /* no upload to abort */
 	assert_int_equal(t_count_entries(dir), 0);
 	assert_int_equal(grist_writer_open(t_path(dir, "late"), NULL, &late), -ECANCELED);
 	assert_non_null(strstr(grist_last_error(), "grist_writer_abort_all()"));
 	assert_int_equal(t_count_entries(dir), 0);
-	assert_int_equal(grist_abort_hold(), -ECANCELED);
+	assert_int_equal(grist_temp_guard_enter(&g2), -ECANCELED);
 	/* the writers whose temporaries went cannot commit, and are still dropped cleanly */
 	assert_int_not_equal(grist_writer_close(w[0]), 0);
 	grist_writer_abort(w[1]);
@@ -278,6 +320,7 @@ int main(void)
 		cmocka_unit_test(test_writer_parallel_identical),
 		cmocka_unit_test(test_finish_commit_abort),
 		cmocka_unit_test(test_remove_temporaries),
+		cmocka_unit_test(test_guard_holds_signals),
 		cmocka_unit_test(test_abort_all), /* last: it closes the process's writers */
 	};
 
