@@ -57,14 +57,15 @@
 /* ---- claiming and publishing units ---- */
 
 /*
- * Items of the unit starting at @first, record granularity. With split_tail (a packer
- * takes the units, so their sizes are free) and a finite stream, a unit takes at most
- * an equal share of what is left, split two ways per worker: the last units of a run
- * shrink, down to TAIL_ITEMS_MIN records, so the workers finish together instead of some
- * decoding a whole last unit while the others have none. With units of 32 tokenized texts
- * and 16 workers that tail idled about 9% of the workers' time over a 5056-text run
- * (docs/tuning.md, "Text at 16 threads on 2 cores"). Only the sizes change: the records
- * and their order do not.
+ * Items of the unit starting at @first, record granularity. When the consumer does not
+ * see unit sizes (a packer re-cuts the records into rows), a map makes each unit CPU work
+ * worth balancing, and the stream is finite, a unit takes at most an equal share of what
+ * is left, split two ways per worker: the last units of a run shrink, down to
+ * TAIL_ITEMS_MIN records, so the workers finish together instead of some decoding a whole
+ * last unit while the others have none. With units of 32 tokenized texts and 16 workers
+ * that tail idled about 9% of the workers' time over a 5056-text run (docs/tuning.md,
+ * "Text at 16 threads on 2 cores"). Only the sizes change: the records and their order
+ * do not.
  */
 #define TAIL_ITEMS_MIN 4
 
@@ -72,7 +73,7 @@ static uint64_t tail_items(const struct async_engine *e, uint64_t first, uint64_
 {
 	uint64_t share, ways = 2 * (uint64_t)e->nworkers;
 
-	if (!e->p->split_tail || len == UINT64_MAX || first >= len)
+	if (!e->p->unit_sizes_unseen || !e->p->layout->map || len == UINT64_MAX || first >= len)
 		return e->unit_items;
 	share = (len - first + ways - 1) / ways;
 	if (share < TAIL_ITEMS_MIN)
