@@ -91,15 +91,23 @@ int grist_async_reader_init(struct async_reader *rd, const struct async_reader_c
 	rd->by_slot = calloc(c->nslots, sizeof(*rd->by_slot));
 	if (!rd->resv || !rd->by_slot)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	rd->arena_len = c->read_ahead;
-	rd->arena = arena_map(rd->arena_len, &rd->arena_map_len);
-	if (!rd->arena) {
-		rd->arena_len = 0;
-		rd->arena_map_len = 0;
-		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", c->read_ahead);
+	/*
+	 * When every file is mapped nothing is read: a unit's regions are the mappings and
+	 * its buffer need is 0 (engine_async_plan.c, build_regions()), so no arena. Mapped and
+	 * pinned, it cost each worker a few MiB of memory the kernel zeroes (2 MiB pages
+	 * under io_sqe_buffer_register) at start-up and unmaps at close, for nothing.
+	 */
+	if (grist_async_files_read_any(c->files)) {
+		rd->arena_len = c->read_ahead;
+		rd->arena = arena_map(rd->arena_len, &rd->arena_map_len);
+		if (!rd->arena) {
+			rd->arena_len = 0;
+			rd->arena_map_len = 0;
+			return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", c->read_ahead);
+		}
+		ioc.fixed_buf = rd->arena;
+		ioc.fixed_buf_len = rd->arena_len;
 	}
-	ioc.fixed_buf = rd->arena;
-	ioc.fixed_buf_len = rd->arena_len;
 	ret = grist_io_create(c->io_kind, &ioc, &rd->io);
 	if (ret)
 		return ret;
