@@ -153,6 +153,9 @@ void grist_async_reader_free(struct async_reader *rd)
 	}
 	if (rd->arena)
 		munmap(rd->arena, rd->arena_map_len);
+	rd->arena = NULL;
+	rd->arena_len = 0;
+	__atomic_store_n(&rd->arena_map_len, 0, __ATOMIC_RELAXED); /* stats read it from another thread */
 	free(rd->resv);
 	free(rd->by_slot);
 	free(rd->stream);
@@ -169,7 +172,7 @@ void grist_async_reader_stats(struct async_reader *rd, struct grist_loader_stats
 	*depth_span += grist_counter_read(&rd->depth_span);
 	if (most > out->reads_in_flight_max)
 		out->reads_in_flight_max = most;
-	out->memory_bytes += rd->arena_map_len;
+	out->memory_bytes += __atomic_load_n(&rd->arena_map_len, __ATOMIC_RELAXED); /* 0 once its worker ended */
 	out->registered_buffers = out->registered_buffers || rd->fixed_buffers;
 }
 
