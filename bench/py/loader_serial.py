@@ -145,6 +145,7 @@ def run_epoch(args):
     created = time.perf_counter() - t0
     create_cpu = time.thread_time() - th0
     first, n, batches = None, 0, 0
+    th1 = time.thread_time()
     for b in loader:
         if first is None:
             first = (time.perf_counter() - t0, time.process_time() - c0)
@@ -153,6 +154,7 @@ def run_epoch(args):
         batches += 1
         del b
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    consumer_cpu = time.thread_time() - th1  # the consumer's serial work (and the loop's own)
     st = loader.stats()
     if not count:
         n = st["pack_tokens"]
@@ -163,6 +165,7 @@ def run_epoch(args):
            "unit": unit, "items": n, "batches": batches, "wall": wall, "cpu": cpu, "pipeline_cpu": cpu,
            "rate": n / wall, "per_cpu": n / cpu, "first_batch_s": first[0], "first_batch_cpu": first[1], "epoch": 1,
            "create_s": created, "create_cpu": create_cpu, "close_s": close_s, "close_cpu": close_cpu,
+           "consumer_cpu": consumer_cpu,
            "memory_bytes": st["memory_bytes"], "slot_maps": st["slot_maps"],
            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.bound:
@@ -426,9 +429,10 @@ def summary(path):
         print("%-20s %d runs: %.0f %s/s, %.0f per CPU-second%s, first batch %.3f s%s%s" % (
             lab, len(rs), med["rate"], rs[0]["unit"], med["per_cpu"], share, med["first_batch_s"], stall, extra))
         if all("close_s" in r for r in rs):  # --epoch: the serial ends and the memory
-            print("%-20s Loader() %.2f ms of CPU, close() %.2f ms (%.2f ms of CPU; runs: %s), memory %.1f MB, "
-                  "peak RSS %.0f MB" % (
+            print("%-20s Loader() %.2f ms of CPU, the consumer %.1f ms, close() %.2f ms (%.2f ms of CPU; runs: %s), "
+                  "memory %.1f MB, peak RSS %.0f MB" % (
                       "", 1e3 * statistics.median(r["create_cpu"] for r in rs),
+                      1e3 * statistics.median(r.get("consumer_cpu", 0.0) for r in rs),
                       1e3 * statistics.median(r["close_s"] for r in rs),
                       1e3 * statistics.median(r["close_cpu"] for r in rs),
                       " ".join("%.2f" % (1e3 * r["close_cpu"]) for r in rs),
@@ -437,7 +441,7 @@ def summary(path):
     if len(labels) == 2:
         a = [r for r in rows if r["label"] == labels[0]]
         b = [r for r in rows if r["label"] == labels[1]]
-        for k in ("rate", "per_cpu", "close_s", "close_cpu", "create_cpu", "maxrss_mb"):
+        for k in ("rate", "per_cpu", "close_s", "close_cpu", "create_cpu", "consumer_cpu", "maxrss_mb"):
             if not all(k in r for r in a + b):
                 continue
             ratios = [y[k] / x[k] for x, y in zip(a, b)]

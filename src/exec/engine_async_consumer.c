@@ -283,11 +283,15 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			return ret;
 		}
 		if (!pack && u->next_row == 0 && e->unit_items == batch &&
-		    (u->slot->count == batch || (u->slot->count > 0 && u->slot->count < batch && last_unit(e, u)))) {
+		    (u->slot->count == batch ||
+		     (u->slot->count > 0 && u->slot->count < batch && (last_unit(e, u) || e->p->unit_sizes_unseen)))) {
 			/*
 			 * The unit is exactly the next batch, or the stream's short last one (a unit
 			 * at chunk granularity may run past a batch): hand its slot over without a
-			 * copy (the last one was copied into a second slot of its own, issue 37)
+			 * copy (the last one was copied into a second slot of its own, issue 37).
+			 * When the consumer does not see unit sizes (a packer), a short unit goes as
+			 * it is too: the last units of a packed map's run are cut short (tail_items()),
+			 * and copying them into full batches was the consumer's, serial, work.
 			 */
 			*out = u->slot;
 			with_caller_locked(e, u->slot);
