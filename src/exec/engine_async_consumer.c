@@ -243,6 +243,8 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 	u->slot = NULL;
 	/* release: the entry is free for a claimer, and the workers peek at it without the lock */
 	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELEASE);
+	if (e->consumed_units == e->total_units)
+		pthread_cond_broadcast(&e->stop_cv); /* the run's last unit: ended workers free the pooled slots */
 	/* workers waiting for the claim or assembly window register under the lock */
 	if (e->claim_waiters)
 		pthread_cond_broadcast(&e->claim_cv);
