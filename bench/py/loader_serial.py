@@ -132,11 +132,20 @@ def text_file(args):
 
 
 def run_epoch(args):
-    """One whole epoch from the Loader's creation to its end: a short run, start-up and tail in it."""
+    """One whole epoch from the Loader's creation to its end: a short run, start-up and tail in it;
+    then close(), timed apart (its wall time and the calling thread's CPU: the serial end), and
+    the process's peak RSS (a fresh process per run: the tokenizer and the corpus are in it)."""
+    import resource
+    if args.pipeline == "text":
+        tokenizer(args)
+        text_file(args)
     t0, c0 = time.perf_counter(), time.process_time()
+    th0 = time.thread_time()
     loader, count, unit = make_loader(args, epochs=1)
     created = time.perf_counter() - t0
+    create_cpu = time.thread_time() - th0
     first, n, batches = None, 0, 0
+    th1 = time.thread_time()
     for b in loader:
         if first is None:
             first = (time.perf_counter() - t0, time.process_time() - c0)
@@ -145,13 +154,20 @@ def run_epoch(args):
         batches += 1
         del b
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    consumer_cpu = time.thread_time() - th1  # the consumer's serial work (and the loop's own)
+    st = loader.stats()
     if not count:
-        n = loader.stats()["pack_tokens"]
+        n = st["pack_tokens"]
+    t1, th1 = time.perf_counter(), time.thread_time()
     loader.close()
+    close_s, close_cpu = time.perf_counter() - t1, time.thread_time() - th1
     out = {"label": args.label, "pipeline": args.pipeline, "threads": args.threads, "batch": args.batch,
            "unit": unit, "items": n, "batches": batches, "wall": wall, "cpu": cpu, "pipeline_cpu": cpu,
            "rate": n / wall, "per_cpu": n / cpu, "first_batch_s": first[0], "first_batch_cpu": first[1], "epoch": 1,
-           "create_s": created}
+           "create_s": created, "create_cpu": create_cpu, "close_s": close_s, "close_cpu": close_cpu,
+           "consumer_cpu": consumer_cpu,
+           "memory_bytes": st["memory_bytes"], "slot_maps": st["slot_maps"],
+           "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if args.bound:
         out["bound"] = bound(args)
     return out
@@ -261,6 +277,11 @@ def show(o):
         print("%s %s, %d threads, batch %d, one epoch: %.0f %s/s, %.0f per CPU-second (%d batches in %.2f s, the "
               "first after %.3f s)" % (o["label"] or "", o["pipeline"], o["threads"], o["batch"], o["rate"], o["unit"],
                                       o["per_cpu"], o["batches"], o["wall"], o["first_batch_s"]))
+        if "close_s" in o:
+            print("  Loader(): %.1f ms of the calling thread's CPU; close(): %.2f ms, %.2f ms of its CPU; the loader's "
+                  "memory %.1f MB (%d slot maps), peak RSS %.0f MB" % (
+                      1e3 * o["create_cpu"], 1e3 * o["close_s"], 1e3 * o["close_cpu"], o["memory_bytes"] / 1e6,
+                      o["slot_maps"], o["maxrss_mb"]))
         if "bound" in o:
             print("  bound on %d threads: %.0f %s/s; the epoch at %.2fx of it (wall)" % (
                 o["threads"], o["bound"], o["unit"], o["rate"] / o["bound"]))
@@ -407,10 +428,22 @@ def summary(path):
                 r["producer_stall_ns"] / 1e9 / (r["wall"] * r["threads"]) for r in rs))
         print("%-20s %d runs: %.0f %s/s, %.0f per CPU-second%s, first batch %.3f s%s%s" % (
             lab, len(rs), med["rate"], rs[0]["unit"], med["per_cpu"], share, med["first_batch_s"], stall, extra))
+        if all("close_s" in r for r in rs):  # --epoch: the serial ends and the memory
+            print("%-20s Loader() %.2f ms of CPU, the consumer %.1f ms, close() %.2f ms (%.2f ms of CPU; runs: %s), "
+                  "memory %.1f MB, peak RSS %.0f MB" % (
+                      "", 1e3 * statistics.median(r["create_cpu"] for r in rs),
+                      1e3 * statistics.median(r.get("consumer_cpu", 0.0) for r in rs),
+                      1e3 * statistics.median(r["close_s"] for r in rs),
+                      1e3 * statistics.median(r["close_cpu"] for r in rs),
+                      " ".join("%.2f" % (1e3 * r["close_cpu"]) for r in rs),
+                      statistics.median(r["memory_bytes"] for r in rs) / 1e6,
+                      statistics.median(r["maxrss_mb"] for r in rs)))
     if len(labels) == 2:
         a = [r for r in rows if r["label"] == labels[0]]
         b = [r for r in rows if r["label"] == labels[1]]
-        for k in ("rate", "per_cpu"):
+        for k in ("rate", "per_cpu", "close_s", "close_cpu", "create_cpu", "consumer_cpu", "maxrss_mb"):
+            if not all(k in r for r in a + b):
+                continue
             ratios = [y[k] / x[k] for x, y in zip(a, b)]
             print("%s / %s, %s: median %.2fx (pairs: %s)" % (labels[1], labels[0], k, statistics.median(ratios),
                                                               " ".join("%.2f" % r for r in ratios)))

@@ -68,11 +68,13 @@ struct grist_engine_params {
 	/* bytes of slots the units ahead of the consumer may hold (0: the default; cfg.assembly_bytes) */
 	uint64_t assembly_bytes;
 	/*
-	 * Units are not the caller's batches (a packer takes them in order and makes its own
-	 * rows), so their sizes are free: near the end of a finite stream they shrink, so that
-	 * the workers finish together (engine_async.c, unit_end_locked()).
+	 * The consumer never sees a unit's size: a packer takes the records in order and cuts
+	 * them into rows of its own, so the engine may cut units as it likes (with a map, the
+	 * last ones of a finite stream shrink so that the workers finish together:
+	 * engine_async.c, tail_items()). False whenever units are the caller's batches, as
+	 * with a slot provider, whose zero-copy hand-over needs a unit of exactly one batch.
 	 */
-	bool split_tail;
+	bool unit_sizes_unseen;
 
 	/*
 	 * Delivery: where a batch's memory comes from. NULL: the engine's own host slots;

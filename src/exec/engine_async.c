@@ -57,14 +57,15 @@
 /* ---- claiming and publishing units ---- */
 
 /*
- * Items of the unit starting at @first, record granularity. With split_tail (a packer
- * takes the units, so their sizes are free) and a finite stream, a unit takes at most
- * an equal share of what is left, split two ways per worker: the last units of a run
- * shrink, down to TAIL_ITEMS_MIN records, so the workers finish together instead of some
- * decoding a whole last unit while the others have none. With units of 32 tokenized texts
- * and 16 workers that tail idled about 9% of the workers' time over a 5056-text run
- * (docs/tuning.md, "Text at 16 threads on 2 cores"). Only the sizes change: the records
- * and their order do not.
+ * Items of the unit starting at @first, record granularity. When the consumer does not
+ * see unit sizes (a packer re-cuts the records into rows), a map makes each unit CPU work
+ * worth balancing, and the stream is finite, a unit takes at most an equal share of what
+ * is left, split two ways per worker: the last units of a run shrink, down to
+ * TAIL_ITEMS_MIN records, so the workers finish together instead of some decoding a whole
+ * last unit while the others have none. With units of 32 tokenized texts and 16 workers
+ * that tail idled about 9% of the workers' time over a 5056-text run (docs/tuning.md,
+ * "Text at 16 threads on 2 cores"). Only the sizes change: the records and their order
+ * do not.
  */
 #define TAIL_ITEMS_MIN 4
 
@@ -72,7 +73,7 @@ static uint64_t tail_items(const struct async_engine *e, uint64_t first, uint64_
 {
 	uint64_t share, ways = 2 * (uint64_t)e->nworkers;
 
-	if (!e->p->split_tail || len == UINT64_MAX || first >= len)
+	if (!e->p->unit_sizes_unseen || !e->p->layout->map || len == UINT64_MAX || first >= len)
 		return e->unit_items;
 	share = (len - first + ways - 1) / ways;
 	if (share < TAIL_ITEMS_MIN)
@@ -560,8 +561,12 @@ static int setup_worker(struct async_engine *e, struct worker *wk)
 	return ret;
 }
 
+/* Everything a worker owns but its counters. Once: by the worker as it ends, or by stop(). */
 static void teardown_worker(struct worker *wk)
 {
+	if (wk->torn_down)
+		return;
+	wk->torn_down = true;
 	grist_async_reader_free(&wk->reader);
 	grist_stream_cursor_destroy(wk->cursor);
 	grist_async_decoder_free(&wk->decoder);
@@ -607,6 +612,49 @@ static bool setup_own(struct worker *wk)
 	return ret == 0;
 }
 
+/* Free pooled slots until the pool is empty: run at stop() by it and every ended worker at once. */
+static void free_pooled_slots(struct async_engine *e)
+{
+	struct grist_slot *s;
+
+	for (;;) {
+		pthread_mutex_lock(&e->lock);
+		s = e->host_pool.n ? e->host_pool.items[--e->host_pool.n] : NULL;
+		pthread_mutex_unlock(&e->lock);
+		if (!s)
+			return;
+		grist_slot_free(s);
+		free(s);
+	}
+}
+
+/*
+ * A worker's end. It frees its own memory (read arena, decoders, plans) on its own
+ * thread, so the workers do it at once, while the consumer takes the last units. Then
+ * it waits until no slot will be needed again (the consumer has taken every unit of a
+ * finite run, or stop()) and frees pooled slots: one by one on the thread that closed
+ * the Loader, a 16-thread text run's 70-100 slots (13 MB) took 2.5-4 ms of its CPU, the
+ * largest serial part of the run (docs/tuning.md, "Closing a text Loader"). Unmapping
+ * is mostly the page zapping, which the kernel runs under the mmap read lock, so the
+ * threads' unmaps overlap. Woken at the run's end rather than by stop(), they free
+ * the slots while the consumer packs and hands over the last batches, and closing does
+ * not wake sleeping threads and wait for them to get a core (woken by stop(), closing
+ * at 2 threads on 2 busy cores took 5.6 ms against 1.2 before).
+ */
+static void worker_end(struct worker *wk)
+{
+	struct async_engine *e = wk->e;
+
+	/* io_uring rings are single-issuer: the thread that used the ring frees it */
+	grist_async_reader_close_io(&wk->reader);
+	teardown_worker(wk);
+	pthread_mutex_lock(&e->lock);
+	while (!e->stop && e->consumed_units < e->total_units)
+		pthread_cond_wait(&e->stop_cv, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+	free_pooled_slots(e);
+}
+
 /*
  * A worker's loop, one direction: plan (claim and plan units while the ring and the
  * read-ahead arena have room), read (admit, push, reap), decode (the oldest unit, as its
@@ -625,7 +673,7 @@ static void *worker_main(void *arg)
 	if (wk->placed)
 		pthread_setaffinity_np(pthread_self(), sizeof(wk->cpus), &wk->cpus);
 	if (!setup_own(wk)) {
-		grist_async_reader_close_io(&wk->reader);
+		worker_end(wk);
 		return NULL;
 	}
 	for (;;) {
@@ -711,8 +759,7 @@ static void *worker_main(void *arg)
 			more = false;
 		}
 	}
-	/* io_uring rings are single-issuer: the thread that used the ring frees it */
-	grist_async_reader_close_io(&wk->reader);
+	worker_end(wk);
 	return NULL;
 }
 
@@ -761,6 +808,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->claim_cv, NULL);
 	pthread_cond_init(&e->done_cv, NULL);
+	pthread_cond_init(&e->stop_cv, NULL);
 	*engine = e;
 
 	grist_engine_geometry_read(p, grist_cpus_allowed(), &geom);
@@ -920,7 +968,9 @@ static void async_stop(void *engine)
 	pthread_mutex_lock(&e->lock);
 	__atomic_store_n(&e->stop, true, __ATOMIC_RELAXED); /* also read without the lock by workers */
 	pthread_cond_broadcast(&e->claim_cv);
+	pthread_cond_broadcast(&e->stop_cv);
 	pthread_mutex_unlock(&e->lock);
+	free_pooled_slots(e); /* beside the workers that have ended (worker_end()) */
 	for (i = 0; e->workers && i < e->nworkers; i++)
 		if (e->workers[i].started)
 			pthread_join(e->workers[i].thread, NULL);
@@ -941,6 +991,7 @@ static void async_stop(void *engine)
 	pthread_mutex_destroy(&e->lock);
 	pthread_cond_destroy(&e->claim_cv);
 	pthread_cond_destroy(&e->done_cv);
+	pthread_cond_destroy(&e->stop_cv);
 	free(e);
 }
 

@@ -243,6 +243,8 @@ static void finish_unit_locked(struct async_engine *e, struct unit *u)
 	u->slot = NULL;
 	/* release: the entry is free for a claimer, and the workers peek at it without the lock */
 	__atomic_store_n(&e->consumed_units, e->consumed_units + 1, __ATOMIC_RELEASE);
+	if (e->consumed_units == e->total_units)
+		pthread_cond_broadcast(&e->stop_cv); /* the run's last unit: ended workers free the pooled slots */
 	/* workers waiting for the claim or assembly window register under the lock */
 	if (e->claim_waiters)
 		pthread_cond_broadcast(&e->claim_cv);
@@ -283,11 +285,15 @@ int grist_async_next(void *engine, struct grist_slot **out)
 			return ret;
 		}
 		if (!pack && u->next_row == 0 && e->unit_items == batch &&
-		    (u->slot->count == batch || (u->slot->count > 0 && u->slot->count < batch && last_unit(e, u)))) {
+		    (u->slot->count == batch ||
+		     (u->slot->count > 0 && u->slot->count < batch && (last_unit(e, u) || e->p->unit_sizes_unseen)))) {
 			/*
 			 * The unit is exactly the next batch, or the stream's short last one (a unit
 			 * at chunk granularity may run past a batch): hand its slot over without a
-			 * copy (the last one was copied into a second slot of its own, issue 37)
+			 * copy (the last one was copied into a second slot of its own, issue 37).
+			 * When the consumer does not see unit sizes (a packer), a short unit goes as
+			 * it is too: the last units of a packed map's run are cut short (tail_items()),
+			 * and copying them into full batches was the consumer's, serial, work.
 			 */
 			*out = u->slot;
 			with_caller_locked(e, u->slot);

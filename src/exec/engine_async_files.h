@@ -42,6 +42,12 @@ static inline const struct async_file *grist_async_file(const struct async_files
 	return &fs->at[component][file];
 }
 
+/* Whether any file is read into buffers (not every file mapped): only then does a worker need a read arena. */
+static inline bool grist_async_files_read_any(const struct async_files *fs)
+{
+	return fs->any_direct || fs->any_buffered || fs->any_remote;
+}
+
 /* Open every file of @p's sources as its read mode asks. Returns 0 or a negative errno code (message set). */
 int grist_async_files_open(const struct grist_engine_params *p, struct async_files *fs);
 

@@ -91,15 +91,23 @@ int grist_async_reader_init(struct async_reader *rd, const struct async_reader_c
 	rd->by_slot = calloc(c->nslots, sizeof(*rd->by_slot));
 	if (!rd->resv || !rd->by_slot)
 		return grist_fail(-ENOMEM, "async engine: out of memory");
-	rd->arena_len = c->read_ahead;
-	rd->arena = arena_map(rd->arena_len, &rd->arena_map_len);
-	if (!rd->arena) {
-		rd->arena_len = 0;
-		rd->arena_map_len = 0;
-		return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", c->read_ahead);
+	/*
+	 * When every file is mapped nothing is read: a unit's regions are the mappings and
+	 * its buffer need is 0 (engine_async_plan.c, build_regions()), so no arena. Mapped and
+	 * pinned, it cost each worker a few MiB of memory the kernel zeroes (2 MiB pages
+	 * under io_sqe_buffer_register) at start-up and unmaps at close, for nothing.
+	 */
+	if (grist_async_files_read_any(c->files)) {
+		rd->arena_len = c->read_ahead;
+		rd->arena = arena_map(rd->arena_len, &rd->arena_map_len);
+		if (!rd->arena) {
+			rd->arena_len = 0;
+			rd->arena_map_len = 0;
+			return grist_fail(-ENOMEM, "async engine: cannot map a %zu-byte read-ahead arena", c->read_ahead);
+		}
+		ioc.fixed_buf = rd->arena;
+		ioc.fixed_buf_len = rd->arena_len;
 	}
-	ioc.fixed_buf = rd->arena;
-	ioc.fixed_buf_len = rd->arena_len;
 	ret = grist_io_create(c->io_kind, &ioc, &rd->io);
 	if (ret)
 		return ret;
@@ -145,6 +153,9 @@ void grist_async_reader_free(struct async_reader *rd)
 	}
 	if (rd->arena)
 		munmap(rd->arena, rd->arena_map_len);
+	rd->arena = NULL;
+	rd->arena_len = 0;
+	__atomic_store_n(&rd->arena_map_len, 0, __ATOMIC_RELAXED); /* stats read it from another thread */
 	free(rd->resv);
 	free(rd->by_slot);
 	free(rd->stream);
@@ -161,7 +172,7 @@ void grist_async_reader_stats(struct async_reader *rd, struct grist_loader_stats
 	*depth_span += grist_counter_read(&rd->depth_span);
 	if (most > out->reads_in_flight_max)
 		out->reads_in_flight_max = most;
-	out->memory_bytes += rd->arena_map_len;
+	out->memory_bytes += __atomic_load_n(&rd->arena_map_len, __ATOMIC_RELAXED); /* 0 once its worker ended */
 	out->registered_buffers = out->registered_buffers || rd->fixed_buffers;
 }
 

@@ -93,6 +93,7 @@ struct worker {
 	 */
 	unsigned pushed;
 	uint64_t tended_ns;   /* when the reads were last tended while decoding */
+	bool torn_down;       /* its memory given back (by itself when it ends, else by stop()) */
 
 	/* counters, read by stats() from another thread */
 	uint64_t io_wait_ns, producer_stall_ns;
@@ -114,6 +115,7 @@ struct async_engine {
 	pthread_mutex_t lock;
 	pthread_cond_t claim_cv;    /* workers wait for a unit they may claim or start decoding */
 	pthread_cond_t done_cv;     /* the consumer waits for the next unit */
+	pthread_cond_t stop_cv;     /* workers that have ended wait for stop() to help free the slots */
 	unsigned claim_waiters;     /* workers waiting on claim_cv (under lock): the consumer wakes them only then */
 	/*
 	 * 0 while the consumer runs; unit + 1 while it sleeps until that unit is published

@@ -395,8 +395,11 @@ static void engine_params(struct grist_loader *l)
 		.io_config = l->hooks.io_config,
 		.assembly_bytes = c->assembly_bytes,
 		.deliver = l->provider,
-		/* the packer takes units of any size, and a map makes each one CPU work worth balancing */
-		.split_tail = c->pack != GRIST_PACK_NONE && c->map && !c->device,
+		/*
+		 * the packer cuts the records into its own rows; a device stage, whose batches are
+		 * units, is never given a packer (check_config())
+		 */
+		.unit_sizes_unseen = c->pack != GRIST_PACK_NONE,
 	};
 }
 

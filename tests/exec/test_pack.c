@@ -800,6 +800,7 @@ static void test_loader_refuses(void **state)
 	c.record_bytes = 8;
 	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "ragged"));
+	/* refused before any device is opened: the engine relies on it to cut a packer's units freely */
 	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
 	c.device = "opencl";
 	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
