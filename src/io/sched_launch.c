@@ -453,7 +453,7 @@ static uint64_t decode_point(const struct grist_sched *h)
  * (a merge, a withdrawal) or the span changes; a launch with nothing new takes the next
  * groups. Making them on every launch walked every piece waiting once per GET: with
  * 200,000 reads of 611 bytes waiting at the start of a chunk-window shuffle, the walks
- * (and the copy that dropped the taken pieces) were a third of the scheduler's time
+ * (and the copy that dropped the taken pieces) were a fifth of the scheduler thread's time
  * before the first batch (docs/tuning.md, run J).
  */
 static int make_groups(struct grist_sched *h, uint64_t span)
