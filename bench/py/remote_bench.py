@@ -32,7 +32,14 @@ local) is judged against the page cache one, the faster.
 and a sweep of proxy delay (--sweep-delays) against GETs in flight (--sweep-inflight:
 "adaptive" is the default rtt x bandwidth budget, N pins N GETs) for grist-record and
 grist-window-deep, drawn as an SVG with --svg. Figures are whole-process: records delivered
-/ wall time of the process, opening included. rclone serves with --etag-hash '' (no ETag):
+/ wall time of the process, opening included (the issue's targets are these). Beside them, for
+each run of the main table: records/s from the first record delivered on, the time to it, and the
+process's CPU time per record (all threads), each a median; the remote / local ratios are
+printed for all three. The last two move less with a shared machine's load: CPU time hardly
+depends on what else runs, and a remote start-up (most of an object before the first batch of a
+chunk-window shuffle; docs/tuning.md, run J) weighs more the shorter the run. --runs picks runs
+of the main table by name; --baseline GRIST runs each grist run again with another build, right
+after, for old/new comparisons in alternating pairs. rclone serves with --etag-hash '' (no ETag):
 with its default MD5 it hashes the whole object on every GET, which would be the limit of
 every figure here.
 
@@ -128,23 +135,50 @@ def pin_server(srv, cpus):
         os.sched_setaffinity(srv.thread.native_id, cpus)
 
 
-def run_grist(grist, args, seconds, env, cold=False):
-    """Records/s of `grist load ARGS` stopped after about @seconds (whole process)."""
+def cpu_seconds(pid):
+    """User + system CPU seconds of process @pid so far, all its threads (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_grist_figures(grist, args, seconds, env, cold=False):
+    """`grist load ARGS` stopped after about @seconds: {"whole": records/s of the whole process,
+    opening included; "steady": records/s from the first record delivered on; "first_s": seconds
+    to that record; "cpu_us": the process's CPU microseconds per record (all threads, user +
+    system)}. "cpu_us" and "steady" move less with the machine's load than "whole": CPU time
+    barely depends on what else runs, and the start-up (a remote one waits for most of an
+    object before its first batch; docs/tuning.md, run J) is a larger share of a short run."""
     if cold and os.geteuid() == 0:
         drop_caches()  # root only: otherwise --io direct alone keeps the reads off the page cache
     t0 = time.monotonic()
     p = subprocess.Popen([grist, "load"] + [str(a) for a in args] + ["--print-indices"], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=pin_client)
     n = 0
+    t1 = None
     deadline = t0 + seconds
     for line in p.stdout:
         n += 1
+        if t1 is None:
+            t1 = time.monotonic()
         if time.monotonic() >= deadline:
             break
     wall = time.monotonic() - t0
+    try:
+        cpu = cpu_seconds(p.pid)
+    except OSError:
+        cpu = float("nan")  # it exited (an error): the figures below say so
     p.kill()
     p.wait()
-    return n / wall
+    if not n:
+        raise RuntimeError("grist load %s delivered nothing" % " ".join(map(str, args)))
+    return {"whole": n / wall, "steady": (n - 1) / (wall - (t1 - t0)) if wall > t1 - t0 else float("nan"),
+            "first_s": t1 - t0, "cpu_us": cpu * 1e6 / n}
+
+
+def run_grist(grist, args, seconds, env, cold=False):
+    """Records/s of `grist load ARGS` stopped after about @seconds (whole process)."""
+    return run_grist_figures(grist, args, seconds, env, cold)["whole"]
 
 
 GRAIN = r"""
@@ -260,6 +294,13 @@ def main():
                     help="pin every server process and thread to these CPUs (e.g. 1); default: unpinned")
     ap.add_argument("--grist-cpus", type=cpu_list,
                     help="run grist and Grain on these CPUs (e.g. 0); default: unpinned")
+    ap.add_argument("--runs", type=lambda t: set(x for x in t.split(",") if x),
+                    help="only these runs of the main table (comma-separated names, e.g. "
+                         "grist-window,grist-local-window); default: all")
+    ap.add_argument("--baseline", metavar="GRIST",
+                    help="also run every grist run with this binary, beside the same run with --grist "
+                         "(alternating pairs, which goes first swapped every round), reported with "
+                         "' (baseline)' after its name")
     ap.add_argument("--serve", action="store_true",
                     help="start the files and servers, print the environment to reach them, and wait (for "
                          "perf or /usr/bin/time by hand) until interrupted; no runs")
@@ -324,16 +365,31 @@ def main():
             plan += [("grist-window-deep", [url] + deep, False), ("grist-local-window-deep", [local] + deep, False),
                      ("grist-local-window-deep-direct", [local] + deep + ["--io", "direct"], True)]
             plan += [("http-window-deep", [hurl] + deep, False)] if hurl else []
-            runs = {name: [] for name, _, _ in plan}
+            if a.runs:
+                plan = [x for x in plan if x[0] in a.runs]
+            builds = [("", a.grist)] + ([(" (baseline)", a.baseline)] if a.baseline else [])
+            runs = {name + tag: [] for name, _, _ in plan for tag, _ in builds}
+            figs = {name + tag: [] for name, _, _ in plan for tag, _ in builds}
             runs["grain-fuse"] = []
-            for _ in range(a.rounds):
+            for rnd in range(a.rounds):
                 for name, args, cold in plan:
-                    runs[name].append(run_grist(a.grist, args, a.seconds, env, cold))
-                    if name == "grist-record" and mount:
+                    # alternating pairs, the order swapped every round: the second run of a pair
+                    # read 8-9% more CPU per record than the first, whichever build it was (run J)
+                    for tag, binary in builds if rnd % 2 == 0 else builds[::-1]:
+                        f = run_grist_figures(binary, args, a.seconds, env, cold)
+                        runs[name + tag].append(f["whole"])
+                        figs[name + tag].append(f)
+                    if name == "grist-record" and mount and (not a.runs or "grain-fuse" in a.runs):
                         runs["grain-fuse"].append(run_grain(os.path.join(mount.where, "g%d.ar" % g), a.seconds))
             med = {k: statistics.median(v) for k, v in runs.items() if v}
-            results["group_size_%d" % g] = {"runs": runs, "median_records_per_s": med}
+            fmed = {k: {q: statistics.median(f[q] for f in v) for q in ("steady", "first_s", "cpu_us")}
+                    for k, v in figs.items() if v}
+            results["group_size_%d" % g] = {"runs": runs, "median_records_per_s": med, "figures": figs,
+                                            "median_figures": fmed}
             print("group_size %d, %g ms: %s" % (g, a.delay, json.dumps({k: round(v) for k, v in med.items()})))
+            for k, f in fmed.items():
+                print("  %s: %.0f records/s from the first record (after %.3f s), %.2f us of CPU per record" % (
+                    k, f["steady"], f["first_s"], f["cpu_us"]))
             if "grain-fuse" in med:
                 print("  grist / grain through FUSE: %.1fx" % (med["grist-record"] / med["grain-fuse"]))
             for what, remote, local_run in (("chunk windows, s3:// (rclone)", "grist-window", "grist-local-window"),
@@ -342,9 +398,16 @@ def main():
                                              "grist-local-window-deep"),
                                             ("chunk windows, --deep, http:// (nginx)", "http-window-deep",
                                              "grist-local-window-deep")):
-                if remote in med:
-                    print("  %s / local: %.2fx against local, page cache; %.2fx against local, O_DIRECT cold" % (
-                        what, med[remote] / med[local_run], med[remote] / med[local_run + "-direct"]))
+                for tag, _ in builds:
+                    r, l = remote + tag, local_run + tag
+                    if r not in med or l not in med:
+                        continue
+                    direct = ("; %.2fx against local, O_DIRECT cold" % (med[r] / med[l + "-direct"])
+                              if l + "-direct" in med else "")
+                    print("  %s%s / local, page cache: %.2fx whole-process%s; %.2fx from the first record; "
+                          "%.2fx by CPU per record (local's / remote's)" % (
+                              what, tag, med[r] / med[l], direct, fmed[r]["steady"] / fmed[l]["steady"],
+                              fmed[l]["cpu_us"] / fmed[r]["cpu_us"]))
         proxy.stop()
         servers.remove(proxy)
         sweep = {}

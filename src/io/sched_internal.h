@@ -110,15 +110,24 @@ struct grist_sched {
 	/*
 	 * The waiting pieces: [0, nsorted) by object and offset; [nsorted, nridden) arrived since
 	 * and tried to ride (sorted when a launch needs every piece in order); [nridden, npending)
-	 * newly arrived, in submission order (grist_sched_launch()).
+	 * newly arrived, in submission order (grist_sched_launch()). ntaken of [0, nsorted) went
+	 * out in GETs (req NULL) and stay in place until the next merge or withdrawal, so the
+	 * groups made from them stay valid: npending - ntaken wait.
 	 */
 	struct piece *pending;
-	size_t npending, nsorted, nridden, pending_cap;
+	size_t npending, nsorted, nridden, pending_cap, ntaken;
 	uint64_t pending_min; /* at most the oldest waiting piece's seq (exact after a launch that made GETs) */
 	struct piece *merged; /* launch()'s merge target, swapped with pending */
 	size_t merged_cap;
-	struct group *groups; /* launch()'s, kept so a launch allocates nothing */
-	size_t groups_cap;
+	/*
+	 * launch()'s groups of [0, nsorted), oldest first, made with GETs of at most group_span
+	 * bytes; [0, group_at) went out. Valid (groups_ok) until pieces are merged in or
+	 * withdrawn, or the span changes.
+	 */
+	struct group *groups;
+	size_t groups_cap, ngroups, group_at;
+	uint64_t group_span;
+	bool groups_ok;
 	struct grist_sched_sort sort; /* launch()'s sorts of the waiting pieces */
 	uint64_t seq;
 	uint64_t depth_t;
@@ -176,6 +185,7 @@ bool grist_sched_room(const struct grist_sched *h);
 bool grist_sched_may_launch(const struct grist_sched *h);
 /* sched_launch.c: turn waiting pieces into GETs (and riders); 0 or -ENOMEM (the pieces wait) */
 int grist_sched_launch(struct grist_sched *h);
+void grist_sched_drop_pieces(struct grist_sched *h, const struct grist_sched_client *c);
 void grist_sched_start_get(struct grist_sched *h, struct get *g);
 /* sched.c: fail every piece of @g with its error */
 void grist_sched_fail_get(struct grist_sched *h, struct get *g);

@@ -349,6 +349,35 @@ static int ride(struct grist_sched *h)
 }
 
 /*
+ * Drop from the waiting list the pieces that went out in GETs (launch() leaves them in
+ * place while its groups hold) and, with @c, every piece of @c (its withdrawal). The
+ * groups are made again at the next launch.
+ */
+void grist_sched_drop_pieces(struct grist_sched *h, const struct grist_sched_client *c)
+{
+	size_t i, kept = 0, sorted = 0, ridden = 0;
+
+	if (!h->ntaken && !c)
+		return;
+	for (i = 0; i < h->npending; i++) {
+		if (!h->pending[i].req)
+			continue;
+		if (c && h->pending[i].c == c) {
+			h->ahead_bytes -= h->pending[i].len;
+			continue;
+		}
+		sorted += i < h->nsorted;
+		ridden += i < h->nridden;
+		h->pending[kept++] = h->pending[i];
+	}
+	h->npending = kept;
+	h->nsorted = sorted;
+	h->nridden = ridden;
+	h->ntaken = 0;
+	h->groups_ok = false;
+}
+
+/*
  * Put the pieces that arrived since the last GETs were made (sorted here) into the sorted
  * part of the waiting list: O(waiting + new log new), once per launch that makes GETs, not
  * a sort of everything waiting each time (thousands wait while the budget is full).
@@ -360,15 +389,24 @@ static int merge_pending(struct grist_sched *h)
 
 	if (!nnew)
 		return 0;
+	h->groups_ok = false;
 	/* newly arrived pieces, or runs of them each sorted, in their order of arrival */
 	grist_sched_sort(&h->sort, h->pending + h->nsorted, nnew);
 	if (h->nsorted) {
 		if (grist_array_reserve((void **)&h->merged, &h->merged_cap, h->npending, sizeof(*h->merged)))
 			return -ENOMEM;
-		for (i = 0, j = h->nsorted, k = 0; i < h->nsorted || j < h->npending;)
+		/* the pieces that went out in GETs (only sorted ones) are dropped on the way */
+		for (i = 0, j = h->nsorted, k = 0; i < h->nsorted || j < h->npending;) {
+			if (i < h->nsorted && !h->pending[i].req) {
+				i++;
+				continue;
+			}
 			h->merged[k++] = j == h->npending || (i < h->nsorted && grist_sched_cmp_piece(&h->pending[i], &h->pending[j]) <= 0)
 						 ? h->pending[i++]
 						 : h->pending[j++];
+		}
+		h->npending = k;
+		h->ntaken = 0;
 		t = h->pending;
 		h->pending = h->merged;
 		h->merged = t;
@@ -410,6 +448,83 @@ static uint64_t decode_point(const struct grist_sched *h)
 }
 
 /*
+ * Group the waiting pieces (all sorted, none taken) into GETs of at most @span bytes, and
+ * order the groups oldest piece first. O(waiting): done again only when pieces come or go
+ * (a merge, a withdrawal) or the span changes; a launch with nothing new takes the next
+ * groups. Making them on every launch walked every piece waiting once per GET: with
+ * 200,000 reads of 611 bytes waiting at the start of a chunk-window shuffle, the walks
+ * (and the copy that dropped the taken pieces) were a fifth of the scheduler thread's time
+ * before the first batch (docs/tuning.md, run J).
+ */
+static int make_groups(struct grist_sched *h, uint64_t span)
+{
+	struct group *groups;
+	size_t i, ngroups = 0;
+
+	grist_sched_drop_pieces(h, NULL);
+	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))
+		return -ENOMEM;
+	groups = h->groups;
+	for (i = 0; i < h->npending;) {
+		uint64_t start = h->pending[i].off, end = start + h->pending[i].len, seq = h->pending[i].seq;
+		size_t j = i + 1;
+
+		/*
+		 * Join a neighbour when the gap is below coalesce_bytes: a round trip costs more
+		 * than that many bytes at object-store bandwidths, and a server's requests per
+		 * second, not its bytes, are what runs out first. Never past get_span(). (Joining
+		 * only while the gaps stay below k x the bytes wanted cut the bytes but multiplied
+		 * the GETs: 15.5k against 111k records/s for chunk windows of 1 KiB records at
+		 * 20 ms, rclone's ~1.3 ms of CPU per GET being the limit; docs/tuning.md.)
+		 */
+		while (j < h->npending && h->pending[j].obj == h->pending[i].obj &&
+		       h->pending[j].off <= end + h->opt.coalesce_bytes &&
+		       (h->pending[j].off + h->pending[j].len > end ? h->pending[j].off + h->pending[j].len : end) - start <=
+			       span) {
+			if (h->pending[j].off + h->pending[j].len > end)
+				end = h->pending[j].off + h->pending[j].len;
+			if (h->pending[j].seq < seq)
+				seq = h->pending[j].seq;
+			j++;
+		}
+		groups[ngroups++] = (struct group){ i, j - i, seq };
+		i = j;
+	}
+	qsort(groups, ngroups, sizeof(*groups), cmp_group);
+	h->ngroups = ngroups;
+	h->group_at = 0;
+	h->group_span = span;
+	h->groups_ok = true;
+	h->pending_min = groups[0].seq; /* exact: the oldest group's oldest piece */
+	return 0;
+}
+
+/*
+ * The most bytes one GET spans: split_bytes; before the bandwidth is measured, halved
+ * while that is more than a GET's share of the start budget (BUDGET_START / min_inflight)
+ * and the half is still coalesce_bytes or more.
+ *
+ * Why: a GET's body comes in order, so a GET larger than its share of the bytes the pipe
+ * holds keeps the pieces past its first few waiting for its bytes, and the other GETs for
+ * the pipe. At the start of a chunk-window shuffle the first unit's reads are spread over
+ * the whole object, and 8 MiB GETs went out two at a time under the 4 MiB start budget:
+ * the first batch of 1 KiB records (group_size 64, 103 MB object, 20 ms proxy, rclone on
+ * its own core) came after 0.41-0.54 s, 0.32-0.40 s with the GETs cut to 2 MiB until the
+ * first measurement (docs/tuning.md, run J). Only until then: cut to the measured
+ * budget's share all along, the GETs were 4 MiB at a 10 MB budget, 2.3x as many, and
+ * group_size 1 lost a third of its records/s. Never below coalesce_bytes: a GET joins gaps
+ * that short anyway. Halving, not the share itself, keeps the groups made (make_groups()).
+ */
+static uint64_t get_span(const struct grist_sched *h)
+{
+	uint64_t share = BUDGET_START / (h->floor ? h->floor : 1), span = h->opt.split_bytes;
+
+	while (!h->bw && span > share && span / 2 >= h->opt.coalesce_bytes && span / 2 >= 4096)
+		span /= 2;
+	return span;
+}
+
+/*
  * Turn waiting pieces into GETs while the budget has room.
  *
  * Only the pieces the clients will want soon go out: those within horizon() of the oldest
@@ -438,8 +553,8 @@ static uint64_t decode_point(const struct grist_sched *h)
 int grist_sched_launch(struct grist_sched *h)
 {
 	struct group *groups;
-	size_t i, ngroups = 0, k, kept;
-	uint64_t oldest = UINT64_MAX, limit, hz, dp, least;
+	size_t i, ngroups, k;
+	uint64_t oldest = UINT64_MAX, limit, hz, dp, least, span;
 	bool force;
 	int ret;
 
@@ -456,7 +571,7 @@ int grist_sched_launch(struct grist_sched *h)
 	if (ret)
 		return ret;
 	/* nothing new: pending may still be NULL (a client withdrew before its first submit) */
-	if (!h->npending || !grist_sched_may_launch(h))
+	if (h->npending == h->ntaken || !grist_sched_may_launch(h))
 		return 0;
 	h->judged++;
 	h->judged_ns = grist_sched_now();
@@ -490,38 +605,16 @@ int grist_sched_launch(struct grist_sched *h)
 	if (ret)
 		return ret;
 	h->dirty = false;
-	if (grist_array_reserve((void **)&h->groups, &h->groups_cap, h->npending, sizeof(*h->groups)))
-		return -ENOMEM;
-	groups = h->groups;
-	for (i = 0; i < h->npending;) {
-		uint64_t start = h->pending[i].off, end = start + h->pending[i].len, seq = h->pending[i].seq;
-		size_t j = i + 1;
-
-		/*
-		 * Join a neighbour when the gap is below coalesce_bytes: a round trip costs more
-		 * than that many bytes at object-store bandwidths, and a server's requests per
-		 * second, not its bytes, are what runs out first. Never past split_bytes. (Joining
-		 * only while the gaps stay below k x the bytes wanted cut the bytes but multiplied
-		 * the GETs: 15.5k against 111k records/s for chunk windows of 1 KiB records at
-		 * 20 ms, rclone's ~1.3 ms of CPU per GET being the limit; docs/tuning.md.)
-		 */
-		while (j < h->npending && h->pending[j].obj == h->pending[i].obj &&
-		       h->pending[j].off <= end + h->opt.coalesce_bytes &&
-		       (h->pending[j].off + h->pending[j].len > end ? h->pending[j].off + h->pending[j].len : end) - start <=
-			       h->opt.split_bytes) {
-			if (h->pending[j].off + h->pending[j].len > end)
-				end = h->pending[j].off + h->pending[j].len;
-			if (h->pending[j].seq < seq)
-				seq = h->pending[j].seq;
-			j++;
-		}
-		groups[ngroups++] = (struct group){ i, j - i, seq };
-		i = j;
+	span = get_span(h);
+	if (!h->groups_ok || span != h->group_span) {
+		ret = make_groups(h, span);
+		if (ret)
+			return ret;
 	}
-	qsort(groups, ngroups, sizeof(*groups), cmp_group);
-	h->pending_min = groups[0].seq; /* exact: the oldest group's oldest piece */
-	if (groups[0].seq < oldest)
-		oldest = groups[0].seq;
+	groups = h->groups;
+	ngroups = h->ngroups;
+	if (groups[h->group_at].seq < oldest)
+		oldest = groups[h->group_at].seq;
 	/*
 	 * From the consumers' place, one horizon on is the margin (a GET's time varies, and the
 	 * rate is of landings): a piece goes out once it is within two horizons of the decoding.
@@ -530,7 +623,7 @@ int grist_sched_launch(struct grist_sched *h)
 		oldest = dp + hz;
 	limit = hz > UINT64_MAX - oldest ? UINT64_MAX : oldest + hz;
 	h->held = false;
-	for (k = 0; k < ngroups && grist_sched_room(h); k++) {
+	for (k = h->group_at; k < ngroups && grist_sched_room(h); k++) {
 		struct group *gr = &groups[k];
 		struct get *g;
 		struct grist_remote_object *o = h->pending[gr->first].obj;
@@ -560,6 +653,7 @@ int grist_sched_launch(struct grist_sched *h)
 			h->ahead_bytes -= h->pending[gr->first + i].len;
 			h->pending[gr->first + i].req = NULL; /* taken */
 		}
+		h->ntaken += gr->n;
 		g->nsegs = (unsigned)gr->n;
 		g->seq_min = gr->seq;
 		g->obj = o;
@@ -580,16 +674,8 @@ int grist_sched_launch(struct grist_sched *h)
 		h->gets_started++;
 		grist_sched_start_get(h, g);
 	}
-	/* keep the untaken pieces, still sorted; the oldest of them is where the next launch looks */
-	if (k) {
-		h->pending_min = h->seq; /* every piece to come is newer */
-		for (i = 0, kept = 0; i < h->npending; i++)
-			if (h->pending[i].req) {
-				if (h->pending[i].seq < h->pending_min)
-					h->pending_min = h->pending[i].seq;
-				h->pending[kept++] = h->pending[i];
-			}
-		h->npending = h->nsorted = h->nridden = kept;
-	}
+	/* the untaken stay where they are, with their groups: the oldest of them is where the next launch looks */
+	h->group_at = k;
+	h->pending_min = k < ngroups ? groups[k].seq : h->seq; /* exact; every piece to come is newer */
 	return ret;
 }
