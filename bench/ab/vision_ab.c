@@ -246,15 +246,27 @@ int main(int argc, char **argv)
 			}
 			tm[s][r] += (now() - t0) / n * 1e3;
 		}
-	/* the outputs are the same bytes (last job) */
+	/*
+	 * the outputs: the same bytes, or (a resize of other weights: issue 32's tolerance) within
+	 * a level of the base's, in levels of the uint8 value each float was made from
+	 */
+	double worst = 0;
+	size_t differ = 0;
 	for (int i = 0; i < n; i++) {
 		struct grist_vision_box b;
 		old_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o1, cap, &b);
 		grist_vision_apply(&t, J[i].data, J[i].len, ep, J[i].idx, "image", o2, cap, &b);
-		if (memcmp(o1, o2, cap)) {
-			fprintf(stderr, "output differs at job %d\n", i);
-			return 1;
+		for (size_t k = 0; k < cap / 4; k++) {
+			double d = (o1[k] > o2[k] ? o1[k] - o2[k] : o2[k] - o1[k]) * S[k % 3] * 255.0;
+			worst = d > worst ? d : worst;
+			differ += d > 0.5;
 		}
+	}
+	printf("outputs: %zu of %zu values differ from the base's, by at most %.2f levels\n", differ,
+	       (size_t)n * (cap / 4), worst);
+	if (worst > 1.001) {
+		fprintf(stderr, "output differs by more than a level\n");
+		return 1;
 	}
 	const char *nm[3] = {"codec", "base", "new"};
 	double rb[64], rn[64];

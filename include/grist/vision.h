@@ -38,8 +38,11 @@
  *
  * Resizing is Pillow's (Image.resize, reducing_gap=None): separable, the filter's
  * support widened by the downscale factor (antialiased), bilinear (triangle) or bicubic
- * (a = -0.5), in Pillow's 22-bit fixed point with a uint8 intermediate: the tests find it
- * equal to Pillow's result to the level. A crop is resized as Pillow resizes the cropped
+ * (a = -0.5), with Pillow's coefficients and a uint8 intermediate. By default the
+ * horizontal pass's weights are rounded to 15 bits (14 where one is 1), not Pillow's 22,
+ * which halves that pass's multiplies: within 1 level of Pillow's result (the issue's
+ * tolerance; about 1 value in 1,000 differs, by 1). exact_resize keeps Pillow's 22 bits in
+ * both passes: its result equal to Pillow's to the level. A crop is resized as Pillow resizes the cropped
  * image (the filter clamps at the crop's edges), which is what torchvision's
  * resized_crop does on a PIL image. BILINEAR_TF and BICUBIC_TF are TF's
  * tf.image.resize(..., antialias=False) instead (ResizeBilinear / ResizeBicubic with
@@ -152,6 +155,9 @@ struct grist_vision_transform {
 					     torchvision's ImageNet recipes do not) */
 	enum grist_vision_sampler sampler; /* RANDOM_RESIZED_CROP: TORCHVISION (default), TF or DALI */
 	double min_object_covered;        /* SAMPLER_TF: the crop's least share of the image; 0: 0.1 */
+	bool exact_resize;                /* BILINEAR, BICUBIC: Pillow's 22-bit weights in both passes, its
+					     bytes exactly; default off: 15-bit horizontal weights, within
+					     1 level of Pillow and faster (see Resizing above) */
 };
 
 /** grist_vision_transform_init() - zero @t, set its size and the defaults of the fields. */

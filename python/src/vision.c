@@ -60,7 +60,7 @@ static int double_from(PyObject *d, const char *name, double *out)
 /*
  * The dict grist.vision's classes build (_spec()): op, out (h, w), scale, ratio, interp,
  * resize, crop_fraction, flip, mean, std (normalize when given), dtype, layout, max_pixels,
- * scan_limit, channels, decode, exif_orientation, sampler, min_object_covered; the seed is the caller's.
+ * scan_limit, channels, decode, exif_orientation, sampler, min_object_covered, exact_resize; the seed is the caller's.
  */
 int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_transform *t)
 {
@@ -96,6 +96,8 @@ int gristpy_transform_from(PyObject *d, uint64_t seed, struct grist_vision_trans
 	t->sampler = (enum grist_vision_sampler)sampler;
 	t->exif_orientation = PyDict_GetItemString(d, "exif_orientation") &&
 			      PyObject_IsTrue(PyDict_GetItemString(d, "exif_orientation")) == 1;
+	t->exact_resize = PyDict_GetItemString(d, "exact_resize") &&
+			  PyObject_IsTrue(PyDict_GetItemString(d, "exact_resize")) == 1;
 	t->seed = seed;
 	return 0;
 }

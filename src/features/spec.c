@@ -452,6 +452,8 @@ static void hash_feature(XXH64_state_t *st, const struct gf_feature *ft)
 
 		XXH64_update(st, d, sizeof(d));
 		XXH64_update(st, w, sizeof(w));
+		if (t->exact_resize) /* only when set: a spec without it hashes as before the field came */
+			XXH64_update(st, &t->exact_resize, sizeof(t->exact_resize));
 	}
 }
 

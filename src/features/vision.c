@@ -286,7 +286,8 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 		}
 		ret = gv_resize_rows_src(&src, rh, rw, t->channels, nh, nw, (uint32_t)win.top, (uint32_t)win.left,
 					 t->out_height, t->out_width, t->interp, box.flipped, direct ? out : NULL,
-					 (size_t)t->out_width * t->channels, direct ? NULL : &sink, gv_have_avx2());
+					 (size_t)t->out_width * t->channels, direct ? NULL : &sink,
+					 (gv_have_avx2() ? GV_RESIZE_SIMD : 0) | (t->exact_resize ? 0 : GV_RESIZE_W16));
 	}
 	if (ret)
 		goto out;

@@ -52,11 +52,19 @@ struct gv_src {
 	int (*pull)(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride);
 	void *ctx;
 };
-/* gv_resize_rows from @src (@sh x @sw x @c). */
+/*
+ * gv_resize_rows from @src (@sh x @sw x @c), @how: GV_RESIZE_SIMD the SIMD passes allowed
+ * (else the portable code, for tests; the same bytes), GV_RESIZE_W16 the horizontal pass's
+ * weights in 15 bits (14 where a weight is 1), not Pillow's 22: one 16-bit multiply-add a
+ * tap, not two, for a result within a level of Pillow's (the vision transform's float
+ * outputs; docs/vision.md, "Resize"). The same bytes with or without SIMD either way.
+ */
+#define GV_RESIZE_SIMD 1u
+#define GV_RESIZE_W16 2u
 int gv_resize_rows_src(const struct gv_src *src, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h,
 		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
 		       enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
-		       const struct gv_rows *sink, bool simd);
+		       const struct gv_rows *sink, unsigned how);
 /* The same with the SIMD passes allowed or not (@simd false: the portable code, for tests). */
 int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 			uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
@@ -83,13 +91,14 @@ int gv_resize_tf(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, u
  * not be made (-ENOMEM; wt NULL) still serves: the pass then runs without it.
  */
 struct gv_hlayout {
-	void *wt;          /* __m256i: per output, per four-tap group, the high and low halves */
+	void *wt;          /* __m256i: per output, per four-tap group, the high and low halves (one with prec <= 15) */
+	uint32_t prec;     /* the weights' fixed-point bits: 22 (split in two int16 halves) or <= 15 (int16 as they are) */
 	size_t groups;     /* four-tap groups per output: the most taps any output has, in fours */
 	uint32_t fast_end; /* outputs below it read only whole 16-byte loads inside the row */
 	bool two_taps;     /* no output has more than 2 taps (an upscale): per output pair, hi and lo */
 };
-int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw, uint32_t sw,
-			 struct gv_hlayout *l);
+int gv_hlayout_make_avx2(const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t prec, uint32_t dw,
+			 uint32_t sw, struct gv_hlayout *l);
 void gv_hlayout_free(struct gv_hlayout *l);
 void gv_hpass_rgb_avx2(const struct gv_hlayout *l, const uint8_t *src, size_t sstride, uint32_t sw, uint32_t y0,
 		       uint32_t rows, const int32_t *bounds, const int32_t *kk, uint32_t ksize, uint32_t dw,

@@ -9,7 +9,9 @@
  *   (x + 0.5) x scale, bounds rounded by (int)(v + 0.5), weights normalized to sum 1),
  *   then turned into 22-bit fixed point with Pillow's rounding; accumulation starts at
  *   half a unit and the result is shifted and clamped. Any other order of operations or
- *   float accumulation differs from Pillow by a level here and there.
+ *   float accumulation differs from Pillow by a level here and there. The vision
+ *   transform's bilinear default rounds the horizontal weights on to 15 bits instead
+ *   (GV_RESIZE_W16, coeffs_narrow()): within a level of Pillow, not its bytes.
  * - The horizontal pass runs first, over only the rows the vertical pass reads, into a
  *   uint8 intermediate; a pass whose size does not change is skipped. Both as Pillow.
  *   Pillow's Image.resize puts the vertical pass first for an image more than 100 times
@@ -73,6 +75,7 @@ static const struct filter filters[] = {
 /* One axis: for each output index, the first source index, the tap count and ksize fixed-point weights. */
 struct coeffs {
 	uint32_t ksize;
+	uint32_t prec;   /* fixed-point bits of the weights: Pillow's 22, or 14-15 (GV_RESIZE_W16) */
 	int32_t *bounds; /* 2 per output: xmin, count */
 	int32_t *k;      /* ksize per output */
 };
@@ -104,13 +107,37 @@ static inline double weights_at(bool bicubic, int xmin, int n, double center, do
 }
 
 /*
+ * @c's @n weights (22-bit, Pillow's) rounded to 15 bits, or 14 where one would not fit int16
+ * at 15 (a weight of 1: an upscale's tap that lands on a source pixel). Rounding the 22-bit
+ * integers, not the doubles, adds at most 2^-23 to each weight's error of 2^-16 (2^-15 at 14
+ * bits): per output pixel at most ksize x 255 x 2^-16 levels off the exact sum, 0.03 levels
+ * at 8 taps, before the rounding to uint8.
+ */
+static void coeffs_narrow(struct coeffs *c, size_t n)
+{
+	int32_t hi = 0, lo = 0;
+	uint32_t drop;
+
+	for (size_t i = 0; i < n; i++) {
+		hi = c->k[i] > hi ? c->k[i] : hi;
+		lo = c->k[i] < lo ? c->k[i] : lo;
+	}
+	c->prec = ((hi + 64) >> 7) > 32767 || ((lo + 64) >> 7) < -32768 ? 14 : 15;
+	drop = PRECISION_BITS - c->prec;
+	for (size_t i = 0; i < n; i++)
+		c->k[i] = (c->k[i] + (1 << (drop - 1))) >> drop; /* to nearest, ties up */
+}
+
+/*
  * Pillow's precompute_coeffs() then normalize_coeffs_8bpc(), for in0 = 0, in1 = @in_size, an
  * output of @full samples of which only [@first, @first + @out_size) are wanted. The same
  * doubles in the same order (each weight, their sum, each weight divided by it), then the
- * same rounding to fixed point.
+ * same rounding to fixed point: Pillow's 22 bits, or with @w16 the most bits (15, or 14
+ * where a weight reaches 1) at which every weight fits int16, so that one 16-bit multiply-add
+ * does a tap (resize_core() says what that costs in fidelity).
  */
 static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t out_size, const struct filter *f,
-		       const char *axis, struct coeffs *c)
+		       const char *axis, bool w16, struct coeffs *c)
 {
 	double scale = (double)in_size / full, filterscale = scale < 1.0 ? 1.0 : scale;
 	double support = f->support * filterscale, pre_stack[64], *pre;
@@ -123,6 +150,7 @@ static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t
 				  "(too thin an image for this size)",
 				  axis, in_size, full, ksize, out_size, RESIZE_MAX_COEFFS);
 	c->ksize = (uint32_t)ksize;
+	c->prec = w16 ? 15 : PRECISION_BITS;
 	c->bounds = malloc(2 * sizeof(int32_t) * out_size);
 	c->k = malloc(sizeof(int32_t) * ksize * out_size);
 	pre = ksize <= 64 ? pre_stack : malloc(sizeof(double) * ksize);
@@ -157,12 +185,14 @@ static int coeffs_make(uint32_t in_size, uint32_t full, uint32_t first, uint32_t
 	}
 	if (pre != pre_stack)
 		free(pre);
+	if (w16)
+		coeffs_narrow(c, (size_t)ksize * out_size);
 	return 0;
 }
 
-static inline uint8_t clip8(int32_t v)
+static inline uint8_t clip8(int32_t v, uint32_t prec)
 {
-	v >>= PRECISION_BITS;
+	v >>= prec;
 	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
@@ -213,23 +243,23 @@ static void pass_horizontal(const uint8_t *src, size_t sstride, uint32_t sw, uin
 			int32_t n = co->bounds[2 * xx + 1];
 
 			if (c == 3) {
-				int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+				int32_t s0 = 1 << (co->prec - 1), s1 = s0, s2 = s0;
 
 				for (int32_t x = 0; x < n; x++, p += 3) {
 					s0 += p[0] * k[x];
 					s1 += p[1] * k[x];
 					s2 += p[2] * k[x];
 				}
-				out[3 * xx] = clip8(s0);
-				out[3 * xx + 1] = clip8(s1);
-				out[3 * xx + 2] = clip8(s2);
+				out[3 * xx] = clip8(s0, co->prec);
+				out[3 * xx + 1] = clip8(s1, co->prec);
+				out[3 * xx + 2] = clip8(s2, co->prec);
 			} else {
 				for (uint32_t ch = 0; ch < c; ch++) {
-					int32_t s = 1 << (PRECISION_BITS - 1);
+					int32_t s = 1 << (co->prec - 1);
 
 					for (int32_t x = 0; x < n; x++)
 						s += p[(size_t)x * c + ch] * k[x];
-					out[(size_t)xx * c + ch] = clip8(s);
+					out[(size_t)xx * c + ch] = clip8(s, co->prec);
 				}
 			}
 		}
@@ -302,7 +332,7 @@ static void vertical_row(const uint8_t *src, size_t sstride, size_t row_bytes, c
 #endif
 	(void)avx2;
 	for (size_t i = 0; i < row_bytes; i++)
-		acc[i] = 1 << (PRECISION_BITS - 1);
+		acc[i] = 1 << (co->prec - 1);
 	for (int32_t y = 0; y < n; y++) {
 		const uint8_t *in = src + (size_t)(ymin + y) * sstride;
 		int32_t w = k[y];
@@ -311,7 +341,7 @@ static void vertical_row(const uint8_t *src, size_t sstride, size_t row_bytes, c
 			acc[i] += in[i] * w;
 	}
 	for (size_t i = 0; i < row_bytes; i++)
-		out[i] = clip8(acc[i]);
+		out[i] = clip8(acc[i], co->prec);
 	row_done(o, yy);
 }
 
@@ -373,7 +403,7 @@ int gv_resize_window(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstrid
 
 static int resize_core(const struct gv_src *s, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h, uint32_t full_w,
 		       uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
-		       struct out_rows *o, bool simd);
+		       struct out_rows *o, bool simd, bool w16);
 
 int gv_resize_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sstride, uint32_t c, uint32_t full_h,
 		   uint32_t full_w, uint32_t y0, uint32_t x0, uint8_t *dst, uint32_t dh, uint32_t dw, size_t dstride,
@@ -398,14 +428,16 @@ int gv_resize_rows_with(const uint8_t *src, uint32_t sh, uint32_t sw, size_t sst
 {
 	struct gv_src s = { src, sstride, NULL, NULL };
 
-	return gv_resize_rows_src(&s, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, flip, dst, dstride, sink, simd);
+	return gv_resize_rows_src(&s, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, flip, dst, dstride, sink,
+				  simd ? GV_RESIZE_SIMD : 0);
 }
 
 int gv_resize_rows_src(const struct gv_src *src, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h,
 		       uint32_t full_w, uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw,
 		       enum grist_vision_interp interp, bool flip, uint8_t *dst, size_t dstride,
-		       const struct gv_rows *sink, bool simd)
+		       const struct gv_rows *sink, unsigned how)
 {
+	bool simd = how & GV_RESIZE_SIMD, w16 = how & GV_RESIZE_W16;
 	struct out_rows o = { dst, dstride, sink, NULL, NULL, dw, c, flip };
 	size_t row = (size_t)dw * c;
 	uint8_t *bufs = NULL;
@@ -423,7 +455,7 @@ int gv_resize_rows_src(const struct gv_src *src, uint32_t sh, uint32_t sw, uint3
 		o.buf = bufs;
 		o.rev = bufs + row + 32;
 	}
-	ret = resize_core(src, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, &o, simd);
+	ret = resize_core(src, sh, sw, c, full_h, full_w, y0, x0, dh, dw, interp, &o, simd, w16);
 	free(bufs);
 	return ret;
 }
@@ -448,7 +480,7 @@ static void deliver_image(const uint8_t *img, uint32_t dh, const struct out_rows
 
 static int resize_core(const struct gv_src *s, uint32_t sh, uint32_t sw, uint32_t c, uint32_t full_h, uint32_t full_w,
 		       uint32_t y0, uint32_t x0, uint32_t dh, uint32_t dw, enum grist_vision_interp interp,
-		       struct out_rows *o, bool simd)
+		       struct out_rows *o, bool simd, bool w16)
 {
 	bool need_h = full_w != sw, need_v = full_h != sh;
 	bool whole = interp == GRIST_VISION_AREA || interp == GRIST_VISION_BILINEAR_TF ||
@@ -504,14 +536,27 @@ static int resize_core(const struct gv_src *s, uint32_t sh, uint32_t sw, uint32_
 		}
 		return 0;
 	}
-	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, "width", &ch))) ||
-	    (need_v && (ret = coeffs_make(sh, full_h, y0, dh, f, "height", &cv))))
+	/*
+	 * With @w16 the horizontal pass's weights narrowed (gv_resize_rows_src), bilinear's only;
+	 * the vertical pass's stay Pillow's. Why that keeps the result within a level of Pillow's:
+	 * the narrowed weights move a horizontal sum by at most ksize x 255 x 2^-16 levels, so an
+	 * intermediate pixel differs from Pillow's by 0 or 1 (the sum was that close to a half);
+	 * the vertical pass weighs those differences with weights that are >= 0 and sum to 1, so
+	 * its sum moves by at most 1 (give or take the 22-bit weights' own rounding, under 2^-19
+	 * levels) and its rounded value by 1. Bicubic's weights have negative lobes (their
+	 * magnitudes sum to up to 1.28 on an upscale): intermediates off by +1 and -1 under
+	 * weights of both signs can move the sum past 1, and 2-level differences were found
+	 * (17 x 5 -> 296 x 344), so bicubic keeps Pillow's 22 bits in both passes.
+	 */
+	w16 = w16 && interp == GRIST_VISION_BILINEAR;
+	if ((need_h && (ret = coeffs_make(sw, full_w, x0, dw, f, "width", w16, &ch))) ||
+	    (need_v && (ret = coeffs_make(sh, full_h, y0, dh, f, "height", false, &cv))))
 		goto out;
 	if (!need_h)
 		src += (size_t)x0 * c; /* the window's columns, unresized */
 #if GRIST_HAVE_VISION_AVX2
 	if (need_h && c == 3 && simd)
-		(void)gv_hlayout_make_avx2(ch.bounds, ch.k, ch.ksize, dw, sw, &hl); /* none: the pass runs without */
+		(void)gv_hlayout_make_avx2(ch.bounds, ch.k, ch.ksize, ch.prec, dw, sw, &hl); /* none: the pass runs without */
 #endif
 	if (!need_v) {
 		if (!o->sink && !o->flip) {
