@@ -1,13 +1,13 @@
 /* GZIP inflation on a thread of its own, a few pieces ahead of the reader, so decompression overlaps parsing. */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "convert/input.h"
 
 /*
@@ -85,7 +85,6 @@ static void *inflate_main(void *arg)
 int grist_inflater_start(gzFile gz, const char *path, struct grist_inflater **out)
 {
 	struct grist_inflater *f = calloc(1, sizeof(*f));
-	sigset_t all, old;
 	int i, ret;
 
 	*out = NULL;
@@ -99,11 +98,7 @@ int grist_inflater_start(gzFile gz, const char *path, struct grist_inflater **ou
 	f->gz = gz;
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_cond_init(&f->cv, NULL);
-	/* The thread takes no signals: handlers (temporary cleanup) run on the caller's threads. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&f->thread, NULL, inflate_main, f);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = -grist_thread_start(&f->thread, inflate_main, f);
 	if (ret) {
 		pthread_cond_destroy(&f->cv);
 		pthread_mutex_destroy(&f->lock);

@@ -41,6 +41,7 @@
 #include "grist_config.h"
 #include "common/cpus.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "exec/loader_internal.h"
 
 #if GRIST_HAVE_OPENCL
@@ -432,12 +433,12 @@ int grist_loader_device_run(struct grist_loader *l)
 	d->host_digest = l->cfg.device_host_digest;
 	d->batch_size = l->cfg.batch_size;
 	for (i = 0; i < d->num_helpers; i++) {
-		ret = -pthread_create(&d->helper[i], NULL, helper_main, d);
+		ret = grist_thread_start(&d->helper[i], helper_main, d);
 		if (ret)
 			return grist_fail(ret, "loader: cannot start a device helper thread");
 		d->helpers_started++;
 	}
-	ret = -pthread_create(&d->feeder, NULL, feeder_main, d);
+	ret = grist_thread_start(&d->feeder, feeder_main, d);
 	if (ret)
 		return grist_fail(ret, "loader: cannot start the device feeder thread");
 	d->feeder_started = true;

@@ -49,6 +49,7 @@
 
 #include "common/cpus.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "exec/engine_async_shared.h"
 #include "exec/placement.h"
 #include "format/dataset.h"
@@ -887,7 +888,7 @@ static int async_start(const struct grist_engine_params *p, void **engine)
 	/* each worker makes its reader first (setup_own()); wait for them all */
 	e->setups_left = e->nworkers;
 	for (i = 0; i < e->nworkers; i++) {
-		ret = -pthread_create(&e->workers[i].thread, NULL, worker_main, &e->workers[i]);
+		ret = grist_thread_start(&e->workers[i].thread, worker_main, &e->workers[i]);
 		if (ret) {
 			grist_fail(ret, "async engine: cannot start worker thread %u", i);
 			goto fail;

@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "common/map_guard.h"
 #include "format/chunk_decode.h"
 #include "format/dataset.h"
@@ -234,7 +235,7 @@ GRIST_API int grist_fetcher_create(const struct grist_reader *r, const struct gr
 		grist_chunk_decoder_check_data(f->ctx[i].dec, grist_reader_verify(r) == GRIST_VERIFY_ALL);
 	}
 	for (i = 1; i < f->nthreads; i++) {
-		ret = -pthread_create(&f->ctx[i].thread, NULL, helper_main, &f->ctx[i]);
+		ret = grist_thread_start(&f->ctx[i].thread, helper_main, &f->ctx[i]);
 		if (ret) {
 			ret = grist_fail(ret, "fetcher: cannot start a decode thread: %s", grist_strerror(ret));
 			goto fail;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "features/features_internal.h"
 
 #define ALIGN8(x) (((x) + 7) & ~(size_t)7)
@@ -119,10 +120,10 @@ int grist_features_pool_create(unsigned threads, struct grist_features_pool **ou
 	pthread_cond_init(&p->done, NULL);
 	p->num_threads = threads;
 	for (; p->started < threads; p->started++) {
-		ret = pthread_create(&p->threads[p->started], NULL, worker, p);
+		ret = grist_thread_start(&p->threads[p->started], worker, p);
 		if (ret) {
 			grist_features_pool_destroy(p);
-			return grist_fail(-ret, "features: cannot start a pool thread");
+			return grist_fail(ret, "features: cannot start a pool thread");
 		}
 	}
 	*out = p;

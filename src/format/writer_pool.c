@@ -1,12 +1,12 @@
 /* The writer's chunk-compression pool: N workers over a ring of 2N jobs, results taken in order. */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "format/hash.h"
 #include "format/simple_chunk.h"
 #include "format/options.h"
@@ -90,7 +90,6 @@ int grist_chunk_pool_create(const struct grist_codec_ops *codec, const struct gr
 			    unsigned threads, struct grist_chunk_pool **out)
 {
 	struct grist_chunk_pool *p;
-	sigset_t all, old;
 	int ret = 0;
 
 	*out = NULL;
@@ -116,18 +115,14 @@ int grist_chunk_pool_create(const struct grist_codec_ops *codec, const struct gr
 		*out = p;
 		return 0;
 	}
-	/* Threads inherit the mask: signals go to the caller's threads, whose handlers may clean up. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (p->nthreads = 0; p->nthreads < threads; p->nthreads++) {
-		ret = pthread_create(&p->threads[p->nthreads], NULL, worker_main, p);
+		ret = grist_thread_start(&p->threads[p->nthreads], worker_main, p);
 		if (ret)
 			break;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		ret = grist_fail(-ret, "cannot start writer thread %u of %u: %s", p->nthreads + 1, threads,
-				 strerror(ret));
+		ret = grist_fail(ret, "cannot start writer thread %u of %u: %s", p->nthreads + 1, threads,
+				 strerror(-ret));
 		grist_chunk_pool_destroy(p);
 		return ret;
 	}

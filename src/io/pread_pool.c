@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "io/io.h"
 
 /*
@@ -137,7 +138,7 @@ static int pool_create(const struct grist_io_config *cfg, struct grist_io **out)
 	pthread_cond_init(&p->work_cv, NULL);
 	pthread_cond_init(&p->done_cv, NULL);
 	for (i = 0; i < cfg->threads; i++) {
-		ret = pthread_create(&p->threads[i], NULL, worker, p);
+		ret = -grist_thread_start(&p->threads[i], worker, p);
 		if (ret) {
 			grist_fail(-ret, "pread pool: starting thread %u of %u: %s", i + 1,
 				   cfg->threads, strerror(ret));

@@ -39,7 +39,6 @@
  * already refuses to be used across a fork).
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -48,6 +47,7 @@
 
 #include "common/buf.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "io/sched_internal.h"
 
 #define WAIT_MAX_NS 100000000ull /* the thread looks round at least this often */
@@ -597,7 +597,6 @@ static int sched_create(const struct grist_url *u, const struct grist_remote_opt
 {
 	struct epoll_event ev = { .events = EPOLLIN };
 	struct grist_sched *h;
-	sigset_t all, old;
 	unsigned i;
 	int ret;
 
@@ -645,11 +644,7 @@ static int sched_create(const struct grist_url *u, const struct grist_remote_opt
 		}
 	}
 	h->budget = BUDGET_START;
-	/* signals go to the caller's threads, not to this one */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&h->thread, NULL, sched_main, h);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	ret = grist_thread_start(&h->thread, sched_main, h);
 	if (ret) {
 		ret = grist_fail(ret, "http io: cannot start the GET scheduler's thread: %s", strerror(-ret));
 		goto fail;

@@ -14,7 +14,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include <openssl/evp.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "io/io.h"
 #include "io/remote.h"
 #include "io/s3_sign.h"
@@ -245,7 +245,6 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 	struct grist_upload *u;
 	pthread_condattr_t ca;
 	char region[64];
-	sigset_t all, old;
 	unsigned i;
 	int ret;
 
@@ -285,15 +284,11 @@ int grist_upload_open(const char *url, struct grist_upload **out)
 		ret = grist_fail(-ENOMEM, "%s: out of memory", url);
 		goto fail;
 	}
-	/* the threads take no signal: a program's handlers run on its own threads */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	for (i = 0; i < u->opt.upload_inflight; i++) {
-		if (pthread_create(&u->threads[i], NULL, sender, u))
+		if (grist_thread_start(&u->threads[i], sender, u))
 			break;
 		u->nthreads++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!u->nthreads) {
 		ret = grist_fail(-EAGAIN, "%s: cannot start an upload thread", url);
 		goto fail;

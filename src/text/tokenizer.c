@@ -10,6 +10,7 @@
 #include "common/buf.h"
 #include "common/cpus.h"
 #include "common/error.h"
+#include "common/thread.h"
 #include "text/text_internal.h"
 #include <xxhash.h>
 
@@ -740,7 +741,7 @@ int grist_tokenizer_encode_batch(const struct grist_tokenizer *t, const void *co
 	pthread_mutex_init(&j.fail_lock, NULL);
 	/* the calling thread is worker 0; the others are started for this call only */
 	for (k = 1; k < threads; k++) {
-		if (pthread_create(&tid[k], NULL, batch_worker, &j))
+		if (grist_thread_start(&tid[k], batch_worker, &j))
 			break;
 		started++;
 	}
