@@ -153,6 +153,9 @@ static int decode_one(struct ctx *c, const struct setting *s, const struct job *
 	d->dct_method = s->dct;
 	d->do_fancy_upsampling = s->fancy;
 	d->out_color_space = JCS_RGB;
+	/* libjpeg-turbo < 3.1.2 leaves these dangling into the freed pool (see vision_jpeg.c) */
+	d->cconvert = NULL;
+	d->cquantize = NULL;
 	jpeg_start_decompress(d);
 	if (s->start) {
 		jpeg_abort_decompress(d);

@@ -265,6 +265,18 @@ int gv_jpeg_begin_region(struct gv_jpeg *j, uint32_t denom, bool fast, uint32_t 
 	else
 		d->out_color_space = JCS_RGB;
 	ch = d->out_color_space == JCS_GRAYSCALE ? 1 : cmyk ? 4 : 3;
+	/*
+	 * A dangling colour deconverter: libjpeg-turbo before 3.1.2 (f158143e) leaves cconvert
+	 * pointing into the last image's freed pool, and a start with merged upsampling (fast
+	 * mode's plain upsampling of a 4:2:0 or 4:2:2 image at 1/1) does not set it again; then
+	 * jpeg_skip_scanlines() stores a function pointer through it for the rows it discards
+	 * and puts the old one back. Where that freed memory now holds this decode's tables or
+	 * samples, those rows decode wrong: which, and whether, depends on what malloc handed
+	 * out, so the same record gave other pixels at another thread count. Cleared, a merged
+	 * start leaves it NULL (skipped there); any other start sets it.
+	 */
+	d->cconvert = NULL;
+	d->cquantize = NULL;
 	jpeg_start_decompress(d);
 	/* one column of margin each side (see the top of the file) */
 	x = left ? left - 1 : 0;
