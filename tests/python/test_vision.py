@@ -441,8 +441,10 @@ def test_fast_decode_after_another_kind_of_jpeg_is_deterministic(photos):
     the colour deconverter of the thread's last 4:4:4 (or scaled) image in its freed pool, and
     jpeg_skip_scanlines() wrote through it, so a crop below the top decoded wrong now and then,
     as malloc happened to reuse that memory (vision_jpeg.c). The fixture holds both kinds: many
-    epochs at 2 threads, each batch against 1 thread's (it failed in about 1 run in 5 here, 1 in
-    60 elsewhere; 8 epochs x 8 runs make that a near certainty)."""
+    epochs at 2 threads, each batch against 1 thread's. Whether it fails depends on the heap
+    (6 of 6 runs failed before the fix on one machine, about 1 run in 60 of the older test on
+    another), so the sequence itself is checked under valgrind too, where it fails every time
+    (tests/features/test_vision.c, test_fast_decode_reuses_the_decompressor, in tools/test-all)."""
     import grist.tfds as gtfds
 
     src = gtfds.data_source(photos[1], split="train")
