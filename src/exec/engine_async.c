@@ -153,6 +153,9 @@ static struct unit *claim_unit(struct worker *wk, bool wait, bool *ended)
 			if (e->total_units == UINT64_MAX) {
 				e->total_units = e->next_unit;
 				pthread_cond_broadcast(&e->done_cv);
+				/* every unit already taken: no consume will tell the ended workers */
+				if (e->consumed_units == e->total_units)
+					pthread_cond_broadcast(&e->stop_cv);
 			}
 			*ended = true;
 			break;
