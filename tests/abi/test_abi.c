@@ -130,13 +130,11 @@ static uint64_t run_digest(const void *cfg, uint64_t *batches)
 
 static void test_old_caller_keeps_working(void **state)
 {
-	const char *paths[] = { fx.path };
-	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
 	struct {
 		struct old_loader_config cfg;
 		unsigned char canary[64]; /* where today's longer struct would continue */
 	} old;
-	struct grist_loader_config now;
+	struct t_one_file now;
 	uint64_t n_old, n_now, h_old, h_now;
 	size_t i;
 
@@ -144,24 +142,21 @@ static void test_old_caller_keeps_working(void **state)
 	memset(&old, 0xA5, sizeof(old));
 	memset(&old.cfg, 0, sizeof(old.cfg));
 	old.cfg.size = sizeof(old.cfg);
-	old.cfg.datasets = &ds;
+	t_one_file_init(&now, fx.path);
+	now.c.seed = 7;
+	now.c.epochs = 2;
+	now.c.batch_size = 16;
+	now.c.threads = 2;
+	old.cfg.datasets = &now.spec; /* the same file */
 	old.cfg.num_datasets = 1;
 	old.cfg.seed = 7;
 	old.cfg.epochs = 2;
 	old.cfg.batch_size = 16;
 	old.cfg.threads = 2;
 
-	grist_loader_config_init(&now);
-	now.datasets = &ds;
-	now.num_datasets = 1;
-	now.seed = 7;
-	now.epochs = 2;
-	now.batch_size = 16;
-	now.threads = 2;
-
 	/* the library reads only what the old struct holds, and the rest is the defaults */
 	h_old = run_digest(&old.cfg, &n_old);
-	h_now = run_digest(&now, &n_now);
+	h_now = run_digest(&now.c, &n_now);
 	assert_int_equal(n_old, 38);
 	assert_int_equal(n_old, n_now);
 	assert_true(h_old == h_now);
@@ -178,20 +173,13 @@ static void test_old_caller_keeps_working(void **state)
 /* A loader over the fixture, built by a current caller. */
 static struct grist_loader *fx_loader(uint64_t batch_size, uint64_t epochs, uint64_t seed)
 {
-	static const char *paths[1];
-	static struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
-	struct grist_loader_config c;
-	struct grist_loader *l;
+	struct t_one_file o;
 
-	paths[0] = fx.path;
-	grist_loader_config_init(&c);
-	c.datasets = &ds;
-	c.num_datasets = 1;
-	c.batch_size = batch_size;
-	c.epochs = epochs;
-	c.seed = seed;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
-	return l;
+	t_one_file_init(&o, fx.path);
+	o.c.batch_size = batch_size;
+	o.c.epochs = epochs;
+	o.c.seed = seed;
+	return t_one_file_open(&o);
 }
 
 static void test_old_caller_stats_not_overrun(void **state)

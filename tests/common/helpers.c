@@ -192,3 +192,20 @@ void t_numbered_drop(struct t_numbered *f)
 	free(f->path);
 	t_rmtree(f->dir);
 }
+
+void t_one_file_init(struct t_one_file *o, const char *path)
+{
+	o->paths[0] = path;
+	o->spec = (struct grist_dataset_spec){ .paths = o->paths, .num_paths = 1, .weight = 1 };
+	grist_loader_config_init(&o->c);
+	o->c.datasets = &o->spec;
+	o->c.num_datasets = 1;
+}
+
+struct grist_loader *t_one_file_open(const struct t_one_file *o)
+{
+	struct grist_loader *l = NULL;
+
+	assert_int_equal(grist_loader_create(&o->c, &l), 0);
+	return l;
+}

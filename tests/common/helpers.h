@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "grist/loader.h"
+
 /* A fresh temporary folder under $TMPDIR (or /tmp); removed by t_rmtree(). */
 char *t_mkdtemp(void);
 /* Remove a folder tree made by t_mkdtemp() and free the path. */
@@ -41,5 +43,19 @@ struct t_numbered {
 void t_numbered_make(struct t_numbered *f, const char *name, const char *options, int n);
 /* Remove the folder and free both paths. */
 void t_numbered_drop(struct t_numbered *f);
+
+/*
+ * A loader config over the one file @path: grist_loader_config_init()'s defaults and a
+ * dataset of that file alone, for the test to set what it varies in o->c. o->c points into
+ * @o (the path and the dataset), so @o is not copied; grist_loader_create() copies them.
+ */
+struct t_one_file {
+	const char *paths[1];
+	struct grist_dataset_spec spec;
+	struct grist_loader_config c;
+};
+void t_one_file_init(struct t_one_file *o, const char *path);
+/* grist_loader_create() over o->c; fails the test on error. */
+struct grist_loader *t_one_file_open(const struct t_one_file *o);
 
 #endif

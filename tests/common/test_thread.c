@@ -74,11 +74,9 @@ static uint64_t task_blocked(const char *tid)
 static void test_loader_threads_take_no_signal(void **state)
 {
 	struct t_numbered f;
-	struct grist_loader_config c;
-	struct grist_dataset_spec spec = { 0 };
+	struct t_one_file o;
 	struct grist_loader *l;
 	struct grist_batch *b;
-	const char *paths[1];
 	char self[32];
 	struct dirent *e;
 	unsigned others = 0;
@@ -86,17 +84,11 @@ static void test_loader_threads_take_no_signal(void **state)
 
 	(void)state;
 	t_numbered_make(&f, "t.array_record", "group_size:4", 2000);
-	paths[0] = f.path;
-	spec.paths = paths;
-	spec.num_paths = 1;
-	spec.weight = 1;
-	grist_loader_config_init(&c);
-	c.datasets = &spec;
-	c.num_datasets = 1;
-	c.batch_size = 8;
-	c.epochs = 1;
-	c.threads = 4;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
+	t_one_file_init(&o, f.path);
+	o.c.batch_size = 8;
+	o.c.epochs = 1;
+	o.c.threads = 4;
+	l = t_one_file_open(&o);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 
 	snprintf(self, sizeof(self), "%d", (int)gettid());

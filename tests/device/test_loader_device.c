@@ -56,14 +56,11 @@ static void write_file(void)
 	assert_int_equal(grist_writer_close(w), 0);
 }
 
-static void config(struct grist_loader_config *c, struct grist_dataset_spec *ds)
+static void config(struct t_one_file *o)
 {
-	grist_loader_config_init(c);
-	memset(ds, 0, sizeof(*ds));
-	ds->paths = &path;
-	ds->num_paths = 1;
-	c->datasets = ds;
-	c->num_datasets = 1;
+	struct grist_loader_config *c = &o->c;
+
+	t_one_file_init(o, path);
 	c->batch_size = 8;
 	c->epochs = 1;
 	c->seed = 3;
@@ -100,8 +97,7 @@ static void sleep_ms(long ms)
  */
 static void test_end_checkpoint(void **state)
 {
-	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
+	struct t_one_file o;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint8_t st[256];
@@ -112,10 +108,10 @@ static void test_end_checkpoint(void **state)
 	/* record granularity (workers fill device slots) and chunk (helpers copy into them) */
 	for (g = 0; g < 2; g++) {
 		n = 0;
-		config(&c, &ds);
-		c.granularity = g ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
-		c.prefetch = 32; /* enough device slots that the feeder pulls every batch at once */
-		l = open_device(&c);
+		config(&o);
+		o.c.granularity = g ? GRIST_GRANULARITY_CHUNK : GRIST_GRANULARITY_RECORD;
+		o.c.prefetch = 32; /* enough device slots that the feeder pulls every batch at once */
+		l = open_device(&o.c);
 		assert_int_equal(grist_loader_next(l, &b), 0);
 		assert_non_null(b);
 		grist_loader_release(l, b);
@@ -131,9 +127,9 @@ static void test_end_checkpoint(void **state)
 		assert_int_equal(grist_loader_save_state(l, st, sizeof(st), &len), 0);
 		grist_loader_destroy(l);
 
-		c.resume_state = st;
-		c.resume_state_len = len;
-		l = open_device(&c);
+		o.c.resume_state = st;
+		o.c.resume_state_len = len;
+		l = open_device(&o.c);
 		assert_int_equal(grist_loader_next(l, &b), 0);
 		assert_null(b);
 		grist_loader_destroy(l);
@@ -157,21 +153,20 @@ static void test_hold_limit(void **state)
 		{ GRIST_ENGINE_PREAD, GRIST_GRANULARITY_RECORD, 7 },
 		{ GRIST_ENGINE_REF, GRIST_GRANULARITY_RECORD, 4 },
 	};
-	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
+	struct t_one_file o;
 	struct grist_batch *b[64], *extra;
 	struct grist_loader *l;
 	unsigned i, k, limit;
 
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		config(&c, &ds);
-		c.batch_size = 4;
-		c.engine = cases[i].engine;
-		c.granularity = cases[i].granularity;
-		c.prefetch = cases[i].prefetch;
-		limit = c.prefetch ? c.prefetch : 4;
-		l = open_device(&c);
+		config(&o);
+		o.c.batch_size = 4;
+		o.c.engine = cases[i].engine;
+		o.c.granularity = cases[i].granularity;
+		o.c.prefetch = cases[i].prefetch;
+		limit = o.c.prefetch ? o.c.prefetch : 4;
+		l = open_device(&o.c);
 		for (k = 0; k < limit; k++) {
 			assert_int_equal(grist_loader_next(l, &b[k]), 0);
 			assert_non_null(b[k]);
@@ -209,8 +204,7 @@ static void test_destroy_holding_after_limit(void **state)
 		{ GRIST_ENGINE_REF, GRIST_GRANULARITY_RECORD },
 	};
 	static const unsigned kept[] = { 4, 3, 1 }; /* of the four: destroy frees those, and no more */
-	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
+	struct t_one_file o;
 	struct grist_batch *b[4], *extra;
 	struct grist_loader *l;
 	unsigned i, j, k;
@@ -218,11 +212,11 @@ static void test_destroy_holding_after_limit(void **state)
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		for (j = 0; j < sizeof(kept) / sizeof(kept[0]); j++) {
-			config(&c, &ds);
-			c.batch_size = 4;
-			c.engine = cases[i].engine;
-			c.granularity = cases[i].granularity;
-			l = open_device(&c);
+			config(&o);
+			o.c.batch_size = 4;
+			o.c.engine = cases[i].engine;
+			o.c.granularity = cases[i].granularity;
+			l = open_device(&o.c);
 			for (k = 0; k < 4; k++) {
 				assert_int_equal(grist_loader_next(l, &b[k]), 0);
 				assert_non_null(b[k]);
@@ -258,8 +252,7 @@ static void test_oversized_batch_after_the_others(void **state)
 		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 1, -EMSGSIZE },
 		{ &mixed_path, 32, 80 << 10, GRIST_GRANULARITY_CHUNK, 9, -EMSGSIZE },
 	};
-	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
+	struct t_one_file o;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	unsigned i, good, k;
@@ -268,28 +261,28 @@ static void test_oversized_batch_after_the_others(void **state)
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		/* the host run says which batch is the first larger than the limit */
-		config(&c, &ds);
-		ds.paths = cases[i].file;
-		c.batch_size = cases[i].batch;
-		c.device = NULL;
-		c.granularity = cases[i].granularity;
-		c.threads = cases[i].threads;
-		c.prefetch = 8;
-		assert_int_equal(grist_loader_create(&c, &l), 0);
+		config(&o);
+		o.paths[0] = *cases[i].file;
+		o.c.batch_size = cases[i].batch;
+		o.c.device = NULL;
+		o.c.granularity = cases[i].granularity;
+		o.c.threads = cases[i].threads;
+		o.c.prefetch = 8;
+		assert_int_equal(grist_loader_create(&o.c, &l), 0);
 		for (good = 0; grist_loader_next(l, &b) == 0 && b && b->bytes <= cases[i].limit; good++)
 			grist_loader_release(l, b);
 		assert_non_null(b); /* some batch is larger */
 		grist_loader_release(l, b);
 		grist_loader_destroy(l);
 
-		config(&c, &ds);
-		ds.paths = cases[i].file;
-		c.batch_size = cases[i].batch;
-		c.granularity = cases[i].granularity;
-		c.threads = cases[i].threads;
-		c.prefetch = 8;
-		c.device_slot_bytes = cases[i].limit;
-		l = open_device(&c);
+		config(&o);
+		o.paths[0] = *cases[i].file;
+		o.c.batch_size = cases[i].batch;
+		o.c.granularity = cases[i].granularity;
+		o.c.threads = cases[i].threads;
+		o.c.prefetch = 8;
+		o.c.device_slot_bytes = cases[i].limit;
+		l = open_device(&o.c);
 		for (k = 0; (ret = grist_loader_next(l, &b)) == 0 && b; k++) {
 			assert_true(b->bytes <= cases[i].limit);
 			assert_int_equal(b->sequence, k);
@@ -310,21 +303,20 @@ static void test_oversized_batch_after_the_others(void **state)
  */
 static void test_chunk_slots_sized_to_batches(void **state)
 {
-	struct grist_loader_config c;
-	struct grist_dataset_spec ds;
+	struct t_one_file o;
 	struct grist_device_stats st;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint64_t n = 0, per_slot_bound;
 
 	(void)state;
-	config(&c, &ds);
-	ds.paths = &big_path;
-	c.granularity = GRIST_GRANULARITY_CHUNK;
-	c.batch_size = 16;
-	c.epochs = 2;
-	c.threads = 2;
-	l = open_device(&c);
+	config(&o);
+	o.paths[0] = big_path;
+	o.c.granularity = GRIST_GRANULARITY_CHUNK;
+	o.c.batch_size = 16;
+	o.c.epochs = 2;
+	o.c.threads = 2;
+	l = open_device(&o.c);
 	while (grist_loader_next(l, &b) == 0 && b) {
 		assert_int_equal(b->bytes, 16 * BIG_BYTES);
 		n += b->num_records;

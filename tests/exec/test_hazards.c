@@ -63,26 +63,19 @@ static void fresh_copy(char *out, size_t cap, const char *name)
 	free(o);
 }
 
-static struct grist_loader *mapped_loader(const char **paths, struct grist_dataset_spec *spec)
+static struct grist_loader *mapped_loader(const char *p)
 {
-	struct grist_loader_config c;
-	struct grist_loader *l;
+	struct t_one_file o;
 
-	grist_loader_config_init(&c);
-	spec->paths = paths;
-	spec->num_paths = 1;
-	spec->weight = 1;
-	c.datasets = spec;
-	c.num_datasets = 1;
-	c.batch_size = 1;
-	c.epochs = 1;
-	c.no_shuffle = true;
-	c.engine = GRIST_ENGINE_URING;
-	c.read_mode = GRIST_READ_MMAP;
-	c.threads = 1;
-	c.prefetch = 1;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
-	return l;
+	t_one_file_init(&o, p);
+	o.c.batch_size = 1;
+	o.c.epochs = 1;
+	o.c.no_shuffle = true;
+	o.c.engine = GRIST_ENGINE_URING;
+	o.c.read_mode = GRIST_READ_MMAP;
+	o.c.threads = 1;
+	o.c.prefetch = 1;
+	return t_one_file_open(&o);
 }
 
 /*
@@ -91,16 +84,14 @@ static struct grist_loader *mapped_loader(const char **paths, struct grist_datas
  */
 static void shrink_under_loader(const char *name, off_t keep)
 {
-	struct grist_dataset_spec spec;
 	struct grist_loader_stats st;
 	struct grist_batch *b;
 	struct grist_loader *l;
 	char p[4096];
-	const char *paths[1] = { p };
 	int ret, n = 0;
 
 	fresh_copy(p, sizeof(p), name);
-	l = mapped_loader(paths, &spec);
+	l = mapped_loader(p);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 	grist_loader_release(l, b);
 	grist_loader_stats(l, &st);
@@ -149,16 +140,14 @@ static void test_guard_rearms_after_the_default_is_restored(void **state)
  */
 static void test_file_unlinked_under_mapped_loader(void **state)
 {
-	struct grist_dataset_spec spec;
 	struct grist_batch *b;
 	struct grist_loader *l;
 	char p[4096];
-	const char *paths[1] = { p };
 	int ret, n = 1;
 
 	(void)state;
 	fresh_copy(p, sizeof(p), "unlinked.ar");
-	l = mapped_loader(paths, &spec);
+	l = mapped_loader(p);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 	grist_loader_release(l, b);
 	assert_int_equal(unlink(p), 0);
@@ -179,15 +168,13 @@ static void test_file_unlinked_under_mapped_loader(void **state)
  */
 static void test_loader_after_fork_fails_fast(void **state)
 {
-	struct grist_dataset_spec spec;
 	struct grist_batch *b;
 	struct grist_loader *l;
-	const char *paths[1] = { path };
 	int status, n = 1, ret;
 	pid_t pid;
 
 	(void)state;
-	l = mapped_loader(paths, &spec);
+	l = mapped_loader(path);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 	grist_loader_release(l, b);
 	pid = fork();

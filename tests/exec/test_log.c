@@ -74,21 +74,17 @@ static void on_log(void *ctx, enum grist_log_level level, const char *message)
 /* One loader run to its end; returns the engine's name (static) or NULL. */
 static const char *run_loader(void)
 {
-	const char *paths[] = { fx.path };
-	struct grist_dataset_spec ds = { .paths = paths, .num_paths = 1 };
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct grist_loader_stats st;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint64_t n = 0;
 
-	grist_loader_config_init(&c);
-	c.datasets = &ds;
-	c.num_datasets = 1;
-	c.batch_size = 7;
-	c.epochs = 1;
-	c.engine = GRIST_ENGINE_URING;
-	if (grist_loader_create(&c, &l))
+	t_one_file_init(&o, fx.path);
+	o.c.batch_size = 7;
+	o.c.epochs = 1;
+	o.c.engine = GRIST_ENGINE_URING;
+	if (grist_loader_create(&o.c, &l))
 		return NULL;
 	while (grist_loader_next(l, &b) == 0 && b) {
 		n += b->num_records;

@@ -584,13 +584,11 @@ static int map_filter_reverse(void *ctx, const struct grist_map_input *in, uint8
 	return 1;
 }
 
-static void loader_config(struct grist_loader_config *c, struct grist_dataset_spec *spec, enum grist_pack_mode mode)
+static void loader_config(struct t_one_file *o, enum grist_pack_mode mode)
 {
-	grist_loader_config_init(c);
-	spec->paths = &file_path;
-	spec->num_paths = 1;
-	c->datasets = spec;
-	c->num_datasets = 1;
+	struct grist_loader_config *c = &o->c;
+
+	t_one_file_init(o, file_path);
 	c->seed = 17;
 	c->epochs = 2;
 	c->batch_size = 3;
@@ -641,8 +639,7 @@ static void loader_rows(const struct grist_loader_config *c, struct rows *r, siz
 static void test_loader_matches_packer(void **state)
 {
 	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT, GRIST_PACK_BEST_FIT };
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	struct rows want, got;
@@ -654,9 +651,9 @@ static void test_loader_matches_packer(void **state)
 	(void)state;
 	assert_non_null(recs);
 	assert_non_null(pool);
-	loader_config(&c, &spec, GRIST_PACK_NONE);
-	c.batch_size = 10;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
+	loader_config(&o, GRIST_PACK_NONE);
+	o.c.batch_size = 10;
+	assert_int_equal(grist_loader_create(&o.c, &l), 0);
 	while (grist_loader_next(l, &b) == 0 && b) {
 		for (i = 0; i < b->num_records; i++) {
 			assert_true(n < 2000);
@@ -682,10 +679,10 @@ static void test_loader_matches_packer(void **state)
 		grist_packer_destroy(pk);
 		fake_free(&f);
 		for (engine = 0; engine < 3; engine++) {
-			loader_config(&c, &spec, modes[m]);
-			c.engine = (enum grist_engine_kind)engine;
-			c.threads = 2;
-			loader_rows(&c, &got, 0, NULL, NULL);
+			loader_config(&o, modes[m]);
+			o.c.engine = (enum grist_engine_kind)engine;
+			o.c.threads = 2;
+			loader_rows(&o.c, &got, 0, NULL, NULL);
 			assert_int_equal(got.n, want.n);
 			assert_memory_equal(got.v, want.v, got.n * sizeof(uint32_t));
 			free(got.v);
@@ -700,8 +697,7 @@ static void test_loader_matches_packer(void **state)
 static void test_loader_resume(void **state)
 {
 	enum grist_pack_mode modes[] = { GRIST_PACK_FIRST_FIT, GRIST_PACK_CONCAT_SPLIT, GRIST_PACK_BEST_FIT };
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct rows full, head, tail;
 	uint8_t st[GRIST_STATE_MAX];
 	struct grist_state gs;
@@ -709,19 +705,19 @@ static void test_loader_resume(void **state)
 
 	(void)state;
 	for (m = 0; m < 3; m++) {
-		loader_config(&c, &spec, modes[m]);
-		loader_rows(&c, &full, 0, NULL, NULL);
-		loader_rows(&c, &head, 4, st, &st_len);
+		loader_config(&o, modes[m]);
+		loader_rows(&o.c, &full, 0, NULL, NULL);
+		loader_rows(&o.c, &head, 4, st, &st_len);
 		assert_int_equal(grist_state_decode(st, st_len, &gs), 0);
 		assert_true(gs.flags & GRIST_STATE_PACKED);
 		assert_false(gs.flags & GRIST_STATE_LOCKSTEP);
 		assert_int_equal(gs.batches, 4);
 		if (modes[m] != GRIST_PACK_CONCAT_SPLIT)
 			assert_true(gs.pack_skip < 7);
-		c.resume_state = st;
-		c.resume_state_len = st_len;
-		c.engine = m == 1 ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
-		loader_rows(&c, &tail, 0, NULL, NULL);
+		o.c.resume_state = st;
+		o.c.resume_state_len = st_len;
+		o.c.engine = m == 1 ? GRIST_ENGINE_REF : GRIST_ENGINE_URING;
+		loader_rows(&o.c, &tail, 0, NULL, NULL);
 		assert_int_equal(head.n + tail.n, full.n);
 		assert_memory_equal(head.v, full.v, head.n * sizeof(uint32_t));
 		assert_memory_equal(tail.v, full.v + head.n, tail.n * sizeof(uint32_t));
@@ -737,8 +733,7 @@ static void test_loader_resume(void **state)
  */
 static void test_loader_resume_pieces(void **state)
 {
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct rows full, head, tail;
 	uint8_t st[GRIST_STATE_MAX];
 	struct grist_state_ex gs;
@@ -747,21 +742,21 @@ static void test_loader_resume_pieces(void **state)
 	bool found = false;
 
 	(void)state;
-	loader_config(&c, &spec, GRIST_PACK_BEST_FIT);
-	c.pack_piece = 9;
-	loader_rows(&c, &full, 0, NULL, NULL);
+	loader_config(&o, GRIST_PACK_BEST_FIT);
+	o.c.pack_piece = 9;
+	loader_rows(&o.c, &full, 0, NULL, NULL);
 	for (stop = 1; stop < 40 && !found; stop++) {
-		loader_rows(&c, &head, stop, st, &st_len);
+		loader_rows(&o.c, &head, stop, st, &st_len);
 		assert_int_equal(grist_state_decode_ex(st, st_len, &gs), 0);
 		found = gs.pack_piece != 0;
 		if (found) {
 			assert_int_equal(st_len, GRIST_STATE_SIZE_V3);
 			/* the struct grist_state of older callers has no room for the piece */
 			assert_int_equal(grist_state_decode(st, st_len, &old), -EBADMSG);
-			c.resume_state = st;
-			c.resume_state_len = st_len;
-			c.threads = 2;
-			loader_rows(&c, &tail, 0, NULL, NULL);
+			o.c.resume_state = st;
+			o.c.resume_state_len = st_len;
+			o.c.threads = 2;
+			loader_rows(&o.c, &tail, 0, NULL, NULL);
 			assert_int_equal(head.n + tail.n, full.n);
 			assert_memory_equal(head.v, full.v, head.n * sizeof(uint32_t));
 			assert_memory_equal(tail.v, full.v + head.n, tail.n * sizeof(uint32_t));
@@ -774,45 +769,44 @@ static void test_loader_resume_pieces(void **state)
 	assert_true(found);
 	free(full.v);
 	/* whole records: another fingerprint, so the pieces' checkpoint is refused */
-	c.pack_piece = 0;
-	c.resume_state = st;
-	c.resume_state_len = st_len;
+	o.c.pack_piece = 0;
+	o.c.resume_state = st;
+	o.c.resume_state_len = st_len;
 	{
 		struct grist_loader *l;
 
-		assert_int_equal(grist_loader_create(&c, &l), -ESTALE);
+		assert_int_equal(grist_loader_create(&o.c, &l), -ESTALE);
 	}
 }
 
 static void test_loader_refuses(void **state)
 {
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct grist_loader *l;
 
 	(void)state;
-	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
-	c.pack_token_bytes = 3;
-	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	loader_config(&o, GRIST_PACK_FIRST_FIT);
+	o.c.pack_token_bytes = 3;
+	assert_int_equal(grist_loader_create(&o.c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "token width 3"));
-	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
-	c.layout = GRIST_LAYOUT_FIXED;
-	c.record_bytes = 8;
-	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	loader_config(&o, GRIST_PACK_FIRST_FIT);
+	o.c.layout = GRIST_LAYOUT_FIXED;
+	o.c.record_bytes = 8;
+	assert_int_equal(grist_loader_create(&o.c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "ragged"));
 	/* refused before any device is opened: the engine relies on it to cut a packer's units freely */
-	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
-	c.device = "opencl";
-	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	loader_config(&o, GRIST_PACK_FIRST_FIT);
+	o.c.device = "opencl";
+	assert_int_equal(grist_loader_create(&o.c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "device"));
-	loader_config(&c, &spec, GRIST_PACK_CONCAT_SPLIT);
-	c.pack_length = 1 << 20;
-	c.batch_size = 100;
-	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	loader_config(&o, GRIST_PACK_CONCAT_SPLIT);
+	o.c.pack_length = 1 << 20;
+	o.c.batch_size = 100;
+	assert_int_equal(grist_loader_create(&o.c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "max_batch_bytes"));
-	loader_config(&c, &spec, GRIST_PACK_FIRST_FIT);
-	c.pack_bos = true;
-	assert_int_equal(grist_loader_create(&c, &l), -EINVAL);
+	loader_config(&o, GRIST_PACK_FIRST_FIT);
+	o.c.pack_bos = true;
+	assert_int_equal(grist_loader_create(&o.c, &l), -EINVAL);
 	assert_non_null(strstr(grist_last_error(), "pack_bos applies to pack concat-split only"));
 }
 

@@ -68,37 +68,30 @@ static long minor_faults(void)
 }
 
 /* One epoch of the file, seed 1: what every run here shares. */
-static void base_config(struct grist_loader_config *c, struct grist_dataset_spec *spec)
+static void base_config(struct t_one_file *o)
 {
-	static const char *paths[1];
-
-	paths[0] = path;
-	*spec = (struct grist_dataset_spec){ .paths = paths, .num_paths = 1, .weight = 1 };
-	grist_loader_config_init(c);
-	c->datasets = spec;
-	c->num_datasets = 1;
-	c->epochs = 1;
-	c->seed = 1;
+	t_one_file_init(o, path);
+	o->c.epochs = 1;
+	o->c.seed = 1;
 }
 
 static void short_run(enum grist_engine_kind engine)
 {
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct grist_loader_stats st;
 	struct grist_loader *l;
 	struct grist_batch *b;
 	uint64_t records = 0, bound = 2 * RECORDS * MIB + 24 * MIB; /* a slot and an arena, and slack */
 	long faults = minor_faults();
 
-	base_config(&c, &spec);
-	c.batch_size = 256;
-	c.max_batch_bytes = 256 * MIB;
-	c.engine = engine;
-	c.read_mode = GRIST_READ_BUFFERED;
-	c.threads = 2;
-	c.queue_depth = 32;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
+	base_config(&o);
+	o.c.batch_size = 256;
+	o.c.max_batch_bytes = 256 * MIB;
+	o.c.engine = engine;
+	o.c.read_mode = GRIST_READ_BUFFERED;
+	o.c.threads = 2;
+	o.c.queue_depth = 32;
+	l = t_one_file_open(&o);
 	while (grist_loader_next(l, &b) == 0 && b) {
 		records += b->num_records;
 		grist_loader_release(l, b);
@@ -138,19 +131,18 @@ static void test_short_run_pread(void **state)
  */
 static uint64_t memory_mid_run(enum grist_read_mode mode, bool *registered)
 {
-	struct grist_dataset_spec spec;
-	struct grist_loader_config c;
+	struct t_one_file o;
 	struct grist_loader_stats st;
 	struct grist_loader *l;
 	struct grist_batch *b;
 
-	base_config(&c, &spec);
-	c.batch_size = 4;
-	c.read_mode = mode;
-	c.threads = 1;
-	c.prefetch = 1;
-	c.assembly_bytes = 1;
-	assert_int_equal(grist_loader_create(&c, &l), 0);
+	base_config(&o);
+	o.c.batch_size = 4;
+	o.c.read_mode = mode;
+	o.c.threads = 1;
+	o.c.prefetch = 1;
+	o.c.assembly_bytes = 1;
+	l = t_one_file_open(&o);
 	assert_int_equal(grist_loader_next(l, &b), 0);
 	assert_non_null(b);
 	grist_loader_stats(l, &st);

@@ -35,6 +35,22 @@ from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 import grist.beam as gbeam  # noqa: E402
 
 
+# The temporary folder of this process before any fixture moves it: the real /tmp.
+REAL_TMP = tempfile.gettempdir()
+
+
+@pytest.fixture(autouse=True)
+def beam_tmp(tmp_path_factory, monkeypatch):
+    """Beam's temporary folders go into a folder of pytest's own, beside the test's tmp_path
+    (which some tests list whole). The DirectRunner first tries the PrismRunner, whose job
+    server makes /tmp/beam-temp* before it finds it has no Prism binary, and nothing removes
+    that folder: 34 were left in /tmp by each run of this file."""
+    d = str(tmp_path_factory.mktemp("beamtmp"))
+    monkeypatch.setattr(tempfile, "tempdir", d)
+    monkeypatch.setenv("TMPDIR", d)  # the multi-process runner's workers too
+    return d
+
+
 MULTIPROCESS = pytest.param(True, id="multiprocess", marks=pytest.mark.skipif(
     not os.environ.get("GRIST_TEST_BEAM_MULTIPROCESS"),
     reason="multi-process DirectRunner: set GRIST_TEST_BEAM_MULTIPROCESS=1"))
@@ -381,6 +397,26 @@ def test_portable_runner_round_trip(tmp_path):
     assert sorted(r for f in glob.glob(prefix + "-*") for r in official_records(f)) == sorted(records)
     with beam.Pipeline(options=opts) as p:
         assert_that(p | gbeam.ReadFromArrayRecord(prefix + "-*"), equal_to(records))
+
+
+def test_pipelines_leave_nothing_in_the_real_tmp(tmp_path, monkeypatch):
+    """The folders Beam makes with tempfile while a pipeline runs (the Prism job server's
+    beam-temp*, the sink's) are not left in the real /tmp. Recorded as they are made, so
+    another process's folders in /tmp do not count."""
+    made = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recording(*args, **kwargs):
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(tempfile, "mkdtemp", recording)
+    prefix = str(tmp_path / "t.array_record")
+    with beam.Pipeline(options=options(multi=False)) as p:
+        _ = p | beam.Create(make_records(50, 20)) | gbeam.WriteToArrayRecord(prefix, num_shards=2)
+    assert len(glob.glob(prefix + "-*")) == 2
+    assert made, "Beam made no temporary folder: nothing was checked"
+    left = [d for d in made if os.path.exists(d) and os.path.dirname(d) == REAL_TMP]
+    assert left == [], "left in %s: %s" % (REAL_TMP, left)
 
 
 def test_import_grist_does_not_import_beam():
