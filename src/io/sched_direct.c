@@ -55,7 +55,8 @@
 
 #define SCRATCH_BYTES (64u << 10)      /* a gap between segments, or an error body, is read through this */
 #define ERRBODY_READ_MAX (1u << 20)    /* an error body longer than this is not read: the connection goes */
-#define IOV_PIECES 64                   /* segments filled by one recvmsg() */
+#define IOV_PIECES 1024                 /* segments filled by one recvmsg() (UIO_MAXIOV) */
+#define RECV_MAX (1u << 20)             /* bytes asked of one recvmsg() */
 
 enum { CONNECTING, SENDING, HEAD, BODY };
 
@@ -68,6 +69,7 @@ struct direct_pool {
 	int *idle;
 	unsigned nidle, cap;
 	uint8_t *scratch;
+	struct iovec *iov; /* IOV_PIECES: one recvmsg()'s pieces (the thread's only) */
 };
 
 struct direct {
@@ -133,7 +135,8 @@ static void pool_check(struct grist_sched *h)
 	p->cap = h->ngets;
 	p->idle = calloc(p->cap, sizeof(*p->idle));
 	p->scratch = malloc(SCRATCH_BYTES);
-	if (p->idle && p->scratch)
+	p->iov = calloc(IOV_PIECES, sizeof(*p->iov));
+	if (p->idle && p->scratch && p->iov)
 		p->off = false;
 }
 
@@ -421,15 +424,17 @@ static bool head_done(struct grist_sched *h, struct get *g, size_t hend)
 
 /*
  * Read the body as far as the socket has it; true while more is to come. A 2xx body goes
- * by recvmsg() straight into the segments, IOV_PIECES of them a call (a GET of 611-byte
- * chunks has thousands: one call each would cost more syscalls than curl's 256 KiB reads).
+ * by recvmsg() straight into the segments, IOV_PIECES of them a call: a GET of 611-byte
+ * chunks (group_size 1) has thousands, and at 64 a call it made more syscalls than curl's
+ * 256 KiB reads and cost more CPU per record than curl's copy saved (docs/tuning.md,
+ * session 37).
  */
 static bool read_body(struct grist_sched *h, struct get *g)
 {
 	struct direct *d = g->d;
 	struct grist_remote_xfer *x = &g->x;
 	bool ok2xx = x->status >= 200 && x->status <= 299;
-	struct iovec iov[IOV_PIECES];
+	struct iovec *iov = h->pool->iov;
 
 	while (d->left) {
 		struct msghdr mh = { .msg_iov = iov };
@@ -438,7 +443,9 @@ static bool read_body(struct grist_sched *h, struct get *g)
 		unsigned i;
 
 		if (ok2xx) {
-			mh.msg_iovlen = grist_remote_body_iov(x, iov, IOV_PIECES, d->left, h->pool->scratch, SCRATCH_BYTES);
+			/* a byte cap too: a call lays out the pieces it asks for, filled or not */
+			mh.msg_iovlen = grist_remote_body_iov(x, iov, IOV_PIECES, d->left < RECV_MAX ? d->left : RECV_MAX,
+							      h->pool->scratch, SCRATCH_BYTES);
 			if (!mh.msg_iovlen) {
 				/* a body reaching past the range asked (a 200 with the whole object): remote.c's rule names it */
 				refuse(h, g, -EPROTO, "the body runs past the %llu bytes asked for", (unsigned long long)x->len);
@@ -659,6 +666,7 @@ void grist_direct_free(struct grist_sched *h)
 		close(h->pool->idle[i]);
 	free(h->pool->idle);
 	free(h->pool->scratch);
+	free(h->pool->iov);
 	free(h->pool);
 	h->pool = NULL;
 }
