@@ -225,7 +225,8 @@ class FaultProxy:
     "junkrange" (Content-Range with "xyz" after it), "starlen" (Content-Range's length as "*"),
     "starlen_reads" (the same, but not for an opening's suffix GET, "Range: bytes=-n"),
     "shortlength" (Content-Length one byte short of the Content-Range, and that many bytes sent),
-    "longhead" (1 MiB of header fields), "stall" (half the body, then nothing for 30 s);
+    "longhead" (1 MiB of header fields), "stall" (half the body, then nothing for 30 s),
+    "close" (the whole answer, then the connection closed, though it did not say so);
     @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
     (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
@@ -423,6 +424,8 @@ class FaultProxy:
                         writer.transport.abort()
                         return
                     await writer.drain()
+                    if fault == "close":  # the whole answer, then the connection closed (an idle keep-alive timing out)
+                        return
                 finally:
                     self.active -= 1
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):

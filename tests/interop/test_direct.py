@@ -130,6 +130,21 @@ def test_truncated_bodies_and_503_are_retried():
             unproxy(p)
 
 
+def test_kept_connection_closed_by_the_server():
+    """The server closes each connection after its answer without saying so (as an idle
+    keep-alive times out): the next GET finds its kept connection closed before any byte
+    of an answer and goes again on a new one, not counted as a retry."""
+    want = local_digest("g64.ar")
+    p = proxied(mode="close", select=direct)
+    try:
+        rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2,retries:0", "--stats"] + LOAD)
+        assert rc == 0 and out == want, err
+        assert p.faults >= 10 and p.connections > p.faults // 2, (p.faults, p.connections)
+        assert "remote retries: 0 " in err or " reset 0" in err.split("remote retries:")[1].split("\n")[0], err
+    finally:
+        unproxy(p)
+
+
 def expect_error(args, words, timeout=30):
     t0 = time.monotonic()
     rc, out, err = g.run(args, timeout=timeout)
@@ -165,7 +180,8 @@ def test_head_too_long_is_an_error():
 
 def main():
     rs.run_suite(setup, [test_direct_path_reads_the_same_bytes_on_kept_connections,
-                         test_truncated_bodies_and_503_are_retried, test_wrong_content_length_is_an_error,
+                         test_truncated_bodies_and_503_are_retried, test_kept_connection_closed_by_the_server,
+                         test_wrong_content_length_is_an_error,
                          test_head_too_long_is_an_error], SERVERS, TMP)
 
 
