@@ -610,7 +610,6 @@ void grist_remote_header(struct grist_remote_xfer *x, const char *p, size_t len)
 	} else if (!strncasecmp(line, "retry-after:", 12)) {
 		x->retry_after_s = content > sizeof(line) - 1 ? -1 : retry_after(line + 12);
 	}
-	return;
 }
 
 static size_t refuse(struct grist_remote_xfer *x, int code, const char *fmt, ...) GRIST_PRINTF(3, 4);
