@@ -79,7 +79,9 @@ struct grist_remote_options {
 	uint8_t part_mib;            /* writes: multipart upload part size in MiB, 5..64 (16) */
 	uint8_t upload_inflight;     /* writes: parts uploading at once per object, 1..32 (4);
 					the memory bound is (upload_inflight + 1) x part_mib */
-	uint8_t reserved_;           /* 0 */
+	uint8_t direct;              /* GETs from plain http:// endpoints received by grist's own
+					HTTP/1.1 straight into the read buffers: 1 (the default), or
+					2 for libcurl's path (the option "direct:0") */
 	uint64_t coalesce_bytes;     /* reads of one object closer than this are one GET (1 MiB) */
 	uint64_t split_bytes;        /* no GET is longer than this (8 MiB); a longer read is split */
 	unsigned max_inflight;       /* the hard cap on GETs in flight per endpoint and process (64) */
@@ -92,6 +94,9 @@ struct grist_remote_options {
 	unsigned min_inflight;
 };
 
+#define GRIST_REMOTE_DIRECT_ON 1
+#define GRIST_REMOTE_DIRECT_OFF 2
+
 /** grist_remote_options_init() - the defaults, with size set. */
 GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
 
@@ -99,7 +104,7 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o);
  * grist_remote_options_parse() - apply "name:value,..." to @o, the one grammar of the
  * CLI's --remote, Python's grist.set_remote_options() and GRIST_REMOTE_OPTIONS. Names:
  * connect_timeout_ms, timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split,
- * inflight, inflight_min, redirects, part (a size, whole MiB), upload_inflight. Sizes are read by grist_parse_size() (grist/options.h), as every
+ * inflight, inflight_min, redirects, part (a size, whole MiB), upload_inflight, direct (0 or 1). Sizes are read by grist_parse_size() (grist/options.h), as every
  * size is: K, M, G, T or KiB, MiB, GiB, TiB, powers of 1024. split given without coalesce
  * lowers coalesce to it when it is above ("split:64K" alone means GETs of at most 64 KiB,
  * coalesced up to that); both given with coalesce above split is -EINVAL.

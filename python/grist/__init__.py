@@ -41,7 +41,9 @@ def set_remote_options(**options: "int | str") -> None:
     backoff_max_ms, coalesce (bytes), split (bytes), inflight (the cap on GETs in flight),
     inflight_min (GETs always allowed; between the two the budget follows rtt x bandwidth),
     redirects (HTTP redirects followed per request, 5), part (the multipart upload part size of
-    writes to s3:// and gs://, whole MiB, 16MiB), upload_inflight (parts uploading at once, 4):
+    writes to s3:// and gs://, whole MiB, 16MiB), upload_inflight (parts uploading at once, 4),
+    direct (1: GETs of plain http:// endpoints are received by grist's own HTTP/1.1 straight
+    into the read buffers, the default; 0: every GET by libcurl, docs/remote.md):
     ints, or strs such as coalesce="1MiB" (sizes take K, M, G, T or KiB..TiB). The C library
     parses and bounds them (the same text as the CLI's --remote); no keywords restores the
     defaults.

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/uio.h>
 
 #include "common/error.h"
 #include "common/number.h"
@@ -23,9 +24,6 @@
 #include "io/s3_sign.h"
 
 #define ERRBODY_MAX 16384
-/* a GET slower than this for timeout_ms has stalled; none lasts more than STALL_CAP x timeout_ms */
-#define STALL_BYTES_PER_S 1024
-#define STALL_CAP 10
 
 uint64_t grist_remote_now_ns(void)
 {
@@ -71,6 +69,7 @@ GRIST_API void grist_remote_options_init(struct grist_remote_options *o)
 	o->redirects = GRIST_REMOTE_DEFAULT_REDIRECTS;
 	o->part_mib = GRIST_REMOTE_DEFAULT_PART_MIB;
 	o->upload_inflight = GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT;
+	o->direct = GRIST_REMOTE_DIRECT_ON;
 }
 
 /* The byte fields an older caller left zero (grist/remote.h): their defaults. */
@@ -84,6 +83,8 @@ static void byte_defaults(struct grist_remote_options *o)
 		o->part_mib = GRIST_REMOTE_DEFAULT_PART_MIB;
 	if (!o->upload_inflight)
 		o->upload_inflight = GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT;
+	if (!o->direct)
+		o->direct = GRIST_REMOTE_DIRECT_ON;
 }
 
 /* The bounds of every option, checked in this one place. */
@@ -119,6 +120,9 @@ static int check_options(const struct grist_remote_options *o)
 		return grist_fail(-EINVAL, "remote option part=%u MiB is outside [5 MiB, 64 MiB]", o->part_mib);
 	if (o->upload_inflight < 1 || o->upload_inflight > 32)
 		return grist_fail(-EINVAL, "remote option upload_inflight=%u is outside [1, 32]", o->upload_inflight);
+	if (o->direct != GRIST_REMOTE_DIRECT_ON && o->direct != GRIST_REMOTE_DIRECT_OFF)
+		return grist_fail(-EINVAL, "remote options: direct=%u is neither %d (on) nor %d (off)", o->direct,
+				  GRIST_REMOTE_DIRECT_ON, GRIST_REMOTE_DIRECT_OFF);
 	return 0;
 }
 
@@ -162,6 +166,7 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 		{ "redirects", offsetof(struct grist_remote_options, redirects), 1, false },
 		{ "part", offsetof(struct grist_remote_options, part_mib), 1, true },
 		{ "upload_inflight", offsetof(struct grist_remote_options, upload_inflight), 1, false },
+		{ "direct", offsetof(struct grist_remote_options, direct), 1, false },
 	};
 	struct grist_remote_options t;
 	const char *p = text;
@@ -188,7 +193,7 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 		if (k == sizeof(table) / sizeof(table[0]))
 			return grist_fail(-EINVAL, "unknown remote option '%.*s' (known: connect_timeout_ms, "
 					  "timeout_ms, retries, backoff_ms, backoff_max_ms, coalesce, split, "
-					  "inflight, inflight_min, redirects, part, upload_inflight)", (int)nlen, p);
+					  "inflight, inflight_min, redirects, part, upload_inflight, direct)", (int)nlen, p);
 		ret = parse_u64(table[k].name, colon + 1, (size_t)(comma - colon - 1), table[k].size, &v);
 		if (ret)
 			return ret;
@@ -209,6 +214,12 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 				return grist_fail(-EINVAL, "remote option part=%" PRIu64 " is not a whole number of MiB", v);
 			if (table[k].size)
 				v >>= 20;
+			/* direct is 0 or 1 as written, 2 or 1 as kept (0 kept is an older caller's default) */
+			if (table[k].off == offsetof(struct grist_remote_options, direct)) {
+				if (v > 1)
+					return grist_fail(-EINVAL, "remote option direct=%" PRIu64 " is not 0 or 1", v);
+				v = v ? GRIST_REMOTE_DIRECT_ON : GRIST_REMOTE_DIRECT_OFF;
+			}
 			if (v > 255)
 				return grist_fail(-EINVAL, "remote option %s=%" PRIu64 "%s is too large", table[k].name,
 						  v, table[k].size ? " MiB" : "");
@@ -545,8 +556,13 @@ static void content_range(struct grist_remote_xfer *x, const char *v, bool trunc
 
 static size_t on_header(char *p, size_t size, size_t n, void *ud)
 {
-	struct grist_remote_xfer *x = ud;
-	size_t len = size * n, nl, content = len;
+	grist_remote_header(ud, p, size * n);
+	return size * n;
+}
+
+void grist_remote_header(struct grist_remote_xfer *x, const char *p, size_t len)
+{
+	size_t nl, content = len;
 	char line[512];
 
 	line[0] = 0;
@@ -564,7 +580,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 			vn--;
 		x->location_long = vn >= sizeof(x->location);
 		snprintf(x->location, sizeof(x->location), "%.*s", x->location_long ? 0 : (int)vn, v);
-		return len;
+		return;
 	}
 
 	while (content && (p[content - 1] == '\r' || p[content - 1] == '\n'))
@@ -581,7 +597,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		x->location[0] = '\0';
 		x->location_long = false;
 		x->retry_after_s = -1;
-		return len;
+		return;
 	}
 	if (!strncasecmp(line, "content-range:", 14)) {
 		content_range(x, line + 14, content > sizeof(line) - 1);
@@ -594,7 +610,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	} else if (!strncasecmp(line, "retry-after:", 12)) {
 		x->retry_after_s = content > sizeof(line) - 1 ? -1 : retry_after(line + 12);
 	}
-	return len;
 }
 
 static size_t refuse(struct grist_remote_xfer *x, int code, const char *fmt, ...) GRIST_PRINTF(3, 4);
@@ -632,13 +647,23 @@ static bool cr_refusal(const struct grist_remote_xfer *x, char *why, size_t cap)
 	return true;
 }
 
+/* The answer's status: curl's, or the direct path's own (set when its head was parsed). */
+static long response_code(const struct grist_remote_xfer *x)
+{
+	long status = 0;
+
+	if (x->direct)
+		return x->status;
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	return status;
+}
+
 /* The body's first bytes: decide where they go, before any lands in a caller's buffer. */
 static size_t body_start(struct grist_remote_xfer *x)
 {
 	char why[sizeof(x->bad)];
-	long status = 0;
+	long status = response_code(x);
 
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	x->status = status;
 	x->body_started = true;
 	x->first_ns = grist_remote_now_ns();
@@ -669,10 +694,30 @@ static size_t body_start(struct grist_remote_xfer *x)
 	return 1;
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+/*
+ * Scatter @p, the body's bytes [at, end), into the segments, sorted by offset (they may
+ * overlap: two reads of the same bytes); the bytes between them are the coalescing's gaps
+ * and are dropped. A segment the bytes were received into already (the direct path) is
+ * not copied onto itself.
+ */
+static void scatter(struct grist_remote_xfer *x, const uint8_t *p, uint64_t at, uint64_t end)
 {
-	struct grist_remote_xfer *x = ud;
-	size_t len = size * n;
+	unsigned k;
+
+	for (k = x->seg_at; k < x->nsegs && x->segs[k].off < end; k++) {
+		const struct grist_remote_seg *s = &x->segs[k];
+		uint64_t a = s->off > at ? s->off : at, b = s->off + s->len < end ? s->off + s->len : end;
+
+		if (a < b && s->buf + (a - s->off) != p + (a - at))
+			memcpy(s->buf + (a - s->off), p + (a - at), (size_t)(b - a));
+	}
+	while (x->seg_at < x->nsegs && x->segs[x->seg_at].off + x->segs[x->seg_at].len <= end)
+		x->seg_at++;
+}
+
+size_t grist_remote_body(struct grist_remote_xfer *x, const void *data, size_t len)
+{
+	const uint8_t *p = data;
 	uint64_t at, end;
 
 	if (!x->body_started && !body_start(x))
@@ -694,23 +739,60 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	if (x->len && !x->suffix && end > x->off + x->len)
 		return refuse(x, -EPROTO, "the body runs past the %llu bytes asked for",
 			      (unsigned long long)x->len);
-	/*
-	 * Scatter into the segments, sorted by offset (they may overlap: two reads of the same
-	 * bytes); the bytes between them are the coalescing's gaps and are dropped.
-	 */
-	{
-		unsigned k;
+	scatter(x, p, at, end);
+	x->got += len;
+	return len;
+}
 
-		for (k = x->seg_at; k < x->nsegs && x->segs[k].off < end; k++) {
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	return grist_remote_body(ud, p, size * n);
+}
+
+bool grist_remote_body_begin(struct grist_remote_xfer *x)
+{
+	return x->body_started || body_start(x);
+}
+
+unsigned grist_remote_body_iov(struct grist_remote_xfer *x, struct iovec *iov, unsigned max, uint64_t limit,
+				uint8_t *scratch, size_t scratch_len)
+{
+	uint64_t at = x->base + x->got, stop = x->len && !x->suffix ? x->off + x->len : UINT64_MAX;
+	unsigned k = x->seg_at, n = 0;
+
+	if (!x->body_started || x->keep || x->status < 200 || x->status > 299)
+		return 0;
+	if (stop - at > limit)
+		stop = at + limit;
+	while (at < stop && n < max) {
+		uint64_t e;
+
+		/* sorted by offset: the first segment reaching past at covers it, or none does */
+		while (k < x->nsegs && x->segs[k].off + x->segs[k].len <= at)
+			k++;
+		if (k < x->nsegs && x->segs[k].off <= at) {
 			const struct grist_remote_seg *s = &x->segs[k];
-			uint64_t a = s->off > at ? s->off : at, b = s->off + s->len < end ? s->off + s->len : end;
 
-			if (a < b)
-				memcpy(s->buf + (a - s->off), p + (a - at), (size_t)(b - a));
+			e = s->off + s->len < stop ? s->off + s->len : stop;
+			iov[n].iov_base = s->buf + (at - s->off);
+		} else {
+			/* a gap between segments: into the scratch space, dropped */
+			e = k < x->nsegs && x->segs[k].off < stop ? x->segs[k].off : stop;
+			if (e - at > scratch_len)
+				e = at + scratch_len;
+			iov[n].iov_base = scratch;
 		}
-		while (x->seg_at < x->nsegs && x->segs[x->seg_at].off + x->segs[x->seg_at].len <= end)
-			x->seg_at++;
+		iov[n++].iov_len = (size_t)(e - at);
+		at = e;
 	}
+	return n;
+}
+
+size_t grist_remote_body_landed(struct grist_remote_xfer *x, const uint8_t *dst, size_t len)
+{
+	uint64_t at = x->base + x->got;
+
+	scatter(x, dst, at, at + len);
 	x->got += len;
 	return len;
 }
@@ -735,6 +817,8 @@ void grist_remote_xfer_release(struct grist_remote_xfer *x)
 	curl_slist_free_all(x->headers);
 	x->headers = NULL;
 	grist_buf_free(&x->errbody);
+	grist_buf_free(&x->url);
+	x->target = NULL;
 }
 
 /* The transfer's cancel flag turned: stop it (CURLE_ABORTED_BY_CALLBACK, never retried). */
@@ -776,7 +860,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 {
 	const struct grist_url *u = grist_redirect_pick(x);
 	bool origin = u == x->u; /* a hop's query is its own Location's: the request's goes only to u */
-	struct grist_buf url = { 0 }, query = { 0 }, authz = { 0 };
+	struct grist_buf query = { 0 }, authz = { 0 };
 	char range[64], date[17], region[64];
 	struct creds c;
 	int ret = -ENOMEM;
@@ -795,6 +879,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	x->base = 0;
 	x->seg_at = 0;
 	x->body_started = false;
+	x->direct = false;
 	x->bad[0] = '\0';
 	x->bad_code = 0;
 	x->curl_err[0] = '\0';
@@ -802,15 +887,17 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 		x->keep->len = 0;
 	if (!x->rng)
 		x->rng = grist_remote_now_ns() ^ (uintptr_t)x;
+	x->url.len = 0;
 	if (origin && grist_sigv4_query(&query, x->query, x->nquery))
 		goto out;
-	if (grist_buf_append(&url, u->endpoint, strlen(u->endpoint)) ||
-	    grist_buf_append(&url, u->path, strlen(u->path)) ||
-	    (query.len && (grist_buf_append(&url, "?", 1) || grist_buf_append(&url, query.data, query.len))) ||
-	    grist_buf_append(&url, "", 1))
+	if (grist_buf_append(&x->url, u->endpoint, strlen(u->endpoint)) ||
+	    grist_buf_append(&x->url, u->path, strlen(u->path)) ||
+	    (query.len && (grist_buf_append(&x->url, "?", 1) || grist_buf_append(&x->url, query.data, query.len))) ||
+	    grist_buf_append(&x->url, "", 1))
 		goto out;
+	x->target = (const char *)x->url.data + strlen(u->endpoint);
 	curl_easy_reset(x->easy);
-	curl_easy_setopt(x->easy, CURLOPT_URL, (const char *)url.data);
+	curl_easy_setopt(x->easy, CURLOPT_URL, (const char *)x->url.data);
 	/* the path is signed as sent: curl must not squash "/./" or "//" in a key */
 	curl_easy_setopt(x->easy, CURLOPT_PATH_AS_IS, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
@@ -904,7 +991,6 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	x->start_ns = grist_remote_now_ns();
 	ret = 0;
 out:
-	grist_buf_free(&url);
 	grist_buf_free(&query);
 	grist_buf_free(&authz);
 	return ret ? grist_fail(ret, "%s: cannot prepare a request: out of memory", x->display) : 0;
@@ -1065,7 +1151,7 @@ static enum grist_remote_outcome judge(struct grist_remote_xfer *x, CURLcode rc)
 
 	x->error = 0;
 	x->msg[0] = '\0';
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	status = response_code(x);
 	x->status = status;
 	if (x->bad[0])
 		return fail(x, x->bad_code, "HTTP %ld: %s", status, x->bad);

@@ -31,6 +31,10 @@
 #define GRIST_REMOTE_DEFAULT_PART_MIB 16
 #define GRIST_REMOTE_DEFAULT_UPLOAD_INFLIGHT 4
 
+/* a GET slower than this for timeout_ms has stalled; none lasts more than STALL_CAP x timeout_ms */
+#define STALL_BYTES_PER_S 1024
+#define STALL_CAP 10
+
 /*
  * Counters that several io objects (one per engine thread) add to with relaxed atomics,
  * and a stats call reads while they run. Latency is a histogram of 8 buckets per power
@@ -166,7 +170,10 @@ struct grist_remote_xfer {
 	int bad_code;
 	struct grist_buf errbody;        /* a refusal's body (service error code), bounded */
 	struct curl_slist *headers;
-	char curl_err[CURL_ERROR_SIZE];
+	struct grist_buf url;            /* this attempt's URL, as sent (setup) */
+	const char *target;              /* its path and query, inside url: the request line's */
+	bool direct;                     /* this attempt goes by sched_direct.c, not libcurl: status is its own */
+	char curl_err[CURL_ERROR_SIZE];  /* why the transport failed (curl's words, or the direct path's) */
 	uint64_t rng;
 	/* outcome */
 	int error;
@@ -174,6 +181,27 @@ struct grist_remote_xfer {
 	uint64_t delay_ns;
 	char msg[512];
 };
+
+/*
+ * The direct receive path's hooks into one GET's rules (sched_direct.c reads the socket;
+ * these judge what it read, as libcurl's callbacks do for curl's):
+ * grist_remote_header() takes one line of the head (CRLF included), the status line too;
+ * grist_remote_body() takes body bytes read into other memory (copied where they go; 0 and
+ * x->bad set when refused); grist_remote_body_begin() judges the head once it is whole,
+ * before any body byte (false and x->bad set when refused); grist_remote_body_iov() says
+ * where the next body bytes of a 2xx answer go, at most @limit of them in at most @max
+ * pieces: the segments' buffers in order, a gap between segments into @scratch (at most
+ * @scratch_len bytes a piece), 0 pieces when the answer is not a 2xx body or the range is
+ * done; grist_remote_body_landed() counts @len bytes received straight into @dst (one
+ * such piece, in order) and copies them to any other segment that overlaps them.
+ */
+void grist_remote_header(struct grist_remote_xfer *x, const char *line, size_t len);
+size_t grist_remote_body(struct grist_remote_xfer *x, const void *p, size_t len);
+bool grist_remote_body_begin(struct grist_remote_xfer *x);
+struct iovec;
+unsigned grist_remote_body_iov(struct grist_remote_xfer *x, struct iovec *iov, unsigned max, uint64_t limit,
+				uint8_t *scratch, size_t scratch_len);
+size_t grist_remote_body_landed(struct grist_remote_xfer *x, const uint8_t *dst, size_t len);
 
 /*
  * A URL a redirect led to (redirect.c): parsed, signed only when on the original's host

@@ -351,43 +351,48 @@ void grist_sched_fail_get(struct grist_sched *h, struct get *g)
 	g->state = GET_FREE;
 }
 
+void grist_sched_ended(struct grist_sched *h, struct get *g, CURLcode rc)
+{
+	enum grist_remote_outcome o;
+	uint64_t now;
+
+	grist_sched_depth_account(h);
+	h->dirty = true;
+	o = grist_remote_xfer_finish(&g->x, rc);
+	if (!g->x.direct)
+		curl_multi_remove_handle(h->multi, g->x.easy);
+	h->active--;
+	h->inflight_bytes -= g->x.len;
+	now = grist_remote_now_ns();
+	grist_sched_measure(h, g, g->x.got, now);
+	grist_remote_counters_add_get(g->owners[0].c->ctr, &g->x, o == GRIST_REMOTE_RETRY, now);
+	if (o == GRIST_REMOTE_RETRY) {
+		g->due_ns = grist_remote_now_ns() + g->x.delay_ns;
+		g->state = GET_WAITING;
+		h->waiting++;
+	} else if (g->x.error) {
+		grist_sched_fail_get(h, g);
+	} else {
+		complete_get(g);
+		grist_sched_count_done(h, g->nsegs, grist_sched_now());
+		g->state = GET_FREE;
+	}
+}
+
 /* Judge the transfers curl finished: retry, fail, or hand their pieces back. */
 static void finished(struct grist_sched *h)
 {
 	CURLMsg *msg;
-	uint64_t now;
 	int left;
 
 	while ((msg = curl_multi_info_read(h->multi, &left))) {
 		struct grist_remote_xfer *x = NULL;
-		struct get *g;
-		enum grist_remote_outcome o;
 
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-		g = (struct get *)x;
-		grist_sched_depth_account(h);
-		h->dirty = true;
 		/* finish reads msg->data before the removal frees it */
-		o = grist_remote_xfer_finish(&g->x, msg->data.result);
-		curl_multi_remove_handle(h->multi, g->x.easy);
-		h->active--;
-		h->inflight_bytes -= g->x.len;
-		now = grist_remote_now_ns();
-		grist_sched_measure(h, g, g->x.got, now);
-		grist_remote_counters_add_get(g->owners[0].c->ctr, &g->x, o == GRIST_REMOTE_RETRY, now);
-		if (o == GRIST_REMOTE_RETRY) {
-			g->due_ns = grist_remote_now_ns() + g->x.delay_ns;
-			g->state = GET_WAITING;
-			h->waiting++;
-		} else if (g->x.error) {
-			grist_sched_fail_get(h, g);
-		} else {
-			complete_get(g);
-			grist_sched_count_done(h, g->nsegs, grist_sched_now());
-			g->state = GET_FREE;
-		}
+		grist_sched_ended(h, (struct get *)x, msg->data.result);
 	}
 }
 
@@ -438,12 +443,18 @@ static void *sched_main(void *arg)
 				    (ev[i].events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
 			uint64_t v;
 
+			if (ev[i].data.u64 >= GRIST_DIRECT_TAG) {
+				grist_direct_event(h, &h->gets[ev[i].data.u64 - GRIST_DIRECT_TAG], ev[i].events);
+				continue;
+			}
 			if (ev[i].data.fd == h->evfd) {
 				(void)!read(h->evfd, &v, sizeof(v));
 				continue;
 			}
 			curl_multi_socket_action(h->multi, ev[i].data.fd, flags, &running);
 		}
+		if (h->pool)
+			grist_direct_tick(h, grist_remote_now_ns());
 		if (h->timer_due <= grist_remote_now_ns()) {
 			h->timer_due = UINT64_MAX;
 			curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -539,7 +550,10 @@ void grist_sched_withdraw(struct grist_sched *h, struct grist_sched_client *c)
 		/* nobody wants its bytes: stop it (callbacks run only under this lock) */
 		grist_sched_depth_account(h);
 		if (g->state == GET_ACTIVE) {
-			curl_multi_remove_handle(h->multi, g->x.easy);
+			if (g->x.direct)
+				grist_direct_stop(h, g);
+			else
+				curl_multi_remove_handle(h->multi, g->x.easy);
 			h->active--;
 			h->inflight_bytes -= g->x.len;
 		} else {
@@ -566,7 +580,9 @@ static void sched_free(struct grist_sched *h)
 	for (i = 0; h->gets && i < h->ngets; i++) {
 		struct get *g = &h->gets[i];
 
-		if (g->state == GET_ACTIVE)
+		if (g->state == GET_ACTIVE && g->x.direct)
+			grist_direct_stop(h, g);
+		else if (g->state == GET_ACTIVE)
 			curl_multi_remove_handle(h->multi, g->x.easy);
 		if (g->x.easy)
 			curl_easy_cleanup(g->x.easy);
@@ -574,6 +590,7 @@ static void sched_free(struct grist_sched *h)
 		free(g->segs);
 		free(g->owners);
 	}
+	grist_direct_free(h);
 	if (h->multi)
 		curl_multi_cleanup(h->multi);
 	if (h->epfd >= 0)

@@ -25,6 +25,7 @@ struct get {
 	struct grist_remote_object *obj; /* the object the GET reads */
 	uint64_t seq_min; /* the oldest piece it carries (riders included) */
 	unsigned riders;  /* ride(): the new pieces joining it */
+	struct direct *d; /* sched_direct.c's state for this slot (made at its first direct GET), or NULL */
 };
 
 /* A piece of a request waiting for a GET. */
@@ -151,6 +152,7 @@ struct grist_sched {
 	uint64_t judged;         /* launches that judged the waiting pieces (grist_sched_probe()), */
 	uint64_t judged_ns;      /* the last at this grist_sched_now() */
 	uint64_t gets_started;   /* GETs launch() made (not their retries) */
+	struct direct_pool *pool; /* sched_direct.c: the endpoint's address and idle connections, or NULL */
 	int epfd;          /* the sockets curl asked us to watch, and evfd */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */
 };
@@ -189,5 +191,24 @@ void grist_sched_drop_pieces(struct grist_sched *h, const struct grist_sched_cli
 void grist_sched_start_get(struct grist_sched *h, struct get *g);
 /* sched.c: fail every piece of @g with its error */
 void grist_sched_fail_get(struct grist_sched *h, struct get *g);
+/* sched.c: @g's attempt ended with @rc (the direct path's in curl's terms): judge it, retry, fail or hand back */
+void grist_sched_ended(struct grist_sched *h, struct get *g, CURLcode rc);
+
+/*
+ * sched_direct.c: plain http:// GETs read by grist's own HTTP/1.1, their bodies received
+ * straight into the segments' buffers (everything under h->lock, on the thread but for
+ * start and stop, which clients may call under the lock too).
+ * grist_direct_start(): true when @g's attempt (set up) went out this way; false: use curl.
+ * grist_direct_event(): @g's socket is ready (epoll events @ev).
+ * grist_direct_tick(): stall rules and timeouts of every direct GET at @now.
+ * grist_direct_stop(): @g stops mid-way (withdrawn, or the scheduler ends): its connection closes.
+ * grist_direct_free(): the pool's connections and every slot's state (the scheduler's end).
+ */
+#define GRIST_DIRECT_TAG (1ull << 32) /* epoll data of a direct GET's socket: the tag | its slot */
+bool grist_direct_start(struct grist_sched *h, struct get *g);
+void grist_direct_event(struct grist_sched *h, struct get *g, uint32_t ev);
+void grist_direct_tick(struct grist_sched *h, uint64_t now);
+void grist_direct_stop(struct grist_sched *h, struct get *g);
+void grist_direct_free(struct grist_sched *h);
 
 #endif

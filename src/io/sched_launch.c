@@ -216,7 +216,8 @@ void grist_sched_start_get(struct grist_sched *h, struct get *g)
 	}
 	grist_sched_depth_account(h);
 	g->probe = h->probing;
-	curl_multi_add_handle(h->multi, g->x.easy);
+	if (!grist_direct_start(h, g))
+		curl_multi_add_handle(h->multi, g->x.easy);
 	h->active++;
 	h->inflight_bytes += g->x.len;
 	for (i = 0; i < h->nctrs; i++)

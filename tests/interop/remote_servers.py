@@ -223,7 +223,10 @@ class FaultProxy:
     mode is one of None, "slowdown", "expired" (400 ExpiredToken), "reset", "truncate",
     "5xx" (500 InternalError, 502 and 504 in turn), "badrange" (Content-Range one byte off),
     "junkrange" (Content-Range with "xyz" after it), "starlen" (Content-Range's length as "*"),
-    "starlen_reads" (the same, but not for an opening's suffix GET, "Range: bytes=-n");
+    "starlen_reads" (the same, but not for an opening's suffix GET, "Range: bytes=-n"),
+    "shortlength" (Content-Length one byte short of the Content-Range, and that many bytes sent),
+    "longhead" (1 MiB of header fields), "stall" (half the body, then nothing for 30 s),
+    "close" (the whole answer, then the connection closed, though it did not say so);
     @delay (seconds) applies to all; @retry_after is SlowDown's Retry-After, whole seconds
     (an int) or an HTTP-date that many seconds ahead (a float). Every request's head is kept in self.heads as
     (request line, {lower-case name: value}), so a test can check what grist sent; a request
@@ -390,12 +393,18 @@ class FaultProxy:
                         rhead = re.sub(rb"(?i)content-range: bytes (\d+)-(\d+)/(\d+)", shift, rhead)
                     if fault == "junkrange":  # what sscanf("%llu") once read as valid
                         rhead = re.sub(rb"(?i)(content-range: bytes \d+-\d+/\d+)", rb"\1xyz", rhead)
+                    if fault == "shortlength" and length > 1:  # a Content-Length one short of the range, its body as long
+                        rhead = re.sub(rb"(?i)content-length: *\d+", b"Content-Length: %d" % (length - 1), rhead)
+                    if fault == "longhead":  # 1 MiB of fields before the empty line: a head no reader should hold
+                        rhead = rhead[:-2] + b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 1000) for i in range(1024)) + b"\r\n"
                     if fault == "starlen_reads" and not fields.get("range", "").startswith("bytes=-"):
                         fault = "starlen"
                     if fault == "starlen":  # RFC 9110 allows a range whose length the server does not know
                         rhead = re.sub(rb"(?i)(content-range: bytes \d+-\d+)/\d+", rb"\1/*", rhead)
                     # stream the body (a client may stop reading a long range early)
-                    send = length // 2 if fault == "truncate" and length > 1 else length
+                    send = length // 2 if fault in ("truncate", "stall") and length > 1 else length
+                    if fault == "shortlength" and length > 1:
+                        send = length - 1
                     writer.write(rhead)
                     left = length
                     while left:
@@ -410,7 +419,13 @@ class FaultProxy:
                     if fault == "truncate" and length > 1:
                         writer.transport.abort()
                         return
+                    if fault == "stall" and length > 1:  # half the body, then nothing for 30 s
+                        await asyncio.sleep(30)
+                        writer.transport.abort()
+                        return
                     await writer.drain()
+                    if fault == "close":  # the whole answer, then the connection closed (an idle keep-alive timing out)
+                        return
                 finally:
                     self.active -= 1
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError, asyncio.CancelledError):

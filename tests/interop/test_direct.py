@@ -1,0 +1,189 @@
+"""The GET scheduler's own receive path (src/io/sched_direct.c) against rclone serve s3
+and the fault proxy: plain http:// GETs whose bodies go from the socket straight into the
+read buffers. The proxy tells its requests from libcurl's (curl sends "Accept: */*", the
+direct path sends no Accept), so a fault can be aimed at them alone.
+
+The same --digest as the local file, whole or through truncated bodies, a 503 then
+success, and a stalled body; kept connections carry many GETs; a Content-Length that
+disagrees with the Content-Range and a head of 1 MiB are clear errors naming the URL,
+never a hang or an unbounded buffer. `--remote direct:0` is libcurl's path. Skips (77)
+when rclone cannot start here.
+"""
+import os
+import random
+import tempfile
+import time
+
+import gristcli as g
+import remote_servers as rs
+
+TMP = tempfile.mkdtemp(prefix="grist-direct-")
+ROOT = os.path.join(TMP, "root")
+SERVERS = {}
+FAST = "backoff_ms:10,backoff_max_ms:200,retries:6"
+
+
+def local(name):
+    return os.path.join(ROOT, "bkt", name)
+
+
+def s3(name):
+    return "s3://bkt/" + name
+
+
+def setenv(endpoint):
+    for k in ("AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "GRIST_REMOTE_OPTIONS", "http_proxy", "all_proxy",
+              "ALL_PROXY"):
+        os.environ.pop(k, None)
+    os.environ.update(AWS_ACCESS_KEY_ID=rs.ACCESS_KEY, AWS_SECRET_ACCESS_KEY=rs.SECRET_KEY,
+                      AWS_ENDPOINT_URL=endpoint, AWS_REGION="us-east-1")
+
+
+def setup():
+    os.makedirs(os.path.join(ROOT, "bkt"))
+    r = random.Random(5)
+    recs = [r.randbytes(200 + i % 300) for i in range(6000)]
+    g.write_records(local("g64.ar"), "group_size:64,zstd:1", recs)
+    g.write_records(local("g1.ar"), "group_size:1,uncompressed", recs[:3000])
+    SERVERS["rclone"] = rs.Rclone(ROOT)
+    setenv(SERVERS["rclone"].endpoint)
+
+
+def direct(line, fields):
+    """A request of the direct path: a ranged GET without curl's Accept."""
+    return "accept" not in fields and fields.get("range", "").startswith("bytes=") and \
+        not fields["range"].startswith("bytes=-")
+
+
+def nth_direct(*ns):
+    """select= for the fault proxy: the @ns-th requests (1-based) of the direct path."""
+    seen = [0]
+
+    def pick(line, fields):
+        if not direct(line, fields):
+            return False
+        seen[0] += 1
+        return seen[0] in ns
+    return pick
+
+
+LOAD = ["--batch-size", 64, "--seed", 3, "--epochs", 2, "--digest"]
+
+
+def digest(url, remote, extra=()):
+    return g.run_ok(["load", url, "--remote", remote] + list(extra) + LOAD)
+
+
+def local_digest(name, extra=()):
+    return g.run_ok(["load", local(name)] + list(extra) + LOAD)
+
+
+def proxied(**kw):
+    p = rs.FaultProxy(SERVERS["rclone"].port, **kw)
+    setenv(p.endpoint)
+    return p
+
+
+def unproxy(p):
+    p.stop()
+    setenv(SERVERS["rclone"].endpoint)
+
+
+def test_direct_path_reads_the_same_bytes_on_kept_connections():
+    """Both paths give the local digest at both granularities; the direct path's GETs are
+    the ones without Accept, and GETs far outnumber the connections they came on."""
+    for name in ("g64.ar", "g1.ar"):
+        for gran in ([], ["--granularity", "chunk"]):
+            want = local_digest(name, gran)
+            p = proxied()
+            try:
+                assert digest(s3(name), "split:64K,inflight:2", gran) == want
+                gets = sum(1 for line, f in p.heads if direct(line, f))
+                assert gets >= 10, gets
+                # the opening's connection, plus at most one per GET in flight: kept alive
+                assert p.connections <= 4, (p.connections, gets)
+                p.heads.clear()
+                assert digest(s3(name), "split:64K,inflight:2,direct:0", gran) == want
+                assert not any(direct(line, f) for line, f in p.heads)
+            finally:
+                unproxy(p)
+
+
+def test_truncated_bodies_and_503_are_retried():
+    """A body cut off mid-way (the connection reset), a 503 SlowDown and a body that stalls
+    (timeout_ms as a stall rule): retried, the same bytes, --stats counts each cause."""
+    want = local_digest("g64.ar")
+    for mode, cause, extra in (("truncate", "short", ""), ("slowdown", "slowdown", ""),
+                               ("stall", "timeout", ",timeout_ms:1000")):
+        p = proxied(mode=mode, select=nth_direct(2, 5))
+        try:
+            t0 = time.monotonic()
+            rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2," + FAST + extra,
+                                  "--stats"] + LOAD)
+            assert rc == 0, (mode, err)
+            assert out == want, (mode, out, want)
+            assert p.faults == 2, (mode, p.faults)
+            retries = err.split("remote retries:")[1].split("\n")[0]
+            assert (" %s 2" % cause) in retries, (mode, retries)
+            assert time.monotonic() - t0 < 25, mode
+        finally:
+            unproxy(p)
+
+
+def test_kept_connection_closed_by_the_server():
+    """The server closes each connection after its answer without saying so (as an idle
+    keep-alive times out): the next GET finds its kept connection closed before any byte
+    of an answer and goes again on a new one, not counted as a retry."""
+    want = local_digest("g64.ar")
+    p = proxied(mode="close", select=direct)
+    try:
+        rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2,retries:0", "--stats"] + LOAD)
+        assert rc == 0 and out == want, err
+        assert p.faults >= 10 and p.connections > p.faults // 2, (p.faults, p.connections)
+        assert "remote retries: 0 " in err or " reset 0" in err.split("remote retries:")[1].split("\n")[0], err
+    finally:
+        unproxy(p)
+
+
+def expect_error(args, words, timeout=30):
+    t0 = time.monotonic()
+    rc, out, err = g.run(args, timeout=timeout)
+    assert rc == 1, (args, rc, err)
+    for w in words:
+        assert w in err, (w, err)
+    assert time.monotonic() - t0 < timeout
+    return err
+
+
+def test_wrong_content_length_is_an_error():
+    """A Content-Length one byte short of the Content-Range (and that many bytes): refused at
+    once, naming the URL and both figures, not read as a short body again and again."""
+    p = proxied(mode="shortlength", select=direct)
+    try:
+        err = expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
+                           [s3("g64.ar"), "a Content-Length of", "for a Content-Range of"])
+        # final at once: not a short body retried until the attempts ran out
+        assert p.faults >= 1 and "attempts" not in err, (p.faults, err)
+    finally:
+        unproxy(p)
+
+
+def test_head_too_long_is_an_error():
+    """1 MiB of header fields: an error naming the URL and the limit, after at most 32 KiB was held."""
+    p = proxied(mode="longhead", select=direct)
+    try:
+        expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
+                     [s3("g64.ar"), "head is longer than 32768 bytes", "127.0.0.1"])
+    finally:
+        unproxy(p)
+
+
+def main():
+    rs.run_suite(setup, [test_direct_path_reads_the_same_bytes_on_kept_connections,
+                         test_truncated_bodies_and_503_are_retried, test_kept_connection_closed_by_the_server,
+                         test_wrong_content_length_is_an_error,
+                         test_head_too_long_is_an_error], SERVERS, TMP)
+
+
+if __name__ == "__main__":
+    main()
