@@ -125,9 +125,10 @@ static void rgb_to_l(uint8_t *p, size_t rows, size_t cols, size_t stride)
 	}
 }
 
-/* The JPEG region's rows as the resize pulls them (gv_src), made "L" for one channel. */
+/* The JPEG or PNG region's rows as the resize pulls them (gv_src), made "L" for one channel. */
 struct pulled {
-	struct gv_jpeg *j;
+	struct gv_jpeg *j; /* or, when NULL: */
+	struct gv_png *png;
 	bool gray;
 	uint32_t width;
 };
@@ -135,7 +136,7 @@ struct pulled {
 static int pull_rows(void *ctx, uint32_t y, uint32_t n, const uint8_t **rows, size_t *stride)
 {
 	const struct pulled *p = ctx;
-	int ret = gv_jpeg_pull(p->j, y, n, rows, stride);
+	int ret = p->j ? gv_jpeg_pull(p->j, y, n, rows, stride) : gv_png_pull(p->png, y, n, rows, stride);
 
 	if (!ret && p->gray) /* each row is pulled once: converted once, in the thread's buffer */
 		rgb_to_l((uint8_t *)(uintptr_t)*rows, n, p->width, *stride);
@@ -251,20 +252,16 @@ int gv_apply(const struct grist_vision_transform *t, const struct gv_out_plan *p
 			src.px = region;
 			src.stride = (size_t)rw * 3;
 		} else {
-			pulled = (struct pulled){ jused, t->channels == 1, rw };
+			pulled = (struct pulled){ jused, NULL, t->channels == 1, rw };
 			src.pull = pull_rows;
 			src.ctx = &pulled;
 		}
 	} else {
-		/* only the region's rows, as RGB (vision_png.c) */
-		region = malloc((size_t)rh * rw * 3);
-		if (!region) {
-			ret = grist_fail(-ENOMEM, "vision: out of memory for a %ux%u region", rh, rw);
-			goto out;
-		}
-		ret = gv_png_read_region(&png, (uint32_t)box.top, (uint32_t)box.left, rh, rw, region, (size_t)rw * 3);
-		src.px = region;
-		src.stride = (size_t)rw * 3;
+		/* only the region's rows, as RGB, decoded as the resize asks for them (vision_png.c) */
+		ret = gv_png_begin_region(&png, (uint32_t)box.top, (uint32_t)box.left, rh, rw);
+		pulled = (struct pulled){ NULL, &png, t->channels == 1, rw };
+		src.pull = pull_rows;
+		src.ctx = &pulled;
 	}
 	if (ret)
 		goto out;

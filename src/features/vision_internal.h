@@ -235,6 +235,13 @@ struct gv_png {
 	bool gray16;           /* 16-bit gray: Pillow's "I;16", clipped at 255 into RGB or "L" */
 	bool interlaced;       /* Adam7: decoded whole, then cropped */
 	int fmt;               /* enum spng_format */
+	/* the region being read (gv_png_begin_region, then gv_png_pull) */
+	uint8_t *raw;          /* one decoded row (the whole image when interlaced) */
+	size_t raw_row;        /* its bytes a row */
+	uint8_t *win;          /* the region's rows [r_lo, r_hi) as RGB, r_lo first, r_pitch apart */
+	size_t win_cap, r_pitch, r_skip; /* r_skip: the region's first column's byte in a decoded row */
+	uint32_t r_top, r_height, r_width, r_lo, r_hi;
+	uint32_t r_next;       /* the image's next row to decode */
 };
 /* Read @p's header into @png (no pixels). -EBADMSG / -ENOTSUP / -ENOMEM + message. */
 int gv_png_open(struct gv_png *png, const uint8_t *p, size_t len);
@@ -245,6 +252,16 @@ int gv_png_open(struct gv_png *png, const uint8_t *p, size_t len);
  */
 int gv_png_read_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
 		       uint8_t *dst, size_t pitch);
+/*
+ * The same region decoded as the caller asks for its rows, as the JPEG's (gv_jpeg_pull):
+ * begin checks it and starts the decode; gv_png_pull() (a gv_src pull) makes region rows
+ * [y, y + n) readable as RGB (32 bytes of slack past each), y never below the last call's:
+ * rows before it are dropped, rows above it decoded (a PNG row needs the one before) and
+ * the ones never asked for not kept; valid until the next pull. A failed call has released
+ * @png; gv_png_close() releases it otherwise.
+ */
+int gv_png_begin_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width);
+int gv_png_pull(struct gv_png *png, uint32_t y, uint32_t n, const uint8_t **rows, size_t *pitch);
 /* Release an opened PNG without decoding it (a closed one is fine). */
 void gv_png_close(struct gv_png *png);
 

@@ -82,6 +82,10 @@ void gv_png_close(struct gv_png *png)
 	if (png->ctx)
 		spng_ctx_free(png->ctx);
 	png->ctx = NULL;
+	free(png->raw);
+	free(png->win);
+	png->raw = png->win = NULL;
+	png->win_cap = 0;
 }
 
 /* One decoded row (@png's channels and sample size; 16-bit host-endian) to @n RGB pixels. */
@@ -112,52 +116,132 @@ static void row_to_rgb(const struct gv_png *png, const uint8_t *in, uint8_t *out
 	}
 }
 
-int gv_png_read_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
-		       uint8_t *dst, size_t pitch)
+int gv_png_begin_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width)
 {
-	size_t row = 0, need = 0, skip = (size_t)left * png->channels * png->sample_bytes;
-	uint8_t *buf = NULL;
-	int e, ret = 0;
+	size_t need = 0;
+	int e;
 
 	if ((uint64_t)top + height > png->height || (uint64_t)left + width > png->width || !height || !width) {
-		ret = grist_fail(-EINVAL, "PNG: region %ux%u at (%u, %u) outside the %ux%u image", height, width, top,
-				 left, png->height, png->width);
-		goto out;
+		grist_fail(-EINVAL, "PNG: region %ux%u at (%u, %u) outside the %ux%u image", height, width, top, left,
+			   png->height, png->width);
+		gv_png_close(png);
+		return -EINVAL;
 	}
 	if ((e = spng_decoded_image_size(png->ctx, png->fmt, &need)))
 		goto bad;
-	row = need / png->height;
+	png->raw_row = need / png->height;
+	png->r_top = top;
+	png->r_skip = (size_t)left * png->channels * png->sample_bytes;
+	png->r_height = height;
+	png->r_width = width;
+	png->r_lo = png->r_hi = 0;
+	png->r_next = 0;
+	/* 32 bytes of slack past each row, as the JPEG rows have (vision_jpeg.c) */
+	png->r_pitch = (((size_t)width * 3 + 31) & ~(size_t)31) + 32;
 	if (png->interlaced) {
 		/* Adam7 comes in passes: the whole image, then its rows */
-		if (!(buf = malloc(need))) {
-			ret = grist_fail(-ENOMEM, "PNG: out of memory for a %ux%u image", png->height, png->width);
-			goto out;
+		if (!(png->raw = malloc(need))) {
+			gv_png_close(png);
+			return grist_fail(-ENOMEM, "PNG: out of memory for a %ux%u image", png->height, png->width);
 		}
-		if ((e = spng_decode_image(png->ctx, buf, need, png->fmt, 0)))
+		if ((e = spng_decode_image(png->ctx, png->raw, need, png->fmt, 0)))
 			goto bad;
-		for (uint32_t y = 0; y < height; y++)
-			row_to_rgb(png, buf + (size_t)(top + y) * row + skip, dst + (size_t)y * pitch, width);
-		goto out;
+		return 0;
 	}
-	if (!(buf = malloc(row))) {
-		ret = grist_fail(-ENOMEM, "PNG: out of memory for a row of %zu bytes", row);
-		goto out;
+	if (!(png->raw = malloc(png->raw_row))) {
+		gv_png_close(png);
+		return grist_fail(-ENOMEM, "PNG: out of memory for a row of %zu bytes", png->raw_row);
 	}
 	if ((e = spng_decode_image(png->ctx, NULL, 0, png->fmt, SPNG_DECODE_PROGRESSIVE)))
 		goto bad;
-	/* every row to the crop's last is inflated (each is filtered against the one before); none after */
-	for (uint32_t y = 0; y < top + height; y++) {
-		e = spng_decode_row(png->ctx, buf, row);
-		if (e && !(e == SPNG_EOI && y + 1 == png->height))
-			goto bad;
-		if (y >= top)
-			row_to_rgb(png, buf + skip, dst + (size_t)(y - top) * pitch, width);
-	}
-	goto out;
+	return 0;
 bad:
-	ret = grist_fail(-EBADMSG, "PNG does not decode: %s", spng_strerror(e));
-out:
-	free(buf);
+	gv_png_close(png);
+	return grist_fail(-EBADMSG, "PNG does not decode: %s", spng_strerror(e));
+}
+
+/* The image's row @y (region row @y - top when inside it): decoded in order, each row once (each is filtered against the one before). */
+static int next_row(struct gv_png *png, const uint8_t **raw)
+{
+	uint32_t y = png->r_next++;
+	int e;
+
+	if (png->interlaced) {
+		*raw = png->raw + (size_t)y * png->raw_row;
+		return 0;
+	}
+	e = spng_decode_row(png->ctx, png->raw, png->raw_row);
+	if (e && !(e == SPNG_EOI && y + 1 == png->height)) {
+		gv_png_close(png);
+		return grist_fail(-EBADMSG, "PNG does not decode: %s", spng_strerror(e));
+	}
+	*raw = png->raw;
+	return 0;
+}
+
+int gv_png_pull(struct gv_png *png, uint32_t y, uint32_t n, const uint8_t **rows, size_t *pitch)
+{
+	size_t keep;
+	int ret;
+
+	if (!png->ctx || y < png->r_lo || y > png->r_height || n > png->r_height - y) {
+		gv_png_close(png);
+		return grist_fail(-EINVAL, "PNG: rows [%u, %u) asked of a region of %u rows, at row %u", y, y + n,
+				  png->r_height, png->r_lo);
+	}
+	if (y > png->r_lo) {
+		/* the rows from y on kept, moved to the start; rows never asked for are decoded and dropped */
+		keep = y < png->r_hi ? (size_t)(png->r_hi - y) * png->r_pitch : 0;
+		if (keep)
+			memmove(png->win, png->win + (size_t)(y - png->r_lo) * png->r_pitch, keep);
+		png->r_lo = y;
+		png->r_hi = y > png->r_hi ? y : png->r_hi;
+	}
+	if (y + n > png->r_hi) {
+		size_t need = (size_t)(y + n - png->r_lo) * png->r_pitch;
+
+		if (need > png->win_cap) {
+			/* the caller checked the image against max_pixels: this is at most about that much */
+			uint8_t *w = aligned_alloc(32, need);
+
+			if (!w) {
+				gv_png_close(png);
+				return grist_fail(-ENOMEM, "PNG: out of memory for %u rows of %zu bytes", n, png->r_pitch);
+			}
+			if (png->r_hi > png->r_lo)
+				memcpy(w, png->win, (size_t)(png->r_hi - png->r_lo) * png->r_pitch);
+			free(png->win);
+			png->win = w;
+			png->win_cap = need;
+		}
+		/* every row to the last asked for is inflated; none after */
+		while (png->r_next < png->r_top + y + n) {
+			uint32_t at = png->r_next;
+			const uint8_t *raw = NULL;
+
+			if ((ret = next_row(png, &raw)))
+				return ret;
+			if (at >= png->r_top + png->r_hi)
+				row_to_rgb(png, raw + png->r_skip,
+					   png->win + (size_t)(at - png->r_top - png->r_lo) * png->r_pitch, png->r_width);
+		}
+		png->r_hi = y + n;
+	}
+	*rows = png->win + (size_t)(y - png->r_lo) * png->r_pitch;
+	*pitch = png->r_pitch;
+	return 0;
+}
+
+int gv_png_read_region(struct gv_png *png, uint32_t top, uint32_t left, uint32_t height, uint32_t width,
+		       uint8_t *dst, size_t pitch)
+{
+	const uint8_t *rows;
+	size_t rp;
+	int ret = gv_png_begin_region(png, top, left, height, width);
+
+	for (uint32_t y = 0; !ret && y < height; y++)
+		if (!(ret = gv_png_pull(png, y, 1, &rows, &rp)))
+			memcpy(dst + (size_t)y * pitch, rows, (size_t)width * 3);
 	gv_png_close(png);
 	return ret;
 }

@@ -266,6 +266,23 @@ static void test_png_region_equals_full_decode(void **state)
 			for (uint32_t y = 0; y < r[2]; y++)
 				assert_memory_equal(got + (size_t)y * r[3] * 3, full + ((size_t)(r[0] + y) * w + r[1]) * 3,
 						    (size_t)r[3] * 3);
+			/*
+			 * pulled (gv_png_pull): overlapping windows of 1-4 rows, steps of 0-4 rows (rows kept,
+			 * rows never asked for decoded and dropped), each window the full decode's rows
+			 */
+			assert_int_equal(gv_png_open(&dec, png, len), 0);
+			assert_int_equal(gv_png_begin_region(&dec, r[0], r[1], r[2], r[3]), 0);
+			for (uint32_t y = 0, i = 0; y < r[2]; y += (i * 7) % 5, i++) {
+				uint32_t n = 1 + (i * 3) % 4 < r[2] - y ? 1 + (i * 3) % 4 : r[2] - y;
+				const uint8_t *rows;
+				size_t pitch;
+
+				assert_int_equal(gv_png_pull(&dec, y, n, &rows, &pitch), 0);
+				for (uint32_t k = 0; k < n; k++)
+					assert_memory_equal(rows + k * pitch,
+							    full + ((size_t)(r[0] + y + k) * w + r[1]) * 3, (size_t)r[3] * 3);
+			}
+			gv_png_close(&dec);
 		}
 		/* a region outside the image is refused, and the PNG released */
 		assert_int_equal(gv_png_open(&dec, png, len), 0);
