@@ -11,6 +11,8 @@ when rclone cannot start here.
 """
 import os
 import random
+import socket
+import subprocess
 import tempfile
 import time
 
@@ -178,11 +180,98 @@ def test_head_too_long_is_an_error():
         unproxy(p)
 
 
+def dead_port():
+    """A socket bound on 127.0.0.1 that does not listen: a connect to its port is refused
+    (kept open, so no other process takes the port meanwhile)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, "127.0.0.1:%d" % s.getsockname()[1]
+
+
+def addrs_check(lists, retries, every_ms=None):
+    """tests/io/sched_check.c (addrs): reads of g64.ar whose direct GETs see @lists as the
+    endpoint's addresses; (returncode, {offset: bytes}, lookups, stderr)."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise rs.Skip("GRIST_SCHED_CHECK is not set")
+    args = [exe, "addrs", s3("g64.ar"), lists, str(retries)] + ([str(every_ms)] if every_ms else [])
+    r = subprocess.run(args, capture_output=True, timeout=60)
+    got, lookups = {}, None
+    for line in r.stdout.decode().splitlines():
+        w = line.split()
+        if w[0] == "main":
+            got[int(w[1])] = bytes.fromhex(w[2])
+        elif w[0] == "lookups":
+            lookups = int(w[1])
+    return r.returncode, got, lookups, r.stderr.decode()
+
+
+def test_every_address_of_the_name_is_tried():
+    """A name with several addresses, the first dead (one pod of a MinIO service down;
+    "localhost" as ::1 first while the server listens on 127.0.0.1): the direct path goes
+    on to the next address within the attempt, as curl does, so the reads get the file's
+    bytes with retries:0 (a counted retry would fail them). The addresses come from
+    sched-check's resolver (grist_direct_set_resolver()), as /etc/hosts here cannot give a
+    name two. When the first lookup's addresses are all dead, the attempt fails naming the
+    host, the port and each address, and the name is looked up again before the next
+    connection: with one retry, the second lookup's addresses serve. Before, only the first
+    address was kept, for the scheduler's life."""
+    with open(local("g64.ar"), "rb") as f:
+        data = f.read()
+    real = "127.0.0.1:%d" % SERVERS["rclone"].port
+    s1, dead1 = dead_port()
+    s2, dead2 = dead_port()
+    try:
+        rc, got, lookups, err = addrs_check("%s,%s" % (dead1, real), 0)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 1, (sorted(got), lookups)
+        for off, b in got.items():
+            assert b == data[off:off + 1000], off
+        # every address dead: one error naming each, and with no retry no second lookup
+        rc, got, lookups, err = addrs_check("%s,%s" % (dead1, dead2), 0)
+        assert rc != 0 and not got, (rc, got)
+        port = SERVERS["rclone"].port
+        for w in ("127.0.0.1 port %d at %s" % (port, dead1), "at %s: Connection refused" % dead2):
+            assert w in err, (w, err[-2000:])
+        # the retry looks the name up again and gets through on the new list
+        rc, got, lookups, err = addrs_check("%s/%s,%s" % (dead1, dead2, real), 1)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 2, (sorted(got), lookups)
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_the_name_is_looked_up_again():
+    """A long run survives its endpoint's address changing: before a new connection, the
+    name is looked up again once the last lookup is older than 60 s (curl's DNS cache
+    timeout), here 200 ms (sched-check addrs ... 200). Two fault proxies in front of rclone
+    close each connection after its answer, so each read, 250 ms after the last, needs a new
+    one: the first lookup gives the first proxy, the later ones the second, which serves the
+    second and third reads. With the one lookup kept for the scheduler's life, all three went
+    to the first proxy."""
+    with open(local("g64.ar"), "rb") as f:
+        data = f.read()
+    p1 = rs.FaultProxy(SERVERS["rclone"].port, mode="close", select=direct)
+    p2 = rs.FaultProxy(SERVERS["rclone"].port, mode="close", select=direct)
+    try:
+        rc, got, lookups, err = addrs_check("127.0.0.1:%d/127.0.0.1:%d" % (p1.port, p2.port), 0, 200)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 3, (sorted(got), lookups)
+        for off, b in got.items():
+            assert b == data[off:off + 1000], off
+        assert (p1.faults, p2.faults) == (1, 2), (p1.faults, p2.faults)
+    finally:
+        p1.stop()
+        p2.stop()
+
+
 def main():
     rs.run_suite(setup, [test_direct_path_reads_the_same_bytes_on_kept_connections,
                          test_truncated_bodies_and_503_are_retried, test_kept_connection_closed_by_the_server,
                          test_wrong_content_length_is_an_error,
-                         test_head_too_long_is_an_error], SERVERS, TMP)
+                         test_head_too_long_is_an_error, test_every_address_of_the_name_is_tried,
+                         test_the_name_is_looked_up_again], SERVERS, TMP)
 
 
 if __name__ == "__main__":
