@@ -80,24 +80,13 @@ def local_digest(name, extra=()):
     return g.run_ok(["load", local(name)] + list(extra) + LOAD)
 
 
-def proxied(**kw):
-    p = rs.FaultProxy(SERVERS["rclone"].port, **kw)
-    setenv(p.endpoint)
-    return p
-
-
-def unproxy(p):
-    p.stop()
-    setenv(SERVERS["rclone"].endpoint)
-
-
 def test_direct_path_reads_the_same_bytes_on_kept_connections():
     """Both paths give the local digest at both granularities; the direct path's GETs are
     the ones without Accept, and GETs far outnumber the connections they came on."""
     for name in ("g64.ar", "g1.ar"):
         for gran in ([], ["--granularity", "chunk"]):
             want = local_digest(name, gran)
-            p = proxied()
+            p = rs.env_proxy(SERVERS["rclone"], setenv)
             try:
                 assert digest(s3(name), "split:64K,inflight:2", gran) == want
                 gets = sum(1 for line, f in p.heads if direct(line, f))
@@ -108,7 +97,7 @@ def test_direct_path_reads_the_same_bytes_on_kept_connections():
                 assert digest(s3(name), "split:64K,inflight:2,direct:0", gran) == want
                 assert not any(direct(line, f) for line, f in p.heads)
             finally:
-                unproxy(p)
+                rs.stop_env_proxy(p)
 
 
 def test_truncated_bodies_and_503_are_retried():
@@ -117,7 +106,7 @@ def test_truncated_bodies_and_503_are_retried():
     want = local_digest("g64.ar")
     for mode, cause, extra in (("truncate", "short", ""), ("slowdown", "slowdown", ""),
                                ("stall", "timeout", ",timeout_ms:1000")):
-        p = proxied(mode=mode, select=nth_direct(2, 5))
+        p = rs.env_proxy(SERVERS["rclone"], setenv, mode=mode, select=nth_direct(2, 5))
         try:
             t0 = time.monotonic()
             rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2," + FAST + extra,
@@ -129,7 +118,7 @@ def test_truncated_bodies_and_503_are_retried():
             assert (" %s 2" % cause) in retries, (mode, retries)
             assert time.monotonic() - t0 < 25, mode
         finally:
-            unproxy(p)
+            rs.stop_env_proxy(p)
 
 
 def test_kept_connection_closed_by_the_server():
@@ -137,14 +126,14 @@ def test_kept_connection_closed_by_the_server():
     keep-alive times out): the next GET finds its kept connection closed before any byte
     of an answer and goes again on a new one, not counted as a retry."""
     want = local_digest("g64.ar")
-    p = proxied(mode="close", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="close", select=direct)
     try:
         rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2,retries:0", "--stats"] + LOAD)
         assert rc == 0 and out == want, err
         assert p.faults >= 10 and p.connections > p.faults // 2, (p.faults, p.connections)
         assert "remote retries: 0 " in err or " reset 0" in err.split("remote retries:")[1].split("\n")[0], err
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
 
 
 def expect_error(args, words, timeout=30):
@@ -160,24 +149,24 @@ def expect_error(args, words, timeout=30):
 def test_wrong_content_length_is_an_error():
     """A Content-Length one byte short of the Content-Range (and that many bytes): refused at
     once, naming the URL and both figures, not read as a short body again and again."""
-    p = proxied(mode="shortlength", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="shortlength", select=direct)
     try:
         err = expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                            [s3("g64.ar"), "a Content-Length of", "for a Content-Range of"])
         # final at once: not a short body retried until the attempts ran out
         assert p.faults >= 1 and "attempts" not in err, (p.faults, err)
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
 
 
 def test_head_too_long_is_an_error():
     """1 MiB of header fields: an error naming the URL and the limit, after at most 32 KiB was held."""
-    p = proxied(mode="longhead", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="longhead", select=direct)
     try:
         expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                      [s3("g64.ar"), "head is longer than 32768 bytes", "127.0.0.1"])
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
 
 
 def dead_port():
