@@ -331,8 +331,9 @@ static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CUR
 				close(d->fd);
 				d->fd = -1;
 			}
+			/* "Failed to connect to HOST port P at A1: why; at A2: why" */
 			snprintf(g->x.curl_err + n, sizeof(g->x.curl_err) - n, "%s%.200s at %s: %s",
-				 d->tried ? "; " : "Failed to connect to ", p->where,
+				 d->tried ? ";" : "Failed to connect to ", d->tried ? "" : p->where,
 				 addr_name(p, d->ai, name, sizeof(name)), why);
 			if (++d->tried >= p->naddr) {
 				p->stale = true;
