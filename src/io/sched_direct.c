@@ -29,15 +29,14 @@
  * an end or a reset before the first byte of the answer: the request goes again once on a
  * new connection, not counted as a retry (libcurl does the same).
  *
- * Addresses: as libcurl, every address the endpoint's name resolves to (the first
- * ADDRS_MAX, in getaddrinfo()'s order): a connect refused, unreachable or timed out goes
- * on to the next within the same attempt, not counted as a retry (one at a time, each
- * with an equal share of what is left of connect_timeout_ms; curl 7.88 also races an IPv6
- * address against an IPv4 one), starting from the one the last connection got through to.
- * An attempt whose every address failed names each (host, port, address, why), and the
- * name is looked up again before the next connection; so it is once the last lookup is
- * 60 s old (curl's DNS cache timeout), so a long run follows an endpoint that moved. The
- * lookups run on the scheduler's thread before a new connection, blocking (as curl's
+ * Addresses: as libcurl, every address of the endpoint's name (the first ADDRS_MAX, in
+ * getaddrinfo()'s order), from the one the last connection got through to: a connect
+ * refused, unreachable or timed out goes on to the next within the attempt, not counted
+ * as a retry (one at a time, each with an equal share of what is left of
+ * connect_timeout_ms; curl 7.88 also races IPv6 against IPv4). An attempt whose every
+ * address failed names each, and the name is looked up again before the next connection,
+ * as it is once the last lookup is 60 s old (curl's DNS cache timeout): a long run
+ * follows an endpoint that moved. Lookups block the scheduler's thread (as curl's
  * resolver without threads or c-ares does); a failed one keeps the old list. A test sets
  * the resolver and its age (grist_direct_set_resolver(), io/sched.h).
  *
