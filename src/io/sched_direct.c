@@ -29,7 +29,7 @@
  * an end or a reset before the first byte of the answer: the request goes again once on a
  * new connection, not counted as a retry (libcurl does the same).
  *
- * Addresses: as libcurl, every address of the endpoint's name (the first ADDRS_MAX, in
+ * Addresses: as libcurl, every address of the endpoint's name (the first GRIST_DIRECT_ADDRS_MAX, in
  * getaddrinfo()'s order), from the one the last connection got through to: a connect
  * refused, unreachable or timed out goes on to the next within the attempt, not counted
  * as a retry (one at a time, each with an equal share of what is left of
@@ -38,7 +38,7 @@
  * as it is once the last lookup is 60 s old (curl's DNS cache timeout): a long run
  * follows an endpoint that moved. Lookups block the scheduler's thread (as curl's
  * resolver without threads or c-ares does); a failed one keeps the old list. A test sets
- * the resolver and its age (grist_direct_set_resolver(), io/sched.h).
+ * the resolver and its age (grist_direct_set_resolver(), io/sched.h). Lookups: sched_addrs.c.
  *
  * Timeouts follow the curl path's rules: connect_timeout_ms to connect; a stall is less
  * than STALL_BYTES_PER_S for timeout_ms (whole seconds, rounded up); no attempt lasts more
@@ -68,21 +68,13 @@
 #define ERRBODY_READ_MAX (1u << 20)    /* an error body longer than this is not read: the connection goes */
 #define IOV_PIECES 1024                 /* segments filled by one recvmsg() (UIO_MAXIOV) */
 #define RECV_MAX (1u << 20)             /* bytes asked of one recvmsg() */
-#define ADDRS_MAX 16                    /* addresses of the endpoint's name kept */
-#define RESOLVE_NS (60ull * 1000000000ull) /* the name is asked again after this: curl's DNS cache timeout */
 
 enum { CONNECTING, SENDING, HEAD, BODY };
 
 struct direct_pool {
 	bool checked;  /* off and the addresses are decided */
 	bool off;      /* this endpoint is curl's: https, a proxy, no address, or a 2xx body without a length */
-	bool stale;    /* every address failed an attempt: resolve again before the next connection */
-	struct sockaddr_storage addr[ADDRS_MAX];
-	socklen_t addrlen[ADDRS_MAX];
-	unsigned naddr;
-	unsigned first;       /* the address the last connection got through to: tried first */
-	uint64_t resolved_ns; /* when the list was last asked for (grist_remote_now_ns()) */
-	char host[256], port[16];
+	struct grist_direct_addrs a; /* the endpoint's name and addresses (sched_addrs.c) */
 	char where[300]; /* host port N, for messages */
 	int *idle;
 	unsigned nidle, cap;
@@ -108,72 +100,6 @@ struct direct {
 	uint64_t connect_end;  /* the whole connect's end (connect_timeout_ms), every address together */
 	unsigned ai, tried;    /* the address being connected to; how many of this attempt's connect failed */
 };
-
-static grist_direct_resolver resolver; /* grist_direct_set_resolver(): a test's, or NULL */
-static uint64_t resolve_ns = RESOLVE_NS; /* and how often it is asked */
-
-void grist_direct_set_resolver(grist_direct_resolver r, unsigned every_ms)
-{
-	resolver = r;
-	resolve_ns = every_ms ? every_ms * 1000000ull : RESOLVE_NS;
-}
-
-/* getaddrinfo()'s addresses of @host @port, in its order: how many (0: none, or it failed). */
-static unsigned lookup(const char *host, const char *port, struct sockaddr_storage *addr, socklen_t *len,
-		       unsigned max)
-{
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai = NULL, *a;
-	unsigned n = 0;
-
-	if (getaddrinfo(host, port, &hints, &ai) || !ai)
-		return 0;
-	for (a = ai; a && n < max; a = a->ai_next) {
-		if (a->ai_addrlen > sizeof(*addr))
-			continue;
-		memcpy(&addr[n], a->ai_addr, a->ai_addrlen);
-		len[n++] = a->ai_addrlen;
-	}
-	freeaddrinfo(ai);
-	return n;
-}
-
-/*
- * Ask for the endpoint's addresses (again): on the scheduler's thread, before a new
- * connection, never while a connect of the old list is under way (connect_new()). A
- * failed lookup keeps the old list. Blocking, as curl's own resolver without c-ares or
- * threads is; the scheduler asks at most every resolve_ns, or when every address failed.
- */
-static bool resolve(struct direct_pool *p)
-{
-	struct sockaddr_storage addr[ADDRS_MAX];
-	socklen_t len[ADDRS_MAX];
-	unsigned n = (resolver ? resolver : lookup)(p->host, p->port, addr, len, ADDRS_MAX);
-
-	p->resolved_ns = grist_remote_now_ns();
-	p->stale = false;
-	if (!n)
-		return false;
-	if (n > ADDRS_MAX)
-		n = ADDRS_MAX;
-	memcpy(p->addr, addr, n * sizeof(addr[0]));
-	memcpy(p->addrlen, len, n * sizeof(len[0]));
-	p->naddr = n;
-	p->first = 0;
-	return true;
-}
-
-/* "127.0.0.1:9000" or "[::1]:9000": address @i of the list, for messages. */
-static const char *addr_name(const struct direct_pool *p, unsigned i, char *out, size_t cap)
-{
-	char h[INET6_ADDRSTRLEN + 8], s[16];
-
-	if (getnameinfo((const struct sockaddr *)&p->addr[i], p->addrlen[i], h, sizeof(h), s, sizeof(s),
-			NI_NUMERICHOST | NI_NUMERICSERV))
-		snprintf(out, cap, "address %u", i);
-	else
-		snprintf(out, cap, p->addr[i].ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, s);
-	return out;
-}
 
 /* The endpoint's address, and whether the direct path may serve it at all. */
 static void pool_check(struct grist_sched *h)
@@ -203,16 +129,16 @@ static void pool_check(struct grist_sched *h)
 		colon = strchr(hp, ':');
 		hn = colon ? (size_t)(colon - hp) : strlen(hp);
 	}
-	if (!hn || hn >= sizeof(p->host) || strchr(hp, '/'))
+	if (!hn || hn >= sizeof(p->a.host) || strchr(hp, '/'))
 		return;
-	memcpy(p->host, hp, hn);
-	p->host[hn] = '\0';
-	if (snprintf(p->port, sizeof(p->port), "%s", colon ? colon + 1 : "80") >= (int)sizeof(p->port))
+	memcpy(p->a.host, hp, hn);
+	p->a.host[hn] = '\0';
+	if (snprintf(p->a.port, sizeof(p->a.port), "%s", colon ? colon + 1 : "80") >= (int)sizeof(p->a.port))
 		return;
 	/* on the scheduler's thread; again every resolve_ns, or when every address failed (connect_new()) */
-	if (!resolve(p))
+	if (!grist_direct_resolve(&p->a))
 		return; /* curl says why, naming the host, on the GETs it now makes */
-	snprintf(p->where, sizeof(p->where), "%s port %s", p->host, p->port);
+	snprintf(p->where, sizeof(p->where), "%s port %s", p->a.host, p->a.port);
 	p->cap = h->ngets;
 	p->idle = calloc(p->cap, sizeof(*p->idle));
 	p->scratch = malloc(SCRATCH_BYTES);
@@ -281,18 +207,18 @@ static bool connect_addr(struct grist_sched *h, struct get *g, uint64_t now, cha
 	struct direct *d = g->d;
 	int one = 1, fd;
 
-	fd = socket(p->addr[d->ai].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = socket(p->a.addr[d->ai].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) { /* an address family this host lacks (IPv6 off): the next address may do */
 		snprintf(err, cap, "socket: %s", strerror(errno));
 		return false;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	/* each address gets an equal share of what is left of connect_timeout_ms, as curl gives them */
-	d->connect_due = now + (d->connect_end > now ? (d->connect_end - now) / (p->naddr - d->tried) : 0);
-	if (!connect(fd, (struct sockaddr *)&p->addr[d->ai], p->addrlen[d->ai])) {
+	d->connect_due = now + (d->connect_end > now ? (d->connect_end - now) / (p->a.n - d->tried) : 0);
+	if (!connect(fd, (struct sockaddr *)&p->a.addr[d->ai], p->a.len[d->ai])) {
 		d->fd = fd;
 		d->phase = SENDING;
-		p->first = d->ai;
+		p->a.first = d->ai;
 		watch(h, g, EPOLLOUT, true);
 		return true;
 	}
@@ -333,13 +259,13 @@ static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CUR
 			/* "Failed to connect to HOST port P at A1: why; at A2: why" */
 			snprintf(g->x.curl_err + n, sizeof(g->x.curl_err) - n, "%s%.200s at %s: %s",
 				 d->tried ? ";" : "Failed to connect to ", d->tried ? "" : p->where,
-				 addr_name(p, d->ai, name, sizeof(name)), why);
-			if (++d->tried >= p->naddr) {
-				p->stale = true;
+				 grist_direct_addr_name(&p->a, d->ai, name, sizeof(name)), why);
+			if (++d->tried >= p->a.n) {
+				p->a.stale = true;
 				d->pending = rc;
 				return false;
 			}
-			d->ai = (d->ai + 1) % p->naddr;
+			d->ai = (d->ai + 1) % p->a.n;
 		}
 		if (connect_addr(h, g, now, err, sizeof(err)))
 			return true;
@@ -356,11 +282,11 @@ static bool connect_new(struct grist_sched *h, struct get *g)
 	uint64_t now = grist_remote_now_ns();
 
 	d->reused = false;
-	if (p->stale || now - p->resolved_ns >= resolve_ns)
-		resolve(p);
+	if (grist_direct_resolve_due(&p->a, now))
+		grist_direct_resolve(&p->a);
 	d->connect_end = now + (uint64_t)h->opt.connect_timeout_ms * 1000000ull;
 	d->tried = 0;
-	d->ai = p->first < p->naddr ? p->first : 0;
+	d->ai = p->a.first < p->a.n ? p->a.first : 0;
 	return next_addr(h, g, NULL, CURLE_COULDNT_CONNECT);
 }
 
@@ -722,7 +648,7 @@ void grist_direct_event(struct grist_sched *h, struct get *g, uint32_t ev)
 		if (!(ev & EPOLLOUT))
 			return;
 		d->phase = SENDING;
-		h->pool->first = d->ai;
+		h->pool->a.first = d->ai;
 	}
 	if (d->phase == SENDING) {
 		send_request(h, g);
