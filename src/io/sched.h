@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "io/io.h"
 #include "io/remote.h"
@@ -127,6 +128,18 @@ void grist_sched_probe(struct grist_sched *s, struct grist_sched_probe *out);
  * when a consumer counts as quiet, whatever the machine's load.
  */
 void grist_sched_set_clock(uint64_t (*now_ns)(void));
+
+/*
+ * grist_direct_set_resolver() - what the direct path (sched_direct.c) asks for a plain
+ * http:// endpoint's addresses, for every scheduler of the process; NULL: getaddrinfo()
+ * (the default). The resolver fills at most @max of @addr/@len for @host and @port and
+ * says how many (0: the lookup failed). It is asked again before a new connection once
+ * @every_ms passed since (0: 60 s, curl's DNS cache timeout). A test (tests/io/sched_check.c)
+ * gives a name several addresses, a dead one first, which this host's /etc/hosts cannot.
+ */
+typedef unsigned (*grist_direct_resolver)(const char *host, const char *port, struct sockaddr_storage *addr,
+					  socklen_t *len, unsigned max);
+void grist_direct_set_resolver(grist_direct_resolver r, unsigned every_ms);
 
 /* Drop a reference from grist_sched_get(); the last one stops the thread and frees @s. */
 void grist_sched_put(struct grist_sched *s);

@@ -29,6 +29,17 @@
  * an end or a reset before the first byte of the answer: the request goes again once on a
  * new connection, not counted as a retry (libcurl does the same).
  *
+ * Addresses: as libcurl, every address of the endpoint's name (the first GRIST_DIRECT_ADDRS_MAX, in
+ * getaddrinfo()'s order), from the one the last connection got through to: a connect
+ * refused, unreachable or timed out goes on to the next within the attempt, not counted
+ * as a retry (one at a time, each with an equal share of what is left of
+ * connect_timeout_ms; curl 7.88 also races IPv6 against IPv4). An attempt whose every
+ * address failed names each, and the name is looked up again before the next connection,
+ * as it is once the last lookup is 60 s old (curl's DNS cache timeout): a long run
+ * follows an endpoint that moved. Lookups block the scheduler's thread (as curl's
+ * resolver without threads or c-ares does); a failed one keeps the old list. A test sets
+ * the resolver and its age (grist_direct_set_resolver(), io/sched.h). Lookups: sched_addrs.c.
+ *
  * Timeouts follow the curl path's rules: connect_timeout_ms to connect; a stall is less
  * than STALL_BYTES_PER_S for timeout_ms (whole seconds, rounded up); no attempt lasts more
  * than STALL_CAP x timeout_ms, nor past the transfer's deadline. They are checked each time
@@ -61,11 +72,10 @@
 enum { CONNECTING, SENDING, HEAD, BODY };
 
 struct direct_pool {
-	bool checked;  /* off and the address are decided */
+	bool checked;  /* off and the addresses are decided */
 	bool off;      /* this endpoint is curl's: https, a proxy, no address, or a 2xx body without a length */
-	struct sockaddr_storage addr;
-	socklen_t addrlen;
-	char where[300]; /* host:port, for messages */
+	struct grist_direct_addrs a; /* the endpoint's name and addresses (sched_addrs.c) */
+	char where[300]; /* host port N, for messages */
 	int *idle;
 	unsigned nidle, cap;
 	uint8_t *scratch;
@@ -87,15 +97,15 @@ struct direct {
 	uint64_t left;    /* body bytes still to come */
 	uint64_t bytes;   /* head and body bytes of this attempt */
 	uint64_t connect_due, cap_due, stall_t, stall_bytes, stall_ns;
+	uint64_t connect_end;  /* the whole connect's end (connect_timeout_ms), every address together */
+	unsigned ai, tried;    /* the address being connected to; how many of this attempt's connect failed */
 };
 
 /* The endpoint's address, and whether the direct path may serve it at all. */
 static void pool_check(struct grist_sched *h)
 {
 	struct direct_pool *p = h->pool;
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV }, *ai = NULL;
 	const char *hp, *colon, *env[] = { "http_proxy", "all_proxy", "ALL_PROXY" };
-	char host[256], port[16] = "80";
 	size_t i, hn;
 
 	p->checked = true;
@@ -119,19 +129,16 @@ static void pool_check(struct grist_sched *h)
 		colon = strchr(hp, ':');
 		hn = colon ? (size_t)(colon - hp) : strlen(hp);
 	}
-	if (!hn || hn >= sizeof(host) || strchr(hp, '/'))
+	if (!hn || hn >= sizeof(p->a.host) || strchr(hp, '/'))
 		return;
-	memcpy(host, hp, hn);
-	host[hn] = '\0';
-	if (colon && snprintf(port, sizeof(port), "%s", colon + 1) >= (int)sizeof(port))
+	memcpy(p->a.host, hp, hn);
+	p->a.host[hn] = '\0';
+	if (snprintf(p->a.port, sizeof(p->a.port), "%s", colon ? colon + 1 : "80") >= (int)sizeof(p->a.port))
 		return;
-	/* once per scheduler, on its thread: curl resolves as often, blocking too without c-ares */
-	if (getaddrinfo(host, port, &hints, &ai) || !ai)
+	/* on the scheduler's thread; again every resolve_ns, or when every address failed (connect_new()) */
+	if (!grist_direct_resolve(&p->a))
 		return; /* curl says why, naming the host, on the GETs it now makes */
-	memcpy(&p->addr, ai->ai_addr, ai->ai_addrlen);
-	p->addrlen = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	snprintf(p->where, sizeof(p->where), "%s port %s", host, port);
+	snprintf(p->where, sizeof(p->where), "%s port %s", p->a.host, p->a.port);
 	p->cap = h->ngets;
 	p->idle = calloc(p->cap, sizeof(*p->idle));
 	p->scratch = malloc(SCRATCH_BYTES);
@@ -193,37 +200,94 @@ static void refuse(struct grist_sched *h, struct get *g, int code, const char *f
 	end(h, g, CURLE_WRITE_ERROR, false);
 }
 
-/* A new connection for @g; false when it failed at once (d->pending says how). */
-static bool connect_new(struct grist_sched *h, struct get *g)
+/* Connect @g to address d->ai of the list; false when that failed at once (@err says why). */
+static bool connect_addr(struct grist_sched *h, struct get *g, uint64_t now, char *err, size_t cap)
 {
+	struct direct_pool *p = h->pool;
 	struct direct *d = g->d;
 	int one = 1, fd;
 
-	d->reused = false;
-	fd = socket(h->pool->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(g->x.curl_err, sizeof(g->x.curl_err), "socket: %s", strerror(errno));
-		d->pending = CURLE_COULDNT_CONNECT;
+	fd = socket(p->a.addr[d->ai].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) { /* an address family this host lacks (IPv6 off): the next address may do */
+		snprintf(err, cap, "socket: %s", strerror(errno));
 		return false;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	d->fd = fd;
-	if (!connect(fd, (struct sockaddr *)&h->pool->addr, h->pool->addrlen)) {
+	/* each address gets an equal share of what is left of connect_timeout_ms, as curl gives them */
+	d->connect_due = now + (d->connect_end > now ? (d->connect_end - now) / (p->a.n - d->tried) : 0);
+	if (!connect(fd, (struct sockaddr *)&p->a.addr[d->ai], p->a.len[d->ai])) {
+		d->fd = fd;
 		d->phase = SENDING;
+		p->a.first = d->ai;
 		watch(h, g, EPOLLOUT, true);
 		return true;
 	}
 	if (errno != EINPROGRESS) {
-		snprintf(g->x.curl_err, sizeof(g->x.curl_err), "Failed to connect to %.200s: %s", h->pool->where,
-			 strerror(errno));
+		snprintf(err, cap, "%s", strerror(errno));
 		close(fd);
-		d->fd = -1;
-		d->pending = CURLE_COULDNT_CONNECT;
 		return false;
 	}
+	d->fd = fd;
 	d->phase = CONNECTING;
 	watch(h, g, EPOLLOUT, true);
 	return true;
+}
+
+/*
+ * Address d->ai failed to connect (@why; NULL: none tried yet): on to the next of the list,
+ * one at a time (curl 7.88 also races an IPv6 address against an IPv4 one; here they go in
+ * getaddrinfo()'s order), within one attempt: a dead address is not a retry. False when
+ * every address failed: the attempt ends with d->pending (@rc for the last), each failure
+ * named in curl_err, and the name is resolved again before the next connection.
+ */
+static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CURLcode rc)
+{
+	struct direct_pool *p = h->pool;
+	struct direct *d = g->d;
+	uint64_t now = grist_remote_now_ns();
+	char err[128], name[INET6_ADDRSTRLEN + 16];
+
+	for (;;) {
+		if (why) {
+			size_t n = d->tried ? strlen(g->x.curl_err) : 0;
+
+			if (d->fd >= 0) {
+				epoll_ctl(h->epfd, EPOLL_CTL_DEL, d->fd, NULL);
+				close(d->fd);
+				d->fd = -1;
+			}
+			/* "Failed to connect to HOST port P at A1: why; at A2: why" */
+			snprintf(g->x.curl_err + n, sizeof(g->x.curl_err) - n, "%s%.200s at %s: %s",
+				 d->tried ? ";" : "Failed to connect to ", d->tried ? "" : p->where,
+				 grist_direct_addr_name(&p->a, d->ai, name, sizeof(name)), why);
+			if (++d->tried >= p->a.n) {
+				p->a.stale = true;
+				d->pending = rc;
+				return false;
+			}
+			d->ai = (d->ai + 1) % p->a.n;
+		}
+		if (connect_addr(h, g, now, err, sizeof(err)))
+			return true;
+		why = err;
+		rc = CURLE_COULDNT_CONNECT;
+	}
+}
+
+/* A new connection for @g, from the address that last got through; false when every address failed at once. */
+static bool connect_new(struct grist_sched *h, struct get *g)
+{
+	struct direct_pool *p = h->pool;
+	struct direct *d = g->d;
+	uint64_t now = grist_remote_now_ns();
+
+	d->reused = false;
+	if (grist_direct_resolve_due(&p->a, now))
+		grist_direct_resolve(&p->a);
+	d->connect_end = now + (uint64_t)h->opt.connect_timeout_ms * 1000000ull;
+	d->tried = 0;
+	d->ai = p->a.first < p->a.n ? p->a.first : 0;
+	return next_addr(h, g, NULL, CURLE_COULDNT_CONNECT);
 }
 
 /* Start (again) on a connection: a kept one when there is one. */
@@ -307,7 +371,6 @@ bool grist_direct_start(struct grist_sched *h, struct get *g)
 	d->junk = false;
 	d->rh = (struct grist_http1_head){ .length = -1 };
 	d->bytes = 0;
-	d->connect_due = now + (uint64_t)h->opt.connect_timeout_ms * 1000000ull;
 	d->cap_due = now + (uint64_t)h->opt.request_timeout_ms * STALL_CAP * 1000000ull;
 	if (x->deadline_ns && x->deadline_ns < d->cap_due)
 		d->cap_due = x->deadline_ns;
@@ -578,13 +641,14 @@ void grist_direct_event(struct grist_sched *h, struct get *g, uint32_t ev)
 		socklen_t l = sizeof(err);
 
 		if (getsockopt(d->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err) {
-			fail(h, g, CURLE_COULDNT_CONNECT, "Failed to connect to %.200s: %s", h->pool->where,
-			     strerror(err ? err : errno));
+			if (!next_addr(h, g, strerror(err ? err : errno), CURLE_COULDNT_CONNECT))
+				end(h, g, d->pending, false);
 			return;
 		}
 		if (!(ev & EPOLLOUT))
 			return;
 		d->phase = SENDING;
+		h->pool->a.first = d->ai;
 	}
 	if (d->phase == SENDING) {
 		send_request(h, g);
@@ -616,8 +680,12 @@ void grist_direct_tick(struct grist_sched *h, uint64_t now)
 			continue;
 		}
 		if (d->phase == CONNECTING && now >= d->connect_due) {
-			fail(h, g, CURLE_OPERATION_TIMEDOUT, "Connection timed out after %u milliseconds",
-			     h->opt.connect_timeout_ms);
+			char why[64];
+
+			snprintf(why, sizeof(why), "timed out after %llu milliseconds",
+				 (unsigned long long)((now - (d->connect_end - h->opt.connect_timeout_ms * 1000000ull)) / 1000000));
+			if (!next_addr(h, g, why, CURLE_OPERATION_TIMEDOUT))
+				end(h, g, d->pending, false);
 			continue;
 		}
 		if (now >= d->cap_due) {

@@ -204,6 +204,24 @@ void grist_sched_ended(struct grist_sched *h, struct get *g, CURLcode rc);
  * grist_direct_stop(): @g stops mid-way (withdrawn, or the scheduler ends): its connection closes.
  * grist_direct_free(): the pool's connections and every slot's state (the scheduler's end).
  */
+/* sched_addrs.c: the endpoint's name and addresses, for the direct path */
+#define GRIST_DIRECT_ADDRS_MAX 16 /* addresses of a name kept */
+struct grist_direct_addrs {
+	char host[256], port[16];
+	struct sockaddr_storage addr[GRIST_DIRECT_ADDRS_MAX];
+	socklen_t len[GRIST_DIRECT_ADDRS_MAX];
+	unsigned n;
+	unsigned first;       /* the address the last connection got through to: tried first */
+	bool stale;           /* every address failed an attempt: look up again before the next connection */
+	uint64_t resolved_ns; /* when the name was last looked up (grist_remote_now_ns()) */
+};
+/* Look @a's name up (again); false (the old list kept) when that failed. */
+bool grist_direct_resolve(struct grist_direct_addrs *a);
+/* Whether @a's name is to be looked up again before a new connection at @now. */
+bool grist_direct_resolve_due(const struct grist_direct_addrs *a, uint64_t now);
+/* "127.0.0.1:9000" or "[::1]:9000": address @i of @a, for messages. */
+const char *grist_direct_addr_name(const struct grist_direct_addrs *a, unsigned i, char *out, size_t cap);
+
 #define GRIST_DIRECT_TAG (1ull << 32) /* epoll data of a direct GET's socket: the tag | its slot */
 bool grist_direct_start(struct grist_sched *h, struct get *g);
 void grist_direct_event(struct grist_sched *h, struct get *g, uint32_t ev);

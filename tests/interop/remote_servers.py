@@ -436,6 +436,20 @@ class FaultProxy:
                     w.close()
 
 
+def env_proxy(server, setenv, **kw):
+    """A FaultProxy (@kw) in front of @server (a _Server) with the environment pointed at it
+    by the test script's @setenv(endpoint); stop_env_proxy() stops it and points back."""
+    p = FaultProxy(server.port, **kw)
+    p.env_back = (setenv, server.endpoint)
+    setenv(p.endpoint)
+    return p
+
+
+def stop_env_proxy(p):
+    p.stop()
+    p.env_back[0](p.env_back[1])
+
+
 def run_suite(setup, tests, servers, tmp):
     """The remote test scripts' main(): @setup (a Skip ends the script with 77), the tests
     through gristcli.main, then every server in the dict @servers stopped and @tmp removed."""

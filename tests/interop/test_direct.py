@@ -11,6 +11,8 @@ when rclone cannot start here.
 """
 import os
 import random
+import socket
+import subprocess
 import tempfile
 import time
 
@@ -78,24 +80,13 @@ def local_digest(name, extra=()):
     return g.run_ok(["load", local(name)] + list(extra) + LOAD)
 
 
-def proxied(**kw):
-    p = rs.FaultProxy(SERVERS["rclone"].port, **kw)
-    setenv(p.endpoint)
-    return p
-
-
-def unproxy(p):
-    p.stop()
-    setenv(SERVERS["rclone"].endpoint)
-
-
 def test_direct_path_reads_the_same_bytes_on_kept_connections():
     """Both paths give the local digest at both granularities; the direct path's GETs are
     the ones without Accept, and GETs far outnumber the connections they came on."""
     for name in ("g64.ar", "g1.ar"):
         for gran in ([], ["--granularity", "chunk"]):
             want = local_digest(name, gran)
-            p = proxied()
+            p = rs.env_proxy(SERVERS["rclone"], setenv)
             try:
                 assert digest(s3(name), "split:64K,inflight:2", gran) == want
                 gets = sum(1 for line, f in p.heads if direct(line, f))
@@ -106,7 +97,7 @@ def test_direct_path_reads_the_same_bytes_on_kept_connections():
                 assert digest(s3(name), "split:64K,inflight:2,direct:0", gran) == want
                 assert not any(direct(line, f) for line, f in p.heads)
             finally:
-                unproxy(p)
+                rs.stop_env_proxy(p)
 
 
 def test_truncated_bodies_and_503_are_retried():
@@ -115,7 +106,7 @@ def test_truncated_bodies_and_503_are_retried():
     want = local_digest("g64.ar")
     for mode, cause, extra in (("truncate", "short", ""), ("slowdown", "slowdown", ""),
                                ("stall", "timeout", ",timeout_ms:1000")):
-        p = proxied(mode=mode, select=nth_direct(2, 5))
+        p = rs.env_proxy(SERVERS["rclone"], setenv, mode=mode, select=nth_direct(2, 5))
         try:
             t0 = time.monotonic()
             rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2," + FAST + extra,
@@ -127,7 +118,7 @@ def test_truncated_bodies_and_503_are_retried():
             assert (" %s 2" % cause) in retries, (mode, retries)
             assert time.monotonic() - t0 < 25, mode
         finally:
-            unproxy(p)
+            rs.stop_env_proxy(p)
 
 
 def test_kept_connection_closed_by_the_server():
@@ -135,14 +126,14 @@ def test_kept_connection_closed_by_the_server():
     keep-alive times out): the next GET finds its kept connection closed before any byte
     of an answer and goes again on a new one, not counted as a retry."""
     want = local_digest("g64.ar")
-    p = proxied(mode="close", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="close", select=direct)
     try:
         rc, out, err = g.run(["load", s3("g64.ar"), "--remote", "split:64K,inflight:2,retries:0", "--stats"] + LOAD)
         assert rc == 0 and out == want, err
         assert p.faults >= 10 and p.connections > p.faults // 2, (p.faults, p.connections)
         assert "remote retries: 0 " in err or " reset 0" in err.split("remote retries:")[1].split("\n")[0], err
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
 
 
 def expect_error(args, words, timeout=30):
@@ -158,31 +149,118 @@ def expect_error(args, words, timeout=30):
 def test_wrong_content_length_is_an_error():
     """A Content-Length one byte short of the Content-Range (and that many bytes): refused at
     once, naming the URL and both figures, not read as a short body again and again."""
-    p = proxied(mode="shortlength", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="shortlength", select=direct)
     try:
         err = expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                            [s3("g64.ar"), "a Content-Length of", "for a Content-Range of"])
         # final at once: not a short body retried until the attempts ran out
         assert p.faults >= 1 and "attempts" not in err, (p.faults, err)
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
 
 
 def test_head_too_long_is_an_error():
     """1 MiB of header fields: an error naming the URL and the limit, after at most 32 KiB was held."""
-    p = proxied(mode="longhead", select=direct)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="longhead", select=direct)
     try:
         expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                      [s3("g64.ar"), "head is longer than 32768 bytes", "127.0.0.1"])
     finally:
-        unproxy(p)
+        rs.stop_env_proxy(p)
+
+
+def dead_port():
+    """A socket bound on 127.0.0.1 that does not listen: a connect to its port is refused
+    (kept open, so no other process takes the port meanwhile)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, "127.0.0.1:%d" % s.getsockname()[1]
+
+
+def addrs_check(lists, retries, every_ms=None):
+    """tests/io/sched_check.c (addrs): reads of g64.ar whose direct GETs see @lists as the
+    endpoint's addresses; (returncode, {offset: bytes}, lookups, stderr)."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise rs.Skip("GRIST_SCHED_CHECK is not set")
+    args = [exe, "addrs", s3("g64.ar"), lists, str(retries)] + ([str(every_ms)] if every_ms else [])
+    r = subprocess.run(args, capture_output=True, timeout=60)
+    got, lookups = {}, None
+    for line in r.stdout.decode().splitlines():
+        w = line.split()
+        if w[0] == "main":
+            got[int(w[1])] = bytes.fromhex(w[2])
+        elif w[0] == "lookups":
+            lookups = int(w[1])
+    return r.returncode, got, lookups, r.stderr.decode()
+
+
+def test_every_address_of_the_name_is_tried():
+    """A name with several addresses, the first dead (one pod of a MinIO service down;
+    "localhost" as ::1 first while the server listens on 127.0.0.1): the direct path goes
+    on to the next address within the attempt, as curl does, so the reads get the file's
+    bytes with retries:0 (a counted retry would fail them). The addresses come from
+    sched-check's resolver (grist_direct_set_resolver()), as /etc/hosts here cannot give a
+    name two. When the first lookup's addresses are all dead, the attempt fails naming the
+    host, the port and each address, and the name is looked up again before the next
+    connection: with one retry, the second lookup's addresses serve. Before, only the first
+    address was kept, for the scheduler's life."""
+    with open(local("g64.ar"), "rb") as f:
+        data = f.read()
+    real = "127.0.0.1:%d" % SERVERS["rclone"].port
+    s1, dead1 = dead_port()
+    s2, dead2 = dead_port()
+    try:
+        rc, got, lookups, err = addrs_check("%s,%s" % (dead1, real), 0)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 1, (sorted(got), lookups)
+        for off, b in got.items():
+            assert b == data[off:off + 1000], off
+        # every address dead: one error naming each, and with no retry no second lookup
+        rc, got, lookups, err = addrs_check("%s,%s" % (dead1, dead2), 0)
+        assert rc != 0 and not got, (rc, got)
+        port = SERVERS["rclone"].port
+        for w in ("127.0.0.1 port %d at %s" % (port, dead1), "at %s: Connection refused" % dead2):
+            assert w in err, (w, err[-2000:])
+        # the retry looks the name up again and gets through on the new list
+        rc, got, lookups, err = addrs_check("%s/%s,%s" % (dead1, dead2, real), 1)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 2, (sorted(got), lookups)
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_the_name_is_looked_up_again():
+    """A long run survives its endpoint's address changing: before a new connection, the
+    name is looked up again once the last lookup is older than 60 s (curl's DNS cache
+    timeout), here 200 ms (sched-check addrs ... 200). Two fault proxies in front of rclone
+    close each connection after its answer, so each read, 250 ms after the last, needs a new
+    one: the first lookup gives the first proxy, the later ones the second, which serves the
+    second and third reads. With the one lookup kept for the scheduler's life, all three went
+    to the first proxy."""
+    with open(local("g64.ar"), "rb") as f:
+        data = f.read()
+    p1 = rs.FaultProxy(SERVERS["rclone"].port, mode="close", select=direct)
+    p2 = rs.FaultProxy(SERVERS["rclone"].port, mode="close", select=direct)
+    try:
+        rc, got, lookups, err = addrs_check("127.0.0.1:%d/127.0.0.1:%d" % (p1.port, p2.port), 0, 200)
+        assert rc == 0, err[-2000:]
+        assert sorted(got) == [10000, 11500, 1200000] and lookups == 3, (sorted(got), lookups)
+        for off, b in got.items():
+            assert b == data[off:off + 1000], off
+        assert (p1.faults, p2.faults) == (1, 2), (p1.faults, p2.faults)
+    finally:
+        p1.stop()
+        p2.stop()
 
 
 def main():
     rs.run_suite(setup, [test_direct_path_reads_the_same_bytes_on_kept_connections,
                          test_truncated_bodies_and_503_are_retried, test_kept_connection_closed_by_the_server,
                          test_wrong_content_length_is_an_error,
-                         test_head_too_long_is_an_error], SERVERS, TMP)
+                         test_head_too_long_is_an_error, test_every_address_of_the_name_is_tried,
+                         test_the_name_is_looked_up_again], SERVERS, TMP)
 
 
 if __name__ == "__main__":

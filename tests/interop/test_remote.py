@@ -237,18 +237,18 @@ def test_errors_name_url_status_and_code():
             ("junkrange", 2, ["cat", s3("b.ar")], ["a malformed Content-Range header: 'bytes ", "xyz'"]),
             # a length of "*": the opening GET cannot learn the object's size from it
             ("starlen", 1, ["info", s3("b.ar")], ["without the object's size"])):
-        p = recording_proxy(mode=mode, every=every)
+        p = rs.env_proxy(SERVERS["rclone"], setenv, mode=mode, every=every)
         try:
             expect_error(args, [args[1]] + words)
         finally:
-            stop_proxy(p)
+            rs.stop_env_proxy(p)
     # ... but the reads after the opening can do without it: the size is known by then
-    p = recording_proxy(mode="starlen_reads", every=1)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="starlen_reads", every=1)
     try:
         same(["cat", "--hex", s3("b.ar")], ["cat", "--hex", local("b.ar")])
         assert p.faults > 0
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     # a server that never answers: the request timeout ends it
     p = rs.FaultProxy(SERVERS["rclone"].port, delay=30)
     try:
@@ -264,8 +264,7 @@ def test_object_replaced_mid_read():
     """A load whose object is rewritten under it fails naming it: never a mix of versions."""
     name = "victim.ar"
     g.write_records(local(name), "group_size:1,zstd:3", [rec(i) for i in range(2000)])
-    p = rs.FaultProxy(SERVERS["rclone"].port, delay=0.02)
-    setenv(p.endpoint)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, delay=0.02)
     cmd = [g.grist_cli(), "load", s3(name), "--batch-size", "4", "--digest", "--remote",
            "inflight:1,coalesce:0,split:4096"]
     try:
@@ -303,18 +302,6 @@ def test_checkpoint_across_local_and_remote():
              ["load", first("a.ar"), first("b.ar"), "--resume", ck, "--digest"] + base)
 
 
-def recording_proxy(**kw):
-    """A FaultProxy in front of rclone with the environment pointed at it (put back by stop_proxy)."""
-    p = rs.FaultProxy(SERVERS["rclone"].port, **kw)
-    setenv(p.endpoint)
-    return p
-
-
-def stop_proxy(p):
-    p.stop()
-    setenv(SERVERS["rclone"].endpoint)
-
-
 def range_lengths(heads):
     """The lengths of the bytes=A-B ranges that grist asked for (suffix ranges left out)."""
     out = []
@@ -330,7 +317,7 @@ def test_sequential_reads_coalesce():
     """cat and convert scan a file in order: its 1 KiB chunks come in GETs of about 1 MiB,
     not one round trip per chunk (2,000 of them here), and the bytes are the local ones."""
     name = "seq/seq.ar"
-    p = recording_proxy()
+    p = rs.env_proxy(SERVERS["rclone"], setenv)
     try:
         same(["cat", "--hex", s3(name)], ["cat", "--hex", local(name)])
         gets = len(p.heads)
@@ -339,7 +326,7 @@ def test_sequential_reads_coalesce():
         g.run_ok(["convert", s3(name), out])
         conv_gets = len(p.heads)
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     assert g.run_ok(["cat", out]) == g.run_ok(["cat", local(name)])
     size = os.path.getsize(local(name))
     # opening (the tail, the footer), the first chunk, then one GET per MiB read ahead and
@@ -382,7 +369,7 @@ def test_load_coalesces_and_splits():
     split (8 MiB by default, here 64 KiB given alone); with coalesce:0,split:4096 gaps are not joined, and
     the GETs share a few keep-alive connections."""
     a = ["--batch-size", 64, "--seed", 5, "--digest"]
-    p = recording_proxy()
+    p = rs.env_proxy(SERVERS["rclone"], setenv)
     try:
         same(["load", s3("a.ar")] + a, ["load", local("a.ar")] + a)
         joined = range_lengths(p.heads)
@@ -398,7 +385,7 @@ def test_load_coalesces_and_splits():
         single = range_lengths(p.heads)
         conns = p.connections - conns
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     # HTTP/1.1 keep-alive: each reading thread keeps at most `inflight` connections, the
     # opening one of its own. How many GETs there are depends on scheduling (reads that wait
     # for their turn join their touching neighbours): hundreds, or as few as the 320 KiB read
@@ -414,8 +401,7 @@ def test_load_coalesces_and_splits():
 def test_retry_after_is_honoured():
     """503 SlowDown with Retry-After: 1 waits that second (backoff_ms:1 would retry at once)
     and --stats-less commands still end, naming the URL, the status and the code."""
-    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=1, retry_after=1)
-    setenv(p.endpoint)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="slowdown", every=1, retry_after=1)
     try:
         t0 = time.monotonic()
         expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:5000"],
@@ -428,19 +414,18 @@ def test_retry_after_is_honoured():
                      [s3("b.ar"), "after 3 attempts"])
         assert time.monotonic() - t0 < took, (time.monotonic() - t0, took)
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
 
 
 def slowdown_once(retry_after, remote):
     """`info` through a proxy whose second request gets 503 SlowDown with @retry_after: (faults, seconds taken)."""
-    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=2, retry_after=retry_after)
-    setenv(p.endpoint)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="slowdown", every=2, retry_after=retry_after)
     try:
         t0 = time.monotonic()
         g.run_ok(["info", s3("b.ar"), "--remote", remote])
         return p.faults, time.monotonic() - t0
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
 
 
 def test_retry_after_http_date():
@@ -460,7 +445,7 @@ def test_signing_environment():
     """What goes out signed: the region from AWS_REGION, else AWS_DEFAULT_REGION; the session
     token as a signed x-amz-security-token (rclone checks the signature); path style under a
     custom endpoint, AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL; If-Match from the first GET on."""
-    p = recording_proxy()
+    p = rs.env_proxy(SERVERS["rclone"], setenv)
     try:
         os.environ.pop("AWS_REGION")
         os.environ["AWS_DEFAULT_REGION"] = "eu-west-2"
@@ -474,7 +459,7 @@ def test_signing_environment():
         g.run_ok(["info", s3("b.ar")])
     finally:
         os.environ.pop("AWS_DEFAULT_REGION", None)
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     first = [f for line, f in p.heads if "x-amz-date" in f]
     assert len(first) == len(p.heads) and len(p.heads) >= 4, p.heads
     scope = [f["authorization"].split("Credential=")[1].split(",")[0].split("/")[2] for f in first]
@@ -490,15 +475,14 @@ def test_signing_environment():
 def test_loader_remote_options():
     """The option table's remote_* options reach the loader's GETs: with --remote-retries 0
     the first SlowDown is the end, with 8 the load goes through."""
-    p = rs.FaultProxy(SERVERS["rclone"].port, mode="slowdown", every=2)
-    setenv(p.endpoint)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, mode="slowdown", every=2)
     a = ["--batch-size", 64, "--seed", 2, "--digest"]
     try:
         expect_error(["load", s3("b.ar"), "--remote-retries", 0, "--remote-backoff-ms", 1] + a,
                      [s3("b.ar"), "HTTP 503 SlowDown", "after 1 attempts"])
         same(["load", s3("b.ar"), "--remote-retries", 8, "--remote-backoff-ms", 1] + a, ["load", local("b.ar")] + a)
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
 
 
 def test_bench_reads_urls():
@@ -567,7 +551,7 @@ def test_opening_gets_counted():
     then its footer on the same connection), and every body byte: the GETs and bytes the
     recording proxy saw, which the stats left 2 GETs a shard short before."""
     names = ["a.ar", "b.ar"]
-    p = recording_proxy()
+    p = rs.env_proxy(SERVERS["rclone"], setenv)
     try:
         a = ["--batch-size", 64, "--seed", 2, "--digest", "--threads", 2]
         rc, out, err = g.run(["load"] + [s3(n) for n in names] + ["--stats"] + a)
@@ -575,7 +559,7 @@ def test_opening_gets_counted():
         assert out == g.run_ok(["load"] + [local(n) for n in names] + a)
         gets = [(line, f) for line, f in p.heads if line.startswith("GET ")]
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     size = {"/%s/%s" % (BUCKET, n): os.path.getsize(local(n)) for n in names}
     body = 0
     for line, f in gets:
@@ -602,12 +586,12 @@ def test_two_threads_share_one_get():
     exe = os.environ.get("GRIST_SCHED_CHECK")
     if not exe:
         raise Skip("GRIST_SCHED_CHECK is not set")
-    p = recording_proxy(delay=0.5)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, delay=0.5)
     try:
         r = subprocess.run([exe, "merge", s3("seq/seq.ar")], capture_output=True, timeout=60)
         gets = [f.get("range", "") for line, f in p.heads if line.startswith("GET ")]
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     with open(local("seq/seq.ar"), "rb") as f:
         data = f.read()
@@ -806,7 +790,7 @@ def test_many_shards_open_at_once():
                         [rec(i * 50 + k) for k in range(50)])
     urls = [s3("many/%02d.ar" % i) for i in range(n)]
     files = [local("many/%02d.ar" % i) for i in range(n)]
-    p = recording_proxy(delay=0.05)
+    p = rs.env_proxy(SERVERS["rclone"], setenv, delay=0.05)
     try:
         out = g.run_ok(["info"] + urls)
         requests, most, conns = p.count, p.max_active, p.connections
@@ -817,7 +801,7 @@ def test_many_shards_open_at_once():
         same(["cat", "--hex", s3("many/*.ar")], ["cat", "--hex"] + files)
         expect_error(["info"] + urls[:20] + [s3("many/gone.ar")] + urls[20:], [s3("many/gone.ar"), "HTTP 404"])
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
     print("many shards: %d requests, %d at most at once, %d connections" % (requests, most, conns))
     assert requests == 2 * n, requests
     # one after another, one GET would be in flight at a time; together, up to `inflight` (64),
@@ -827,13 +811,13 @@ def test_many_shards_open_at_once():
     # of its own: the failed command above leaves its other shards' 64 KiB opening GETs on
     # their way through the first proxy when it exits, and that proxy recorded some of them
     # after the list was cleared (a CI run, 2026-11-28: 60,397 bytes among the 4 KiB pieces).
-    p = recording_proxy()
+    p = rs.env_proxy(SERVERS["rclone"], setenv)
     try:
         out = g.run_ok(["info"] + urls[:4] + ["--remote", "split:4K"])
         assert g.info_records(out) == g.info_records(g.run_ok(["info"] + files[:4]))
         assert len(range_lengths(p.heads)) > 4 and max(range_lengths(p.heads)) <= 4096, range_lengths(p.heads)
     finally:
-        stop_proxy(p)
+        rs.stop_env_proxy(p)
 
 
 def test_slow_link_is_not_a_timeout():

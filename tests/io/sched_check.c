@@ -28,7 +28,17 @@
  * object (as a reader kept from before a fork does): the parent's scheduler has no thread
  * in the child, so the child must take its own, not wait forever. Prints the child's bytes
  * as "child OFF HEX"; exits 1 if the child fails or is not done within 30 s.
+ *
+ * addrs URL LIST[/LIST2] RETRIES [EVERY_MS]: the direct path's addresses (src/io/sched_direct.c) are
+ * the comma-separated IP:PORT of LIST at the first lookup and of LIST2 (or LIST) at each
+ * later one (grist_direct_set_resolver()), whatever URL's host: a dead address first, as a
+ * name with several A records where one is down. Reads at A, B and FIRST, one after
+ * another, with RETRIES retries (backoff 10 ms); prints "main OFF HEX" for each and
+ * "lookups N" at the end; exits 1 on a failed read (its error on stderr). With EVERY_MS,
+ * the name is looked up again after EVERY_MS (not 60 s), and the reads wait EVERY_MS + 50 ms
+ * between them: a new connection after each wait looks it up again.
  */
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -114,6 +124,56 @@ static void *other_main(void *arg)
 	if (!s->ret)
 		s->ret = reap(s);
 	return NULL;
+}
+
+static char *addr_lists[2];
+static unsigned lookups;
+
+/* grist_direct_set_resolver()'s: the list of the first lookup, then the second's. */
+static unsigned fake_lookup(const char *host, const char *port, struct sockaddr_storage *addr, socklen_t *len,
+			    unsigned max)
+{
+	char list[1024], *save = NULL, *tok;
+	unsigned n = 0;
+
+	(void)host;
+	(void)port;
+	snprintf(list, sizeof(list), "%s", addr_lists[lookups++ ? 1 : 0]);
+	for (tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+		struct addrinfo *ai = NULL;
+		char *colon = strrchr(tok, ':'), *h = tok;
+
+		if (!colon)
+			continue;
+		*colon = '\0';
+		if (*h == '[') {
+			h++;
+			h[strlen(h) - 1] = '\0';
+		}
+		if (getaddrinfo(h, colon + 1, &hints, &ai) || !ai)
+			continue;
+		memcpy(&addr[n], ai->ai_addr, ai->ai_addrlen);
+		len[n++] = ai->ai_addrlen;
+		freeaddrinfo(ai);
+	}
+	return n;
+}
+
+static unsigned addrs_every_ms;
+
+static int addrs_check(struct side *s)
+{
+	const uint64_t at[] = { A, B, FIRST };
+	int ret = 0;
+
+	for (unsigned i = 0; i < 3 && !ret; i++) {
+		if (i && addrs_every_ms)
+			usleep((addrs_every_ms + 50) * 1000);
+		ret = submit(s, at[i]) || reap(s) ? 1 : 0;
+	}
+	printf("lookups %u\n", lookups);
+	return ret;
 }
 
 static uint64_t now_ms(void)
@@ -300,18 +360,31 @@ int main(int argc, char **argv)
 	pthread_t t;
 	int ret;
 
-	if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold"))) {
-		fprintf(stderr, "usage: sched-check merge|fork|hold URL\n");
+	grist_remote_options_init(&opt);
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "addrs")) {
+		char *slash = strchr(argv[3], '/');
+
+		addr_lists[0] = addr_lists[1] = argv[3];
+		if (slash) {
+			*slash = '\0';
+			addr_lists[1] = slash + 1;
+		}
+		addrs_every_ms = argc == 6 ? (unsigned)atoi(argv[5]) : 0;
+		grist_direct_set_resolver(fake_lookup, addrs_every_ms);
+		opt.retries = (unsigned)atoi(argv[4]);
+		opt.backoff_ms = 10;
+	} else if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold"))) {
+		fprintf(stderr, "usage: sched-check merge|fork|hold URL, or addrs URL LIST[/LIST2] RETRIES [EVERY_MS]\n");
 		return 2;
 	}
-	grist_remote_options_init(&opt);
 	if (strcmp(argv[1], "merge")) {
-		/* fork, hold: one io object */
+		/* fork, hold, addrs: one io object */
 		if (grist_remote_open(argv[2], &obj) || make(&m)) {
 			fprintf(stderr, "sched-check: %s\n", grist_last_error());
 			return 1;
 		}
-		ret = !strcmp(argv[1], "fork") ? fork_check(&m) : hold_check(&m);
+		ret = !strcmp(argv[1], "fork") ? fork_check(&m) : !strcmp(argv[1], "hold") ? hold_check(&m)
+										      : addrs_check(&m);
 		grist_io_destroy(m.io);
 		grist_remote_unref(obj);
 		return ret;
