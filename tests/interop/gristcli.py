@@ -9,6 +9,7 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,6 +81,18 @@ def run_ok(args, stdin=None):
     if rc != 0:
         raise AssertionError("grist %s: exit %d\n%s" % (" ".join(map(str, args)), rc, err[-2000:]))
     return out
+
+
+def expect_error(args, words, timeout=30):
+    """Run grist with @args: it must exit 1 within @timeout seconds, its stderr holding each
+    of @words. Returns the stderr."""
+    t0 = time.monotonic()
+    rc, _, err = run(args, timeout=timeout)
+    assert rc == 1, (args, rc, err)
+    for w in words:
+        assert w in err, (w, err)
+    assert time.monotonic() - t0 < timeout
+    return err
 
 
 def write_records(path, options, records):

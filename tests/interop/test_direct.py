@@ -136,22 +136,12 @@ def test_kept_connection_closed_by_the_server():
         rs.stop_env_proxy(p)
 
 
-def expect_error(args, words, timeout=30):
-    t0 = time.monotonic()
-    rc, out, err = g.run(args, timeout=timeout)
-    assert rc == 1, (args, rc, err)
-    for w in words:
-        assert w in err, (w, err)
-    assert time.monotonic() - t0 < timeout
-    return err
-
-
 def test_wrong_content_length_is_an_error():
     """A Content-Length one byte short of the Content-Range (and that many bytes): refused at
     once, naming the URL and both figures, not read as a short body again and again."""
     p = rs.env_proxy(SERVERS["rclone"], setenv, mode="shortlength", select=direct)
     try:
-        err = expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
+        err = g.expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                            [s3("g64.ar"), "a Content-Length of", "for a Content-Range of"])
         # final at once: not a short body retried until the attempts ran out
         assert p.faults >= 1 and "attempts" not in err, (p.faults, err)
@@ -163,7 +153,7 @@ def test_head_too_long_is_an_error():
     """1 MiB of header fields: an error naming the URL and the limit, after at most 32 KiB was held."""
     p = rs.env_proxy(SERVERS["rclone"], setenv, mode="longhead", select=direct)
     try:
-        expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
+        g.expect_error(["load", s3("g64.ar"), "--remote", "split:64K," + FAST] + LOAD,
                      [s3("g64.ar"), "head is longer than 32768 bytes", "127.0.0.1"])
     finally:
         rs.stop_env_proxy(p)

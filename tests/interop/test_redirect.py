@@ -120,14 +120,6 @@ def same(args_remote, args_local):
     return out_r
 
 
-def expect_error(args, words):
-    rc, _, err = g.run(args, timeout=30)
-    assert rc == 1, (args, rc, err)
-    for w in words:
-        assert w in err, (w, err)
-    return err
-
-
 def test_chain_of_three():
     """3 redirects (three different codes) to nginx: the same bytes as the local file, and the
     later ranged GETs go straight to the final URL (the redirector sees only the opening's chain)."""
@@ -140,14 +132,14 @@ def test_chain_of_three():
     a = ["--batch-size", 32, "--seed", 4, "--digest"]
     same(["load", url] + a, ["load", local("a.ar")] + a)
     # the limit: 3 hops with redirects:2 is an error naming the chain
-    expect_error(["info", url, "--remote", "redirects:2"],
+    g.expect_error(["info", url, "--remote", "redirects:2"],
                  [url, "more than 2 redirects", "/chain/1/bkt/a.ar", "/chain/0/bkt/a.ar -> " + r.target])
 
 
 def test_loop_is_an_error():
     url = SERVERS["redir"].url + "/loop/a"
     t0 = time.monotonic()
-    expect_error(["info", url], [url, "redirect loop", "/loop/a -> %s/loop/b -> %s" % (SERVERS["redir"].url, url)])
+    g.expect_error(["info", url], [url, "redirect loop", "/loop/a -> %s/loop/b -> %s" % (SERVERS["redir"].url, url)])
     assert time.monotonic() - t0 < 10
 
 
@@ -183,7 +175,7 @@ def test_expiring_target_is_resolved_again():
     print("signed target: %d resolutions" % len(r.hits))
     assert len(r.hits) >= 2, len(r.hits)
     url = r.url + "/badsig/bkt/a.ar"
-    expect_error(["info", url], [url, "HTTP 403", "at a redirect's target"])
+    g.expect_error(["info", url], [url, "HTTP 403", "at a redirect's target"])
 
 
 def main():

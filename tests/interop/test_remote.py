@@ -201,31 +201,22 @@ def test_threads_same_digest():
             setenv(SERVERS["rclone"].endpoint)
 
 
-def expect_error(args, words, timeout=30):
-    t0 = time.monotonic()
-    rc, out, err = g.run(args, timeout=timeout)
-    assert rc == 1, (args, rc, err)
-    for w in words:
-        assert w in err, (w, err)
-    assert time.monotonic() - t0 < timeout
-
-
 def test_errors_name_url_status_and_code():
-    expect_error(["info", s3("missing.ar")], [s3("missing.ar"), "HTTP 404", "NoSuchKey"])
-    expect_error(["cat", "s3://nobucket/a.ar"], ["s3://nobucket/a.ar", "HTTP 404", "NoSuchBucket"])
+    g.expect_error(["info", s3("missing.ar")], [s3("missing.ar"), "HTTP 404", "NoSuchKey"])
+    g.expect_error(["cat", "s3://nobucket/a.ar"], ["s3://nobucket/a.ar", "HTTP 404", "NoSuchBucket"])
     setenv(SERVERS["rclone"].endpoint, sk="wrong-secret-key-000000")
     try:
-        expect_error(["load", s3("a.ar")], [s3("a.ar"), "HTTP 403", "SignatureDoesNotMatch"])
+        g.expect_error(["load", s3("a.ar")], [s3("a.ar"), "HTTP 403", "SignatureDoesNotMatch"])
     finally:
         setenv(SERVERS["rclone"].endpoint)
     setenv(SERVERS["rclone"].endpoint, ak=None, sk=None)
     try:
-        expect_error(["info", s3("a.ar")], [s3("a.ar"), "HTTP 400"])
+        g.expect_error(["info", s3("a.ar")], [s3("a.ar"), "HTTP 400"])
     finally:
         setenv(SERVERS["rclone"].endpoint)
     setenv("http://127.0.0.1:%d" % rs.free_port())
     try:
-        expect_error(["info", s3("a.ar"), "--remote", "retries:2,backoff_ms:10,connect_timeout_ms:500"],
+        g.expect_error(["info", s3("a.ar"), "--remote", "retries:2,backoff_ms:10,connect_timeout_ms:500"],
                      [s3("a.ar"), "after 3 attempts"], timeout=20)
     finally:
         setenv(SERVERS["rclone"].endpoint)
@@ -239,7 +230,7 @@ def test_errors_name_url_status_and_code():
             ("starlen", 1, ["info", s3("b.ar")], ["without the object's size"])):
         p = rs.env_proxy(SERVERS["rclone"], setenv, mode=mode, every=every)
         try:
-            expect_error(args, [args[1]] + words)
+            g.expect_error(args, [args[1]] + words)
         finally:
             rs.stop_env_proxy(p)
     # ... but the reads after the opening can do without it: the size is known by then
@@ -253,7 +244,7 @@ def test_errors_name_url_status_and_code():
     p = rs.FaultProxy(SERVERS["rclone"].port, delay=30)
     try:
         setenv(p.endpoint)
-        expect_error(["info", s3("a.ar"), "--remote", "retries:1,timeout_ms:300,backoff_ms:10"],
+        g.expect_error(["info", s3("a.ar"), "--remote", "retries:1,timeout_ms:300,backoff_ms:10"],
                      [s3("a.ar"), "after 2 attempts"], timeout=20)
     finally:
         p.stop()
@@ -404,13 +395,13 @@ def test_retry_after_is_honoured():
     p = rs.env_proxy(SERVERS["rclone"], setenv, mode="slowdown", every=1, retry_after=1)
     try:
         t0 = time.monotonic()
-        expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:5000"],
+        g.expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:5000"],
                      [s3("b.ar"), "HTTP 503 SlowDown", "after 3 attempts"])
         took = time.monotonic() - t0
         assert p.count == 3 and took >= 2.0, (p.count, took)
         # Retry-After is capped by backoff_max_ms: a server cannot stall a reader for long
         t0 = time.monotonic()
-        expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:50"],
+        g.expect_error(["info", s3("b.ar"), "--remote", "retries:2,backoff_ms:1,backoff_max_ms:50"],
                      [s3("b.ar"), "after 3 attempts"])
         assert time.monotonic() - t0 < took, (time.monotonic() - t0, took)
     finally:
@@ -478,7 +469,7 @@ def test_loader_remote_options():
     p = rs.env_proxy(SERVERS["rclone"], setenv, mode="slowdown", every=2)
     a = ["--batch-size", 64, "--seed", 2, "--digest"]
     try:
-        expect_error(["load", s3("b.ar"), "--remote-retries", 0, "--remote-backoff-ms", 1] + a,
+        g.expect_error(["load", s3("b.ar"), "--remote-retries", 0, "--remote-backoff-ms", 1] + a,
                      [s3("b.ar"), "HTTP 503 SlowDown", "after 1 attempts"])
         same(["load", s3("b.ar"), "--remote-retries", 8, "--remote-backoff-ms", 1] + a, ["load", local("b.ar")] + a)
     finally:
@@ -758,7 +749,7 @@ def test_http_through_nginx():
         same(["cat", "--hex", url + "/b.ar"], ["cat", "--hex", local("b.ar")])
         same(["load", url + "/a.ar", "--batch-size", 32, "--seed", 2, "--digest"],
              ["load", local("a.ar"), "--batch-size", 32, "--seed", 2, "--digest"])
-        expect_error(["info", url + "/missing.ar"], [url + "/missing.ar", "HTTP 404"])
+        g.expect_error(["info", url + "/missing.ar"], [url + "/missing.ar", "HTTP 404"])
     finally:
         n.stop()
     # a refusal's <Code> and <Message> are XML: their entities are decoded in the message
@@ -767,14 +758,14 @@ def test_http_through_nginx():
                  "&quot;no&quot;</Message></Error>'; }" % BUCKET)
     try:
         url = n.url + "/" + BUCKET + "/denied.ar"
-        expect_error(["info", url], [url, 'HTTP 403 AccessDenied: Key "denied.ar" & <others> \u2192 "no"'])
+        g.expect_error(["info", url], [url, 'HTTP 403 AccessDenied: Key "denied.ar" & <others> \u2192 "no"'])
     finally:
         n.stop()
     # a server that ignores Range (nginx's max_ranges 0): a clear error, not the wrong bytes
     n = rs.Nginx(ROOT, server_conf="max_ranges 0;")
     try:
         url = n.url + "/" + BUCKET
-        expect_error(["info", url + "/a.ar"], [url + "/a.ar", "ignore Range"])
+        g.expect_error(["info", url + "/a.ar"], [url + "/a.ar", "ignore Range"])
     finally:
         n.stop()
 
@@ -799,7 +790,7 @@ def test_many_shards_open_at_once():
         a = ["--batch-size", 64, "--seed", 3, "--digest"]
         same(["load"] + urls + a, ["load"] + files + a)
         same(["cat", "--hex", s3("many/*.ar")], ["cat", "--hex"] + files)
-        expect_error(["info"] + urls[:20] + [s3("many/gone.ar")] + urls[20:], [s3("many/gone.ar"), "HTTP 404"])
+        g.expect_error(["info"] + urls[:20] + [s3("many/gone.ar")] + urls[20:], [s3("many/gone.ar"), "HTTP 404"])
     finally:
         rs.stop_env_proxy(p)
     print("many shards: %d requests, %d at most at once, %d connections" % (requests, most, conns))
