@@ -226,9 +226,11 @@ def test_the_name_is_looked_up_again():
     name is looked up again once the last lookup is older than 60 s (curl's DNS cache
     timeout), here 200 ms (sched-check addrs ... 200). Two fault proxies in front of rclone
     close each connection after its answer, so each read, 250 ms after the last, needs a new
-    one: the first lookup gives the first proxy, the later ones the second, which serves the
-    second and third reads. With the one lookup kept for the scheduler's life, all three went
-    to the first proxy."""
+    one: the first lookup gives the first proxy, the later ones the second. A lookup for age
+    runs in the background while the list known serves (test_the_lookup_again_runs_behind_
+    the_known_addresses), so the second read still goes to the first proxy, as it starts
+    the second lookup, and the third to the second proxy. With the one lookup kept for the
+    scheduler's life, all three went to the first proxy."""
     with open(local("g64.ar"), "rb") as f:
         data = f.read()
     p1 = rs.FaultProxy(SERVERS["rclone"].port, mode="close", select=direct)
@@ -236,10 +238,11 @@ def test_the_name_is_looked_up_again():
     try:
         rc, got, lookups, err = addrs_check("127.0.0.1:%d/127.0.0.1:%d" % (p1.port, p2.port), 0, 200)
         assert rc == 0, err[-2000:]
-        assert sorted(got) == [10000, 11500, 1200000] and lookups == 3, (sorted(got), lookups)
+        # the third read starts a third lookup, which may not have begun when they are counted
+        assert sorted(got) == [10000, 11500, 1200000] and lookups in (2, 3), (sorted(got), lookups)
         for off, b in got.items():
             assert b == data[off:off + 1000], off
-        assert (p1.faults, p2.faults) == (1, 2), (p1.faults, p2.faults)
+        assert (p1.faults, p2.faults) == (2, 1), (p1.faults, p2.faults)
     finally:
         p1.stop()
         p2.stop()
