@@ -295,16 +295,16 @@ def test_a_slow_lookup_stalls_no_other_endpoint():
 
 
 def test_a_lookup_slower_than_the_connect_timeout():
-    """E2's first lookup takes 1 s, connect_timeout_ms 300 (sched-check lookup timeout):
+    """E2's first lookup takes 1.5 s, connect_timeout_ms 300 (sched-check lookup timeout):
     with retries:0 the read fails naming the host and how long the attempt waited; with
     retries it lands once the lookup answers, the one lookup serving every attempt (none
-    starts it again). Before, the lookup blocked the scheduler for its whole second, no
+    starts it again). Before, the lookup blocked the scheduler all the while, no
     timer could fire, and the read simply landed late."""
     rc, got, said, err = lookup_check("timeout")
     assert rc == 0, err[-2000:]
     msg = said["failed"]
     m = re.search(r"Resolving timed out after (\d+) milliseconds: the lookup of 127\.0\.0\.1 has not answered", msg)
-    assert m and 300 <= int(m.group(1)) < 900, msg
+    assert m and 300 <= int(m.group(1)) < 1400, msg
     assert s3("g64.ar") in msg and "(after 1 attempts)" in msg, msg
     assert int(said["lookups"]) == 1 and sorted(got["e2"]) == [10000], (said, got)
     check_bytes(got)

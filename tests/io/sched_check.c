@@ -353,7 +353,7 @@ out:
 }
 
 /*
- * timeout: connect_timeout_ms 300 and E2's first lookup sleeps 1000 ms: with @retries 0
+ * timeout: connect_timeout_ms 300 and E2's first lookup sleeps 1500 ms: with @retries 0
  * the read fails ("failed ERR"); with more it lands once the lookup answers, which no
  * attempt started again ("lookups N").
  */
@@ -368,7 +368,7 @@ static int lookup_timeout(struct grist_remote_object *o2, unsigned retries)
 
 	opt.connect_timeout_ms = 300;
 	opt.retries = retries;
-	slow_reset(1000, 0);
+	slow_reset(1500, 0);
 	if (grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, o2, &s) || lookup_submit(io, &r, b, s, A))
 		goto out;
 	if (!retries) {
