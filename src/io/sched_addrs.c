@@ -1,11 +1,10 @@
 /*
  * The direct path's (sched_direct.c) endpoint: its host and port, and the addresses of
- * its name: getaddrinfo()'s
- * list, kept whole (the first GRIST_DIRECT_ADDRS_MAX), so a connect that fails goes on to
- * the next address as libcurl's does; looked up again when the list is RESOLVE_NS old
- * (curl's DNS cache timeout) or every address failed. A test's resolver stands in for
- * getaddrinfo() (grist_direct_set_resolver()), as this host's /etc/hosts gives no name two
- * addresses.
+ * its name: getaddrinfo()'s list, kept whole (the first GRIST_DIRECT_ADDRS_MAX), so a
+ * connect that fails goes on to the next address as libcurl's does; looked up again when
+ * the list is RESOLVE_NS old (curl's DNS cache timeout) or every address failed. A test's
+ * resolver stands in for getaddrinfo() (grist_direct_set_resolver()), as this host's
+ * /etc/hosts gives no name two addresses.
  *
  * Lookups run on a thread of their own, one at a time per scheduler, started for the
  * lookup and gone after it (libcurl's threaded resolver does the same), never on the
