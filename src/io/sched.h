@@ -133,9 +133,11 @@ void grist_sched_set_clock(uint64_t (*now_ns)(void));
  * grist_direct_set_resolver() - what the direct path (sched_direct.c) asks for a plain
  * http:// endpoint's addresses, for every scheduler of the process; NULL: getaddrinfo()
  * (the default). The resolver fills at most @max of @addr/@len for @host and @port and
- * says how many (0: the lookup failed). It is asked again before a new connection once
- * @every_ms passed since (0: 60 s, curl's DNS cache timeout). A test (tests/io/sched_check.c)
- * gives a name several addresses, a dead one first, which this host's /etc/hosts cannot.
+ * says how many (0: the lookup failed), on a lookup thread of the scheduler's (it may take
+ * its time: nothing waits for it but the GETs that need its answer). It is asked again
+ * once @every_ms passed since (0: 60 s, curl's DNS cache timeout). Set it before any
+ * scheduler exists. A test (tests/io/sched_check.c) gives a name several addresses, a dead
+ * one first, which this host's /etc/hosts cannot, or a lookup that sleeps or hangs.
  */
 typedef unsigned (*grist_direct_resolver)(const char *host, const char *port, struct sockaddr_storage *addr,
 					  socklen_t *len, unsigned max);

@@ -34,11 +34,19 @@
  * refused, unreachable or timed out goes on to the next within the attempt, not counted
  * as a retry (one at a time, each with an equal share of what is left of
  * connect_timeout_ms; curl 7.88 also races IPv6 against IPv4). An attempt whose every
- * address failed names each, and the name is looked up again before the next connection,
- * as it is once the last lookup is 60 s old (curl's DNS cache timeout): a long run
- * follows an endpoint that moved. Lookups block the scheduler's thread (as curl's
- * resolver without threads or c-ares does); a failed one keeps the old list. A test sets
- * the resolver and its age (grist_direct_set_resolver(), io/sched.h). Lookups: sched_addrs.c.
+ * address failed names each, and the name is looked up again before the next connection;
+ * once the last lookup is 60 s old (curl's DNS cache timeout) it is looked up again in the
+ * background while the list known serves: a long run follows an endpoint that moved.
+ *
+ * Lookups (sched_addrs.c) run on a thread of their own, never this one, which holds the
+ * lock every client takes and runs every timer: a DNS server that hangs stalls only the
+ * GETs that need its answer. The first lookup, and one after every address failed, hold
+ * a new connection back (phase RESOLVING) within connect_timeout_ms, which counts the
+ * lookup's wait as curl's does: an attempt that outwaits it (or its deadline) fails as a
+ * timeout naming the host and the wait, and is retried as any timeout; the lookup goes on
+ * and serves the next attempt. A failed lookup keeps the old list; one that finds nothing
+ * for a name that never had an address fails its GETs as curl's "Could not resolve host".
+ * A test sets the resolver and its age (grist_direct_set_resolver(), io/sched.h).
  *
  * Timeouts follow the curl path's rules: connect_timeout_ms to connect; a stall is less
  * than STALL_BYTES_PER_S for timeout_ms (whole seconds, rounded up); no attempt lasts more
@@ -69,7 +77,7 @@
 #define IOV_PIECES 1024                 /* segments filled by one recvmsg() (UIO_MAXIOV) */
 #define RECV_MAX (1u << 20)             /* bytes asked of one recvmsg() */
 
-enum { CONNECTING, SENDING, HEAD, BODY };
+enum { CONNECTING, SENDING, HEAD, BODY, RESOLVING /* waiting for a lookup of the name */ };
 
 struct direct_pool {
 	bool checked;  /* off and the addresses are decided */
@@ -99,14 +107,15 @@ struct direct {
 	uint64_t connect_due, cap_due, stall_t, stall_bytes, stall_ns;
 	uint64_t connect_end;  /* the whole connect's end (connect_timeout_ms), every address together */
 	unsigned ai, tried;    /* the address being connected to; how many of this attempt's connect failed */
+	char name[INET6_ADDRSTRLEN + 16]; /* address ai's, for messages: a lookup may change the list meanwhile */
 };
 
-/* The endpoint's address, and whether the direct path may serve it at all. */
+/* The endpoint's host and port, and whether the direct path may serve it at all. */
 static void pool_check(struct grist_sched *h)
 {
 	struct direct_pool *p = h->pool;
-	const char *hp, *colon, *env[] = { "http_proxy", "all_proxy", "ALL_PROXY" };
-	size_t i, hn;
+	const char *env[] = { "http_proxy", "all_proxy", "ALL_PROXY" };
+	size_t i;
 
 	p->checked = true;
 	p->off = true;
@@ -116,28 +125,9 @@ static void pool_check(struct grist_sched *h)
 	for (i = 0; i < sizeof(env) / sizeof(env[0]); i++)
 		if (getenv(env[i]) && *getenv(env[i]))
 			return;
-	hp = h->endpoint + 7;
-	if (*hp == '[') { /* [v6]:port */
-		const char *close = strchr(hp, ']');
-
-		if (!close)
-			return;
-		hn = (size_t)(close - hp - 1);
-		colon = close[1] == ':' ? close + 1 : NULL;
-		hp++;
-	} else {
-		colon = strchr(hp, ':');
-		hn = colon ? (size_t)(colon - hp) : strlen(hp);
-	}
-	if (!hn || hn >= sizeof(p->a.host) || strchr(hp, '/'))
+	/* the name is looked up before the first connection (connect_new()) */
+	if (!grist_direct_addrs_init(&p->a, h->endpoint + 7))
 		return;
-	memcpy(p->a.host, hp, hn);
-	p->a.host[hn] = '\0';
-	if (snprintf(p->a.port, sizeof(p->a.port), "%s", colon ? colon + 1 : "80") >= (int)sizeof(p->a.port))
-		return;
-	/* on the scheduler's thread; again every resolve_ns, or when every address failed (connect_new()) */
-	if (!grist_direct_resolve(&p->a))
-		return; /* curl says why, naming the host, on the GETs it now makes */
 	snprintf(p->where, sizeof(p->where), "%s port %s", p->a.host, p->a.port);
 	p->cap = h->ngets;
 	p->idle = calloc(p->cap, sizeof(*p->idle));
@@ -207,6 +197,7 @@ static bool connect_addr(struct grist_sched *h, struct get *g, uint64_t now, cha
 	struct direct *d = g->d;
 	int one = 1, fd;
 
+	grist_direct_addr_name(&p->a, d->ai, d->name, sizeof(d->name));
 	fd = socket(p->a.addr[d->ai].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) { /* an address family this host lacks (IPv6 off): the next address may do */
 		snprintf(err, cap, "socket: %s", strerror(errno));
@@ -245,7 +236,7 @@ static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CUR
 	struct direct_pool *p = h->pool;
 	struct direct *d = g->d;
 	uint64_t now = grist_remote_now_ns();
-	char err[128], name[INET6_ADDRSTRLEN + 16];
+	char err[128];
 
 	for (;;) {
 		if (why) {
@@ -258,8 +249,7 @@ static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CUR
 			}
 			/* "Failed to connect to HOST port P at A1: why; at A2: why" */
 			snprintf(g->x.curl_err + n, sizeof(g->x.curl_err) - n, "%s%.200s at %s: %s",
-				 d->tried ? ";" : "Failed to connect to ", d->tried ? "" : p->where,
-				 grist_direct_addr_name(&p->a, d->ai, name, sizeof(name)), why);
+				 d->tried ? ";" : "Failed to connect to ", d->tried ? "" : p->where, d->name, why);
 			if (++d->tried >= p->a.n) {
 				p->a.stale = true;
 				d->pending = rc;
@@ -274,20 +264,53 @@ static bool next_addr(struct grist_sched *h, struct get *g, const char *why, CUR
 	}
 }
 
-/* A new connection for @g, from the address that last got through; false when every address failed at once. */
+/* Connect @g to the list, from the address that last got through; false when every address failed at once. */
+static bool connect_list(struct grist_sched *h, struct get *g)
+{
+	struct direct_pool *p = h->pool;
+	struct direct *d = g->d;
+
+	if (!p->a.n) { /* the lookup answered, with no address */
+		snprintf(g->x.curl_err, sizeof(g->x.curl_err), "Could not resolve host: %.200s", p->a.host);
+		d->pending = CURLE_COULDNT_RESOLVE_HOST;
+		return false;
+	}
+	d->tried = 0;
+	d->ai = p->a.first < p->a.n ? p->a.first : 0;
+	return next_addr(h, g, NULL, CURLE_COULDNT_CONNECT);
+}
+
+/*
+ * A new connection for @g (its connect_timeout_ms counts from here, the lookup's wait
+ * included, as curl's does); false when it failed at once (d->pending says how). The
+ * name is looked up off this thread (sched_addrs.c): the first lookup, and one after every
+ * address failed, hold the connect back (phase RESOLVING, until grist_direct_tick() takes
+ * the answer); one because the list is old runs while the list serves.
+ */
 static bool connect_new(struct grist_sched *h, struct get *g)
 {
 	struct direct_pool *p = h->pool;
 	struct direct *d = g->d;
 	uint64_t now = grist_remote_now_ns();
+	bool gate = !p->a.n || p->a.stale;
 
 	d->reused = false;
-	if (grist_direct_resolve_due(&p->a, now))
-		grist_direct_resolve(&p->a);
 	d->connect_end = now + (uint64_t)h->opt.connect_timeout_ms * 1000000ull;
-	d->tried = 0;
-	d->ai = p->a.first < p->a.n ? p->a.first : 0;
-	return next_addr(h, g, NULL, CURLE_COULDNT_CONNECT);
+	if (!p->a.lk && (gate || grist_direct_resolve_due(&p->a, now))) {
+		int ret = grist_direct_lookup(&p->a, h->evfd);
+
+		if (ret < 0 && gate) {
+			snprintf(g->x.curl_err, sizeof(g->x.curl_err), "cannot look %.200s up: no thread for it: %s",
+				 p->a.host, strerror(-ret));
+			d->pending = CURLE_COULDNT_CONNECT; /* retried: threads may be had again later */
+			return false;
+		}
+	}
+	if (p->a.lk && (!p->a.n || p->a.stale)) {
+		d->phase = RESOLVING;
+		return true;
+	}
+	return connect_list(h, g);
 }
 
 /* Start (again) on a connection: a kept one when there is one. */
@@ -660,10 +683,28 @@ void grist_direct_event(struct grist_sched *h, struct get *g, uint32_t ev)
 		read_body(h, g);
 }
 
+/* A lookup answered (in @p->a): the GETs that waited for it connect, or fail when the name has no address. */
+static void lookup_answered(struct grist_sched *h)
+{
+	unsigned i;
+
+	for (i = 0; i < h->ngets; i++) {
+		struct get *g = &h->gets[i];
+		struct direct *d = g->d;
+
+		if (g->state != GET_ACTIVE || !g->x.direct || !d || d->ending || d->phase != RESOLVING)
+			continue;
+		if (!connect_list(h, g))
+			end(h, g, d->pending, false);
+	}
+}
+
 void grist_direct_tick(struct grist_sched *h, uint64_t now)
 {
 	unsigned i;
 
+	if (h->pool->a.lk && grist_direct_lookup_take(&h->pool->a))
+		lookup_answered(h);
 	for (i = 0; i < h->ngets; i++) {
 		struct get *g = &h->gets[i];
 		struct direct *d = g->d;
@@ -677,6 +718,15 @@ void grist_direct_tick(struct grist_sched *h, uint64_t now)
 		}
 		if (g->x.cancel && __atomic_load_n(g->x.cancel, __ATOMIC_ACQUIRE)) {
 			fail(h, g, CURLE_ABORTED_BY_CALLBACK, "Callback aborted");
+			continue;
+		}
+		if (d->phase == RESOLVING) {
+			/* the attempt gives up (and is retried as a timeout); the lookup goes on, for the next */
+			if (now >= d->connect_end || now >= d->cap_due)
+				fail(h, g, CURLE_OPERATION_TIMEDOUT, "Resolving timed out after %llu milliseconds: "
+				     "the lookup of %.200s has not answered (it goes on, for the next attempt)",
+				     (unsigned long long)((now - (d->connect_end - h->opt.connect_timeout_ms * 1000000ull)) /
+							  1000000), h->pool->a.host);
 			continue;
 		}
 		if (d->phase == CONNECTING && now >= d->connect_due) {
@@ -730,6 +780,7 @@ void grist_direct_free(struct grist_sched *h)
 	}
 	if (!h->pool)
 		return;
+	grist_direct_lookup_drop(&h->pool->a);
 	for (i = 0; i < h->pool->nidle; i++)
 		close(h->pool->idle[i]);
 	free(h->pool->idle);

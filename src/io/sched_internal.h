@@ -206,17 +206,32 @@ void grist_sched_ended(struct grist_sched *h, struct get *g, CURLcode rc);
  */
 /* sched_addrs.c: the endpoint's name and addresses, for the direct path */
 #define GRIST_DIRECT_ADDRS_MAX 16 /* addresses of a name kept */
+struct grist_direct_lookup;
 struct grist_direct_addrs {
 	char host[256], port[16];
 	struct sockaddr_storage addr[GRIST_DIRECT_ADDRS_MAX];
 	socklen_t len[GRIST_DIRECT_ADDRS_MAX];
-	unsigned n;
+	unsigned n;           /* 0 until a lookup found the name's addresses */
 	unsigned first;       /* the address the last connection got through to: tried first */
 	bool stale;           /* every address failed an attempt: look up again before the next connection */
-	uint64_t resolved_ns; /* when the name was last looked up (grist_remote_now_ns()) */
+	uint64_t resolved_ns; /* when a lookup last answered (grist_remote_now_ns()) */
+	struct grist_direct_lookup *lk; /* the lookup under way (its answer not yet taken), or NULL */
 };
-/* Look @a's name up (again); false (the old list kept) when that failed. */
-bool grist_direct_resolve(struct grist_direct_addrs *a);
+/* @a's host and port from an endpoint's "host[:port]" or "[v6][:port]"; false when it is neither. */
+bool grist_direct_addrs_init(struct grist_direct_addrs *a, const char *hostport);
+/*
+ * grist_direct_lookup() - look @a's name up (again) on a thread of its own, unless a
+ * lookup is under way: 0, it is (its thread writes @wake, an eventfd, when it answers);
+ * 1, it answered at once (a numeric host: nothing to wait for); or -errno (no thread).
+ */
+int grist_direct_lookup(struct grist_direct_addrs *a, int wake);
+/*
+ * grist_direct_lookup_take() - true when the lookup under way answered: @a now holds its
+ * list (the old one kept when it found nothing), the lookup is over. Never waits.
+ */
+bool grist_direct_lookup_take(struct grist_direct_addrs *a);
+/* The scheduler ends: a lookup under way ends on its own, and frees what it holds. Never waits. */
+void grist_direct_lookup_drop(struct grist_direct_addrs *a);
 /* Whether @a's name is to be looked up again before a new connection at @now. */
 bool grist_direct_resolve_due(const struct grist_direct_addrs *a, uint64_t now);
 /* "127.0.0.1:9000" or "[::1]:9000": address @i of @a, for messages. */

@@ -37,6 +37,14 @@
  * "lookups N" at the end; exits 1 on a failed read (its error on stderr). With EVERY_MS,
  * the name is looked up again after EVERY_MS (not 60 s), and the reads wait EVERY_MS + 50 ms
  * between them: a new connection after each wait looks it up again.
+ *
+ * lookup URL ENDPOINT2 others|timeout|background: the direct path's lookups run off the
+ * scheduler's thread and lock (src/io/sched_addrs.c). URL is opened at AWS_ENDPOINT_URL
+ * (E1) and again at ENDPOINT2 (E2: the test gives a fault proxy that closes each
+ * connection after its answer), each with its scheduler; this program's resolver answers
+ * at once but for E2's port, whose lookups sleep or hang as the step says (see
+ * lookup_others(), lookup_timeout(), lookup_background()). Prints what it measured and
+ * each read's bytes ("e1|e2 OFF HEX"); exits 1 on a failed step (why on stderr).
  */
 #include <netdb.h>
 #include <pthread.h>
@@ -129,6 +137,20 @@ static void *other_main(void *arg)
 static char *addr_lists[2];
 static unsigned lookups;
 
+/* The numeric address @h port @port into @addr/@len: 1, or 0 when it is not one. */
+static unsigned numeric(const char *h, const char *port, struct sockaddr_storage *addr, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+
+	if (getaddrinfo(h, port, &hints, &ai) || !ai)
+		return 0;
+	memcpy(addr, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 1;
+}
+
 /* grist_direct_set_resolver()'s: the list of the first lookup, then the second's. */
 static unsigned fake_lookup(const char *host, const char *port, struct sockaddr_storage *addr, socklen_t *len,
 			    unsigned max)
@@ -138,10 +160,8 @@ static unsigned fake_lookup(const char *host, const char *port, struct sockaddr_
 
 	(void)host;
 	(void)port;
-	snprintf(list, sizeof(list), "%s", addr_lists[lookups++ ? 1 : 0]);
+	snprintf(list, sizeof(list), "%s", addr_lists[__atomic_fetch_add(&lookups, 1, __ATOMIC_RELAXED) ? 1 : 0]);
 	for (tok = strtok_r(list, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
-		struct addrinfo *ai = NULL;
 		char *colon = strrchr(tok, ':'), *h = tok;
 
 		if (!colon)
@@ -151,11 +171,7 @@ static unsigned fake_lookup(const char *host, const char *port, struct sockaddr_
 			h++;
 			h[strlen(h) - 1] = '\0';
 		}
-		if (getaddrinfo(h, colon + 1, &hints, &ai) || !ai)
-			continue;
-		memcpy(&addr[n], ai->ai_addr, ai->ai_addrlen);
-		len[n++] = ai->ai_addrlen;
-		freeaddrinfo(ai);
+		n += numeric(h, colon + 1, &addr[n], &len[n]);
 	}
 	return n;
 }
@@ -172,7 +188,7 @@ static int addrs_check(struct side *s)
 			usleep((addrs_every_ms + 50) * 1000);
 		ret = submit(s, at[i]) || reap(s) ? 1 : 0;
 	}
-	printf("lookups %u\n", lookups);
+	printf("lookups %u\n", __atomic_load_n(&lookups, __ATOMIC_RELAXED));
 	return ret;
 }
 
@@ -182,6 +198,270 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/*
+ * lookup: sched-check's resolver answers any port with the URL's host at once, but makes
+ * the lookups of E2's port (slow_port) as slow_plan says, call by call: > 0, sleep that
+ * many ms; -1, hang until released (at most 5 s, so that a scheduler that waits for it
+ * fails the check rather than hanging it).
+ */
+static char slow_port[16];
+static int slow_plan[4];
+static unsigned slow_calls, slow_running;
+static bool slow_released;
+static pthread_mutex_t slow_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slow_cond = PTHREAD_COND_INITIALIZER;
+
+static unsigned plan_lookup(const char *host, const char *port, struct sockaddr_storage *addr, socklen_t *len,
+			    unsigned max)
+{
+	struct timespec until;
+	int ms;
+
+	(void)max;
+	if (strcmp(port, slow_port))
+		return numeric(host, port, addr, len);
+	pthread_mutex_lock(&slow_lock);
+	ms = slow_plan[slow_calls < 4 ? slow_calls : 3];
+	slow_calls++;
+	slow_running++;
+	pthread_cond_broadcast(&slow_cond);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms < 0 ? 5 : ms / 1000;
+	until.tv_nsec += ms < 0 ? 0 : (ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	/* a sleep, or a hang that slow_release() ends */
+	while ((ms > 0 || !slow_released) && pthread_cond_timedwait(&slow_cond, &slow_lock, &until) == 0)
+		;
+	slow_running--;
+	pthread_cond_broadcast(&slow_cond);
+	pthread_mutex_unlock(&slow_lock);
+	return numeric(host, port, addr, len);
+}
+
+/* A new plan for E2's lookups, counted from 0. */
+static void slow_reset(int a, int b)
+{
+	pthread_mutex_lock(&slow_lock);
+	slow_plan[0] = a;
+	slow_plan[1] = slow_plan[2] = slow_plan[3] = b;
+	slow_calls = 0;
+	slow_released = false;
+	pthread_mutex_unlock(&slow_lock);
+}
+
+/* Wait (at most 10 s) until E2's lookups began @calls times and @running are under way; 0 or -1. */
+static int slow_wait(unsigned calls, unsigned running)
+{
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&slow_lock);
+	while ((slow_calls < calls || slow_running != running) && !ret)
+		ret = pthread_cond_timedwait(&slow_cond, &slow_lock, &until);
+	pthread_mutex_unlock(&slow_lock);
+	return ret ? -1 : 0;
+}
+
+/* Let the hung lookups go, and wait until none is under way. */
+static int slow_release(void)
+{
+	pthread_mutex_lock(&slow_lock);
+	slow_released = true;
+	pthread_cond_broadcast(&slow_cond);
+	pthread_mutex_unlock(&slow_lock);
+	return slow_wait(0, 0);
+}
+
+/* One read of LEN bytes at @off of file @slot, handed over (not waited for). */
+static int lookup_submit(struct grist_io *io, struct grist_io_req *r, uint8_t *buf, uint32_t slot, uint64_t off)
+{
+	*r = (struct grist_io_req){ .file = slot, .offset = off, .len = LEN, .buf = buf };
+	return grist_io_submit(io, &r, 1) == 1 ? 0 : -1;
+}
+
+/* @r landed: 0 when it read LEN bytes (printed as "NAME OFF HEX"), else -1 (the error on stderr). */
+static int lookup_print(const struct grist_io_req *r, const char *name, bool landed)
+{
+	if (!landed || r->result != LEN) {
+		fprintf(stderr, "%s: %s\n", name, landed ? grist_last_error() : "never landed");
+		return -1;
+	}
+	printf("%s %llu ", name, (unsigned long long)r->offset);
+	for (int i = 0; i < LEN; i++)
+		printf("%02x", r->buf[i]);
+	printf("\n");
+	return 0;
+}
+
+/* Reap until @r lands, then lookup_print() it. */
+static int lookup_reap(struct grist_io *io, struct grist_io_req *r, const char *name)
+{
+	struct grist_io_req *done[4];
+	bool landed = false;
+
+	while (!landed) {
+		int n = grist_io_reap(io, done, 4, 1);
+
+		if (n <= 0)
+			break;
+		for (int i = 0; i < n; i++)
+			landed |= done[i] == r;
+	}
+	return lookup_print(r, name, landed);
+}
+
+/*
+ * others: E2's first lookup sleeps 1500 ms. One io object reads at A through E2 and E1;
+ * once E2's lookup is under way, E1's read lands within "others MS" (before, a client
+ * that waited took E2's scheduler's lock, held through the lookup), then E2's.
+ */
+static int lookup_others(struct grist_remote_object *o1, struct grist_remote_object *o2)
+{
+	static uint8_t b1[LEN], b2[LEN];
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = 8 };
+	struct grist_io_req r1, r2, *done[4];
+	struct grist_io *io = NULL;
+	uint32_t s1, s2;
+	uint64_t t0;
+	int ret = -1, n = -1;
+
+	slow_reset(1500, 0);
+	/* a reap that does not wait hands both over (E1's read may even land in it) */
+	if (grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, o1, &s1) ||
+	    grist_io_add_remote(io, o2, &s2) || lookup_submit(io, &r2, b2, s2, A) || lookup_submit(io, &r1, b1, s1, A))
+		goto out;
+	n = grist_io_reap(io, done, 4, 0);
+	if (n < 0 || n > 1 || (n == 1 && done[0] != &r1) || slow_wait(1, 1))
+		goto out;
+	t0 = now_ms();
+	if (n ? lookup_print(&r1, "e1", true) : lookup_reap(io, &r1, "e1"))
+		goto out;
+	printf("others %llu\n", (unsigned long long)(now_ms() - t0));
+	ret = lookup_reap(io, &r2, "e2");
+out:
+	if (ret)
+		fprintf(stderr, "others: %s\n", grist_last_error());
+	grist_io_destroy(io);
+	return ret;
+}
+
+/*
+ * timeout: connect_timeout_ms 300 and E2's first lookup sleeps 1500 ms: with @retries 0
+ * the read fails ("failed ERR"); with more it lands once the lookup answers, which no
+ * attempt started again ("lookups N").
+ */
+static int lookup_timeout(struct grist_remote_object *o2, unsigned retries)
+{
+	static uint8_t b[LEN];
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = 8 };
+	struct grist_io_req r, *done[4];
+	struct grist_io *io = NULL;
+	uint32_t s;
+	int ret = -1;
+
+	opt.connect_timeout_ms = 300;
+	opt.retries = retries;
+	slow_reset(1500, 0);
+	if (grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, o2, &s) || lookup_submit(io, &r, b, s, A))
+		goto out;
+	if (!retries) {
+		if (grist_io_reap(io, done, 4, 1) == 1 && r.result < 0) {
+			printf("failed %s\n", grist_last_error());
+			ret = 0;
+		} else {
+			fprintf(stderr, "timeout: the read did not fail (result %d)\n", r.result);
+		}
+		goto out;
+	}
+	ret = lookup_reap(io, &r, "e2");
+	pthread_mutex_lock(&slow_lock);
+	printf("lookups %u\n", slow_calls);
+	pthread_mutex_unlock(&slow_lock);
+out:
+	grist_io_destroy(io);
+	/* the lookup a failed attempt left goes on: let it end, so the next check starts clean */
+	if (slow_wait(1, 0))
+		ret = -1;
+	return ret;
+}
+
+/*
+ * background: E2's name is looked up again after 200 ms and its second lookup hangs. A
+ * read 250 ms after the first (E2 closes each connection, so it needs a new one) goes to
+ * the address known, "background MS" after it was handed over; then the io object closes
+ * with the lookup hung, in "close MS".
+ */
+static int lookup_background(struct grist_remote_object *o2)
+{
+	static uint8_t b[LEN];
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = 8 };
+	struct grist_io_req r;
+	struct grist_io *io = NULL;
+	uint32_t s;
+	uint64_t t0;
+	int ret = -1;
+
+	slow_reset(0, -1);
+	if (grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, o2, &s) ||
+	    lookup_submit(io, &r, b, s, A) || lookup_reap(io, &r, "e2"))
+		goto out;
+	usleep(250 * 1000);
+	t0 = now_ms();
+	if (lookup_submit(io, &r, b, s, B) || lookup_reap(io, &r, "e2"))
+		goto out;
+	printf("background %llu\n", (unsigned long long)(now_ms() - t0));
+	if (slow_wait(2, 1)) {
+		fprintf(stderr, "background: the name was not looked up again\n");
+		goto out;
+	}
+	t0 = now_ms();
+	grist_io_destroy(io);
+	io = NULL;
+	printf("close %llu\n", (unsigned long long)(now_ms() - t0));
+	ret = 0;
+out:
+	grist_io_destroy(io);
+	if (slow_release())
+		ret = -1;
+	return ret;
+}
+
+/* See the top of the file. 0 or 1. */
+static int lookup_check(const char *url, const char *endpoint2, const char *step)
+{
+	struct grist_remote_object *o1 = NULL, *o2 = NULL;
+	const char *colon = strrchr(endpoint2, ':');
+	int ret = 1;
+
+	snprintf(slow_port, sizeof(slow_port), "%s", colon ? colon + 1 : "80");
+	grist_direct_set_resolver(plan_lookup, 200);
+	opt.backoff_ms = 10;
+	/* the same object at E2: its own scheduler */
+	if (grist_remote_open(url, &o1) || setenv("AWS_ENDPOINT_URL", endpoint2, 1) || grist_remote_open(url, &o2)) {
+		fprintf(stderr, "sched-check: %s\n", grist_last_error());
+		goto out;
+	}
+	if (!strcmp(step, "others"))
+		ret = lookup_others(o1, o2);
+	else if (!strcmp(step, "timeout"))
+		ret = lookup_timeout(o2, 0) || lookup_timeout(o2, 20);
+	else if (!strcmp(step, "background"))
+		ret = lookup_background(o2);
+	ret = ret ? 1 : 0;
+out:
+	if (o1)
+		grist_remote_unref(o1);
+	if (o2)
+		grist_remote_unref(o2);
+	grist_direct_set_resolver(NULL, 0);
+	return ret;
 }
 
 /* NHOLD reads of 100 bytes, 1000 apart from 0, handed over and reaped. 0 or -1. */
@@ -361,6 +641,8 @@ int main(int argc, char **argv)
 	int ret;
 
 	grist_remote_options_init(&opt);
+	if (argc == 5 && !strcmp(argv[1], "lookup"))
+		return lookup_check(argv[2], argv[3], argv[4]);
 	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "addrs")) {
 		char *slash = strchr(argv[3], '/');
 
@@ -374,7 +656,8 @@ int main(int argc, char **argv)
 		opt.retries = (unsigned)atoi(argv[4]);
 		opt.backoff_ms = 10;
 	} else if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold"))) {
-		fprintf(stderr, "usage: sched-check merge|fork|hold URL, or addrs URL LIST[/LIST2] RETRIES [EVERY_MS]\n");
+		fprintf(stderr, "usage: sched-check merge|fork|hold URL, addrs URL LIST[/LIST2] RETRIES [EVERY_MS], "
+			"or lookup URL ENDPOINT2 others|timeout|background\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "merge")) {
