@@ -2,12 +2,12 @@
 --cert/--key, their CA and certificates made here by the openssl CLI (remote_servers.TlsCerts).
 
 An s3:// load at 2 threads gives the local file's --digest with the CA named in
-AWS_CA_BUNDLE (CURL_CA_BUNDLE and SSL_CERT_FILE are honoured too); Python's Reader and
-Loader read the same records; a multipart write over https is the local convert's bytes,
-with no upload left. Without the CA, with a host name the certificate does not carry, or
-with a CA file that is not there, every command fails at once, naming the host and the TLS
-failure (no retries). An https:// dataset behind an http -> https -> https redirect chain
-reads as the local file. Skips (77) when rclone or the openssl CLI is missing.
+AWS_CA_BUNDLE (CURL_CA_BUNDLE and SSL_CERT_FILE are honoured too); a multipart write over
+https is the local convert's bytes, with no upload left. Without the CA, with a host name
+the certificate does not carry, or with a CA file that is not there, every command fails at
+once, naming the host and the TLS failure (no retries). An https:// dataset behind an
+http -> https -> https redirect chain reads as the local file. Skips (77) when rclone or the
+openssl CLI is missing. Python's Reader and Loader over https: tests/python/test_remote_tls.py.
 """
 import http.server
 import os
@@ -18,7 +18,6 @@ import threading
 import time
 
 import gristcli as g
-from gristcli import Skip
 import remote_servers as rs
 
 TMP = tempfile.mkdtemp(prefix="grist-tls-")
@@ -111,25 +110,6 @@ def test_s3_load_over_https_at_two_threads():
     assert out.splitlines()[0] == want.splitlines()[0]
 
 
-def test_python_reader_and_loader_over_https():
-    try:
-        import grist
-    except ImportError:
-        raise Skip("the grist Python package is not importable")
-    want = grist.Reader(local("g64.ar"))
-    r = grist.Reader("s3://bkt/g64.ar")
-    assert len(r) == len(want) == 4000
-    idx = [0, 3999, 1234, 77]
-    assert r.read(idx) == want.read(idx)
-    seen = []
-    loader = grist.Loader("s3://bkt/g64.ar", 500, seed=0, epochs=1, threads=2)
-    for b in loader:
-        seen.extend(int(i) for i in b.indices)
-        b.release()
-    assert sorted(seen) == list(range(4000))
-    assert loader.stats()["remote"]["requests"] > 0
-
-
 def test_multipart_write_over_https():
     """Three parts uploaded over https: the object is the local convert's bytes; none left."""
     out = os.path.join(TMP, "conv.ar")
@@ -189,8 +169,7 @@ def test_redirects_http_to_https_to_https():
 
 
 def main():
-    rs.run_suite(setup, [test_s3_load_over_https_at_two_threads, test_python_reader_and_loader_over_https,
-                         test_multipart_write_over_https, test_untrusted_certificate_is_a_clear_error,
+    rs.run_suite(setup, [test_s3_load_over_https_at_two_threads, test_multipart_write_over_https, test_untrusted_certificate_is_a_clear_error,
                          test_host_name_mismatch_is_a_clear_error, test_redirects_http_to_https_to_https],
                  SERVERS, TMP)
 
