@@ -1159,9 +1159,15 @@ static enum grist_remote_outcome judge(struct grist_remote_xfer *x, CURLcode rc)
 		return fail(x, x->bad_code, "HTTP %ld: %s", status, x->bad);
 	if (rc != CURLE_OK) {
 		snprintf(what, sizeof(what), "%s", x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc));
-		if (grist_tls_failure(rc, grist_redirect_pick(x)->host, x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc),
-				      what, sizeof(what)))
+		switch (grist_tls_failure(rc, grist_redirect_pick(x)->host,
+					  x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc), what, sizeof(what))) {
+		case 0:
+			break;
+		case -ECONNRESET:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_RESET, -ECONNRESET, what);
+		default:
 			return fail(x, -EPROTO, "%s", what);
+		}
 		switch (rc) {
 		case CURLE_OPERATION_TIMEDOUT:
 			return retry_or_fail(x, GRIST_REMOTE_RETRY_TIMEOUT, -ETIMEDOUT, what);

@@ -12,8 +12,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static pthread_once_t trust_once = PTHREAD_ONCE_INIT;
 static const char *cainfo, *cainfo_from, *capath;
@@ -47,6 +49,25 @@ void grist_tls_trust(CURL *easy)
 		curl_easy_setopt(easy, CURLOPT_CAPATH, capath);
 }
 
+/*
+ * A handshake that the transport ended (a reset, an EOF, a failed send or receive), not a
+ * refusal of TLS's: a server or balancer that dropped the connection under load, as a reset
+ * before a plain http answer is. curl 7.88 says which only in its words: "Recv failure:
+ * Connection reset by peer", "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to ..."
+ * (an EOF without an alert), "unexpected eof while reading" (OpenSSL 3's words for the same).
+ */
+static bool cut_short(const char *why)
+{
+	static const char *const words[] = { "Recv failure", "Send failure", "SSL_ERROR_SYSCALL", "unexpected eof",
+					     "Connection reset" };
+	size_t i;
+
+	for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strstr(why, words[i]))
+			return true;
+	return false;
+}
+
 int grist_tls_failure(CURLcode rc, const char *host, const char *why, char *out, size_t cap)
 {
 	const char *hint = "";
@@ -64,6 +85,12 @@ int grist_tls_failure(CURLcode rc, const char *host, const char *why, char *out,
 		hint = "the CA bundle could not be read";
 		break;
 	case CURLE_SSL_CONNECT_ERROR:
+		if (cut_short(why)) {
+			snprintf(out, cap, "TLS with %s: the connection was cut during the handshake: %s", host, why);
+			return -ECONNRESET;
+		}
+		hint = "the TLS handshake failed";
+		break;
 	case CURLE_SSL_CERTPROBLEM:
 	case CURLE_SSL_CIPHER:
 	case CURLE_SSL_ENGINE_NOTFOUND:

@@ -18,8 +18,9 @@ void grist_tls_trust(CURL *easy);
 /*
  * grist_tls_failure() - when @rc is a TLS failure (handshake, certificate, CA file), write
  * what to say into @out: the host, curl's words @why, and how to trust a private CA; return
- * -EPROTO. Otherwise return 0 and leave @out alone. Never retried: another attempt meets
- * the same certificate.
+ * -EPROTO, never to be retried (another attempt meets the same certificate). A handshake
+ * the transport cut short (a reset, an EOF) is -ECONNRESET, to be retried as a reset is.
+ * Otherwise return 0 and leave @out alone.
  */
 int grist_tls_failure(CURLcode rc, const char *host, const char *why, char *out, size_t cap);
 

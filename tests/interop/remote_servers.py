@@ -8,7 +8,9 @@
   the asyncio proxy costs about half as much CPU per byte as rclone itself;
 - RcloneMount: rclone mount (FUSE) of a folder or a remote, read-only;
 - TlsCerts: a CA and server certificates made at test time by the openssl CLI, for
-  rclone serve s3/http --cert --key (https endpoints).
+  rclone serve s3/http --cert --key (https endpoints);
+- CutRelay: a TCP relay that cuts its first connections after the client's first bytes
+  (a TLS handshake reset or closed), then relays.
 
 Each start raises Skip (with the reason) when the server cannot start here.
 """
@@ -20,6 +22,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -171,6 +174,61 @@ class RcloneHttp(_Server):
         self._start([rclone_binary(), "serve", "http", "--addr", "127.0.0.1:%d" % self.port] + cert + [root],
                     "rclone serve http")
         self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
+
+
+class CutRelay:
+    """A TCP relay on a loopback port to 127.0.0.1:@upstream_port that cuts the first @cut
+    connections after the client's first bytes (a TLS ClientHello: the handshake cut short):
+    with a reset (RST) when @reset, else a close (FIN). The others are relayed byte for byte.
+    self.seen counts the connections."""
+
+    def __init__(self, upstream_port, cut=1, reset=True):
+        self.upstream, self.cut, self.reset, self.seen = upstream_port, cut, reset, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.seen += 1
+            if self.seen <= self.cut:
+                c.recv(65536)
+                if self.reset:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream))
+            except OSError:
+                c.close()
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        finally:
+            try:
+                b.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.sock.close()
 
 
 def multipart_uploads(server, bucket, ca=None):

@@ -5,7 +5,8 @@ An s3:// load at 2 threads gives the local file's --digest with the CA named in
 AWS_CA_BUNDLE (CURL_CA_BUNDLE and SSL_CERT_FILE are honoured too); a multipart write over
 https is the local convert's bytes, with no upload left. Without the CA, with a host name
 the certificate does not carry, or with a CA file that is not there, every command fails at
-once, naming the host and the TLS failure (no retries). An https:// dataset behind an
+once, naming the host and the TLS failure (no retries); a handshake cut short by a reset or
+a close (remote_servers.CutRelay) is retried. An https:// dataset behind an
 http -> https -> https redirect chain reads as the local file. Skips (77) when rclone or the
 openssl CLI is missing. Python's Reader and Loader over https: tests/python/test_remote_tls.py.
 """
@@ -163,6 +164,30 @@ def test_host_name_mismatch_is_a_clear_error():
         setenv(SERVERS["s3"].endpoint)
 
 
+def test_handshake_cut_short_is_retried():
+    """A reset or a close during the handshake (a balancer under load) is retried as a reset
+    before a plain http answer is; when every handshake is cut, the error names it and the
+    attempts, within the retries."""
+    want = g.run_ok(["load", local("g64.ar")] + LOAD)
+    for reset in (True, False):
+        relay = rs.CutRelay(SERVERS["s3"].port, cut=1, reset=reset)
+        try:
+            setenv("https://127.0.0.1:%d" % relay.port)
+            out = g.run_ok(["load", "s3://bkt/g64.ar", "--remote", "backoff_ms:10", "--stats"] + LOAD)
+            assert out == want and relay.seen >= 2, (reset, relay.seen)
+        finally:
+            relay.stop()
+    relay = rs.CutRelay(SERVERS["s3"].port, cut=1000)
+    try:
+        setenv("https://127.0.0.1:%d" % relay.port)
+        g.expect_error(["info", "s3://bkt/g64.ar", "--remote", "retries:2,backoff_ms:10"],
+                       ["TLS with 127.0.0.1:%d" % relay.port, "cut during the handshake", "after 3 attempts"])
+        assert relay.seen == 3, relay.seen
+    finally:
+        relay.stop()
+        setenv(SERVERS["s3"].endpoint)
+
+
 def test_redirects_http_to_https_to_https():
     """http://hop -> https://hop_tls -> https://rclone-http: the local file's digest."""
     url = SERVERS["hop"].endpoint + "/bkt/g64.ar"
@@ -173,7 +198,8 @@ def test_redirects_http_to_https_to_https():
 
 def main():
     rs.run_suite(setup, [test_s3_load_over_https_at_two_threads, test_multipart_write_over_https, test_untrusted_certificate_is_a_clear_error,
-                         test_host_name_mismatch_is_a_clear_error, test_redirects_http_to_https_to_https],
+                         test_host_name_mismatch_is_a_clear_error, test_handshake_cut_short_is_retried,
+                         test_redirects_http_to_https_to_https],
                  SERVERS, TMP)
 
 
