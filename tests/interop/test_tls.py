@@ -101,12 +101,14 @@ def setup():
 
 
 def test_s3_load_over_https_at_two_threads():
-    """The CA in AWS_CA_BUNDLE, CURL_CA_BUNDLE or SSL_CERT_FILE: the local file's digest; gs:// too."""
+    """The CA in AWS_CA_BUNDLE, CURL_CA_BUNDLE or SSL_CERT_FILE: the local file's digest; a
+    glob's listing and gs:// too."""
     want = g.run_ok(["load", local("g64.ar")] + LOAD)
     for ca in ("AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE"):
         setenv(SERVERS["s3"].endpoint, ca)
         assert g.run_ok(["load", "s3://bkt/g64.ar"] + LOAD) == want, ca
     setenv(SERVERS["s3"].endpoint)
+    assert g.run_ok(["cat", "--hex", "s3://bkt/g6*.ar"]) == g.run_ok(["cat", "--hex", local("g64.ar")])  # a listing
     os.environ["GRIST_GS_ENDPOINT_URL"] = SERVERS["s3"].endpoint   # gs:// through rclone's S3 face
     try:
         assert g.run_ok(["load", "gs://bkt/g64.ar"] + LOAD) == want
