@@ -20,11 +20,16 @@
 static pthread_once_t trust_once = PTHREAD_ONCE_INIT;
 static const char *cainfo, *cainfo_from, *capath;
 
+/*
+ * A copy: a later putenv() may free the environment's string (Python's os.environ does, on
+ * replacing a value) while handles are still being set up from it. Out of memory at the
+ * first request: no CA of the user's, and the refusal names the system's store.
+ */
 static const char *env(const char *name)
 {
 	const char *v = getenv(name);
 
-	return v && v[0] ? v : NULL;
+	return v && v[0] ? strdup(v) : NULL;
 }
 
 static void trust_load(void)
@@ -42,7 +47,6 @@ static void trust_load(void)
 void grist_tls_trust(CURL *easy)
 {
 	pthread_once(&trust_once, trust_load);
-	/* curl copies the strings; environ's are never freed while the process runs */
 	if (cainfo)
 		curl_easy_setopt(easy, CURLOPT_CAINFO, cainfo);
 	if (capath)
