@@ -37,11 +37,16 @@
  *   GRIST_GS_ENDPOINT_URL                    a custom endpoint for gs:// (default
  *                                            https://storage.googleapis.com)
  *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text
+ *   AWS_CA_BUNDLE, else CURL_CA_BUNDLE, else SSL_CERT_FILE   the PEM file of the CAs an
+ *                                            https server's certificate must chain to (none:
+ *                                            libcurl's system store); SSL_CERT_DIR a hashed
+ *                                            directory of them. Read once, at first use.
  *
  * Errors name the URL, the HTTP status and the service's error code ("s3://b/k: HTTP
  * 403 SignatureDoesNotMatch: ..."): -EACCES (401, 403), -ENOENT (404: no such key or
  * bucket), -ESTALE (the object changed: 412, another ETag, another size), -EPROTO (400
- * and other refusals, a server that ignores Range), -ETIMEDOUT, -ECONNRESET,
+ * and other refusals, a server that ignores Range; a TLS handshake or certificate refused,
+ * "TLS with HOST: ...", never retried), -ETIMEDOUT, -ECONNRESET,
  * -ECONNREFUSED, -EHOSTUNREACH, -EIO (5xx once the retries are spent).
  */
 #ifndef GRIST_REMOTE_PUBLIC_H

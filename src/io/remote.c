@@ -22,6 +22,7 @@
 #include "io/http_fields.h"
 #include "io/remote.h"
 #include "io/s3_sign.h"
+#include "io/tls.h"
 
 #define ERRBODY_MAX 16384
 
@@ -903,6 +904,7 @@ int grist_remote_xfer_setup(struct grist_remote_xfer *x)
 	curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	grist_tls_trust(x->easy);
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS, (long)x->opt->connect_timeout_ms);
 	/*
 	 * timeout_ms is a stall rule, not a deadline: a GET that brings less than 1 KiB/s for
@@ -1157,6 +1159,15 @@ static enum grist_remote_outcome judge(struct grist_remote_xfer *x, CURLcode rc)
 		return fail(x, x->bad_code, "HTTP %ld: %s", status, x->bad);
 	if (rc != CURLE_OK) {
 		snprintf(what, sizeof(what), "%s", x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc));
+		switch (grist_tls_failure(rc, grist_redirect_pick(x)->host,
+					  x->curl_err[0] ? x->curl_err : curl_easy_strerror(rc), what, sizeof(what))) {
+		case 0:
+			break;
+		case -ECONNRESET:
+			return retry_or_fail(x, GRIST_REMOTE_RETRY_RESET, -ECONNRESET, what);
+		default:
+			return fail(x, -EPROTO, "%s", what);
+		}
 		switch (rc) {
 		case CURLE_OPERATION_TIMEDOUT:
 			return retry_or_fail(x, GRIST_REMOTE_RETRY_TIMEOUT, -ETIMEDOUT, what);

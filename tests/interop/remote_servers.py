@@ -6,7 +6,11 @@
   503 SlowDown with Retry-After, connection resets and truncated bodies;
 - DelayProxy: bench/delay_proxy.c (epoll + splice), per-request delay only, for benchmarks:
   the asyncio proxy costs about half as much CPU per byte as rclone itself;
-- RcloneMount: rclone mount (FUSE) of a folder or a remote, read-only.
+- RcloneMount: rclone mount (FUSE) of a folder or a remote, read-only;
+- TlsCerts: a CA and server certificates made at test time by the openssl CLI, for
+  rclone serve s3/http --cert --key (https endpoints);
+- CutRelay: a TCP relay that cuts its first connections after the client's first bytes
+  (a TLS handshake reset or closed), then relays.
 
 Each start raises Skip (with the reason) when the server cannot start here.
 """
@@ -18,6 +22,7 @@ import os
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -32,7 +37,8 @@ SECRET_KEY = "grist-test-secret-key-0001"
 
 # What the remote backend reads from the environment (grist/remote.h).
 REMOTE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
-              "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "GRIST_GS_ENDPOINT_URL", "GRIST_REMOTE_OPTIONS")
+              "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "GRIST_GS_ENDPOINT_URL", "GRIST_REMOTE_OPTIONS",
+              "AWS_CA_BUNDLE", "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
 @contextlib.contextmanager
@@ -110,24 +116,130 @@ class _Server:
                 self.proc.wait()
 
 
+class TlsCerts:
+    """A CA (ca.pem) and, per name, a server key and certificate it signs, made in @where by the
+    openssl CLI (tools/install-deps installs it): P-256 keys, valid for a day.
+    server(name, sans) writes name.pem and name.key for the subjectAltNames @sans
+    ("IP:127.0.0.1", "DNS:localhost") and returns their paths."""
+
+    def __init__(self, where):
+        self.dir = where
+        self.ca = os.path.join(where, "ca.pem")
+        self._ca_key = os.path.join(where, "ca.key")
+        self._openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                       "-keyout", self._ca_key, "-out", self.ca, "-days", "1", "-subj", "/CN=grist test CA",
+                       "-addext", "basicConstraints=critical,CA:TRUE",
+                       "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+
+    def _openssl(self, args):
+        exe = shutil.which("openssl")
+        if not exe:
+            raise Skip("the openssl CLI is not installed (tools/install-deps installs it)")
+        p = subprocess.run([exe] + args, capture_output=True, text=True, timeout=60)
+        if p.returncode:
+            raise AssertionError("openssl %s: %s" % (args[0], p.stderr[-500:]))
+
+    def server(self, name, sans):
+        key, csr, pem, ext = (os.path.join(self.dir, name + e) for e in (".key", ".csr", ".pem", ".ext"))
+        with open(ext, "w") as f:
+            f.write("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n"
+                    % ",".join(sans))
+        self._openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                       "-out", csr, "-subj", "/CN=" + name])
+        self._openssl(["x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self._ca_key, "-CAcreateserial",
+                       "-out", pem, "-days", "1", "-extfile", ext])
+        return pem, key
+
+
 class Rclone(_Server):
-    """rclone serve s3 over @root: each top-level folder is a bucket."""
+    """rclone serve s3 over @root: each top-level folder is a bucket. @tls: None, or a
+    (certificate, key) pair (TlsCerts.server()) to serve https."""
 
-    def __init__(self, root, extra=()):
+    def __init__(self, root, extra=(), tls=None):
         self.port = free_port()
+        cert = ["--cert", tls[0], "--key", tls[1]] if tls else []
         self._start([rclone_binary(), "serve", "s3", "--auth-key", "%s,%s" % (ACCESS_KEY, SECRET_KEY),
-                     "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + list(extra) + [root],
+                     "--addr", "127.0.0.1:%d" % self.port, "--dir-cache-time", "1s"] + cert + list(extra) + [root],
                     "rclone serve s3")
-        self.endpoint = "http://127.0.0.1:%d" % self.port
+        self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
 
 
-def multipart_uploads(server, bucket):
+class RcloneHttp(_Server):
+    """rclone serve http over @root (Range GETs of plain files), over https when @tls is a
+    (certificate, key) pair."""
+
+    def __init__(self, root, tls=None):
+        self.port = free_port()
+        cert = ["--cert", tls[0], "--key", tls[1]] if tls else []
+        self._start([rclone_binary(), "serve", "http", "--addr", "127.0.0.1:%d" % self.port] + cert + [root],
+                    "rclone serve http")
+        self.endpoint = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.port)
+
+
+class CutRelay:
+    """A TCP relay on a loopback port to 127.0.0.1:@upstream_port that cuts the first @cut
+    connections after the client's first bytes (a TLS ClientHello: the handshake cut short):
+    with a reset (RST) when @reset, else a close (FIN). The others are relayed byte for byte.
+    self.seen counts the connections."""
+
+    def __init__(self, upstream_port, cut=1, reset=True):
+        self.upstream, self.cut, self.reset, self.seen = upstream_port, cut, reset, 0
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.seen += 1
+            if self.seen <= self.cut:
+                c.recv(65536)
+                if self.reset:
+                    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                c.close()
+                continue
+            try:
+                u = socket.create_connection(("127.0.0.1", self.upstream))
+            except OSError:
+                c.close()
+                continue
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while True:
+                d = a.recv(65536)
+                if not d:
+                    break
+                b.sendall(d)
+        except OSError:
+            pass
+        finally:
+            try:
+                b.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.sock.close()
+
+
+def multipart_uploads(server, bucket, ca=None):
     """The keys of the multipart uploads @server (an Rclone) lists in @bucket, asked by rclone's
     own S3 client (`rclone backend list-multipart-uploads`): a second client's view of what an
-    upload left behind."""
+    upload left behind. @ca: the CA file an https server's certificate chains to."""
     env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
                RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=ACCESS_KEY,
                RCLONE_CONFIG_T_SECRET_ACCESS_KEY=SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
+    if ca:
+        env["RCLONE_CA_CERT"] = ca
     p = subprocess.run([rclone_binary(), "backend", "list-multipart-uploads", "T:" + bucket], env=env,
                        capture_output=True, text=True, timeout=30)
     if p.returncode:
