@@ -196,9 +196,9 @@ static void unhold(struct grist_sched *h, const struct grist_sched_client *c)
 int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, struct grist_remote_object *const *objs,
 		       struct grist_io_req **reqs, unsigned n)
 {
-	size_t need;
+	size_t need, before;
 	unsigned i;
-	bool wake;
+	bool wake, long_hand = false;
 
 	pthread_mutex_lock(&h->lock);
 	/* room for every piece first: a failed submit must leave nothing queued */
@@ -210,6 +210,7 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 		pthread_mutex_unlock(&h->lock);
 		return -ENOMEM;
 	}
+	before = h->npending;
 	for (i = 0; i < n; i++) {
 		struct grist_io_req *r = reqs[i];
 		struct grist_remote_object *o = objs[i];
@@ -239,18 +240,24 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 	if (n) {
 		struct holder *hd = find_hold(h, c);
 
-		if (!hd)
-			h->holders[h->nholders++] = (struct holder){ c, grist_sched_now(), false };
-		else if (hd->fresh)
-			*hd = (struct holder){ c, grist_sched_now(), false };
+		if (!hd) {
+			hd = &h->holders[h->nholders++];
+			*hd = (struct holder){ c, grist_sched_now(), 0, false };
+		} else if (hd->fresh) {
+			*hd = (struct holder){ c, grist_sched_now(), 0, false };
+		}
+		long_hand = hd->pieces < GRIST_SCHED_HANDOVER_PIECES &&
+			    hd->pieces + (h->npending - before) >= GRIST_SCHED_HANDOVER_PIECES;
+		hd->pieces += h->npending - before;
 	}
 	/*
 	 * With no GET out there is nothing for these pieces to ride on, and no GET may go out
-	 * before @c's hand-over ends (grist_sched_release() wakes the thread then): a wake
-	 * here only cost a task switch, one per unit of the first hand-over (about 1,200 at
-	 * the start of a chunk-window shuffle of 1 KiB records, group_size 1).
+	 * before @c's hand-over ends (grist_sched_release() wakes the thread then), or grows
+	 * long enough to go out in parts (@long_hand, grist_sched_may_launch()): a wake here
+	 * otherwise only cost a task switch, one per unit of the first hand-over (about 1,200
+	 * at the start of a chunk-window shuffle of 1 KiB records, group_size 1).
 	 */
-	wake = h->asleep && h->dirty && (!n || h->active || h->waiting);
+	wake = h->asleep && h->dirty && (!n || h->active || h->waiting || long_hand);
 	if (wake)
 		h->asleep = false;
 	pthread_mutex_unlock(&h->lock);
@@ -494,7 +501,7 @@ void grist_sched_attach(struct grist_sched *h, struct grist_sched_client *c)
 	 */
 	if (!find_hold(h, c) &&
 	    !grist_array_reserve((void **)&h->holders, &h->holders_cap, h->nholders + 1, sizeof(*h->holders)))
-		h->holders[h->nholders++] = (struct holder){ c, grist_sched_now(), true };
+		h->holders[h->nholders++] = (struct holder){ c, grist_sched_now(), 0, true };
 	for (i = 0; i < h->nctrs && h->ctrs[i].ctr != c->ctr; i++)
 		;
 	if (i < h->nctrs) {

@@ -74,8 +74,10 @@ int grist_sched_submit(struct grist_sched *s, struct grist_sched_client *c, stru
 /*
  * grist_sched_release() - @c has handed over what it will for now (it reaps): its
  * requests since its last release may go out. Until then they wait (grist_sched_submit()
- * holds them), but not while a client starves, so one that never reaps stalls nobody.
+ * holds them), but not while a client starves, so one that never reaps stalls nobody, and
+ * not past GRIST_SCHED_HANDOVER_PIECES pieces: a longer hand-over goes out in parts.
  */
+#define GRIST_SCHED_HANDOVER_PIECES 16384
 void grist_sched_release(struct grist_sched *s, struct grist_sched_client *c);
 
 /*

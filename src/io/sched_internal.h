@@ -63,10 +63,13 @@ void grist_sched_sort_free(struct grist_sched_sort *s);
 /*
  * A client in the middle of a hand-over (grist_sched_release()), since @since_ns; or,
  * @fresh, one attached that has handed nothing over yet (its first hand-over is coming).
+ * @pieces: what it handed over since its hand-over began or waiting pieces were last
+ * judged; from GRIST_SCHED_HANDOVER_PIECES on, it holds nobody (grist_sched_may_launch()).
  */
 struct holder {
 	const struct grist_sched_client *c;
 	uint64_t since_ns;
+	size_t pieces;
 	bool fresh;
 };
 

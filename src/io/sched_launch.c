@@ -175,6 +175,21 @@ bool grist_sched_room(const struct grist_sched *h)
  * at 2 threads: 4 runs in 40). Its first submit makes it an ordinary holder. A client
  * that hands nothing over for HOLD_MAX_NS after attaching (a fetcher not used yet) holds
  * nobody from then on, starved or not.
+ *
+ * A long hand-over goes out in parts: once a client has handed over
+ * GRIST_SCHED_HANDOVER_PIECES pieces since its hand-over began (or since waiting pieces
+ * were last judged), it holds nobody until they are judged. The first hand-over of a
+ * chunk-window shuffle of 611-byte records (group_size 1, a 122 MB object) is the whole
+ * read-ahead, 110,000 reads and 0.1 s of the worker's planning; held whole, its first GET
+ * went out only then, and its round trip (24 ms behind a 20 ms proxy) was time in which
+ * no thread of the process had anything to do. In parts the first GETs go out after
+ * 16,384 reads (about 15 ms of planning), and the bodies flow while the worker plans on:
+ * the time every grist thread slept before the first batch went from 0.14-0.16 s to
+ * 0.08-0.09 s, the first batch 0.1 s sooner (docs/tuning.md, session 38). The cost is the
+ * one the whole hand-over avoids: a read handed over after a GET passed its region waits
+ * for a later GET (3-5% more body bytes over the first epoch there). Below that length nothing
+ * changes: an object smaller than the read-ahead (tests/interop/test_hosts.py's 3 MB of
+ * 12,000 reads over 4 processes) is still fetched once.
  */
 #define HOLD_MAX_NS 500000000ull
 
@@ -186,6 +201,8 @@ bool grist_sched_may_launch(const struct grist_sched *h)
 	if (!grist_sched_room(h))
 		return false;
 	for (i = 0; i < h->nholders; i++) {
+		if (h->holders[i].pieces >= GRIST_SCHED_HANDOVER_PIECES)
+			continue;
 		if (!now)
 			now = grist_sched_now();
 		age = now - h->holders[i].since_ns;
@@ -576,6 +593,9 @@ int grist_sched_launch(struct grist_sched *h)
 		return 0;
 	h->judged++;
 	h->judged_ns = grist_sched_now();
+	/* what the clients handed over so far is judged: a long hand-over holds again for its next part */
+	for (i = 0; i < h->nholders; i++)
+		h->holders[i].pieces = 0;
 	for (k = 0; k < h->ngets; k++)
 		if ((h->gets[k].state == GET_ACTIVE || h->gets[k].state == GET_WAITING) && h->gets[k].seq_min < oldest)
 			oldest = h->gets[k].seq_min;

@@ -637,6 +637,29 @@ def test_horizon_counts_from_the_consumer():
     assert r.stdout.decode().split() == ["held", "landed", "held", "499", "quiet"], r.stdout
 
 
+def test_long_handover_goes_out_in_parts():
+    """A hand-over of 16,384 pieces or more goes out in parts (grist_sched_may_launch()): one
+    io object hands over 16,383 reads of 64 bytes without reaping, and nothing is judged
+    within 200 ms (its hand-over holds them, as before); the 16,384th lets GETs out before
+    the hand-over ends, and every read lands with the file's bytes (tests/io/sched_check.c,
+    handover). The first hand-over of a chunk-window shuffle of 611-byte records is 110,000
+    reads: held whole, its first GET waited for 0.1 s of planning, then a round trip in
+    which no grist thread had anything to do (docs/tuning.md, session 38). Deterministic but
+    for the 200 ms: a scheduler that went out early and took longer to do so than that
+    would pass the first check, never fail a correct one."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    r = subprocess.run([exe, "handover", s3("seq/seq.ar")], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    with open(local("seq/seq.ar"), "rb") as f:
+        data = f.read(16384 * 64)
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    assert r.stdout.decode().split() == ["held", "out", "sum", "%016x" % h], r.stdout
+
+
 def window_load(name, epochs, delay=0.02, threads=2):
     """`grist load s3://NAME` by chunk windows behind bench/delay_proxy (20 ms unless told),
     2 threads unless told, checked against the local file: (GETs, GET body bytes, chunk bytes
@@ -828,7 +851,7 @@ def test_slow_link_is_not_a_timeout():
 # GRIST_REMOTE_ONLY=SCHED_TESTS runs just these, as the ThreadSanitizer build does
 # (tests/meson.build, io/test_sched_tsan).
 SCHED_TESTS = ("test_two_threads_share_one_get", "test_horizon_counts_from_the_consumer", "test_threads_same_digest", "test_faults_give_identical_bytes",
-               "test_read_after_fork")
+               "test_read_after_fork", "test_long_handover_goes_out_in_parts")
 
 
 def main():
@@ -839,7 +862,7 @@ def main():
              test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
              test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
-             test_horizon_counts_from_the_consumer,
+             test_horizon_counts_from_the_consumer, test_long_handover_goes_out_in_parts,
              test_read_after_fork, test_chunk_window_gets_dense, test_tiny_chunks_read_ahead_in_bytes,
              test_read_window_not_rounded,
              test_http_through_nginx, test_slow_link_is_not_a_timeout, test_many_shards_open_at_once]

@@ -1,5 +1,5 @@
 /*
- * sched-check merge|fork|hold URL: the GET scheduler (src/io/sched.c) from outside, for
+ * sched-check merge|fork|hold|handover URL: the GET scheduler (src/io/sched.c) from outside, for
  * tests/interop/test_remote.py.
  *
  * merge: two threads' neighbouring reads of one object leave as one GET. Run
@@ -23,6 +23,14 @@
  * for these rules is this program's (grist_sched_set_clock(), moved only by it), and each
  * step waits until the scheduler has judged the read again (grist_sched_probe()), so a
  * busy machine only makes it slower. Waits are bounded (30 s) only to fail, not to pass.
+ *
+ * handover: a long hand-over goes out in parts (grist_sched_may_launch()). One io object
+ * hands over GRIST_SCHED_HANDOVER_PIECES - 1 reads of 64 bytes, back to back from 0, 64 a
+ * submit, and does not reap (its hand-over goes on): nothing is judged within 200 ms
+ * ("held"; exits 1 if a GET went out). One more read makes the hand-over that long: GETs go
+ * out before it ends ("out"). Then it reaps them all; prints "sum HEX", the FNV-1a hash of
+ * the bytes read in order (the file's first GRIST_SCHED_HANDOVER_PIECES x 64 bytes), for
+ * the test to check against the local file.
  *
  * fork: an io object reads, the process forks, and the child reads through the same io
  * object (as a reader kept from before a fork does): the parent's scheduler has no thread
@@ -611,6 +619,80 @@ out:
 	return ret;
 }
 
+/* See the top of the file. 0 or 1. */
+static int handover_check(void)
+{
+	enum { N = GRIST_SCHED_HANDOVER_PIECES, RL = 64 };
+	static struct grist_io_req reqs[N];
+	static uint8_t bufs[(size_t)N * RL];
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = N + 64 };
+	struct grist_remote_options resolved;
+	struct grist_io_req *p[64], *done[64];
+	struct grist_sched *sc = NULL;
+	struct grist_sched_probe pr;
+	struct grist_io *io = NULL;
+	uint64_t t0, hash = 14695981039346656037ull;
+	uint32_t slot;
+	int i, k, n, got = 0, ret = 1;
+
+	if (grist_remote_options_resolve(&opt, &resolved) || grist_sched_get(&obj->u, &resolved, &sc) ||
+	    grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, obj, &slot))
+		goto out;
+	for (i = 0; i < N; i++)
+		reqs[i] = (struct grist_io_req){ .file = slot, .offset = (uint64_t)i * RL, .len = RL, .buf = bufs + (size_t)i * RL };
+	/* all but the last, as an engine worker hands a unit's reads over: 64 a submit, no reap */
+	for (i = 0; i < N - 1; i += k) {
+		k = N - 1 - i < 64 ? N - 1 - i : 64;
+		for (n = 0; n < k; n++)
+			p[n] = &reqs[i + n];
+		if (grist_io_submit(io, p, (unsigned)k) != k)
+			goto out;
+	}
+	for (t0 = now_ms(); now_ms() - t0 < 200;) {
+		grist_sched_probe(sc, &pr);
+		if (pr.judged || pr.gets) {
+			fprintf(stderr, "handover: %d pieces of a hand-over went out before it ended\n", N - 1);
+			goto out;
+		}
+		usleep(1000);
+	}
+	printf("held\n");
+	p[0] = &reqs[N - 1];
+	if (grist_io_submit(io, p, 1) != 1)
+		goto out;
+	for (t0 = now_ms();; usleep(1000)) {
+		grist_sched_probe(sc, &pr);
+		if (pr.gets)
+			break;
+		if (now_ms() - t0 >= 30000) {
+			fprintf(stderr, "handover: a hand-over of %d pieces still held after 30 s\n", N);
+			goto out;
+		}
+	}
+	printf("out\n");
+	while (got < N) {
+		n = grist_io_reap(io, done, 64, 1);
+		if (n <= 0)
+			goto out;
+		for (i = 0; i < n; i++)
+			if (done[i]->result != RL) {
+				fprintf(stderr, "handover: a read at %llu: %d\n", (unsigned long long)done[i]->offset, done[i]->result);
+				goto out;
+			}
+		got += n;
+	}
+	for (i = 0; i < N * RL; i++)
+		hash = (hash ^ bufs[i]) * 1099511628211ull;
+	printf("sum %016llx\n", (unsigned long long)hash);
+	ret = 0;
+out:
+	if (ret)
+		fprintf(stderr, "handover: %s\n", grist_last_error());
+	grist_io_destroy(io);
+	grist_sched_put(sc);
+	return ret;
+}
+
 /* Read at @off through @s, in this process; then fork and read at @off2 in the child. */
 static int fork_check(struct side *s)
 {
@@ -655,19 +737,23 @@ int main(int argc, char **argv)
 		grist_direct_set_resolver(fake_lookup, addrs_every_ms);
 		opt.retries = (unsigned)atoi(argv[4]);
 		opt.backoff_ms = 10;
-	} else if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold"))) {
-		fprintf(stderr, "usage: sched-check merge|fork|hold URL, addrs URL LIST[/LIST2] RETRIES [EVERY_MS], "
+	} else if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold") &&
+				 strcmp(argv[1], "handover"))) {
+		fprintf(stderr, "usage: sched-check merge|fork|hold|handover URL, addrs URL LIST[/LIST2] RETRIES [EVERY_MS], "
 			"or lookup URL ENDPOINT2 others|timeout|background\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "merge")) {
 		/* fork, hold, addrs: one io object */
-		if (grist_remote_open(argv[2], &obj) || make(&m)) {
+		/* handover makes an io object of its own, deeper: one more would hold it (a fresh client) */
+		if (grist_remote_open(argv[2], &obj) || (strcmp(argv[1], "handover") && make(&m))) {
 			fprintf(stderr, "sched-check: %s\n", grist_last_error());
 			return 1;
 		}
-		ret = !strcmp(argv[1], "fork") ? fork_check(&m) : !strcmp(argv[1], "hold") ? hold_check(&m)
-										      : addrs_check(&m);
+		ret = !strcmp(argv[1], "fork")	   ? fork_check(&m)
+		      : !strcmp(argv[1], "hold")     ? hold_check(&m)
+		      : !strcmp(argv[1], "handover") ? handover_check()
+						     : addrs_check(&m);
 		grist_io_destroy(m.io);
 		grist_remote_unref(obj);
 		return ret;
