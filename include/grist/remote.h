@@ -36,7 +36,9 @@
  *   AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL  a custom S3 endpoint; implies path-style URLs
  *   GRIST_GS_ENDPOINT_URL                    a custom endpoint for gs:// (default
  *                                            https://storage.googleapis.com)
- *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text
+ *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text;
+ *                                            one that does not parse fails every remote
+ *                                            operation with -EINVAL naming it
  *
  * Errors name the URL, the HTTP status and the service's error code ("s3://b/k: HTTP
  * 403 SignatureDoesNotMatch: ..."): -EACCES (401, 403), -ENOENT (404: no such key or

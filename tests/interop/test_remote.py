@@ -476,6 +476,24 @@ def test_loader_remote_options():
         rs.stop_env_proxy(p)
 
 
+def test_bad_remote_options_env():
+    """A GRIST_REMOTE_OPTIONS that does not parse is an error naming the variable, for reads and
+    writes alike: dropped silently, it left every one of its options, the sound ones too, at
+    their defaults. Local files do not look at it."""
+    try:
+        for env, words in (("retries:0,timout_ms:5000", ["unknown remote option 'timout_ms'"]),
+                           ("part:4M", ["part=4 MiB is outside"])):
+            os.environ["GRIST_REMOTE_OPTIONS"] = env
+            for args, stdin in ((["info", s3("a.ar")], None), (["write", s3("env.ar")], b"x\n")):
+                rc, _, err = g.run(args, stdin=stdin)
+                assert rc == 2 and "GRIST_REMOTE_OPTIONS='%s'" % env in err, (args, rc, err)
+                assert all(w in err for w in words), (words, err)
+            g.run_ok(["info", local("a.ar")])
+        assert not os.path.exists(local("env.ar"))
+    finally:
+        os.environ.pop("GRIST_REMOTE_OPTIONS", None)
+
+
 def test_bench_reads_urls():
     """grist-bench takes URLs as FILE, as grist load does."""
     bench = os.environ.get("GRIST_BENCH")
@@ -837,7 +855,8 @@ def main():
              test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
              test_sequential_reads_coalesce, test_verify_memory_is_bounded,
              test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
-             test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
+             test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bad_remote_options_env,
+             test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
              test_horizon_counts_from_the_consumer,
              test_read_after_fork, test_chunk_window_gets_dense, test_tiny_chunks_read_ahead_in_bytes,
