@@ -494,6 +494,32 @@ def test_bad_remote_options_env():
         os.environ.pop("GRIST_REMOTE_OPTIONS", None)
 
 
+def test_server_gone_mid_load():
+    """The server goes away mid-load (the proxy in front of rclone stops: resets, then
+    connections refused): the load fails naming the URL within one read's retries. Once the
+    error was out, the loader's workers used to wait for every read still queued to run out
+    its retries too, one GET at a time, minutes for a deep read-ahead, before the process
+    could exit."""
+    import threading
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=0.02)
+    setenv(p.endpoint)
+
+    def stop_soon():
+        while p.count < 10:
+            time.sleep(0.01)
+        p.stop()
+    t = threading.Thread(target=stop_soon)
+    t.start()
+    try:
+        # 64 KiB GETs, 2 at once: the 48 MB object is 750 GETs, all queued by the read-ahead
+        g.expect_error(["load", s3("seq/big.ar"), "--batch-size", 64, "--digest", "--threads", 2, "--remote",
+                        "split:64K,coalesce:64K,inflight:2,retries:3,backoff_ms:50"],
+                       [s3("seq/big.ar"), "(after 4 attempts)"], timeout=20)
+    finally:
+        t.join()
+        setenv(SERVERS["rclone"].endpoint)
+
+
 def test_bench_reads_urls():
     """grist-bench takes URLs as FILE, as grist load does."""
     bench = os.environ.get("GRIST_BENCH")
@@ -856,6 +882,7 @@ def main():
              test_sequential_reads_coalesce, test_verify_memory_is_bounded,
              test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
              test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bad_remote_options_env,
+             test_server_gone_mid_load,
              test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
              test_horizon_counts_from_the_consumer,
