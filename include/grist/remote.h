@@ -36,7 +36,9 @@
  *   AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL  a custom S3 endpoint; implies path-style URLs
  *   GRIST_GS_ENDPOINT_URL                    a custom endpoint for gs:// (default
  *                                            https://storage.googleapis.com)
- *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text
+ *   GRIST_REMOTE_OPTIONS                     options in the grist_remote_options_parse() text;
+ *                                            one that does not parse fails every remote
+ *                                            operation with -EINVAL naming it
  *   AWS_CA_BUNDLE, else CURL_CA_BUNDLE, else SSL_CERT_FILE   the PEM file of the CAs an
  *                                            https server's certificate must chain to (none:
  *                                            libcurl's system store); SSL_CERT_DIR a hashed

@@ -732,6 +732,14 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		stopping = stopping || __atomic_load_n(&e->stop, __ATOMIC_RELAXED);
+		/*
+		 * Stopping, URL reads are not waited for: each would run out its retries first (a
+		 * dead server: minutes for a deep read-ahead, after the loader's error was already
+		 * out), and closing the io withdraws them from the GET scheduler, after which no
+		 * byte lands in this worker's buffers (grist_sched_withdraw()). Local reads land.
+		 */
+		if (stopping && e->io_kind == GRIST_IO_HTTP)
+			break;
 		ret = 0;
 		if (!broken) {
 			admit_tail(wk);

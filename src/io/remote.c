@@ -44,10 +44,14 @@ static void global_init_once(void)
 	global_ret = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -ENOMEM;
 }
 
+static int env_check(void);
+
 int grist_remote_global_init(void)
 {
 	pthread_once(&global_once, global_init_once);
-	return global_ret ? grist_fail(global_ret, "cannot initialise libcurl") : 0;
+	if (global_ret)
+		return grist_fail(global_ret, "cannot initialise libcurl");
+	return env_check();
 }
 
 static pthread_mutex_t opt_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -248,7 +252,7 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	return 0;
 }
 
-/* The defaults with GRIST_REMOTE_OPTIONS applied; a bad variable leaves the defaults. */
+/* The defaults with GRIST_REMOTE_OPTIONS applied; a bad variable leaves the defaults (env_check() refuses it). */
 static void env_defaults(struct grist_remote_options *o)
 {
 	const char *env = getenv("GRIST_REMOTE_OPTIONS");
@@ -258,6 +262,24 @@ static void env_defaults(struct grist_remote_options *o)
 	t = *o;
 	if (env && *env && grist_remote_options_parse(env, &t) == 0)
 		*o = t;
+}
+
+/*
+ * A GRIST_REMOTE_OPTIONS that does not parse (a misspelt name, a value out of bounds) is an
+ * error of every remote operation, checked where each begins (grist_remote_global_init()):
+ * dropped silently, it would leave all of its options, the sound ones too, at their defaults.
+ */
+static int env_check(void)
+{
+	const char *env = getenv("GRIST_REMOTE_OPTIONS");
+	struct grist_remote_options t;
+	int ret;
+
+	if (!env || !*env)
+		return 0;
+	grist_remote_options_init(&t);
+	ret = grist_remote_options_parse(env, &t);
+	return ret ? grist_fail_prefix(ret, "GRIST_REMOTE_OPTIONS='%.200s'", env) : 0;
 }
 
 int grist_remote_options_resolve(const struct grist_remote_options *in, struct grist_remote_options *out)

@@ -333,8 +333,10 @@ int grist_remote_open_many(const char *const *urls, size_t n, struct grist_remot
 	int ret;
 
 	memset(out, 0, n * sizeof(*out));
+	if (!n) /* a dataset of local files: nothing of the remote backend's is needed */
+		return 0;
 	ret = grist_remote_global_init();
-	if (ret || !n)
+	if (ret)
 		return ret;
 	grist_remote_options_current(&batch.opt);
 	ops = calloc(n, sizeof(*ops));

@@ -647,7 +647,7 @@ void grist_upload_abort(struct grist_upload *u)
 
 	if (!u)
 		return;
-	/* the caller's error stays the one reported: the abort's own goes nowhere */
+	/* the caller's error stays the one reported */
 	snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	__atomic_store_n(&u->cancel, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&u->lock);
@@ -659,7 +659,15 @@ void grist_upload_abort(struct grist_upload *u)
 	for (unsigned i = 0; i < u->nthreads; i++)
 		pthread_join(u->threads[i], NULL);
 	u->nthreads = 0;
-	abort_request(u);
+	/*
+	 * The server gone (often the error that stopped the upload) fails the abort too: the
+	 * parts stay, billed, until someone aborts the upload. Callers have taken their error's
+	 * message by now (and an abort of the caller's own has none), so this goes to the log.
+	 */
+	if (abort_request(u))
+		grist_log(GRIST_LOG_ERROR, "%s: the upload could not be aborted (AbortMultipartUpload: %s): its "
+			  "parts stay at the server until it is aborted (UploadId %s)", u->url, grist_last_error(),
+			  u->upload_id);
 	upload_free(u);
 	grist_fail(-ECANCELED, "%s", msg);
 }

@@ -476,6 +476,50 @@ def test_loader_remote_options():
         rs.stop_env_proxy(p)
 
 
+def test_bad_remote_options_env():
+    """A GRIST_REMOTE_OPTIONS that does not parse is an error naming the variable, for reads and
+    writes alike: dropped silently, it left every one of its options, the sound ones too, at
+    their defaults. Local files do not look at it."""
+    try:
+        for env, words in (("retries:0,timout_ms:5000", ["unknown remote option 'timout_ms'"]),
+                           ("part:4M", ["part=4 MiB is outside"])):
+            os.environ["GRIST_REMOTE_OPTIONS"] = env
+            for args, stdin in ((["info", s3("a.ar")], None), (["write", s3("env.ar")], b"x\n")):
+                rc, _, err = g.run(args, stdin=stdin)
+                assert rc == 2 and "GRIST_REMOTE_OPTIONS='%s'" % env in err, (args, rc, err)
+                assert all(w in err for w in words), (words, err)
+            g.run_ok(["info", local("a.ar")])
+        assert not os.path.exists(local("env.ar"))
+    finally:
+        os.environ.pop("GRIST_REMOTE_OPTIONS", None)
+
+
+def test_server_gone_mid_load():
+    """The server goes away mid-load (the proxy in front of rclone stops: resets, then
+    connections refused): the load fails naming the URL within one read's retries. Once the
+    error was out, the loader's workers used to wait for every read still queued to run out
+    its retries too, one GET at a time, minutes for a deep read-ahead, before the process
+    could exit."""
+    import threading
+    p = rs.FaultProxy(SERVERS["rclone"].port, delay=0.02)
+    setenv(p.endpoint)
+
+    def stop_soon():
+        while p.count < 10:
+            time.sleep(0.01)
+        p.stop()
+    t = threading.Thread(target=stop_soon)
+    t.start()
+    try:
+        # 64 KiB GETs, 2 at once: the 48 MB object is 750 GETs, all queued by the read-ahead
+        g.expect_error(["load", s3("seq/big.ar"), "--batch-size", 64, "--digest", "--threads", 2, "--remote",
+                        "split:64K,coalesce:64K,inflight:2,retries:3,backoff_ms:50"],
+                       [s3("seq/big.ar"), "(after 4 attempts)"], timeout=20)
+    finally:
+        t.join()
+        setenv(SERVERS["rclone"].endpoint)
+
+
 def test_bench_reads_urls():
     """grist-bench takes URLs as FILE, as grist load does."""
     bench = os.environ.get("GRIST_BENCH")
@@ -860,7 +904,9 @@ def main():
              test_object_replaced_mid_read, test_checkpoint_across_local_and_remote,
              test_sequential_reads_coalesce, test_verify_memory_is_bounded,
              test_verify_corrupt_matches_local, test_load_coalesces_and_splits, test_retry_after_is_honoured,
-             test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bench_reads_urls,
+             test_retry_after_http_date, test_signing_environment, test_loader_remote_options, test_bad_remote_options_env,
+             test_server_gone_mid_load,
+             test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
              test_horizon_counts_from_the_consumer, test_long_handover_goes_out_in_parts,
              test_read_after_fork, test_chunk_window_gets_dense, test_tiny_chunks_read_ahead_in_bytes,

@@ -152,6 +152,31 @@ def test_failed_part_aborts():
     assert any(l.startswith("DELETE ") and "uploadId=" in l for l, _ in p.heads), [l for l, _ in p.heads]
 
 
+def test_failed_abort_is_told():
+    """Part 3 and the AbortMultipartUpload after it both answer 500 every time (a server that
+    went away, as the upload's own failure often is): the upload cannot be aborted, and grist
+    says so, naming the URL and the UploadId that the server still lists, rather than leave
+    billed parts behind unannounced."""
+    def select(line, fields):
+        return is_part(3)(line, fields) or (line.startswith("DELETE ") and "uploadId=" in line)
+    p = rs.FaultProxy(SERVERS["rclone"].port, mode="5xx", select=select)
+    try:
+        setenv(p.endpoint)
+        rc, _, err = g.run(["convert"] + WRITE[:-1] + [WRITE[-1] + ",retries:1,backoff_ms:5", LINES,
+                                                       "s3://bkt/unaborted.ar"])
+    finally:
+        setenv(SERVERS["rclone"].endpoint)
+        p.stop()
+    try:
+        assert rc == 1 and "(part 3)" in err, (rc, err)
+        ids = [l.split("uploadId=")[1].split()[0].split("&")[0] for l, _ in p.heads if l.startswith("DELETE ")]
+        assert ids and "s3://bkt/unaborted.ar: the upload could not be aborted" in err, err
+        assert "parts stay at the server until it is aborted (UploadId %s)" % ids[0] in err, (ids, err)
+        assert uploads_left() == ["unaborted.ar"], uploads_left()
+    finally:
+        clear_uploads()
+
+
 def once(pick):
     """A FaultProxy select that picks the first request @pick picks, and no other: the retry passes."""
     fired = []
@@ -285,7 +310,8 @@ def test_outputs_that_cannot_be_written():
 
 
 def main():
-    rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_refused_part_is_retried,
+    rs.run_suite(setup, [test_write_in_parts_reads_back_equal, test_failed_part_aborts, test_failed_abort_is_told,
+                  test_refused_part_is_retried,
                   test_corrupted_part_is_refused,
                   test_sigterm_mid_upload_aborts, test_sigterm_while_creating_aborts,
                   test_second_signal_kills_at_once, test_outputs_that_cannot_be_written], SERVERS, TMP)
