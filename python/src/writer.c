@@ -6,7 +6,23 @@ typedef struct {
 	struct grist_writer *w;     /* NULL once closed or aborted */
 	PyThread_type_lock lock;    /* a writer takes one thread at a time */
 	unsigned long long file_bytes; /* the file's size once close() succeeded */
+	bool remote;                /* s3:// or gs://: a write may wait on the network */
 } WriterObject;
+
+/*
+ * Abort @w without the GIL: an s3:// or gs:// writer's abort is an AbortMultipartUpload,
+ * retried as any request is, so seconds against a server that went away, and Python's
+ * other threads must not stop for it. The library's log line about a failed abort takes
+ * the GIL itself (module.c, log_to_python()).
+ */
+static void writer_abort_released(struct grist_writer *w)
+{
+	if (!w)
+		return;
+	Py_BEGIN_ALLOW_THREADS
+	grist_writer_abort(w);
+	Py_END_ALLOW_THREADS
+}
 
 static int writer_check(WriterObject *self)
 {
@@ -23,6 +39,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwds)
 	const char *options = "";
 	char msg[1024] = "";
 	struct grist_writer *w = NULL;
+	bool remote;
 	int ret;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "O&|s:Writer", kwlist, PyUnicode_FSConverter, &path, &options))
@@ -37,6 +54,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwds)
 	if (ret)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
+	remote = strstr(PyBytes_AS_STRING(path), "://") != NULL;
 	Py_DECREF(path);
 	if (ret) {
 		gristpy_raise(ret, msg);
@@ -48,13 +66,14 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwds)
 		return -1;
 	}
 	self->w = w;
+	self->remote = remote;
 	return 0;
 }
 
 /* A writer dropped without close() leaves nothing at its path: the C writer's temporary goes. */
 static void writer_dealloc(WriterObject *self)
 {
-	grist_writer_abort(self->w);
+	writer_abort_released(self->w);
 	if (self->lock)
 		PyThread_free_lock(self->lock);
 	Py_TYPE(self)->tp_free((PyObject *)self);
@@ -75,8 +94,13 @@ static PyObject *writer_write(WriterObject *self, PyObject *arg)
 		writer_check(self);
 		return NULL;
 	}
-	/* Filling a chunk compresses it: small records stay under the GIL, where a release costs more. */
-	if (view.len >= 65536) {
+	/*
+	 * Filling a chunk compresses it: small records stay under the GIL, where a release costs
+	 * more. Not to s3:// or gs://: a write that fills a part waits for an upload slot, seconds
+	 * of network, and Python's other threads must not stop for it (one may be the very
+	 * server or proxy the parts go through).
+	 */
+	if (view.len >= 65536 || self->remote) {
 		Py_BEGIN_ALLOW_THREADS
 		ret = grist_writer_write(self->w, view.buf, (size_t)view.len);
 		if (ret)
@@ -88,7 +112,7 @@ static PyObject *writer_write(WriterObject *self, PyObject *arg)
 			snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	}
 	if (ret) { /* the C writer wants an abort after a failed write: nothing is committed */
-		grist_writer_abort(self->w);
+		writer_abort_released(self->w);
 		self->w = NULL;
 	}
 	PyThread_release_lock(self->lock);
@@ -137,9 +161,12 @@ static PyObject *writer_abort(WriterObject *self, PyObject *unused)
 {
 	(void)unused;
 	if (self->w) {
+		struct grist_writer *w;
+
 		gristpy_lock(self->lock);
-		grist_writer_abort(self->w);
+		w = self->w;
 		self->w = NULL;
+		writer_abort_released(w);
 		PyThread_release_lock(self->lock);
 	}
 	Py_RETURN_NONE;

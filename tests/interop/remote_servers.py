@@ -247,6 +247,16 @@ def multipart_uploads(server, bucket, ca=None):
     return [u["Key"] for u in (json.loads(p.stdout).get(bucket) or [])]
 
 
+def clear_multipart_uploads(server, bucket):
+    """Abort every multipart upload @server (an Rclone) lists in @bucket, of any age (`rclone
+    backend cleanup`): what a test that leaves one on purpose clears after itself."""
+    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
+               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=ACCESS_KEY,
+               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
+    subprocess.run([rclone_binary(), "backend", "cleanup", "T:" + bucket, "-o", "max-age=0s"], env=env,
+                   capture_output=True, timeout=60)
+
+
 class RcloneMount:
     """rclone mount of @source (a local folder, or "remote:path" with @env naming the remote)
     at the empty folder @where, read-only, with @extra flags (--direct-io: a file system

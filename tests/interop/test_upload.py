@@ -60,14 +60,9 @@ def uploads_left():
 
 
 def clear_uploads():
-    """Abort every multipart upload rclone lists, of any age (`rclone backend cleanup`): what a
-    test that leaves one on purpose, or a failed run of a loop, clears."""
-    server = SERVERS["rclone"]
-    env = dict(os.environ, RCLONE_CONFIG_T_TYPE="s3", RCLONE_CONFIG_T_PROVIDER="Other",
-               RCLONE_CONFIG_T_ENDPOINT=server.endpoint, RCLONE_CONFIG_T_ACCESS_KEY_ID=rs.ACCESS_KEY,
-               RCLONE_CONFIG_T_SECRET_ACCESS_KEY=rs.SECRET_KEY, RCLONE_CONFIG_T_FORCE_PATH_STYLE="true")
-    subprocess.run([rs.rclone_binary(), "backend", "cleanup", "T:bkt", "-o", "max-age=0s"], env=env,
-                   capture_output=True, timeout=60)
+    """Abort every multipart upload rclone lists: what a test that leaves one on purpose, or a
+    failed run of a loop, clears."""
+    rs.clear_multipart_uploads(SERVERS["rclone"], "bkt")
     assert uploads_left() == [], uploads_left()
 
 

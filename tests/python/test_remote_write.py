@@ -97,6 +97,49 @@ def test_ctrl_c_aborts(s3):
     assert uploads_left(server) == []
 
 
+def test_abort_lets_other_threads_run(s3):
+    """abort() against a server that refuses the AbortMultipartUpload (500 every time) takes
+    its retries, seconds of network: Python's other threads go on meanwhile (the GIL is let
+    go), and nothing is committed at the key."""
+    import threading
+    server, bucket = s3
+    p = rs.FaultProxy(server.port, mode="5xx",
+                      select=lambda line, fields: line.startswith("DELETE ") and "uploadId=" in line)
+    saved = os.environ["AWS_ENDPOINT_URL"]
+    ticks, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+    t = threading.Thread(target=tick)
+    try:
+        os.environ["AWS_ENDPOINT_URL"] = p.endpoint
+        grist.set_remote_options(part="5MiB", upload_inflight=2, retries=4, backoff_ms=200, backoff_max_ms=400)
+        w = grist.Writer("s3://bkt/slow-abort.ar", "group_size:16,uncompressed")
+        for i in range(2500):  # 7.5 MB: one part uploaded, the upload exists at the server
+            w.write(record(i) * 300)
+        t.start()
+        t0 = time.monotonic()
+        w.abort()
+        t1 = time.monotonic()
+    finally:
+        stop.set()
+        if t.is_alive():
+            t.join()
+        os.environ["AWS_ENDPOINT_URL"] = saved
+        grist.set_remote_options(part="5MiB", upload_inflight=2)
+        p.stop()
+    assert p.faults >= 2 and t1 - t0 >= 0.5, (p.faults, t1 - t0)
+    inside = [x for x in ticks if t0 + 0.1 < x < t1 - 0.1]
+    assert len(inside) >= (t1 - t0) * 10, (len(inside), t1 - t0)
+    assert not (bucket / "slow-abort.ar").exists()
+    # the upload the server would not abort stays listed: clear it for the module's other tests
+    assert uploads_left(server) == ["slow-abort.ar"], uploads_left(server)
+    rs.clear_multipart_uploads(server, "bkt")
+    assert uploads_left(server) == []
+
+
 def test_bad_targets(s3):
     with pytest.raises(ValueError, match="s3:// and gs://"):
         grist.Writer("http://127.0.0.1:1/x.ar")
