@@ -128,6 +128,29 @@ static const char load_usage[] =
 	"  --device-check        compare every device batch with the host bytes; prints\n"
 	"                        'mismatches: N' on stderr and exits 1 when N > 0\n";
 
+/*
+ * --save-state's folder, checked before the run rather than after it: the state is
+ * written when the run stops, and a run of hours should not end in "cannot write". A URL
+ * is refused by name: the state is a local file of 56 bytes, copied elsewhere by the user.
+ */
+static int state_folder_unwritable(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+
+	if (strstr(path, "://"))
+		return cli_usage_error("--save-state takes a local file, not a URL ('%s'); copy the state file "
+				       "to object storage after the run", path);
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path) >=
+		 (int)sizeof(dir))
+		return cli_usage_error("--save-state: the path is too long");
+	if (access(dir, W_OK | X_OK))
+		return cli_usage_error("--save-state: cannot write a file in '%s': %s", dir, strerror(errno));
+	return 0;
+}
+
 enum {
 	OPT_DIGEST = 256, OPT_INDICES, OPT_STATS, OPT_STOP_AFTER, OPT_SAVE, OPT_RESUME, OPT_HELP,
 	OPT_DEVICE, OPT_DEVICE_CHECK, OPT_MIX, OPT_PRINT_PACKED, OPT_LIST_OPTIONS, OPT_IOLOG,
@@ -271,6 +294,8 @@ static int parse_load_args(int argc, char **argv, struct grist_loader_config *c,
 		return cli_usage_error("no input file");
 	if (a->save_state && !a->stop_after)
 		return cli_usage_error("--save-state needs --stop-after N");
+	if (a->save_state && state_folder_unwritable(a->save_state))
+		return CLI_EXIT_USAGE; /* said */
 	if (a->device_check && !c->device)
 		return cli_usage_error("--device-check needs --device");
 	if (a->pad_value && c->layout != GRIST_LAYOUT_PADDED)
@@ -709,7 +734,8 @@ int cmd_load(int argc, char **argv)
 		if (ret)
 			rc = cli_library_error(ret);
 		else if (write_state_file(a.save_state, state, state_len)) {
-			fprintf(stderr, "%s: %s: cannot write the state file\n", cli_command_name, a.save_state);
+			fprintf(stderr, "%s: %s: cannot write the state file: %s\n", cli_command_name, a.save_state,
+				strerror(errno));
 			rc = CLI_EXIT_DATA;
 		}
 	}

@@ -413,6 +413,9 @@ BAD = [
     (["--layout", "fixed:1048576", "--batch-size", "65"], "65 rows of 1048576 bytes is larger than max_batch_bytes"),
     (["--layout", "fixed:100", "--batch-size", "10", "--max-batch-bytes", "999"], "larger than max_batch_bytes (999)"),
     (["--max-batch-bytes", "0"], "max_batch_bytes: '0' is not a size"),
+    (["--stop-after", "2", "--save-state", "s3://b/state"], "--save-state takes a local file, not a URL"),
+    (["--stop-after", "2", "--save-state", "/no-such-folder/state"],
+     "--save-state: cannot write a file in '/no-such-folder': No such file or directory"),
 ]
 
 
