@@ -252,16 +252,30 @@ GRIST_API int grist_remote_options_parse(const char *text, struct grist_remote_o
 	return 0;
 }
 
-/* The defaults with GRIST_REMOTE_OPTIONS applied; a bad variable leaves the defaults (env_check() refuses it). */
-static void env_defaults(struct grist_remote_options *o)
+/*
+ * @o: the defaults with GRIST_REMOTE_OPTIONS applied. A variable that does not parse leaves
+ * the defaults and its error is returned: env_defaults() goes on without it, env_check()
+ * refuses it.
+ */
+static int env_parse(struct grist_remote_options *o)
 {
 	const char *env = getenv("GRIST_REMOTE_OPTIONS");
 	struct grist_remote_options t;
+	int ret;
 
 	grist_remote_options_init(o);
+	if (!env || !*env)
+		return 0;
 	t = *o;
-	if (env && *env && grist_remote_options_parse(env, &t) == 0)
+	ret = grist_remote_options_parse(env, &t);
+	if (!ret)
 		*o = t;
+	return ret;
+}
+
+static void env_defaults(struct grist_remote_options *o)
+{
+	(void)env_parse(o);
 }
 
 /*
@@ -271,15 +285,10 @@ static void env_defaults(struct grist_remote_options *o)
  */
 static int env_check(void)
 {
-	const char *env = getenv("GRIST_REMOTE_OPTIONS");
 	struct grist_remote_options t;
-	int ret;
+	int ret = env_parse(&t);
 
-	if (!env || !*env)
-		return 0;
-	grist_remote_options_init(&t);
-	ret = grist_remote_options_parse(env, &t);
-	return ret ? grist_fail_prefix(ret, "GRIST_REMOTE_OPTIONS='%.200s'", env) : 0;
+	return ret ? grist_fail_prefix(ret, "GRIST_REMOTE_OPTIONS='%.200s'", getenv("GRIST_REMOTE_OPTIONS")) : 0;
 }
 
 int grist_remote_options_resolve(const struct grist_remote_options *in, struct grist_remote_options *out)
