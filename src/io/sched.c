@@ -239,16 +239,15 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 	/* more may follow before @c reaps: its hand-over is one whole (grist_sched_launch()) */
 	if (n) {
 		struct holder *hd = find_hold(h, c);
+		size_t added = h->npending - before;
 
-		if (!hd) {
-			hd = &h->holders[h->nholders++];
-			*hd = (struct holder){ c, grist_sched_now(), 0, false };
-		} else if (hd->fresh) {
-			*hd = (struct holder){ c, grist_sched_now(), 0, false };
+		if (!hd || hd->fresh) { /* a hand-over begins */
+			if (!hd)
+				hd = &h->holders[h->nholders++];
+			*hd = (struct holder){ .c = c, .since_ns = grist_sched_now() };
 		}
-		long_hand = hd->pieces < GRIST_SCHED_HANDOVER_PIECES &&
-			    hd->pieces + (h->npending - before) >= GRIST_SCHED_HANDOVER_PIECES;
-		hd->pieces += h->npending - before;
+		long_hand = hd->pieces < GRIST_SCHED_HANDOVER_PIECES && hd->pieces + added >= GRIST_SCHED_HANDOVER_PIECES;
+		hd->pieces += added;
 	}
 	/*
 	 * With no GET out there is nothing for these pieces to ride on, and no GET may go out
