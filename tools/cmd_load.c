@@ -138,7 +138,7 @@ static int state_folder_unwritable(const char *path)
 	char dir[4096];
 	const char *slash = strrchr(path, '/');
 
-	if (strstr(path, "://"))
+	if (grist_path_is_url(path))
 		return cli_usage_error("--save-state takes a local file, not a URL ('%s'); copy the state file "
 				       "to object storage after the run", path);
 	if (!slash)

@@ -54,7 +54,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwds)
 	if (ret)
 		snprintf(msg, sizeof(msg), "%s", grist_last_error());
 	Py_END_ALLOW_THREADS
-	remote = strstr(PyBytes_AS_STRING(path), "://") != NULL;
+	remote = grist_path_is_url(PyBytes_AS_STRING(path));
 	Py_DECREF(path);
 	if (ret) {
 		gristpy_raise(ret, msg);
