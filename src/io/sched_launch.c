@@ -185,11 +185,12 @@ bool grist_sched_room(const struct grist_sched *h)
  * no thread of the process had anything to do. In parts the first GETs go out after
  * 16,384 reads (about 15 ms of planning), and the bodies flow while the worker plans on:
  * the time every grist thread slept before the first batch went from 0.14-0.16 s to
- * 0.08-0.09 s, the first batch 0.1 s sooner (docs/tuning.md, session 38). The cost is the
- * one the whole hand-over avoids: a read handed over after a GET passed its region waits
- * for a later GET (3-5% more body bytes over the first epoch there). Below that length nothing
- * changes: an object smaller than the read-ahead (tests/interop/test_hosts.py's 3 MB of
- * 12,000 reads over 4 processes) is still fetched once.
+ * 0.08-0.09 s, and the first batch came 0.065 s sooner (the median of 6 alternating pairs,
+ * docs/tuning.md, session 38). The cost is the one the whole hand-over avoids: a read
+ * handed over after a GET passed its region waits for a later GET (3-5% more body bytes
+ * over the first epoch there). Below that length nothing changes: an object smaller than
+ * the read-ahead (tests/interop/test_hosts.py's 3 MB of 12,000 reads over 4 processes) is
+ * still fetched once.
  */
 #define HOLD_MAX_NS 500000000ull
 
