@@ -82,7 +82,8 @@ void grist_sched_probe(struct grist_sched *h, struct grist_sched_probe *out)
 {
 	pthread_mutex_lock(&h->lock);
 	*out = (struct grist_sched_probe){ .judged = h->judged, .gets = h->gets_started, .judged_ns = h->judged_ns,
-					   .waiting = h->npending - h->ntaken, .held = h->held };
+					   .waiting = h->npending - h->ntaken, .held = h->held, .wakes = h->wakes,
+					   .receives = h->receives };
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -257,8 +258,10 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 	 * at the start of a chunk-window shuffle of 1 KiB records, group_size 1).
 	 */
 	wake = h->asleep && h->dirty && (!n || h->active || h->waiting || long_hand);
-	if (wake)
+	if (wake) {
 		h->asleep = false;
+		h->wakes++;
+	}
 	pthread_mutex_unlock(&h->lock);
 	if (wake) {
 		uint64_t one = 1;
@@ -274,6 +277,7 @@ static void wake_locked(struct grist_sched *h)
 
 	if (h->asleep) {
 		h->asleep = false;
+		h->wakes++;
 		(void)!write(h->evfd, &one, sizeof(one));
 	}
 }
