@@ -82,7 +82,8 @@ void grist_sched_probe(struct grist_sched *h, struct grist_sched_probe *out)
 {
 	pthread_mutex_lock(&h->lock);
 	*out = (struct grist_sched_probe){ .judged = h->judged, .gets = h->gets_started, .judged_ns = h->judged_ns,
-					   .waiting = h->npending - h->ntaken, .held = h->held };
+					   .waiting = h->npending - h->ntaken, .held = h->held, .wakes = h->wakes,
+					   .receives = h->receives };
 	pthread_mutex_unlock(&h->lock);
 }
 
@@ -193,6 +194,19 @@ static void unhold(struct grist_sched *h, const struct grist_sched_client *c)
 		}
 }
 
+/*
+ * Must a hand-over's new pieces wake the thread, with GETs out? Only when one more may go
+ * out now. Otherwise all the thread can do is let them ride the GETs out, and it does that
+ * at its next look round anyway: the GETs out wake it as their bytes come (every 512 KiB
+ * of a body, sched_direct.c) and as they end. The wake per hand-over and per release was a
+ * task switch pair on the worker's core, about 1,000 a second at group_size 64, for a ride
+ * that waits 1-2 ms without it (docs/tuning.md, session 39).
+ */
+static bool worth_waking(const struct grist_sched *h)
+{
+	return !h->active || h->waiting || grist_sched_room(h);
+}
+
 int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, struct grist_remote_object *const *objs,
 		       struct grist_io_req **reqs, unsigned n)
 {
@@ -254,11 +268,15 @@ int grist_sched_submit(struct grist_sched *h, struct grist_sched_client *c, stru
 	 * before @c's hand-over ends (grist_sched_release() wakes the thread then), or grows
 	 * long enough to go out in parts (@long_hand, grist_sched_may_launch()): a wake here
 	 * otherwise only cost a task switch, one per unit of the first hand-over (about 1,200
-	 * at the start of a chunk-window shuffle of 1 KiB records, group_size 1).
+	 * at the start of a chunk-window shuffle of 1 KiB records, group_size 1). With GETs
+	 * out and no room for another, the ride waits for the thread's next look round
+	 * (worth_waking()).
 	 */
-	wake = h->asleep && h->dirty && (!n || h->active || h->waiting || long_hand);
-	if (wake)
+	wake = h->asleep && h->dirty && (!n || long_hand || h->waiting || (h->active && grist_sched_room(h)));
+	if (wake) {
 		h->asleep = false;
+		h->wakes++;
+	}
 	pthread_mutex_unlock(&h->lock);
 	if (wake) {
 		uint64_t one = 1;
@@ -274,6 +292,7 @@ static void wake_locked(struct grist_sched *h)
 
 	if (h->asleep) {
 		h->asleep = false;
+		h->wakes++;
 		(void)!write(h->evfd, &one, sizeof(one));
 	}
 }
@@ -282,7 +301,7 @@ void grist_sched_release(struct grist_sched *h, struct grist_sched_client *c)
 {
 	pthread_mutex_lock(&h->lock);
 	unhold(h, c);
-	if (h->dirty)
+	if (h->dirty && worth_waking(h))
 		wake_locked(h);
 	pthread_mutex_unlock(&h->lock);
 }

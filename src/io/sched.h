@@ -120,6 +120,8 @@ struct grist_sched_probe {
 	size_t waiting;  /* pieces waiting */
 	uint64_t judged_ns; /* the last judgement's time, by the hold rules' clock (grist_sched_set_clock()) */
 	bool held;       /* the last judgement left pieces waiting for the consumers */
+	uint64_t wakes;  /* times a client woke the thread (a write of its eventfd) */
+	uint64_t receives; /* socket reads of the direct path (sched_direct.c), head and body */
 };
 void grist_sched_probe(struct grist_sched *s, struct grist_sched_probe *out);
 

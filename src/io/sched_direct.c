@@ -76,6 +76,7 @@
 #define ERRBODY_READ_MAX (1u << 20)    /* an error body longer than this is not read: the connection goes */
 #define IOV_PIECES 1024                 /* segments filled by one recvmsg() (UIO_MAXIOV) */
 #define RECV_MAX (1u << 20)             /* bytes asked of one recvmsg() */
+#define BODY_LOWAT (512u << 10)         /* a body's socket wakes the thread once this much waits (set_lowat()) */
 
 enum { CONNECTING, SENDING, HEAD, BODY, RESOLVING /* waiting for a lookup of the name */ };
 
@@ -103,6 +104,7 @@ struct direct {
 	size_t head_len, searched;
 	struct grist_http1_head rh;
 	uint64_t left;    /* body bytes still to come */
+	int lowat;        /* the socket's SO_RCVLOWAT as set here; 0: the kernel's default (1) */
 	uint64_t bytes;   /* head and body bytes of this attempt */
 	uint64_t connect_due, cap_due, stall_t, stall_bytes, stall_ns;
 	uint64_t connect_end;  /* the whole connect's end (connect_timeout_ms), every address together */
@@ -152,6 +154,14 @@ static void drop_conn(struct grist_sched *h, struct get *g, bool keep)
 	if (d->fd < 0)
 		return;
 	epoll_ctl(h->epfd, EPOLL_CTL_DEL, d->fd, NULL);
+	if (keep && d->lowat > 1) {
+		int one = 1;
+
+		/* the next GET's head is a few hundred bytes: it must wake the thread */
+		if (setsockopt(d->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one)))
+			keep = false;
+	}
+	d->lowat = 0;
 	if (keep && h->pool->nidle < h->pool->cap)
 		h->pool->idle[h->pool->nidle++] = d->fd;
 	else
@@ -509,6 +519,31 @@ static bool head_done(struct grist_sched *h, struct get *g, size_t hend)
 }
 
 /*
+ * How much of @g's body must wait in its drained socket before epoll wakes the thread:
+ * BODY_LOWAT, or the rest of the body when less is to come (else its end never would),
+ * or 1 while a client waits in reap for a read (h->starved: the bytes it waits for may be
+ * the few in the socket; grist_direct_tick() lowers the mark of a body already waiting).
+ *
+ * Why: grist's threads share one core with this one, and by default the socket woke it
+ * for every 64 KiB the server's side sent: at group_size 64 (8 MiB GETs at ~350 MB/s)
+ * 2,800 wake-ups a second, each a task switch pair on the worker's core and a
+ * reschedule IPI from the servers' core, for recvmsg() calls of 126 KB on average; the
+ * switches and the wake-up paths were about a quarter of the CPU s3:// spent per record
+ * beyond a local file's (docs/tuning.md, session 39). Waking per 512 KiB cuts the
+ * receives to 1/5 and the thread's wake-ups to about half; a body's bytes land at most
+ * 512 KiB later than they would have, which at these rates is 1-2 ms of a GET's 20-50.
+ */
+static void set_lowat(const struct grist_sched *h, struct direct *d)
+{
+	int want = h->starved ? 1 : d->left < BODY_LOWAT ? (int)d->left : (int)BODY_LOWAT;
+
+	if (want < 1)
+		want = 1;
+	if (want != (d->lowat ? d->lowat : 1) && !setsockopt(d->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)))
+		d->lowat = want;
+}
+
+/*
  * Read the body as far as the socket has it; true while more is to come. A 2xx body goes
  * by recvmsg() straight into the segments, IOV_PIECES of them a call: a GET of 611-byte
  * chunks (group_size 1) has thousands, and at 64 a call it made more syscalls than curl's
@@ -544,6 +579,7 @@ static bool read_body(struct grist_sched *h, struct get *g)
 		for (i = 0; i < mh.msg_iovlen; i++)
 			want += iov[i].iov_len;
 		n = recvmsg(d->fd, &mh, 0);
+		h->receives++;
 		if (n > 0) {
 			size_t got = (size_t)n;
 
@@ -558,14 +594,18 @@ static bool read_body(struct grist_sched *h, struct get *g)
 					grist_remote_body(x, iov[i].iov_base, k);
 				got -= k;
 			}
-			if ((uint64_t)n < want)
+			if ((uint64_t)n < want) {
+				set_lowat(h, d);
 				break; /* the socket is drained: epoll says when more comes */
+			}
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			set_lowat(h, d);
 			return true;
+		}
 		if (n == 0)
 			fail(h, g, CURLE_PARTIAL_FILE, "transfer closed with %llu bytes remaining to read",
 			     (unsigned long long)d->left);
@@ -595,6 +635,7 @@ static void read_head(struct grist_sched *h, struct get *g)
 			return;
 		}
 		n = recv(d->fd, d->head + d->head_len, GRIST_HTTP1_HEAD_MAX - d->head_len, 0);
+		h->receives++;
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -738,12 +779,24 @@ void grist_direct_tick(struct grist_sched *h, uint64_t now)
 				end(h, g, d->pending, false);
 			continue;
 		}
+		/* a client waits for a read: the bytes below the mark go to it now (set_lowat()) */
+		if (h->starved && d->phase == BODY && d->lowat > 1) {
+			read_body(h, g);
+			if (g->state != GET_ACTIVE || d->fd < 0)
+				continue;
+		}
 		if (now >= d->cap_due) {
 			fail(h, g, CURLE_OPERATION_TIMEDOUT, "Operation timed out after %llu milliseconds with %llu bytes received",
 			     (unsigned long long)((now - g->x.start_ns) / 1000000), (unsigned long long)d->bytes);
 			continue;
 		}
 		if (now - d->stall_t >= d->stall_ns) {
+			/* bytes below the mark are bytes too: a slow body is judged on what came, not on what woke */
+			if (d->phase == BODY && d->lowat > 1) {
+				read_body(h, g);
+				if (g->state != GET_ACTIVE || d->fd < 0)
+					continue;
+			}
 			if (d->bytes - d->stall_bytes < STALL_BYTES_PER_S * (d->stall_ns / 1000000000ull)) {
 				fail(h, g, CURLE_OPERATION_TIMEDOUT, "Operation too slow. Less than %u bytes/sec transferred "
 				     "the last %llu seconds", STALL_BYTES_PER_S,

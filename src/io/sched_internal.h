@@ -155,6 +155,8 @@ struct grist_sched {
 	uint64_t judged;         /* launches that judged the waiting pieces (grist_sched_probe()), */
 	uint64_t judged_ns;      /* the last at this grist_sched_now() */
 	uint64_t gets_started;   /* GETs launch() made (not their retries) */
+	uint64_t wakes;          /* clients' writes of the eventfd (grist_sched_probe()) */
+	uint64_t receives;       /* the direct path's recv() and recvmsg() calls, likewise */
 	struct direct_pool *pool; /* sched_direct.c: the endpoint's address and idle connections, or NULL */
 	int epfd;          /* the sockets curl asked us to watch, and evfd */
 	uint64_t timer_due; /* when curl wants curl_multi_socket_action(CURL_SOCKET_TIMEOUT); UINT64_MAX: never */

@@ -704,6 +704,44 @@ def test_long_handover_goes_out_in_parts():
     assert r.stdout.decode().split() == ["held", "out", "sum", "%016x" % h], r.stdout
 
 
+def test_scheduler_thread_sleeps_through_bodies():
+    """The GET scheduler's thread is woken only for what it can act on (tests/io/sched_check.c,
+    quiet; one GET slot, behind bench/delay_proxy at 1 s a request). A 2 MiB body, its
+    client never waiting in reap, is received in few socket reads: the socket wakes the
+    thread once 512 KiB wait (SO_RCVLOWAT), not for every segment the server's side sent
+    (5-7 reads here; main made 21-42). Then, while one GET holds the only slot, 50 hand-overs
+    of one read, 2 ms apart, wake the thread at most twice (here never): none can go out
+    before that GET ends, which wakes it anyway (main woke it 55-81 times). At group_size 64 those wake-ups were each a task
+    switch pair on the worker's core (docs/tuning.md, session 39). Every byte read is the
+    file's. The bounds hold on a loaded machine too: a late thread only finds more bytes
+    waiting per read, and the hand-overs never wake it."""
+    exe = os.environ.get("GRIST_SCHED_CHECK")
+    if not exe:
+        raise Skip("GRIST_SCHED_CHECK is not set")
+    # 1 s: the 50 rounds (100 ms of sleeps) must end while the slot's GET waits, on a loaded machine too
+    p = rs.DelayProxy(SERVERS["rclone"].port, delay=1.0)
+    try:
+        setenv(p.endpoint)
+        r = subprocess.run([exe, "quiet", s3("seq/big.ar")], capture_output=True, timeout=120)
+    finally:
+        p.stop()
+        setenv(SERVERS["rclone"].endpoint)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    out = r.stdout.decode().split()
+    assert out[0] == "receives" and out[2] == "wakes" and out[4] == "sum", out
+    far = (2 << 20) + (2 << 20)
+    with open(local("seq/big.ar"), "rb") as f:
+        data = f.read()
+    want = data[:2 << 20] + data[far:far + 1000] + b"".join(
+        data[far + (2 << 20) + i * 65536:far + (2 << 20) + i * 65536 + 1000] for i in range(50))
+    h = 14695981039346656037
+    for b in want:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    assert out[5] == "%016x" % h, out
+    assert int(out[1]) <= 9, "%s socket reads for a 2 MiB body" % out[1]
+    assert int(out[3]) <= 2, "%s wake-ups for 50 hand-overs that could not go out" % out[3]
+
+
 def window_load(name, epochs, delay=0.02, threads=2):
     """`grist load s3://NAME` by chunk windows behind bench/delay_proxy (20 ms unless told),
     2 threads unless told, checked against the local file: (GETs, GET body bytes, chunk bytes
@@ -895,7 +933,8 @@ def test_slow_link_is_not_a_timeout():
 # GRIST_REMOTE_ONLY=SCHED_TESTS runs just these, as the ThreadSanitizer build does
 # (tests/meson.build, io/test_sched_tsan).
 SCHED_TESTS = ("test_two_threads_share_one_get", "test_horizon_counts_from_the_consumer", "test_threads_same_digest", "test_faults_give_identical_bytes",
-               "test_read_after_fork", "test_long_handover_goes_out_in_parts")
+               "test_read_after_fork", "test_long_handover_goes_out_in_parts",
+               "test_scheduler_thread_sleeps_through_bodies")
 
 
 def main():
@@ -909,6 +948,7 @@ def main():
              test_bench_reads_urls,
              test_budget_follows_latency, test_opening_gets_counted, test_two_threads_share_one_get,
              test_horizon_counts_from_the_consumer, test_long_handover_goes_out_in_parts,
+             test_scheduler_thread_sleeps_through_bodies,
              test_read_after_fork, test_chunk_window_gets_dense, test_tiny_chunks_read_ahead_in_bytes,
              test_read_window_not_rounded,
              test_http_through_nginx, test_slow_link_is_not_a_timeout, test_many_shards_open_at_once]

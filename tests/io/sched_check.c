@@ -1,5 +1,5 @@
 /*
- * sched-check merge|fork|hold|handover URL: the GET scheduler (src/io/sched.c) from outside, for
+ * sched-check merge|fork|hold|handover|quiet URL: the GET scheduler (src/io/sched.c) from outside, for
  * tests/interop/test_remote.py.
  *
  * merge: two threads' neighbouring reads of one object leave as one GET. Run
@@ -31,6 +31,18 @@
  * out before it ends ("out"). Then it reaps them all; prints "sum HEX", the FNV-1a hash of
  * the bytes read in order (the file's first GRIST_SCHED_HANDOVER_PIECES x 64 bytes), for
  * the test to check against the local file.
+ *
+ * quiet: the scheduler's thread sleeps through what it cannot act on (sched_direct.c's
+ * set_lowat(), sched.c's worth_waking()); run behind a proxy that delays each request
+ * (test_scheduler_thread_sleeps_through_bodies), with one GET slot (inflight:1). First a
+ * GET of QUIET_BODY bytes (QUIET_BODY / QUIET_READ reads back to back), reaped without
+ * ever waiting in reap (a waiting client asks for every byte at once): prints "receives
+ * N", the socket reads the scheduler made for it, head and body. Then a read that takes
+ * the slot, and while its GET waits in the proxy QUIET_ROUNDS hand-overs of one read
+ * each, 2 ms apart (submit, then a reap that does not wait, which ends the hand-over), none of which
+ * may go out before that GET ends: prints "wakes N", the times they woke the thread.
+ * Then "sum HEX", the FNV-1a hash of every byte read in order (the file's first
+ * QUIET_BODY bytes, then the slot's read, then the rounds'), for the test to check.
  *
  * fork: an io object reads, the process forks, and the child reads through the same io
  * object (as a reader kept from before a fork does): the parent's scheduler has no thread
@@ -693,6 +705,110 @@ out:
 	return ret;
 }
 
+#define QUIET_BODY (2u << 20)
+#define QUIET_READ (64u << 10)
+#define QUIET_ROUNDS 50
+#define QUIET_FAR (QUIET_BODY + (2u << 20)) /* past coalesce_bytes (1 MiB) from the body's GET */
+
+/* Wait, without waiting in reap, until @n reads of @io land, each with @len bytes. 0 or -1. */
+static int quiet_land(struct grist_io *io, int n, uint32_t len)
+{
+	struct grist_io_req *done[64];
+	uint64_t t0 = now_ms();
+	int got = 0, k, i;
+
+	while (got < n) {
+		if (now_ms() - t0 >= 30000)
+			return -1;
+		k = grist_io_reap(io, done, 64, 0);
+		if (k < 0)
+			return -1;
+		for (i = 0; i < k; i++)
+			if (done[i]->result != (int32_t)len)
+				return -1;
+		got += k;
+		if (!k)
+			usleep(2000);
+	}
+	return 0;
+}
+
+/* See the top of the file. 0 or 1. */
+static int quiet_check(void)
+{
+	enum { NB = QUIET_BODY / QUIET_READ };
+	static struct grist_io_req body[NB], rounds[QUIET_ROUNDS], slot_req;
+	static uint8_t bufs[QUIET_BODY], rbufs[QUIET_ROUNDS][LEN], sbuf[LEN];
+	struct grist_io_config cfg = { .remote_options = &opt, .queue_depth = 256 };
+	struct grist_remote_options resolved;
+	struct grist_io_req *p[NB], *done[4];
+	struct grist_sched *sc = NULL;
+	struct grist_sched_probe a, b;
+	struct grist_io *io = NULL;
+	uint64_t t0, hash = 14695981039346656037ull;
+	uint32_t slot;
+	int i, ret = 1;
+
+	opt.max_inflight = 1;
+	opt.min_inflight = 1;
+	if (grist_remote_options_resolve(&opt, &resolved) || grist_sched_get(&obj->u, &resolved, &sc) ||
+	    grist_io_create(GRIST_IO_HTTP, &cfg, &io) || grist_io_add_remote(io, obj, &slot))
+		goto out;
+	for (i = 0; i < NB; i++) {
+		body[i] = (struct grist_io_req){ .file = slot, .offset = (uint64_t)i * QUIET_READ, .len = QUIET_READ,
+						 .buf = bufs + (size_t)i * QUIET_READ };
+		p[i] = &body[i];
+	}
+	grist_sched_probe(sc, &a);
+	if (grist_io_submit(io, p, NB) != NB || quiet_land(io, NB, QUIET_READ))
+		goto out;
+	grist_sched_probe(sc, &b);
+	printf("receives %llu\n", (unsigned long long)(b.receives - a.receives));
+	/* the slot's GET, out and waiting in the proxy */
+	slot_req = (struct grist_io_req){ .file = slot, .offset = QUIET_FAR, .len = LEN, .buf = sbuf };
+	p[0] = &slot_req;
+	if (grist_io_submit(io, p, 1) != 1 || grist_io_reap(io, done, 4, 0) != 0)
+		goto out;
+	for (t0 = now_ms();; usleep(1000)) {
+		grist_sched_probe(sc, &a);
+		if (a.gets > b.gets)
+			break;
+		if (now_ms() - t0 >= 30000)
+			goto out;
+	}
+	for (i = 0; i < QUIET_ROUNDS; i++) {
+		/* 64 KiB apart, all past the slot's read: no GET out can take them */
+		rounds[i] = (struct grist_io_req){ .file = slot, .offset = QUIET_FAR + (2u << 20) + (uint64_t)i * QUIET_READ,
+						   .len = LEN, .buf = rbufs[i] };
+		p[0] = &rounds[i];
+		if (grist_io_submit(io, p, 1) != 1 || grist_io_reap(io, done, 4, 0) < 0)
+			goto out;
+		usleep(2000); /* the thread, woken or not, is back asleep before the next (100 ms of the proxy's 1 s) */
+	}
+	grist_sched_probe(sc, &b);
+	if (b.gets != a.gets) {
+		fprintf(stderr, "quiet: the slot's GET ended before the rounds did (a proxy delay too short?)\n");
+		goto out;
+	}
+	printf("wakes %llu\n", (unsigned long long)(b.wakes - a.wakes));
+	if (quiet_land(io, QUIET_ROUNDS + 1, LEN))
+		goto out;
+	for (i = 0; i < (int)QUIET_BODY; i++)
+		hash = (hash ^ bufs[i]) * 1099511628211ull;
+	for (i = 0; i < LEN; i++)
+		hash = (hash ^ sbuf[i]) * 1099511628211ull;
+	for (i = 0; i < QUIET_ROUNDS * LEN; i++)
+		hash = (hash ^ rbufs[i / LEN][i % LEN]) * 1099511628211ull;
+	printf("sum %016llx\n", (unsigned long long)hash);
+	ret = 0;
+out:
+	if (ret)
+		fprintf(stderr, "quiet: %s\n", grist_last_error());
+	grist_io_destroy(io);
+	grist_sched_put(sc);
+	return ret;
+}
+
 /* Read at @off through @s, in this process; then fork and read at @off2 in the child. */
 static int fork_check(struct side *s)
 {
@@ -738,21 +854,23 @@ int main(int argc, char **argv)
 		opt.retries = (unsigned)atoi(argv[4]);
 		opt.backoff_ms = 10;
 	} else if (argc != 3 || (strcmp(argv[1], "merge") && strcmp(argv[1], "fork") && strcmp(argv[1], "hold") &&
-				 strcmp(argv[1], "handover"))) {
-		fprintf(stderr, "usage: sched-check merge|fork|hold|handover URL, addrs URL LIST[/LIST2] RETRIES [EVERY_MS], "
+				 strcmp(argv[1], "handover") && strcmp(argv[1], "quiet"))) {
+		fprintf(stderr, "usage: sched-check merge|fork|hold|handover|quiet URL, addrs URL LIST[/LIST2] RETRIES [EVERY_MS], "
 			"or lookup URL ENDPOINT2 others|timeout|background\n");
 		return 2;
 	}
 	if (strcmp(argv[1], "merge")) {
 		/* fork, hold, addrs: one io object */
 		/* handover makes an io object of its own, deeper: one more would hold it (a fresh client) */
-		if (grist_remote_open(argv[2], &obj) || (strcmp(argv[1], "handover") && make(&m))) {
+		if (grist_remote_open(argv[2], &obj) ||
+		    (strcmp(argv[1], "handover") && strcmp(argv[1], "quiet") && make(&m))) {
 			fprintf(stderr, "sched-check: %s\n", grist_last_error());
 			return 1;
 		}
 		ret = !strcmp(argv[1], "fork")	   ? fork_check(&m)
 		      : !strcmp(argv[1], "hold")     ? hold_check(&m)
 		      : !strcmp(argv[1], "handover") ? handover_check()
+		      : !strcmp(argv[1], "quiet")    ? quiet_check()
 						     : addrs_check(&m);
 		grist_io_destroy(m.io);
 		grist_remote_unref(obj);
