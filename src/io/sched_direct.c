@@ -532,6 +532,10 @@ static bool head_done(struct grist_sched *h, struct get *g, size_t hend)
  * beyond a local file's (docs/tuning.md, session 39). Waking per 512 KiB cuts the
  * receives to 1/5 and the thread's wake-ups to about half; a body's bytes land at most
  * 512 KiB later than they would have, which at these rates is 1-2 ms of a GET's 20-50.
+ * The mark does not narrow the TCP window: Linux grows the receive buffer to hold it
+ * (tcp_set_rcvlowat(), capped at half of tcp_rmem's maximum) and its receive autotuning
+ * goes on growing buffer and window past it on a long, fast path; a buffer under memory
+ * pressure wakes the thread below the mark.
  */
 static void set_lowat(const struct grist_sched *h, struct direct *d)
 {
