@@ -711,9 +711,9 @@ def test_scheduler_thread_sleeps_through_bodies():
     thread once 512 KiB wait (SO_RCVLOWAT), not for every segment the server's side sent
     (5-7 reads here; main made 21-42). Then, while one GET holds the only slot, 50 hand-overs
     of one read, 2 ms apart, wake the thread at most twice (here never): none can go out
-    before that GET ends, which wakes it anyway (main woke it 55-81 times). At group_size 64 those wake-ups were each a task
-    switch pair on the worker's core (docs/tuning.md, session 39). Every byte read is the
-    file's. The bounds hold on a loaded machine too: a late thread only finds more bytes
+    before that GET ends, which wakes it anyway (main woke it 55-81 times). At group_size
+    64 those wake-ups were each a task switch pair on the worker's core (docs/tuning.md,
+    session 39). Every byte read is the file's. The bounds hold on a loaded machine too: a late thread only finds more bytes
     waiting per read, and the hand-overs never wake it."""
     exe = os.environ.get("GRIST_SCHED_CHECK")
     if not exe:
