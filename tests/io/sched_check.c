@@ -220,6 +220,16 @@ static uint64_t now_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
+#define FNV1A_START 14695981039346656037ull
+
+/* @h carried over @n bytes at @p by FNV-1a: the "sum" the tests check against the file. */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+	while (n--)
+		h = (h ^ *p++) * 1099511628211ull;
+	return h;
+}
+
 /*
  * lookup: sched-check's resolver answers any port with the URL's host at once, but makes
  * the lookups of E2's port (slow_port) as slow_plan says, call by call: > 0, sleep that
@@ -643,7 +653,7 @@ static int handover_check(void)
 	struct grist_sched *sc = NULL;
 	struct grist_sched_probe pr;
 	struct grist_io *io = NULL;
-	uint64_t t0, hash = 14695981039346656037ull;
+	uint64_t t0, hash = FNV1A_START;
 	uint32_t slot;
 	int i, k, n, got = 0, ret = 1;
 
@@ -693,8 +703,7 @@ static int handover_check(void)
 			}
 		got += n;
 	}
-	for (i = 0; i < N * RL; i++)
-		hash = (hash ^ bufs[i]) * 1099511628211ull;
+	hash = fnv1a(hash, bufs, (size_t)N * RL);
 	printf("sum %016llx\n", (unsigned long long)hash);
 	ret = 0;
 out:
@@ -745,7 +754,7 @@ static int quiet_check(void)
 	struct grist_sched *sc = NULL;
 	struct grist_sched_probe a, b;
 	struct grist_io *io = NULL;
-	uint64_t t0, hash = 14695981039346656037ull;
+	uint64_t t0, hash = FNV1A_START;
 	uint32_t slot;
 	int i, ret = 1;
 
@@ -793,12 +802,10 @@ static int quiet_check(void)
 	printf("wakes %llu\n", (unsigned long long)(b.wakes - a.wakes));
 	if (quiet_land(io, QUIET_ROUNDS + 1, LEN))
 		goto out;
-	for (i = 0; i < (int)QUIET_BODY; i++)
-		hash = (hash ^ bufs[i]) * 1099511628211ull;
-	for (i = 0; i < LEN; i++)
-		hash = (hash ^ sbuf[i]) * 1099511628211ull;
-	for (i = 0; i < QUIET_ROUNDS * LEN; i++)
-		hash = (hash ^ rbufs[i / LEN][i % LEN]) * 1099511628211ull;
+	hash = fnv1a(hash, bufs, QUIET_BODY);
+	hash = fnv1a(hash, sbuf, LEN);
+	for (i = 0; i < QUIET_ROUNDS; i++)
+		hash = fnv1a(hash, rbufs[i], LEN);
 	printf("sum %016llx\n", (unsigned long long)hash);
 	ret = 0;
 out:
