@@ -535,7 +535,8 @@ static bool head_done(struct grist_sched *h, struct get *g, size_t hend)
  * The mark does not narrow the TCP window: Linux grows the receive buffer to hold it
  * (tcp_set_rcvlowat(), capped at half of tcp_rmem's maximum) and its receive autotuning
  * goes on growing buffer and window past it on a long, fast path; a buffer under memory
- * pressure wakes the thread below the mark.
+ * pressure wakes the thread below the mark. (Read in Linux 6.1's tcp.c and tcp_input.c,
+ * not measured: this machine has no long path to measure it on.)
  */
 static void set_lowat(const struct grist_sched *h, struct direct *d)
 {
